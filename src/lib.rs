@@ -1,4 +1,13 @@
 //! payorch: payment orchestration with one promise — one intent of the payer, at most one charge.
 
+pub mod accounts;
+pub mod app;
+pub mod commands;
+pub mod config;
+pub mod credentials;
+pub mod db;
+pub mod http;
+pub mod ids;
 pub mod providers;
 pub mod sandbox;
+pub mod telemetry;

@@ -1,0 +1,193 @@
+//! Merchants and the secret keys that act for them or for support staff. A secret is shown
+//! once, when made; only its SHA-256 is stored, and authentication looks the hash up.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use rand::RngCore;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::db::schema::{api_keys, merchants};
+use crate::ids::{ApiKeyId, MerchantId};
+
+/// Who is calling, as established by their key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    Merchant { merchant_id: MerchantId, key_id: ApiKeyId },
+    Support { key_id: ApiKeyId },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Merchant,
+    Support,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::Merchant => "merchant",
+            Role::Support => "support",
+        }
+    }
+
+    /// Secrets carry their role in a prefix, so a leaked one is recognisable in a log or a scan.
+    fn secret_prefix(self) -> &'static str {
+        match self {
+            Role::Merchant => "sk_mer_",
+            Role::Support => "sk_sup_",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Merchant {
+    pub id: MerchantId,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A key as created: the only moment its secret exists outside the caller's hands.
+#[derive(Debug, Clone, Serialize)]
+pub struct NewKey {
+    pub key_id: ApiKeyId,
+    pub secret: String,
+}
+
+fn new_secret(role: Role) -> String {
+    let mut bytes = [0u8; 24];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("{}{}", role.secret_prefix(), hex::encode(bytes))
+}
+
+fn secret_hash(secret: &str) -> Vec<u8> {
+    Sha256::digest(secret.as_bytes()).to_vec()
+}
+
+async fn insert_key(
+    conn: &mut AsyncPgConnection,
+    role: Role,
+    merchant_id: Option<MerchantId>,
+    name: &str,
+) -> QueryResult<NewKey> {
+    let key_id = ApiKeyId::new();
+    let secret = new_secret(role);
+    diesel::insert_into(api_keys::table)
+        .values((
+            api_keys::id.eq(key_id.0),
+            api_keys::secret_sha256.eq(secret_hash(&secret)),
+            api_keys::role.eq(role.as_str()),
+            api_keys::merchant_id.eq(merchant_id.map(|m| m.0)),
+            api_keys::name.eq(name),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(NewKey { key_id, secret })
+}
+
+/// Creates a merchant and its first API key, in one transaction.
+pub async fn create_merchant(
+    conn: &mut AsyncPgConnection,
+    name: &str,
+) -> QueryResult<(Merchant, NewKey)> {
+    let name = name.to_string();
+    conn.transaction(async move |conn| {
+            let id = MerchantId::new();
+            let created_at: DateTime<Utc> = diesel::insert_into(merchants::table)
+                .values((merchants::id.eq(id.0), merchants::name.eq(&name)))
+                .returning(merchants::created_at)
+                .get_result(conn)
+                .await?;
+            let key = insert_key(conn, Role::Merchant, Some(id), &name).await?;
+            Ok((
+                Merchant {
+                    id,
+                    name,
+                    created_at,
+                },
+                key,
+            ))
+    })
+    .await
+}
+
+pub async fn create_support_key(conn: &mut AsyncPgConnection, name: &str) -> QueryResult<NewKey> {
+    insert_key(conn, Role::Support, None, name).await
+}
+
+/// The caller a presented secret belongs to, if it is a live key.
+pub async fn authenticate(
+    conn: &mut AsyncPgConnection,
+    secret: &str,
+) -> QueryResult<Option<Caller>> {
+    let row: Option<(uuid::Uuid, String, Option<uuid::Uuid>)> = api_keys::table
+        .filter(api_keys::secret_sha256.eq(secret_hash(secret)))
+        .filter(api_keys::revoked_at.is_null())
+        .select((api_keys::id, api_keys::role, api_keys::merchant_id))
+        .first(conn)
+        .await
+        .optional()?;
+    Ok(row.and_then(|(id, role, merchant_id)| {
+        let key_id = ApiKeyId(id);
+        match (role.as_str(), merchant_id) {
+            ("merchant", Some(m)) => Some(Caller::Merchant {
+                merchant_id: MerchantId(m),
+                key_id,
+            }),
+            ("support", None) => Some(Caller::Support { key_id }),
+            // The table's CHECK makes any other shape impossible.
+            _ => None,
+        }
+    }))
+}
+
+pub async fn find_merchant(
+    conn: &mut AsyncPgConnection,
+    id: MerchantId,
+) -> QueryResult<Option<Merchant>> {
+    merchants::table
+        .find(id.0)
+        .select((merchants::id, merchants::name, merchants::created_at))
+        .first::<(uuid::Uuid, String, DateTime<Utc>)>(conn)
+        .await
+        .optional()
+        .map(|row| {
+            row.map(|(id, name, created_at)| Merchant {
+                id: MerchantId(id),
+                name,
+                created_at,
+            })
+        })
+}
+
+/// Merchants in id (= creation) order, `limit` at most, after `starting_after` if given.
+pub async fn list_merchants(
+    conn: &mut AsyncPgConnection,
+    limit: i64,
+    starting_after: Option<MerchantId>,
+) -> QueryResult<Vec<Merchant>> {
+    let mut query = merchants::table
+        .select((merchants::id, merchants::name, merchants::created_at))
+        .order(merchants::id.asc())
+        .limit(limit)
+        .into_boxed();
+    if let Some(after) = starting_after {
+        query = query.filter(merchants::id.gt(after.0));
+    }
+    let rows: Vec<(uuid::Uuid, String, DateTime<Utc>)> = query.load(conn).await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, name, created_at)| Merchant {
+            id: MerchantId(id),
+            name,
+            created_at,
+        })
+        .collect())
+}
+
+pub async fn any_merchant_exists(conn: &mut AsyncPgConnection) -> QueryResult<bool> {
+    diesel::select(diesel::dsl::exists(merchants::table.select(merchants::id)))
+        .get_result(conn)
+        .await
+}

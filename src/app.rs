@@ -1,0 +1,108 @@
+//! `Application::build`: a bound listener, the shared state and the HTTP server, ready to run.
+//! Binding happens here so that tests (and `serve`) can ask for port 0 and learn the real one.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix_web::dev::{Server, ServerHandle};
+use actix_web::{middleware::from_fn, web, App, HttpServer};
+use tracing_actix_web::TracingLogger;
+
+use crate::db::{build_pool, DbPool, PoolSettings};
+use crate::http::{self, metrics::Metrics, middleware as mw, AppState};
+
+#[derive(Debug, Clone)]
+pub struct AppSettings {
+    /// `host:port`; port 0 picks a free one.
+    pub bind: String,
+    /// HTTP worker threads.
+    pub workers: usize,
+    pub pool: PoolSettings,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("cannot listen on {bind}: {source}")]
+    Bind {
+        bind: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("database pool: {0}")]
+    Pool(String),
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+}
+
+pub struct Application {
+    port: u16,
+    host: String,
+    server: Server,
+    state: web::Data<AppState>,
+}
+
+impl Application {
+    pub async fn build(settings: &AppSettings, database_url: &str) -> Result<Self, AppError> {
+        let pool = build_pool(database_url, &settings.pool).map_err(AppError::Pool)?;
+        let listener = TcpListener::bind(&settings.bind).map_err(|source| AppError::Bind {
+            bind: settings.bind.clone(),
+            source,
+        })?;
+        let local = listener.local_addr().map_err(|source| AppError::Bind {
+            bind: settings.bind.clone(),
+            source,
+        })?;
+        let state = web::Data::new(AppState {
+            pool,
+            metrics: Arc::new(Metrics::new()?),
+        });
+        let server_state = state.clone();
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(server_state.clone())
+                .wrap(from_fn(mw::body_limit))
+                .wrap(from_fn(http::metrics::record_request))
+                .wrap(from_fn(mw::request_id_header))
+                .wrap(TracingLogger::<mw::PayorchRootSpan>::new())
+                .configure(http::configure)
+                .default_service(web::to(http::not_found))
+        })
+        .workers(settings.workers.max(1))
+        // `serve` owns signal handling, so the database is stopped after the server.
+        .disable_signals()
+        .shutdown_timeout(10)
+        .listen(listener)
+        .map_err(|source| AppError::Bind {
+            bind: settings.bind.clone(),
+            source,
+        })?
+        .run();
+        Ok(Application {
+            port: local.port(),
+            host: local.ip().to_string(),
+            server,
+            state,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://host:port` as actually bound.
+    pub fn base_url(&self) -> String {
+        format!("http://{}:{}", self.host, self.port)
+    }
+
+    pub fn pool(&self) -> &DbPool {
+        &self.state.pool
+    }
+
+    pub fn handle(&self) -> ServerHandle {
+        self.server.handle()
+    }
+
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}

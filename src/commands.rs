@@ -1,0 +1,172 @@
+//! What each subcommand does, start to finish.
+
+use std::fmt::Display;
+
+use diesel_async::{AsyncConnection, AsyncPgConnection};
+use serde_json::json;
+
+use crate::accounts;
+use crate::app::Application;
+use crate::config::{Cli, Command, CreateArgs, DatabaseArgs, MerchantCommand, ServeArgs, SupportKeyCommand};
+use crate::credentials::{self, Credentials};
+use crate::db::migrations::run_migrations;
+use crate::db::Database;
+
+/// A failure that ends the command; printed as one line.
+#[derive(Debug)]
+pub struct CommandError(pub String);
+
+impl<E: Display> From<E> for CommandError {
+    fn from(err: E) -> Self {
+        CommandError(err.to_string())
+    }
+}
+
+pub async fn run(cli: Cli) -> Result<(), CommandError> {
+    match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Migrate(args) => migrate(args).await,
+        Command::Merchant(MerchantCommand::Create(args)) => create_merchant(args).await,
+        Command::SupportKey(SupportKeyCommand::Create(args)) => create_support_key(args).await,
+    }
+}
+
+async fn open_database(args: &DatabaseArgs) -> Result<Database, CommandError> {
+    Ok(Database::open(args.database_url.clone(), args.data_dir.clone(), false).await?)
+}
+
+async fn serve(args: ServeArgs) -> Result<(), CommandError> {
+    let database = open_database(&args.database).await?;
+    if let Some(cluster) = database.cluster() {
+        tracing::info!(cluster = %cluster.root().display(), "private PostgreSQL cluster ready");
+    }
+    let result = serve_on(&args, &database).await;
+    // The cluster is stopped whatever happened to the server, so no postgres is left behind.
+    if let Err(err) = database.shutdown().await {
+        tracing::error!(error = %err, "could not stop the private cluster");
+    }
+    result
+}
+
+async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandError> {
+    let applied = run_migrations(database.url()).await?;
+    tracing::info!(applied = applied.len(), "database migrated");
+
+    let app = Application::build(&args.app_settings(), database.url()).await?;
+    let base_url = app.base_url();
+
+    let path = credentials::path_in(&args.database.data_dir);
+    let previous = credentials::read(&path);
+    let mut conn = app.pool().get().await?;
+    match credentials::demo_account(&mut conn, previous.as_ref()).await? {
+        Some(demo) => {
+            let creds = Credentials {
+                merchant_id: demo.merchant_id,
+                api_key: demo.api_key,
+                support_key: demo.support_key,
+                base_url: base_url.clone(),
+                sandbox_url: None,
+                webhook_secret: None,
+            };
+            credentials::write(&path, &creds)?;
+            tracing::info!(file = %path.display(), "demo credentials written");
+        }
+        None => tracing::warn!(
+            file = %path.display(),
+            "the database already has merchants and no matching credentials file; create keys with `payorch merchant create`"
+        ),
+    }
+    drop(conn);
+
+    tracing::info!(%base_url, "payorch listening");
+    println!("payorch listening on {base_url}");
+    let handle = app.handle();
+    let server = tokio::spawn(app.run_until_stopped());
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    handle.stop(true).await;
+    server.await??;
+    Ok(())
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot listen for SIGTERM; only Ctrl-C stops payorch");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+async fn migrate(args: DatabaseArgs) -> Result<(), CommandError> {
+    let database = open_database(&args).await?;
+    let result = run_migrations(database.url()).await;
+    database.shutdown().await?;
+    let applied = result?;
+    if applied.is_empty() {
+        println!("database is up to date");
+    } else {
+        println!("applied {} migration(s): {}", applied.len(), applied.join(", "));
+    }
+    Ok(())
+}
+
+/// Runs `work` on a migrated database, then stops the cluster if this command started it.
+async fn with_connection<T>(
+    args: &DatabaseArgs,
+    work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, CommandError>,
+) -> Result<T, CommandError> {
+    let database = open_database(args).await?;
+    let result = async {
+        run_migrations(database.url()).await?;
+        let mut conn = AsyncPgConnection::establish(database.url()).await?;
+        work(&mut conn).await
+    }
+    .await;
+    database.shutdown().await?;
+    result
+}
+
+async fn create_merchant(args: CreateArgs) -> Result<(), CommandError> {
+    let name = args.name.trim().to_string();
+    let (merchant, key) = with_connection(&args.database, async |conn| {
+        Ok(accounts::create_merchant(conn, &name).await?)
+    })
+    .await?;
+    if args.json {
+        println!(
+            "{}",
+            json!({"merchant_id": merchant.id, "name": merchant.name, "api_key": key.secret})
+        );
+    } else {
+        println!("merchant {} ({})", merchant.id, merchant.name);
+        println!("api key (shown once, keep it secret): {}", key.secret);
+    }
+    Ok(())
+}
+
+async fn create_support_key(args: CreateArgs) -> Result<(), CommandError> {
+    let name = args.name.trim().to_string();
+    let key = with_connection(&args.database, async |conn| {
+        Ok(accounts::create_support_key(conn, &name).await?)
+    })
+    .await?;
+    if args.json {
+        println!(
+            "{}",
+            json!({"key_id": key.key_id, "name": name, "support_key": key.secret})
+        );
+    } else {
+        println!("support key {} ({name})", key.key_id);
+        println!("secret (shown once, keep it secret): {}", key.secret);
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! Command-line and environment configuration: one typed struct per area. Every flag has an
+//! environment variable; `payorch <command> --help` lists them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::app::AppSettings;
+use crate::db::PoolSettings;
+
+#[derive(Debug, Parser)]
+#[command(name = "payorch", version, about = "Payment orchestration: one intent, at most one charge")]
+pub struct Cli {
+    /// Log as JSON lines instead of human-readable text.
+    #[arg(long, env = "PAYORCH_LOG_JSON", global = true)]
+    pub log_json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP API and its background workers.
+    Serve(ServeArgs),
+    /// Apply the embedded database migrations and exit.
+    Migrate(DatabaseArgs),
+    /// Manage merchants.
+    #[command(subcommand)]
+    Merchant(MerchantCommand),
+    /// Manage support-staff keys.
+    #[command(subcommand, name = "support-key")]
+    SupportKey(SupportKeyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MerchantCommand {
+    /// Create a merchant with a secret API key (printed once, stored only as a hash).
+    Create(CreateArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SupportKeyCommand {
+    /// Create a support-staff key (printed once, stored only as a hash).
+    Create(CreateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    #[arg(long)]
+    pub name: String,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+/// Where the database is. Without `DATABASE_URL`, a private cluster under `--data-dir`.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// An existing PostgreSQL database; when unset, payorch runs a private cluster.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// The folder for the private cluster and `credentials.json`.
+    #[arg(long, env = "PAYORCH_DATA_DIR", default_value = ".payorch")]
+    pub data_dir: PathBuf,
+    /// Largest number of database connections of this process.
+    #[arg(long, env = "PAYORCH_DB_POOL_SIZE", default_value_t = 16)]
+    pub db_pool_size: usize,
+    /// Longest a request waits for a connection before answering 503.
+    #[arg(long, env = "PAYORCH_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 2000)]
+    pub db_acquire_timeout_ms: u64,
+    /// `statement_timeout` set on every connection.
+    #[arg(long, env = "PAYORCH_DB_STATEMENT_TIMEOUT_MS", default_value_t = 10_000)]
+    pub db_statement_timeout_ms: u64,
+}
+
+impl DatabaseArgs {
+    pub fn pool_settings(&self) -> PoolSettings {
+        PoolSettings {
+            max_size: self.db_pool_size,
+            acquire_timeout: Duration::from_millis(self.db_acquire_timeout_ms),
+            statement_timeout: Duration::from_millis(self.db_statement_timeout_ms),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address of the HTTP API; port 0 picks a free port.
+    #[arg(long, env = "PAYORCH_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: String,
+    /// HTTP worker threads (default: one per core).
+    #[arg(long, env = "PAYORCH_WORKERS")]
+    pub workers: Option<usize>,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+impl ServeArgs {
+    pub fn app_settings(&self) -> AppSettings {
+        AppSettings {
+            bind: self.bind.clone(),
+            workers: self.workers.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(2, |n| n.get())
+            }),
+            pool: self.database.pool_settings(),
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The demo account a fresh installation starts with, and `<data-dir>/credentials.json`,
+//! which tells a developer (and the browser pages' tests) how to call this instance.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use diesel::sql_types::BigInt;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use serde::{Deserialize, Serialize};
+
+use crate::accounts::{self, Caller};
+use crate::ids::MerchantId;
+
+pub const FILE_NAME: &str = "credentials.json";
+
+/// Names the "bootstrap the demo account" critical section among advisory locks.
+const BOOTSTRAP_LOCK_KEY: i64 = 0x7061_796f_7263_6802;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Credentials {
+    pub merchant_id: MerchantId,
+    pub api_key: String,
+    pub support_key: String,
+    pub base_url: String,
+    pub sandbox_url: Option<String>,
+    pub webhook_secret: Option<String>,
+}
+
+/// The demo secrets, either made now (empty database) or read back from an earlier start.
+#[derive(Debug, Clone)]
+pub struct DemoAccount {
+    pub merchant_id: MerchantId,
+    pub api_key: String,
+    pub support_key: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    #[error("database: {0}")]
+    Database(#[from] diesel::result::Error),
+    #[error("{path}: {source}")]
+    File {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub fn path_in(data_dir: &Path) -> PathBuf {
+    data_dir.join(FILE_NAME)
+}
+
+pub fn read(path: &Path) -> Option<Credentials> {
+    let text = fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// On an empty database, creates the demo merchant and support key. Otherwise takes the
+/// secrets from the earlier credentials file, if it still matches this database.
+pub async fn demo_account(
+    conn: &mut AsyncPgConnection,
+    previous: Option<&Credentials>,
+) -> Result<Option<DemoAccount>, CredentialsError> {
+    let previous = previous.cloned();
+    let account = conn
+        .transaction::<_, diesel::result::Error, _>(async move |conn| {
+                // Replicas starting together on an empty database create one demo merchant.
+                diesel::sql_query("SELECT pg_advisory_xact_lock($1)")
+                    .bind::<BigInt, _>(BOOTSTRAP_LOCK_KEY)
+                    .execute(conn)
+                    .await?;
+                if !accounts::any_merchant_exists(conn).await? {
+                    let (merchant, key) = accounts::create_merchant(conn, "Demo merchant").await?;
+                    let support = accounts::create_support_key(conn, "Demo support").await?;
+                    return Ok(Some(DemoAccount {
+                        merchant_id: merchant.id,
+                        api_key: key.secret,
+                        support_key: support.secret,
+                    }));
+                }
+                let Some(previous) = previous else {
+                    return Ok(None);
+                };
+                let merchant_ok = matches!(
+                    accounts::authenticate(conn, &previous.api_key).await?,
+                    Some(Caller::Merchant { merchant_id, .. }) if merchant_id == previous.merchant_id
+                );
+                let support_ok = matches!(
+                    accounts::authenticate(conn, &previous.support_key).await?,
+                    Some(Caller::Support { .. })
+                );
+                Ok((merchant_ok && support_ok).then_some(DemoAccount {
+                    merchant_id: previous.merchant_id,
+                    api_key: previous.api_key,
+                    support_key: previous.support_key,
+                }))
+        })
+        .await?;
+    Ok(account)
+}
+
+/// Writes the file readable by its owner only: it holds live secrets.
+pub fn write(path: &Path, credentials: &Credentials) -> Result<(), CredentialsError> {
+    let file_error = |source| CredentialsError::File {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut body = serde_json::to_vec_pretty(credentials)
+        .map_err(|err| file_error(std::io::Error::other(err)))?;
+    body.push(b'\n');
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(file_error)?;
+    // An older file may have been created with wider permissions.
+    file.set_permissions(fs::Permissions::from_mode(0o600))
+        .map_err(file_error)?;
+    file.write_all(&body).map_err(file_error)
+}

@@ -1,0 +1,68 @@
+//! Embedded migrations, applied under a PostgreSQL advisory lock so that replicas starting
+//! together take turns instead of racing on the same DDL.
+
+use diesel::prelude::*;
+use diesel::sql_types::BigInt;
+use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+use diesel_async::AsyncPgConnection;
+use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
+
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
+
+/// An arbitrary constant that names "payorch schema changes" among advisory locks.
+const MIGRATION_LOCK_KEY: i64 = 0x7061_796f_7263_6801;
+
+type SyncConn = AsyncConnectionWrapper<AsyncPgConnection>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    #[error("could not connect to the database: {0}")]
+    Connect(#[from] diesel::ConnectionError),
+    #[error("advisory lock: {0}")]
+    Lock(#[from] diesel::result::Error),
+    #[error("migration failed: {0}")]
+    Migration(String),
+    #[error("migration thread: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+/// Applies every pending migration; returns the versions applied (empty when up to date).
+pub async fn run_migrations(database_url: &str) -> Result<Vec<String>, MigrationError> {
+    let url = database_url.to_string();
+    // The harness is synchronous; it drives the async connection from a blocking thread.
+    tokio::task::spawn_blocking(move || {
+        let mut conn = SyncConn::establish(&url)?;
+        diesel::sql_query("SELECT pg_advisory_lock($1)")
+            .bind::<BigInt, _>(MIGRATION_LOCK_KEY)
+            .execute(&mut conn)?;
+        let applied = conn
+            .run_pending_migrations(MIGRATIONS)
+            .map(|versions| versions.iter().map(|v| v.to_string()).collect())
+            .map_err(|err| MigrationError::Migration(err.to_string()));
+        // Unlock even when a migration failed; closing the connection would too.
+        diesel::sql_query("SELECT pg_advisory_unlock($1)")
+            .bind::<BigInt, _>(MIGRATION_LOCK_KEY)
+            .execute(&mut conn)?;
+        applied
+    })
+    .await?
+}
+
+/// Whether every embedded migration has been applied (for readiness).
+pub async fn migrations_applied(
+    conn: &mut AsyncPgConnection,
+) -> Result<bool, diesel::result::Error> {
+    #[derive(QueryableByName)]
+    struct Version {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        version: String,
+    }
+    let query = diesel::sql_query("SELECT version FROM __diesel_schema_migrations");
+    let applied: Vec<Version> = diesel_async::RunQueryDsl::load(query, conn).await?;
+    let expected = diesel::migration::MigrationSource::<diesel::pg::Pg>::migrations(&MIGRATIONS)
+        .map_err(diesel::result::Error::QueryBuilderError)?;
+    Ok(expected.iter().all(|m| {
+        let name = m.name().version().to_string();
+        applied.iter().any(|a| a.version == name)
+    }))
+}

@@ -1,0 +1,59 @@
+//! The connection pool: diesel-async connections in a deadpool, each set up with our
+//! `application_name` and `statement_timeout` so a stuck query cannot hold a request for ever.
+
+use std::time::Duration;
+
+use diesel::ConnectionError;
+pub use diesel_async::pooled_connection::deadpool::PoolError;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use futures_util::FutureExt;
+
+pub type DbPool = Pool<AsyncPgConnection>;
+pub type DbConn = Object<AsyncPgConnection>;
+
+#[derive(Debug, Clone)]
+pub struct PoolSettings {
+    pub max_size: usize,
+    /// How long a request waits for a free connection before it is answered `503`.
+    pub acquire_timeout: Duration,
+    pub statement_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            max_size: 16,
+            acquire_timeout: Duration::from_secs(2),
+            statement_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool, String> {
+    let statement_timeout_ms = settings.statement_timeout.as_millis();
+    let mut manager_config = ManagerConfig::<AsyncPgConnection>::default();
+    manager_config.custom_setup = Box::new(move |url| {
+        let url = url.to_string();
+        async move {
+            let mut conn = AsyncPgConnection::establish(&url).await?;
+            conn.batch_execute(&format!(
+                "SET application_name = 'payorch'; SET statement_timeout = {statement_timeout_ms}"
+            ))
+            .await
+            .map_err(ConnectionError::CouldntSetupConfiguration)?;
+            Ok(conn)
+        }
+        .boxed()
+    });
+    let manager = AsyncDieselConnectionManager::new_with_config(database_url, manager_config);
+    Pool::builder(manager)
+        .max_size(settings.max_size)
+        .runtime(deadpool::Runtime::Tokio1)
+        .wait_timeout(Some(settings.acquire_timeout))
+        .create_timeout(Some(settings.acquire_timeout))
+        .recycle_timeout(Some(settings.acquire_timeout))
+        .build()
+        .map_err(|err| err.to_string())
+}

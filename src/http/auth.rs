@@ -1,0 +1,87 @@
+//! `Authorization: Bearer <secret>` → the [`Caller`]. The secret is hashed and the hash looked
+//! up by a unique index, so no secret is ever compared byte by byte in our code.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use actix_web::dev::Payload;
+use actix_web::http::header;
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
+
+use crate::accounts::{self, Caller};
+use crate::http::errors::ApiError;
+use crate::http::AppState;
+use crate::ids::MerchantId;
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Caller, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            // Another extractor of the same request may have authenticated already.
+            if let Some(caller) = req.extensions().get::<Caller>() {
+                return Ok(*caller);
+            }
+            let secret = bearer_secret(&req).ok_or(ApiError::Unauthenticated)?;
+            let state = req
+                .app_data::<web::Data<AppState>>()
+                .ok_or_else(|| ApiError::Internal("application state missing".into()))?;
+            let mut conn = state.pool.get().await?;
+            let caller = accounts::authenticate(&mut conn, &secret)
+                .await?
+                .ok_or(ApiError::Unauthenticated)?;
+            req.extensions_mut().insert(caller);
+            tracing::Span::current().record("merchant", tracing::field::display(caller));
+            Ok(caller)
+        })
+    }
+}
+
+fn bearer_secret(req: &HttpRequest) -> Option<String> {
+    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, secret) = value.trim().split_once(' ')?;
+    let secret = secret.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !secret.is_empty()).then(|| secret.to_string())
+}
+
+impl std::fmt::Display for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Caller::Merchant { merchant_id, .. } => write!(f, "{merchant_id}"),
+            Caller::Support { key_id } => write!(f, "support:{key_id}"),
+        }
+    }
+}
+
+impl Caller {
+    /// The merchant a merchant key acts for; support keys may not write merchant data.
+    pub fn merchant_for_write(&self) -> Result<MerchantId, ApiError> {
+        match self {
+            Caller::Merchant { merchant_id, .. } => Ok(*merchant_id),
+            Caller::Support { .. } => Err(ApiError::Forbidden(
+                "support keys are read-only for merchant data; use the merchant's own key",
+            )),
+        }
+    }
+
+    /// Support routes are for support keys only.
+    pub fn require_support(&self) -> Result<(), ApiError> {
+        match self {
+            Caller::Support { .. } => Ok(()),
+            Caller::Merchant { .. } => Err(ApiError::Forbidden(
+                "this route is for support staff keys; merchant keys cannot use it",
+            )),
+        }
+    }
+
+    /// Whether this caller may read data of `merchant`: its own merchant, or support.
+    /// Everything else must look like it does not exist (`404`, never `403`).
+    pub fn can_read(&self, merchant: MerchantId) -> bool {
+        match self {
+            Caller::Merchant { merchant_id, .. } => *merchant_id == merchant,
+            Caller::Support { .. } => true,
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Merchant accounts as the API shows them.
+
+use actix_web::{web, HttpResponse};
+use serde::{Deserialize, Serialize};
+
+use crate::accounts::{self, Caller, Merchant};
+use crate::http::errors::{ApiError, FieldError};
+use crate::http::AppState;
+use crate::ids::MerchantId;
+
+#[utoipa::path(get, path = "/v1/merchants/{id}", tag = "merchants",
+    params(("id" = String, Path, description = "merchant id, `mer_…`")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Merchant),
+        (status = 401, body = crate::http::errors::Problem),
+        (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
+    ))]
+pub async fn get_merchant(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let not_found = ApiError::NotFound("merchant");
+    let id: MerchantId = path.parse().map_err(|_| ApiError::NotFound("merchant"))?;
+    if !caller.can_read(id) {
+        return Err(not_found);
+    }
+    let mut conn = state.pool.get().await?;
+    let merchant = accounts::find_merchant(&mut conn, id)
+        .await?
+        .ok_or(not_found)?;
+    Ok(HttpResponse::Ok().json(merchant))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// 1–100, default 20.
+    limit: Option<i64>,
+    /// A merchant id: the page starts after it.
+    starting_after: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct MerchantList {
+    data: Vec<Merchant>,
+    has_more: bool,
+}
+
+#[utoipa::path(get, path = "/v1/support/merchants", tag = "support",
+    params(ListParams),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = MerchantList),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+    ))]
+pub async fn list_merchants(
+    caller: Caller,
+    state: web::Data<AppState>,
+    params: web::Query<ListParams>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require_support()?;
+    let limit = params.limit.unwrap_or(20);
+    let mut errors = Vec::new();
+    if !(1..=100).contains(&limit) {
+        errors.push(FieldError::new("limit", "must be between 1 and 100"));
+    }
+    let starting_after = match params.starting_after.as_deref().map(str::parse::<MerchantId>) {
+        None => None,
+        Some(Ok(id)) => Some(id),
+        Some(Err(err)) => {
+            errors.push(FieldError::new("starting_after", err.to_string()));
+            None
+        }
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::ValidationFailed(errors));
+    }
+    let mut conn = state.pool.get().await?;
+    // One more than asked tells whether another page exists.
+    let mut data = accounts::list_merchants(&mut conn, limit + 1, starting_after).await?;
+    let has_more = data.len() as i64 > limit;
+    data.truncate(limit as usize);
+    Ok(HttpResponse::Ok().json(MerchantList { data, has_more }))
+}

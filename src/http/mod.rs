@@ -1,0 +1,69 @@
+//! The HTTP surface: routes, extractors and the problem+json rendering of every error.
+
+pub mod auth;
+pub mod errors;
+pub mod health;
+pub mod merchants;
+pub mod metrics;
+pub mod middleware;
+pub mod openapi;
+
+use std::sync::Arc;
+
+use actix_web::{error::JsonPayloadError, web, HttpRequest};
+
+use crate::db::DbPool;
+use errors::ApiError;
+
+/// The largest request body payorch reads.
+pub const BODY_LIMIT: usize = 64 * 1024;
+
+/// What every handler may use; built once per application.
+pub struct AppState {
+    pub pool: DbPool,
+    pub metrics: Arc<metrics::Metrics>,
+}
+
+/// Every route of the API, in one place.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.app_data(json_config())
+        .app_data(web::PayloadConfig::new(BODY_LIMIT))
+        .app_data(query_config())
+        .route("/health/live", web::get().to(health::live))
+        .route("/health/ready", web::get().to(health::ready))
+        .route("/metrics", web::get().to(metrics::metrics))
+        .route("/openapi.json", web::get().to(openapi::openapi_json))
+        .route("/v1/merchants/{id}", web::get().to(merchants::get_merchant))
+        .route("/v1/support/merchants", web::get().to(merchants::list_merchants));
+}
+
+/// Unknown routes answer problem+json too.
+pub async fn not_found() -> Result<actix_web::HttpResponse, ApiError> {
+    Err(ApiError::NotFound("route"))
+}
+
+fn json_config() -> web::JsonConfig {
+    web::JsonConfig::default()
+        .limit(BODY_LIMIT)
+        .error_handler(|err, _req: &HttpRequest| {
+            match err {
+                JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => {
+                    ApiError::PayloadTooLarge { limit: BODY_LIMIT }
+                }
+                JsonPayloadError::ContentType => ApiError::InvalidRequest(
+                    "send the body as JSON with `Content-Type: application/json`".into(),
+                ),
+                JsonPayloadError::Deserialize(err) => {
+                    ApiError::InvalidRequest(format!("the JSON body does not fit: {err}"))
+                }
+                other => ApiError::InvalidRequest(format!("the body could not be read: {other}")),
+            }
+            .into()
+        })
+}
+
+fn query_config() -> web::QueryConfig {
+    web::QueryConfig::default().error_handler(|err, _req| {
+        ApiError::InvalidRequest(format!("the query string does not fit: {err}")).into()
+    })
+}
