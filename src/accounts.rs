@@ -14,8 +14,13 @@ use crate::ids::{ApiKeyId, MerchantId};
 /// Who is calling, as established by their key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Caller {
-    Merchant { merchant_id: MerchantId, key_id: ApiKeyId },
-    Support { key_id: ApiKeyId },
+    Merchant {
+        merchant_id: MerchantId,
+        key_id: ApiKeyId,
+    },
+    Support {
+        key_id: ApiKeyId,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,21 +98,21 @@ pub async fn create_merchant(
 ) -> QueryResult<(Merchant, NewKey)> {
     let name = name.to_string();
     conn.transaction(async move |conn| {
-            let id = MerchantId::new();
-            let created_at: DateTime<Utc> = diesel::insert_into(merchants::table)
-                .values((merchants::id.eq(id.0), merchants::name.eq(&name)))
-                .returning(merchants::created_at)
-                .get_result(conn)
-                .await?;
-            let key = insert_key(conn, Role::Merchant, Some(id), &name).await?;
-            Ok((
-                Merchant {
-                    id,
-                    name,
-                    created_at,
-                },
-                key,
-            ))
+        let id = MerchantId::new();
+        let created_at: DateTime<Utc> = diesel::insert_into(merchants::table)
+            .values((merchants::id.eq(id.0), merchants::name.eq(&name)))
+            .returning(merchants::created_at)
+            .get_result(conn)
+            .await?;
+        let key = insert_key(conn, Role::Merchant, Some(id), &name).await?;
+        Ok((
+            Merchant {
+                id,
+                name,
+                created_at,
+            },
+            key,
+        ))
     })
     .await
 }

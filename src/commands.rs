@@ -7,7 +7,9 @@ use serde_json::json;
 
 use crate::accounts;
 use crate::app::Application;
-use crate::config::{Cli, Command, CreateArgs, DatabaseArgs, MerchantCommand, ServeArgs, SupportKeyCommand};
+use crate::config::{
+    Cli, Command, CreateArgs, DatabaseArgs, MerchantCommand, ServeArgs, SupportKeyCommand,
+};
 use crate::credentials::{self, Credentials};
 use crate::db::migrations::run_migrations;
 use crate::db::Database;
@@ -114,7 +116,11 @@ async fn migrate(args: DatabaseArgs) -> Result<(), CommandError> {
     if applied.is_empty() {
         println!("database is up to date");
     } else {
-        println!("applied {} migration(s): {}", applied.len(), applied.join(", "));
+        println!(
+            "applied {} migration(s): {}",
+            applied.len(),
+            applied.join(", ")
+        );
     }
     Ok(())
 }

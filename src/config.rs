@@ -10,7 +10,11 @@ use crate::app::AppSettings;
 use crate::db::PoolSettings;
 
 #[derive(Debug, Parser)]
-#[command(name = "payorch", version, about = "Payment orchestration: one intent, at most one charge")]
+#[command(
+    name = "payorch",
+    version,
+    about = "Payment orchestration: one intent, at most one charge"
+)]
 pub struct Cli {
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "PAYORCH_LOG_JSON", global = true)]
@@ -73,7 +77,11 @@ pub struct DatabaseArgs {
     #[arg(long, env = "PAYORCH_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 2000)]
     pub db_acquire_timeout_ms: u64,
     /// `statement_timeout` set on every connection.
-    #[arg(long, env = "PAYORCH_DB_STATEMENT_TIMEOUT_MS", default_value_t = 10_000)]
+    #[arg(
+        long,
+        env = "PAYORCH_DB_STATEMENT_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
     pub db_statement_timeout_ms: u64,
 }
 
@@ -103,9 +111,9 @@ impl ServeArgs {
     pub fn app_settings(&self) -> AppSettings {
         AppSettings {
             bind: self.bind.clone(),
-            workers: self.workers.unwrap_or_else(|| {
-                std::thread::available_parallelism().map_or(2, |n| n.get())
-            }),
+            workers: self
+                .workers
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
             pool: self.database.pool_settings(),
         }
     }

@@ -66,36 +66,36 @@ pub async fn demo_account(
     let previous = previous.cloned();
     let account = conn
         .transaction::<_, diesel::result::Error, _>(async move |conn| {
-                // Replicas starting together on an empty database create one demo merchant.
-                diesel::sql_query("SELECT pg_advisory_xact_lock($1)")
-                    .bind::<BigInt, _>(BOOTSTRAP_LOCK_KEY)
-                    .execute(conn)
-                    .await?;
-                if !accounts::any_merchant_exists(conn).await? {
-                    let (merchant, key) = accounts::create_merchant(conn, "Demo merchant").await?;
-                    let support = accounts::create_support_key(conn, "Demo support").await?;
-                    return Ok(Some(DemoAccount {
-                        merchant_id: merchant.id,
-                        api_key: key.secret,
-                        support_key: support.secret,
-                    }));
-                }
-                let Some(previous) = previous else {
-                    return Ok(None);
-                };
-                let merchant_ok = matches!(
-                    accounts::authenticate(conn, &previous.api_key).await?,
-                    Some(Caller::Merchant { merchant_id, .. }) if merchant_id == previous.merchant_id
-                );
-                let support_ok = matches!(
-                    accounts::authenticate(conn, &previous.support_key).await?,
-                    Some(Caller::Support { .. })
-                );
-                Ok((merchant_ok && support_ok).then_some(DemoAccount {
-                    merchant_id: previous.merchant_id,
-                    api_key: previous.api_key,
-                    support_key: previous.support_key,
-                }))
+            // Replicas starting together on an empty database create one demo merchant.
+            diesel::sql_query("SELECT pg_advisory_xact_lock($1)")
+                .bind::<BigInt, _>(BOOTSTRAP_LOCK_KEY)
+                .execute(conn)
+                .await?;
+            if !accounts::any_merchant_exists(conn).await? {
+                let (merchant, key) = accounts::create_merchant(conn, "Demo merchant").await?;
+                let support = accounts::create_support_key(conn, "Demo support").await?;
+                return Ok(Some(DemoAccount {
+                    merchant_id: merchant.id,
+                    api_key: key.secret,
+                    support_key: support.secret,
+                }));
+            }
+            let Some(previous) = previous else {
+                return Ok(None);
+            };
+            let merchant_ok = matches!(
+                accounts::authenticate(conn, &previous.api_key).await?,
+                Some(Caller::Merchant { merchant_id, .. }) if merchant_id == previous.merchant_id
+            );
+            let support_ok = matches!(
+                accounts::authenticate(conn, &previous.support_key).await?,
+                Some(Caller::Support { .. })
+            );
+            Ok((merchant_ok && support_ok).then_some(DemoAccount {
+                merchant_id: previous.merchant_id,
+                api_key: previous.api_key,
+                support_key: previous.support_key,
+            }))
         })
         .await?;
     Ok(account)

@@ -24,8 +24,8 @@ const MAX_SOCKET_DIR_LEN: usize = 90;
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     #[error(
-        "PostgreSQL server binaries (initdb, pg_ctl) were not found on PATH or under \
-         /usr/lib/postgresql/*/bin: install them (Debian/Ubuntu: `apt-get install postgresql`) \
+        "PostgreSQL server binaries (initdb, pg_ctl) were not found in $PAYORCH_PG_BIN_DIR, on \
+         PATH or under /usr/lib/postgresql/*/bin: install them (Debian/Ubuntu: `apt-get install postgresql`) \
          or set DATABASE_URL to an existing database"
     )]
     BinariesNotFound,
@@ -90,6 +90,8 @@ impl PrivateCluster {
             None
         };
         fs::create_dir_all(&options.data_dir).map_err(io_err(&options.data_dir))?;
+        // Two commands starting at once on one data dir must not both run initdb.
+        let _lock = StartLock::acquire(&options.data_dir.join(".cluster.lock"))?;
         let root = cluster_root(&options.data_dir, run_as.as_ref())?;
         let mut cluster = PrivateCluster {
             bin_dir,
@@ -238,8 +240,33 @@ impl PrivateCluster {
             }
             None => Command::new(&binary),
         };
-        command.args(args).env("LC_ALL", "C").current_dir(&self.root);
+        command
+            .args(args)
+            .env("LC_ALL", "C")
+            .current_dir(&self.root);
         command.output().map_err(io_err(&binary))
+    }
+}
+
+/// An exclusive `flock` held while a cluster is being created or started; released on drop.
+struct StartLock {
+    _file: fs::File,
+}
+
+impl StartLock {
+    fn acquire(path: &Path) -> Result<Self, ClusterError> {
+        use std::os::fd::AsRawFd;
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(io_err(path))?;
+        // SAFETY: flock on a descriptor we own; the lock ends when the file is closed.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io_err(path)(io::Error::last_os_error()));
+        }
+        Ok(StartLock { _file: file })
     }
 }
 
@@ -324,10 +351,17 @@ fn lookup_user(name: &'static str) -> Option<SystemUser> {
     }
 }
 
-/// The folder with `initdb` and `pg_ctl`: the first on `PATH`, else the newest
-/// `/usr/lib/postgresql/<version>/bin`.
+/// Names the folder of `initdb`/`pg_ctl` explicitly (to pick one PostgreSQL of several).
+pub const BIN_DIR_ENV: &str = "PAYORCH_PG_BIN_DIR";
+
+/// The folder with `initdb` and `pg_ctl`: `$PAYORCH_PG_BIN_DIR` if set, else the first on
+/// `PATH`, else the newest `/usr/lib/postgresql/<version>/bin`.
 fn find_bin_dir() -> Option<PathBuf> {
     let has_both = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
+    if let Some(dir) = std::env::var_os(BIN_DIR_ENV) {
+        let dir = PathBuf::from(dir);
+        return has_both(&dir).then_some(dir);
+    }
     if let Some(path) = std::env::var_os("PATH") {
         if let Some(dir) = std::env::split_paths(&path).find(|d| has_both(d)) {
             return Some(dir);

@@ -101,7 +101,11 @@ async fn database_exists(
 ) -> Result<bool, diesel::result::Error> {
     use diesel::dsl::sql;
     use diesel::sql_types::{Bool, Text};
-    diesel::select(sql::<Bool>("EXISTS (SELECT 1 FROM pg_database WHERE datname = ").bind::<Text, _>(name).sql(")"))
-        .get_result(conn)
-        .await
+    diesel::select(
+        sql::<Bool>("EXISTS (SELECT 1 FROM pg_database WHERE datname = ")
+            .bind::<Text, _>(name)
+            .sql(")"),
+    )
+    .get_result(conn)
+    .await
 }

@@ -66,7 +66,11 @@ pub async fn list_merchants(
     if !(1..=100).contains(&limit) {
         errors.push(FieldError::new("limit", "must be between 1 and 100"));
     }
-    let starting_after = match params.starting_after.as_deref().map(str::parse::<MerchantId>) {
+    let starting_after = match params
+        .starting_after
+        .as_deref()
+        .map(str::parse::<MerchantId>)
+    {
         None => None,
         Some(Ok(id)) => Some(id),
         Some(Err(err)) => {

@@ -31,10 +31,11 @@ impl Metrics {
             &["method", "route", "status"],
         )?;
         let http_duration = HistogramVec::new(
-            HistogramOpts::new("http_request_duration_seconds", "HTTP request latency")
-                .buckets(vec![
+            HistogramOpts::new("http_request_duration_seconds", "HTTP request latency").buckets(
+                vec![
                     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-                ]),
+                ],
+            ),
             &["method", "route"],
         )?;
         let gauge = |name: &str, help: &str| IntGauge::new(name, help);
@@ -61,7 +62,10 @@ impl Metrics {
     }
 
     /// Adds a collector of another part of payorch to the same registry.
-    pub fn register(&self, collector: Box<dyn prometheus::core::Collector>) -> prometheus::Result<()> {
+    pub fn register(
+        &self,
+        collector: Box<dyn prometheus::core::Collector>,
+    ) -> prometheus::Result<()> {
         self.registry.register(collector)
     }
 

@@ -34,7 +34,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/metrics", web::get().to(metrics::metrics))
         .route("/openapi.json", web::get().to(openapi::openapi_json))
         .route("/v1/merchants/{id}", web::get().to(merchants::get_merchant))
-        .route("/v1/support/merchants", web::get().to(merchants::list_merchants));
+        .route(
+            "/v1/support/merchants",
+            web::get().to(merchants::list_merchants),
+        );
 }
 
 /// Unknown routes answer problem+json too.
@@ -47,7 +50,8 @@ fn json_config() -> web::JsonConfig {
         .limit(BODY_LIMIT)
         .error_handler(|err, _req: &HttpRequest| {
             match err {
-                JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => {
+                JsonPayloadError::OverflowKnownLength { .. }
+                | JsonPayloadError::Overflow { .. } => {
                     ApiError::PayloadTooLarge { limit: BODY_LIMIT }
                 }
                 JsonPayloadError::ContentType => ApiError::InvalidRequest(

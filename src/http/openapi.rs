@@ -32,7 +32,9 @@ impl Modify for BearerAuth {
             SecurityScheme::Http(
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
-                    .description(Some("a merchant (`sk_mer_…`) or support (`sk_sup_…`) secret"))
+                    .description(Some(
+                        "a merchant (`sk_mer_…`) or support (`sk_sup_…`) secret",
+                    ))
                     .build(),
             ),
         );

@@ -1,0 +1,69 @@
+use crate::helpers::{assert_problem, TestApp};
+
+#[tokio::test]
+async fn unknown_route_is_problem_404_with_request_id() {
+    let app = TestApp::spawn().await;
+    let response = app
+        .client
+        .get(app.url("/v1/nothing-here"))
+        .send()
+        .await
+        .unwrap();
+    let request_id = response.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(request_id.len(), 36, "a UUID: {request_id}");
+    assert_problem(response, 404, "not_found").await;
+}
+
+#[tokio::test]
+async fn malformed_id_is_404() {
+    let app = TestApp::spawn().await;
+    let response = app.get_as(&app.merchant_key, "/v1/merchants/ord_123").await;
+    assert_problem(response, 404, "not_found").await;
+}
+
+#[tokio::test]
+async fn body_over_64_kib_is_413() {
+    let app = TestApp::spawn().await;
+    let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(70 * 1024));
+    let response = app
+        .client
+        .post(app.url("/v1/support/merchants"))
+        .bearer_auth(&app.support_key)
+        .header("content-type", "application/json")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(response, 413, "payload_too_large").await;
+}
+
+#[tokio::test]
+async fn out_of_range_parameter_is_422_with_field_errors() {
+    let app = TestApp::spawn().await;
+    let response = app
+        .get_as(
+            &app.support_key,
+            "/v1/support/merchants?limit=1000&starting_after=nope",
+        )
+        .await;
+    let body = assert_problem(response, 422, "validation_failed").await;
+    let fields: Vec<&str> = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["limit", "starting_after"]);
+}
+
+#[tokio::test]
+async fn unknown_query_parameter_is_400_invalid_request() {
+    let app = TestApp::spawn().await;
+    let response = app
+        .get_as(&app.support_key, "/v1/support/merchants?limt=5")
+        .await;
+    assert_problem(response, 400, "invalid_request").await;
+}

@@ -1,0 +1,383 @@
+//! The test harness: one database server for the whole run, one migrated template database,
+//! and a fresh copy of it for each test, dropped when the test ends.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use tokio::sync::OnceCell;
+
+use payorch::accounts;
+use payorch::app::{AppSettings, Application};
+use payorch::db::migrations::run_migrations;
+use payorch::db::{ClusterOptions, PoolSettings, PrivateCluster};
+use payorch::ids::MerchantId;
+
+/// The database server of this test run.
+pub struct TestServer {
+    /// A maintenance database to create and drop others from.
+    admin_url: String,
+    /// `url_for(name)` gives the URL of another database on the same server.
+    url_template: UrlTemplate,
+    template_db: String,
+}
+
+enum UrlTemplate {
+    /// A libpq key-value string: `dbname=` is replaced.
+    KeyValue(String),
+    /// A `postgres://…/db?…` URL: the path is replaced.
+    Url { before: String, after: String },
+}
+
+impl UrlTemplate {
+    fn parse(url: &str) -> Self {
+        if let Some(rest) = url
+            .strip_prefix("postgres://")
+            .or_else(|| url.strip_prefix("postgresql://"))
+        {
+            let scheme_len = url.len() - rest.len();
+            let path_start = rest.find('/').map(|i| i + scheme_len).unwrap_or(url.len());
+            let query_start = url[path_start..]
+                .find('?')
+                .map(|i| i + path_start)
+                .unwrap_or(url.len());
+            return UrlTemplate::Url {
+                before: url[..path_start].to_string(),
+                after: url[query_start..].to_string(),
+            };
+        }
+        let without_db: Vec<&str> = url
+            .split_whitespace()
+            .filter(|part| !part.starts_with("dbname="))
+            .collect();
+        UrlTemplate::KeyValue(without_db.join(" "))
+    }
+
+    fn url_for(&self, database: &str) -> String {
+        match self {
+            UrlTemplate::KeyValue(base) => format!("{base} dbname={database}"),
+            UrlTemplate::Url { before, after } => format!("{before}/{database}{after}"),
+        }
+    }
+}
+
+static SERVER: OnceCell<TestServer> = OnceCell::const_new();
+static CLUSTER: std::sync::OnceLock<PrivateCluster> = std::sync::OnceLock::new();
+
+/// A folder in the system temp dir: reachable by the `postgres` user even when the checkout
+/// lives under a private home, and short enough for a Unix socket path.
+pub fn temp_dir(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "payorch-test-{}-{label}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    ));
+    std::fs::create_dir_all(&dir).expect("create a temp dir");
+    dir
+}
+
+extern "C" fn stop_test_cluster() {
+    if let Some(cluster) = CLUSTER.get() {
+        let _ = cluster.stop();
+        if let Some(dir) = cluster.root().parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Clusters of earlier runs that died before their exit hook: stop them, remove their folders.
+fn remove_abandoned_clusters() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(pid) = name
+            .strip_prefix("payorch-test-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        if alive {
+            continue;
+        }
+        let pid_file = entry.path().join("postgres/data/postmaster.pid");
+        if let Some(postmaster) = std::fs::read_to_string(&pid_file).ok().and_then(|text| {
+            text.lines()
+                .next()
+                .and_then(|l| l.trim().parse::<i32>().ok())
+        }) {
+            // SAFETY: asks that postmaster to shut down fast.
+            unsafe { libc::kill(postmaster, libc::SIGINT) };
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let _ = std::fs::remove_dir_all(entry.path());
+    }
+}
+
+async fn start_server() -> TestServer {
+    let admin_url = match std::env::var("DATABASE_URL") {
+        Ok(url) => url,
+        Err(_) => {
+            remove_abandoned_clusters();
+            let options = ClusterOptions {
+                data_dir: temp_dir("cluster"),
+                ephemeral: true,
+            };
+            let cluster = tokio::task::spawn_blocking(move || PrivateCluster::start(&options))
+                .await
+                .expect("cluster thread")
+                .expect("start the test cluster");
+            let url = cluster.database_url("postgres");
+            CLUSTER.set(cluster).expect("one test cluster");
+            // SAFETY: registers a plain function to run at process exit.
+            unsafe { libc::atexit(stop_test_cluster) };
+            url
+        }
+    };
+    let url_template = UrlTemplate::parse(&admin_url);
+    let template_db = format!("payorch_template_{}", std::process::id());
+    let mut conn = AsyncPgConnection::establish(&admin_url)
+        .await
+        .expect("connect to the test database server");
+    diesel::sql_query(format!(
+        "DROP DATABASE IF EXISTS {template_db} WITH (FORCE)"
+    ))
+    .execute(&mut conn)
+    .await
+    .expect("drop an old template");
+    diesel::sql_query(format!("CREATE DATABASE {template_db}"))
+        .execute(&mut conn)
+        .await
+        .expect("create the template database");
+    run_migrations(&url_template.url_for(&template_db))
+        .await
+        .expect("migrate the template database");
+    TestServer {
+        admin_url,
+        url_template,
+        template_db,
+    }
+}
+
+pub async fn server() -> &'static TestServer {
+    SERVER.get_or_init(start_server).await
+}
+
+/// A database of its own for one test; dropped (with its connections) when this is dropped.
+pub struct TestDatabase {
+    pub name: String,
+    pub url: String,
+    /// Set when this test created the database and so must drop it.
+    admin_url: Option<String>,
+}
+
+impl TestDatabase {
+    /// A copy of the migrated template.
+    pub async fn migrated() -> Self {
+        let server = server().await;
+        Self::create(server, Some(&server.template_db)).await
+    }
+
+    /// An empty database, for tests of migrations themselves.
+    pub async fn empty() -> Self {
+        Self::create(server().await, None).await
+    }
+
+    async fn create(server: &TestServer, template: Option<&str>) -> Self {
+        let name = format!("payorch_test_{}", uuid::Uuid::now_v7().simple());
+        let sql = match template {
+            Some(t) => format!("CREATE DATABASE {name} TEMPLATE {t} STRATEGY FILE_COPY"),
+            None => format!("CREATE DATABASE {name}"),
+        };
+        let mut conn = AsyncPgConnection::establish(&server.admin_url)
+            .await
+            .expect("connect to the test database server");
+        diesel::sql_query(sql)
+            .execute(&mut conn)
+            .await
+            .expect("create a test database");
+        TestDatabase {
+            url: server.url_template.url_for(&name),
+            name,
+            admin_url: Some(server.admin_url.clone()),
+        }
+    }
+
+    /// A database the test manages itself (not dropped here).
+    pub fn external(url: &str) -> Self {
+        TestDatabase {
+            name: String::new(),
+            url: url.to_string(),
+            admin_url: None,
+        }
+    }
+
+    pub async fn connect(&self) -> AsyncPgConnection {
+        AsyncPgConnection::establish(&self.url)
+            .await
+            .expect("connect to the test database")
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let Some(admin_url) = self.admin_url.clone() else {
+            return;
+        };
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        // Drop runs inside the test's runtime, which cannot be blocked on: use a thread.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let mut conn = AsyncPgConnection::establish(&admin_url).await.ok()?;
+                diesel::sql_query(sql).execute(&mut conn).await.ok()
+            })
+        });
+        let _ = dropped.join();
+    }
+}
+
+pub fn test_settings() -> AppSettings {
+    AppSettings {
+        bind: "127.0.0.1:0".into(),
+        workers: 1,
+        pool: PoolSettings {
+            max_size: 8,
+            acquire_timeout: Duration::from_secs(2),
+            statement_timeout: Duration::from_secs(10),
+        },
+    }
+}
+
+/// A running payorch on its own database, with one merchant and one support key.
+pub struct TestApp {
+    pub base_url: String,
+    pub client: reqwest::Client,
+    pub merchant_id: MerchantId,
+    pub merchant_key: String,
+    pub support_key: String,
+    pub db: TestDatabase,
+    handle: actix_web::dev::ServerHandle,
+}
+
+impl TestApp {
+    pub async fn spawn() -> Self {
+        let db = TestDatabase::migrated().await;
+        Self::spawn_on(db).await
+    }
+
+    pub async fn spawn_on(db: TestDatabase) -> Self {
+        // Logs only on request: `RUST_LOG=info cargo test -- --nocapture`.
+        if std::env::var_os("RUST_LOG").is_some() {
+            payorch::telemetry::init(false);
+        }
+        let mut conn = db.connect().await;
+        let (merchant, key) = accounts::create_merchant(&mut conn, "Test merchant")
+            .await
+            .expect("create a merchant");
+        let support = accounts::create_support_key(&mut conn, "Test support")
+            .await
+            .expect("create a support key");
+        let app = Application::build(&test_settings(), &db.url)
+            .await
+            .expect("build the application");
+        let base_url = app.base_url();
+        let handle = app.handle();
+        tokio::spawn(app.run_until_stopped());
+        TestApp {
+            base_url,
+            client: reqwest::Client::new(),
+            merchant_id: merchant.id,
+            merchant_key: key.secret,
+            support_key: support.secret,
+            db,
+            handle,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    /// Another merchant on the same instance, with its own key.
+    pub async fn other_merchant(&self) -> (MerchantId, String) {
+        let mut conn = self.db.connect().await;
+        let (merchant, key) = accounts::create_merchant(&mut conn, "Other merchant")
+            .await
+            .expect("create a merchant");
+        (merchant.id, key.secret)
+    }
+
+    pub async fn get_as(&self, secret: &str, path: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(path))
+            .bearer_auth(secret)
+            .send()
+            .await
+            .expect("request sent")
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        // Stop accepting at once; the database is dropped right after (with FORCE).
+        drop(self.handle.stop(false));
+    }
+}
+
+/// Asserts a problem+json answer with `status` and `code`, and returns its body.
+pub async fn assert_problem(
+    response: reqwest::Response,
+    status: u16,
+    code: &str,
+) -> serde_json::Value {
+    assert_eq!(
+        response.status().as_u16(),
+        status,
+        "status of {}",
+        response.url()
+    );
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(content_type, "application/problem+json");
+    let body: serde_json::Value = response.json().await.expect("a JSON problem body");
+    assert_eq!(body["code"], code, "problem body: {body}");
+    assert_eq!(body["status"], status);
+    for member in ["type", "title", "detail"] {
+        assert!(body[member].is_string(), "problem lacks `{member}`: {body}");
+    }
+    body
+}
+
+/// Polls `check` every 100 ms until it returns true or `limit` passes.
+pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub fn payorch_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_payorch"))
+}

@@ -1,0 +1,12 @@
+//! Integration tests: real PostgreSQL (one private cluster per test run, or `DATABASE_URL`),
+//! a real server on port 0 per test, called over real HTTP.
+
+mod helpers;
+
+mod auth;
+mod cluster;
+mod errors;
+mod health;
+mod migrations;
+mod outage;
+mod serve;

@@ -1,0 +1,159 @@
+//! `payorch serve` as a user runs it: the real binary, its own private cluster, real signals.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use payorch::credentials::{self, Credentials};
+
+use crate::helpers::{payorch_bin, temp_dir};
+
+fn serve(data_dir: &Path) -> tokio::process::Child {
+    tokio::process::Command::new(payorch_bin())
+        .args(["serve", "--bind", "127.0.0.1:0", "--workers", "1"])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("DATABASE_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start payorch serve")
+}
+
+/// Waits until the credentials file names a server that answers ready.
+async fn wait_ready(data_dir: &Path, not_before: &str) -> Credentials {
+    let path = credentials::path_in(data_dir);
+    let client = reqwest::Client::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while tokio::time::Instant::now() < deadline {
+        if let Some(creds) = credentials::read(&path).filter(|c| c.base_url != not_before) {
+            let ready = client
+                .get(format!("{}/health/ready", creds.base_url))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200);
+            if ready {
+                return creds;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("serve did not answer ready within 60 s");
+}
+
+async fn terminate(mut child: tokio::process::Child) {
+    let pid = child.id().expect("a running child") as i32;
+    // SAFETY: sends SIGTERM to our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("serve exits within 30 s of SIGTERM")
+        .unwrap();
+    assert!(status.success(), "clean exit: {status}");
+}
+
+#[tokio::test]
+async fn serve_starts_its_cluster_writes_credentials_and_reuses_both_on_restart() {
+    let data_dir = temp_dir("serve");
+    let first = serve(&data_dir);
+    let creds = wait_ready(&data_dir, "").await;
+
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(credentials::path_in(&data_dir))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let client = reqwest::Client::new();
+    let me = client
+        .get(format!(
+            "{}/v1/merchants/{}",
+            creds.base_url, creds.merchant_id
+        ))
+        .bearer_auth(&creds.api_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), 200);
+    let wrong = client
+        .get(format!(
+            "{}/v1/merchants/{}",
+            creds.base_url, creds.merchant_id
+        ))
+        .bearer_auth("sk_mer_wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+
+    terminate(first).await;
+    let pid_files: Vec<_> = walk(&data_dir, "postmaster.pid");
+    assert!(
+        pid_files.is_empty(),
+        "the cluster stopped with serve: {pid_files:?}"
+    );
+
+    // Second start: same cluster, same secrets, the newly bound address.
+    let second = serve(&data_dir);
+    let again = wait_ready(&data_dir, &creds.base_url).await;
+    assert_eq!(again.api_key, creds.api_key);
+    assert_eq!(again.support_key, creds.support_key);
+    assert_eq!(again.merchant_id, creds.merchant_id);
+    let merchants: serde_json::Value = client
+        .get(format!("{}/v1/support/merchants", again.base_url))
+        .bearer_auth(&again.support_key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        merchants["data"].as_array().unwrap().len(),
+        1,
+        "no second demo merchant"
+    );
+    terminate(second).await;
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+#[tokio::test]
+async fn missing_postgres_binaries_is_one_clear_error_line() {
+    let data_dir = temp_dir("nobin");
+    let empty = temp_dir("nobin-bin");
+    let output = tokio::process::Command::new(payorch_bin())
+        .arg("migrate")
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .env_remove("DATABASE_URL")
+        .env(payorch::db::cluster::BIN_DIR_ENV, &empty)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("initdb"), "{stderr}");
+    assert!(lines[0].contains("DATABASE_URL"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&data_dir);
+    let _ = std::fs::remove_dir_all(&empty);
+}
+
+fn walk(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path, name));
+        } else if entry.file_name() == name {
+            found.push(path);
+        }
+    }
+    found
+}
