@@ -108,7 +108,7 @@ impl Webhooks {
 }
 
 /// Hand each event to its own delivery task, or, when reordering, collect events for a
-/// window and hand the batch over newest first.
+/// window and deliver the batch newest first.
 async fn dispatch(
     mut rx: mpsc::UnboundedReceiver<Bytes>,
     target: Arc<Target>,
@@ -126,9 +126,11 @@ async fn dispatch(
         };
         tokio::select! {
             () = flush => {
-                for body in held.drain(..).rev() {
-                    deliver(&target, body, &shutdown);
-                }
+                let batch: Vec<Bytes> = held.drain(..).rev().collect();
+                tokio::spawn(until_shutdown(
+                    shutdown.clone(),
+                    deliver_in_order(target.clone(), batch, shutdown.clone()),
+                ));
                 flush_at = None;
             }
             event = rx.recv() => {
@@ -137,56 +139,96 @@ async fn dispatch(
                     held.push(body);
                     flush_at.get_or_insert_with(|| Instant::now() + target.reorder_window);
                 } else {
-                    deliver(&target, body, &shutdown);
+                    for _ in 0..target.copies() {
+                        tokio::spawn(until_shutdown(
+                            shutdown.clone(),
+                            deliver_one(target.clone(), body.clone()),
+                        ));
+                    }
                 }
             }
         }
     }
 }
 
-fn deliver(target: &Arc<Target>, body: Bytes, shutdown: &watch::Receiver<bool>) {
-    let copies = if roll(target.duplicate_rate) { 2 } else { 1 };
-    for _ in 0..copies {
-        tokio::spawn(until_shutdown(
-            shutdown.clone(),
-            deliver_one(target.clone(), body.clone()),
-        ));
+impl Target {
+    /// 2 when this event is to be duplicated, else 1.
+    fn copies(&self) -> usize {
+        if roll(self.duplicate_rate) {
+            2
+        } else {
+            1
+        }
     }
 }
 
-/// Deliver one event, retrying with doubling backoff up to `max_attempts` tries. Each try
-/// is signed afresh, as Stripe does, so a late retry is not refused for its timestamp.
+/// Deliver one event: after the configured delay, first try, then retries.
 async fn deliver_one(target: Arc<Target>, body: Bytes) {
     tokio::time::sleep(target.delay).await;
-    let mut backoff = target.retry;
-    for attempt in 1..=target.max_attempts {
-        let Some(url) = target.url() else {
-            tracing::debug!("no webhook URL configured; event dropped");
-            return;
-        };
-        let header = signature::header_value(&[&target.secret], Utc::now().timestamp(), &body);
-        let result = target
-            .client
-            .post(&url)
-            .header(
-                reqwest::header::CONTENT_TYPE,
-                "application/json; charset=utf-8",
-            )
-            .header(signature::HEADER, header)
-            .body(body.clone())
-            .send()
-            .await;
-        match result {
-            Ok(response) if response.status().is_success() => return,
-            Ok(response) => {
-                tracing::warn!(%url, attempt, status = response.status().as_u16(), "webhook refused")
+    if try_once(&target, &body, 1).await {
+        return;
+    }
+    retry(target, body).await;
+}
+
+/// First tries of a batch strictly one after another, so the receiver sees the batch
+/// order; a refused event retries on its own task without holding the rest back.
+async fn deliver_in_order(target: Arc<Target>, batch: Vec<Bytes>, shutdown: watch::Receiver<bool>) {
+    tokio::time::sleep(target.delay).await;
+    for body in batch {
+        for _ in 0..target.copies() {
+            if !try_once(&target, &body, 1).await {
+                tokio::spawn(until_shutdown(
+                    shutdown.clone(),
+                    retry(target.clone(), body.clone()),
+                ));
             }
-            Err(e) => tracing::warn!(%url, attempt, error = %e, "webhook delivery failed"),
         }
-        if attempt < target.max_attempts {
-            tokio::time::sleep(backoff).await;
-            backoff = backoff.saturating_mul(2);
+    }
+}
+
+/// Tries 2..=max_attempts with doubling backoff, until one is accepted.
+async fn retry(target: Arc<Target>, body: Bytes) {
+    let mut backoff = target.retry;
+    for attempt in 2..=target.max_attempts {
+        tokio::time::sleep(backoff).await;
+        backoff = backoff.saturating_mul(2);
+        if try_once(&target, &body, attempt).await {
+            return;
         }
     }
     tracing::warn!("webhook given up after {} attempts", target.max_attempts);
+}
+
+/// One signed POST; true when the receiver answered 2xx, or when there is nowhere to send.
+/// Each try is signed afresh, as Stripe does, so a late retry is not refused for its age.
+async fn try_once(target: &Target, body: &Bytes, attempt: u32) -> bool {
+    let Some(url) = target.url() else {
+        tracing::debug!("no webhook URL configured; event dropped");
+        return true;
+    };
+    let header = signature::header_value(&[&target.secret], Utc::now().timestamp(), body);
+    let result = target
+        .client
+        .post(&url)
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/json; charset=utf-8",
+        )
+        .header(signature::HEADER, header)
+        .body(body.clone())
+        .send()
+        .await;
+    match result {
+        Ok(response) if response.status().is_success() => true,
+        Ok(response) => {
+            let status = response.status().as_u16();
+            tracing::warn!(%url, attempt, status, "webhook refused");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(%url, attempt, error = %e, "webhook delivery failed");
+            false
+        }
+    }
 }
