@@ -1,1 +1,204 @@
 //! Payment provider adapters.
+//!
+//! payorch talks to providers through [`PaymentProvider`]. Every method answers a
+//! [`ProviderCall`]: a typed [`ProviderOutcome`] plus what the caller needs for its
+//! provider call log (HTTP status, latency). Adapters never retry: only the code that
+//! owns the provider idempotency key may resend (SPEC §5, §8).
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+pub mod signature;
+pub mod stripe;
+
+/// One charge as payorch asks for it. `idempotency_key` is the attempt's provider key,
+/// the same on every resend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChargeRequest {
+    pub amount: i64,
+    pub currency: String,
+    pub payment_method: String,
+    pub idempotency_key: String,
+    pub attempt_id: String,
+    pub order_id: String,
+    pub merchant_id: String,
+}
+
+/// What a provider call tells us about a charge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderOutcome {
+    /// The money moved.
+    Succeeded { provider_id: String },
+    /// Definitive: nothing was or will be charged under this request.
+    Failed {
+        code: String,
+        message: String,
+        provider_id: Option<String>,
+    },
+    /// The provider has the charge but has not finished it (`processing`, `requires_action`).
+    Pending { provider_id: Option<String> },
+    /// We cannot tell (timeout, reset, 5xx, 429, 409, …): the charge may or may not exist.
+    /// Never a reason to mark an attempt failed or to resend with a new key.
+    Unknown { reason: String },
+    /// Retrieve or search found no record.
+    NotFound,
+}
+
+impl ProviderOutcome {
+    /// A short label for logs and metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ProviderOutcome::Succeeded { .. } => "succeeded",
+            ProviderOutcome::Failed { .. } => "failed",
+            ProviderOutcome::Pending { .. } => "pending",
+            ProviderOutcome::Unknown { .. } => "unknown",
+            ProviderOutcome::NotFound => "not_found",
+        }
+    }
+
+    /// The provider's charge id, when the answer carries one.
+    pub fn provider_id(&self) -> Option<&str> {
+        match self {
+            ProviderOutcome::Succeeded { provider_id } => Some(provider_id),
+            ProviderOutcome::Failed { provider_id, .. }
+            | ProviderOutcome::Pending { provider_id } => provider_id.as_deref(),
+            ProviderOutcome::Unknown { .. } | ProviderOutcome::NotFound => None,
+        }
+    }
+}
+
+/// One call to a provider, as the caller logs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderCall {
+    pub outcome: ProviderOutcome,
+    /// `None` when no HTTP response arrived (timeout, connection error).
+    pub http_status: Option<u16>,
+    pub latency: Duration,
+}
+
+/// A PaymentIntent's status, as Stripe names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum IntentStatus {
+    RequiresPaymentMethod,
+    RequiresConfirmation,
+    RequiresAction,
+    Processing,
+    RequiresCapture,
+    Canceled,
+    Succeeded,
+    /// A status this code does not know; kept verbatim.
+    Other(String),
+}
+
+impl IntentStatus {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "requires_payment_method" => Self::RequiresPaymentMethod,
+            "requires_confirmation" => Self::RequiresConfirmation,
+            "requires_action" => Self::RequiresAction,
+            "processing" => Self::Processing,
+            "requires_capture" => Self::RequiresCapture,
+            "canceled" => Self::Canceled,
+            "succeeded" => Self::Succeeded,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::RequiresPaymentMethod => "requires_payment_method",
+            Self::RequiresConfirmation => "requires_confirmation",
+            Self::RequiresAction => "requires_action",
+            Self::Processing => "processing",
+            Self::RequiresCapture => "requires_capture",
+            Self::Canceled => "canceled",
+            Self::Succeeded => "succeeded",
+            Self::Other(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for IntentStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A verified provider webhook event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebhookEvent {
+    /// The provider's event id (`evt_…`), unique per event, repeated on redelivery.
+    pub id: String,
+    /// e.g. `payment_intent.succeeded`.
+    pub event_type: String,
+    pub created: DateTime<Utc>,
+    /// `data.object.metadata.attempt_id`.
+    pub attempt_id: Option<String>,
+    /// `data.object.id` (`pi_…`).
+    pub provider_id: String,
+    /// `data.object.status`, when the object has one.
+    pub status: Option<IntentStatus>,
+    /// `data.object.last_payment_error.code`.
+    pub failure_code: Option<String>,
+    /// `data.object.last_payment_error.message`.
+    pub failure_message: Option<String>,
+    /// The whole event as received.
+    pub raw: serde_json::Value,
+}
+
+impl WebhookEvent {
+    /// What this event says about the charge, by the same mapping as a create or
+    /// retrieve answer; `None` when the object carries no status.
+    pub fn outcome(&self) -> Option<ProviderOutcome> {
+        self.status.as_ref().map(|status| {
+            stripe::outcome_for_status(
+                status,
+                &self.provider_id,
+                self.failure_code.as_deref(),
+                self.failure_message.as_deref(),
+            )
+        })
+    }
+}
+
+/// Why a webhook was refused. Any of these → `400`, nothing stored.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WebhookError {
+    #[error("missing signature header")]
+    MissingHeader,
+    #[error("malformed signature header: {0}")]
+    MalformedHeader(String),
+    #[error("signature timestamp {timestamp} is outside the tolerance of {tolerance_secs} s")]
+    TimestampOutsideTolerance { timestamp: i64, tolerance_secs: u64 },
+    #[error("no signature matches any webhook secret")]
+    NoMatchingSignature,
+    #[error("event body is not a valid event: {0}")]
+    BadJson(String),
+}
+
+/// A payment provider, as payorch's payment flow and reconciler see it.
+#[async_trait]
+pub trait PaymentProvider: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    /// Create and confirm a charge under `req.idempotency_key`. Safe to resend with the
+    /// same request: the provider answers the first result again.
+    async fn create_charge(&self, req: &ChargeRequest) -> ProviderCall;
+
+    /// Look a charge up by the provider's id.
+    async fn retrieve(&self, provider_id: &str) -> ProviderCall;
+
+    /// Look a charge up by payorch's attempt id (provider metadata); `NotFound` if none.
+    async fn find_by_attempt(&self, attempt_id: &str) -> ProviderCall;
+
+    /// Check a webhook's signature and parse it.
+    fn verify_webhook(
+        &self,
+        raw_body: &[u8],
+        signature_header: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<WebhookEvent, WebhookError>;
+}

@@ -1,1 +1,187 @@
-//! The provider simulator.
+//! The provider simulator (SPEC §6): the Stripe PaymentIntents protocol with Stripe's
+//! idempotency semantics, fault injection, signed webhooks and a ledger of real charges.
+//!
+//! Fault model: faults happen at the "edge", around an API that behaves correctly.
+//! `pm_sandbox_error_before` and `--error-rate` fail before the API sees the request (no
+//! charge, nothing recorded under the key); `pm_sandbox_lost_response`,
+//! `pm_sandbox_error_after` and `--lost-response-rate` fail after the charge and its
+//! answer were recorded under the key, so a resend with the same key gets that answer.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use actix_web::{dev::ServerHandle, web, App, HttpServer};
+use rand::distr::{Alphanumeric, SampleString};
+use rand::Rng;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+mod behaviour;
+mod config;
+mod params;
+mod routes;
+mod store;
+mod webhooks;
+
+pub use behaviour::Behaviour;
+pub use config::SandboxConfig;
+pub use store::LedgerEntry;
+
+use store::Store;
+use webhooks::Webhooks;
+
+/// State shared by the handlers and the background tasks.
+pub(crate) struct Sandbox {
+    config: SandboxConfig,
+    store: Store,
+    webhooks: Webhooks,
+    /// The runtime `start` was called on: charges, settlements and webhook deliveries run
+    /// there, not on the HTTP workers, so they outlive any one connection.
+    rt: tokio::runtime::Handle,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Sandbox {
+    /// Run `fut` on the sandbox runtime until it finishes or the sandbox stops.
+    fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) {
+        self.rt
+            .spawn(until_shutdown(self.shutdown.subscribe(), fut));
+    }
+
+    async fn wait_for_shutdown(&self) {
+        let mut rx = self.shutdown.subscribe();
+        // An error means the sender is gone, which is shutdown too.
+        let _ = rx.wait_for(|stopped| *stopped).await;
+    }
+}
+
+/// Run `fut` until it ends or `shutdown` turns true.
+pub(crate) async fn until_shutdown(
+    mut shutdown: watch::Receiver<bool>,
+    fut: impl Future<Output = ()>,
+) {
+    tokio::select! {
+        _ = shutdown.wait_for(|stopped| *stopped) => {}
+        () = fut => {}
+    }
+}
+
+/// A Stripe-style id: `prefix_` and 24 random alphanumerics.
+pub(crate) fn random_id(prefix: &str) -> String {
+    format!(
+        "{prefix}_{}",
+        Alphanumeric.sample_string(&mut rand::rng(), 24)
+    )
+}
+
+/// True with probability `rate` (0.0 never, 1.0 always).
+pub(crate) fn roll(rate: f64) -> bool {
+    rate > 0.0 && rand::rng().random_bool(rate.min(1.0))
+}
+
+/// A running sandbox.
+pub struct SandboxHandle {
+    addr: SocketAddr,
+    state: Arc<Sandbox>,
+    server: ServerHandle,
+    task: Mutex<Option<JoinHandle<std::io::Result<()>>>>,
+}
+
+impl SandboxHandle {
+    /// e.g. `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every confirmed PaymentIntent, oldest first (the same as `GET /__sandbox/ledger`).
+    pub fn ledger(&self) -> Vec<LedgerEntry> {
+        self.state.store.ledger()
+    }
+
+    /// Where webhooks go from now on; `None` stops delivery.
+    pub fn set_webhook_url(&self, url: Option<String>) {
+        self.state.webhooks.set_url(url);
+    }
+
+    /// Stop serving and end background tasks (pending webhooks are dropped). Idempotent.
+    pub async fn stop(&self) {
+        self.state.shutdown.send_replace(true);
+        self.server.stop(false).await;
+        let task = self
+            .task
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(task) = task {
+            if let Ok(Err(e)) = task.await {
+                tracing::warn!(error = %e, "sandbox server ended with an error");
+            }
+        }
+    }
+}
+
+/// Bind, spawn the server and its background tasks on the current runtime, return at once.
+pub async fn start(config: SandboxConfig) -> std::io::Result<SandboxHandle> {
+    let listener = std::net::TcpListener::bind(&config.bind)?;
+    let addr = listener.local_addr()?;
+    let rt = tokio::runtime::Handle::current();
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let webhooks = Webhooks::start(&config, &rt, shutdown_rx)?;
+    let state = Arc::new(Sandbox {
+        config,
+        store: Store::default(),
+        webhooks,
+        rt,
+        shutdown,
+    });
+    let data = web::Data::from(state.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .configure(routes::configure)
+    })
+    .workers(2)
+    // The host process owns signals; `stop` ends the server.
+    .disable_signals()
+    .shutdown_timeout(1)
+    .listen(listener)?
+    .run();
+    let server_handle = server.handle();
+    let task = tokio::spawn(server);
+    tracing::info!(%addr, "sandbox provider listening");
+    Ok(SandboxHandle {
+        addr,
+        state,
+        server: server_handle,
+        task: Mutex::new(Some(task)),
+    })
+}
+
+/// `payorch sandbox`: serve until Ctrl-C or SIGTERM.
+pub async fn run_standalone(config: SandboxConfig) -> std::io::Result<()> {
+    let handle = start(config).await?;
+    println!("sandbox listening on {}", handle.base_url());
+    wait_for_signal().await?;
+    handle.stop().await;
+    Ok(())
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result,
+        _ = term.recv() => Ok(()),
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() -> std::io::Result<()> {
+    tokio::signal::ctrl_c().await
+}

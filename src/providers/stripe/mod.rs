@@ -1,0 +1,282 @@
+//! The Stripe PaymentIntents adapter (SPEC §6). It speaks to Stripe itself and to the sandbox.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+use reqwest::{header, Method, Url};
+
+use super::{
+    signature, ChargeRequest, IntentStatus, PaymentProvider, ProviderCall, ProviderOutcome,
+    WebhookError, WebhookEvent,
+};
+
+mod mapping;
+pub mod wire;
+
+pub use mapping::{outcome_for_intent, outcome_for_response, outcome_for_status, Call};
+
+/// SPEC §6 defaults.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How to reach a Stripe-protocol provider.
+#[derive(Debug, Clone)]
+pub struct StripeConfig {
+    /// e.g. `https://api.stripe.com` or the sandbox's `http://127.0.0.1:PORT`.
+    pub base_url: String,
+    /// The API secret key, sent as `Authorization: Bearer`.
+    pub secret: String,
+    /// Every webhook secret currently accepted (more than one while rotating).
+    pub webhook_secrets: Vec<String>,
+    pub connect_timeout: Duration,
+    /// The whole call, connect to last body byte.
+    pub timeout: Duration,
+    /// Allowed distance between a webhook's signed timestamp and now.
+    pub webhook_tolerance: Duration,
+}
+
+impl StripeConfig {
+    /// A config with SPEC §6/§7 default timeouts and tolerance.
+    pub fn new(
+        base_url: impl Into<String>,
+        secret: impl Into<String>,
+        webhook_secrets: Vec<String>,
+    ) -> Self {
+        Self {
+            base_url: base_url.into(),
+            secret: secret.into(),
+            webhook_secrets,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            timeout: DEFAULT_TIMEOUT,
+            webhook_tolerance: signature::DEFAULT_TOLERANCE,
+        }
+    }
+}
+
+/// Why a [`StripeProvider`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum StripeSetupError {
+    #[error("provider base URL {url:?} is not a valid http(s) URL")]
+    InvalidBaseUrl { url: String },
+    #[error("the provider secret key is empty")]
+    EmptySecret,
+    #[error("no webhook secret configured")]
+    NoWebhookSecret,
+    #[error("could not build the HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
+/// The Stripe-protocol adapter.
+#[derive(Debug, Clone)]
+pub struct StripeProvider {
+    client: reqwest::Client,
+    base_url: Url,
+    secret: String,
+    webhook_secrets: Vec<String>,
+    webhook_tolerance: Duration,
+}
+
+impl StripeProvider {
+    pub fn new(config: StripeConfig) -> Result<Self, StripeSetupError> {
+        let base_url = Url::parse(&config.base_url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && !u.cannot_be_a_base())
+            .ok_or_else(|| StripeSetupError::InvalidBaseUrl {
+                url: config.base_url.clone(),
+            })?;
+        if config.secret.is_empty() {
+            return Err(StripeSetupError::EmptySecret);
+        }
+        if config.webhook_secrets.iter().all(|s| s.is_empty()) {
+            return Err(StripeSetupError::NoWebhookSecret);
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.timeout)
+            // A redirected POST could be replayed somewhere we did not choose.
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("payorch/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self {
+            client,
+            base_url,
+            secret: config.secret,
+            webhook_secrets: config
+                .webhook_secrets
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect(),
+            webhook_tolerance: config.webhook_tolerance,
+        })
+    }
+
+    /// `base_url` joined with path segments, each percent-encoded.
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base_url.clone();
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().extend(segments);
+        }
+        url
+    }
+
+    /// Send one request, once, and map whatever happens to an outcome.
+    async fn call(&self, call: Call, request: reqwest::RequestBuilder) -> ProviderCall {
+        let started = Instant::now();
+        let response = request.bearer_auth(&self.secret).send().await;
+        let (outcome, http_status) = match response {
+            Err(e) => (transport_unknown(&e), None),
+            Ok(response) => {
+                let status = response.status().as_u16();
+                match response.bytes().await {
+                    Ok(body) => (outcome_for_response(call, status, &body), Some(status)),
+                    // The status line came but the body did not: the charge may exist.
+                    Err(e) => (transport_unknown(&e), Some(status)),
+                }
+            }
+        };
+        let latency = started.elapsed();
+        tracing::debug!(
+            provider = "stripe",
+            ?call,
+            outcome = outcome.label(),
+            http_status,
+            latency_ms = latency.as_millis() as u64,
+            "provider call"
+        );
+        ProviderCall {
+            outcome,
+            http_status,
+            latency,
+        }
+    }
+}
+
+fn transport_unknown(e: &reqwest::Error) -> ProviderOutcome {
+    let kind = if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect error"
+    } else if e.is_body() || e.is_decode() {
+        "response body error"
+    } else {
+        "transport error"
+    };
+    // The error chain carries the useful detail (reset, refused, …); it holds no secrets.
+    let mut reason = format!("{kind}: {e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        reason.push_str(": ");
+        reason.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    ProviderOutcome::Unknown { reason }
+}
+
+/// The form body of a create, in SPEC §6 order.
+pub fn create_form(req: &ChargeRequest) -> Vec<(&'static str, String)> {
+    vec![
+        ("amount", req.amount.to_string()),
+        ("currency", req.currency.clone()),
+        ("payment_method", req.payment_method.clone()),
+        ("confirm", "true".to_owned()),
+        ("metadata[attempt_id]", req.attempt_id.clone()),
+        ("metadata[order_id]", req.order_id.clone()),
+        ("metadata[merchant_id]", req.merchant_id.clone()),
+    ]
+}
+
+/// Stripe's search query for an attempt; quotes and backslashes in the value are escaped.
+pub fn attempt_search_query(attempt_id: &str) -> String {
+    let escaped = attempt_id.replace('\\', "\\\\").replace('\'', "\\'");
+    format!("metadata['attempt_id']:'{escaped}'")
+}
+
+#[async_trait]
+impl PaymentProvider for StripeProvider {
+    fn name(&self) -> &'static str {
+        "stripe"
+    }
+
+    async fn create_charge(&self, req: &ChargeRequest) -> ProviderCall {
+        let request = self
+            .client
+            .request(Method::POST, self.url(&["v1", "payment_intents"]))
+            .header("Idempotency-Key", &req.idempotency_key)
+            .form(&create_form(req));
+        self.call(Call::Create, request).await
+    }
+
+    async fn retrieve(&self, provider_id: &str) -> ProviderCall {
+        let request = self.client.request(
+            Method::GET,
+            self.url(&["v1", "payment_intents", provider_id]),
+        );
+        self.call(Call::Retrieve, request).await
+    }
+
+    async fn find_by_attempt(&self, attempt_id: &str) -> ProviderCall {
+        let request = self
+            .client
+            .request(Method::GET, self.url(&["v1", "payment_intents", "search"]))
+            .header(header::ACCEPT, "application/json")
+            .query(&[("query", attempt_search_query(attempt_id))]);
+        self.call(Call::Search, request).await
+    }
+
+    fn verify_webhook(
+        &self,
+        raw_body: &[u8],
+        signature_header: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<WebhookEvent, WebhookError> {
+        let header = signature_header.ok_or(WebhookError::MissingHeader)?;
+        signature::verify(
+            raw_body,
+            header,
+            &self.webhook_secrets,
+            now,
+            self.webhook_tolerance,
+        )?;
+        parse_event(raw_body)
+    }
+}
+
+/// Parse a (verified) event body. Only the envelope and `data.object.id` are required, so
+/// events about other objects still parse and can be recorded as ignored.
+pub fn parse_event(raw_body: &[u8]) -> Result<WebhookEvent, WebhookError> {
+    let raw: serde_json::Value =
+        serde_json::from_slice(raw_body).map_err(|e| WebhookError::BadJson(e.to_string()))?;
+    let text = |v: &serde_json::Value, field: &str| v.get(field)?.as_str().map(str::to_owned);
+    let missing = |what: &str| WebhookError::BadJson(format!("missing {what}"));
+
+    let id = text(&raw, "id").ok_or_else(|| missing("id"))?;
+    let event_type = text(&raw, "type").ok_or_else(|| missing("type"))?;
+    let created = raw
+        .get("created")
+        .and_then(serde_json::Value::as_i64)
+        .and_then(|t| Utc.timestamp_opt(t, 0).single())
+        .ok_or_else(|| missing("created"))?;
+    let object = raw
+        .get("data")
+        .and_then(|d| d.get("object"))
+        .ok_or_else(|| missing("data.object"))?;
+    let provider_id = text(object, "id").ok_or_else(|| missing("data.object.id"))?;
+    let attempt_id = object.get("metadata").and_then(|m| text(m, "attempt_id"));
+    let status = text(object, "status").map(|s| IntentStatus::parse(&s));
+    let error = object.get("last_payment_error").filter(|e| !e.is_null());
+    let failure_code = error.and_then(|e| text(e, "code"));
+    let failure_message = error.and_then(|e| text(e, "message"));
+
+    Ok(WebhookEvent {
+        id,
+        event_type,
+        created,
+        attempt_id,
+        provider_id,
+        status,
+        failure_code,
+        failure_message,
+        raw,
+    })
+}

@@ -1,0 +1,116 @@
+//! Stripe's JSON shapes, as far as payorch and the sandbox use them.
+//!
+//! Deserialisation is lenient (unknown fields ignored, optional ones defaulted) because
+//! Stripe adds fields without notice; serialisation (the sandbox) writes Stripe's shapes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A PaymentIntent (`object: "payment_intent"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentIntent {
+    pub id: String,
+    #[serde(default = "payment_intent_object")]
+    pub object: String,
+    pub amount: i64,
+    #[serde(default)]
+    pub amount_received: i64,
+    pub currency: String,
+    pub status: String,
+    #[serde(default)]
+    pub payment_method: Option<String>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    #[serde(default)]
+    pub last_payment_error: Option<LastPaymentError>,
+    #[serde(default)]
+    pub latest_charge: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default = "automatic")]
+    pub capture_method: String,
+    #[serde(default = "automatic")]
+    pub confirmation_method: String,
+    pub created: i64,
+    #[serde(default)]
+    pub livemode: bool,
+}
+
+fn payment_intent_object() -> String {
+    "payment_intent".to_owned()
+}
+
+fn automatic() -> String {
+    "automatic".to_owned()
+}
+
+/// `last_payment_error` on a PaymentIntent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastPaymentError {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decline_code: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// An error answer: `{"error": {…}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ApiError,
+}
+
+/// The `error` object of an error answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    /// `card_error`, `invalid_request_error`, `idempotency_error`, `api_error`, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decline_code: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_intent: Option<PaymentIntent>,
+}
+
+/// `GET /v1/payment_intents/search` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchResult {
+    pub object: String,
+    pub data: Vec<PaymentIntent>,
+    #[serde(default)]
+    pub has_more: bool,
+    #[serde(default)]
+    pub next_page: Option<String>,
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+/// A webhook event whose `data.object` is a PaymentIntent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub id: String,
+    pub object: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub created: i64,
+    #[serde(default)]
+    pub livemode: bool,
+    #[serde(default)]
+    pub api_version: Option<String>,
+    pub data: EventData,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventData {
+    pub object: PaymentIntent,
+}

@@ -1,0 +1,47 @@
+//! What each test `payment_method` does (SPEC §6 table).
+
+/// The behaviour of one payment method token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behaviour {
+    /// `pm_card_visa`, `pm_card_mastercard`.
+    Succeed,
+    /// `pm_card_chargeDeclined*`: 402 `card_declined`.
+    Decline {
+        decline_code: &'static str,
+        message: &'static str,
+    },
+    /// `pm_sandbox_processing`: `processing`, succeeded after `--processing-ms`.
+    Processing,
+    /// `pm_sandbox_slow`: succeeded after `--slow-ms`.
+    Slow,
+    /// `pm_sandbox_lost_response`: charges, then never answers.
+    LostResponse,
+    /// `pm_sandbox_error_before`: 500, nothing charged.
+    ErrorBefore,
+    /// `pm_sandbox_error_after`: charges, then 500.
+    ErrorAfter,
+}
+
+impl Behaviour {
+    /// `None` for a token the sandbox does not know (Stripe: `resource_missing`).
+    pub fn for_payment_method(token: &str) -> Option<Self> {
+        Some(match token {
+            "pm_card_visa" | "pm_card_mastercard" => Self::Succeed,
+            // Stripe's messages and decline codes for these test methods.
+            "pm_card_chargeDeclined" => Self::Decline {
+                decline_code: "generic_decline",
+                message: "Your card was declined.",
+            },
+            "pm_card_chargeDeclinedInsufficientFunds" => Self::Decline {
+                decline_code: "insufficient_funds",
+                message: "Your card has insufficient funds.",
+            },
+            "pm_sandbox_processing" => Self::Processing,
+            "pm_sandbox_slow" => Self::Slow,
+            "pm_sandbox_lost_response" => Self::LostResponse,
+            "pm_sandbox_error_before" => Self::ErrorBefore,
+            "pm_sandbox_error_after" => Self::ErrorAfter,
+            _ => return None,
+        })
+    }
+}

@@ -1,0 +1,159 @@
+//! The sandbox's knobs: every flag has an environment variable.
+
+use std::time::Duration;
+
+/// Defaults, shared by the flags and by [`Default`] so the two cannot drift.
+pub const DEFAULT_BIND: &str = "127.0.0.1:0";
+pub const DEFAULT_SECRET: &str = "sk_test_sandbox";
+pub const DEFAULT_WEBHOOK_SECRET: &str = "whsec_sandbox";
+pub const DEFAULT_SLOW_MS: u64 = 3000;
+pub const DEFAULT_PROCESSING_MS: u64 = 1000;
+pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 6;
+pub const DEFAULT_WEBHOOK_RETRY_MS: u64 = 1000;
+pub const DEFAULT_WEBHOOK_REORDER_WINDOW_MS: u64 = 2500;
+
+/// Configuration of the provider simulator (`payorch sandbox`, or in-process in `serve`).
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct SandboxConfig {
+    /// Address to listen on; port 0 picks a free one.
+    #[arg(long = "bind", env = "PAYORCH_SANDBOX_BIND", default_value = DEFAULT_BIND)]
+    pub bind: String,
+
+    /// API secret key clients must send as `Authorization: Bearer`.
+    #[arg(long = "secret", env = "PAYORCH_PROVIDER_SECRET", default_value = DEFAULT_SECRET)]
+    pub secret: String,
+
+    /// Where to POST signed webhook events; none → events are not delivered.
+    #[arg(long = "webhook-url", env = "PAYORCH_SANDBOX_WEBHOOK_URL")]
+    pub webhook_url: Option<String>,
+
+    /// Secret the webhook `Stripe-Signature` is computed with.
+    #[arg(long = "webhook-secret", env = "PAYORCH_WEBHOOK_SECRET", default_value = DEFAULT_WEBHOOK_SECRET)]
+    pub webhook_secret: String,
+
+    /// How long `pm_sandbox_slow` takes before it succeeds.
+    #[arg(long = "slow-ms", env = "PAYORCH_SANDBOX_SLOW_MS", default_value_t = DEFAULT_SLOW_MS)]
+    pub slow_ms: u64,
+
+    /// How long `pm_sandbox_processing` stays `processing` before it succeeds.
+    #[arg(long = "processing-ms", env = "PAYORCH_SANDBOX_PROCESSING_MS", default_value_t = DEFAULT_PROCESSING_MS)]
+    pub processing_ms: u64,
+
+    /// Added to every API answer.
+    #[arg(
+        long = "latency-ms",
+        env = "PAYORCH_SANDBOX_LATENCY_MS",
+        default_value_t = 0
+    )]
+    pub latency_ms: u64,
+
+    /// Share of creates that charge and then never answer (0.0–1.0).
+    #[arg(long = "lost-response-rate", env = "PAYORCH_SANDBOX_LOST_RESPONSE_RATE", default_value_t = 0.0, value_parser = parse_rate)]
+    pub lost_response_rate: f64,
+
+    /// Share of creates refused with a 500 before anything happens (0.0–1.0).
+    #[arg(long = "error-rate", env = "PAYORCH_SANDBOX_ERROR_RATE", default_value_t = 0.0, value_parser = parse_rate)]
+    pub error_rate: f64,
+
+    /// Share of webhook events delivered twice (0.0–1.0).
+    #[arg(long = "webhook-duplicate-rate", env = "PAYORCH_SANDBOX_WEBHOOK_DUPLICATE_RATE", default_value_t = 0.0, value_parser = parse_rate)]
+    pub webhook_duplicate_rate: f64,
+
+    /// Hold events for `--webhook-reorder-window-ms` and deliver each batch newest first.
+    #[arg(long = "webhook-reorder", env = "PAYORCH_SANDBOX_WEBHOOK_REORDER")]
+    pub webhook_reorder: bool,
+
+    /// Window over which `--webhook-reorder` collects events.
+    #[arg(long = "webhook-reorder-window-ms", env = "PAYORCH_SANDBOX_WEBHOOK_REORDER_WINDOW_MS", default_value_t = DEFAULT_WEBHOOK_REORDER_WINDOW_MS)]
+    pub webhook_reorder_window_ms: u64,
+
+    /// Delay before each webhook event is first delivered.
+    #[arg(
+        long = "webhook-delay-ms",
+        env = "PAYORCH_SANDBOX_WEBHOOK_DELAY_MS",
+        default_value_t = 0
+    )]
+    pub webhook_delay_ms: u64,
+
+    /// Deliveries per event before giving up (first try included).
+    #[arg(long = "webhook-max-attempts", env = "PAYORCH_SANDBOX_WEBHOOK_MAX_ATTEMPTS", default_value_t = DEFAULT_WEBHOOK_MAX_ATTEMPTS)]
+    pub webhook_max_attempts: u32,
+
+    /// First retry delay after a failed delivery; doubles on each further failure.
+    #[arg(long = "webhook-retry-ms", env = "PAYORCH_SANDBOX_WEBHOOK_RETRY_MS", default_value_t = DEFAULT_WEBHOOK_RETRY_MS)]
+    pub webhook_retry_ms: u64,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            bind: DEFAULT_BIND.to_owned(),
+            secret: DEFAULT_SECRET.to_owned(),
+            webhook_url: None,
+            webhook_secret: DEFAULT_WEBHOOK_SECRET.to_owned(),
+            slow_ms: DEFAULT_SLOW_MS,
+            processing_ms: DEFAULT_PROCESSING_MS,
+            latency_ms: 0,
+            lost_response_rate: 0.0,
+            error_rate: 0.0,
+            webhook_duplicate_rate: 0.0,
+            webhook_reorder: false,
+            webhook_reorder_window_ms: DEFAULT_WEBHOOK_REORDER_WINDOW_MS,
+            webhook_delay_ms: 0,
+            webhook_max_attempts: DEFAULT_WEBHOOK_MAX_ATTEMPTS,
+            webhook_retry_ms: DEFAULT_WEBHOOK_RETRY_MS,
+        }
+    }
+}
+
+impl SandboxConfig {
+    pub(crate) fn slow(&self) -> Duration {
+        Duration::from_millis(self.slow_ms)
+    }
+
+    pub(crate) fn processing(&self) -> Duration {
+        Duration::from_millis(self.processing_ms)
+    }
+
+    pub(crate) fn latency(&self) -> Duration {
+        Duration::from_millis(self.latency_ms)
+    }
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let rate: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if (0.0..=1.0).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(format!("{rate} is not between 0.0 and 1.0"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sandbox: SandboxConfig,
+    }
+
+    #[test]
+    fn flag_defaults_match_default_impl() {
+        // Environment variables would leak into the parse; this test relies on none being set
+        // for the sandbox, which holds in the project's test runs.
+        let parsed = Cli::try_parse_from(["sandbox"]).map(|c| c.sandbox);
+        if std::env::vars().any(|(k, _)| k.starts_with("PAYORCH_")) {
+            return;
+        }
+        assert_eq!(parsed.ok(), Some(SandboxConfig::default()));
+    }
+
+    #[test]
+    fn rates_outside_zero_to_one_are_refused() {
+        assert!(Cli::try_parse_from(["sandbox", "--error-rate", "1.5"]).is_err());
+        assert!(Cli::try_parse_from(["sandbox", "--error-rate", "0.25"]).is_ok());
+    }
+}

@@ -1,0 +1,282 @@
+//! Parsing of what clients send: the create form and the search query language.
+
+use std::collections::BTreeMap;
+
+/// A refused parameter: Stripe's `invalid_request_error` with its `code` and `param`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamError {
+    pub code: &'static str,
+    pub param: Option<String>,
+    pub message: String,
+}
+
+impl ParamError {
+    fn new(code: &'static str, param: &str, message: String) -> Self {
+        Self {
+            code,
+            param: Some(param.to_owned()),
+            message,
+        }
+    }
+}
+
+/// `POST /v1/payment_intents` form parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateParams {
+    pub amount: i64,
+    pub currency: String,
+    pub payment_method: Option<String>,
+    pub confirm: bool,
+    pub description: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    /// Every parameter, sorted: what "the same parameters" means for idempotency.
+    pub fingerprint: String,
+}
+
+impl CreateParams {
+    pub fn parse(body: &[u8]) -> Result<Self, ParamError> {
+        let pairs: Vec<(String, String)> =
+            serde_urlencoded::from_bytes(body).map_err(|e| ParamError {
+                code: "parameter_invalid",
+                param: None,
+                message: format!("Invalid form body: {e}"),
+            })?;
+        let mut amount = None;
+        let mut currency = None;
+        let mut payment_method = None;
+        let mut confirm = false;
+        let mut description = None;
+        let mut metadata = BTreeMap::new();
+        for (name, value) in &pairs {
+            match name.as_str() {
+                "amount" => {
+                    let parsed = value.parse::<i64>().ok().filter(|a| *a >= 1);
+                    amount = Some(parsed.ok_or_else(|| {
+                        ParamError::new(
+                            "parameter_invalid_integer",
+                            "amount",
+                            format!("Invalid positive integer: {value}"),
+                        )
+                    })?);
+                }
+                "currency" => {
+                    if value.len() != 3 || !value.bytes().all(|b| b.is_ascii_alphabetic()) {
+                        return Err(ParamError::new(
+                            "parameter_invalid_string",
+                            "currency",
+                            format!("Invalid currency: {value}"),
+                        ));
+                    }
+                    currency = Some(value.to_ascii_lowercase());
+                }
+                "payment_method" => payment_method = Some(value.clone()),
+                "confirm" => {
+                    confirm = match value.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        _ => {
+                            return Err(ParamError::new(
+                                "parameter_invalid_boolean",
+                                "confirm",
+                                format!("Invalid boolean: {value}"),
+                            ))
+                        }
+                    }
+                }
+                "description" => description = Some(value.clone()),
+                _ => match metadata_key(name) {
+                    Some(key) if key.is_empty() || key.chars().count() > 40 => {
+                        return Err(ParamError::new(
+                            "parameter_invalid_string",
+                            name,
+                            "Metadata keys must be 1 to 40 characters.".to_owned(),
+                        ))
+                    }
+                    Some(_) if value.chars().count() > 500 => {
+                        return Err(ParamError::new(
+                            "parameter_invalid_string",
+                            name,
+                            "Metadata values can have up to 500 characters.".to_owned(),
+                        ))
+                    }
+                    Some(key) => {
+                        metadata.insert(key.to_owned(), value.clone());
+                    }
+                    None => {
+                        return Err(ParamError::new(
+                            "parameter_unknown",
+                            name,
+                            format!("Received unknown parameter: {name}"),
+                        ))
+                    }
+                },
+            }
+        }
+        if metadata.len() > 50 {
+            return Err(ParamError::new(
+                "parameter_invalid_string",
+                "metadata",
+                "You can have up to 50 metadata keys.".to_owned(),
+            ));
+        }
+        let missing = |param: &str| {
+            ParamError::new(
+                "parameter_missing",
+                param,
+                format!("Missing required param: {param}."),
+            )
+        };
+        let amount = amount.ok_or_else(|| missing("amount"))?;
+        let currency = currency.ok_or_else(|| missing("currency"))?;
+        if confirm && payment_method.is_none() {
+            return Err(missing("payment_method"));
+        }
+        let mut sorted = pairs;
+        sorted.sort();
+        let fingerprint = serde_json::to_string(&sorted).unwrap_or_default();
+        Ok(Self {
+            amount,
+            currency,
+            payment_method,
+            confirm,
+            description,
+            metadata,
+            fingerprint,
+        })
+    }
+}
+
+fn metadata_key(name: &str) -> Option<&str> {
+    name.strip_prefix("metadata[")?.strip_suffix(']')
+}
+
+/// One `field:'value'` clause of a search query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Clause {
+    Metadata { key: String, value: String },
+    Field { field: String, value: String },
+}
+
+/// Parse the subset of Stripe's search language the sandbox supports: exact-match
+/// clauses on `metadata['key']`, `status`, `currency`, `amount`, joined by `AND`.
+pub fn parse_query(query: &str) -> Result<Vec<Clause>, ParamError> {
+    let unsupported = |detail: &str| {
+        ParamError::new(
+            "parameter_invalid_string",
+            "query",
+            format!("Unsupported search query ({detail}): {query}"),
+        )
+    };
+    let mut clauses = Vec::new();
+    let mut rest = query.trim();
+    loop {
+        let (clause, after) = parse_clause(rest).ok_or_else(|| unsupported("clause"))?;
+        clauses.push(clause);
+        rest = after.trim_start();
+        if rest.is_empty() {
+            return Ok(clauses);
+        }
+        rest = rest
+            .strip_prefix("AND ")
+            .ok_or_else(|| unsupported("only AND is supported"))?
+            .trim_start();
+    }
+}
+
+fn parse_clause(input: &str) -> Option<(Clause, &str)> {
+    if let Some(after) = input.strip_prefix("metadata[") {
+        let (key, after) = parse_quoted(after)?;
+        let after = after.strip_prefix("]:")?;
+        let (value, after) = parse_quoted(after)?;
+        return Some((Clause::Metadata { key, value }, after));
+    }
+    let (field, after) = input.split_once(':')?;
+    if !matches!(field, "status" | "currency" | "amount") {
+        return None;
+    }
+    let (value, after) = parse_quoted(after)?;
+    Some((
+        Clause::Field {
+            field: field.to_owned(),
+            value,
+        },
+        after,
+    ))
+}
+
+/// A `'…'` or `"…"` string with backslash escapes; returns it and what follows.
+fn parse_quoted(input: &str) -> Option<(String, &str)> {
+    let quote = input.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let mut value = String::new();
+    let mut escaped = false;
+    for (i, c) in input.char_indices().skip(1) {
+        if escaped {
+            value.push(c);
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == quote {
+            return Some((value, &input[i + c.len_utf8()..]));
+        } else {
+            value.push(c);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn search_query_with_metadata_and_escapes_parses() {
+        assert_eq!(
+            parse_query(r"metadata['attempt_id']:'pay_\'x' AND status:'succeeded'"),
+            Ok(vec![
+                Clause::Metadata {
+                    key: "attempt_id".into(),
+                    value: "pay_'x".into()
+                },
+                Clause::Field {
+                    field: "status".into(),
+                    value: "succeeded".into()
+                },
+            ])
+        );
+        assert!(parse_query("metadata['a']:'b' OR status:'x'").is_err());
+        assert!(parse_query("customer:'cus_1'").is_err());
+    }
+
+    #[test]
+    fn fingerprint_ignores_parameter_order() {
+        let a =
+            CreateParams::parse(b"amount=100&currency=eur&metadata[a]=1").map(|p| p.fingerprint);
+        let b = CreateParams::parse(b"metadata%5Ba%5D=1&currency=eur&amount=100")
+            .map(|p| p.fingerprint);
+        assert_eq!(a, b);
+        let c =
+            CreateParams::parse(b"amount=101&currency=eur&metadata[a]=1").map(|p| p.fingerprint);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn invalid_parameters_are_named() {
+        let err = |body: &[u8]| CreateParams::parse(body).err().map(|e| (e.code, e.param));
+        assert_eq!(
+            err(b"currency=eur"),
+            Some(("parameter_missing", Some("amount".into())))
+        );
+        assert_eq!(
+            err(b"amount=0&currency=eur"),
+            Some(("parameter_invalid_integer", Some("amount".into())))
+        );
+        assert_eq!(
+            err(b"amount=1&currency=eur&colour=red"),
+            Some(("parameter_unknown", Some("colour".into())))
+        );
+        assert_eq!(
+            err(b"amount=1&currency=eur&confirm=true"),
+            Some(("parameter_missing", Some("payment_method".into())))
+        );
+    }
+}

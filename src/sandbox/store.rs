@@ -1,0 +1,237 @@
+//! The sandbox's memory: payment intents, the ledger and the idempotency keys.
+//!
+//! One `std::sync::Mutex` guards it all and is never held across an `.await`, so every
+//! operation here is atomic; that is what makes 50 concurrent same-key requests charge once.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use actix_web::web::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::providers::stripe::wire::PaymentIntent;
+
+/// One confirmed PaymentIntent, as `GET /__sandbox/ledger` lists it: the ground truth of
+/// what the simulated card network saw. `status` says whether money moved (`succeeded`),
+/// will move (`processing`) or was declined (`requires_payment_method`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub provider_id: String,
+    pub idempotency_key: Option<String>,
+    pub attempt_id: Option<String>,
+    pub order_id: Option<String>,
+    pub merchant_id: Option<String>,
+    pub amount: i64,
+    pub currency: String,
+    pub payment_method: Option<String>,
+    pub status: String,
+    pub created: i64,
+}
+
+impl LedgerEntry {
+    /// Money moved or is moving.
+    pub fn is_charged(&self) -> bool {
+        matches!(self.status.as_str(), "succeeded" | "processing")
+    }
+}
+
+/// An answer recorded under an idempotency key, replayed byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    pub status: u16,
+    pub body: Bytes,
+}
+
+enum KeyEntry {
+    InFlight {
+        fingerprint: String,
+    },
+    Done {
+        fingerprint: String,
+        response: StoredResponse,
+    },
+}
+
+/// What to do with a request that carries an idempotency key.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Begin {
+    /// First use: the key is now marked in flight and the caller must `finish` or `abandon` it.
+    Fresh,
+    Replay(StoredResponse),
+    /// Same key, other parameters.
+    Mismatch,
+    /// Same key, first request still running.
+    InFlight,
+}
+
+struct Stored {
+    intent: PaymentIntent,
+    idempotency_key: Option<String>,
+    confirmed: bool,
+}
+
+#[derive(Default)]
+struct Inner {
+    intents: HashMap<String, Stored>,
+    /// Intent ids in creation order, for the ledger and search.
+    order: Vec<String>,
+    keys: HashMap<String, KeyEntry>,
+}
+
+#[derive(Default)]
+pub struct Store {
+    inner: Mutex<Inner>,
+}
+
+impl Store {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves plain data behind, still consistent per
+        // operation; keep serving rather than poison the simulator.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn begin(&self, key: &str, fingerprint: &str) -> Begin {
+        let mut inner = self.lock();
+        match inner.keys.get(key) {
+            None => {
+                inner.keys.insert(
+                    key.to_owned(),
+                    KeyEntry::InFlight {
+                        fingerprint: fingerprint.to_owned(),
+                    },
+                );
+                Begin::Fresh
+            }
+            Some(KeyEntry::InFlight { fingerprint: first })
+            | Some(KeyEntry::Done {
+                fingerprint: first, ..
+            }) if first != fingerprint => Begin::Mismatch,
+            Some(KeyEntry::InFlight { .. }) => Begin::InFlight,
+            Some(KeyEntry::Done { response, .. }) => Begin::Replay(response.clone()),
+        }
+    }
+
+    /// Record the answer of a key begun with [`Store::begin`].
+    pub fn finish(&self, key: &str, response: StoredResponse) {
+        let mut inner = self.lock();
+        if let Some(entry) = inner.keys.get_mut(key) {
+            let fingerprint = match entry {
+                KeyEntry::InFlight { fingerprint } | KeyEntry::Done { fingerprint, .. } => {
+                    std::mem::take(fingerprint)
+                }
+            };
+            *entry = KeyEntry::Done {
+                fingerprint,
+                response,
+            };
+        }
+    }
+
+    /// Release a key whose request did not run (Stripe saves no result for those).
+    pub fn abandon(&self, key: &str) {
+        let mut inner = self.lock();
+        if matches!(inner.keys.get(key), Some(KeyEntry::InFlight { .. })) {
+            inner.keys.remove(key);
+        }
+    }
+
+    pub fn insert(&self, intent: PaymentIntent, idempotency_key: Option<String>, confirmed: bool) {
+        let mut inner = self.lock();
+        inner.order.push(intent.id.clone());
+        inner.intents.insert(
+            intent.id.clone(),
+            Stored {
+                intent,
+                idempotency_key,
+                confirmed,
+            },
+        );
+    }
+
+    /// Move an intent from `from` to `to`; `None` if it was not in `from` (someone else
+    /// moved it first).
+    pub fn transition(&self, id: &str, from: &str, to: &str) -> Option<PaymentIntent> {
+        let mut inner = self.lock();
+        let stored = inner.intents.get_mut(id)?;
+        if stored.intent.status != from {
+            return None;
+        }
+        stored.intent.status = to.to_owned();
+        if to == "succeeded" {
+            stored.intent.amount_received = stored.intent.amount;
+        }
+        Some(stored.intent.clone())
+    }
+
+    pub fn get(&self, id: &str) -> Option<PaymentIntent> {
+        self.lock().intents.get(id).map(|s| s.intent.clone())
+    }
+
+    /// Intents, oldest first, for which `keep` holds.
+    pub fn filter(&self, keep: impl Fn(&PaymentIntent) -> bool) -> Vec<PaymentIntent> {
+        let inner = self.lock();
+        inner
+            .order
+            .iter()
+            .filter_map(|id| inner.intents.get(id))
+            .map(|s| &s.intent)
+            .filter(|intent| keep(intent))
+            .cloned()
+            .collect()
+    }
+
+    pub fn ledger(&self) -> Vec<LedgerEntry> {
+        let inner = self.lock();
+        inner
+            .order
+            .iter()
+            .filter_map(|id| inner.intents.get(id))
+            .filter(|s| s.confirmed)
+            .map(|s| {
+                let pi = &s.intent;
+                LedgerEntry {
+                    provider_id: pi.id.clone(),
+                    idempotency_key: s.idempotency_key.clone(),
+                    attempt_id: pi.metadata.get("attempt_id").cloned(),
+                    order_id: pi.metadata.get("order_id").cloned(),
+                    merchant_id: pi.metadata.get("merchant_id").cloned(),
+                    amount: pi.amount,
+                    currency: pi.currency.clone(),
+                    payment_method: pi.payment_method.clone(),
+                    status: pi.status.clone(),
+                    created: pi.created,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_lifecycle_fresh_in_flight_mismatch_replay() {
+        let store = Store::default();
+        assert_eq!(store.begin("k", "a"), Begin::Fresh);
+        assert_eq!(store.begin("k", "a"), Begin::InFlight);
+        assert_eq!(store.begin("k", "b"), Begin::Mismatch);
+        let response = StoredResponse {
+            status: 200,
+            body: Bytes::from_static(b"{}"),
+        };
+        store.finish("k", response.clone());
+        assert_eq!(store.begin("k", "a"), Begin::Replay(response));
+        assert_eq!(store.begin("k", "b"), Begin::Mismatch);
+    }
+
+    #[test]
+    fn abandoned_key_can_be_used_afresh() {
+        let store = Store::default();
+        assert_eq!(store.begin("k", "a"), Begin::Fresh);
+        store.abandon("k");
+        assert_eq!(store.begin("k", "b"), Begin::Fresh);
+    }
+}

@@ -1,0 +1,234 @@
+//! Signed webhook delivery, with the fault knobs of SPEC §6 (duplication, reordering,
+//! delay) and retries with exponential backoff on non-2xx or transport errors.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use actix_web::web::Bytes;
+use chrono::Utc;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::config::SandboxConfig;
+use super::{random_id, roll, until_shutdown};
+use crate::providers::signature;
+use crate::providers::stripe::wire::{Event, EventData, PaymentIntent};
+
+/// The API version the sandbox claims in events, a real Stripe version.
+const API_VERSION: &str = "2024-06-20";
+
+struct Target {
+    url: RwLock<Option<String>>,
+    secret: String,
+    client: reqwest::Client,
+    delay: Duration,
+    max_attempts: u32,
+    retry: Duration,
+    duplicate_rate: f64,
+    reorder: bool,
+    reorder_window: Duration,
+}
+
+impl Target {
+    fn url(&self) -> Option<String> {
+        self.url
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+/// The sending side, held by the request handlers.
+pub struct Webhooks {
+    tx: mpsc::UnboundedSender<Bytes>,
+    target: Arc<Target>,
+}
+
+impl Webhooks {
+    /// Spawn the dispatcher on `rt`; it ends at shutdown.
+    pub fn start(
+        config: &SandboxConfig,
+        rt: &tokio::runtime::Handle,
+        shutdown: watch::Receiver<bool>,
+    ) -> std::io::Result<Self> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .timeout(Duration::from_secs(10))
+            .user_agent("Stripe/1.0 (+https://stripe.com/docs/webhooks)")
+            .build()
+            .map_err(std::io::Error::other)?;
+        let target = Arc::new(Target {
+            url: RwLock::new(config.webhook_url.clone()),
+            secret: config.webhook_secret.clone(),
+            client,
+            delay: Duration::from_millis(config.webhook_delay_ms),
+            max_attempts: config.webhook_max_attempts.max(1),
+            retry: Duration::from_millis(config.webhook_retry_ms),
+            duplicate_rate: config.webhook_duplicate_rate,
+            reorder: config.webhook_reorder,
+            reorder_window: Duration::from_millis(config.webhook_reorder_window_ms),
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        rt.spawn(until_shutdown(
+            shutdown.clone(),
+            dispatch(rx, target.clone(), shutdown),
+        ));
+        Ok(Self { tx, target })
+    }
+
+    pub fn set_url(&self, url: Option<String>) {
+        *self
+            .target
+            .url
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = url;
+    }
+
+    /// Queue a `kind` event about `intent` as it is now.
+    pub fn emit(&self, kind: &str, intent: &PaymentIntent) {
+        let event = Event {
+            id: random_id("evt"),
+            object: "event".to_owned(),
+            kind: kind.to_owned(),
+            created: Utc::now().timestamp(),
+            livemode: false,
+            api_version: Some(API_VERSION.to_owned()),
+            data: EventData {
+                object: intent.clone(),
+            },
+        };
+        match serde_json::to_vec_pretty(&event) {
+            // The dispatcher only goes away at shutdown, when losing events is expected.
+            Ok(body) => {
+                let _ = self.tx.send(Bytes::from(body));
+            }
+            Err(e) => tracing::error!(error = %e, "could not serialise a sandbox event"),
+        }
+    }
+}
+
+/// Hand each event to its own delivery task, or, when reordering, collect events for a
+/// window and deliver the batch newest first.
+async fn dispatch(
+    mut rx: mpsc::UnboundedReceiver<Bytes>,
+    target: Arc<Target>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let mut held: Vec<Bytes> = Vec::new();
+    let mut flush_at: Option<Instant> = None;
+    loop {
+        let deadline = flush_at;
+        let flush = async move {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = flush => {
+                let batch: Vec<Bytes> = held.drain(..).rev().collect();
+                tokio::spawn(until_shutdown(
+                    shutdown.clone(),
+                    deliver_in_order(target.clone(), batch, shutdown.clone()),
+                ));
+                flush_at = None;
+            }
+            event = rx.recv() => {
+                let Some(body) = event else { break };
+                if target.reorder {
+                    held.push(body);
+                    flush_at.get_or_insert_with(|| Instant::now() + target.reorder_window);
+                } else {
+                    for _ in 0..target.copies() {
+                        tokio::spawn(until_shutdown(
+                            shutdown.clone(),
+                            deliver_one(target.clone(), body.clone()),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Target {
+    /// 2 when this event is to be duplicated, else 1.
+    fn copies(&self) -> usize {
+        if roll(self.duplicate_rate) {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// Deliver one event: after the configured delay, first try, then retries.
+async fn deliver_one(target: Arc<Target>, body: Bytes) {
+    tokio::time::sleep(target.delay).await;
+    if try_once(&target, &body, 1).await {
+        return;
+    }
+    retry(target, body).await;
+}
+
+/// First tries of a batch strictly one after another, so the receiver sees the batch
+/// order; a refused event retries on its own task without holding the rest back.
+async fn deliver_in_order(target: Arc<Target>, batch: Vec<Bytes>, shutdown: watch::Receiver<bool>) {
+    tokio::time::sleep(target.delay).await;
+    for body in batch {
+        for _ in 0..target.copies() {
+            if !try_once(&target, &body, 1).await {
+                tokio::spawn(until_shutdown(
+                    shutdown.clone(),
+                    retry(target.clone(), body.clone()),
+                ));
+            }
+        }
+    }
+}
+
+/// Tries 2..=max_attempts with doubling backoff, until one is accepted.
+async fn retry(target: Arc<Target>, body: Bytes) {
+    let mut backoff = target.retry;
+    for attempt in 2..=target.max_attempts {
+        tokio::time::sleep(backoff).await;
+        backoff = backoff.saturating_mul(2);
+        if try_once(&target, &body, attempt).await {
+            return;
+        }
+    }
+    tracing::warn!("webhook given up after {} attempts", target.max_attempts);
+}
+
+/// One signed POST; true when the receiver answered 2xx, or when there is nowhere to send.
+/// Each try is signed afresh, as Stripe does, so a late retry is not refused for its age.
+async fn try_once(target: &Target, body: &Bytes, attempt: u32) -> bool {
+    let Some(url) = target.url() else {
+        tracing::debug!("no webhook URL configured; event dropped");
+        return true;
+    };
+    let header = signature::header_value(&[&target.secret], Utc::now().timestamp(), body);
+    let result = target
+        .client
+        .post(&url)
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/json; charset=utf-8",
+        )
+        .header(signature::HEADER, header)
+        .body(body.clone())
+        .send()
+        .await;
+    match result {
+        Ok(response) if response.status().is_success() => true,
+        Ok(response) => {
+            let status = response.status().as_u16();
+            tracing::warn!(%url, attempt, status, "webhook refused");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(%url, attempt, error = %e, "webhook delivery failed");
+            false
+        }
+    }
+}

@@ -1,0 +1,719 @@
+//! The sandbox over real HTTP, driven through the Stripe adapter and raw requests: the
+//! payment_method table of SPEC §6, Stripe's idempotency semantics, faults, the ledger and
+//! signed webhooks (SPEC §7).
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use futures_util::future::join_all;
+use payorch::providers::stripe::{StripeConfig, StripeProvider};
+use payorch::providers::{ChargeRequest, IntentStatus, PaymentProvider, ProviderOutcome};
+use payorch::sandbox::{self, LedgerEntry, SandboxConfig, SandboxHandle};
+use serde_json::Value;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const SECRET: &str = "sk_test_sandbox";
+const WEBHOOK_SECRET: &str = "whsec_sandbox";
+
+/// Short delays so the whole file runs in seconds.
+fn fast() -> SandboxConfig {
+    SandboxConfig {
+        slow_ms: 300,
+        processing_ms: 200,
+        webhook_retry_ms: 50,
+        ..SandboxConfig::default()
+    }
+}
+
+async fn start(config: SandboxConfig) -> SandboxHandle {
+    sandbox::start(config).await.expect("sandbox starts")
+}
+
+fn adapter(sandbox: &SandboxHandle, timeout: Duration) -> StripeProvider {
+    StripeProvider::new(StripeConfig {
+        base_url: sandbox.base_url(),
+        secret: SECRET.into(),
+        webhook_secrets: vec![WEBHOOK_SECRET.into()],
+        connect_timeout: Duration::from_secs(1),
+        timeout,
+        webhook_tolerance: Duration::from_secs(300),
+    })
+    .expect("adapter config")
+}
+
+fn charge(payment_method: &str, attempt: &str) -> ChargeRequest {
+    ChargeRequest {
+        amount: 1999,
+        currency: "eur".into(),
+        payment_method: payment_method.into(),
+        idempotency_key: format!("key_{attempt}"),
+        attempt_id: attempt.into(),
+        order_id: format!("ord_{attempt}"),
+        merchant_id: "mer_test".into(),
+    }
+}
+
+fn charges_for<'a>(ledger: &'a [LedgerEntry], attempt: &str) -> Vec<&'a LedgerEntry> {
+    ledger
+        .iter()
+        .filter(|e| e.attempt_id.as_deref() == Some(attempt))
+        .collect()
+}
+
+/// A raw create with `reqwest`, for checks on exact bytes and status codes.
+async fn raw_create(
+    client: &reqwest::Client,
+    sandbox: &SandboxHandle,
+    key: &str,
+    form: &[(&str, &str)],
+) -> (u16, Vec<u8>, Option<String>) {
+    let response = client
+        .post(format!("{}/v1/payment_intents", sandbox.base_url()))
+        .bearer_auth(SECRET)
+        .header("Idempotency-Key", key)
+        .form(form)
+        .send()
+        .await
+        .expect("sandbox answers");
+    let status = response.status().as_u16();
+    let replayed = response
+        .headers()
+        .get("Idempotent-Replayed")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = response.bytes().await.expect("body").to_vec();
+    (status, body, replayed)
+}
+
+fn visa_form(attempt: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("amount", "500".into()),
+        ("currency", "usd".into()),
+        ("payment_method", "pm_card_visa".into()),
+        ("confirm", "true".into()),
+        ("metadata[attempt_id]", attempt.into()),
+    ]
+}
+
+fn as_refs<'a>(form: &'a [(&'a str, String)]) -> Vec<(&'a str, &'a str)> {
+    form.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn card_tokens_succeed_or_decline_as_the_table_says() {
+    let sandbox = start(fast()).await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+
+    for (pm, attempt) in [("pm_card_visa", "a_visa"), ("pm_card_mastercard", "a_mc")] {
+        let call = adapter.create_charge(&charge(pm, attempt)).await;
+        assert!(
+            matches!(call.outcome, ProviderOutcome::Succeeded { .. }),
+            "{pm}: {:?}",
+            call.outcome
+        );
+        assert_eq!(call.http_status, Some(200));
+    }
+    let declined = adapter
+        .create_charge(&charge("pm_card_chargeDeclined", "a_declined"))
+        .await;
+    assert!(matches!(
+        &declined.outcome,
+        ProviderOutcome::Failed { code, provider_id: Some(_), .. } if code == "card_declined"
+    ));
+    assert_eq!(declined.http_status, Some(402));
+    let insufficient = adapter
+        .create_charge(&charge(
+            "pm_card_chargeDeclinedInsufficientFunds",
+            "a_funds",
+        ))
+        .await;
+    assert!(matches!(
+        &insufficient.outcome,
+        ProviderOutcome::Failed { code, message, .. }
+            if code == "card_declined" && message.contains("insufficient funds")
+    ));
+    let unknown_method = adapter.create_charge(&charge("pm_nope", "a_nope")).await;
+    assert!(matches!(
+        &unknown_method.outcome,
+        ProviderOutcome::Failed { code, provider_id: None, .. } if code == "resource_missing"
+    ));
+
+    let ledger = sandbox.ledger();
+    for (attempt, status) in [
+        ("a_visa", "succeeded"),
+        ("a_mc", "succeeded"),
+        ("a_declined", "requires_payment_method"),
+        ("a_funds", "requires_payment_method"),
+    ] {
+        let entries = charges_for(&ledger, attempt);
+        assert_eq!(entries.len(), 1, "{attempt}");
+        assert_eq!(entries[0].status, status, "{attempt}");
+        assert_eq!(entries[0].amount, 1999);
+        let key = format!("key_{attempt}");
+        assert_eq!(entries[0].idempotency_key.as_deref(), Some(key.as_str()));
+    }
+    assert!(charges_for(&ledger, "a_nope").is_empty());
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declined_card_answers_stripes_402_error_shape() {
+    let sandbox = start(fast()).await;
+    let client = reqwest::Client::new();
+    let form = [
+        ("amount", "700"),
+        ("currency", "eur"),
+        ("payment_method", "pm_card_chargeDeclinedInsufficientFunds"),
+        ("confirm", "true"),
+        ("metadata[attempt_id]", "a_shape"),
+    ];
+    let (status, body, _) = raw_create(&client, &sandbox, "k_shape", &form).await;
+    assert_eq!(status, 402);
+    let body: Value = serde_json::from_slice(&body).expect("json");
+    let error = &body["error"];
+    assert_eq!(error["type"], "card_error");
+    assert_eq!(error["code"], "card_declined");
+    assert_eq!(error["decline_code"], "insufficient_funds");
+    assert_eq!(error["payment_intent"]["object"], "payment_intent");
+    assert_eq!(error["payment_intent"]["status"], "requires_payment_method");
+    assert_eq!(error["payment_intent"]["metadata"]["attempt_id"], "a_shape");
+    assert!(error["payment_intent"]["id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with("pi_")));
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processing_is_pending_then_succeeds() {
+    let sandbox = start(fast()).await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    let call = adapter
+        .create_charge(&charge("pm_sandbox_processing", "a_proc"))
+        .await;
+    let ProviderOutcome::Pending {
+        provider_id: Some(id),
+    } = call.outcome
+    else {
+        panic!("expected pending with an id, got {:?}", call.outcome);
+    };
+    assert_eq!(
+        charges_for(&sandbox.ledger(), "a_proc")[0].status,
+        "processing"
+    );
+    let settled = eventually("the intent to settle", async || {
+        match adapter.retrieve(&id).await.outcome {
+            ProviderOutcome::Succeeded { provider_id } => Some(provider_id),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!(settled, id);
+    assert_eq!(
+        charges_for(&sandbox.ledger(), "a_proc")[0].status,
+        "succeeded"
+    );
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_succeeds_after_slow_ms() {
+    let sandbox = start(fast()).await;
+    let call = adapter(&sandbox, Duration::from_secs(5))
+        .create_charge(&charge("pm_sandbox_slow", "a_slow"))
+        .await;
+    assert!(matches!(call.outcome, ProviderOutcome::Succeeded { .. }));
+    assert!(
+        call.latency >= Duration::from_millis(300),
+        "{:?}",
+        call.latency
+    );
+    assert_eq!(charges_for(&sandbox.ledger(), "a_slow").len(), 1);
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_before_is_unknown_and_charges_nothing() {
+    let sandbox = start(fast()).await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    let request = charge("pm_sandbox_error_before", "a_before");
+    let call = adapter.create_charge(&request).await;
+    assert!(matches!(call.outcome, ProviderOutcome::Unknown { .. }));
+    assert_eq!(call.http_status, Some(500));
+    assert!(sandbox.ledger().is_empty());
+    assert_eq!(
+        adapter.find_by_attempt("a_before").await.outcome,
+        ProviderOutcome::NotFound
+    );
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_after_charges_and_a_resend_returns_the_charge() {
+    let sandbox = start(fast()).await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    let request = charge("pm_sandbox_error_after", "a_after");
+    let call = adapter.create_charge(&request).await;
+    assert!(matches!(call.outcome, ProviderOutcome::Unknown { .. }));
+    assert_eq!(call.http_status, Some(500));
+    let ledger = sandbox.ledger();
+    let charged = charges_for(&ledger, "a_after");
+    assert_eq!(charged.len(), 1);
+    assert_eq!(charged[0].status, "succeeded");
+
+    let resend = adapter.create_charge(&request).await;
+    assert_eq!(
+        resend.outcome,
+        ProviderOutcome::Succeeded {
+            provider_id: charged[0].provider_id.clone()
+        }
+    );
+    assert_eq!(charges_for(&sandbox.ledger(), "a_after").len(), 1);
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_response_is_unknown_after_timeout_and_a_resend_returns_the_same_charge() {
+    let sandbox = start(fast()).await;
+    let adapter = adapter(&sandbox, Duration::from_millis(500));
+    let request = charge("pm_sandbox_lost_response", "a_lost");
+
+    let call = adapter.create_charge(&request).await;
+    assert!(
+        matches!(&call.outcome, ProviderOutcome::Unknown { reason } if reason.contains("timeout")),
+        "{:?}",
+        call.outcome
+    );
+    assert_eq!(call.http_status, None);
+    assert!(call.latency >= Duration::from_millis(500));
+    let ledger = sandbox.ledger();
+    let charged = charges_for(&ledger, "a_lost");
+    assert_eq!(
+        charged.len(),
+        1,
+        "the provider charged although nobody heard"
+    );
+    assert_eq!(charged[0].status, "succeeded");
+
+    let resend = adapter.create_charge(&request).await;
+    assert_eq!(
+        resend.outcome,
+        ProviderOutcome::Succeeded {
+            provider_id: charged[0].provider_id.clone()
+        }
+    );
+    assert_eq!(sandbox.ledger().len(), 1, "the resend charged nothing more");
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_of_a_key_returns_the_first_response_byte_for_byte_and_charges_once() {
+    let sandbox = start(fast()).await;
+    let client = reqwest::Client::new();
+    let form = visa_form("a_replay");
+    let first = raw_create(&client, &sandbox, "k_replay", &as_refs(&form)).await;
+    let second = raw_create(&client, &sandbox, "k_replay", &as_refs(&form)).await;
+    assert_eq!(first.0, 200);
+    assert_eq!(second.0, first.0);
+    assert_eq!(second.1, first.1, "identical body bytes");
+    assert_eq!(first.2, None);
+    assert_eq!(second.2.as_deref(), Some("true"));
+    assert_eq!(sandbox.ledger().len(), 1);
+
+    // A declined answer is replayed just the same.
+    let mut declined = visa_form("a_replay_declined");
+    declined[2].1 = "pm_card_chargeDeclined".into();
+    let first = raw_create(&client, &sandbox, "k_declined", &as_refs(&declined)).await;
+    let second = raw_create(&client, &sandbox, "k_declined", &as_refs(&declined)).await;
+    assert_eq!((first.0, second.0), (402, 402));
+    assert_eq!(first.1, second.1);
+    assert_eq!(sandbox.ledger().len(), 2);
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_key_with_other_parameters_is_400_idempotency_error() {
+    let sandbox = start(fast()).await;
+    let client = reqwest::Client::new();
+    let form = visa_form("a_mismatch");
+    let (status, _, _) = raw_create(&client, &sandbox, "k_mismatch", &as_refs(&form)).await;
+    assert_eq!(status, 200);
+    let mut other = form.clone();
+    other[0].1 = "501".into();
+    let (status, body, _) = raw_create(&client, &sandbox, "k_mismatch", &as_refs(&other)).await;
+    assert_eq!(status, 400);
+    let body: Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(body["error"]["type"], "idempotency_error");
+    assert_eq!(sandbox.ledger().len(), 1);
+    assert_eq!(sandbox.ledger()[0].amount, 500);
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_key_while_the_first_is_in_flight_is_409() {
+    let sandbox = start(SandboxConfig {
+        slow_ms: 800,
+        ..fast()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let mut form = visa_form("a_inflight");
+    form[2].1 = "pm_sandbox_slow".into();
+    let form = as_refs(&form);
+    let first = raw_create(&client, &sandbox, "k_inflight", &form);
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        raw_create(&client, &sandbox, "k_inflight", &form).await
+    };
+    let (first, second) = tokio::join!(first, second);
+    assert_eq!(first.0, 200);
+    assert_eq!(second.0, 409);
+    let body: Value = serde_json::from_slice(&second.1).expect("json");
+    assert_eq!(body["error"]["type"], "idempotency_error");
+    assert_eq!(sandbox.ledger().len(), 1);
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_requests_with_one_key_charge_exactly_once() {
+    let sandbox = start(fast()).await;
+    let client = reqwest::Client::new();
+    for (pm, key) in [
+        ("pm_card_visa", "k_fifty_visa"),
+        ("pm_sandbox_slow", "k_fifty_slow"),
+    ] {
+        let mut form = visa_form(key);
+        form[2].1 = pm.into();
+        let form = as_refs(&form);
+        let answers = join_all((0..50).map(|_| raw_create(&client, &sandbox, key, &form))).await;
+        let mut ids = Vec::new();
+        for (status, body, _) in &answers {
+            match status {
+                200 => {
+                    let body: Value = serde_json::from_slice(body).expect("json");
+                    ids.push(body["id"].as_str().unwrap_or_default().to_owned());
+                }
+                409 => {}
+                other => panic!("{pm}: unexpected status {other}"),
+            }
+        }
+        assert!(!ids.is_empty(), "{pm}: at least the first request succeeds");
+        assert!(ids.iter().all(|id| id == &ids[0]), "{pm}: one intent id");
+        let ledger = sandbox.ledger();
+        let charges: Vec<_> = ledger
+            .iter()
+            .filter(|e| e.idempotency_key.as_deref() == Some(key))
+            .collect();
+        assert_eq!(charges.len(), 1, "{pm}: exactly one charge");
+        assert_eq!(charges[0].provider_id, ids[0]);
+    }
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_the_secret_are_401_and_charge_nothing() {
+    let sandbox = start(fast()).await;
+    let client = reqwest::Client::new();
+    let form = visa_form("a_unauth");
+    for auth in [None, Some("sk_test_wrong")] {
+        let mut request = client
+            .post(format!("{}/v1/payment_intents", sandbox.base_url()))
+            .form(&form);
+        if let Some(secret) = auth {
+            request = request.bearer_auth(secret);
+        }
+        let response = request.send().await.expect("answer");
+        assert_eq!(response.status().as_u16(), 401);
+        let body: Value = response.json().await.expect("json");
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+    }
+    assert!(sandbox.ledger().is_empty());
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retrieve_and_search_find_charges_and_report_missing_ones() {
+    let sandbox = start(fast()).await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    let call = adapter
+        .create_charge(&charge("pm_card_visa", "a_find"))
+        .await;
+    let id = call.outcome.provider_id().expect("id").to_owned();
+    assert_eq!(
+        adapter.retrieve(&id).await.outcome,
+        ProviderOutcome::Succeeded {
+            provider_id: id.clone()
+        }
+    );
+    assert_eq!(
+        adapter.find_by_attempt("a_find").await.outcome,
+        ProviderOutcome::Succeeded {
+            provider_id: id.clone()
+        }
+    );
+    let missing = adapter.retrieve("pi_doesnotexist").await;
+    assert_eq!(missing.outcome, ProviderOutcome::NotFound);
+    assert_eq!(missing.http_status, Some(404));
+    assert_eq!(
+        adapter.find_by_attempt("a_never").await.outcome,
+        ProviderOutcome::NotFound
+    );
+
+    let search: Value = reqwest::Client::new()
+        .get(format!("{}/v1/payment_intents/search", sandbox.base_url()))
+        .bearer_auth(SECRET)
+        .query(&[("query", "metadata['attempt_id']:'a_find'")])
+        .send()
+        .await
+        .expect("answer")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(search["object"], "search_result");
+    assert_eq!(search["has_more"], false);
+    assert_eq!(search["data"][0]["id"], id.as_str());
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledger_endpoint_lists_every_charge_with_key_and_attempt() {
+    let sandbox = start(fast()).await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    adapter
+        .create_charge(&charge("pm_card_visa", "a_ledger"))
+        .await;
+    let ledger: Value = reqwest::get(format!("{}/__sandbox/ledger", sandbox.base_url()))
+        .await
+        .expect("answer")
+        .json()
+        .await
+        .expect("json");
+    let entries = ledger["data"].as_array().expect("data array");
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["idempotency_key"], "key_a_ledger");
+    assert_eq!(entries[0]["attempt_id"], "a_ledger");
+    assert_eq!(entries[0]["amount"], 1999);
+    assert_eq!(entries[0]["status"], "succeeded");
+    assert!(entries[0]["provider_id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with("pi_")));
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_error_rate_answers_500_before_anything_happens() {
+    let sandbox = start(SandboxConfig {
+        error_rate: 1.0,
+        ..fast()
+    })
+    .await;
+    let call = adapter(&sandbox, Duration::from_secs(5))
+        .create_charge(&charge("pm_card_visa", "a_rate"))
+        .await;
+    assert!(matches!(call.outcome, ProviderOutcome::Unknown { .. }));
+    assert_eq!(call.http_status, Some(500));
+    assert!(sandbox.ledger().is_empty());
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_closes_the_listener() {
+    let sandbox = start(fast()).await;
+    let url = format!("{}/__sandbox/ledger", sandbox.base_url());
+    assert!(reqwest::get(&url).await.is_ok());
+    sandbox.stop().await;
+    assert!(reqwest::get(&url).await.is_err());
+}
+
+// --- webhooks -----------------------------------------------------------------------
+
+/// A webhook receiver that answers 200.
+async fn receiver() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/webhooks/stripe"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// Deliveries received so far, verified with payorch's verifier: (event id, type, status).
+async fn deliveries(
+    server: &MockServer,
+    verifier: &StripeProvider,
+) -> Vec<(String, String, Option<IntentStatus>)> {
+    let requests = server.received_requests().await.unwrap_or_default();
+    requests
+        .iter()
+        .map(|r| {
+            let header = r
+                .headers
+                .get("stripe-signature")
+                .and_then(|v| v.to_str().ok());
+            let event = verifier
+                .verify_webhook(&r.body, header, Utc::now())
+                .expect("every delivery is correctly signed");
+            (event.id, event.event_type, event.status)
+        })
+        .collect()
+}
+
+async fn wait_for_deliveries(
+    server: &MockServer,
+    verifier: &StripeProvider,
+    count: usize,
+) -> Vec<(String, String, Option<IntentStatus>)> {
+    eventually("webhook deliveries", async || {
+        let got = deliveries(server, verifier).await;
+        (got.len() >= count).then_some(got)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_changes_send_signed_webhooks_the_verifier_accepts() {
+    let hook = receiver().await;
+    let sandbox = start(fast()).await;
+    sandbox.set_webhook_url(Some(format!("{}/v1/webhooks/stripe", hook.uri())));
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+
+    adapter
+        .create_charge(&charge("pm_card_chargeDeclined", "a_hook_declined"))
+        .await;
+    let got = wait_for_deliveries(&hook, &adapter, 1).await;
+    assert_eq!(got[0].1, "payment_intent.payment_failed");
+    assert_eq!(got[0].2, Some(IntentStatus::RequiresPaymentMethod));
+
+    adapter
+        .create_charge(&charge("pm_sandbox_processing", "a_hook_processing"))
+        .await;
+    let got = wait_for_deliveries(&hook, &adapter, 3).await;
+    let types: Vec<&str> = got[1..].iter().map(|(_, t, _)| t.as_str()).collect();
+    assert_eq!(
+        types,
+        ["payment_intent.processing", "payment_intent.succeeded"]
+    );
+
+    let requests = hook.received_requests().await.unwrap_or_default();
+    let event: Value = serde_json::from_slice(&requests[2].body).expect("json");
+    assert_eq!(event["object"], "event");
+    assert_eq!(
+        event["data"]["object"]["metadata"]["attempt_id"],
+        "a_hook_processing"
+    );
+    assert!(event["id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with("evt_")));
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_deliveries_are_retried_with_the_same_event() {
+    let hook = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500))
+        .up_to_n_times(2)
+        .with_priority(1)
+        .mount(&hook)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .with_priority(2)
+        .mount(&hook)
+        .await;
+    let sandbox = start(SandboxConfig {
+        webhook_url: Some(hook.uri()),
+        ..fast()
+    })
+    .await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    adapter
+        .create_charge(&charge("pm_card_visa", "a_retry"))
+        .await;
+    let got = wait_for_deliveries(&hook, &adapter, 3).await;
+    // Give a wrongly continuing retry loop the chance to show itself.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got_later = deliveries(&hook, &adapter).await;
+    assert_eq!(got_later.len(), 3, "retries stop at the first 2xx");
+    assert!(got
+        .iter()
+        .all(|(id, t, _)| id == &got[0].0 && t == "payment_intent.succeeded"));
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_rate_one_delivers_every_event_twice() {
+    let hook = receiver().await;
+    let sandbox = start(SandboxConfig {
+        webhook_url: Some(format!("{}/v1/webhooks/stripe", hook.uri())),
+        webhook_duplicate_rate: 1.0,
+        ..fast()
+    })
+    .await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    adapter
+        .create_charge(&charge("pm_card_visa", "a_dup"))
+        .await;
+    let got = wait_for_deliveries(&hook, &adapter, 2).await;
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].0, got[1].0, "the same event id twice");
+    assert_eq!(sandbox.ledger().len(), 1);
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reorder_delivers_the_later_status_first() {
+    let hook = receiver().await;
+    let sandbox = start(SandboxConfig {
+        webhook_url: Some(format!("{}/v1/webhooks/stripe", hook.uri())),
+        webhook_reorder: true,
+        webhook_reorder_window_ms: 600,
+        processing_ms: 100,
+        ..fast()
+    })
+    .await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    adapter
+        .create_charge(&charge("pm_sandbox_processing", "a_reorder"))
+        .await;
+    let got = wait_for_deliveries(&hook, &adapter, 2).await;
+    let types: Vec<&str> = got.iter().map(|(_, t, _)| t.as_str()).collect();
+    assert_eq!(
+        types,
+        ["payment_intent.succeeded", "payment_intent.processing"]
+    );
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_delay_holds_the_first_delivery_back() {
+    let hook = receiver().await;
+    let sandbox = start(SandboxConfig {
+        webhook_url: Some(format!("{}/v1/webhooks/stripe", hook.uri())),
+        webhook_delay_ms: 400,
+        ..fast()
+    })
+    .await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    let sent = Instant::now();
+    adapter
+        .create_charge(&charge("pm_card_visa", "a_delay"))
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(deliveries(&hook, &adapter).await.is_empty());
+    wait_for_deliveries(&hook, &adapter, 1).await;
+    assert!(sent.elapsed() >= Duration::from_millis(400));
+    sandbox.stop().await;
+}
