@@ -8,8 +8,13 @@ use actix_web::dev::{Server, ServerHandle};
 use actix_web::{middleware::from_fn, web, App, HttpServer};
 use tracing_actix_web::TracingLogger;
 
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
 use crate::db::{build_pool, DbPool, PoolSettings};
-use crate::http::{self, metrics::Metrics, middleware as mw, AppState};
+use crate::http::{self, metrics::Metrics, middleware as mw, AppState, Idempotency};
+use crate::idempotency::reaper::{self, ReaperSettings};
+use crate::idempotency::{IdempotencyMetrics, IdempotencySettings};
 
 #[derive(Debug, Clone)]
 pub struct AppSettings {
@@ -18,6 +23,8 @@ pub struct AppSettings {
     /// HTTP worker threads.
     pub workers: usize,
     pub pool: PoolSettings,
+    pub idempotency: IdempotencySettings,
+    pub reaper: ReaperSettings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +46,8 @@ pub struct Application {
     host: String,
     server: Server,
     state: web::Data<AppState>,
+    workers: Vec<JoinHandle<()>>,
+    stop_workers: watch::Sender<bool>,
 }
 
 impl Application {
@@ -52,10 +61,24 @@ impl Application {
             bind: settings.bind.clone(),
             source,
         })?;
+        let metrics = Arc::new(Metrics::new()?);
+        let idempotency_metrics = Arc::new(IdempotencyMetrics::new()?);
+        idempotency_metrics.register(&metrics)?;
         let state = web::Data::new(AppState {
-            pool,
-            metrics: Arc::new(Metrics::new()?),
+            pool: pool.clone(),
+            metrics,
+            idempotency: Idempotency {
+                settings: settings.idempotency.clone(),
+                metrics: idempotency_metrics.clone(),
+            },
         });
+        let (stop_workers, stop) = watch::channel(false);
+        let workers = vec![tokio::spawn(reaper::run(
+            pool,
+            settings.reaper.clone(),
+            idempotency_metrics,
+            stop,
+        ))];
         let server_state = state.clone();
         let server = HttpServer::new(move || {
             App::new()
@@ -82,6 +105,8 @@ impl Application {
             host: local.ip().to_string(),
             server,
             state,
+            workers,
+            stop_workers,
         })
     }
 
@@ -102,7 +127,14 @@ impl Application {
         self.server.handle()
     }
 
+    /// Serves until the server is stopped through its [`handle`](Self::handle), then stops
+    /// the background workers.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.server.await
+        let served = self.server.await;
+        let _ = self.stop_workers.send(true);
+        for worker in self.workers {
+            let _ = worker.await;
+        }
+        served
     }
 }

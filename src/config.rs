@@ -8,6 +8,8 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::app::AppSettings;
 use crate::db::PoolSettings;
+use crate::idempotency::reaper::ReaperSettings;
+use crate::idempotency::IdempotencySettings;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -105,6 +107,50 @@ pub struct ServeArgs {
     pub workers: Option<usize>,
     #[command(flatten)]
     pub database: DatabaseArgs,
+    #[command(flatten)]
+    pub idempotency: IdempotencyArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct IdempotencyArgs {
+    /// How long a request waits for an in-flight duplicate before 409 idempotency_key_in_use.
+    #[arg(long, env = "PAYORCH_IDEMPOTENCY_WAIT_MS", default_value_t = 2000)]
+    pub idempotency_wait_ms: u64,
+    /// How long an in-flight payment holds its key before a retry may take it over (longer
+    /// than the provider timeout).
+    #[arg(long, env = "PAYORCH_IDEMPOTENCY_LEASE_SECS", default_value_t = 30)]
+    pub idempotency_lease_secs: u64,
+    /// Key lifetime for order creation and cancelation.
+    #[arg(long, env = "PAYORCH_IDEMPOTENCY_TTL_ORDERS_SECS", default_value_t = 24 * 3600)]
+    pub idempotency_ttl_orders_secs: u64,
+    /// Key lifetime for payments and checkout.
+    #[arg(long, env = "PAYORCH_IDEMPOTENCY_TTL_PAYMENTS_SECS", default_value_t = 72 * 3600)]
+    pub idempotency_ttl_payments_secs: u64,
+    /// New keys a merchant may open per minute before 429.
+    #[arg(long, env = "PAYORCH_MAX_NEW_KEYS_PER_MINUTE", default_value_t = 6000)]
+    pub max_new_keys_per_minute: i64,
+    /// How often the reaper looks for expired keys.
+    #[arg(long, env = "PAYORCH_REAPER_INTERVAL_SECS", default_value_t = 60)]
+    pub reaper_interval_secs: u64,
+}
+
+impl IdempotencyArgs {
+    pub fn settings(&self) -> IdempotencySettings {
+        IdempotencySettings {
+            wait: Duration::from_millis(self.idempotency_wait_ms),
+            lease: Duration::from_secs(self.idempotency_lease_secs),
+            order_ttl: Duration::from_secs(self.idempotency_ttl_orders_secs),
+            payment_ttl: Duration::from_secs(self.idempotency_ttl_payments_secs),
+            max_new_keys_per_minute: self.max_new_keys_per_minute,
+        }
+    }
+
+    pub fn reaper(&self) -> ReaperSettings {
+        ReaperSettings {
+            interval: Duration::from_secs(self.reaper_interval_secs.max(1)),
+            ..ReaperSettings::default()
+        }
+    }
 }
 
 impl ServeArgs {
@@ -115,6 +161,8 @@ impl ServeArgs {
                 .workers
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
             pool: self.database.pool_settings(),
+            idempotency: self.idempotency.settings(),
+            reaper: self.idempotency.reaper(),
         }
     }
 }

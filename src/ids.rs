@@ -82,6 +82,16 @@ prefixed_id!(
     "mer"
 );
 prefixed_id!(
+    /// An order: what the payer buys.
+    OrderId,
+    "ord"
+);
+prefixed_id!(
+    /// A payment attempt: one try to charge.
+    PaymentId,
+    "pay"
+);
+prefixed_id!(
     /// An API key (merchant or support); never the secret itself.
     ApiKeyId,
     "key"

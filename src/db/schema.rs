@@ -21,4 +21,43 @@ diesel::table! {
 }
 
 diesel::joinable!(api_keys -> merchants (merchant_id));
-diesel::allow_tables_to_appear_in_same_query!(merchants, api_keys);
+
+
+diesel::table! {
+    orders (merchant_id, id) {
+        merchant_id -> Uuid,
+        id -> Uuid,
+        amount -> Int8,
+        currency -> Text,
+        status -> Text,
+        merchant_reference -> Nullable<Text>,
+        description -> Nullable<Text>,
+        metadata -> Jsonb,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    idempotency_keys (merchant_id, key) {
+        merchant_id -> Uuid,
+        key -> Text,
+        operation -> Text,
+        fingerprint -> Bytea,
+        state -> Text,
+        locked_until -> Nullable<Timestamptz>,
+        recovery_point -> Text,
+        resource_type -> Nullable<Text>,
+        resource_id -> Nullable<Uuid>,
+        response_status -> Nullable<Int2>,
+        response_body -> Nullable<Jsonb>,
+        unresolved -> Bool,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+        expires_at -> Timestamptz,
+    }
+}
+
+diesel::joinable!(orders -> merchants (merchant_id));
+diesel::joinable!(idempotency_keys -> merchants (merchant_id));
+diesel::allow_tables_to_appear_in_same_query!(merchants, api_keys, orders, idempotency_keys);

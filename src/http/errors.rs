@@ -8,7 +8,12 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
+use std::time::Duration;
+
 use crate::db::pool::PoolError;
+use crate::idempotency::{IdempotencyError, KeyError};
+use crate::ids::OrderId;
+use crate::payments::orders::OrderError;
 
 /// A problem with one field of the request, for `validation_failed`.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
@@ -46,6 +51,22 @@ pub enum ApiError {
     ValidationFailed(Vec<FieldError>),
     #[error("the database is unavailable")]
     Unavailable,
+    #[error("this request needs an Idempotency-Key header")]
+    IdempotencyKeyMissing,
+    #[error("the Idempotency-Key must be 1–255 visible ASCII characters, bare or as a quoted string")]
+    IdempotencyKeyInvalid,
+    #[error("another request with this Idempotency-Key is still in progress; retry after Retry-After seconds to get its result")]
+    IdempotencyKeyInUse { retry_after: Duration },
+    #[error("this Idempotency-Key was already used with another request (other body or endpoint); use a new key for a new request")]
+    IdempotencyKeyReused,
+    #[error("too many new Idempotency-Keys this minute; retry after Retry-After seconds")]
+    RateLimited { retry_after: Duration },
+    #[error("`{field}` looks like a card number; payorch never accepts card data, send a provider payment method token instead")]
+    RawCardDataForbidden { field: String },
+    #[error("merchant_reference is already used by order {order_id}")]
+    MerchantReferenceExists { order_id: OrderId },
+    #[error("the order is {status} and cannot be canceled")]
+    OrderNotCancelable { status: &'static str },
     /// Anything we did not expect: logged with its cause, shown to nobody.
     #[error("internal error: {0}")]
     Internal(String),
@@ -76,6 +97,14 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::ValidationFailed(_) => "validation_failed",
             ApiError::Unavailable => "unavailable",
+            ApiError::IdempotencyKeyMissing => "idempotency_key_missing",
+            ApiError::IdempotencyKeyInvalid => "idempotency_key_invalid",
+            ApiError::IdempotencyKeyInUse { .. } => "idempotency_key_in_use",
+            ApiError::IdempotencyKeyReused => "idempotency_key_reused",
+            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::RawCardDataForbidden { .. } => "raw_card_data_forbidden",
+            ApiError::MerchantReferenceExists { .. } => "merchant_reference_exists",
+            ApiError::OrderNotCancelable { .. } => "order_not_cancelable",
             ApiError::Internal(_) => "internal_error",
         }
     }
@@ -89,6 +118,14 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => "Request body too large",
             ApiError::ValidationFailed(_) => "Validation failed",
             ApiError::Unavailable => "Temporarily unavailable",
+            ApiError::IdempotencyKeyMissing => "Idempotency-Key missing",
+            ApiError::IdempotencyKeyInvalid => "Idempotency-Key invalid",
+            ApiError::IdempotencyKeyInUse { .. } => "Idempotency-Key in use",
+            ApiError::IdempotencyKeyReused => "Idempotency-Key reused",
+            ApiError::RateLimited { .. } => "Rate limited",
+            ApiError::RawCardDataForbidden { .. } => "Raw card data forbidden",
+            ApiError::MerchantReferenceExists { .. } => "Merchant reference exists",
+            ApiError::OrderNotCancelable { .. } => "Order cannot be canceled",
             ApiError::Internal(_) => "Internal error",
         }
     }
@@ -112,8 +149,20 @@ impl ApiError {
 
     fn extra(&self) -> BTreeMap<String, serde_json::Value> {
         let mut extra = BTreeMap::new();
-        if let ApiError::ValidationFailed(errors) = self {
-            extra.insert("errors".into(), serde_json::json!(errors));
+        match self {
+            ApiError::ValidationFailed(errors) => {
+                extra.insert("errors".into(), serde_json::json!(errors));
+            }
+            ApiError::MerchantReferenceExists { order_id } => {
+                extra.insert("order_id".into(), serde_json::json!(order_id));
+            }
+            ApiError::RawCardDataForbidden { field } => {
+                extra.insert("field".into(), serde_json::json!(field));
+            }
+            ApiError::OrderNotCancelable { status } => {
+                extra.insert("order_status".into(), serde_json::json!(status));
+            }
+            _ => {}
         }
         extra
     }
@@ -140,6 +189,14 @@ impl ResponseError for ApiError {
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::ValidationFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::IdempotencyKeyMissing | ApiError::IdempotencyKeyInvalid => StatusCode::BAD_REQUEST,
+            ApiError::IdempotencyKeyInUse { .. }
+            | ApiError::MerchantReferenceExists { .. }
+            | ApiError::OrderNotCancelable { .. } => StatusCode::CONFLICT,
+            ApiError::IdempotencyKeyReused | ApiError::RawCardDataForbidden { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -155,8 +212,14 @@ impl ResponseError for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         ));
-        if let ApiError::Unavailable = self {
-            response.insert_header((header::RETRY_AFTER, UNAVAILABLE_RETRY_AFTER_SECS));
+        match self {
+            ApiError::Unavailable => {
+                response.insert_header((header::RETRY_AFTER, UNAVAILABLE_RETRY_AFTER_SECS as u64));
+            }
+            ApiError::IdempotencyKeyInUse { retry_after } | ApiError::RateLimited { retry_after } => {
+                response.insert_header((header::RETRY_AFTER, retry_after.as_secs().max(1)));
+            }
+            _ => {}
         }
         if let ApiError::Unauthenticated = self {
             response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
@@ -203,4 +266,39 @@ fn is_connection_failure(message: &str) -> bool {
         "the database system is starting up",
     ];
     SIGNS.iter().any(|sign| message.contains(sign))
+}
+
+impl From<KeyError> for ApiError {
+    fn from(err: KeyError) -> Self {
+        match err {
+            KeyError::Missing => ApiError::IdempotencyKeyMissing,
+            KeyError::Invalid => ApiError::IdempotencyKeyInvalid,
+        }
+    }
+}
+
+impl From<IdempotencyError> for ApiError {
+    fn from(err: IdempotencyError) -> Self {
+        match err {
+            IdempotencyError::InUse { retry_after } => ApiError::IdempotencyKeyInUse { retry_after },
+            IdempotencyError::Reused => ApiError::IdempotencyKeyReused,
+            IdempotencyError::RateLimited { retry_after } => ApiError::RateLimited { retry_after },
+            IdempotencyError::Database(err) => err.into(),
+        }
+    }
+}
+
+impl From<OrderError> for ApiError {
+    fn from(err: OrderError) -> Self {
+        match err {
+            OrderError::MerchantReferenceExists(order_id) => {
+                ApiError::MerchantReferenceExists { order_id }
+            }
+            OrderError::NotFound => ApiError::NotFound("order"),
+            OrderError::NotCancelable(status) => ApiError::OrderNotCancelable {
+                status: status.as_str(),
+            },
+            OrderError::Database(err) => err.into(),
+        }
+    }
 }

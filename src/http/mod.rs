@@ -1,18 +1,22 @@
 //! The HTTP surface: routes, extractors and the problem+json rendering of every error.
 
 pub mod auth;
+pub mod card_data;
 pub mod errors;
 pub mod health;
+pub mod keyed;
 pub mod merchants;
 pub mod metrics;
 pub mod middleware;
 pub mod openapi;
+pub mod orders;
 
 use std::sync::Arc;
 
 use actix_web::{error::JsonPayloadError, web, HttpRequest};
 
 use crate::db::DbPool;
+use crate::idempotency::{IdempotencyMetrics, IdempotencySettings};
 use errors::ApiError;
 
 /// The largest request body payorch reads.
@@ -22,6 +26,12 @@ pub const BODY_LIMIT: usize = 64 * 1024;
 pub struct AppState {
     pub pool: DbPool,
     pub metrics: Arc<metrics::Metrics>,
+    pub idempotency: Idempotency,
+}
+
+pub struct Idempotency {
+    pub settings: IdempotencySettings,
+    pub metrics: Arc<IdempotencyMetrics>,
 }
 
 /// Every route of the API, in one place.
@@ -34,6 +44,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/metrics", web::get().to(metrics::metrics))
         .route("/openapi.json", web::get().to(openapi::openapi_json))
         .route("/v1/merchants/{id}", web::get().to(merchants::get_merchant))
+        .route("/v1/orders", web::post().to(orders::create_order))
+        .route("/v1/orders/{id}", web::get().to(orders::get_order))
+        .route("/v1/orders/{id}/cancel", web::post().to(orders::cancel_order))
         .route(
             "/v1/support/merchants",
             web::get().to(merchants::list_merchants),

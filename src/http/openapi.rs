@@ -4,7 +4,7 @@ use actix_web::HttpResponse;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::{errors, health, merchants, metrics};
+use crate::http::{errors, health, merchants, metrics, orders};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -16,6 +16,9 @@ use crate::http::{errors, health, merchants, metrics};
         openapi_json,
         merchants::get_merchant,
         merchants::list_merchants,
+        orders::create_order,
+        orders::get_order,
+        orders::cancel_order,
     ),
     components(schemas(errors::Problem, errors::FieldError)),
     modifiers(&BearerAuth),

@@ -253,6 +253,8 @@ pub fn test_settings() -> AppSettings {
             acquire_timeout: Duration::from_secs(2),
             statement_timeout: Duration::from_secs(10),
         },
+        idempotency: Default::default(),
+        reaper: Default::default(),
     }
 }
 

@@ -1,0 +1,59 @@
+//! What every state-changing handler does before its work: the key header, the JSON body
+//! (card data refused), the fingerprint; and how a result is rendered, fresh or replayed.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::http::card_data::find_card_number;
+use crate::http::errors::ApiError;
+use crate::idempotency::{fingerprint, IdempotencyKey, KeyedRequest, Operation};
+use crate::ids::MerchantId;
+
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// The key of a state-changing request, in its place in the tracing span.
+pub fn idempotency_key(req: &HttpRequest) -> Result<IdempotencyKey, ApiError> {
+    let key = IdempotencyKey::parse(req.headers().get(IDEMPOTENCY_KEY).map(|v| v.as_bytes()))?;
+    tracing::Span::current().record("idempotency_key", key.as_str());
+    Ok(key)
+}
+
+/// Refuses card data anywhere in `body`, then reads it as `T` (unknown fields refused).
+pub fn read_body<T: DeserializeOwned>(body: &Value) -> Result<T, ApiError> {
+    if let Some(field) = find_card_number(body) {
+        return Err(ApiError::RawCardDataForbidden { field });
+    }
+    if !body.is_object() {
+        return Err(ApiError::InvalidRequest("the body must be a JSON object".into()));
+    }
+    T::deserialize(body).map_err(|err| ApiError::InvalidRequest(format!("the JSON body does not fit: {err}")))
+}
+
+pub fn keyed_request(
+    req: &HttpRequest,
+    merchant_id: MerchantId,
+    key: IdempotencyKey,
+    operation: Operation,
+    body: Option<&Value>,
+) -> KeyedRequest {
+    KeyedRequest {
+        merchant_id,
+        key,
+        operation,
+        fingerprint: fingerprint(req.method().as_str(), req.path(), body),
+    }
+}
+
+/// The answer to a keyed request: `replayed` adds `Idempotent-Replayed: true`.
+pub fn respond<T: Serialize>(status: u16, body: &T, replayed: bool) -> HttpResponse {
+    let mut response =
+        HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
+    if replayed {
+        response.insert_header((IDEMPOTENT_REPLAYED, "true"));
+    }
+    response.json(body)
+}

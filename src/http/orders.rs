@@ -1,0 +1,185 @@
+//! `POST /v1/orders`, `GET /v1/orders/{id}`, `POST /v1/orders/{id}/cancel`.
+
+use std::collections::BTreeMap;
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::accounts::Caller;
+use crate::http::errors::{ApiError, FieldError};
+use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
+use crate::http::AppState;
+use crate::idempotency::{store, Completion, Operation, Recorded, Replay};
+use crate::ids::{MerchantId, OrderId};
+use crate::payments::orders::{self, NewOrder, Order};
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOrderBody {
+    /// Minor units (cents), 1 to 10^12.
+    amount: Option<i64>,
+    /// ISO 4217, any case; stored lowercase.
+    currency: Option<String>,
+    /// Your own reference; unique per merchant for ever.
+    merchant_reference: Option<String>,
+    description: Option<String>,
+    /// At most 50 string keys (≤ 40 chars) with string values (≤ 500 chars).
+    metadata: Option<BTreeMap<String, String>>,
+}
+
+impl CreateOrderBody {
+    pub fn into_new_order(self) -> Result<NewOrder, ApiError> {
+        NewOrder::parse(
+            self.amount,
+            self.currency.as_deref(),
+            self.merchant_reference,
+            self.description,
+            self.metadata,
+        )
+        .map_err(|problems| {
+            ApiError::ValidationFailed(
+                problems
+                    .into_iter()
+                    .map(|(field, message)| FieldError::new(field, message))
+                    .collect(),
+            )
+        })
+    }
+}
+
+fn parse_order_id(raw: &str) -> Result<OrderId, ApiError> {
+    raw.parse().map_err(|_| ApiError::NotFound("order"))
+}
+
+fn recorded(status: u16, order: &Order) -> Recorded {
+    Recorded {
+        status,
+        resource_type: "order",
+        resource_id: order.id.0,
+        body: json!(order),
+        unresolved: false,
+    }
+}
+
+/// A replay shows the order as it is now, under the status first answered.
+async fn replay_order(
+    state: &AppState,
+    merchant_id: MerchantId,
+    replay: Replay,
+) -> Result<HttpResponse, ApiError> {
+    let id = replay
+        .resource_id
+        .ok_or_else(|| ApiError::Internal("replayed order key has no resource".into()))?;
+    let mut conn = state.pool.get().await?;
+    let order = orders::find_order(&mut conn, Some(merchant_id), OrderId(id))
+        .await?
+        .ok_or(ApiError::NotFound("order"))?;
+    Ok(respond(replay.status, &order, true))
+}
+
+#[utoipa::path(post, path = "/v1/orders", tag = "orders",
+    request_body = CreateOrderBody,
+    params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters")),
+    security(("bearer" = [])),
+    responses(
+        (status = 201, body = Order, description = "created, or replayed with `Idempotent-Replayed: true`"),
+        (status = 400, body = crate::http::errors::Problem),
+        (status = 409, body = crate::http::errors::Problem, description = "merchant_reference_exists, idempotency_key_in_use"),
+        (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused, raw_card_data_forbidden"),
+        (status = 429, body = crate::http::errors::Problem),
+    ))]
+pub async fn create_order(
+    caller: Caller,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Json<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let merchant_id = caller.merchant_for_write()?;
+    let key = idempotency_key(&req)?;
+    let new_order = read_body::<CreateOrderBody>(&body)?.into_new_order()?;
+    let keyed = keyed_request(&req, merchant_id, key, Operation::CreateOrder, Some(&body));
+    let mut conn = state.pool.get().await?;
+    let completion = store::run_once(
+        &mut conn,
+        &state.idempotency.settings,
+        &state.idempotency.metrics,
+        &keyed,
+        async |conn| {
+            let order = orders::insert_order(conn, merchant_id, &new_order).await?;
+            let recorded = recorded(201, &order);
+            Ok::<_, ApiError>((order, recorded))
+        },
+    )
+    .await?;
+    drop(conn);
+    match completion {
+        Completion::Fresh(order) => Ok(respond(201, &order, false)),
+        Completion::Replayed(replay) => replay_order(&state, merchant_id, replay).await,
+    }
+}
+
+#[utoipa::path(get, path = "/v1/orders/{id}", tag = "orders",
+    params(("id" = String, Path, description = "order id, `ord_…`")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Order),
+        (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
+    ))]
+pub async fn get_order(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_order_id(&path)?;
+    let scope = match caller {
+        Caller::Merchant { merchant_id, .. } => Some(merchant_id),
+        Caller::Support { .. } => None,
+    };
+    let mut conn = state.pool.get().await?;
+    let order = orders::find_order(&mut conn, scope, id)
+        .await?
+        .ok_or(ApiError::NotFound("order"))?;
+    Ok(HttpResponse::Ok().json(order))
+}
+
+#[utoipa::path(post, path = "/v1/orders/{id}/cancel", tag = "orders",
+    params(
+        ("id" = String, Path, description = "order id, `ord_…`"),
+        ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Order, description = "canceled, or replayed with `Idempotent-Replayed: true`"),
+        (status = 404, body = crate::http::errors::Problem),
+        (status = 409, body = crate::http::errors::Problem, description = "order_not_cancelable: it is no longer awaiting payment"),
+    ))]
+pub async fn cancel_order(
+    caller: Caller,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let merchant_id = caller.merchant_for_write()?;
+    let key = idempotency_key(&req)?;
+    let id = parse_order_id(&path)?;
+    let keyed = keyed_request(&req, merchant_id, key, Operation::CancelOrder, None);
+    let mut conn = state.pool.get().await?;
+    let completion = store::run_once(
+        &mut conn,
+        &state.idempotency.settings,
+        &state.idempotency.metrics,
+        &keyed,
+        async |conn| {
+            let order = orders::cancel_order(conn, merchant_id, id).await?;
+            let recorded = recorded(200, &order);
+            Ok::<_, ApiError>((order, recorded))
+        },
+    )
+    .await?;
+    drop(conn);
+    match completion {
+        Completion::Fresh(order) => Ok(respond(200, &order, false)),
+        Completion::Replayed(replay) => replay_order(&state, merchant_id, replay).await,
+    }
+}

@@ -1,0 +1,84 @@
+//! Idempotency-Key handling for every state-changing request: key parsing, the canonical
+//! fingerprint, the key store and the reaper of expired keys.
+
+pub mod fingerprint;
+pub mod key;
+pub mod reaper;
+pub mod store;
+
+use std::time::Duration;
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts};
+
+pub use fingerprint::{fingerprint, Fingerprint};
+pub use key::{IdempotencyKey, KeyError};
+pub use store::{
+    Begun, Completion, IdempotencyError, IdempotencySettings, KeyedRequest, Recorded, Replay,
+};
+
+/// The kinds of keyed work; a key belongs to one and its TTL follows from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    CreateOrder,
+    CancelOrder,
+    CreatePayment,
+    Checkout,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::CreateOrder => "create_order",
+            Operation::CancelOrder => "cancel_order",
+            Operation::CreatePayment => "create_payment",
+            Operation::Checkout => "checkout",
+        }
+    }
+}
+
+/// Idempotency outcomes (`created`, `replayed`, `in_use`, `reused_mismatch`, `taken_over`,
+/// `rate_limited`), the time spent claiming a key, and the size of the key table.
+pub struct IdempotencyMetrics {
+    outcomes: IntCounterVec,
+    wait: HistogramVec,
+    pub keys: IntGauge,
+    pub reaped: prometheus::IntCounter,
+}
+
+impl IdempotencyMetrics {
+    pub fn new() -> prometheus::Result<Self> {
+        Ok(IdempotencyMetrics {
+            outcomes: IntCounterVec::new(
+                Opts::new("idempotency_requests_total", "Keyed requests by outcome"),
+                &["outcome"],
+            )?,
+            wait: HistogramVec::new(
+                HistogramOpts::new(
+                    "idempotency_claim_seconds",
+                    "Time to claim a key, including waiting for an in-flight duplicate",
+                )
+                .buckets(vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0]),
+                &["outcome"],
+            )?,
+            keys: IntGauge::new("idempotency_keys", "Idempotency keys stored (estimate)")?,
+            reaped: prometheus::IntCounter::new(
+                "idempotency_keys_reaped_total",
+                "Expired idempotency keys deleted",
+            )?,
+        })
+    }
+
+    pub fn register(&self, registry: &crate::http::metrics::Metrics) -> prometheus::Result<()> {
+        registry.register(Box::new(self.outcomes.clone()))?;
+        registry.register(Box::new(self.wait.clone()))?;
+        registry.register(Box::new(self.keys.clone()))?;
+        registry.register(Box::new(self.reaped.clone()))
+    }
+
+    pub fn observe(&self, outcome: &str, waited: Duration) {
+        self.outcomes.with_label_values(&[outcome]).inc();
+        self.wait
+            .with_label_values(&[outcome])
+            .observe(waited.as_secs_f64());
+    }
+}

@@ -1,0 +1,341 @@
+//! Orders: what the payer buys. `awaiting_payment → processing → paid`,
+//! `processing → awaiting_payment` (the attempt failed), `awaiting_payment → canceled`.
+//! The transitions are written once here and enforced again by a trigger in the database.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::money::{Amount, Currency};
+use crate::db::schema::orders;
+use crate::ids::{MerchantId, OrderId};
+
+pub const MAX_METADATA_KEYS: usize = 50;
+pub const MAX_METADATA_KEY_LEN: usize = 40;
+pub const MAX_METADATA_VALUE_LEN: usize = 500;
+pub const MAX_REFERENCE_LEN: usize = 255;
+pub const MAX_DESCRIPTION_LEN: usize = 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderStatus {
+    AwaitingPayment,
+    Processing,
+    Paid,
+    Canceled,
+}
+
+impl OrderStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderStatus::AwaitingPayment => "awaiting_payment",
+            OrderStatus::Processing => "processing",
+            OrderStatus::Paid => "paid",
+            OrderStatus::Canceled => "canceled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "awaiting_payment" => OrderStatus::AwaitingPayment,
+            "processing" => OrderStatus::Processing,
+            "paid" => OrderStatus::Paid,
+            "canceled" => OrderStatus::Canceled,
+            _ => return None,
+        })
+    }
+
+    pub fn can_become(self, next: OrderStatus) -> bool {
+        use OrderStatus::*;
+        matches!(
+            (self, next),
+            (AwaitingPayment, Processing)
+                | (AwaitingPayment, Canceled)
+                | (Processing, Paid)
+                | (Processing, AwaitingPayment)
+        )
+    }
+}
+
+/// An order as stored and shown.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Order {
+    pub id: OrderId,
+    /// Always `order`.
+    pub object: &'static str,
+    pub merchant_id: MerchantId,
+    pub amount: i64,
+    pub currency: String,
+    pub status: OrderStatus,
+    pub merchant_reference: Option<String>,
+    pub description: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+type OrderRow = (
+    Uuid,
+    Uuid,
+    i64,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    serde_json::Value,
+    DateTime<Utc>,
+    DateTime<Utc>,
+);
+
+const ORDER_COLUMNS: (
+    orders::merchant_id,
+    orders::id,
+    orders::amount,
+    orders::currency,
+    orders::status,
+    orders::merchant_reference,
+    orders::description,
+    orders::metadata,
+    orders::created_at,
+    orders::updated_at,
+) = (
+    orders::merchant_id,
+    orders::id,
+    orders::amount,
+    orders::currency,
+    orders::status,
+    orders::merchant_reference,
+    orders::description,
+    orders::metadata,
+    orders::created_at,
+    orders::updated_at,
+);
+
+impl Order {
+    fn from_row(row: OrderRow) -> Self {
+        let (merchant_id, id, amount, currency, status, merchant_reference, description, metadata, created_at, updated_at) =
+            row;
+        Order {
+            id: OrderId(id),
+            object: "order",
+            merchant_id: MerchantId(merchant_id),
+            amount,
+            currency,
+            // The column's CHECK admits only the four statuses.
+            status: OrderStatus::parse(&status).unwrap_or(OrderStatus::Processing),
+            merchant_reference,
+            description,
+            metadata: serde_json::from_value(metadata).unwrap_or_default(),
+            created_at,
+            updated_at,
+        }
+    }
+}
+
+/// A validated order to create.
+#[derive(Debug, Clone)]
+pub struct NewOrder {
+    pub amount: Amount,
+    pub currency: Currency,
+    pub merchant_reference: Option<String>,
+    pub description: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// Field problems found while parsing: `(field pointer, message)`.
+pub type FieldProblems = Vec<(String, String)>;
+
+impl NewOrder {
+    pub fn parse(
+        amount: Option<i64>,
+        currency: Option<&str>,
+        merchant_reference: Option<String>,
+        description: Option<String>,
+        metadata: Option<BTreeMap<String, String>>,
+    ) -> Result<Self, FieldProblems> {
+        let mut problems = FieldProblems::new();
+        let mut problem = |field: &str, message: String| problems.push((field.into(), message));
+        let amount = match amount.map(Amount::parse) {
+            None => {
+                problem("/amount", "is required".into());
+                None
+            }
+            Some(Err(m)) => {
+                problem("/amount", m);
+                None
+            }
+            Some(Ok(a)) => Some(a),
+        };
+        let currency = match currency.map(Currency::parse) {
+            None => {
+                problem("/currency", "is required".into());
+                None
+            }
+            Some(Err(m)) => {
+                problem("/currency", m);
+                None
+            }
+            Some(Ok(c)) => Some(c),
+        };
+        if let Some(reference) = &merchant_reference {
+            if reference.is_empty() || reference.chars().count() > MAX_REFERENCE_LEN {
+                problem(
+                    "/merchant_reference",
+                    format!("must be 1 to {MAX_REFERENCE_LEN} characters"),
+                );
+            }
+        }
+        if let Some(description) = &description {
+            if description.chars().count() > MAX_DESCRIPTION_LEN {
+                problem(
+                    "/description",
+                    format!("must be at most {MAX_DESCRIPTION_LEN} characters"),
+                );
+            }
+        }
+        let metadata = metadata.unwrap_or_default();
+        if metadata.len() > MAX_METADATA_KEYS {
+            problem(
+                "/metadata",
+                format!("has {} keys; at most {MAX_METADATA_KEYS} are allowed", metadata.len()),
+            );
+        }
+        for (key, value) in &metadata {
+            if key.is_empty() || key.chars().count() > MAX_METADATA_KEY_LEN {
+                problem(
+                    &format!("/metadata/{key}"),
+                    format!("keys must be 1 to {MAX_METADATA_KEY_LEN} characters"),
+                );
+            }
+            if value.chars().count() > MAX_METADATA_VALUE_LEN {
+                problem(
+                    &format!("/metadata/{key}"),
+                    format!("values must be at most {MAX_METADATA_VALUE_LEN} characters"),
+                );
+            }
+        }
+        match (amount, currency) {
+            (Some(amount), Some(currency)) if problems.is_empty() => Ok(NewOrder {
+                amount,
+                currency,
+                merchant_reference,
+                description,
+                metadata,
+            }),
+            _ => Err(problems),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OrderError {
+    #[error("merchant_reference is already used by order {0}")]
+    MerchantReferenceExists(OrderId),
+    #[error("no such order")]
+    NotFound,
+    #[error("the order is {} and cannot be canceled", .0.as_str())]
+    NotCancelable(OrderStatus),
+    #[error(transparent)]
+    Database(#[from] diesel::result::Error),
+}
+
+/// Inserts the order; a `merchant_reference` already in use names the order that has it.
+pub async fn insert_order(
+    conn: &mut AsyncPgConnection,
+    merchant_id: MerchantId,
+    new: &NewOrder,
+) -> Result<Order, OrderError> {
+    let metadata = serde_json::to_value(&new.metadata).unwrap_or_default();
+    let inserted: Option<OrderRow> = diesel::insert_into(orders::table)
+        .values((
+            orders::merchant_id.eq(merchant_id.0),
+            orders::id.eq(OrderId::new().0),
+            orders::amount.eq(new.amount.get()),
+            orders::currency.eq(new.currency.as_str()),
+            orders::merchant_reference.eq(&new.merchant_reference),
+            orders::description.eq(&new.description),
+            orders::metadata.eq(metadata),
+        ))
+        .on_conflict((orders::merchant_id, orders::merchant_reference))
+        .do_nothing()
+        .returning(ORDER_COLUMNS)
+        .get_result(conn)
+        .await
+        .optional()?;
+    if let Some(row) = inserted {
+        return Ok(Order::from_row(row));
+    }
+    // Only the reference can conflict: ids are fresh UUIDv7s.
+    let existing: Uuid = orders::table
+        .filter(orders::merchant_id.eq(merchant_id.0))
+        .filter(orders::merchant_reference.eq(&new.merchant_reference))
+        .select(orders::id)
+        .first(conn)
+        .await?;
+    Err(OrderError::MerchantReferenceExists(OrderId(existing)))
+}
+
+/// The order, if `merchant` (or support, with `None`) may see it.
+pub async fn find_order(
+    conn: &mut AsyncPgConnection,
+    merchant: Option<MerchantId>,
+    id: OrderId,
+) -> QueryResult<Option<Order>> {
+    let mut query = orders::table
+        .filter(orders::id.eq(id.0))
+        .select(ORDER_COLUMNS)
+        .into_boxed();
+    if let Some(merchant) = merchant {
+        query = query.filter(orders::merchant_id.eq(merchant.0));
+    }
+    query
+        .first::<OrderRow>(conn)
+        .await
+        .optional()
+        .map(|row| row.map(Order::from_row))
+}
+
+/// `awaiting_payment → canceled`, by a conditional update: whoever moved the order first wins.
+pub async fn cancel_order(
+    conn: &mut AsyncPgConnection,
+    merchant_id: MerchantId,
+    id: OrderId,
+) -> Result<Order, OrderError> {
+    let canceled: Option<OrderRow> = diesel::update(orders::table.find((merchant_id.0, id.0)))
+        .filter(orders::status.eq(OrderStatus::AwaitingPayment.as_str()))
+        .set(orders::status.eq(OrderStatus::Canceled.as_str()))
+        .returning(ORDER_COLUMNS)
+        .get_result(conn)
+        .await
+        .optional()?;
+    match canceled {
+        Some(row) => Ok(Order::from_row(row)),
+        None => match find_order(conn, Some(merchant_id), id).await? {
+            None => Err(OrderError::NotFound),
+            Some(order) => Err(OrderError::NotCancelable(order.status)),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OrderStatus::*;
+
+    #[test]
+    fn order_transitions_go_one_way() {
+        assert!(AwaitingPayment.can_become(Processing));
+        assert!(AwaitingPayment.can_become(Canceled));
+        assert!(Processing.can_become(Paid));
+        assert!(Processing.can_become(AwaitingPayment));
+        for terminal in [Paid, Canceled] {
+            for next in [AwaitingPayment, Processing, Paid, Canceled] {
+                assert!(!terminal.can_become(next));
+            }
+        }
+        assert!(!AwaitingPayment.can_become(Paid));
+    }
+}
