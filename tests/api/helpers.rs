@@ -275,7 +275,18 @@ impl TestApp {
         Self::spawn_on(db).await
     }
 
+    /// With settings changed by `adjust` (limits, timeouts).
+    pub async fn spawn_with(adjust: impl FnOnce(&mut AppSettings)) -> Self {
+        let mut settings = test_settings();
+        adjust(&mut settings);
+        Self::spawn_configured(TestDatabase::migrated().await, settings).await
+    }
+
     pub async fn spawn_on(db: TestDatabase) -> Self {
+        Self::spawn_configured(db, test_settings()).await
+    }
+
+    async fn spawn_configured(db: TestDatabase, settings: AppSettings) -> Self {
         // Logs only on request: `RUST_LOG=info cargo test -- --nocapture`.
         if std::env::var_os("RUST_LOG").is_some() {
             payorch::telemetry::init(false);
@@ -287,7 +298,7 @@ impl TestApp {
         let support = accounts::create_support_key(&mut conn, "Test support")
             .await
             .expect("create a support key");
-        let app = Application::build(&test_settings(), &db.url)
+        let app = Application::build(&settings, &db.url)
             .await
             .expect("build the application");
         let base_url = app.base_url();

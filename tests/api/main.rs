@@ -8,5 +8,6 @@ mod cluster;
 mod errors;
 mod health;
 mod migrations;
+mod orders;
 mod outage;
 mod serve;
