@@ -60,10 +60,11 @@ pub struct NewKey {
     pub secret: String,
 }
 
-fn new_secret(role: Role) -> String {
+/// 24 random bytes in hex behind a recognisable prefix (`sk_mer_`, `whsec_`, …).
+pub fn random_secret(prefix: &str) -> String {
     let mut bytes = [0u8; 24];
     rand::rng().fill_bytes(&mut bytes);
-    format!("{}{}", role.secret_prefix(), hex::encode(bytes))
+    format!("{prefix}{}", hex::encode(bytes))
 }
 
 fn secret_hash(secret: &str) -> Vec<u8> {
@@ -77,7 +78,7 @@ async fn insert_key(
     name: &str,
 ) -> QueryResult<NewKey> {
     let key_id = ApiKeyId::new();
-    let secret = new_secret(role);
+    let secret = random_secret(role.secret_prefix());
     diesel::insert_into(api_keys::table)
         .values((
             api_keys::id.eq(key_id.0),

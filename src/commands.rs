@@ -13,6 +13,7 @@ use crate::config::{
 use crate::credentials::{self, Credentials};
 use crate::db::migrations::run_migrations;
 use crate::db::Database;
+use crate::sandbox::{self, SandboxConfig, SandboxHandle};
 
 /// A failure that ends the command; printed as one line.
 #[derive(Debug)]
@@ -30,6 +31,7 @@ pub async fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Migrate(args) => migrate(args).await,
         Command::Merchant(MerchantCommand::Create(args)) => create_merchant(args).await,
         Command::SupportKey(SupportKeyCommand::Create(args)) => create_support_key(args).await,
+        Command::Sandbox(config) => Ok(sandbox::run_standalone(config).await?),
     }
 }
 
@@ -59,6 +61,65 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
 
     let path = credentials::path_in(&args.database.data_dir);
     let previous = credentials::read(&path);
+    // Kept across restarts so a provider configured with it keeps working.
+    let webhook_secret = args
+        .provider
+        .webhook_secret
+        .clone()
+        .or_else(|| previous.as_ref().and_then(|p| p.webhook_secret.clone()))
+        .unwrap_or_else(|| accounts::random_secret("whsec_"));
+    let sandbox = match &args.provider.provider_url {
+        Some(url) => {
+            tracing::info!(provider_url = %url, "using an external provider");
+            None
+        }
+        None => Some(start_sandbox(args, &base_url, &webhook_secret).await?),
+    };
+    let result = run_server(
+        app,
+        &path,
+        previous,
+        &base_url,
+        &webhook_secret,
+        sandbox.as_ref(),
+    )
+    .await;
+    if let Some(sandbox) = sandbox {
+        sandbox.stop().await;
+    }
+    result
+}
+
+/// The in-process sandbox, sending its webhooks to this server.
+async fn start_sandbox(
+    args: &ServeArgs,
+    base_url: &str,
+    webhook_secret: &str,
+) -> Result<SandboxHandle, CommandError> {
+    let config = SandboxConfig {
+        bind: args.provider.sandbox_bind.clone(),
+        secret: args
+            .provider
+            .provider_secret
+            .clone()
+            .unwrap_or_else(|| accounts::random_secret("sk_test_")),
+        webhook_url: Some(format!("{base_url}/v1/webhooks/stripe")),
+        webhook_secret: webhook_secret.to_string(),
+        ..SandboxConfig::default()
+    };
+    let handle = sandbox::start(config).await?;
+    tracing::info!(sandbox_url = %handle.base_url(), "in-process sandbox provider listening");
+    Ok(handle)
+}
+
+async fn run_server(
+    app: Application,
+    path: &std::path::Path,
+    previous: Option<Credentials>,
+    base_url: &str,
+    webhook_secret: &str,
+    sandbox: Option<&SandboxHandle>,
+) -> Result<(), CommandError> {
     let mut conn = app.pool().get().await?;
     match credentials::demo_account(&mut conn, previous.as_ref()).await? {
         Some(demo) => {
@@ -66,11 +127,11 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
                 merchant_id: demo.merchant_id,
                 api_key: demo.api_key,
                 support_key: demo.support_key,
-                base_url: base_url.clone(),
-                sandbox_url: None,
-                webhook_secret: None,
+                base_url: base_url.to_string(),
+                sandbox_url: sandbox.map(|s| s.base_url()),
+                webhook_secret: Some(webhook_secret.to_string()),
             };
-            credentials::write(&path, &creds)?;
+            credentials::write(path, &creds)?;
             tracing::info!(file = %path.display(), "demo credentials written");
         }
         None => tracing::warn!(

@@ -10,6 +10,7 @@ use crate::app::AppSettings;
 use crate::db::PoolSettings;
 use crate::idempotency::reaper::ReaperSettings;
 use crate::idempotency::IdempotencySettings;
+use crate::sandbox::SandboxConfig;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -38,6 +39,8 @@ pub enum Command {
     /// Manage support-staff keys.
     #[command(subcommand, name = "support-key")]
     SupportKey(SupportKeyCommand),
+    /// Run the sandbox provider alone (the Stripe PaymentIntents protocol, with faults).
+    Sandbox(SandboxConfig),
 }
 
 #[derive(Debug, Subcommand)]
@@ -109,6 +112,25 @@ pub struct ServeArgs {
     pub database: DatabaseArgs,
     #[command(flatten)]
     pub idempotency: IdempotencyArgs,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+}
+
+/// The payment provider; without `--provider-url`, an in-process sandbox.
+#[derive(Debug, Clone, Args)]
+pub struct ProviderArgs {
+    /// Base URL of a Stripe-protocol provider (Stripe itself, or `payorch sandbox`).
+    #[arg(long, env = "PAYORCH_PROVIDER_URL")]
+    pub provider_url: Option<String>,
+    /// The provider's secret API key (for the in-process sandbox: made up at start).
+    #[arg(long, env = "PAYORCH_PROVIDER_SECRET", hide_env_values = true)]
+    pub provider_secret: Option<String>,
+    /// The secret webhooks are signed with (default: the one in credentials.json, else new).
+    #[arg(long, env = "PAYORCH_WEBHOOK_SECRET", hide_env_values = true)]
+    pub webhook_secret: Option<String>,
+    /// Address of the in-process sandbox provider.
+    #[arg(long, env = "PAYORCH_SANDBOX_BIND", default_value = "127.0.0.1:0")]
+    pub sandbox_bind: String,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -22,7 +22,6 @@ diesel::table! {
 
 diesel::joinable!(api_keys -> merchants (merchant_id));
 
-
 diesel::table! {
     orders (merchant_id, id) {
         merchant_id -> Uuid,

@@ -107,7 +107,13 @@ mod tests {
     fn pointer_names_the_offending_field() {
         let body = json!({"amount": 100, "metadata": {"note": "pay with 4242424242424242"}});
         assert_eq!(find_card_number(&body).as_deref(), Some("/metadata/note"));
-        assert_eq!(find_card_number(&json!({"x": [1, 4242424242424242_u64]})).as_deref(), Some("/x/1"));
-        assert_eq!(find_card_number(&json!({"amount": 100, "currency": "eur"})), None);
+        assert_eq!(
+            find_card_number(&json!({"x": [1, 4242424242424242_u64]})).as_deref(),
+            Some("/x/1")
+        );
+        assert_eq!(
+            find_card_number(&json!({"amount": 100, "currency": "eur"})),
+            None
+        );
     }
 }

@@ -53,7 +53,9 @@ pub enum ApiError {
     Unavailable,
     #[error("this request needs an Idempotency-Key header")]
     IdempotencyKeyMissing,
-    #[error("the Idempotency-Key must be 1–255 visible ASCII characters, bare or as a quoted string")]
+    #[error(
+        "the Idempotency-Key must be 1–255 visible ASCII characters, bare or as a quoted string"
+    )]
     IdempotencyKeyInvalid,
     #[error("another request with this Idempotency-Key is still in progress; retry after Retry-After seconds to get its result")]
     IdempotencyKeyInUse { retry_after: Duration },
@@ -189,7 +191,9 @@ impl ResponseError for ApiError {
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::ValidationFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::IdempotencyKeyMissing | ApiError::IdempotencyKeyInvalid => StatusCode::BAD_REQUEST,
+            ApiError::IdempotencyKeyMissing | ApiError::IdempotencyKeyInvalid => {
+                StatusCode::BAD_REQUEST
+            }
             ApiError::IdempotencyKeyInUse { .. }
             | ApiError::MerchantReferenceExists { .. }
             | ApiError::OrderNotCancelable { .. } => StatusCode::CONFLICT,
@@ -216,7 +220,8 @@ impl ResponseError for ApiError {
             ApiError::Unavailable => {
                 response.insert_header((header::RETRY_AFTER, UNAVAILABLE_RETRY_AFTER_SECS as u64));
             }
-            ApiError::IdempotencyKeyInUse { retry_after } | ApiError::RateLimited { retry_after } => {
+            ApiError::IdempotencyKeyInUse { retry_after }
+            | ApiError::RateLimited { retry_after } => {
                 response.insert_header((header::RETRY_AFTER, retry_after.as_secs().max(1)));
             }
             _ => {}
@@ -280,7 +285,9 @@ impl From<KeyError> for ApiError {
 impl From<IdempotencyError> for ApiError {
     fn from(err: IdempotencyError) -> Self {
         match err {
-            IdempotencyError::InUse { retry_after } => ApiError::IdempotencyKeyInUse { retry_after },
+            IdempotencyError::InUse { retry_after } => {
+                ApiError::IdempotencyKeyInUse { retry_after }
+            }
             IdempotencyError::Reused => ApiError::IdempotencyKeyReused,
             IdempotencyError::RateLimited { retry_after } => ApiError::RateLimited { retry_after },
             IdempotencyError::Database(err) => err.into(),

@@ -28,9 +28,12 @@ pub fn read_body<T: DeserializeOwned>(body: &Value) -> Result<T, ApiError> {
         return Err(ApiError::RawCardDataForbidden { field });
     }
     if !body.is_object() {
-        return Err(ApiError::InvalidRequest("the body must be a JSON object".into()));
+        return Err(ApiError::InvalidRequest(
+            "the body must be a JSON object".into(),
+        ));
     }
-    T::deserialize(body).map_err(|err| ApiError::InvalidRequest(format!("the JSON body does not fit: {err}")))
+    T::deserialize(body)
+        .map_err(|err| ApiError::InvalidRequest(format!("the JSON body does not fit: {err}")))
 }
 
 pub fn keyed_request(
@@ -50,8 +53,7 @@ pub fn keyed_request(
 
 /// The answer to a keyed request: `replayed` adds `Idempotent-Replayed: true`.
 pub fn respond<T: Serialize>(status: u16, body: &T, replayed: bool) -> HttpResponse {
-    let mut response =
-        HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
+    let mut response = HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
     if replayed {
         response.insert_header((IDEMPOTENT_REPLAYED, "true"));
     }

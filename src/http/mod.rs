@@ -46,7 +46,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/v1/merchants/{id}", web::get().to(merchants::get_merchant))
         .route("/v1/orders", web::post().to(orders::create_order))
         .route("/v1/orders/{id}", web::get().to(orders::get_order))
-        .route("/v1/orders/{id}/cancel", web::post().to(orders::cancel_order))
+        .route(
+            "/v1/orders/{id}/cancel",
+            web::post().to(orders::cancel_order),
+        )
         .route(
             "/v1/support/merchants",
             web::get().to(merchants::list_merchants),

@@ -10,7 +10,9 @@ pub struct IdempotencyKey(String);
 pub enum KeyError {
     #[error("the Idempotency-Key header is required on this request")]
     Missing,
-    #[error("the Idempotency-Key must be 1–255 visible ASCII characters, bare or as a quoted string")]
+    #[error(
+        "the Idempotency-Key must be 1–255 visible ASCII characters, bare or as a quoted string"
+    )]
     Invalid,
 }
 

@@ -57,7 +57,9 @@ impl IdempotencyMetrics {
                     "idempotency_claim_seconds",
                     "Time to claim a key, including waiting for an in-flight duplicate",
                 )
-                .buckets(vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0]),
+                .buckets(vec![
+                    0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0,
+                ]),
                 &["outcome"],
             )?,
             keys: IntGauge::new("idempotency_keys", "Idempotency keys stored (estimate)")?,

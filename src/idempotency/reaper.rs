@@ -36,7 +36,9 @@ pub async fn run(
         match reap_once(&pool, &settings, &metrics).await {
             Ok(0) => {}
             Ok(deleted) => tracing::info!(deleted, "reaped expired idempotency keys"),
-            Err(err) => tracing::warn!(error = %err, "idempotency key reaper failed; retrying later"),
+            Err(err) => {
+                tracing::warn!(error = %err, "idempotency key reaper failed; retrying later")
+            }
         }
         tokio::select! {
             _ = tokio::time::sleep(settings.interval) => {}

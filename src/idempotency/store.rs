@@ -228,8 +228,7 @@ async fn claim_once(
         // Not visible and not insertable: another transaction holds the key right now.
         return Ok(Step::Busy { lease_ends: None });
     };
-    if stored.fingerprint != request.fingerprint || stored.operation != request.operation.as_str()
-    {
+    if stored.fingerprint != request.fingerprint || stored.operation != request.operation.as_str() {
         return Ok(Step::Refused(IdempotencyError::Reused));
     }
     let now = Utc::now();
@@ -487,4 +486,3 @@ pub async fn estimated_key_count(conn: &mut AsyncPgConnection) -> QueryResult<i6
     .optional()
     .map(|e| e.map_or(0, |e| e.rows))
 }
-

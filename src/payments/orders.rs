@@ -117,8 +117,18 @@ const ORDER_COLUMNS: (
 
 impl Order {
     fn from_row(row: OrderRow) -> Self {
-        let (merchant_id, id, amount, currency, status, merchant_reference, description, metadata, created_at, updated_at) =
-            row;
+        let (
+            merchant_id,
+            id,
+            amount,
+            currency,
+            status,
+            merchant_reference,
+            description,
+            metadata,
+            created_at,
+            updated_at,
+        ) = row;
         Order {
             id: OrderId(id),
             object: "order",
@@ -201,7 +211,10 @@ impl NewOrder {
         if metadata.len() > MAX_METADATA_KEYS {
             problem(
                 "/metadata",
-                format!("has {} keys; at most {MAX_METADATA_KEYS} are allowed", metadata.len()),
+                format!(
+                    "has {} keys; at most {MAX_METADATA_KEYS} are allowed",
+                    metadata.len()
+                ),
             );
         }
         for (key, value) in &metadata {

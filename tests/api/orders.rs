@@ -22,20 +22,31 @@ impl TestApp {
             request = request.header("Idempotency-Key", key);
         }
         if let Some(body) = body {
-            request = request.header("content-type", "application/json").body(body);
+            request = request
+                .header("content-type", "application/json")
+                .body(body);
         }
         request.send().await.expect("request sent")
     }
 
     pub async fn create_order(&self, key: &str, body: &Value) -> reqwest::Response {
-        self.post_keyed(&self.merchant_key, "/v1/orders", Some(key), Some(body.to_string()))
-            .await
+        self.post_keyed(
+            &self.merchant_key,
+            "/v1/orders",
+            Some(key),
+            Some(body.to_string()),
+        )
+        .await
     }
 
     pub async fn count_rows(&self) -> (i64, i64) {
         let mut conn = self.db.connect().await;
         let orders: i64 = orders::table.count().get_result(&mut conn).await.unwrap();
-        let keys: i64 = idempotency_keys::table.count().get_result(&mut conn).await.unwrap();
+        let keys: i64 = idempotency_keys::table
+            .count()
+            .get_result(&mut conn)
+            .await
+            .unwrap();
         (orders, keys)
     }
 }
@@ -65,7 +76,12 @@ async fn same_key_same_body_replays_the_same_order() {
     let reordered = r#"{ "metadata" : {"color":"blue",  "sku":"mug-1"},
         "description":"Blue mug", "currency":"EUR",   "amount":1999 }"#;
     let third = app
-        .post_keyed(&app.merchant_key, "/v1/orders", Some("\"k-1\""), Some(reordered.into()))
+        .post_keyed(
+            &app.merchant_key,
+            "/v1/orders",
+            Some("\"k-1\""),
+            Some(reordered.into()),
+        )
         .await;
     assert_eq!(third.status(), 201);
     assert_eq!(third.headers()["idempotent-replayed"], "true");
@@ -77,13 +93,28 @@ async fn same_key_same_body_replays_the_same_order() {
 #[tokio::test]
 async fn a_replay_shows_the_order_as_it_is_now() {
     let app = TestApp::spawn().await;
-    let order: Value = app.create_order("k-now", &order_body()).await.json().await.unwrap();
+    let order: Value = app
+        .create_order("k-now", &order_body())
+        .await
+        .json()
+        .await
+        .unwrap();
     let id = order["id"].as_str().unwrap();
     let cancel = app
-        .post_keyed(&app.merchant_key, &format!("/v1/orders/{id}/cancel"), Some("c-1"), None)
+        .post_keyed(
+            &app.merchant_key,
+            &format!("/v1/orders/{id}/cancel"),
+            Some("c-1"),
+            None,
+        )
         .await;
     assert_eq!(cancel.status(), 200);
-    let replay: Value = app.create_order("k-now", &order_body()).await.json().await.unwrap();
+    let replay: Value = app
+        .create_order("k-now", &order_body())
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(replay["id"], id);
     assert_eq!(replay["status"], "canceled");
 }
@@ -92,10 +123,8 @@ async fn a_replay_shows_the_order_as_it_is_now() {
 async fn hundred_concurrent_requests_with_one_key_make_one_order() {
     let app = TestApp::spawn().await;
     let body = order_body();
-    let answers = futures_util::future::join_all(
-        (0..100).map(|_| app.create_order("same-key", &body)),
-    )
-    .await;
+    let answers =
+        futures_util::future::join_all((0..100).map(|_| app.create_order("same-key", &body))).await;
     let mut ids = std::collections::HashSet::new();
     let mut in_use = 0;
     for answer in answers {
@@ -120,14 +149,24 @@ async fn hundred_concurrent_requests_with_one_key_make_one_order() {
 #[tokio::test]
 async fn same_key_with_another_body_or_endpoint_is_422() {
     let app = TestApp::spawn().await;
-    let order: Value = app.create_order("k-2", &order_body()).await.json().await.unwrap();
+    let order: Value = app
+        .create_order("k-2", &order_body())
+        .await
+        .json()
+        .await
+        .unwrap();
     let other_body = json!({"amount": 2000, "currency": "eur"});
     let response = app.create_order("k-2", &other_body).await;
     assert_problem(response, 422, "idempotency_key_reused").await;
 
     let id = order["id"].as_str().unwrap();
     let response = app
-        .post_keyed(&app.merchant_key, &format!("/v1/orders/{id}/cancel"), Some("k-2"), None)
+        .post_keyed(
+            &app.merchant_key,
+            &format!("/v1/orders/{id}/cancel"),
+            Some("k-2"),
+            None,
+        )
         .await;
     assert_problem(response, 422, "idempotency_key_reused").await;
     let still: Value = app
@@ -136,16 +175,29 @@ async fn same_key_with_another_body_or_endpoint_is_422() {
         .json()
         .await
         .unwrap();
-    assert_eq!(still["status"], "awaiting_payment", "the mismatched cancel did nothing");
+    assert_eq!(
+        still["status"], "awaiting_payment",
+        "the mismatched cancel did nothing"
+    );
 }
 
 #[tokio::test]
 async fn another_merchant_with_the_same_key_gets_its_own_order() {
     let app = TestApp::spawn().await;
     let (_, other_key) = app.other_merchant().await;
-    let mine: Value = app.create_order("shared", &order_body()).await.json().await.unwrap();
+    let mine: Value = app
+        .create_order("shared", &order_body())
+        .await
+        .json()
+        .await
+        .unwrap();
     let theirs = app
-        .post_keyed(&other_key, "/v1/orders", Some("shared"), Some(order_body().to_string()))
+        .post_keyed(
+            &other_key,
+            "/v1/orders",
+            Some("shared"),
+            Some(order_body().to_string()),
+        )
         .await;
     assert_eq!(theirs.status(), 201);
     assert!(theirs.headers().get("idempotent-replayed").is_none());
@@ -153,7 +205,10 @@ async fn another_merchant_with_the_same_key_gets_its_own_order() {
     assert_ne!(theirs["id"], mine["id"]);
     // And neither sees the other's order.
     let peek = app
-        .get_as(&app.merchant_key, &format!("/v1/orders/{}", theirs["id"].as_str().unwrap()))
+        .get_as(
+            &app.merchant_key,
+            &format!("/v1/orders/{}", theirs["id"].as_str().unwrap()),
+        )
         .await;
     assert_problem(peek, 404, "not_found").await;
 }
@@ -162,11 +217,15 @@ async fn another_merchant_with_the_same_key_gets_its_own_order() {
 async fn missing_or_invalid_key_is_400_and_writes_nothing() {
     let app = TestApp::spawn().await;
     let body = Some(order_body().to_string());
-    let missing = app.post_keyed(&app.merchant_key, "/v1/orders", None, body.clone()).await;
+    let missing = app
+        .post_keyed(&app.merchant_key, "/v1/orders", None, body.clone())
+        .await;
     assert_problem(missing, 400, "idempotency_key_missing").await;
     let long = "k".repeat(256);
     for bad in ["has space", "\"unterminated", long.as_str()] {
-        let response = app.post_keyed(&app.merchant_key, "/v1/orders", Some(bad), body.clone()).await;
+        let response = app
+            .post_keyed(&app.merchant_key, "/v1/orders", Some(bad), body.clone())
+            .await;
         assert_problem(response, 400, "idempotency_key_invalid").await;
     }
     assert_eq!(app.count_rows().await, (0, 0));
@@ -196,10 +255,20 @@ async fn validation_failure_is_not_recorded_so_a_corrected_retry_succeeds() {
 async fn malformed_json_unknown_fields_and_wrong_content_type_are_400() {
     let app = TestApp::spawn().await;
     let broken = app
-        .post_keyed(&app.merchant_key, "/v1/orders", Some("b"), Some("{\"amount\":".into()))
+        .post_keyed(
+            &app.merchant_key,
+            "/v1/orders",
+            Some("b"),
+            Some("{\"amount\":".into()),
+        )
         .await;
     assert_problem(broken, 400, "invalid_request").await;
-    let unknown = app.create_order("b", &json!({"amount": 5, "currency": "eur", "colour": "red"})).await;
+    let unknown = app
+        .create_order(
+            "b",
+            &json!({"amount": 5, "currency": "eur", "colour": "red"}),
+        )
+        .await;
     let problem = assert_problem(unknown, 400, "invalid_request").await;
     assert!(problem["detail"].as_str().unwrap().contains("colour"));
     let text = app
@@ -219,11 +288,15 @@ async fn malformed_json_unknown_fields_and_wrong_content_type_are_400() {
 #[tokio::test]
 async fn card_numbers_anywhere_are_refused_and_not_stored() {
     let app = TestApp::spawn().await;
-    let body = json!({"amount": 500, "currency": "usd", "metadata": {"note": "card 4242 4242 4242 4242"}});
+    let body =
+        json!({"amount": 500, "currency": "usd", "metadata": {"note": "card 4242 4242 4242 4242"}});
     let response = app.create_order("card", &body).await;
     let problem = assert_problem(response, 422, "raw_card_data_forbidden").await;
     assert_eq!(problem["field"], "/metadata/note");
-    assert!(!problem.to_string().contains("4242"), "the number is not echoed back");
+    assert!(
+        !problem.to_string().contains("4242"),
+        "the number is not echoed back"
+    );
     assert_eq!(app.count_rows().await, (0, 0));
 }
 
@@ -298,20 +371,38 @@ async fn reaper_deletes_in_batches_and_spares_live_and_unresolved_keys() {
 #[tokio::test]
 async fn cancel_moves_awaiting_payment_to_canceled_once() {
     let app = TestApp::spawn().await;
-    let order: Value = app.create_order("o", &order_body()).await.json().await.unwrap();
+    let order: Value = app
+        .create_order("o", &order_body())
+        .await
+        .json()
+        .await
+        .unwrap();
     let path = format!("/v1/orders/{}/cancel", order["id"].as_str().unwrap());
-    let canceled = app.post_keyed(&app.merchant_key, &path, Some("c"), None).await;
+    let canceled = app
+        .post_keyed(&app.merchant_key, &path, Some("c"), None)
+        .await;
     assert_eq!(canceled.status(), 200);
-    let replay = app.post_keyed(&app.merchant_key, &path, Some("c"), None).await;
+    let replay = app
+        .post_keyed(&app.merchant_key, &path, Some("c"), None)
+        .await;
     assert_eq!(replay.status(), 200);
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
-    let again = app.post_keyed(&app.merchant_key, &path, Some("c-2"), None).await;
+    let again = app
+        .post_keyed(&app.merchant_key, &path, Some("c-2"), None)
+        .await;
     let problem = assert_problem(again, 409, "order_not_cancelable").await;
     assert_eq!(problem["order_status"], "canceled");
-    let support = app.post_keyed(&app.support_key, &path, Some("c-3"), None).await;
+    let support = app
+        .post_keyed(&app.support_key, &path, Some("c-3"), None)
+        .await;
     assert_problem(support, 403, "forbidden").await;
     let missing = app
-        .post_keyed(&app.merchant_key, "/v1/orders/ord_00000000000000000000000000000000/cancel", Some("c-4"), None)
+        .post_keyed(
+            &app.merchant_key,
+            "/v1/orders/ord_00000000000000000000000000000000/cancel",
+            Some("c-4"),
+            None,
+        )
         .await;
     assert_problem(missing, 404, "not_found").await;
 }
@@ -319,9 +410,15 @@ async fn cancel_moves_awaiting_payment_to_canceled_once() {
 #[tokio::test]
 async fn the_database_refuses_an_order_moving_backwards() {
     let app = TestApp::spawn().await;
-    let order: Value = app.create_order("db", &order_body()).await.json().await.unwrap();
+    let order: Value = app
+        .create_order("db", &order_body())
+        .await
+        .json()
+        .await
+        .unwrap();
     let path = format!("/v1/orders/{}/cancel", order["id"].as_str().unwrap());
-    app.post_keyed(&app.merchant_key, &path, Some("c"), None).await;
+    app.post_keyed(&app.merchant_key, &path, Some("c"), None)
+        .await;
     let mut conn = app.db.connect().await;
     let result = diesel::update(orders::table)
         .set(orders::status.eq("awaiting_payment"))
@@ -333,22 +430,41 @@ async fn the_database_refuses_an_order_moving_backwards() {
 #[tokio::test]
 async fn support_reads_any_order_but_cannot_create() {
     let app = TestApp::spawn().await;
-    let order: Value = app.create_order("s", &order_body()).await.json().await.unwrap();
+    let order: Value = app
+        .create_order("s", &order_body())
+        .await
+        .json()
+        .await
+        .unwrap();
     let read = app
-        .get_as(&app.support_key, &format!("/v1/orders/{}", order["id"].as_str().unwrap()))
+        .get_as(
+            &app.support_key,
+            &format!("/v1/orders/{}", order["id"].as_str().unwrap()),
+        )
         .await;
     assert_eq!(read.status(), 200);
     let create = app
-        .post_keyed(&app.support_key, "/v1/orders", Some("s2"), Some(order_body().to_string()))
+        .post_keyed(
+            &app.support_key,
+            "/v1/orders",
+            Some("s2"),
+            Some(order_body().to_string()),
+        )
         .await;
     assert_problem(create, 403, "forbidden").await;
 }
 
 #[tokio::test]
 async fn new_keys_past_the_per_minute_cap_are_429() {
-    let app = TestApp::spawn_with(|settings| settings.idempotency.max_new_keys_per_minute = 3).await;
+    let app =
+        TestApp::spawn_with(|settings| settings.idempotency.max_new_keys_per_minute = 3).await;
     for i in 0..3 {
-        assert_eq!(app.create_order(&format!("r{i}"), &order_body()).await.status(), 201);
+        assert_eq!(
+            app.create_order(&format!("r{i}"), &order_body())
+                .await
+                .status(),
+            201
+        );
     }
     let limited = app.create_order("r3", &order_body()).await;
     assert!(limited.headers().contains_key("retry-after"));
@@ -363,8 +479,17 @@ async fn metrics_count_idempotency_outcomes() {
     let app = TestApp::spawn().await;
     app.create_order("m", &order_body()).await;
     app.create_order("m", &order_body()).await;
-    app.create_order("m", &json!({"amount": 1, "currency": "eur"})).await;
-    let text = app.client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    app.create_order("m", &json!({"amount": 1, "currency": "eur"}))
+        .await;
+    let text = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     for outcome in ["created", "replayed", "reused_mismatch"] {
         let line = format!("payorch_idempotency_requests_total{{outcome=\"{outcome}\"}} 1");
         assert!(text.contains(&line), "{line} missing in\n{text}");

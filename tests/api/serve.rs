@@ -88,6 +88,20 @@ async fn serve_starts_its_cluster_writes_credentials_and_reuses_both_on_restart(
         .unwrap();
     assert_eq!(wrong.status(), 401);
 
+    // The in-process sandbox provider is up, and webhooks have a secret.
+    let sandbox_url = creds.sandbox_url.clone().expect("an in-process sandbox");
+    let ledger = client
+        .get(format!("{sandbox_url}/__sandbox/ledger"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ledger.status(), 200);
+    assert!(creds
+        .webhook_secret
+        .as_deref()
+        .unwrap()
+        .starts_with("whsec_"));
+
     terminate(first).await;
     let pid_files: Vec<_> = walk(&data_dir, "postmaster.pid");
     assert!(
@@ -101,6 +115,7 @@ async fn serve_starts_its_cluster_writes_credentials_and_reuses_both_on_restart(
     assert_eq!(again.api_key, creds.api_key);
     assert_eq!(again.support_key, creds.support_key);
     assert_eq!(again.merchant_id, creds.merchant_id);
+    assert_eq!(again.webhook_secret, creds.webhook_secret);
     let merchants: serde_json::Value = client
         .get(format!("{}/v1/support/merchants", again.base_url))
         .bearer_auth(&again.support_key)
@@ -156,4 +171,68 @@ fn walk(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
         }
     }
     found
+}
+
+#[tokio::test]
+async fn sandbox_runs_alone_and_charges_as_the_table_says() {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(payorch_bin())
+        .args([
+            "sandbox",
+            "--bind",
+            "127.0.0.1:0",
+            "--secret",
+            "sk_test_alone",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the sandbox says where it listens")
+        .unwrap()
+        .unwrap();
+    let url = first.rsplit(' ').next().unwrap().to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{first}");
+    let client = reqwest::Client::new();
+    let charge = |pm: &'static str, key: &'static str| {
+        client
+            .post(format!("{url}/v1/payment_intents"))
+            .bearer_auth("sk_test_alone")
+            .header("Idempotency-Key", key)
+            .form(&[
+                ("amount", "1000"),
+                ("currency", "eur"),
+                ("payment_method", pm),
+                ("confirm", "true"),
+                ("metadata[attempt_id]", key),
+            ])
+            .send()
+    };
+    let ok = charge("pm_card_visa", "a1").await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let ok: serde_json::Value = ok.json().await.unwrap();
+    assert_eq!(ok["status"], "succeeded");
+    let declined = charge("pm_card_chargeDeclined", "a2").await.unwrap();
+    assert_eq!(declined.status(), 402);
+    let ledger: serde_json::Value = client
+        .get(format!("{url}/__sandbox/ledger"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let charged: Vec<_> = ledger["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["status"] == "succeeded")
+        .collect();
+    assert_eq!(charged.len(), 1);
+    assert_eq!(charged[0]["idempotency_key"], "a1");
+    terminate(child).await;
 }
