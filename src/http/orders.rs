@@ -10,7 +10,9 @@ use crate::accounts::Caller;
 use crate::http::errors::{ApiError, FieldError};
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::AppState;
-use crate::idempotency::{store, Completion, Operation, Recorded, Replay};
+use diesel_async::AsyncPgConnection;
+
+use crate::idempotency::{store, Completion, KeyedRequest, Operation, Recorded, Replay};
 use crate::ids::{MerchantId, OrderId};
 use crate::payments::orders::{self, NewOrder, Order};
 
@@ -62,6 +64,34 @@ fn recorded(status: u16, order: &Order) -> Recorded {
     }
 }
 
+/// Runs a database-only order operation once per key and answers `status` with the order;
+/// a replay answers the first status with the order as it is now.
+async fn keyed_order_operation(
+    state: &AppState,
+    keyed: &KeyedRequest,
+    status: u16,
+    work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<Order, ApiError>,
+) -> Result<HttpResponse, ApiError> {
+    let mut conn = state.pool.get().await?;
+    let completion = store::run_once(
+        &mut conn,
+        &state.idempotency.settings,
+        &state.idempotency.metrics,
+        keyed,
+        async |conn| {
+            let order = work(conn).await?;
+            let recorded = recorded(status, &order);
+            Ok::<_, ApiError>((order, recorded))
+        },
+    )
+    .await?;
+    drop(conn);
+    match completion {
+        Completion::Fresh(order) => Ok(respond(status, &order, false)),
+        Completion::Replayed(replay) => replay_order(state, keyed.merchant_id, replay).await,
+    }
+}
+
 /// A replay shows the order as it is now, under the status first answered.
 async fn replay_order(
     state: &AppState,
@@ -99,24 +129,10 @@ pub async fn create_order(
     let key = idempotency_key(&req)?;
     let new_order = read_body::<CreateOrderBody>(&body)?.into_new_order()?;
     let keyed = keyed_request(&req, merchant_id, key, Operation::CreateOrder, Some(&body));
-    let mut conn = state.pool.get().await?;
-    let completion = store::run_once(
-        &mut conn,
-        &state.idempotency.settings,
-        &state.idempotency.metrics,
-        &keyed,
-        async |conn| {
-            let order = orders::insert_order(conn, merchant_id, &new_order).await?;
-            let recorded = recorded(201, &order);
-            Ok::<_, ApiError>((order, recorded))
-        },
-    )
-    .await?;
-    drop(conn);
-    match completion {
-        Completion::Fresh(order) => Ok(respond(201, &order, false)),
-        Completion::Replayed(replay) => replay_order(&state, merchant_id, replay).await,
-    }
+    keyed_order_operation(&state, &keyed, 201, async |conn| {
+        Ok(orders::insert_order(conn, merchant_id, &new_order).await?)
+    })
+    .await
 }
 
 #[utoipa::path(get, path = "/v1/orders/{id}", tag = "orders",
@@ -164,22 +180,8 @@ pub async fn cancel_order(
     let key = idempotency_key(&req)?;
     let id = parse_order_id(&path)?;
     let keyed = keyed_request(&req, merchant_id, key, Operation::CancelOrder, None);
-    let mut conn = state.pool.get().await?;
-    let completion = store::run_once(
-        &mut conn,
-        &state.idempotency.settings,
-        &state.idempotency.metrics,
-        &keyed,
-        async |conn| {
-            let order = orders::cancel_order(conn, merchant_id, id).await?;
-            let recorded = recorded(200, &order);
-            Ok::<_, ApiError>((order, recorded))
-        },
-    )
-    .await?;
-    drop(conn);
-    match completion {
-        Completion::Fresh(order) => Ok(respond(200, &order, false)),
-        Completion::Replayed(replay) => replay_order(&state, merchant_id, replay).await,
-    }
+    keyed_order_operation(&state, &keyed, 200, async |conn| {
+        Ok(orders::cancel_order(conn, merchant_id, id).await?)
+    })
+    .await
 }
