@@ -78,70 +78,37 @@ pub struct Order {
     pub updated_at: DateTime<Utc>,
 }
 
-type OrderRow = (
-    Uuid,
-    Uuid,
-    i64,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    serde_json::Value,
-    DateTime<Utc>,
-    DateTime<Utc>,
-);
-
-const ORDER_COLUMNS: (
-    orders::merchant_id,
-    orders::id,
-    orders::amount,
-    orders::currency,
-    orders::status,
-    orders::merchant_reference,
-    orders::description,
-    orders::metadata,
-    orders::created_at,
-    orders::updated_at,
-) = (
-    orders::merchant_id,
-    orders::id,
-    orders::amount,
-    orders::currency,
-    orders::status,
-    orders::merchant_reference,
-    orders::description,
-    orders::metadata,
-    orders::created_at,
-    orders::updated_at,
-);
+/// The row as the table holds it; [`Order`] is how it is shown.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = orders)]
+struct OrderRow {
+    merchant_id: Uuid,
+    id: Uuid,
+    amount: i64,
+    currency: String,
+    status: String,
+    merchant_reference: Option<String>,
+    description: Option<String>,
+    metadata: serde_json::Value,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
 
 impl Order {
     fn from_row(row: OrderRow) -> Self {
-        let (
-            merchant_id,
-            id,
-            amount,
-            currency,
-            status,
-            merchant_reference,
-            description,
-            metadata,
-            created_at,
-            updated_at,
-        ) = row;
         Order {
-            id: OrderId(id),
+            id: OrderId(row.id),
             object: "order",
-            merchant_id: MerchantId(merchant_id),
-            amount,
-            currency,
+            merchant_id: MerchantId(row.merchant_id),
+            amount: row.amount,
+            currency: row.currency,
             // The column's CHECK admits only the four statuses.
-            status: OrderStatus::parse(&status).unwrap_or(OrderStatus::Processing),
-            merchant_reference,
-            description,
-            metadata: serde_json::from_value(metadata).unwrap_or_default(),
-            created_at,
-            updated_at,
+            status: OrderStatus::parse(&row.status).unwrap_or(OrderStatus::Processing),
+            merchant_reference: row.merchant_reference,
+            description: row.description,
+            metadata: serde_json::from_value(row.metadata).unwrap_or_default(),
+            created_at: row.created_at,
+            updated_at: row.updated_at,
         }
     }
 }
@@ -275,7 +242,7 @@ pub async fn insert_order(
         ))
         .on_conflict((orders::merchant_id, orders::merchant_reference))
         .do_nothing()
-        .returning(ORDER_COLUMNS)
+        .returning(OrderRow::as_returning())
         .get_result(conn)
         .await
         .optional()?;
@@ -300,7 +267,7 @@ pub async fn find_order(
 ) -> QueryResult<Option<Order>> {
     let mut query = orders::table
         .filter(orders::id.eq(id.0))
-        .select(ORDER_COLUMNS)
+        .select(OrderRow::as_select())
         .into_boxed();
     if let Some(merchant) = merchant {
         query = query.filter(orders::merchant_id.eq(merchant.0));
@@ -321,7 +288,7 @@ pub async fn cancel_order(
     let canceled: Option<OrderRow> = diesel::update(orders::table.find((merchant_id.0, id.0)))
         .filter(orders::status.eq(OrderStatus::AwaitingPayment.as_str()))
         .set(orders::status.eq(OrderStatus::Canceled.as_str()))
-        .returning(ORDER_COLUMNS)
+        .returning(OrderRow::as_returning())
         .get_result(conn)
         .await
         .optional()?;
