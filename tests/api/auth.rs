@@ -3,12 +3,7 @@ use crate::helpers::{assert_problem, TestApp};
 #[tokio::test]
 async fn missing_key_is_401_problem() {
     let app = TestApp::spawn().await;
-    let response = app
-        .client
-        .get(app.url(&format!("/v1/merchants/{}", app.merchant_id)))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get(&format!("/v1/merchants/{}", app.merchant_id)).await;
     assert_eq!(response.headers()["www-authenticate"], "Bearer");
     assert_problem(response, 401, "unauthenticated").await;
 }

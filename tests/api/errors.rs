@@ -3,12 +3,7 @@ use crate::helpers::{assert_problem, TestApp};
 #[tokio::test]
 async fn unknown_route_is_problem_404_with_request_id() {
     let app = TestApp::spawn().await;
-    let response = app
-        .client
-        .get(app.url("/v1/nothing-here"))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get("/v1/nothing-here").await;
     let request_id = response.headers()["x-request-id"]
         .to_str()
         .unwrap()

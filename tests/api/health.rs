@@ -3,19 +3,9 @@ use crate::helpers::TestApp;
 #[tokio::test]
 async fn live_and_ready_answer_200_on_a_migrated_database() {
     let app = TestApp::spawn().await;
-    let live = app
-        .client
-        .get(app.url("/health/live"))
-        .send()
-        .await
-        .unwrap();
+    let live = app.get("/health/live").await;
     assert_eq!(live.status(), 200);
-    let ready = app
-        .client
-        .get(app.url("/health/ready"))
-        .send()
-        .await
-        .unwrap();
+    let ready = app.get("/health/ready").await;
     assert_eq!(ready.status(), 200);
     let body: serde_json::Value = ready.json().await.unwrap();
     assert_eq!(body["status"], "ready");
@@ -42,15 +32,7 @@ async fn metrics_count_requests_by_route_pattern_and_status() {
     let path = format!("/v1/merchants/{}", app.merchant_id);
     assert_eq!(app.get_as(&app.merchant_key, &path).await.status(), 200);
     assert_eq!(app.get_as("sk_mer_nope", &path).await.status(), 401);
-    let text = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.get("/metrics").await.text().await.unwrap();
     assert!(
         text.contains(
             r#"payorch_http_requests_total{method="GET",route="/v1/merchants/{id}",status="200"} 1"#
@@ -70,15 +52,7 @@ async fn metrics_count_requests_by_route_pattern_and_status() {
 #[tokio::test]
 async fn openapi_documents_every_route() {
     let app = TestApp::spawn().await;
-    let doc: serde_json::Value = app
-        .client
-        .get(app.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc: serde_json::Value = app.get("/openapi.json").await.json().await.unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
     let paths = doc["paths"].as_object().unwrap();
     for route in [

@@ -328,6 +328,15 @@ impl TestApp {
         (merchant.id, key.secret)
     }
 
+    /// An unauthenticated GET (health, metrics, OpenAPI).
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request sent")
+    }
+
     pub async fn get_as(&self, secret: &str, path: &str) -> reqwest::Response {
         self.client
             .get(self.url(path))

@@ -481,15 +481,7 @@ async fn metrics_count_idempotency_outcomes() {
     app.create_order("m", &order_body()).await;
     app.create_order("m", &json!({"amount": 1, "currency": "eur"}))
         .await;
-    let text = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.get("/metrics").await.text().await.unwrap();
     for outcome in ["created", "replayed", "reused_mismatch"] {
         let line = format!("payorch_idempotency_requests_total{{outcome=\"{outcome}\"}} 1");
         assert!(text.contains(&line), "{line} missing in\n{text}");

@@ -39,12 +39,7 @@ async fn database_outage_is_503_with_retry_after_and_recovers() {
     let retry_after = response.headers().get("retry-after").cloned();
     assert_problem(response, 503, "unavailable").await;
     assert_eq!(retry_after.unwrap(), "2");
-    let ready = app
-        .client
-        .get(app.url("/health/ready"))
-        .send()
-        .await
-        .unwrap();
+    let ready = app.get("/health/ready").await;
     assert_problem(ready, 503, "unavailable").await;
 
     let mut cluster = cluster;
@@ -61,12 +56,7 @@ async fn database_outage_is_503_with_retry_after_and_recovers() {
         recovered,
         "requests succeed again once the database is back"
     );
-    let ready = app
-        .client
-        .get(app.url("/health/ready"))
-        .send()
-        .await
-        .unwrap();
+    let ready = app.get("/health/ready").await;
     assert_eq!(ready.status(), 200);
 
     drop(app);
