@@ -183,8 +183,18 @@ async fn run(cleanup: &mut Cleanup) -> Result<bool, BoxError> {
             ..IdempotencySettings::default()
         },
         reaper: Default::default(),
+        reconciler: Default::default(),
     };
-    let app = Application::build(&settings, &url).await?;
+    // Order creation never calls the provider; the in-process sandbox stands by.
+    let sandbox = payorch::sandbox::start(payorch::sandbox::SandboxConfig::default()).await?;
+    let provider = payorch::providers::stripe::StripeProvider::new(
+        payorch::providers::stripe::StripeConfig::new(
+            sandbox.base_url(),
+            payorch::sandbox::SandboxConfig::default().secret,
+            vec![payorch::sandbox::SandboxConfig::default().webhook_secret],
+        ),
+    )?;
+    let app = Application::build(&settings, &url, Arc::new(provider)).await?;
     let base_url = app.base_url();
     let handle = app.handle();
     let server = tokio::spawn(app.run_until_stopped());
@@ -202,6 +212,7 @@ async fn run(cleanup: &mut Cleanup) -> Result<bool, BoxError> {
     };
 
     let outcome = measure(&bench, &config, &where_db, setup_time).await;
+    sandbox.stop().await;
 
     handle.stop(true).await;
     match server.await {

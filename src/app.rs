@@ -15,6 +15,10 @@ use crate::db::{build_pool, DbPool, PoolSettings};
 use crate::http::{self, metrics::Metrics, middleware as mw, AppState, Idempotency};
 use crate::idempotency::reaper::{self, ReaperSettings};
 use crate::idempotency::{IdempotencyMetrics, IdempotencySettings};
+use crate::payments::metrics::PaymentMetrics;
+use crate::payments::reconciler::{self, ReconcilerSettings};
+use crate::payments::Payments;
+use crate::providers::PaymentProvider;
 
 #[derive(Debug, Clone)]
 pub struct AppSettings {
@@ -25,6 +29,7 @@ pub struct AppSettings {
     pub pool: PoolSettings,
     pub idempotency: IdempotencySettings,
     pub reaper: ReaperSettings,
+    pub reconciler: ReconcilerSettings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +56,13 @@ pub struct Application {
 }
 
 impl Application {
-    pub async fn build(settings: &AppSettings, database_url: &str) -> Result<Self, AppError> {
+    /// Binds, and starts the server and its workers (key reaper, reconciler) against
+    /// `provider`.
+    pub async fn build(
+        settings: &AppSettings,
+        database_url: &str,
+        provider: Arc<dyn PaymentProvider>,
+    ) -> Result<Self, AppError> {
         let pool = build_pool(database_url, &settings.pool).map_err(AppError::Pool)?;
         let listener = TcpListener::bind(&settings.bind).map_err(|source| AppError::Bind {
             bind: settings.bind.clone(),
@@ -64,6 +75,13 @@ impl Application {
         let metrics = Arc::new(Metrics::new()?);
         let idempotency_metrics = Arc::new(IdempotencyMetrics::new()?);
         idempotency_metrics.register(&metrics)?;
+        let payment_metrics = Arc::new(PaymentMetrics::new()?);
+        payment_metrics.register(&metrics)?;
+        let payments = Arc::new(Payments {
+            provider,
+            metrics: payment_metrics,
+            reconciler: settings.reconciler.clone(),
+        });
         let state = web::Data::new(AppState {
             pool: pool.clone(),
             metrics,
@@ -71,14 +89,18 @@ impl Application {
                 settings: settings.idempotency.clone(),
                 metrics: idempotency_metrics.clone(),
             },
+            payments: payments.clone(),
         });
         let (stop_workers, stop) = watch::channel(false);
-        let workers = vec![tokio::spawn(reaper::run(
-            pool,
-            settings.reaper.clone(),
-            idempotency_metrics,
-            stop,
-        ))];
+        let workers = vec![
+            tokio::spawn(reaper::run(
+                pool.clone(),
+                settings.reaper.clone(),
+                idempotency_metrics,
+                stop.clone(),
+            )),
+            tokio::spawn(reconciler::run(pool, payments, stop)),
+        ];
         let server_state = state.clone();
         let server = HttpServer::new(move || {
             App::new()

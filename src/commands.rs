@@ -1,6 +1,8 @@
 //! What each subcommand does, start to finish.
 
 use std::fmt::Display;
+use std::sync::Arc;
+use std::time::Duration;
 
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use serde_json::json;
@@ -13,6 +15,7 @@ use crate::config::{
 use crate::credentials::{self, Credentials};
 use crate::db::migrations::run_migrations;
 use crate::db::Database;
+use crate::providers::stripe::StripeProvider;
 use crate::sandbox::{self, SandboxConfig, SandboxHandle};
 
 /// A failure that ends the command; printed as one line.
@@ -53,11 +56,18 @@ async fn serve(args: ServeArgs) -> Result<(), CommandError> {
 }
 
 async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandError> {
+    let settings = args.app_settings();
+    let provider_timeout = Duration::from_millis(args.provider.provider_timeout_ms);
+    if settings.idempotency.lease <= provider_timeout {
+        return Err(CommandError(format!(
+            "the idempotency lease ({} s) must be longer than the provider timeout ({} ms), \
+             or a retry could resend a charge whose first call is still running",
+            settings.idempotency.lease.as_secs(),
+            provider_timeout.as_millis()
+        )));
+    }
     let applied = run_migrations(database.url()).await?;
     tracing::info!(applied = applied.len(), "database migrated");
-
-    let app = Application::build(&args.app_settings(), database.url()).await?;
-    let base_url = app.base_url();
 
     let path = credentials::path_in(&args.database.data_dir);
     let previous = credentials::read(&path);
@@ -68,21 +78,47 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
         .clone()
         .or_else(|| previous.as_ref().and_then(|p| p.webhook_secret.clone()))
         .unwrap_or_else(|| accounts::random_secret("whsec_"));
-    let sandbox = match &args.provider.provider_url {
+    let (provider_url, provider_secret, sandbox) = match &args.provider.provider_url {
         Some(url) => {
+            let secret = args.provider.provider_secret.clone().ok_or_else(|| {
+                CommandError(
+                    "--provider-url needs --provider-secret (PAYORCH_PROVIDER_SECRET)".into(),
+                )
+            })?;
             tracing::info!(provider_url = %url, "using an external provider");
-            None
+            (url.clone(), secret, None)
         }
-        None => Some(start_sandbox(args, &base_url, &webhook_secret).await?),
+        None => {
+            let secret = args
+                .provider
+                .provider_secret
+                .clone()
+                .unwrap_or_else(|| accounts::random_secret("sk_test_"));
+            let sandbox = start_sandbox(args, &secret, &webhook_secret).await?;
+            (sandbox.base_url(), secret, Some(sandbox))
+        }
     };
-    let result = run_server(
-        app,
-        &path,
-        previous,
-        &base_url,
+    let provider = StripeProvider::new(args.provider.stripe_config(
+        &provider_url,
+        &provider_secret,
         &webhook_secret,
-        sandbox.as_ref(),
-    )
+    ))?;
+    let result = async {
+        let app = Application::build(&settings, database.url(), Arc::new(provider)).await?;
+        let base_url = app.base_url();
+        if let Some(sandbox) = &sandbox {
+            sandbox.set_webhook_url(Some(format!("{base_url}/v1/webhooks/stripe")));
+        }
+        run_server(
+            app,
+            &path,
+            previous,
+            &base_url,
+            &webhook_secret,
+            sandbox.as_ref(),
+        )
+        .await
+    }
     .await;
     if let Some(sandbox) = sandbox {
         sandbox.stop().await;
@@ -90,20 +126,16 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
     result
 }
 
-/// The in-process sandbox, sending its webhooks to this server.
+/// The in-process sandbox; its webhooks are pointed at the server once it is bound.
 async fn start_sandbox(
     args: &ServeArgs,
-    base_url: &str,
+    secret: &str,
     webhook_secret: &str,
 ) -> Result<SandboxHandle, CommandError> {
     let config = SandboxConfig {
         bind: args.provider.sandbox_bind.clone(),
-        secret: args
-            .provider
-            .provider_secret
-            .clone()
-            .unwrap_or_else(|| accounts::random_secret("sk_test_")),
-        webhook_url: Some(format!("{base_url}/v1/webhooks/stripe")),
+        secret: secret.to_string(),
+        webhook_url: None,
         webhook_secret: webhook_secret.to_string(),
         ..SandboxConfig::default()
     };

@@ -10,6 +10,8 @@ use crate::app::AppSettings;
 use crate::db::PoolSettings;
 use crate::idempotency::reaper::ReaperSettings;
 use crate::idempotency::IdempotencySettings;
+use crate::payments::reconciler::ReconcilerSettings;
+use crate::providers::stripe::StripeConfig;
 use crate::sandbox::SandboxConfig;
 
 #[derive(Debug, Parser)]
@@ -114,6 +116,8 @@ pub struct ServeArgs {
     pub idempotency: IdempotencyArgs,
     #[command(flatten)]
     pub provider: ProviderArgs,
+    #[command(flatten)]
+    pub reconciler: ReconcilerArgs,
 }
 
 /// The payment provider; without `--provider-url`, an in-process sandbox.
@@ -131,6 +135,79 @@ pub struct ProviderArgs {
     /// Address of the in-process sandbox provider.
     #[arg(long, env = "PAYORCH_SANDBOX_BIND", default_value = "127.0.0.1:0")]
     pub sandbox_bind: String,
+    /// Longest wait for a connection to the provider.
+    #[arg(
+        long,
+        env = "PAYORCH_PROVIDER_CONNECT_TIMEOUT_MS",
+        default_value_t = 2000
+    )]
+    pub provider_connect_timeout_ms: u64,
+    /// Longest a whole provider call may take; past it the outcome is unknown and the
+    /// attempt stays pending for the reconciler.
+    #[arg(long, env = "PAYORCH_PROVIDER_TIMEOUT_MS", default_value_t = 10_000)]
+    pub provider_timeout_ms: u64,
+}
+
+impl ProviderArgs {
+    /// The adapter's configuration for a provider at `base_url`.
+    pub fn stripe_config(
+        &self,
+        base_url: &str,
+        secret: &str,
+        webhook_secret: &str,
+    ) -> StripeConfig {
+        StripeConfig {
+            connect_timeout: Duration::from_millis(self.provider_connect_timeout_ms),
+            timeout: Duration::from_millis(self.provider_timeout_ms),
+            ..StripeConfig::new(base_url, secret, vec![webhook_secret.to_string()])
+        }
+    }
+}
+
+/// The reconciler: when and how payorch asks the provider about unfinished attempts.
+#[derive(Debug, Clone, Args)]
+pub struct ReconcilerArgs {
+    /// How often each replica looks for attempts due a check.
+    #[arg(long, env = "PAYORCH_RECONCILER_INTERVAL_MS", default_value_t = 1000)]
+    pub reconciler_interval_ms: u64,
+    /// Waits before the first, second, … check of an open attempt; the last repeats.
+    #[arg(
+        long,
+        env = "PAYORCH_RECONCILE_BACKOFF_SECS",
+        value_delimiter = ',',
+        default_value = "5,15,60,300,900,3600"
+    )]
+    pub reconcile_backoff_secs: Vec<u64>,
+    /// How long the provider remembers idempotency keys, minus a margin (Stripe: 24 h).
+    /// Inside it the reconciler resends with the attempt's key; past it, it searches.
+    #[arg(long, env = "PAYORCH_PROVIDER_KEY_WINDOW_SECS", default_value_t = 23 * 3600)]
+    pub provider_key_window_secs: u64,
+    /// Attempts unresolved for longer than this are counted in a metric for a human.
+    #[arg(long, env = "PAYORCH_UNRESOLVED_ALERT_SECS", default_value_t = 900)]
+    pub unresolved_alert_secs: u64,
+}
+
+impl ReconcilerArgs {
+    pub fn settings(&self, provider_timeout: Duration) -> ReconcilerSettings {
+        let backoff: Vec<Duration> = self
+            .reconcile_backoff_secs
+            .iter()
+            .map(|s| Duration::from_secs((*s).max(1)))
+            .collect();
+        ReconcilerSettings {
+            interval: Duration::from_millis(self.reconciler_interval_ms.max(10)),
+            backoff: if backoff.is_empty() {
+                ReconcilerSettings::default().backoff
+            } else {
+                backoff
+            },
+            key_window: Duration::from_secs(self.provider_key_window_secs),
+            // A claimed attempt stays hidden until its check has surely ended.
+            claim: provider_timeout * 2 + Duration::from_secs(5),
+            alert_after: Duration::from_secs(self.unresolved_alert_secs),
+            ..ReconcilerSettings::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -185,6 +262,9 @@ impl ServeArgs {
             pool: self.database.pool_settings(),
             idempotency: self.idempotency.settings(),
             reaper: self.idempotency.reaper(),
+            reconciler: self
+                .reconciler
+                .settings(Duration::from_millis(self.provider.provider_timeout_ms)),
         }
     }
 }

@@ -57,6 +57,65 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    payment_attempts (merchant_id, id) {
+        merchant_id -> Uuid,
+        id -> Uuid,
+        order_id -> Uuid,
+        status -> Text,
+        amount -> Int8,
+        currency -> Text,
+        payment_method -> Text,
+        provider -> Text,
+        provider_idempotency_key -> Text,
+        provider_payment_id -> Nullable<Text>,
+        failure_code -> Nullable<Text>,
+        failure_message -> Nullable<Text>,
+        idempotency_key -> Nullable<Text>,
+        next_check_at -> Nullable<Timestamptz>,
+        checks -> Int4,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+        finished_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    attempt_events (merchant_id, id) {
+        merchant_id -> Uuid,
+        id -> Int8,
+        attempt_id -> Uuid,
+        from_status -> Nullable<Text>,
+        to_status -> Text,
+        source -> Text,
+        detail -> Nullable<Text>,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    provider_calls (merchant_id, id) {
+        merchant_id -> Uuid,
+        id -> Int8,
+        attempt_id -> Uuid,
+        operation -> Text,
+        source -> Text,
+        outcome -> Text,
+        http_status -> Nullable<Int2>,
+        latency_ms -> Int4,
+        detail -> Nullable<Text>,
+        created_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(orders -> merchants (merchant_id));
 diesel::joinable!(idempotency_keys -> merchants (merchant_id));
-diesel::allow_tables_to_appear_in_same_query!(merchants, api_keys, orders, idempotency_keys);
+diesel::allow_tables_to_appear_in_same_query!(
+    merchants,
+    api_keys,
+    orders,
+    idempotency_keys,
+    payment_attempts,
+    attempt_events,
+    provider_calls
+);

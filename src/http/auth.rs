@@ -76,6 +76,14 @@ impl Caller {
         }
     }
 
+    /// Whose data a read may see: the caller's own merchant, or any (`None`) for support.
+    pub fn scope(&self) -> Option<MerchantId> {
+        match self {
+            Caller::Merchant { merchant_id, .. } => Some(*merchant_id),
+            Caller::Support { .. } => None,
+        }
+    }
+
     /// Whether this caller may read data of `merchant`: its own merchant, or support.
     /// Everything else must look like it does not exist (`404`, never `403`).
     pub fn can_read(&self, merchant: MerchantId) -> bool {

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use crate::db::pool::PoolError;
 use crate::idempotency::{IdempotencyError, KeyError};
-use crate::ids::OrderId;
+use crate::ids::{OrderId, PaymentId};
+use crate::payments::attempts::Refusal;
+use crate::payments::flow::PayError;
 use crate::payments::orders::OrderError;
 
 /// A problem with one field of the request, for `validation_failed`.
@@ -69,6 +71,14 @@ pub enum ApiError {
     MerchantReferenceExists { order_id: OrderId },
     #[error("the order is {status} and cannot be canceled")]
     OrderNotCancelable { status: &'static str },
+    #[error("the order already has payment attempt {payment_id} in progress; poll GET /v1/payments/{payment_id} for its result instead of paying again")]
+    PaymentInProgress { payment_id: PaymentId },
+    #[error(
+        "the order is already paid by payment attempt {payment_id}; do not charge the payer again"
+    )]
+    OrderAlreadyPaid { payment_id: PaymentId },
+    #[error("the order is {status} and cannot be paid; create a new order")]
+    OrderNotPayable { status: &'static str },
     /// Anything we did not expect: logged with its cause, shown to nobody.
     #[error("internal error: {0}")]
     Internal(String),
@@ -107,6 +117,9 @@ impl ApiError {
             ApiError::RawCardDataForbidden { .. } => "raw_card_data_forbidden",
             ApiError::MerchantReferenceExists { .. } => "merchant_reference_exists",
             ApiError::OrderNotCancelable { .. } => "order_not_cancelable",
+            ApiError::PaymentInProgress { .. } => "payment_in_progress",
+            ApiError::OrderAlreadyPaid { .. } => "order_already_paid",
+            ApiError::OrderNotPayable { .. } => "order_not_payable",
             ApiError::Internal(_) => "internal_error",
         }
     }
@@ -128,6 +141,9 @@ impl ApiError {
             ApiError::RawCardDataForbidden { .. } => "Raw card data forbidden",
             ApiError::MerchantReferenceExists { .. } => "Merchant reference exists",
             ApiError::OrderNotCancelable { .. } => "Order cannot be canceled",
+            ApiError::PaymentInProgress { .. } => "Payment in progress",
+            ApiError::OrderAlreadyPaid { .. } => "Order already paid",
+            ApiError::OrderNotPayable { .. } => "Order cannot be paid",
             ApiError::Internal(_) => "Internal error",
         }
     }
@@ -161,8 +177,12 @@ impl ApiError {
             ApiError::RawCardDataForbidden { field } => {
                 extra.insert("field".into(), serde_json::json!(field));
             }
-            ApiError::OrderNotCancelable { status } => {
+            ApiError::OrderNotCancelable { status } | ApiError::OrderNotPayable { status } => {
                 extra.insert("order_status".into(), serde_json::json!(status));
+            }
+            ApiError::PaymentInProgress { payment_id }
+            | ApiError::OrderAlreadyPaid { payment_id } => {
+                extra.insert("payment_id".into(), serde_json::json!(payment_id));
             }
             _ => {}
         }
@@ -196,7 +216,10 @@ impl ResponseError for ApiError {
             }
             ApiError::IdempotencyKeyInUse { .. }
             | ApiError::MerchantReferenceExists { .. }
-            | ApiError::OrderNotCancelable { .. } => StatusCode::CONFLICT,
+            | ApiError::OrderNotCancelable { .. }
+            | ApiError::PaymentInProgress { .. }
+            | ApiError::OrderAlreadyPaid { .. }
+            | ApiError::OrderNotPayable { .. } => StatusCode::CONFLICT,
             ApiError::IdempotencyKeyReused | ApiError::RawCardDataForbidden { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
@@ -291,6 +314,7 @@ impl From<IdempotencyError> for ApiError {
             IdempotencyError::Reused => ApiError::IdempotencyKeyReused,
             IdempotencyError::RateLimited { retry_after } => ApiError::RateLimited { retry_after },
             IdempotencyError::Database(err) => err.into(),
+            IdempotencyError::Unavailable(err) => err.into(),
         }
     }
 }
@@ -306,6 +330,28 @@ impl From<OrderError> for ApiError {
                 status: status.as_str(),
             },
             OrderError::Database(err) => err.into(),
+        }
+    }
+}
+
+impl From<PayError> for ApiError {
+    fn from(err: PayError) -> Self {
+        match err {
+            PayError::Idempotency(err) => err.into(),
+            PayError::Refused(Refusal::InProgress(payment_id)) => {
+                ApiError::PaymentInProgress { payment_id }
+            }
+            PayError::Refused(Refusal::AlreadyPaid(payment_id)) => {
+                ApiError::OrderAlreadyPaid { payment_id }
+            }
+            PayError::Refused(Refusal::NotPayable(status)) => ApiError::OrderNotPayable {
+                status: status.as_str(),
+            },
+            PayError::Refused(Refusal::OrderNotFound) => ApiError::NotFound("order"),
+            PayError::Order(err) => err.into(),
+            PayError::Unavailable(err) => err.into(),
+            PayError::Database(err) => err.into(),
+            PayError::Inconsistent(what) => ApiError::Internal(what),
         }
     }
 }

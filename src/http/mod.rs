@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod middleware;
 pub mod openapi;
 pub mod orders;
+pub mod payments;
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use actix_web::{error::JsonPayloadError, web, HttpRequest};
 
 use crate::db::DbPool;
 use crate::idempotency::{IdempotencyMetrics, IdempotencySettings};
+use crate::payments::flow::{PayContext, Payments};
 use errors::ApiError;
 
 /// The largest request body payorch reads.
@@ -27,6 +29,18 @@ pub struct AppState {
     pub pool: DbPool,
     pub metrics: Arc<metrics::Metrics>,
     pub idempotency: Idempotency,
+    pub payments: Arc<Payments>,
+}
+
+impl AppState {
+    pub fn pay_context(&self) -> PayContext<'_> {
+        PayContext {
+            pool: &self.pool,
+            idempotency: &self.idempotency.settings,
+            idempotency_metrics: &self.idempotency.metrics,
+            payments: &self.payments,
+        }
+    }
 }
 
 pub struct Idempotency {
@@ -50,6 +64,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/v1/orders/{id}/cancel",
             web::post().to(orders::cancel_order),
         )
+        .route(
+            "/v1/orders/{id}/payments",
+            web::post().to(payments::create_payment),
+        )
+        .route("/v1/checkout", web::post().to(payments::checkout))
+        .route("/v1/payments/{id}", web::get().to(payments::get_payment))
         .route(
             "/v1/support/merchants",
             web::get().to(merchants::list_merchants),

@@ -4,7 +4,7 @@ use actix_web::HttpResponse;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::{errors, health, merchants, metrics, orders};
+use crate::http::{errors, health, merchants, metrics, orders, payments};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -19,6 +19,9 @@ use crate::http::{errors, health, merchants, metrics, orders};
         orders::create_order,
         orders::get_order,
         orders::cancel_order,
+        payments::create_payment,
+        payments::checkout,
+        payments::get_payment,
     ),
     components(schemas(errors::Problem, errors::FieldError)),
     modifiers(&BearerAuth),

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::accounts::Caller;
@@ -14,7 +14,9 @@ use diesel_async::AsyncPgConnection;
 
 use crate::idempotency::{store, Completion, KeyedRequest, Operation, Recorded, Replay};
 use crate::ids::{MerchantId, OrderId};
+use crate::payments::attempts::attempts_of_order;
 use crate::payments::orders::{self, NewOrder, Order};
+use crate::payments::PaymentAttempt;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -31,6 +33,22 @@ pub struct CreateOrderBody {
 }
 
 impl CreateOrderBody {
+    pub fn new(
+        amount: Option<i64>,
+        currency: Option<String>,
+        merchant_reference: Option<String>,
+        description: Option<String>,
+        metadata: Option<BTreeMap<String, String>>,
+    ) -> Self {
+        CreateOrderBody {
+            amount,
+            currency,
+            merchant_reference,
+            description,
+            metadata,
+        }
+    }
+
     pub fn into_new_order(self) -> Result<NewOrder, ApiError> {
         NewOrder::parse(
             self.amount,
@@ -50,8 +68,16 @@ impl CreateOrderBody {
     }
 }
 
-fn parse_order_id(raw: &str) -> Result<OrderId, ApiError> {
+pub fn parse_order_id(raw: &str) -> Result<OrderId, ApiError> {
     raw.parse().map_err(|_| ApiError::NotFound("order"))
+}
+
+/// An order with its payment attempts, newest first.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OrderWithPayments {
+    #[serde(flatten)]
+    order: Order,
+    payments: Vec<PaymentAttempt>,
 }
 
 fn recorded(status: u16, order: &Order) -> Recorded {
@@ -72,9 +98,8 @@ async fn keyed_order_operation(
     status: u16,
     work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<Order, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut conn = state.pool.get().await?;
     let completion = store::run_once(
-        &mut conn,
+        &state.pool,
         &state.idempotency.settings,
         &state.idempotency.metrics,
         keyed,
@@ -85,7 +110,6 @@ async fn keyed_order_operation(
         },
     )
     .await?;
-    drop(conn);
     match completion {
         Completion::Fresh(order) => Ok(respond(status, &order, false)),
         Completion::Replayed(replay) => replay_order(state, keyed.merchant_id, replay).await,
@@ -139,7 +163,7 @@ pub async fn create_order(
     params(("id" = String, Path, description = "order id, `ord_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Order),
+        (status = 200, body = OrderWithPayments),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
     ))]
 pub async fn get_order(
@@ -148,15 +172,12 @@ pub async fn get_order(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_order_id(&path)?;
-    let scope = match caller {
-        Caller::Merchant { merchant_id, .. } => Some(merchant_id),
-        Caller::Support { .. } => None,
-    };
     let mut conn = state.pool.get().await?;
-    let order = orders::find_order(&mut conn, scope, id)
+    let order = orders::find_order(&mut conn, caller.scope(), id)
         .await?
         .ok_or(ApiError::NotFound("order"))?;
-    Ok(HttpResponse::Ok().json(order))
+    let payments = attempts_of_order(&mut conn, order.merchant_id, order.id).await?;
+    Ok(HttpResponse::Ok().json(OrderWithPayments { order, payments }))
 }
 
 #[utoipa::path(post, path = "/v1/orders/{id}/cancel", tag = "orders",

@@ -16,7 +16,9 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{Fingerprint, IdempotencyKey, IdempotencyMetrics, Operation};
+use crate::db::pool::PoolError;
 use crate::db::schema::idempotency_keys;
+use crate::db::{DbConn, DbPool};
 use crate::ids::MerchantId;
 
 #[derive(Debug, Clone)]
@@ -118,6 +120,8 @@ pub enum IdempotencyError {
     RateLimited { retry_after: Duration },
     #[error(transparent)]
     Database(#[from] diesel::result::Error),
+    #[error(transparent)]
+    Unavailable(#[from] PoolError),
 }
 
 type Tm = <AsyncPgConnection as AsyncConnection>::TransactionManager;
@@ -137,23 +141,26 @@ pub async fn rollback(conn: &mut AsyncPgConnection) {
     }
 }
 
-/// Claims `request`'s key, waiting up to `settings.wait` while another request holds it.
+/// Claims `request`'s key, waiting up to `settings.wait` while another request holds it,
+/// and answers with the connection to go on with (inside the claim's transaction for
+/// `Fresh` and `TakenOver`). No connection is held while waiting, so a crowd of duplicates
+/// cannot drain the pool.
 pub async fn begin(
-    conn: &mut AsyncPgConnection,
+    pool: &DbPool,
     settings: &IdempotencySettings,
     metrics: &IdempotencyMetrics,
     request: &KeyedRequest,
-) -> Result<Begun, IdempotencyError> {
+) -> Result<(Begun, DbConn), IdempotencyError> {
     let started = Instant::now();
-    let outcome = claim_loop(conn, settings, request, started).await;
+    let outcome = claim_loop(pool, settings, request, started).await;
     let label = match &outcome {
-        Ok(Begun::Fresh) => "created",
-        Ok(Begun::TakenOver(_)) => "taken_over",
-        Ok(Begun::Replay(_)) => "replayed",
+        Ok((Begun::Fresh, _)) => "created",
+        Ok((Begun::TakenOver(_), _)) => "taken_over",
+        Ok((Begun::Replay(_), _)) => "replayed",
         Err(IdempotencyError::InUse { .. }) => "in_use",
         Err(IdempotencyError::Reused) => "reused_mismatch",
         Err(IdempotencyError::RateLimited { .. }) => "rate_limited",
-        Err(IdempotencyError::Database(_)) => "error",
+        Err(IdempotencyError::Database(_) | IdempotencyError::Unavailable(_)) => "error",
     };
     metrics.observe(label, started.elapsed());
     tracing::Span::current().record("idempotency_outcome", label);
@@ -161,38 +168,40 @@ pub async fn begin(
 }
 
 async fn claim_loop(
-    conn: &mut AsyncPgConnection,
+    pool: &DbPool,
     settings: &IdempotencySettings,
     request: &KeyedRequest,
     started: Instant,
-) -> Result<Begun, IdempotencyError> {
+) -> Result<(Begun, DbConn), IdempotencyError> {
     let mut pause = Duration::from_millis(10);
     loop {
-        begin_transaction(conn).await?;
-        let step = match claim_once(conn, settings, request).await {
+        let mut conn = pool.get().await?;
+        begin_transaction(&mut conn).await?;
+        let step = match claim_once(&mut conn, settings, request).await {
             Ok(step) => step,
             Err(err) => {
-                rollback(conn).await;
+                rollback(&mut conn).await;
                 return Err(err);
             }
         };
         match step {
-            Step::Done(begun @ (Begun::Fresh | Begun::TakenOver(_))) => return Ok(begun),
+            Step::Done(begun @ (Begun::Fresh | Begun::TakenOver(_))) => return Ok((begun, conn)),
             Step::Done(replay) => {
-                rollback(conn).await;
-                return Ok(replay);
+                rollback(&mut conn).await;
+                return Ok((replay, conn));
             }
             Step::Refused(err) => {
-                rollback(conn).await;
+                rollback(&mut conn).await;
                 return Err(err);
             }
             Step::Expired => {
                 // Deleted inside this transaction; commit so the next round inserts afresh.
-                commit(conn).await?;
+                commit(&mut conn).await?;
                 continue;
             }
             Step::Busy { lease_ends } => {
-                rollback(conn).await;
+                rollback(&mut conn).await;
+                drop(conn);
                 if started.elapsed() >= settings.wait {
                     let retry_after = lease_ends
                         .and_then(|end| (end - Utc::now()).to_std().ok())
@@ -414,11 +423,41 @@ pub async fn complete(
     .map(|_| ())
 }
 
+/// Completes the key that made `resource_id` when someone other than its request finished
+/// the work (the reconciler, a webhook): in flight or completed-but-unresolved, it now
+/// replays `status` and may expire. Inside the caller's transaction.
+pub async fn complete_for_resource(
+    conn: &mut AsyncPgConnection,
+    merchant_id: MerchantId,
+    key: &str,
+    resource_type: &str,
+    resource_id: Uuid,
+    status: u16,
+    body: &Value,
+) -> QueryResult<()> {
+    diesel::sql_query(
+        "UPDATE idempotency_keys SET state = 'completed', locked_until = NULL, \
+             recovery_point = 'finished', response_status = $5, response_body = $6, \
+             unresolved = false, updated_at = now() \
+         WHERE merchant_id = $1 AND key = $2 AND resource_type = $3 AND resource_id = $4 \
+           AND (state = 'in_flight' OR unresolved)",
+    )
+    .bind::<SqlUuid, _>(merchant_id.0)
+    .bind::<Text, _>(key)
+    .bind::<Text, _>(resource_type)
+    .bind::<SqlUuid, _>(resource_id)
+    .bind::<Int2, _>(status as i16)
+    .bind::<Jsonb, _>(body)
+    .execute(conn)
+    .await
+    .map(|_| ())
+}
+
 /// Runs database-only `work` exactly once per key: key, work and response in one transaction.
 /// A refusal by `work` (its `Err`) rolls everything back, so the key is not recorded and a
 /// retry with it is judged afresh.
 pub async fn run_once<T, E>(
-    conn: &mut AsyncPgConnection,
+    pool: &DbPool,
     settings: &IdempotencySettings,
     metrics: &IdempotencyMetrics,
     request: &KeyedRequest,
@@ -427,7 +466,9 @@ pub async fn run_once<T, E>(
 where
     E: From<IdempotencyError> + From<diesel::result::Error>,
 {
-    match begin(conn, settings, metrics, request).await? {
+    let (begun, mut conn) = begin(pool, settings, metrics, request).await?;
+    let conn = &mut *conn;
+    match begun {
         Begun::Replay(replay) => Ok(Completion::Replayed(replay)),
         // Database-only work never leaves a key in flight after its transaction, so a
         // takeover means the key row came from elsewhere: redo the work under it.

@@ -1,4 +1,13 @@
-//! The payment domain: money, orders and their state machine.
+//! The payment domain: money, orders, payment attempts and their state machines, the payment
+//! flow and the reconciler.
 
+pub mod attempts;
+pub mod flow;
+pub mod metrics;
 pub mod money;
 pub mod orders;
+pub mod reconciler;
+pub mod transition;
+
+pub use attempts::{AttemptStatus, PaymentAttempt, Source};
+pub use flow::Payments;

@@ -108,6 +108,14 @@ impl SandboxHandle {
         self.state.webhooks.set_url(url);
     }
 
+    /// Begin stopping without waiting (for `Drop` impls): the server stops accepting and
+    /// the background tasks end.
+    pub fn stop_now(&self) {
+        self.state.shutdown.send_replace(true);
+        // The stop command is sent when `stop` is called; the future only awaits completion.
+        drop(self.server.stop(false));
+    }
+
     /// Stop serving and end background tasks (pending webhooks are dropped). Idempotent.
     pub async fn stop(&self) {
         self.state.shutdown.send_replace(true);

@@ -15,9 +15,22 @@ async fn live_and_ready_answer_200_on_a_migrated_database() {
 async fn ready_is_503_on_a_database_without_migrations() {
     let db = crate::helpers::TestDatabase::empty().await;
     // The app does not migrate by itself (serve does, before building it).
-    let app = payorch::app::Application::build(&crate::helpers::test_settings(), &db.url)
-        .await
-        .unwrap();
+    // No payment is made here; the provider is never called.
+    let provider = payorch::providers::stripe::StripeProvider::new(
+        payorch::providers::stripe::StripeConfig::new(
+            "http://127.0.0.1:9",
+            "sk_test_unused",
+            vec!["whsec_unused".into()],
+        ),
+    )
+    .unwrap();
+    let app = payorch::app::Application::build(
+        &crate::helpers::test_settings(),
+        &db.url,
+        std::sync::Arc::new(provider),
+    )
+    .await
+    .unwrap();
     let base = app.base_url();
     let handle = app.handle();
     tokio::spawn(app.run_until_stopped());

@@ -2,6 +2,7 @@
 //! and a fresh copy of it for each test, dropped when the test ends.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
@@ -11,7 +12,11 @@ use payorch::accounts;
 use payorch::app::{AppSettings, Application};
 use payorch::db::migrations::run_migrations;
 use payorch::db::{ClusterOptions, PoolSettings, PrivateCluster};
+use payorch::idempotency::IdempotencySettings;
 use payorch::ids::MerchantId;
+use payorch::payments::reconciler::ReconcilerSettings;
+use payorch::providers::stripe::{StripeConfig, StripeProvider};
+use payorch::sandbox::{self, SandboxConfig, SandboxHandle};
 
 /// The database server of this test run.
 pub struct TestServer {
@@ -253,9 +258,68 @@ pub fn test_settings() -> AppSettings {
             acquire_timeout: Duration::from_secs(2),
             statement_timeout: Duration::from_secs(10),
         },
-        idempotency: Default::default(),
+        idempotency: IdempotencySettings {
+            // Longer than the test provider timeout, short enough for crash tests.
+            lease: Duration::from_secs(3),
+            ..IdempotencySettings::default()
+        },
         reaper: Default::default(),
+        reconciler: ReconcilerSettings {
+            interval: Duration::from_millis(100),
+            backoff: vec![Duration::from_millis(300), Duration::from_millis(500)],
+            claim: Duration::from_secs(3),
+            ..ReconcilerSettings::default()
+        },
     }
+}
+
+/// How a test app and its sandbox provider are set up.
+pub struct TestConfig {
+    pub settings: AppSettings,
+    pub sandbox: SandboxConfig,
+    pub provider_timeout: Duration,
+}
+
+impl Default for TestConfig {
+    fn default() -> Self {
+        TestConfig {
+            settings: test_settings(),
+            sandbox: SandboxConfig {
+                secret: "sk_test_payorch".into(),
+                webhook_secret: TEST_WEBHOOK_SECRET.into(),
+                slow_ms: 1500,
+                processing_ms: 300,
+                ..SandboxConfig::default()
+            },
+            provider_timeout: Duration::from_millis(1000),
+        }
+    }
+}
+
+pub const TEST_WEBHOOK_SECRET: &str = "whsec_test_payorch";
+
+async fn start_app(
+    db: &TestDatabase,
+    config: &TestConfig,
+    sandbox: &SandboxHandle,
+) -> (String, actix_web::dev::ServerHandle) {
+    let provider = StripeProvider::new(StripeConfig {
+        timeout: config.provider_timeout,
+        ..StripeConfig::new(
+            sandbox.base_url(),
+            config.sandbox.secret.clone(),
+            vec![config.sandbox.webhook_secret.clone()],
+        )
+    })
+    .expect("build the provider adapter");
+    let app = Application::build(&config.settings, &db.url, Arc::new(provider))
+        .await
+        .expect("build the application");
+    let base_url = app.base_url();
+    sandbox.set_webhook_url(Some(format!("{base_url}/v1/webhooks/stripe")));
+    let handle = app.handle();
+    tokio::spawn(app.run_until_stopped());
+    (base_url, handle)
 }
 
 /// A running payorch on its own database, with one merchant and one support key.
@@ -266,6 +330,9 @@ pub struct TestApp {
     pub merchant_key: String,
     pub support_key: String,
     pub db: TestDatabase,
+    /// The in-process provider this app charges through; its ledger is the judge.
+    pub sandbox: Arc<SandboxHandle>,
+    pub config: TestConfig,
     handle: actix_web::dev::ServerHandle,
 }
 
@@ -277,16 +344,21 @@ impl TestApp {
 
     /// With settings changed by `adjust` (limits, timeouts).
     pub async fn spawn_with(adjust: impl FnOnce(&mut AppSettings)) -> Self {
-        let mut settings = test_settings();
-        adjust(&mut settings);
-        Self::spawn_configured(TestDatabase::migrated().await, settings).await
+        Self::spawn_config(|config| adjust(&mut config.settings)).await
+    }
+
+    /// With the app, sandbox and provider settings changed by `adjust`.
+    pub async fn spawn_config(adjust: impl FnOnce(&mut TestConfig)) -> Self {
+        let mut config = TestConfig::default();
+        adjust(&mut config);
+        Self::spawn_configured(TestDatabase::migrated().await, config).await
     }
 
     pub async fn spawn_on(db: TestDatabase) -> Self {
-        Self::spawn_configured(db, test_settings()).await
+        Self::spawn_configured(db, TestConfig::default()).await
     }
 
-    async fn spawn_configured(db: TestDatabase, settings: AppSettings) -> Self {
+    async fn spawn_configured(db: TestDatabase, config: TestConfig) -> Self {
         // Logs only on request: `RUST_LOG=info cargo test -- --nocapture`.
         if std::env::var_os("RUST_LOG").is_some() {
             payorch::telemetry::init(false);
@@ -298,12 +370,12 @@ impl TestApp {
         let support = accounts::create_support_key(&mut conn, "Test support")
             .await
             .expect("create a support key");
-        let app = Application::build(&settings, &db.url)
-            .await
-            .expect("build the application");
-        let base_url = app.base_url();
-        let handle = app.handle();
-        tokio::spawn(app.run_until_stopped());
+        let sandbox = Arc::new(
+            sandbox::start(config.sandbox.clone())
+                .await
+                .expect("start the sandbox"),
+        );
+        let (base_url, handle) = start_app(&db, &config, &sandbox).await;
         TestApp {
             base_url,
             client: reqwest::Client::new(),
@@ -311,8 +383,61 @@ impl TestApp {
             merchant_key: key.secret,
             support_key: support.secret,
             db,
+            sandbox,
+            config,
             handle,
         }
+    }
+
+    /// Stops the server at once, as a crash would: requests in flight are dropped wherever
+    /// they are, and the background workers stop.
+    pub async fn crash(&self) {
+        self.handle.stop(false).await;
+    }
+
+    /// A new server on the same database and sandbox (after [`crash`](Self::crash)).
+    pub async fn restart(&mut self) {
+        let (base_url, handle) = start_app(&self.db, &self.config, &self.sandbox).await;
+        self.base_url = base_url;
+        self.handle = handle;
+    }
+
+    /// Charges in the sandbox ledger for `attempt_id` (declines are not charges).
+    pub fn charges_for(&self, attempt_id: &str) -> usize {
+        self.sandbox
+            .ledger()
+            .iter()
+            .filter(|entry| entry.attempt_id.as_deref() == Some(attempt_id) && entry.is_charged())
+            .count()
+    }
+
+    /// Every charge in the sandbox ledger.
+    pub fn charges(&self) -> usize {
+        self.sandbox
+            .ledger()
+            .iter()
+            .filter(|e| e.is_charged())
+            .count()
+    }
+
+    /// A POST with an optional Idempotency-Key and JSON body.
+    pub async fn post_keyed(
+        &self,
+        secret: &str,
+        path: &str,
+        key: Option<&str>,
+        body: Option<String>,
+    ) -> reqwest::Response {
+        let mut request = self.client.post(self.url(path)).bearer_auth(secret);
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body);
+        }
+        request.send().await.expect("request sent")
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -351,6 +476,7 @@ impl Drop for TestApp {
     fn drop(&mut self) {
         // Stop accepting at once; the database is dropped right after (with FORCE).
         drop(self.handle.stop(false));
+        self.sandbox.stop_now();
     }
 }
 

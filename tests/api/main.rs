@@ -5,9 +5,11 @@ mod helpers;
 
 mod auth;
 mod cluster;
+mod crash;
 mod errors;
 mod health;
 mod migrations;
 mod orders;
 mod outage;
+mod payments;
 mod serve;

@@ -10,25 +10,6 @@ use serde_json::{json, Value};
 use crate::helpers::{assert_problem, TestApp};
 
 impl TestApp {
-    pub async fn post_keyed(
-        &self,
-        secret: &str,
-        path: &str,
-        key: Option<&str>,
-        body: Option<String>,
-    ) -> reqwest::Response {
-        let mut request = self.client.post(self.url(path)).bearer_auth(secret);
-        if let Some(key) = key {
-            request = request.header("Idempotency-Key", key);
-        }
-        if let Some(body) = body {
-            request = request
-                .header("content-type", "application/json")
-                .body(body);
-        }
-        request.send().await.expect("request sent")
-    }
-
     pub async fn create_order(&self, key: &str, body: &Value) -> reqwest::Response {
         self.post_keyed(
             &self.merchant_key,

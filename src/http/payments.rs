@@ -1,0 +1,198 @@
+//! `POST /v1/orders/{id}/payments`, `POST /v1/checkout`, `GET /v1/payments/{id}`.
+
+use std::collections::BTreeMap;
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::accounts::Caller;
+use crate::http::errors::{ApiError, FieldError};
+use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
+use crate::http::orders::{parse_order_id, CreateOrderBody};
+use crate::http::AppState;
+use crate::idempotency::Operation;
+use crate::ids::PaymentId;
+use crate::payments::flow::{self, Paid, Target};
+use crate::payments::orders::{self, Order};
+use crate::payments::PaymentAttempt;
+
+const MAX_PAYMENT_METHOD_LEN: usize = 255;
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreatePaymentBody {
+    /// The provider's payment method token (`pm_card_visa`, …); never card data.
+    payment_method: Option<String>,
+}
+
+/// Order fields and a payment method: the order is made and paid under one key.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckoutBody {
+    amount: Option<i64>,
+    currency: Option<String>,
+    merchant_reference: Option<String>,
+    description: Option<String>,
+    metadata: Option<BTreeMap<String, String>>,
+    payment_method: Option<String>,
+}
+
+/// `POST /v1/checkout`'s answer: the order and its attempt, each as it is now.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct CheckoutResult {
+    order: Order,
+    payment: PaymentAttempt,
+}
+
+/// A provider token: 1–255 visible ASCII characters.
+fn parse_payment_method(raw: Option<String>) -> Result<String, FieldError> {
+    let field = "/payment_method";
+    let method = raw.ok_or_else(|| FieldError::new(field, "is required"))?;
+    if method.is_empty()
+        || method.len() > MAX_PAYMENT_METHOD_LEN
+        || !method.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(FieldError::new(
+            field,
+            format!("must be a payment method token of 1 to {MAX_PAYMENT_METHOD_LEN} visible ASCII characters"),
+        ));
+    }
+    Ok(method)
+}
+
+fn payment_location(id: PaymentId) -> String {
+    format!("/v1/payments/{id}")
+}
+
+/// `201` (or the first status, replayed) with `Location` to poll.
+fn answer<T: Serialize>(paid: &Paid, body: &T) -> HttpResponse {
+    let mut response = respond(paid.status, body, paid.replayed);
+    if let Ok(location) = header::HeaderValue::from_str(&payment_location(paid.attempt.id)) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
+}
+
+#[utoipa::path(post, path = "/v1/orders/{id}/payments", tag = "payments",
+    request_body = CreatePaymentBody,
+    params(
+        ("id" = String, Path, description = "order id, `ord_…`"),
+        ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 201, body = PaymentAttempt, description = "the attempt, `succeeded`, `failed` (a decline) or `pending` (poll `Location`); or replayed with `Idempotent-Replayed: true`"),
+        (status = 404, body = crate::http::errors::Problem),
+        (status = 409, body = crate::http::errors::Problem, description = "payment_in_progress, order_already_paid (both name `payment_id`), order_not_payable, idempotency_key_in_use"),
+        (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused, raw_card_data_forbidden"),
+    ))]
+pub async fn create_payment(
+    caller: Caller,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let merchant_id = caller.merchant_for_write()?;
+    let key = idempotency_key(&req)?;
+    let order_id = parse_order_id(&path)?;
+    let payment_method =
+        parse_payment_method(read_body::<CreatePaymentBody>(&body)?.payment_method)
+            .map_err(|e| ApiError::ValidationFailed(vec![e]))?;
+    let keyed = keyed_request(
+        &req,
+        merchant_id,
+        key,
+        Operation::CreatePayment,
+        Some(&body),
+    );
+    let paid = flow::pay(
+        &state.pay_context(),
+        &keyed,
+        &Target::Order(order_id),
+        &payment_method,
+    )
+    .await?;
+    Ok(answer(&paid, &paid.attempt))
+}
+
+#[utoipa::path(post, path = "/v1/checkout", tag = "payments",
+    request_body = CheckoutBody,
+    params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters")),
+    security(("bearer" = [])),
+    responses(
+        (status = 201, body = CheckoutResult, description = "the order and its attempt; replayed with `Idempotent-Replayed: true`"),
+        (status = 409, body = crate::http::errors::Problem, description = "merchant_reference_exists, idempotency_key_in_use"),
+        (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused, raw_card_data_forbidden"),
+    ))]
+pub async fn checkout(
+    caller: Caller,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Json<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let merchant_id = caller.merchant_for_write()?;
+    let key = idempotency_key(&req)?;
+    let fields = read_body::<CheckoutBody>(&body)?;
+    let payment_method = parse_payment_method(fields.payment_method);
+    let new_order = CreateOrderBody::new(
+        fields.amount,
+        fields.currency,
+        fields.merchant_reference,
+        fields.description,
+        fields.metadata,
+    )
+    .into_new_order();
+    // Every field problem at once, order and payment method alike.
+    let (new_order, payment_method) = match (new_order, payment_method) {
+        (Ok(order), Ok(method)) => (order, method),
+        (order, method) => {
+            let mut problems = match order {
+                Err(ApiError::ValidationFailed(problems)) => problems,
+                Err(other) => return Err(other),
+                Ok(_) => Vec::new(),
+            };
+            problems.extend(method.err());
+            return Err(ApiError::ValidationFailed(problems));
+        }
+    };
+    let keyed = keyed_request(&req, merchant_id, key, Operation::Checkout, Some(&body));
+    let paid = flow::pay(
+        &state.pay_context(),
+        &keyed,
+        &Target::NewOrder(new_order),
+        &payment_method,
+    )
+    .await?;
+    let mut conn = state.pool.get().await?;
+    let order = orders::find_order(&mut conn, Some(merchant_id), paid.attempt.order_id)
+        .await?
+        .ok_or_else(|| ApiError::Internal("a checkout's order is gone".into()))?;
+    let result = CheckoutResult {
+        order,
+        payment: paid.attempt.clone(),
+    };
+    Ok(answer(&paid, &result))
+}
+
+#[utoipa::path(get, path = "/v1/payments/{id}", tag = "payments",
+    params(("id" = String, Path, description = "payment attempt id, `pay_…`")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = PaymentAttempt),
+        (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
+    ))]
+pub async fn get_payment(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id: PaymentId = path.parse().map_err(|_| ApiError::NotFound("payment"))?;
+    let mut conn = state.pool.get().await?;
+    let attempt = crate::payments::attempts::find_attempt(&mut conn, caller.scope(), id)
+        .await?
+        .ok_or(ApiError::NotFound("payment"))?;
+    Ok(HttpResponse::Ok().json(attempt))
+}

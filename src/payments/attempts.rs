@@ -1,0 +1,407 @@
+//! Payment attempts: one try to charge, under one provider idempotency key.
+//! `created → pending → succeeded | failed`, and `created → succeeded | failed`.
+//!
+//! The rules are written once in Rust ([`AttemptStatus::can_become`]) and held again by the
+//! database: partial unique indexes (one open and one succeeded attempt per order), unique
+//! provider keys and charge ids, and triggers that refuse any other move and keep the order
+//! in step (see the `payment_attempts` migration).
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+use diesel::sql_types::{Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::db::schema::{attempt_events, orders, payment_attempts, provider_calls};
+use crate::ids::{MerchantId, OrderId, PaymentId};
+use crate::payments::orders::OrderStatus;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptStatus {
+    /// Recorded; the provider call may not have gone out yet.
+    Created,
+    /// The provider has or may have the charge; its outcome is not known yet.
+    Pending,
+    Succeeded,
+    Failed,
+}
+
+impl AttemptStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptStatus::Created => "created",
+            AttemptStatus::Pending => "pending",
+            AttemptStatus::Succeeded => "succeeded",
+            AttemptStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "created" => AttemptStatus::Created,
+            "pending" => AttemptStatus::Pending,
+            "succeeded" => AttemptStatus::Succeeded,
+            "failed" => AttemptStatus::Failed,
+            _ => return None,
+        })
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, AttemptStatus::Succeeded | AttemptStatus::Failed)
+    }
+
+    pub fn can_become(self, next: AttemptStatus) -> bool {
+        use AttemptStatus::*;
+        matches!(
+            (self, next),
+            (Created, Pending | Succeeded | Failed) | (Pending, Succeeded | Failed)
+        )
+    }
+}
+
+/// Who moved an attempt; kept on every timeline row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Api,
+    ProviderResponse,
+    Webhook,
+    Reconciler,
+    Support,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Api => "api",
+            Source::ProviderResponse => "provider_response",
+            Source::Webhook => "webhook",
+            Source::Reconciler => "reconciler",
+            Source::Support => "support",
+        }
+    }
+}
+
+/// A payment attempt as shown to merchants and support.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct PaymentAttempt {
+    pub id: PaymentId,
+    /// Always `payment`.
+    pub object: &'static str,
+    pub merchant_id: MerchantId,
+    pub order_id: OrderId,
+    pub status: AttemptStatus,
+    pub amount: i64,
+    pub currency: String,
+    pub payment_method: String,
+    pub provider: String,
+    /// Sent with every create of this charge, so the provider never charges it twice.
+    pub provider_idempotency_key: String,
+    /// The provider's charge id (`pi_…`), once known.
+    pub provider_payment_id: Option<String>,
+    /// For `failed`: the provider's code (`card_declined`, …) or `provider_no_record`.
+    pub failure_code: Option<String>,
+    pub failure_message: Option<String>,
+    /// While `created` or `pending`: when payorch next asks the provider.
+    pub next_check_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The client's Idempotency-Key that made this attempt (not shown).
+    #[serde(skip)]
+    pub idempotency_key: Option<String>,
+    /// How many times the reconciler has asked about it (not shown).
+    #[serde(skip)]
+    pub checks: i32,
+}
+
+/// The row as the table holds it; [`PaymentAttempt`] is how it is shown.
+#[derive(Queryable, Selectable, QueryableByName)]
+#[diesel(table_name = payment_attempts)]
+pub struct AttemptRow {
+    merchant_id: Uuid,
+    id: Uuid,
+    order_id: Uuid,
+    status: String,
+    amount: i64,
+    currency: String,
+    payment_method: String,
+    provider: String,
+    provider_idempotency_key: String,
+    provider_payment_id: Option<String>,
+    failure_code: Option<String>,
+    failure_message: Option<String>,
+    idempotency_key: Option<String>,
+    next_check_at: Option<DateTime<Utc>>,
+    checks: i32,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+impl From<AttemptRow> for PaymentAttempt {
+    fn from(row: AttemptRow) -> Self {
+        PaymentAttempt {
+            id: PaymentId(row.id),
+            object: "payment",
+            merchant_id: MerchantId(row.merchant_id),
+            order_id: OrderId(row.order_id),
+            // The column's CHECK admits only the four statuses.
+            status: AttemptStatus::parse(&row.status).unwrap_or(AttemptStatus::Pending),
+            amount: row.amount,
+            currency: row.currency,
+            payment_method: row.payment_method,
+            provider: row.provider,
+            provider_idempotency_key: row.provider_idempotency_key,
+            provider_payment_id: row.provider_payment_id,
+            failure_code: row.failure_code,
+            failure_message: row.failure_message,
+            next_check_at: row.next_check_at,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            finished_at: row.finished_at,
+            idempotency_key: row.idempotency_key,
+            checks: row.checks,
+        }
+    }
+}
+
+/// The provider key of an attempt: derived from its id, so it is the same on every resend
+/// from any replica, for ever.
+pub fn provider_idempotency_key(id: PaymentId) -> String {
+    format!("payorch_{id}")
+}
+
+/// A new attempt to insert.
+pub struct NewAttempt<'a> {
+    pub merchant_id: MerchantId,
+    pub order_id: OrderId,
+    pub payment_method: &'a str,
+    pub provider: &'a str,
+    pub idempotency_key: Option<&'a str>,
+    /// When the reconciler may first look, if the request that made it never finishes.
+    pub first_check_at: DateTime<Utc>,
+}
+
+/// Why an attempt could not be made. Read after the failed transaction is rolled back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The order already has a `created` or `pending` attempt.
+    InProgress(PaymentId),
+    /// The order is paid, by this attempt.
+    AlreadyPaid(PaymentId),
+    /// The order is canceled.
+    NotPayable(OrderStatus),
+    OrderNotFound,
+}
+
+/// What an insert ran into: the database refused it by one of the invariants, or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InsertError {
+    #[error("the order cannot take a new attempt now")]
+    Refused,
+    #[error(transparent)]
+    Database(#[from] DieselError),
+}
+
+/// Inserts a `created` attempt and its first timeline row in one statement. The database
+/// moves the order to `processing` in the same statement, or refuses (invariants 1, 2, 5):
+/// then the transaction is spoilt; roll it back and ask [`why_refused`].
+pub async fn insert_attempt(
+    conn: &mut AsyncPgConnection,
+    new: &NewAttempt<'_>,
+) -> Result<PaymentAttempt, InsertError> {
+    let id = PaymentId::new();
+    let inserted = diesel::sql_query(
+        "WITH made AS ( \
+             INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method, \
+                 provider, provider_idempotency_key, idempotency_key, next_check_at) \
+             VALUES ($1, $2, $3, 'created', $4, $5, $6, $7, $8) RETURNING *), \
+         logged AS ( \
+             INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source) \
+             SELECT merchant_id, id, NULL, 'created', 'api' FROM made) \
+         SELECT * FROM made",
+    )
+    .bind::<SqlUuid, _>(new.merchant_id.0)
+    .bind::<SqlUuid, _>(id.0)
+    .bind::<SqlUuid, _>(new.order_id.0)
+    .bind::<Text, _>(new.payment_method)
+    .bind::<Text, _>(new.provider)
+    .bind::<Text, _>(provider_idempotency_key(id))
+    .bind::<Nullable<Text>, _>(new.idempotency_key)
+    .bind::<Timestamptz, _>(new.first_check_at)
+    .get_result::<AttemptRow>(conn)
+    .await;
+    match inserted {
+        Ok(row) => Ok(row.into()),
+        Err(DieselError::DatabaseError(kind, info))
+            if is_refusal(&kind, info.constraint_name()) =>
+        {
+            Err(InsertError::Refused)
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn is_refusal(kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
+    matches!(
+        (kind, constraint),
+        (
+            DatabaseErrorKind::UniqueViolation,
+            Some("payment_attempts_one_open" | "payment_attempts_one_succeeded")
+        ) | (
+            DatabaseErrorKind::CheckViolation,
+            Some("payment_attempts_order_payable")
+        )
+    )
+}
+
+/// Why the order cannot take an attempt, as it stands now; `None` if it can after all (the
+/// attempt in the way has just failed), so the caller may try once more.
+pub async fn why_refused(
+    conn: &mut AsyncPgConnection,
+    merchant_id: MerchantId,
+    order_id: OrderId,
+) -> QueryResult<Option<Refusal>> {
+    let status: Option<String> = orders::table
+        .find((merchant_id.0, order_id.0))
+        .select(orders::status)
+        .first(conn)
+        .await
+        .optional()?;
+    let Some(status) = status.as_deref().and_then(OrderStatus::parse) else {
+        return Ok(Some(Refusal::OrderNotFound));
+    };
+    let blocking: Option<(Uuid, String)> = payment_attempts::table
+        .filter(payment_attempts::merchant_id.eq(merchant_id.0))
+        .filter(payment_attempts::order_id.eq(order_id.0))
+        .filter(payment_attempts::status.eq_any(["created", "pending", "succeeded"]))
+        .select((payment_attempts::id, payment_attempts::status))
+        .order(payment_attempts::created_at.desc())
+        .first(conn)
+        .await
+        .optional()?;
+    Ok(match (status, blocking) {
+        (_, Some((id, s))) if s == "succeeded" => Some(Refusal::AlreadyPaid(PaymentId(id))),
+        (_, Some((id, _))) => Some(Refusal::InProgress(PaymentId(id))),
+        (OrderStatus::AwaitingPayment, None) => None,
+        (other, None) => Some(Refusal::NotPayable(other)),
+    })
+}
+
+/// The attempt, if `merchant` (or support, with `None`) may see it.
+pub async fn find_attempt(
+    conn: &mut AsyncPgConnection,
+    merchant: Option<MerchantId>,
+    id: PaymentId,
+) -> QueryResult<Option<PaymentAttempt>> {
+    let mut query = payment_attempts::table
+        .filter(payment_attempts::id.eq(id.0))
+        .select(AttemptRow::as_select())
+        .into_boxed();
+    if let Some(merchant) = merchant {
+        query = query.filter(payment_attempts::merchant_id.eq(merchant.0));
+    }
+    Ok(query
+        .first::<AttemptRow>(conn)
+        .await
+        .optional()?
+        .map(Into::into))
+}
+
+/// An order's attempts, newest first.
+pub async fn attempts_of_order(
+    conn: &mut AsyncPgConnection,
+    merchant_id: MerchantId,
+    order_id: OrderId,
+) -> QueryResult<Vec<PaymentAttempt>> {
+    Ok(payment_attempts::table
+        .filter(payment_attempts::merchant_id.eq(merchant_id.0))
+        .filter(payment_attempts::order_id.eq(order_id.0))
+        .order(payment_attempts::created_at.desc())
+        .select(AttemptRow::as_select())
+        .load::<AttemptRow>(conn)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
+}
+
+/// One line of an attempt's timeline.
+#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[diesel(table_name = attempt_events)]
+pub struct TimelineEntry {
+    #[serde(rename = "from")]
+    pub from_status: Option<String>,
+    #[serde(rename = "to")]
+    pub to_status: String,
+    pub source: String,
+    pub detail: Option<String>,
+    #[serde(rename = "at")]
+    pub created_at: DateTime<Utc>,
+}
+
+pub async fn timeline(
+    conn: &mut AsyncPgConnection,
+    attempt: &PaymentAttempt,
+) -> QueryResult<Vec<TimelineEntry>> {
+    attempt_events::table
+        .filter(attempt_events::merchant_id.eq(attempt.merchant_id.0))
+        .filter(attempt_events::attempt_id.eq(attempt.id.0))
+        .order(attempt_events::id)
+        .select(TimelineEntry::as_select())
+        .load(conn)
+        .await
+}
+
+/// One logged provider call about an attempt.
+#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[diesel(table_name = provider_calls)]
+pub struct LoggedCall {
+    pub operation: String,
+    pub source: String,
+    pub outcome: String,
+    pub http_status: Option<i16>,
+    pub latency_ms: i32,
+    pub detail: Option<String>,
+    #[serde(rename = "at")]
+    pub created_at: DateTime<Utc>,
+}
+
+pub async fn provider_calls_of(
+    conn: &mut AsyncPgConnection,
+    attempt: &PaymentAttempt,
+) -> QueryResult<Vec<LoggedCall>> {
+    provider_calls::table
+        .filter(provider_calls::merchant_id.eq(attempt.merchant_id.0))
+        .filter(provider_calls::attempt_id.eq(attempt.id.0))
+        .order(provider_calls::id)
+        .select(LoggedCall::as_select())
+        .load(conn)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AttemptStatus::*;
+
+    #[test]
+    fn attempts_move_one_way() {
+        assert!(Created.can_become(Pending));
+        assert!(Created.can_become(Succeeded));
+        assert!(Created.can_become(Failed));
+        assert!(Pending.can_become(Succeeded));
+        assert!(Pending.can_become(Failed));
+        assert!(!Pending.can_become(Created));
+        assert!(!Created.can_become(Created));
+        for last in [Succeeded, Failed] {
+            assert!(last.is_final());
+            for next in [Created, Pending, Succeeded, Failed] {
+                assert!(!last.can_become(next), "{last:?} → {next:?}");
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! Payment metrics: attempt transitions, provider calls, and the attempts still unresolved.
+
+use std::time::Duration;
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+
+use super::attempts::{AttemptStatus, Source};
+use super::transition::CallKind;
+use crate::providers::ProviderCall;
+
+pub struct PaymentMetrics {
+    transitions: IntCounterVec,
+    provider_calls: IntCounterVec,
+    provider_latency: HistogramVec,
+    pub unresolved: IntGaugeVec,
+    pub oldest_unresolved_seconds: IntGauge,
+    pub unresolved_overdue: IntGauge,
+}
+
+impl PaymentMetrics {
+    pub fn new() -> prometheus::Result<Self> {
+        Ok(PaymentMetrics {
+            transitions: IntCounterVec::new(
+                Opts::new(
+                    "payment_attempt_transitions_total",
+                    "Payment attempt status changes by from, to and source",
+                ),
+                &["from", "to", "source"],
+            )?,
+            provider_calls: IntCounterVec::new(
+                Opts::new(
+                    "provider_calls_total",
+                    "Provider calls by operation and outcome",
+                ),
+                &["operation", "outcome"],
+            )?,
+            provider_latency: HistogramVec::new(
+                HistogramOpts::new("provider_call_seconds", "Provider call latency").buckets(vec![
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ]),
+                &["operation"],
+            )?,
+            unresolved: IntGaugeVec::new(
+                Opts::new(
+                    "payment_attempts_unresolved",
+                    "Attempts still created or pending, by status",
+                ),
+                &["status"],
+            )?,
+            oldest_unresolved_seconds: IntGauge::new(
+                "payment_attempts_oldest_unresolved_seconds",
+                "Age of the oldest attempt still created or pending",
+            )?,
+            unresolved_overdue: IntGauge::new(
+                "payment_attempts_unresolved_overdue",
+                "Attempts unresolved for longer than the alert threshold: a human should look",
+            )?,
+        })
+    }
+
+    pub fn register(&self, registry: &crate::http::metrics::Metrics) -> prometheus::Result<()> {
+        registry.register(Box::new(self.transitions.clone()))?;
+        registry.register(Box::new(self.provider_calls.clone()))?;
+        registry.register(Box::new(self.provider_latency.clone()))?;
+        registry.register(Box::new(self.unresolved.clone()))?;
+        registry.register(Box::new(self.oldest_unresolved_seconds.clone()))?;
+        registry.register(Box::new(self.unresolved_overdue.clone()))
+    }
+
+    pub fn transition(&self, from: AttemptStatus, to: AttemptStatus, source: Source) {
+        self.transitions
+            .with_label_values(&[from.as_str(), to.as_str(), source.as_str()])
+            .inc();
+    }
+
+    /// A new attempt (`∅ → created`).
+    pub fn created(&self) {
+        self.transitions
+            .with_label_values(&["none", "created", Source::Api.as_str()])
+            .inc();
+    }
+
+    pub fn provider_call(&self, kind: CallKind, call: &ProviderCall) {
+        self.provider_calls
+            .with_label_values(&[kind.as_str(), call.outcome.label()])
+            .inc();
+        self.provider_latency
+            .with_label_values(&[kind.as_str()])
+            .observe(call.latency.as_secs_f64());
+    }
+
+    pub fn set_unresolved(&self, created: i64, pending: i64, oldest: Duration, overdue: i64) {
+        self.unresolved.with_label_values(&["created"]).set(created);
+        self.unresolved.with_label_values(&["pending"]).set(pending);
+        self.oldest_unresolved_seconds.set(oldest.as_secs() as i64);
+        self.unresolved_overdue.set(overdue);
+    }
+}

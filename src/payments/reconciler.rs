@@ -1,0 +1,308 @@
+//! The reconciler (SPEC §8): a worker in every replica that finds the truth about attempts
+//! still `created` or `pending` once their `next_check_at` has come.
+//!
+//! Replicas share the queue through `FOR UPDATE SKIP LOCKED`: claiming an attempt pushes its
+//! `next_check_at` past the provider timeout in the same statement, so no other replica asks
+//! about it meanwhile, and no row lock is held during the provider call.
+//!
+//! How it asks: by the provider's charge id when known; else by resending the create with
+//! the attempt's own key while the provider still remembers keys (a replay, never a second
+//! charge); else by searching for the attempt id. Past the key window with no record at all,
+//! nothing was charged: the attempt fails with `provider_no_record`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use diesel::sql_types::{BigInt, Interval};
+use diesel::QueryableByName;
+use diesel_async::RunQueryDsl;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::attempts::{AttemptRow, PaymentAttempt, Source};
+use super::flow::{charge_request, Payments, RESOURCE_TYPE};
+use super::transition::{apply, log_call, CallKind};
+use crate::db::DbPool;
+use crate::idempotency::store;
+use crate::providers::{ProviderCall, ProviderOutcome};
+
+pub const NO_RECORD: &str = "provider_no_record";
+
+#[derive(Debug, Clone)]
+pub struct ReconcilerSettings {
+    /// How often each replica looks for due attempts.
+    pub interval: Duration,
+    /// Wait before the first, second, … check; the last one repeats.
+    pub backoff: Vec<Duration>,
+    /// How long the provider keeps idempotency keys, minus a margin: inside it, a resend with
+    /// the same key is safe and tells the truth.
+    pub key_window: Duration,
+    /// How long a claimed attempt is hidden from other replicas; longer than a provider call.
+    pub claim: Duration,
+    /// Attempts claimed per round.
+    pub batch: i64,
+    /// Attempts unresolved for longer than this are counted for a human.
+    pub alert_after: Duration,
+}
+
+impl Default for ReconcilerSettings {
+    fn default() -> Self {
+        ReconcilerSettings {
+            interval: Duration::from_secs(1),
+            backoff: [5, 15, 60, 300, 900, 3600]
+                .map(Duration::from_secs)
+                .to_vec(),
+            key_window: Duration::from_secs(23 * 3600),
+            claim: Duration::from_secs(60),
+            batch: 16,
+            alert_after: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+impl ReconcilerSettings {
+    /// The wait before check number `checks + 1`.
+    pub fn wait_after(&self, checks: i32) -> Duration {
+        let index = (checks.max(0) as usize).min(self.backoff.len().saturating_sub(1));
+        self.backoff
+            .get(index)
+            .copied()
+            .unwrap_or(Duration::from_secs(3600))
+    }
+
+    /// When the payment flow leaves an attempt open, the first check is this far away.
+    pub fn first_check(&self) -> chrono::Duration {
+        to_chrono(self.wait_after(0))
+    }
+}
+
+fn to_chrono(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::hours(1))
+}
+
+/// Runs until `stop` turns true.
+pub async fn run(pool: DbPool, payments: Arc<Payments>, mut stop: watch::Receiver<bool>) {
+    let settings = payments.reconciler.clone();
+    loop {
+        let claimed = match reconcile_due(&pool, &payments).await {
+            Ok(claimed) => claimed,
+            Err(err) => {
+                tracing::warn!(error = %err, "reconciler round failed");
+                0
+            }
+        };
+        if let Err(err) = refresh_gauges(&pool, &payments).await {
+            tracing::debug!(error = %err, "could not count unresolved attempts");
+        }
+        // A full batch means more may be due: go on at once.
+        if claimed as i64 >= settings.batch {
+            continue;
+        }
+        tokio::select! {
+            _ = stop.wait_for(|stopped| *stopped) => return,
+            () = tokio::time::sleep(settings.interval) => {}
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error(transparent)]
+    Unavailable(#[from] crate::db::pool::PoolError),
+    #[error(transparent)]
+    Database(#[from] diesel::result::Error),
+}
+
+/// Claims the attempts that are due and checks each with the provider, concurrently.
+/// Returns how many were claimed.
+pub async fn reconcile_due(
+    pool: &DbPool,
+    payments: &Arc<Payments>,
+) -> Result<usize, ReconcileError> {
+    let due = claim_due(pool, &payments.reconciler).await?;
+    let claimed = due.len();
+    let mut checks = tokio::task::JoinSet::new();
+    for attempt in due {
+        let pool = pool.clone();
+        let payments = payments.clone();
+        checks.spawn(async move {
+            let id = attempt.id;
+            if let Err(err) = check(&pool, &payments, attempt, Source::Reconciler).await {
+                tracing::warn!(attempt = %id, error = %err, "reconciler check failed");
+            }
+        });
+    }
+    while checks.join_next().await.is_some() {}
+    Ok(claimed)
+}
+
+/// Takes up to a batch of due attempts and hides them from other replicas for the claim.
+async fn claim_due(
+    pool: &DbPool,
+    settings: &ReconcilerSettings,
+) -> Result<Vec<PaymentAttempt>, ReconcileError> {
+    let mut conn = pool.get().await?;
+    let rows: Vec<AttemptRow> = diesel::sql_query(
+        "UPDATE payment_attempts a SET next_check_at = now() + $1, checks = a.checks + 1 \
+         FROM (SELECT merchant_id, id FROM payment_attempts \
+               WHERE status IN ('created', 'pending') AND next_check_at <= now() \
+               ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED) due \
+         WHERE a.merchant_id = due.merchant_id AND a.id = due.id \
+         RETURNING a.*",
+    )
+    .bind::<Interval, _>(pg_interval(settings.claim))
+    .bind::<BigInt, _>(settings.batch)
+    .load(&mut conn)
+    .await?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
+fn pg_interval(d: Duration) -> diesel::pg::data_types::PgInterval {
+    diesel::pg::data_types::PgInterval::from_microseconds(d.as_micros().min(i64::MAX as u128) as i64)
+}
+
+/// Asks the provider about one attempt and records what it said; finishes the attempt (and
+/// the key that made it) on a definitive answer. Also the support action "reconcile now".
+pub async fn check(
+    pool: &DbPool,
+    payments: &Payments,
+    attempt: PaymentAttempt,
+    source: Source,
+) -> Result<PaymentAttempt, ReconcileError> {
+    if attempt.status.is_final() {
+        return Ok(attempt);
+    }
+    let (kind, call) = ask(payments, &attempt).await;
+    payments.metrics.provider_call(kind, &call);
+    let outcome = match (kind, &call.outcome) {
+        (CallKind::Search, ProviderOutcome::NotFound) => ProviderOutcome::Failed {
+            code: NO_RECORD.into(),
+            message: "the provider has no record of this charge and its key has expired: \
+                      nothing was charged"
+                .into(),
+            provider_id: None,
+        },
+        (_, outcome) => outcome.clone(),
+    };
+    let next_check = Utc::now() + to_chrono(payments.reconciler.wait_after(attempt.checks));
+    let mut conn = pool.get().await?;
+    store::begin_transaction(&mut conn).await?;
+    let done = async {
+        log_call(&mut conn, &attempt, kind, log_source(source), &call).await?;
+        let applied = apply(
+            &mut conn,
+            &payments.metrics,
+            attempt,
+            &outcome,
+            source,
+            next_check,
+        )
+        .await?;
+        let attempt = applied.attempt;
+        if attempt.status.is_final() {
+            settle_key(&mut conn, &attempt).await?;
+        }
+        store::commit(&mut conn).await?;
+        Ok::<_, diesel::result::Error>(attempt)
+    }
+    .await;
+    match done {
+        Ok(attempt) => Ok(attempt),
+        Err(err) => {
+            store::rollback(&mut conn).await;
+            Err(err.into())
+        }
+    }
+}
+
+/// The one provider call a check makes.
+async fn ask(payments: &Payments, attempt: &PaymentAttempt) -> (CallKind, ProviderCall) {
+    let provider = &payments.provider;
+    if let Some(provider_id) = &attempt.provider_payment_id {
+        return (CallKind::Retrieve, provider.retrieve(provider_id).await);
+    }
+    let age = (Utc::now() - attempt.created_at)
+        .to_std()
+        .unwrap_or_default();
+    if age < payments.reconciler.key_window {
+        let call = provider.create_charge(&charge_request(attempt)).await;
+        return (CallKind::Create, call);
+    }
+    let call = provider.find_by_attempt(&attempt.id.to_string()).await;
+    (CallKind::Search, call)
+}
+
+/// Provider calls are logged as made by the API, the reconciler or support.
+fn log_source(source: Source) -> Source {
+    match source {
+        Source::Support => Source::Support,
+        _ => Source::Reconciler,
+    }
+}
+
+/// Completes the Idempotency-Key that made a now-final attempt, so a late retry replays
+/// the final result and the key may expire.
+pub async fn settle_key(
+    conn: &mut diesel_async::AsyncPgConnection,
+    attempt: &PaymentAttempt,
+) -> diesel::QueryResult<()> {
+    let Some(key) = &attempt.idempotency_key else {
+        return Ok(());
+    };
+    store::complete_for_resource(
+        conn,
+        attempt.merchant_id,
+        key,
+        RESOURCE_TYPE,
+        attempt.id.0,
+        201,
+        &json!(attempt),
+    )
+    .await
+}
+
+/// Sets the unresolved-attempt gauges from one query.
+pub async fn refresh_gauges(pool: &DbPool, payments: &Payments) -> Result<(), ReconcileError> {
+    #[derive(QueryableByName)]
+    struct Unresolved {
+        #[diesel(sql_type = BigInt)]
+        created: i64,
+        #[diesel(sql_type = BigInt)]
+        pending: i64,
+        #[diesel(sql_type = BigInt)]
+        oldest_seconds: i64,
+        #[diesel(sql_type = BigInt)]
+        overdue: i64,
+    }
+    let mut conn = pool.get().await?;
+    let counts: Unresolved = diesel::sql_query(
+        "SELECT count(*) FILTER (WHERE status = 'created') AS created, \
+                count(*) FILTER (WHERE status = 'pending') AS pending, \
+                coalesce(extract(epoch FROM now() - min(created_at)), 0)::bigint AS oldest_seconds, \
+                count(*) FILTER (WHERE created_at < now() - $1) AS overdue \
+         FROM payment_attempts WHERE status IN ('created', 'pending')",
+    )
+    .bind::<Interval, _>(pg_interval(payments.reconciler.alert_after))
+    .get_result(&mut conn)
+    .await?;
+    payments.metrics.set_unresolved(
+        counts.created,
+        counts.pending,
+        Duration::from_secs(counts.oldest_seconds.max(0) as u64),
+        counts.overdue,
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_follows_the_schedule_then_stays_hourly() {
+        let settings = ReconcilerSettings::default();
+        let waits: Vec<u64> = (0..8).map(|n| settings.wait_after(n).as_secs()).collect();
+        assert_eq!(waits, [5, 15, 60, 300, 900, 3600, 3600, 3600]);
+    }
+}

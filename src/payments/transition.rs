@@ -1,0 +1,311 @@
+//! The one place that decides what a provider's word does to an attempt, used alike by the
+//! payment flow, the reconciler and webhooks; and the conditional update that applies it.
+
+use chrono::{DateTime, Utc};
+use diesel::sql_types::{Integer, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::OptionalExtension;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use super::attempts::{find_attempt, AttemptRow, AttemptStatus, PaymentAttempt, Source};
+use super::metrics::PaymentMetrics;
+use crate::providers::{ProviderCall, ProviderOutcome};
+
+/// What an outcome means for an attempt in a given status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Move to `to` (recording the provider's id and failure, if any).
+    Move {
+        to: AttemptStatus,
+        provider_payment_id: Option<String>,
+        failure: Option<(String, String)>,
+        detail: String,
+    },
+    /// Still open: remember the provider id if we learnt it and look again later.
+    StayOpen {
+        provider_payment_id: Option<String>,
+        detail: String,
+    },
+    /// Says what the attempt already is (a duplicate, or news that arrived late).
+    AlreadySo,
+    /// Says something older than what the attempt already is (`processing` after `succeeded`).
+    Stale,
+    /// Contradicts the final status (`failed` after `succeeded`): never applied, counted for
+    /// a human to look at.
+    Conflict,
+}
+
+/// What `outcome` does to an attempt that is `current`.
+pub fn decide(current: AttemptStatus, outcome: &ProviderOutcome) -> Decision {
+    use AttemptStatus::*;
+    let (to, failure, detail) = match outcome {
+        ProviderOutcome::Succeeded { provider_id } => (
+            Succeeded,
+            None,
+            format!("provider says succeeded ({provider_id})"),
+        ),
+        ProviderOutcome::Failed { code, message, .. } => (
+            Failed,
+            Some((code.clone(), message.clone())),
+            format!("provider says failed: {code}"),
+        ),
+        ProviderOutcome::Pending { .. } => (Pending, None, "provider is processing".into()),
+        ProviderOutcome::Unknown { reason } => {
+            (Pending, None, format!("outcome unknown: {reason}"))
+        }
+        ProviderOutcome::NotFound => (Pending, None, "provider has no record yet".into()),
+    };
+    let provider_payment_id = outcome.provider_id().map(str::to_owned);
+    match (current, to) {
+        (Created, Pending) => Decision::Move {
+            to,
+            provider_payment_id,
+            failure,
+            detail,
+        },
+        (Pending, Pending) => Decision::StayOpen {
+            provider_payment_id,
+            detail,
+        },
+        (from, to) if from.can_become(to) => Decision::Move {
+            to,
+            provider_payment_id,
+            failure,
+            detail,
+        },
+        (from, to) if from == to => Decision::AlreadySo,
+        (_, Pending) => Decision::Stale,
+        _ => Decision::Conflict,
+    }
+}
+
+/// What applying an outcome did.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// The attempt as it is after this.
+    pub attempt: PaymentAttempt,
+    pub decision: Decision,
+}
+
+/// Applies `outcome` to `attempt` inside the caller's transaction: a conditional update on
+/// the status it was read with, plus its timeline row, in one statement. If someone else
+/// moved the attempt first, it is read again and the outcome judged against that.
+/// `next_check_at` is when to look again should it stay open.
+pub async fn apply(
+    conn: &mut AsyncPgConnection,
+    metrics: &PaymentMetrics,
+    mut attempt: PaymentAttempt,
+    outcome: &ProviderOutcome,
+    source: Source,
+    next_check_at: DateTime<Utc>,
+) -> diesel::QueryResult<Applied> {
+    // Bounded: each retry means another writer finished a move, and there are at most two.
+    for _ in 0..3 {
+        let decision = decide(attempt.status, outcome);
+        let updated = match &decision {
+            Decision::Move {
+                to,
+                provider_payment_id,
+                failure,
+                detail,
+            } => {
+                move_attempt(
+                    conn,
+                    &attempt,
+                    *to,
+                    provider_payment_id.as_deref(),
+                    failure.as_ref(),
+                    source,
+                    detail,
+                    next_check_at,
+                )
+                .await?
+            }
+            Decision::StayOpen {
+                provider_payment_id,
+                ..
+            } => {
+                move_attempt(
+                    conn,
+                    &attempt,
+                    attempt.status,
+                    provider_payment_id.as_deref(),
+                    None,
+                    source,
+                    "",
+                    next_check_at,
+                )
+                .await?
+            }
+            Decision::AlreadySo | Decision::Stale | Decision::Conflict => {
+                return Ok(Applied { attempt, decision });
+            }
+        };
+        match updated {
+            Some(moved) => {
+                if let Decision::Move { to, .. } = &decision {
+                    metrics.transition(attempt.status, *to, source);
+                }
+                return Ok(Applied {
+                    attempt: moved,
+                    decision,
+                });
+            }
+            None => {
+                attempt = find_attempt(conn, Some(attempt.merchant_id), attempt.id)
+                    .await?
+                    .ok_or(diesel::result::Error::NotFound)?;
+            }
+        }
+    }
+    Err(diesel::result::Error::RollbackTransaction)
+}
+
+/// The conditional update (on the status `attempt` was read with) and, when the status
+/// changes, its timeline row. `None` if the attempt was no longer in that status.
+#[allow(clippy::too_many_arguments)]
+async fn move_attempt(
+    conn: &mut AsyncPgConnection,
+    attempt: &PaymentAttempt,
+    to: AttemptStatus,
+    provider_payment_id: Option<&str>,
+    failure: Option<&(String, String)>,
+    source: Source,
+    detail: &str,
+    next_check_at: DateTime<Utc>,
+) -> diesel::QueryResult<Option<PaymentAttempt>> {
+    let row: Option<AttemptRow> = diesel::sql_query(
+        "WITH moved AS ( \
+             UPDATE payment_attempts SET status = $4, \
+                 provider_payment_id = coalesce(provider_payment_id, $5), \
+                 failure_code = $6, failure_message = $7, next_check_at = $8 \
+             WHERE merchant_id = $1 AND id = $2 AND status = $3 RETURNING *), \
+         logged AS ( \
+             INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source, detail) \
+             SELECT merchant_id, id, $3, status, $9, $10 FROM moved WHERE status <> $3) \
+         SELECT * FROM moved",
+    )
+    .bind::<SqlUuid, _>(attempt.merchant_id.0)
+    .bind::<SqlUuid, _>(attempt.id.0)
+    .bind::<Text, _>(attempt.status.as_str())
+    .bind::<Text, _>(to.as_str())
+    .bind::<Nullable<Text>, _>(provider_payment_id)
+    .bind::<Nullable<Text>, _>(failure.map(|f| f.0.as_str()))
+    .bind::<Nullable<Text>, _>(failure.map(|f| f.1.as_str()))
+    .bind::<Nullable<Timestamptz>, _>((!to.is_final()).then_some(next_check_at))
+    .bind::<Text, _>(source.as_str())
+    .bind::<Nullable<Text>, _>((!detail.is_empty()).then_some(detail))
+    .get_result(conn)
+    .await
+    .optional()?;
+    Ok(row.map(Into::into))
+}
+
+/// Which provider operation a call was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    Create,
+    Retrieve,
+    Search,
+}
+
+impl CallKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallKind::Create => "create",
+            CallKind::Retrieve => "retrieve",
+            CallKind::Search => "search",
+        }
+    }
+}
+
+/// Appends a provider call to the attempt's call log, inside the caller's transaction.
+pub async fn log_call(
+    conn: &mut AsyncPgConnection,
+    attempt: &PaymentAttempt,
+    kind: CallKind,
+    source: Source,
+    call: &ProviderCall,
+) -> diesel::QueryResult<()> {
+    let detail = match &call.outcome {
+        ProviderOutcome::Failed { code, message, .. } => Some(format!("{code}: {message}")),
+        ProviderOutcome::Unknown { reason } => Some(reason.clone()),
+        other => other.provider_id().map(str::to_owned),
+    };
+    diesel::sql_query(
+        "INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome, \
+             http_status, latency_ms, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind::<SqlUuid, _>(attempt.merchant_id.0)
+    .bind::<SqlUuid, _>(attempt.id.0)
+    .bind::<Text, _>(kind.as_str())
+    .bind::<Text, _>(source.as_str())
+    .bind::<Text, _>(call.outcome.label())
+    .bind::<Nullable<SmallInt>, _>(call.http_status.map(|s| s as i16))
+    .bind::<Integer, _>(call.latency.as_millis().min(i32::MAX as u128) as i32)
+    .bind::<Nullable<Text>, _>(detail)
+    .execute(conn)
+    .await
+    .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use AttemptStatus::*;
+
+    fn succeeded() -> ProviderOutcome {
+        ProviderOutcome::Succeeded {
+            provider_id: "pi_1".into(),
+        }
+    }
+
+    fn failed() -> ProviderOutcome {
+        ProviderOutcome::Failed {
+            code: "card_declined".into(),
+            message: "declined".into(),
+            provider_id: None,
+        }
+    }
+
+    fn unknown() -> ProviderOutcome {
+        ProviderOutcome::Unknown {
+            reason: "timeout".into(),
+        }
+    }
+
+    #[test]
+    fn open_attempts_take_definitive_answers() {
+        for open in [Created, Pending] {
+            assert!(matches!(
+                decide(open, &succeeded()),
+                Decision::Move { to: Succeeded, .. }
+            ));
+            assert!(matches!(
+                decide(open, &failed()),
+                Decision::Move { to: Failed, .. }
+            ));
+        }
+    }
+
+    #[test]
+    fn unknown_makes_created_pending_and_keeps_pending_open() {
+        assert!(matches!(
+            decide(Created, &unknown()),
+            Decision::Move { to: Pending, .. }
+        ));
+        assert!(matches!(
+            decide(Pending, &unknown()),
+            Decision::StayOpen { .. }
+        ));
+    }
+
+    #[test]
+    fn final_attempts_never_move() {
+        assert_eq!(decide(Succeeded, &succeeded()), Decision::AlreadySo);
+        assert_eq!(decide(Failed, &failed()), Decision::AlreadySo);
+        assert_eq!(decide(Succeeded, &unknown()), Decision::Stale);
+        assert_eq!(decide(Failed, &unknown()), Decision::Stale);
+        assert_eq!(decide(Succeeded, &failed()), Decision::Conflict);
+        assert_eq!(decide(Failed, &succeeded()), Decision::Conflict);
+    }
+}
