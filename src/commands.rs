@@ -71,13 +71,16 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
 
     let path = credentials::path_in(&args.database.data_dir);
     let previous = credentials::read(&path);
-    // Kept across restarts so a provider configured with it keeps working.
-    let webhook_secret = args
-        .provider
-        .webhook_secret
-        .clone()
-        .or_else(|| previous.as_ref().and_then(|p| p.webhook_secret.clone()))
-        .unwrap_or_else(|| accounts::random_secret("whsec_"));
+    // Kept across restarts so a provider configured with it keeps working. Given secrets
+    // are all accepted; the first is the one the in-process sandbox signs with.
+    let webhook_secrets: Vec<String> = match args.provider.webhook_secrets.as_slice() {
+        [] => vec![previous
+            .as_ref()
+            .and_then(|p| p.webhook_secret.clone())
+            .unwrap_or_else(|| accounts::random_secret("whsec_"))],
+        given => given.iter().map(|s| s.trim().to_string()).collect(),
+    };
+    let webhook_secret = webhook_secrets[0].clone();
     let (provider_url, provider_secret, sandbox) = match &args.provider.provider_url {
         Some(url) => {
             let secret = args.provider.provider_secret.clone().ok_or_else(|| {
@@ -101,7 +104,7 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
     let provider = StripeProvider::new(args.provider.stripe_config(
         &provider_url,
         &provider_secret,
-        &webhook_secret,
+        webhook_secrets,
     ))?;
     let result = async {
         let app = Application::build(&settings, database.url(), Arc::new(provider)).await?;

@@ -129,9 +129,19 @@ pub struct ProviderArgs {
     /// The provider's secret API key (for the in-process sandbox: made up at start).
     #[arg(long, env = "PAYORCH_PROVIDER_SECRET", hide_env_values = true)]
     pub provider_secret: Option<String>,
-    /// The secret webhooks are signed with (default: the one in credentials.json, else new).
-    #[arg(long, env = "PAYORCH_WEBHOOK_SECRET", hide_env_values = true)]
-    pub webhook_secret: Option<String>,
+    /// The secrets webhooks may be signed with, comma-separated: several at once while a
+    /// secret is rotated; the in-process sandbox signs with the first (default: the one in
+    /// credentials.json, else a new one).
+    #[arg(
+        long = "webhook-secret",
+        env = "PAYORCH_WEBHOOK_SECRET",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub webhook_secrets: Vec<String>,
+    /// Largest accepted distance between a webhook's signed timestamp and now.
+    #[arg(long, env = "PAYORCH_WEBHOOK_TOLERANCE_SECS", default_value_t = 300)]
+    pub webhook_tolerance_secs: u64,
     /// Address of the in-process sandbox provider.
     #[arg(long, env = "PAYORCH_SANDBOX_BIND", default_value = "127.0.0.1:0")]
     pub sandbox_bind: String,
@@ -154,12 +164,13 @@ impl ProviderArgs {
         &self,
         base_url: &str,
         secret: &str,
-        webhook_secret: &str,
+        webhook_secrets: Vec<String>,
     ) -> StripeConfig {
         StripeConfig {
             connect_timeout: Duration::from_millis(self.provider_connect_timeout_ms),
             timeout: Duration::from_millis(self.provider_timeout_ms),
-            ..StripeConfig::new(base_url, secret, vec![webhook_secret.to_string()])
+            webhook_tolerance: Duration::from_secs(self.webhook_tolerance_secs),
+            ..StripeConfig::new(base_url, secret, webhook_secrets)
         }
     }
 }

@@ -92,6 +92,11 @@ prefixed_id!(
     "pay"
 );
 prefixed_id!(
+    /// A provider webhook event as payorch recorded it.
+    EventId,
+    "evt"
+);
+prefixed_id!(
     /// An API key (merchant or support); never the secret itself.
     ApiKeyId,
     "key"

@@ -108,6 +108,22 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    webhook_events (id) {
+        id -> Uuid,
+        provider -> Text,
+        provider_event_id -> Text,
+        event_type -> Text,
+        outcome -> Text,
+        detail -> Nullable<Text>,
+        merchant_id -> Nullable<Uuid>,
+        attempt_id -> Nullable<Uuid>,
+        payload -> Jsonb,
+        provider_created_at -> Nullable<Timestamptz>,
+        received_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(orders -> merchants (merchant_id));
 diesel::joinable!(idempotency_keys -> merchants (merchant_id));
 diesel::allow_tables_to_appear_in_same_query!(
@@ -117,5 +133,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     idempotency_keys,
     payment_attempts,
     attempt_events,
-    provider_calls
+    provider_calls,
+    webhook_events
 );

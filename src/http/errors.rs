@@ -16,6 +16,7 @@ use crate::ids::{OrderId, PaymentId};
 use crate::payments::attempts::Refusal;
 use crate::payments::flow::PayError;
 use crate::payments::orders::OrderError;
+use crate::payments::webhooks::ReceiveError;
 
 /// A problem with one field of the request, for `validation_failed`.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
@@ -79,6 +80,8 @@ pub enum ApiError {
     OrderAlreadyPaid { payment_id: PaymentId },
     #[error("the order is {status} and cannot be paid; create a new order")]
     OrderNotPayable { status: &'static str },
+    #[error("the webhook signature does not verify ({0}); check the webhook secret and the clock, and send the body exactly as signed")]
+    WebhookSignatureInvalid(String),
     /// Anything we did not expect: logged with its cause, shown to nobody.
     #[error("internal error: {0}")]
     Internal(String),
@@ -120,6 +123,7 @@ impl ApiError {
             ApiError::PaymentInProgress { .. } => "payment_in_progress",
             ApiError::OrderAlreadyPaid { .. } => "order_already_paid",
             ApiError::OrderNotPayable { .. } => "order_not_payable",
+            ApiError::WebhookSignatureInvalid(_) => "webhook_signature_invalid",
             ApiError::Internal(_) => "internal_error",
         }
     }
@@ -144,6 +148,7 @@ impl ApiError {
             ApiError::PaymentInProgress { .. } => "Payment in progress",
             ApiError::OrderAlreadyPaid { .. } => "Order already paid",
             ApiError::OrderNotPayable { .. } => "Order cannot be paid",
+            ApiError::WebhookSignatureInvalid(_) => "Webhook signature invalid",
             ApiError::Internal(_) => "Internal error",
         }
     }
@@ -211,9 +216,9 @@ impl ResponseError for ApiError {
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::ValidationFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::IdempotencyKeyMissing | ApiError::IdempotencyKeyInvalid => {
-                StatusCode::BAD_REQUEST
-            }
+            ApiError::IdempotencyKeyMissing
+            | ApiError::IdempotencyKeyInvalid
+            | ApiError::WebhookSignatureInvalid(_) => StatusCode::BAD_REQUEST,
             ApiError::IdempotencyKeyInUse { .. }
             | ApiError::MerchantReferenceExists { .. }
             | ApiError::OrderNotCancelable { .. }
@@ -352,6 +357,15 @@ impl From<PayError> for ApiError {
             PayError::Unavailable(err) => err.into(),
             PayError::Database(err) => err.into(),
             PayError::Inconsistent(what) => ApiError::Internal(what),
+        }
+    }
+}
+
+impl From<ReceiveError> for ApiError {
+    fn from(err: ReceiveError) -> Self {
+        match err {
+            ReceiveError::Unavailable(err) => err.into(),
+            ReceiveError::Database(err) => err.into(),
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod middleware;
 pub mod openapi;
 pub mod orders;
 pub mod payments;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -70,6 +71,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .route("/v1/checkout", web::post().to(payments::checkout))
         .route("/v1/payments/{id}", web::get().to(payments::get_payment))
+        .route("/v1/webhooks/{provider}", web::post().to(webhooks::receive))
         .route(
             "/v1/support/merchants",
             web::get().to(merchants::list_merchants),

@@ -4,7 +4,7 @@ use actix_web::HttpResponse;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::{errors, health, merchants, metrics, orders, payments};
+use crate::http::{errors, health, merchants, metrics, orders, payments, webhooks};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -22,6 +22,7 @@ use crate::http::{errors, health, merchants, metrics, orders, payments};
         payments::create_payment,
         payments::checkout,
         payments::get_payment,
+        webhooks::receive,
     ),
     components(schemas(errors::Problem, errors::FieldError)),
     modifiers(&BearerAuth),

@@ -12,6 +12,7 @@ pub struct PaymentMetrics {
     transitions: IntCounterVec,
     provider_calls: IntCounterVec,
     provider_latency: HistogramVec,
+    webhook_events: IntCounterVec,
     pub unresolved: IntGaugeVec,
     pub oldest_unresolved_seconds: IntGauge,
     pub unresolved_overdue: IntGauge,
@@ -40,6 +41,14 @@ impl PaymentMetrics {
                 ]),
                 &["operation"],
             )?,
+            webhook_events: IntCounterVec::new(
+                Opts::new(
+                    "webhook_events_total",
+                    "Provider webhook deliveries by outcome (applied, stale, conflict, \
+                     unknown_attempt, ignored, duplicate, rejected)",
+                ),
+                &["outcome"],
+            )?,
             unresolved: IntGaugeVec::new(
                 Opts::new(
                     "payment_attempts_unresolved",
@@ -62,6 +71,7 @@ impl PaymentMetrics {
         registry.register(Box::new(self.transitions.clone()))?;
         registry.register(Box::new(self.provider_calls.clone()))?;
         registry.register(Box::new(self.provider_latency.clone()))?;
+        registry.register(Box::new(self.webhook_events.clone()))?;
         registry.register(Box::new(self.unresolved.clone()))?;
         registry.register(Box::new(self.oldest_unresolved_seconds.clone()))?;
         registry.register(Box::new(self.unresolved_overdue.clone()))
@@ -87,6 +97,10 @@ impl PaymentMetrics {
         self.provider_latency
             .with_label_values(&[kind.as_str()])
             .observe(call.latency.as_secs_f64());
+    }
+
+    pub fn webhook_event(&self, outcome: &str) {
+        self.webhook_events.with_label_values(&[outcome]).inc();
     }
 
     pub fn set_unresolved(&self, created: i64, pending: i64, oldest: Duration, overdue: i64) {

@@ -8,6 +8,7 @@ pub mod money;
 pub mod orders;
 pub mod reconciler;
 pub mod transition;
+pub mod webhooks;
 
 pub use attempts::{AttemptStatus, PaymentAttempt, Source};
 pub use flow::Payments;

@@ -278,6 +278,8 @@ pub struct TestConfig {
     pub settings: AppSettings,
     pub sandbox: SandboxConfig,
     pub provider_timeout: Duration,
+    /// Every secret payorch accepts webhooks under (the sandbox signs with its own).
+    pub webhook_secrets: Vec<String>,
 }
 
 impl Default for TestConfig {
@@ -292,6 +294,7 @@ impl Default for TestConfig {
                 ..SandboxConfig::default()
             },
             provider_timeout: Duration::from_millis(1000),
+            webhook_secrets: vec![TEST_WEBHOOK_SECRET.into()],
         }
     }
 }
@@ -308,7 +311,7 @@ async fn start_app(
         ..StripeConfig::new(
             sandbox.base_url(),
             config.sandbox.secret.clone(),
-            vec![config.sandbox.webhook_secret.clone()],
+            config.webhook_secrets.clone(),
         )
     })
     .expect("build the provider adapter");

@@ -13,3 +13,4 @@ mod orders;
 mod outage;
 mod payments;
 mod serve;
+mod webhooks;

@@ -178,6 +178,8 @@ async fn every_sandbox_payment_method_ends_in_the_right_status_by_both_routes() 
         config.settings.reconciler.key_window = Duration::from_secs(2);
     })
     .await;
+    // The reconciler alone finds the truth here; webhooks have their own tests.
+    app.sandbox.set_webhook_url(None);
     let cases = OUTCOMES
         .iter()
         .flat_map(|case| [Route::Checkout, Route::OrderPayment].map(|route| (route, *case)));
@@ -309,6 +311,8 @@ async fn fifty_concurrent_payments_for_one_order_with_different_keys_charge_once
 #[tokio::test]
 async fn a_lost_response_is_pending_then_reconciled_then_replayed_as_succeeded() {
     let app = TestApp::spawn().await;
+    // No webhook may tell the truth first: the reconciler has to find it.
+    app.sandbox.set_webhook_url(None);
     let (status, attempt) = app
         .pay(Route::Checkout, "lost", "pm_sandbox_lost_response")
         .await;
@@ -358,6 +362,7 @@ async fn error_after_is_found_succeeded_and_error_before_is_never_charged() {
         config.settings.reconciler.key_window = Duration::from_secs(2);
     })
     .await;
+    app.sandbox.set_webhook_url(None);
     let (_, after) = app
         .pay(Route::OrderPayment, "after", "pm_sandbox_error_after")
         .await;
