@@ -1,8 +1,11 @@
 //! A server that dies between the payment flow's two transactions: the attempt is made and
 //! the provider is charging, but the outcome is never written. After a restart the same
 //! attempt is finished — by a retry of the key or by the reconciler — and the sandbox ledger
-//! shows one charge.
+//! shows one charge. Once with the server task aborted in-process, once with the `serve`
+//! process killed (SIGKILL) while an external `payorch sandbox` process keeps charging.
 
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 use diesel::prelude::*;
@@ -11,8 +14,9 @@ use serde_json::Value;
 
 use payorch::db::schema::payment_attempts;
 
-use crate::helpers::{assert_problem, eventually, TestApp};
+use crate::helpers::{assert_problem, eventually, payorch_bin, temp_dir, TestApp, TestDatabase};
 use crate::payments::checkout_body;
+use crate::serve::wait_ready;
 
 /// A slow charge, a lease of 3 s, and the server crashed while the charge is in flight.
 async fn crash_mid_payment(reconciler_interval: Duration) -> (TestApp, String) {
@@ -123,4 +127,148 @@ async fn after_a_crash_the_reconciler_finishes_the_attempt_nobody_retried() {
     assert_eq!(body["payment"]["status"], "succeeded");
     assert_eq!(app.count("payment_attempts").await, 1);
     assert_eq!(app.charges(), 1);
+}
+
+/// `payorch sandbox` as its own process (it must outlive the killed server); its URL.
+async fn sandbox_process(secret: &str) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(payorch_bin())
+        .args(["sandbox", "--bind", "127.0.0.1:0", "--slow-ms", "1500"])
+        .args(["--secret", secret])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start payorch sandbox");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the sandbox says where it listens")
+        .unwrap()
+        .unwrap();
+    let url = first.rsplit(' ').next().unwrap().to_string();
+    (child, url)
+}
+
+/// `payorch serve` on `database_url`, charging through the sandbox at `provider_url`.
+fn serve_process(data_dir: &Path, database_url: &str, provider_url: &str) -> tokio::process::Child {
+    tokio::process::Command::new(payorch_bin())
+        .args(["serve", "--bind", "127.0.0.1:0", "--workers", "1"])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args([
+            "--provider-url",
+            provider_url,
+            "--provider-secret",
+            "sk_test_kill",
+        ])
+        .args([
+            "--idempotency-lease-secs",
+            "4",
+            "--provider-timeout-ms",
+            "3000",
+        ])
+        .args([
+            "--reconciler-interval-ms",
+            "200",
+            "--reconcile-backoff-secs",
+            "1",
+        ])
+        .env("DATABASE_URL", database_url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start payorch serve")
+}
+
+async fn charges_in(client: &reqwest::Client, sandbox_url: &str, attempt_id: &str) -> usize {
+    let ledger: Value = client
+        .get(format!("{sandbox_url}/__sandbox/ledger"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    ledger["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["attempt_id"] == attempt_id && e["status"] == "succeeded")
+        .count()
+}
+
+#[tokio::test]
+async fn a_serve_process_killed_mid_payment_is_finished_after_restart_with_one_charge() {
+    let db = TestDatabase::migrated().await;
+    let data_dir = temp_dir("kill");
+    let (_sandbox, sandbox_url) = sandbox_process("sk_test_kill").await;
+    let mut server = serve_process(&data_dir, &db.url, &sandbox_url);
+    let creds = wait_ready(&data_dir, "").await;
+    let client = reqwest::Client::new();
+    let checkout = || {
+        client
+            .post(format!("{}/v1/checkout", creds.base_url))
+            .bearer_auth(&creds.api_key)
+            .header("Idempotency-Key", "kill-9")
+            .json(&checkout_body("pm_sandbox_slow"))
+            .send()
+    };
+    let in_flight = tokio::spawn(checkout());
+
+    let made = eventually(Duration::from_secs(10), || async {
+        let mut conn = db.connect().await;
+        payment_attempts::table
+            .count()
+            .get_result::<i64>(&mut conn)
+            .await
+            .unwrap()
+            == 1
+    })
+    .await;
+    assert!(made, "transaction 1 never committed");
+    server.kill().await.expect("SIGKILL the server");
+    assert!(
+        in_flight.await.unwrap().is_err(),
+        "the client got no answer"
+    );
+
+    let mut conn = db.connect().await;
+    let (id, status): (uuid::Uuid, String) = payment_attempts::table
+        .select((payment_attempts::id, payment_attempts::status))
+        .first(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(status, "created", "killed before transaction 2");
+    let attempt_id = format!("pay_{}", id.simple());
+
+    let _restarted = serve_process(&data_dir, &db.url, &sandbox_url);
+    let creds = wait_ready(&data_dir, &creds.base_url).await;
+    let finished = eventually(Duration::from_secs(30), || async {
+        let response = client
+            .post(format!("{}/v1/checkout", creds.base_url))
+            .bearer_auth(&creds.api_key)
+            .header("Idempotency-Key", "kill-9")
+            .json(&checkout_body("pm_sandbox_slow"))
+            .send()
+            .await
+            .unwrap();
+        if response.status() != 201 {
+            return false;
+        }
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["payment"]["id"], attempt_id, "the same attempt");
+        body["payment"]["status"] == "succeeded"
+    })
+    .await;
+    assert!(finished, "the attempt was never finished");
+    assert_eq!(charges_in(&client, &sandbox_url, &attempt_id).await, 1);
+    let attempts: i64 = payment_attempts::table
+        .count()
+        .get_result(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(attempts, 1);
+    let _ = std::fs::remove_dir_all(&data_dir);
 }

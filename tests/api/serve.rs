@@ -22,7 +22,7 @@ fn serve(data_dir: &Path) -> tokio::process::Child {
 }
 
 /// Waits until the credentials file names a server that answers ready.
-async fn wait_ready(data_dir: &Path, not_before: &str) -> Credentials {
+pub async fn wait_ready(data_dir: &Path, not_before: &str) -> Credentials {
     let path = credentials::path_in(data_dir);
     let client = reqwest::Client::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
