@@ -9,124 +9,18 @@
 //!
 //! Prints a plain-text report; exits non-zero when any request gets an unexpected answer.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use payorch::accounts;
-use payorch::app::{AppSettings, Application};
-use payorch::db::migrations::run_migrations;
-use payorch::db::{Database, PoolSettings};
-use payorch::idempotency::IdempotencySettings;
-
-use diesel_async::{AsyncConnection, AsyncPgConnection};
+use common::{drive, env_usize, report_problems, Answer, BoxError, Cleanup, Stack};
 
 const WARMUP_REQUESTS: usize = 200;
 const ORDER_BODY: &str = r#"{"amount":1000,"currency":"eur"}"#;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+const ORDERS: &str = "/v1/orders";
 
 fn main() -> ExitCode {
-    if std::env::var_os("RUST_LOG").is_some() {
-        payorch::telemetry::init(false);
-    }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("bench: cannot start the tokio runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // Dropped after the runtime has finished with it (also when `run` panics): stops the
-    // private cluster and removes its folder.
-    let mut cleanup = Cleanup::default();
-    let outcome = runtime.block_on(run(&mut cleanup));
-    drop(runtime);
-    drop(cleanup);
-    match outcome {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("bench: FAILED: some requests got unexpected answers (see above)");
-            ExitCode::FAILURE
-        }
-        Err(err) => {
-            eprintln!("bench: error: {err}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// The private cluster of this run, if any: stopped and its folder removed on drop.
-#[derive(Default)]
-struct Cleanup {
-    dir: Option<PathBuf>,
-    database: Option<Database>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        match self.database.take() {
-            Some(database) => {
-                if let Some(cluster) = database.cluster() {
-                    if cluster.started_here() {
-                        if let Err(err) = cluster.stop() {
-                            eprintln!("bench: could not stop the private cluster: {err}");
-                        }
-                    }
-                    // The cluster may live outside the data dir (long socket path fallback).
-                    if let Some(dir) = &self.dir {
-                        if !cluster.root().starts_with(dir) {
-                            let _ = std::fs::remove_dir_all(cluster.root());
-                        }
-                    }
-                }
-            }
-            // `Database::open` failed: a server may still have been started there.
-            None => {
-                if let Some(dir) = &self.dir {
-                    stop_by_pid_file(&dir.join("postgres/data/postmaster.pid"));
-                }
-            }
-        }
-        if let Some(dir) = self.dir.take() {
-            if let Err(err) = std::fs::remove_dir_all(&dir) {
-                eprintln!("bench: could not remove {}: {err}", dir.display());
-            }
-        }
-    }
-}
-
-/// Best effort: asks a postmaster named in `pid_file` for a fast shutdown and waits briefly.
-fn stop_by_pid_file(pid_file: &Path) {
-    let Some(pid) = std::fs::read_to_string(pid_file).ok().and_then(|text| {
-        text.lines()
-            .next()
-            .and_then(|line| line.trim().parse::<i32>().ok())
-    }) else {
-        return;
-    };
-    // SAFETY: sends SIGINT (fast shutdown) to the postmaster this run started.
-    unsafe { libc::kill(pid, libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pid_file.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn env_usize(name: &str, default: usize) -> Result<usize, BoxError> {
-    match std::env::var(name) {
-        Ok(raw) => match raw.trim().parse::<usize>() {
-            Ok(value) if value > 0 => Ok(value),
-            _ => Err(format!("{name} must be a positive integer, got {raw:?}").into()),
-        },
-        Err(_) => Ok(default),
-    }
+    common::main(run)
 }
 
 struct Config {
@@ -144,254 +38,25 @@ async fn run(cleanup: &mut Cleanup) -> Result<bool, BoxError> {
         requests,
         replays,
     };
-
-    let database_url = std::env::var("DATABASE_URL").ok();
-    let where_db = if database_url.is_some() {
-        "DATABASE_URL".to_string()
-    } else {
-        let dir = std::env::temp_dir().join(format!(
-            "payorch-bench-{}-{}",
-            std::process::id(),
-            uuid::Uuid::now_v7().simple()
-        ));
-        std::fs::create_dir_all(&dir).map_err(|err| format!("create {}: {err}", dir.display()))?;
-        cleanup.dir = Some(dir);
-        "private cluster (fsync on)".to_string()
-    };
-    let setup_started = Instant::now();
-    let data_dir = cleanup.dir.clone().unwrap_or_default();
-    let database = Database::open(database_url, data_dir, false).await?;
-    let url = database.url().to_string();
-    cleanup.database = Some(database);
-
-    run_migrations(&url).await?;
-    let secret = {
-        let mut conn = AsyncPgConnection::establish(&url).await?;
-        let (_merchant, key) = accounts::create_merchant(&mut conn, "Bench merchant").await?;
-        key.secret
-    };
-
-    let settings = AppSettings {
-        bind: "127.0.0.1:0".into(),
-        workers: 2,
-        pool: PoolSettings {
-            max_size: 16,
-            ..PoolSettings::default()
-        },
-        idempotency: IdempotencySettings {
-            max_new_keys_per_minute: 10_000_000,
-            ..IdempotencySettings::default()
-        },
-        reaper: Default::default(),
-        reconciler: Default::default(),
-    };
     // Order creation never calls the provider; the in-process sandbox stands by.
-    let sandbox = payorch::sandbox::start(payorch::sandbox::SandboxConfig::default()).await?;
-    let provider = payorch::providers::stripe::StripeProvider::new(
-        payorch::providers::stripe::StripeConfig::new(
-            sandbox.base_url(),
-            payorch::sandbox::SandboxConfig::default().secret,
-            vec![payorch::sandbox::SandboxConfig::default().webhook_secret],
-        ),
-    )?;
-    let app = Application::build(&settings, &url, Arc::new(provider)).await?;
-    let base_url = app.base_url();
-    let handle = app.handle();
-    let server = tokio::spawn(app.run_until_stopped());
-    let setup_time = setup_started.elapsed();
-
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(config.concurrency)
-        .timeout(Duration::from_secs(30))
-        .build()?;
-    let bench = Bench {
-        client,
-        orders_url: format!("{base_url}/v1/orders"),
-        authorization: format!("Bearer {secret}"),
-        run_id: uuid::Uuid::now_v7().simple().to_string(),
-    };
-
-    let outcome = measure(&bench, &config, &where_db, setup_time).await;
-    sandbox.stop().await;
-
-    handle.stop(true).await;
-    match server.await {
-        Ok(Ok(())) => {}
-        Ok(Err(err)) => eprintln!("bench: server ended with: {err}"),
-        Err(err) => eprintln!("bench: server task: {err}"),
-    }
+    let stack = Stack::start(cleanup, &common::app_settings(), concurrency).await?;
+    let outcome = measure(&stack, &config).await;
+    stack.stop().await;
     outcome
 }
 
-struct Bench {
-    client: reqwest::Client,
-    orders_url: String,
-    authorization: String,
-    run_id: String,
+/// The order id of a `201`.
+fn order_id(answer: &Answer) -> Option<&str> {
+    answer.json.as_ref()?["id"].as_str()
 }
 
-/// One answer as seen by the client.
-#[derive(Debug, Clone)]
-struct Sample {
-    index: usize,
-    latency: Duration,
-    /// The HTTP status, or `None` when the request failed before an answer.
-    status: Option<u16>,
-    replayed: bool,
-    order_id: Option<String>,
-    error: Option<String>,
-}
-
-impl Bench {
-    fn key(&self, phase: &str, index: usize) -> String {
-        format!("bench-{}-{phase}-{index}", self.run_id)
-    }
-
-    async fn post_order(&self, key: String, index: usize) -> Sample {
-        let started = Instant::now();
-        let sent = self
-            .client
-            .post(&self.orders_url)
-            .header("Authorization", &self.authorization)
-            .header("Idempotency-Key", key)
-            .header("Content-Type", "application/json")
-            .body(ORDER_BODY)
-            .send()
-            .await;
-        let response = match sent {
-            Ok(response) => response,
-            Err(err) => {
-                return Sample {
-                    index,
-                    latency: started.elapsed(),
-                    status: None,
-                    replayed: false,
-                    order_id: None,
-                    error: Some(format!("request failed: {err}")),
-                }
-            }
-        };
-        let status = response.status().as_u16();
-        let replayed = response
-            .headers()
-            .get("Idempotent-Replayed")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let body = response.text().await;
-        let latency = started.elapsed();
-        let (order_id, error) = match body {
-            Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
-                Ok(json) if status == 201 => match json["id"].as_str() {
-                    Some(id) => (Some(id.to_string()), None),
-                    None => (None, Some(format!("201 body without an id: {text}"))),
-                },
-                _ => (None, Some(format!("status {status}: {text}"))),
-            },
-            Err(err) => (
-                None,
-                Some(format!("status {status}, body unreadable: {err}")),
-            ),
-        };
-        Sample {
-            index,
-            latency,
-            status: Some(status),
-            replayed,
-            order_id,
-            error,
-        }
-    }
-
-    /// Sends `keys.len()` requests from `concurrency` clients; returns the samples in key
-    /// order and the wall time.
-    async fn drive(&self, keys: Arc<Vec<(usize, String)>>, concurrency: usize) -> Phase {
-        let next = Arc::new(AtomicUsize::new(0));
-        let started = Instant::now();
-        let clients = (0..concurrency).map(|_| {
-            let keys = keys.clone();
-            let next = next.clone();
-            async move {
-                let mut samples = Vec::new();
-                loop {
-                    let slot = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((index, key)) = keys.get(slot) else {
-                        break;
-                    };
-                    samples.push(self.post_order(key.clone(), *index).await);
-                }
-                samples
-            }
-        });
-        let per_client = futures_util::future::join_all(clients).await;
-        let wall = started.elapsed();
-        let mut samples: Vec<Sample> = per_client.into_iter().flatten().collect();
-        samples.sort_by_key(|s| s.index);
-        Phase { samples, wall }
-    }
-}
-
-struct Phase {
-    samples: Vec<Sample>,
-    wall: Duration,
-}
-
-impl Phase {
-    fn rate(&self) -> f64 {
-        self.samples.len() as f64 / self.wall.as_secs_f64()
-    }
-
-    fn latencies(&self) -> Latencies {
-        let mut all: Vec<Duration> = self.samples.iter().map(|s| s.latency).collect();
-        all.sort();
-        let at = |p: f64| -> f64 {
-            if all.is_empty() {
-                return 0.0;
-            }
-            // Nearest rank.
-            let rank = ((p / 100.0) * all.len() as f64).ceil() as usize;
-            ms(all[rank.clamp(1, all.len()) - 1])
-        };
-        Latencies {
-            p50: at(50.0),
-            p90: at(90.0),
-            p99: at(99.0),
-            max: all.last().copied().map(ms).unwrap_or(0.0),
-        }
-    }
-}
-
-struct Latencies {
-    p50: f64,
-    p90: f64,
-    p99: f64,
-    max: f64,
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// Prints up to a few problems of one kind and returns how many there were.
-fn report_problems(what: &str, problems: &[String]) -> usize {
-    if !problems.is_empty() {
-        println!("  {what}: {}", problems.len());
-        for problem in problems.iter().take(5) {
-            println!("    e.g. {problem}");
-        }
-    }
-    problems.len()
-}
-
-async fn measure(
-    bench: &Bench,
-    config: &Config,
-    where_db: &str,
-    setup_time: Duration,
-) -> Result<bool, BoxError> {
+async fn measure(stack: &Stack, config: &Config) -> Result<bool, BoxError> {
+    let client = &stack.client;
     println!("payorch bench: orders");
     println!(
-        "  database: {where_db}; app: 2 workers, pool 16; setup {:.1} s",
-        setup_time.as_secs_f64()
+        "  database: {}; app: 2 workers, pool 16; setup {:.1} s",
+        stack.where_db,
+        stack.setup_time.as_secs_f64()
     );
     println!(
         "  concurrency {}, create requests {}, replays {}",
@@ -399,106 +64,90 @@ async fn measure(
     );
 
     // Warm-up: connections, pool, caches. Answers are checked, timings discarded.
-    let warmup_keys: Vec<(usize, String)> = (0..WARMUP_REQUESTS.min(config.requests))
-        .map(|i| (i, bench.key("warmup", i)))
+    let warmup_keys: Vec<String> = (0..WARMUP_REQUESTS.min(config.requests))
+        .map(|i| client.key("warmup", i))
         .collect();
-    let warmup = bench
-        .drive(Arc::new(warmup_keys.clone()), config.concurrency)
-        .await;
-    let warmup_failed: Vec<String> = warmup
-        .samples
+    let warm_up = || {
+        drive(warmup_keys.len(), config.concurrency, |i| {
+            client.post(ORDERS, &warmup_keys[i], ORDER_BODY)
+        })
+    };
+    let warmup_failed: Vec<String> = warm_up()
+        .await
+        .answers
         .iter()
-        .filter(|s| s.status != Some(201))
-        .map(|s| s.error.clone().unwrap_or_default())
+        .filter(|a| a.status != Some(201))
+        .map(Answer::problem)
         .collect();
     if !warmup_failed.is_empty() {
         println!("warm-up");
         report_problems("non-201 answers", &warmup_failed);
         return Ok(false);
     }
-    bench.drive(Arc::new(warmup_keys), config.concurrency).await;
+    warm_up().await;
 
     // (1) Create-order throughput: every request a new key.
-    let create_keys: Vec<(usize, String)> = (0..config.requests)
-        .map(|i| (i, bench.key("create", i)))
+    let create_keys: Vec<String> = (0..config.requests)
+        .map(|i| client.key("create", i))
         .collect();
-    let create_keys = Arc::new(create_keys);
-    let create = bench.drive(create_keys.clone(), config.concurrency).await;
-    let lat = create.latencies();
-    println!();
-    println!("create order (new key each)");
-    println!(
-        "  {} requests in {:.2} s: {:.0} req/s",
-        create.samples.len(),
-        create.wall.as_secs_f64(),
-        create.rate()
-    );
-    println!(
-        "  latency ms: p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
-        lat.p50, lat.p90, lat.p99, lat.max
-    );
+    let create = drive(config.requests, config.concurrency, |i| {
+        client.post(ORDERS, &create_keys[i], ORDER_BODY)
+    })
+    .await;
+    create.report("create order (new key each)");
     let non_201: Vec<String> = create
-        .samples
+        .answers
         .iter()
-        .filter(|s| s.status != Some(201))
-        .map(|s| s.error.clone().unwrap_or_default())
+        .filter(|a| a.status != Some(201))
+        .map(Answer::problem)
         .collect();
     println!("  non-201 answers: {}", non_201.len());
     let mut failures = report_problems("unexpected answers", &non_201);
     let create_problems: Vec<String> = create
-        .samples
+        .answers
         .iter()
-        .filter(|s| s.status == Some(201))
-        .filter_map(|s| {
-            if s.replayed {
-                Some(format!("key #{} was answered as a replay", s.index))
+        .enumerate()
+        .filter(|(_, a)| a.status == Some(201))
+        .filter_map(|(i, a)| {
+            if a.replayed {
+                Some(format!("key #{i} was answered as a replay"))
+            } else if order_id(a).is_none() {
+                Some(format!("201 body without an id: {}", a.problem()))
             } else {
-                s.error.clone()
+                None
             }
         })
         .collect();
     failures += report_problems("201 answers that were not fresh orders", &create_problems);
 
     // (2) Replay latency: the same key and body again, spread evenly over the keys used.
-    let replay_keys: Vec<(usize, String)> = (0..config.replays)
-        .map(|i| i * config.requests / config.replays)
-        .map(|i| (i, create_keys[i].1.clone()))
-        .collect();
-    let replay = bench.drive(Arc::new(replay_keys), config.concurrency).await;
-    let lat = replay.latencies();
-    println!();
-    println!("replay (same key, same body)");
-    println!(
-        "  {} requests in {:.2} s: {:.0} req/s",
-        replay.samples.len(),
-        replay.wall.as_secs_f64(),
-        replay.rate()
-    );
-    println!(
-        "  latency ms: p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
-        lat.p50, lat.p90, lat.p99, lat.max
-    );
+    let replayed_index = |r: usize| r * config.requests / config.replays;
+    let replay = drive(config.replays, config.concurrency, |r| {
+        client.post(ORDERS, &create_keys[replayed_index(r)], ORDER_BODY)
+    })
+    .await;
+    replay.report("replay (same key, same body)");
     let mut replay_problems = Vec::new();
-    for sample in &replay.samples {
-        let original = create.samples[sample.index].order_id.as_deref();
-        if sample.status != Some(201) {
-            replay_problems.push(sample.error.clone().unwrap_or_default());
-        } else if !sample.replayed {
+    for (r, answer) in replay.answers.iter().enumerate() {
+        let index = replayed_index(r);
+        let original = order_id(&create.answers[index]);
+        if answer.status != Some(201) {
+            replay_problems.push(answer.problem());
+        } else if !answer.replayed {
             replay_problems.push(format!(
-                "key #{} replay lacks Idempotent-Replayed: true",
-                sample.index
+                "key #{index} replay lacks Idempotent-Replayed: true"
             ));
-        } else if sample.order_id.as_deref() != original || original.is_none() {
+        } else if order_id(answer) != original || original.is_none() {
             replay_problems.push(format!(
-                "key #{}: replay gave order {:?}, first answer {:?}",
-                sample.index, sample.order_id, original
+                "key #{index}: replay gave order {:?}, first answer {original:?}",
+                order_id(answer)
             ));
         }
     }
-    let replayed_ok = replay.samples.len() - replay_problems.len();
+    let replayed_ok = replay.answers.len() - replay_problems.len();
     println!(
         "  replayed with header and same order id: {replayed_ok}/{}",
-        replay.samples.len()
+        replay.answers.len()
     );
     failures += report_problems("bad replays", &replay_problems);
 
