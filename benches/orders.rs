@@ -72,13 +72,7 @@ async fn measure(stack: &Stack, config: &Config) -> Result<bool, BoxError> {
             client.post(ORDERS, &warmup_keys[i], ORDER_BODY)
         })
     };
-    let warmup_failed: Vec<String> = warm_up()
-        .await
-        .answers
-        .iter()
-        .filter(|a| a.status != Some(201))
-        .map(Answer::problem)
-        .collect();
+    let warmup_failed = warm_up().await.status_problems(201);
     if !warmup_failed.is_empty() {
         println!("warm-up");
         report_problems("non-201 answers", &warmup_failed);
@@ -95,12 +89,7 @@ async fn measure(stack: &Stack, config: &Config) -> Result<bool, BoxError> {
     })
     .await;
     create.report("create order (new key each)");
-    let non_201: Vec<String> = create
-        .answers
-        .iter()
-        .filter(|a| a.status != Some(201))
-        .map(Answer::problem)
-        .collect();
+    let non_201 = create.status_problems(201);
     println!("  non-201 answers: {}", non_201.len());
     let mut failures = report_problems("unexpected answers", &non_201);
     let create_problems: Vec<String> = create

@@ -24,229 +24,68 @@
 //! Prints a plain-text report; exits non-zero when any request gets an unexpected answer or
 //! the database does not show every attempt finished once.
 
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod common;
 
-use payorch::accounts;
-use payorch::app::{AppSettings, Application};
-use payorch::db::migrations::run_migrations;
-use payorch::db::{Database, PoolSettings};
-use payorch::ids::{MerchantId, OrderId, PaymentId};
-use payorch::payments::reconciler::ReconcilerSettings;
-use payorch::providers::signature;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use diesel::sql_types::{Array, BigInt, Text, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use common::{drive, env_usize, report_problems, Answer, BoxError, Cleanup, Phase, Stack};
+use payorch::ids::{MerchantId, OrderId, PaymentId};
+
 const WARMUP_REQUESTS: usize = 200;
-const WEBHOOK_SECRET: &str = "whsec_bench_payorch";
 const EVENT_TEMPLATE: &str = include_str!("../fixtures/webhooks/payment_intent.succeeded.json");
+const WEBHOOKS: &str = "/v1/webhooks/stripe";
+const READY: &str = "/health/ready";
 const AMOUNT: i64 = 1000;
 const CURRENCY: &str = "eur";
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
 fn main() -> ExitCode {
-    if std::env::var_os("RUST_LOG").is_some() {
-        payorch::telemetry::init(false);
-    }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("bench: cannot start the tokio runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // Dropped after the runtime has finished with it (also when `run` panics): stops the
-    // private cluster and removes its folder.
-    let mut cleanup = Cleanup::default();
-    let outcome = runtime.block_on(run(&mut cleanup));
-    drop(runtime);
-    drop(cleanup);
-    match outcome {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("bench: FAILED: unexpected answers or database state (see above)");
-            ExitCode::FAILURE
-        }
-        Err(err) => {
-            eprintln!("bench: error: {err}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// The private cluster of this run, if any: stopped and its folder removed on drop.
-#[derive(Default)]
-struct Cleanup {
-    dir: Option<PathBuf>,
-    database: Option<Database>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        match self.database.take() {
-            Some(database) => {
-                if let Some(cluster) = database.cluster() {
-                    if cluster.started_here() {
-                        if let Err(err) = cluster.stop() {
-                            eprintln!("bench: could not stop the private cluster: {err}");
-                        }
-                    }
-                    // The cluster may live outside the data dir (long socket path fallback).
-                    if let Some(dir) = &self.dir {
-                        if !cluster.root().starts_with(dir) {
-                            let _ = std::fs::remove_dir_all(cluster.root());
-                        }
-                    }
-                }
-            }
-            // `Database::open` failed: a server may still have been started there.
-            None => {
-                if let Some(dir) = &self.dir {
-                    stop_by_pid_file(&dir.join("postgres/data/postmaster.pid"));
-                }
-            }
-        }
-        if let Some(dir) = self.dir.take() {
-            if let Err(err) = std::fs::remove_dir_all(&dir) {
-                eprintln!("bench: could not remove {}: {err}", dir.display());
-            }
-        }
-    }
-}
-
-/// Best effort: asks a postmaster named in `pid_file` for a fast shutdown and waits briefly.
-fn stop_by_pid_file(pid_file: &Path) {
-    let Some(pid) = std::fs::read_to_string(pid_file).ok().and_then(|text| {
-        text.lines()
-            .next()
-            .and_then(|line| line.trim().parse::<i32>().ok())
-    }) else {
-        return;
-    };
-    // SAFETY: sends SIGINT (fast shutdown) to the postmaster this run started.
-    unsafe { libc::kill(pid, libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pid_file.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn env_usize(name: &str, default: usize) -> Result<usize, BoxError> {
-    match std::env::var(name) {
-        Ok(raw) => match raw.trim().parse::<usize>() {
-            Ok(value) if value > 0 => Ok(value),
-            _ => Err(format!("{name} must be a positive integer, got {raw:?}").into()),
-        },
-        Err(_) => Ok(default),
-    }
+    common::main_failing_on("unexpected answers or database state", run)
 }
 
 async fn run(cleanup: &mut Cleanup) -> Result<bool, BoxError> {
     let concurrency = env_usize("BENCH_CONCURRENCY", 16)?;
     let requests = env_usize("BENCH_REQUESTS", 3000)?;
-
-    let database_url = std::env::var("DATABASE_URL").ok();
-    let where_db = if database_url.is_some() {
-        "DATABASE_URL".to_string()
-    } else {
-        let dir = std::env::temp_dir().join(format!(
-            "payorch-bench-{}-{}",
-            std::process::id(),
-            uuid::Uuid::now_v7().simple()
-        ));
-        std::fs::create_dir_all(&dir).map_err(|err| format!("create {}: {err}", dir.display()))?;
-        cleanup.dir = Some(dir);
-        "private cluster (fsync on)".to_string()
-    };
-    let setup_started = Instant::now();
-    let data_dir = cleanup.dir.clone().unwrap_or_default();
-    let database = Database::open(database_url, data_dir, false).await?;
-    let url = database.url().to_string();
-    cleanup.database = Some(database);
-
-    run_migrations(&url).await?;
-    let mut conn = AsyncPgConnection::establish(&url).await?;
-    let (merchant, _key) = accounts::create_merchant(&mut conn, "Bench merchant").await?;
-    let attempts_started = Instant::now();
-    let attempts = pending_attempts(&mut conn, merchant.id, requests).await?;
-    let attempts_time = attempts_started.elapsed();
-
-    let settings = AppSettings {
-        bind: "127.0.0.1:0".into(),
-        workers: 2,
-        pool: PoolSettings {
-            max_size: 16,
-            ..PoolSettings::default()
-        },
-        idempotency: Default::default(),
-        reaper: Default::default(),
-        reconciler: ReconcilerSettings {
-            interval: Duration::from_secs(24 * 3600),
-            ..ReconcilerSettings::default()
-        },
-    };
+    let mut settings = common::app_settings();
+    // The reconciler looks once at start and then sleeps: only webhooks move attempts.
+    settings.reconciler.interval = Duration::from_secs(24 * 3600);
     // Webhooks never call the provider; the in-process sandbox stands by, sending no events
     // of its own.
-    let sandbox_config = payorch::sandbox::SandboxConfig::default();
-    let sandbox = payorch::sandbox::start(sandbox_config.clone()).await?;
-    sandbox.set_webhook_url(None);
-    let provider = payorch::providers::stripe::StripeProvider::new(
-        payorch::providers::stripe::StripeConfig::new(
-            sandbox.base_url(),
-            sandbox_config.secret,
-            vec![WEBHOOK_SECRET.to_string()],
-        ),
-    )?;
-    let app = Application::build(&settings, &url, Arc::new(provider)).await?;
-    let base_url = app.base_url();
-    let handle = app.handle();
-    let server = tokio::spawn(app.run_until_stopped());
-    let setup_time = setup_started.elapsed();
+    let stack = Stack::start(cleanup, &settings, concurrency).await?;
+    let outcome = bench(&stack, concurrency, requests).await;
+    stack.stop().await;
+    outcome
+}
 
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(concurrency)
-        .timeout(Duration::from_secs(30))
-        .build()?;
-    let bench = Bench {
-        client,
-        base_url,
-        concurrency,
-    };
+async fn bench(stack: &Stack, concurrency: usize, requests: usize) -> Result<bool, BoxError> {
+    let mut conn = AsyncPgConnection::establish(&stack.database_url).await?;
+    let attempts_started = Instant::now();
+    let attempts = pending_attempts(&mut conn, stack.merchant, requests).await?;
+    let attempts_time = attempts_started.elapsed();
     println!("payorch bench: webhooks");
+    // Setup is all that comes before the warm-up, the attempts included.
     println!(
-        "  database: {where_db}; app: 2 workers, pool 16; setup {:.1} s \
+        "  database: {}; app: 2 workers, pool 16; setup {:.1} s \
          ({requests} pending attempts by SQL in {:.1} s)",
-        setup_time.as_secs_f64(),
+        stack.where_db,
+        (stack.setup_time + attempts_time).as_secs_f64(),
         attempts_time.as_secs_f64()
     );
     println!("  concurrency {concurrency}, events {requests}");
 
-    let answers_ok = measure(&bench, &attempts).await;
-    let outcome = verify(&mut conn, merchant.id, &attempts)
+    let answers_ok = measure(stack, concurrency, &attempts).await;
+    let outcome = verify(&mut conn, stack.merchant, &attempts)
         .await
         .map(|db_ok| answers_ok && db_ok);
     if let Ok(ok) = outcome {
         println!();
         println!("result: {}", if ok { "ok" } else { "FAILED" });
-    }
-    sandbox.stop().await;
-
-    handle.stop(true).await;
-    match server.await {
-        Ok(Ok(())) => {}
-        Ok(Err(err)) => eprintln!("bench: server ended with: {err}"),
-        Err(err) => eprintln!("bench: server task: {err}"),
     }
     outcome
 }
@@ -345,230 +184,73 @@ async fn pending_attempts(
         .collect())
 }
 
-struct Bench {
-    client: reqwest::Client,
-    base_url: String,
-    concurrency: usize,
-}
-
 /// A webhook receipt as the server answers it.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Deserialize)]
 struct Receipt {
     duplicate: bool,
     outcome: Option<String>,
 }
 
-/// One answer as seen by the client.
-struct Sample {
-    latency: Duration,
-    /// A 200 receipt, or what came instead.
-    answer: Result<Receipt, String>,
-}
-
-impl Bench {
-    async fn deliver(&self, body: &str) -> Sample {
-        // Signed as the provider does, just before sending: the signature has a tolerance.
-        let header = signature::header_value(
-            &[WEBHOOK_SECRET],
-            chrono::Utc::now().timestamp(),
-            body.as_bytes(),
-        );
-        let started = Instant::now();
-        let sent = self
-            .client
-            .post(format!("{}/v1/webhooks/stripe", self.base_url))
-            .header("Content-Type", "application/json")
-            .header(signature::HEADER, header)
-            .body(body.to_string())
-            .send()
-            .await;
-        let answer = match sent {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                match response.text().await {
-                    Ok(text) if status == 200 => serde_json::from_str::<Receipt>(&text)
-                        .map_err(|err| format!("200 body not a receipt ({err}): {text}")),
-                    Ok(text) => Err(format!("status {status}: {text}")),
-                    Err(err) => Err(format!("status {status}, body unreadable: {err}")),
-                }
-            }
-            Err(err) => Err(format!("request failed: {err}")),
-        };
-        Sample {
-            latency: started.elapsed(),
-            answer,
-        }
-    }
-
-    async fn ready(&self) -> Result<(), String> {
-        let sent = self
-            .client
-            .get(format!("{}/health/ready", self.base_url))
-            .send()
-            .await;
-        match sent {
-            Ok(response) if response.status() == 200 => Ok(()),
-            Ok(response) => Err(format!("readiness answered {}", response.status())),
-            Err(err) => Err(format!("request failed: {err}")),
-        }
-    }
-
-    /// Runs `send(i)` for every `i` below `count` from `concurrency` clients; returns the
-    /// results in index order.
-    async fn concurrently<T, F, Fut>(&self, count: usize, send: F) -> Vec<T>
-    where
-        F: Fn(usize) -> Fut,
-        Fut: std::future::Future<Output = T>,
-    {
-        let next = AtomicUsize::new(0);
-        let clients = (0..self.concurrency).map(|_| async {
-            let mut results = Vec::new();
-            loop {
-                let index = next.fetch_add(1, Ordering::Relaxed);
-                if index >= count {
-                    break;
-                }
-                results.push((index, send(index).await));
-            }
-            results
-        });
-        let mut all: Vec<(usize, T)> = futures_util::future::join_all(clients)
-            .await
-            .into_iter()
-            .flatten()
-            .collect();
-        all.sort_by_key(|(index, _)| *index);
-        all.into_iter().map(|(_, result)| result).collect()
-    }
-
-    /// Delivers every event once, concurrently, and times the whole.
-    async fn drive(&self, attempts: &[Attempt]) -> Phase {
-        let started = Instant::now();
-        let samples = self
-            .concurrently(attempts.len(), |index| self.deliver(&attempts[index].event))
-            .await;
-        Phase {
-            samples,
-            wall: started.elapsed(),
-        }
-    }
-}
-
-struct Phase {
-    samples: Vec<Sample>,
-    wall: Duration,
-}
-
-impl Phase {
-    fn rate(&self) -> f64 {
-        self.samples.len() as f64 / self.wall.as_secs_f64()
-    }
-
-    fn latencies(&self) -> Latencies {
-        let mut all: Vec<Duration> = self.samples.iter().map(|s| s.latency).collect();
-        all.sort();
-        let at = |p: f64| -> f64 {
-            if all.is_empty() {
-                return 0.0;
-            }
-            // Nearest rank.
-            let rank = ((p / 100.0) * all.len() as f64).ceil() as usize;
-            ms(all[rank.clamp(1, all.len()) - 1])
-        };
-        Latencies {
-            p50: at(50.0),
-            p90: at(90.0),
-            p99: at(99.0),
-            max: all.last().copied().map(ms).unwrap_or(0.0),
-        }
-    }
-
-    /// Prints the phase's throughput and latency, and returns its answers that are not
-    /// 200 receipts satisfying `expected`.
-    fn report(&self, title: &str, expected: impl Fn(&Receipt) -> bool) -> Vec<String> {
-        let lat = self.latencies();
-        println!();
-        println!("{title}");
-        println!(
-            "  {} requests in {:.2} s: {:.0} req/s",
-            self.samples.len(),
-            self.wall.as_secs_f64(),
-            self.rate()
-        );
-        println!(
-            "  latency ms: p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
-            lat.p50, lat.p90, lat.p99, lat.max
-        );
-        self.samples
-            .iter()
-            .enumerate()
-            .filter_map(|(index, s)| match &s.answer {
-                Ok(receipt) if expected(receipt) => None,
-                Ok(receipt) => Some(format!("event #{index}: {receipt:?}")),
-                Err(err) => Some(format!("event #{index}: {err}")),
-            })
-            .collect()
-    }
-}
-
-struct Latencies {
-    p50: f64,
-    p90: f64,
-    p99: f64,
-    max: f64,
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// Prints up to a few problems of one kind and returns how many there were.
-fn report_problems(what: &str, problems: &[String]) -> usize {
-    if !problems.is_empty() {
-        println!("  {what}: {}", problems.len());
-        for problem in problems.iter().take(5) {
-            println!("    e.g. {problem}");
-        }
-    }
-    problems.len()
+/// The answers of `phase` that are not 200 receipts satisfying `expected`.
+fn problems(phase: &Phase<Answer>, expected: impl Fn(&Receipt) -> bool) -> Vec<String> {
+    let receipt = |answer: &Answer| match (answer.status, &answer.json) {
+        (Some(200), Some(json)) => Receipt::deserialize(json)
+            .map_err(|err| format!("200 body not a receipt ({err}): {}", answer.problem())),
+        _ => Err(answer.problem()),
+    };
+    phase
+        .answers
+        .iter()
+        .enumerate()
+        .filter_map(|(index, answer)| match receipt(answer) {
+            Ok(receipt) if expected(&receipt) => None,
+            Ok(receipt) => Some(format!("event #{index}: {receipt:?}")),
+            Err(err) => Some(format!("event #{index}: {err}")),
+        })
+        .collect()
 }
 
 /// Runs the warm-up and both timed phases; `false` when some answer was unexpected.
-async fn measure(bench: &Bench, attempts: &[Attempt]) -> bool {
-    let warmup_failed: Vec<String> = bench
-        .concurrently(WARMUP_REQUESTS, |_| bench.ready())
+async fn measure(stack: &Stack, concurrency: usize, attempts: &[Attempt]) -> bool {
+    let client = &stack.client;
+    let warmup_failed = drive(WARMUP_REQUESTS, concurrency, |_| client.get(READY))
         .await
-        .into_iter()
-        .filter_map(Result::err)
-        .collect();
+        .status_problems(200);
     if !warmup_failed.is_empty() {
         println!("warm-up");
         report_problems("failed readiness checks", &warmup_failed);
         return false;
     }
+    // Each phase delivers every event once.
+    let deliver = || {
+        drive(attempts.len(), concurrency, |i| {
+            client.post_webhook(WEBHOOKS, &attempts[i].event)
+        })
+    };
 
     // (1) Every event new: each moves its attempt pending → succeeded.
-    let fresh = bench.drive(attempts).await;
-    let problems = fresh.report(
-        "new events (payment_intent.succeeded, pending → succeeded)",
-        |r| !r.duplicate && r.outcome.as_deref() == Some("applied"),
-    );
+    let fresh = deliver().await;
+    fresh.report("new events (payment_intent.succeeded, pending → succeeded)");
+    let problems_fresh = problems(&fresh, |r| {
+        !r.duplicate && r.outcome.as_deref() == Some("applied")
+    });
     println!(
         "  answered applied, not duplicate: {}/{}",
-        fresh.samples.len() - problems.len(),
-        fresh.samples.len()
+        fresh.answers.len() - problems_fresh.len(),
+        fresh.answers.len()
     );
-    let mut failures = report_problems("unexpected answers", &problems);
+    let mut failures = report_problems("unexpected answers", &problems_fresh);
 
     // (2) The same events again: each a recognised duplicate.
-    let again = bench.drive(attempts).await;
-    let problems = again.report("duplicates (same events again)", |r| r.duplicate);
+    let again = deliver().await;
+    again.report("duplicates (same events again)");
+    let problems_again = problems(&again, |r| r.duplicate);
     println!(
         "  answered duplicate: {}/{}",
-        again.samples.len() - problems.len(),
-        again.samples.len()
+        again.answers.len() - problems_again.len(),
+        again.answers.len()
     );
-    failures += report_problems("unexpected answers", &problems);
+    failures += report_problems("unexpected answers", &problems_again);
     failures == 0
 }
 

@@ -1,6 +1,6 @@
 //! What the benchmarks share: the database (given, or a private cluster removed at the end),
 //! the app on it with one merchant and the in-process sandbox provider, a client that sends
-//! keyed requests from many tasks at once, and the latency report.
+//! keyed requests (or signed webhook events) from many tasks at once, and the latency report.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -18,14 +18,33 @@ use payorch::app::{AppSettings, Application};
 use payorch::db::migrations::run_migrations;
 use payorch::db::{Database, PoolSettings, PrivateCluster};
 use payorch::idempotency::IdempotencySettings;
+use payorch::ids::MerchantId;
+use payorch::providers::signature;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::sandbox::{self, SandboxConfig, SandboxHandle};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// What the app checks webhook signatures with, and the sandbox would sign its events with:
+/// a bench that plays the provider signs with it too.
+const WEBHOOK_SECRET: &str = "whsec_bench_payorch";
+
 /// Runs `run` on a two-thread runtime and turns its outcome into the exit code: `Ok(false)`
 /// means some request got an unexpected answer.
+#[allow(
+    dead_code,
+    reason = "the webhooks bench also fails on the database state"
+)]
 pub fn main(run: impl AsyncFnOnce(&mut Cleanup) -> Result<bool, BoxError>) -> ExitCode {
+    main_failing_on("some requests got unexpected answers", run)
+}
+
+/// As `main`, for a run that can find more wrong than answers: `Ok(false)` means what
+/// `failed` says.
+pub fn main_failing_on(
+    failed: &str,
+    run: impl AsyncFnOnce(&mut Cleanup) -> Result<bool, BoxError>,
+) -> ExitCode {
     if std::env::var_os("RUST_LOG").is_some() {
         payorch::telemetry::init(false);
     }
@@ -49,7 +68,7 @@ pub fn main(run: impl AsyncFnOnce(&mut Cleanup) -> Result<bool, BoxError>) -> Ex
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
-            eprintln!("bench: FAILED: some requests got unexpected answers (see above)");
+            eprintln!("bench: FAILED: {failed} (see above)");
             ExitCode::FAILURE
         }
         Err(err) => {
@@ -156,6 +175,12 @@ pub fn app_settings() -> AppSettings {
 pub struct Stack {
     /// The database the app runs on.
     pub where_db: String,
+    /// Where the bench can work in that database itself.
+    #[allow(dead_code, reason = "only the webhooks bench uses the database itself")]
+    pub database_url: String,
+    /// The bench merchant.
+    #[allow(dead_code, reason = "only the webhooks bench uses the database itself")]
+    pub merchant: MerchantId,
     pub setup_time: Duration,
     pub client: Client,
     pub sandbox: SandboxHandle,
@@ -193,18 +218,22 @@ impl Stack {
         cleanup.database = Some(database);
 
         run_migrations(&url).await?;
-        let secret = {
+        let (merchant, secret) = {
             let mut conn = AsyncPgConnection::establish(&url).await?;
-            let (_merchant, key) = accounts::create_merchant(&mut conn, "Bench merchant").await?;
-            key.secret
+            let (merchant, key) = accounts::create_merchant(&mut conn, "Bench merchant").await?;
+            (merchant.id, key.secret)
         };
 
         // Webhooks stay off (no URL): only the request path is measured.
-        let sandbox = sandbox::start(SandboxConfig::default()).await?;
+        let sandbox_config = SandboxConfig {
+            webhook_secret: WEBHOOK_SECRET.to_string(),
+            ..SandboxConfig::default()
+        };
+        let sandbox = sandbox::start(sandbox_config.clone()).await?;
         let provider = StripeProvider::new(StripeConfig::new(
             sandbox.base_url(),
-            SandboxConfig::default().secret,
-            vec![SandboxConfig::default().webhook_secret],
+            sandbox_config.secret,
+            vec![sandbox_config.webhook_secret],
         ))?;
         let app = Application::build(settings, &url, Arc::new(provider)).await?;
         let base_url = app.base_url();
@@ -223,6 +252,8 @@ impl Stack {
         };
         Ok(Stack {
             where_db,
+            database_url: url,
+            merchant,
             setup_time,
             client,
             sandbox,
@@ -255,6 +286,7 @@ pub struct Client {
 pub struct Answer {
     /// The HTTP status, or `None` when the request failed before an answer.
     pub status: Option<u16>,
+    #[allow(dead_code, reason = "webhook and readiness answers are never replays")]
     pub replayed: bool,
     /// The body when it is JSON.
     pub json: Option<serde_json::Value>,
@@ -274,48 +306,80 @@ impl Answer {
 
 impl Client {
     /// A key no other request of this run uses.
+    #[allow(dead_code, reason = "the webhooks bench sends no keyed requests")]
     pub fn key(&self, phase: &str, index: usize) -> String {
         format!("bench-{}-{phase}-{index}", self.run_id)
     }
 
     /// `POST {path}` with `body` under `key`.
+    #[allow(dead_code, reason = "the webhooks bench sends no keyed requests")]
     pub async fn post(&self, path: &str, key: &str, body: &'static str) -> Answer {
-        let sent = self
-            .client
-            .post(format!("{}{path}", self.base_url))
-            .header("Authorization", &self.authorization)
-            .header("Idempotency-Key", key)
-            .header("Content-Type", "application/json")
-            .body(body)
-            .send()
-            .await;
-        let response = match sent {
-            Ok(response) => response,
-            Err(err) => {
-                return Answer {
-                    status: None,
-                    replayed: false,
-                    json: None,
-                    text: format!("request failed: {err}"),
-                }
+        send(
+            self.client
+                .post(format!("{}{path}", self.base_url))
+                .header("Authorization", &self.authorization)
+                .header("Idempotency-Key", key)
+                .header("Content-Type", "application/json")
+                .body(body),
+        )
+        .await
+    }
+
+    /// `POST {path}` with `event` as the provider sends a webhook: the raw body with its
+    /// `Stripe-Signature` and no merchant key. Signed just before sending, as the signature
+    /// has a tolerance.
+    #[allow(dead_code, reason = "only the webhooks bench plays the provider")]
+    pub async fn post_webhook(&self, path: &str, event: &str) -> Answer {
+        let header = signature::header_value(
+            &[WEBHOOK_SECRET],
+            chrono::Utc::now().timestamp(),
+            event.as_bytes(),
+        );
+        send(
+            self.client
+                .post(format!("{}{path}", self.base_url))
+                .header("Content-Type", "application/json")
+                .header(signature::HEADER, header)
+                .body(event.to_string()),
+        )
+        .await
+    }
+
+    /// `GET {path}` without the merchant key.
+    #[allow(dead_code, reason = "only the webhooks bench checks readiness")]
+    pub async fn get(&self, path: &str) -> Answer {
+        send(self.client.get(format!("{}{path}", self.base_url))).await
+    }
+}
+
+/// Sends `request` and reads its answer.
+async fn send(request: reqwest::RequestBuilder) -> Answer {
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(err) => {
+            return Answer {
+                status: None,
+                replayed: false,
+                json: None,
+                text: format!("request failed: {err}"),
             }
-        };
-        let status = response.status().as_u16();
-        let replayed = response
-            .headers()
-            .get("Idempotent-Replayed")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let (json, text) = match response.text().await {
-            Ok(text) => (serde_json::from_str(&text).ok(), text),
-            Err(err) => (None, format!("body unreadable: {err}")),
-        };
-        Answer {
-            status: Some(status),
-            replayed,
-            json,
-            text,
         }
+    };
+    let status = response.status().as_u16();
+    let replayed = response
+        .headers()
+        .get("Idempotent-Replayed")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let (json, text) = match response.text().await {
+        Ok(text) => (serde_json::from_str(&text).ok(), text),
+        Err(err) => (None, format!("body unreadable: {err}")),
+    };
+    Answer {
+        status: Some(status),
+        replayed,
+        json,
+        text,
     }
 }
 
@@ -360,6 +424,18 @@ pub struct Phase<S> {
     /// Sorted.
     latencies: Vec<Duration>,
     wall: Duration,
+}
+
+impl Phase<Answer> {
+    /// The answers whose status is not `want`, as problems.
+    #[allow(dead_code, reason = "the checkout bench checks more than the status")]
+    pub fn status_problems(&self, want: u16) -> Vec<String> {
+        self.answers
+            .iter()
+            .filter(|a| a.status != Some(want))
+            .map(Answer::problem)
+            .collect()
+    }
 }
 
 impl<S> Phase<S> {
