@@ -16,9 +16,8 @@ use crate::idempotency::Operation;
 use crate::ids::PaymentId;
 use crate::payments::flow::{self, Paid, Target};
 use crate::payments::orders::{self, Order};
+use crate::payments::payment_method::PaymentMethodToken;
 use crate::payments::PaymentAttempt;
-
-const MAX_PAYMENT_METHOD_LEN: usize = 255;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -46,20 +45,11 @@ pub struct CheckoutResult {
     payment: PaymentAttempt,
 }
 
-/// A provider token: 1–255 visible ASCII characters.
-fn parse_payment_method(raw: Option<String>) -> Result<String, FieldError> {
+/// `payment_method`, required, as a provider token.
+fn parse_payment_method(raw: Option<String>) -> Result<PaymentMethodToken, FieldError> {
     let field = "/payment_method";
-    let method = raw.ok_or_else(|| FieldError::new(field, "is required"))?;
-    if method.is_empty()
-        || method.len() > MAX_PAYMENT_METHOD_LEN
-        || !method.bytes().all(|b| b.is_ascii_graphic())
-    {
-        return Err(FieldError::new(
-            field,
-            format!("must be a payment method token of 1 to {MAX_PAYMENT_METHOD_LEN} visible ASCII characters"),
-        ));
-    }
-    Ok(method)
+    let raw = raw.ok_or_else(|| FieldError::new(field, "is required"))?;
+    PaymentMethodToken::parse(&raw).map_err(|message| FieldError::new(field, message))
 }
 
 fn payment_location(id: PaymentId) -> String {

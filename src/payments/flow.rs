@@ -21,6 +21,7 @@ use super::attempts::{
 };
 use super::metrics::PaymentMetrics;
 use super::orders::{insert_order, NewOrder, OrderError};
+use super::payment_method::PaymentMethodToken;
 use super::reconciler::ReconcilerSettings;
 use super::transition::{apply, log_call, CallKind};
 use super::Source;
@@ -90,7 +91,7 @@ pub async fn pay(
     ctx: &PayContext<'_>,
     keyed: &KeyedRequest,
     target: &Target,
-    payment_method: &str,
+    payment_method: &PaymentMethodToken,
 ) -> Result<Paid, PayError> {
     // A second round only when the attempt in the way failed between our insert and our
     // look at why: the order can take an attempt again.
@@ -122,7 +123,7 @@ async fn start(
     ctx: &PayContext<'_>,
     keyed: &KeyedRequest,
     target: &Target,
-    payment_method: &str,
+    payment_method: &PaymentMethodToken,
 ) -> Result<Started, PayError> {
     let (begun, mut conn) =
         store::begin(ctx.pool, ctx.idempotency, ctx.idempotency_metrics, keyed).await?;
@@ -219,7 +220,7 @@ async fn create_attempt(
     ctx: &PayContext<'_>,
     keyed: &KeyedRequest,
     target: &Target,
-    payment_method: &str,
+    payment_method: &PaymentMethodToken,
 ) -> Result<PaymentAttempt, Tx1Error> {
     let order_id = match target {
         Target::Order(id) => *id,
@@ -232,7 +233,7 @@ async fn create_attempt(
         &NewAttempt {
             merchant_id: keyed.merchant_id,
             order_id,
-            payment_method,
+            payment_method: payment_method.as_str(),
             provider: ctx.payments.provider.name(),
             idempotency_key: Some(keyed.key.as_str()),
             // The request holds its key for the lease; only past it is the attempt orphaned.

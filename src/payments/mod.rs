@@ -6,6 +6,7 @@ pub mod flow;
 pub mod metrics;
 pub mod money;
 pub mod orders;
+pub mod payment_method;
 pub mod reconciler;
 pub mod transition;
 pub mod webhooks;
