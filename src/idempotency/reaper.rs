@@ -65,9 +65,6 @@ pub async fn reap_once(
             break;
         }
     }
-    if let Err(err) = store::reap_rate_windows(&mut conn).await {
-        tracing::warn!(error = %err, "could not delete old key counters");
-    }
     if let Ok(keys) = store::estimated_key_count(&mut conn).await {
         metrics.keys.set(keys);
     }

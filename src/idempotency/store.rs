@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{
-    BigInt, Bool, Bytea, Int2, Jsonb, Nullable, SmallInt, Text, Uuid as SqlUuid,
-};
+use diesel::sql_types::{BigInt, Bool, Bytea, Int2, Jsonb, Nullable, Text, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, TransactionManager};
 use serde_json::Value;
 use uuid::Uuid;
@@ -313,12 +311,8 @@ fn lock_key(request: &KeyedRequest) -> i64 {
     i64::from_be_bytes(first)
 }
 
-/// Shards of a merchant's per-minute key counter (see the `idempotency_key_rate` migration).
-const RATE_SHARDS: i16 = 8;
-
-/// Counts the new key against the merchant's allowance for this minute, and refuses it past
-/// the cap. The bump is part of the claim's transaction, so only keys that were really
-/// opened count; claims in flight at the same instant may pass the cap by a few.
+/// Refuses a new key past the merchant's per-minute allowance. Counted from the key table
+/// itself (bounded by the limit), so only keys that were really opened count.
 async fn check_rate(
     conn: &mut AsyncPgConnection,
     settings: &IdempotencySettings,
@@ -329,20 +323,12 @@ async fn check_rate(
         #[diesel(sql_type = BigInt)]
         opened: i64,
     }
-    // The outer SELECT sees the table as the statement found it: every earlier key of this
-    // minute, without this one.
     let count: Count = diesel::sql_query(
-        "WITH bump AS ( \
-             INSERT INTO idempotency_key_rate (merchant_id, minute, shard, opened) \
-             VALUES ($1, date_trunc('minute', now()), $2, 1) \
-             ON CONFLICT (merchant_id, minute, shard) \
-             DO UPDATE SET opened = idempotency_key_rate.opened + 1 RETURNING 1) \
-         SELECT coalesce(sum(opened), 0)::bigint + (SELECT count(*) FROM bump) AS opened \
-         FROM idempotency_key_rate \
-         WHERE merchant_id = $1 AND minute = date_trunc('minute', now())",
+        "SELECT count(*) AS opened FROM (SELECT 1 FROM idempotency_keys \
+         WHERE merchant_id = $1 AND created_at > now() - interval '1 minute' LIMIT $2) recent",
     )
     .bind::<SqlUuid, _>(merchant_id.0)
-    .bind::<SmallInt, _>(rand::random_range(0..RATE_SHARDS))
+    .bind::<BigInt, _>(settings.max_new_keys_per_minute + 1)
     .get_result(conn)
     .await?;
     if count.opened > settings.max_new_keys_per_minute {
@@ -352,15 +338,6 @@ async fn check_rate(
         });
     }
     Ok(())
-}
-
-/// Deletes the key counters of minutes that are over.
-pub async fn reap_rate_windows(conn: &mut AsyncPgConnection) -> QueryResult<usize> {
-    diesel::sql_query(
-        "DELETE FROM idempotency_key_rate WHERE minute < date_trunc('minute', now()) - interval '1 minute'",
-    )
-    .execute(conn)
-    .await
 }
 
 async fn load(

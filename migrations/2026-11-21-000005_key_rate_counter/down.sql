@@ -1,2 +1,0 @@
-CREATE INDEX idempotency_keys_recent ON idempotency_keys (merchant_id, created_at);
-DROP TABLE idempotency_key_rate;
