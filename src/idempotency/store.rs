@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Bytea, Int2, Jsonb, Nullable, Text, Uuid as SqlUuid};
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, TransactionManager};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::{Fingerprint, IdempotencyKey, IdempotencyMetrics, Operation};
 use crate::db::pool::PoolError;
 use crate::db::schema::idempotency_keys;
+use crate::db::transaction::{begin_transaction, commit, finish_transaction, rollback};
 use crate::db::{DbConn, DbPool};
 use crate::ids::MerchantId;
 
@@ -122,23 +123,6 @@ pub enum IdempotencyError {
     Database(#[from] diesel::result::Error),
     #[error(transparent)]
     Unavailable(#[from] PoolError),
-}
-
-type Tm = <AsyncPgConnection as AsyncConnection>::TransactionManager;
-
-pub async fn begin_transaction(conn: &mut AsyncPgConnection) -> QueryResult<()> {
-    Tm::begin_transaction(conn).await
-}
-
-pub async fn commit(conn: &mut AsyncPgConnection) -> QueryResult<()> {
-    Tm::commit_transaction(conn).await
-}
-
-pub async fn rollback(conn: &mut AsyncPgConnection) {
-    // A failed rollback leaves the connection marked broken; the pool then discards it.
-    if let Err(err) = Tm::rollback_transaction(conn).await {
-        tracing::warn!(error = %err, "rollback failed");
-    }
 }
 
 /// Claims `request`'s key, waiting up to `settings.wait` while another request holds it,
@@ -423,31 +407,29 @@ pub async fn complete(
     .map(|_| ())
 }
 
-/// Completes the key that made `resource_id` when someone other than its request finished
-/// the work (the reconciler, a webhook): in flight or completed-but-unresolved, it now
-/// replays `status` and may expire. Inside the caller's transaction.
+/// Completes the key that made `recorded`'s resource when someone other than its request
+/// finished the work (the reconciler, a webhook): in flight or completed-but-unresolved, it
+/// now replays `recorded`. Inside the caller's transaction.
 pub async fn complete_for_resource(
     conn: &mut AsyncPgConnection,
     merchant_id: MerchantId,
     key: &str,
-    resource_type: &str,
-    resource_id: Uuid,
-    status: u16,
-    body: &Value,
+    recorded: &Recorded,
 ) -> QueryResult<()> {
     diesel::sql_query(
         "UPDATE idempotency_keys SET state = 'completed', locked_until = NULL, \
              recovery_point = 'finished', response_status = $5, response_body = $6, \
-             unresolved = false, updated_at = now() \
+             unresolved = $7, updated_at = now() \
          WHERE merchant_id = $1 AND key = $2 AND resource_type = $3 AND resource_id = $4 \
            AND (state = 'in_flight' OR unresolved)",
     )
     .bind::<SqlUuid, _>(merchant_id.0)
     .bind::<Text, _>(key)
-    .bind::<Text, _>(resource_type)
-    .bind::<SqlUuid, _>(resource_id)
-    .bind::<Int2, _>(status as i16)
-    .bind::<Jsonb, _>(body)
+    .bind::<Text, _>(recorded.resource_type)
+    .bind::<SqlUuid, _>(recorded.resource_id)
+    .bind::<Int2, _>(recorded.status as i16)
+    .bind::<Jsonb, _>(&recorded.body)
+    .bind::<Bool, _>(recorded.unresolved)
     .execute(conn)
     .await
     .map(|_| ())
@@ -473,20 +455,12 @@ where
         // Database-only work never leaves a key in flight after its transaction, so a
         // takeover means the key row came from elsewhere: redo the work under it.
         Begun::Fresh | Begun::TakenOver(_) => {
-            let finished = async {
+            finish_transaction(conn, async |conn| {
                 let (value, recorded) = work(conn).await?;
                 complete(conn, request, &recorded).await?;
-                commit(conn).await?;
-                Ok::<T, E>(value)
-            }
-            .await;
-            match finished {
-                Ok(value) => Ok(Completion::Fresh(value)),
-                Err(err) => {
-                    rollback(conn).await;
-                    Err(err)
-                }
-            }
+                Ok(Completion::Fresh(value))
+            })
+            .await
         }
     }
 }

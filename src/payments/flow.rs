@@ -26,6 +26,7 @@ use super::reconciler::ReconcilerSettings;
 use super::transition::{apply, log_call, CallKind};
 use super::Source;
 use crate::db::pool::PoolError;
+use crate::db::transaction::{finish_transaction, in_transaction};
 use crate::db::DbPool;
 use crate::idempotency::store::{self, Begun};
 use crate::idempotency::{
@@ -36,7 +37,7 @@ use crate::providers::{ChargeRequest, PaymentProvider};
 
 /// The key's recovery point once transaction 1 has committed: the attempt exists.
 const ATTEMPT_CREATED: &str = "attempt_created";
-pub const RESOURCE_TYPE: &str = "payment_attempt";
+const RESOURCE_TYPE: &str = "payment_attempt";
 
 /// What the payment flow and the reconciler share.
 pub struct Payments {
@@ -129,12 +130,7 @@ async fn start(
         store::begin(ctx.pool, ctx.idempotency, ctx.idempotency_metrics, keyed).await?;
     match begun {
         Begun::Replay(replay) => {
-            let id = replay.resource_id.ok_or_else(|| {
-                PayError::Inconsistent("a completed payment key has no attempt".into())
-            })?;
-            let attempt = find_attempt(&mut conn, Some(keyed.merchant_id), PaymentId(id))
-                .await?
-                .ok_or_else(|| PayError::Inconsistent("a payment key's attempt is gone".into()))?;
+            let attempt = attempt_of_key(&mut conn, keyed, replay.resource_id).await?;
             Ok(Started::Replayed(Paid {
                 attempt,
                 status: replay.status,
@@ -143,56 +139,48 @@ async fn start(
         }
         Begun::TakenOver(stored) if stored.recovery_point == ATTEMPT_CREATED => {
             // An earlier request made the attempt and died: resume it, never make another.
-            let resumed = async {
-                let id = stored.resource_id.ok_or_else(|| {
-                    PayError::Inconsistent("an in-flight payment key has no attempt".into())
-                })?;
-                let attempt = find_attempt(&mut conn, Some(keyed.merchant_id), PaymentId(id))
-                    .await?
-                    .ok_or_else(|| {
-                        PayError::Inconsistent("a payment key's attempt is gone".into())
-                    })?;
-                store::commit(&mut conn).await?;
-                Ok::<_, PayError>(attempt)
-            }
-            .await;
-            if resumed.is_err() {
-                store::rollback(&mut conn).await;
-            }
+            let attempt = finish_transaction(&mut conn, async |conn| {
+                attempt_of_key(conn, keyed, stored.resource_id).await
+            })
+            .await?;
             tracing::info!("resuming a payment whose request did not finish");
-            Ok(Started::Attempt(resumed?))
+            Ok(Started::Attempt(attempt))
         }
         Begun::Fresh | Begun::TakenOver(_) => {
-            let made = create_attempt(&mut conn, ctx, keyed, target, payment_method).await;
-            let made = match made {
-                Ok(attempt) => store::commit(&mut conn)
-                    .await
-                    .map(|()| attempt)
-                    .map_err(Tx1Error::from),
-                Err(err) => Err(err),
-            };
-            match made {
-                Ok(attempt) => {
+            let made = finish_transaction(&mut conn, async |conn| {
+                create_attempt(conn, ctx, keyed, target, payment_method).await
+            })
+            .await;
+            // Refusals are rolled back, so not recorded: nothing happened, and a retry with
+            // this key is judged afresh.
+            match (made, target) {
+                (Ok(attempt), _) => {
                     ctx.payments.metrics.created();
                     Ok(Started::Attempt(attempt))
                 }
-                Err(err) => {
-                    // Refusals are not recorded: nothing happened, so a retry with this key
-                    // is judged afresh.
-                    store::rollback(&mut conn).await;
-                    match (err, target) {
-                        (Tx1Error::Refused, Target::Order(order_id)) => Ok(Started::Refused(
-                            why_refused(&mut conn, keyed.merchant_id, *order_id).await?,
-                        )),
-                        (Tx1Error::Refused, Target::NewOrder(_)) => Err(PayError::Inconsistent(
-                            "a new order refused its first attempt".into(),
-                        )),
-                        (Tx1Error::Failed(err), _) => Err(err),
-                    }
-                }
+                (Err(Tx1Error::Refused), Target::Order(order_id)) => Ok(Started::Refused(
+                    why_refused(&mut conn, keyed.merchant_id, *order_id).await?,
+                )),
+                (Err(Tx1Error::Refused), Target::NewOrder(_)) => Err(PayError::Inconsistent(
+                    "a new order refused its first attempt".into(),
+                )),
+                (Err(Tx1Error::Failed(err)), _) => Err(err),
             }
         }
     }
+}
+
+/// The attempt an earlier request with this key made.
+async fn attempt_of_key(
+    conn: &mut AsyncPgConnection,
+    keyed: &KeyedRequest,
+    resource_id: Option<uuid::Uuid>,
+) -> Result<PaymentAttempt, PayError> {
+    let id = resource_id
+        .ok_or_else(|| PayError::Inconsistent("a payment key names no attempt".into()))?;
+    find_attempt(conn, Some(keyed.merchant_id), PaymentId(id))
+        .await?
+        .ok_or_else(|| PayError::Inconsistent("a payment key's attempt is gone".into()))
 }
 
 /// Why transaction 1 did not make an attempt.
@@ -273,14 +261,13 @@ async fn finish(
         Some(call)
     };
     let mut conn = ctx.pool.get().await?;
-    store::begin_transaction(&mut conn).await?;
-    let finished = async {
+    let attempt = in_transaction(&mut conn, async |conn| {
         let attempt = match &call {
             Some(call) => {
-                log_call(&mut conn, &attempt, CallKind::Create, Source::Api, call).await?;
+                log_call(conn, &attempt, CallKind::Create, Source::Api, call).await?;
                 let next_check = Utc::now() + payments.reconciler.first_check();
                 apply(
-                    &mut conn,
+                    conn,
                     &payments.metrics,
                     attempt,
                     &call.outcome,
@@ -292,22 +279,15 @@ async fn finish(
             }
             None => attempt,
         };
-        store::complete(&mut conn, keyed, &recorded(&attempt)).await?;
-        store::commit(&mut conn).await?;
+        store::complete(conn, keyed, &recorded(&attempt)).await?;
         Ok::<_, PayError>(attempt)
-    }
-    .await;
-    match finished {
-        Ok(attempt) => Ok(Paid {
-            attempt,
-            status: 201,
-            replayed: false,
-        }),
-        Err(err) => {
-            store::rollback(&mut conn).await;
-            Err(err)
-        }
-    }
+    })
+    .await?;
+    Ok(Paid {
+        attempt,
+        status: 201,
+        replayed: false,
+    })
 }
 
 /// The charge as the provider sees it: the same on every resend.
@@ -320,6 +300,21 @@ pub fn charge_request(attempt: &PaymentAttempt) -> ChargeRequest {
         attempt_id: attempt.id.to_string(),
         order_id: attempt.order_id.to_string(),
         merchant_id: attempt.merchant_id.to_string(),
+    }
+}
+
+/// Completes the Idempotency-Key that made a now-final attempt, for whoever finished it
+/// (the reconciler, a webhook), so a late retry replays the final result and the key may
+/// expire.
+pub async fn settle_key(
+    conn: &mut AsyncPgConnection,
+    attempt: &PaymentAttempt,
+) -> diesel::QueryResult<()> {
+    match &attempt.idempotency_key {
+        Some(key) => {
+            store::complete_for_resource(conn, attempt.merchant_id, key, &recorded(attempt)).await
+        }
+        None => Ok(()),
     }
 }
 

@@ -17,14 +17,13 @@ use chrono::Utc;
 use diesel::sql_types::{BigInt, Interval};
 use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;
-use serde_json::json;
 use tokio::sync::watch;
 
 use super::attempts::{AttemptRow, PaymentAttempt, Source};
-use super::flow::{charge_request, Payments, RESOURCE_TYPE};
+use super::flow::{charge_request, settle_key, Payments};
 use super::transition::{apply, log_call, CallKind};
+use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
-use crate::idempotency::store;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
 pub const NO_RECORD: &str = "provider_no_record";
@@ -187,11 +186,10 @@ pub async fn check(
     };
     let next_check = Utc::now() + to_chrono(payments.reconciler.wait_after(attempt.checks));
     let mut conn = pool.get().await?;
-    store::begin_transaction(&mut conn).await?;
-    let done = async {
-        log_call(&mut conn, &attempt, kind, log_source(source), &call).await?;
+    let attempt = in_transaction(&mut conn, async |conn| {
+        log_call(conn, &attempt, kind, log_source(source), &call).await?;
         let applied = apply(
-            &mut conn,
+            conn,
             &payments.metrics,
             attempt,
             &outcome,
@@ -199,21 +197,13 @@ pub async fn check(
             next_check,
         )
         .await?;
-        let attempt = applied.attempt;
-        if attempt.status.is_final() {
-            settle_key(&mut conn, &attempt).await?;
+        if applied.attempt.status.is_final() {
+            settle_key(conn, &applied.attempt).await?;
         }
-        store::commit(&mut conn).await?;
-        Ok::<_, diesel::result::Error>(attempt)
-    }
-    .await;
-    match done {
-        Ok(attempt) => Ok(attempt),
-        Err(err) => {
-            store::rollback(&mut conn).await;
-            Err(err.into())
-        }
-    }
+        Ok::<_, diesel::result::Error>(applied.attempt)
+    })
+    .await?;
+    Ok(attempt)
 }
 
 /// The one provider call a check makes.
@@ -239,27 +229,6 @@ fn log_source(source: Source) -> Source {
         Source::Support => Source::Support,
         _ => Source::Reconciler,
     }
-}
-
-/// Completes the Idempotency-Key that made a now-final attempt, so a late retry replays
-/// the final result and the key may expire.
-pub async fn settle_key(
-    conn: &mut diesel_async::AsyncPgConnection,
-    attempt: &PaymentAttempt,
-) -> diesel::QueryResult<()> {
-    let Some(key) = &attempt.idempotency_key else {
-        return Ok(());
-    };
-    store::complete_for_resource(
-        conn,
-        attempt.merchant_id,
-        key,
-        RESOURCE_TYPE,
-        attempt.id.0,
-        201,
-        &json!(attempt),
-    )
-    .await
 }
 
 /// Sets the unresolved-attempt gauges from one query.

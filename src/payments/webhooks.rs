@@ -13,13 +13,12 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
 use super::attempts::{find_attempt, find_by_provider_payment, PaymentAttempt, Source};
-use super::flow::Payments;
-use super::reconciler::settle_key;
+use super::flow::{settle_key, Payments};
 use super::transition::{apply, Decision};
 use crate::db::pool::PoolError;
 use crate::db::schema::webhook_events;
+use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
-use crate::idempotency::store;
 use crate::ids::{EventId, PaymentId};
 use crate::providers::WebhookEvent;
 
@@ -85,30 +84,16 @@ pub async fn receive(
 ) -> Result<Received, ReceiveError> {
     let provider = payments.provider.name();
     let mut conn = pool.get().await?;
-    store::begin_transaction(&mut conn).await?;
-    let done = async {
-        let Some(id) = claim(&mut conn, provider, event).await? else {
+    // A duplicate's transaction wrote nothing, so committing it changes nothing either.
+    let received = in_transaction(&mut conn, async |conn| {
+        let Some(id) = claim(conn, provider, event).await? else {
             return Ok(Received::Duplicate);
         };
-        let (outcome, detail, attempt) = effect(&mut conn, payments, provider, event).await?;
-        record(&mut conn, id, outcome, &detail, attempt.as_ref()).await?;
-        Ok::<_, diesel::result::Error>(Received::Recorded { id, outcome })
-    }
-    .await;
-    let received = match done {
-        Ok(Received::Duplicate) => {
-            store::rollback(&mut conn).await;
-            Received::Duplicate
-        }
-        Ok(recorded) => {
-            store::commit(&mut conn).await?;
-            recorded
-        }
-        Err(err) => {
-            store::rollback(&mut conn).await;
-            return Err(err.into());
-        }
-    };
+        let (outcome, detail, attempt) = effect(conn, payments, provider, event).await?;
+        record(conn, id, outcome, &detail, attempt.as_ref()).await?;
+        Ok::<_, ReceiveError>(Received::Recorded { id, outcome })
+    })
+    .await?;
     let label = match &received {
         Received::Recorded { outcome, .. } => outcome.as_str(),
         Received::Duplicate => "duplicate",

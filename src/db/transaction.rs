@@ -1,0 +1,53 @@
+//! Transactions by hand: the key store opens one while claiming a key and hands it on to the
+//! caller's work, which diesel-async's closure-scoped `transaction` cannot express.
+
+use diesel::QueryResult;
+use diesel_async::{AsyncConnection, AsyncPgConnection, TransactionManager};
+
+type Tm = <AsyncPgConnection as AsyncConnection>::TransactionManager;
+
+pub async fn begin_transaction(conn: &mut AsyncPgConnection) -> QueryResult<()> {
+    Tm::begin_transaction(conn).await
+}
+
+pub async fn commit(conn: &mut AsyncPgConnection) -> QueryResult<()> {
+    Tm::commit_transaction(conn).await
+}
+
+pub async fn rollback(conn: &mut AsyncPgConnection) {
+    // A failed rollback leaves the connection marked broken; the pool then discards it.
+    if let Err(err) = Tm::rollback_transaction(conn).await {
+        tracing::warn!(error = %err, "rollback failed");
+    }
+}
+
+/// Finishes the transaction open on `conn` around `work`: committed if `work` succeeds,
+/// rolled back if it or the commit fails.
+pub async fn finish_transaction<T, E>(
+    conn: &mut AsyncPgConnection,
+    work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
+) -> Result<T, E>
+where
+    E: From<diesel::result::Error>,
+{
+    let done = match work(conn).await {
+        Ok(value) => commit(conn).await.map(|()| value).map_err(E::from),
+        Err(err) => Err(err),
+    };
+    if done.is_err() {
+        rollback(conn).await;
+    }
+    done
+}
+
+/// Runs `work` in a transaction of its own.
+pub async fn in_transaction<T, E>(
+    conn: &mut AsyncPgConnection,
+    work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
+) -> Result<T, E>
+where
+    E: From<diesel::result::Error>,
+{
+    begin_transaction(conn).await?;
+    finish_transaction(conn, work).await
+}
