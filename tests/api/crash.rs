@@ -14,7 +14,9 @@ use serde_json::Value;
 
 use payorch::db::schema::payment_attempts;
 
-use crate::helpers::{assert_problem, eventually, payorch_bin, temp_dir, TestApp, TestDatabase};
+use crate::helpers::{
+    assert_problem, eventually, payorch_bin, sandbox_process, temp_dir, TestApp, TestDatabase,
+};
 use crate::payments::checkout_body;
 use crate::serve::wait_ready;
 
@@ -40,13 +42,7 @@ async fn crash_mid_payment(reconciler_interval: Duration) -> (TestApp, String) {
     // Transaction 1 has committed: the attempt exists, the provider call is under way.
     let mut conn = app.db.connect().await;
     let made = eventually(Duration::from_secs(5), || async {
-        let mut conn = app.db.connect().await;
-        payment_attempts::table
-            .count()
-            .get_result::<i64>(&mut conn)
-            .await
-            .unwrap()
-            == 1
+        app.db.count("payment_attempts").await == 1
     })
     .await;
     assert!(made, "transaction 1 never committed");
@@ -129,27 +125,6 @@ async fn after_a_crash_the_reconciler_finishes_the_attempt_nobody_retried() {
     assert_eq!(app.charges(), 1);
 }
 
-/// `payorch sandbox` as its own process (it must outlive the killed server); its URL.
-async fn sandbox_process(secret: &str) -> (tokio::process::Child, String) {
-    use tokio::io::AsyncBufReadExt;
-    let mut child = tokio::process::Command::new(payorch_bin())
-        .args(["sandbox", "--bind", "127.0.0.1:0", "--slow-ms", "1500"])
-        .args(["--secret", secret])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start payorch sandbox");
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("the sandbox says where it listens")
-        .unwrap()
-        .unwrap();
-    let url = first.rsplit(' ').next().unwrap().to_string();
-    (child, url)
-}
-
 /// `payorch serve` on `database_url`, charging through the sandbox at `provider_url`.
 fn serve_process(data_dir: &Path, database_url: &str, provider_url: &str) -> tokio::process::Child {
     tokio::process::Command::new(payorch_bin())
@@ -203,7 +178,9 @@ async fn charges_in(client: &reqwest::Client, sandbox_url: &str, attempt_id: &st
 async fn a_serve_process_killed_mid_payment_is_finished_after_restart_with_one_charge() {
     let db = TestDatabase::migrated().await;
     let data_dir = temp_dir("kill");
-    let (_sandbox, sandbox_url) = sandbox_process("sk_test_kill").await;
+    // Its own process: it must outlive the killed server.
+    let (_sandbox, sandbox_url) =
+        sandbox_process(&["--secret", "sk_test_kill", "--slow-ms", "1500"]).await;
     let mut server = serve_process(&data_dir, &db.url, &sandbox_url);
     let creds = wait_ready(&data_dir, "").await;
     let client = reqwest::Client::new();
@@ -218,13 +195,7 @@ async fn a_serve_process_killed_mid_payment_is_finished_after_restart_with_one_c
     let in_flight = tokio::spawn(checkout());
 
     let made = eventually(Duration::from_secs(10), || async {
-        let mut conn = db.connect().await;
-        payment_attempts::table
-            .count()
-            .get_result::<i64>(&mut conn)
-            .await
-            .unwrap()
-            == 1
+        db.count("payment_attempts").await == 1
     })
     .await;
     assert!(made, "transaction 1 never committed");
@@ -264,11 +235,6 @@ async fn a_serve_process_killed_mid_payment_is_finished_after_restart_with_one_c
     .await;
     assert!(finished, "the attempt was never finished");
     assert_eq!(charges_in(&client, &sandbox_url, &attempt_id).await, 1);
-    let attempts: i64 = payment_attempts::table
-        .count()
-        .get_result(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(attempts, 1);
+    assert_eq!(db.count("payment_attempts").await, 1);
     let _ = std::fs::remove_dir_all(&data_dir);
 }

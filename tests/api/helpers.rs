@@ -226,6 +226,21 @@ impl TestDatabase {
             .await
             .expect("connect to the test database")
     }
+
+    /// The rows of `table` now.
+    pub async fn count(&self, table: &str) -> i64 {
+        #[derive(diesel::QueryableByName)]
+        struct Count {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            rows: i64,
+        }
+        let mut conn = self.connect().await;
+        diesel::sql_query(format!("SELECT count(*) AS rows FROM {table}"))
+            .get_result::<Count>(&mut conn)
+            .await
+            .expect("count rows")
+            .rows
+    }
 }
 
 impl Drop for TestDatabase {
@@ -527,6 +542,28 @@ where
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// `payorch sandbox` on a free port as its own process, with `args`; and its URL.
+pub async fn sandbox_process(args: &[&str]) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(payorch_bin())
+        .args(["sandbox", "--bind", "127.0.0.1:0"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start payorch sandbox");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the sandbox says where it listens")
+        .unwrap()
+        .unwrap();
+    let url = first.rsplit(' ').next().unwrap().to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{first}");
+    (child, url)
 }
 
 pub fn payorch_bin() -> &'static Path {

@@ -20,15 +20,12 @@ impl TestApp {
         .await
     }
 
+    /// Orders and idempotency keys stored.
     pub async fn count_rows(&self) -> (i64, i64) {
-        let mut conn = self.db.connect().await;
-        let orders: i64 = orders::table.count().get_result(&mut conn).await.unwrap();
-        let keys: i64 = idempotency_keys::table
-            .count()
-            .get_result(&mut conn)
-            .await
-            .unwrap();
-        (orders, keys)
+        (
+            self.db.count("orders").await,
+            self.db.count("idempotency_keys").await,
+        )
     }
 }
 

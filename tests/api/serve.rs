@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use payorch::credentials::{self, Credentials};
 
-use crate::helpers::{payorch_bin, temp_dir};
+use crate::helpers::{payorch_bin, sandbox_process, temp_dir};
 
 fn serve(data_dir: &Path) -> tokio::process::Child {
     tokio::process::Command::new(payorch_bin())
@@ -175,28 +175,7 @@ fn walk(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
 
 #[tokio::test]
 async fn sandbox_runs_alone_and_charges_as_the_table_says() {
-    use tokio::io::AsyncBufReadExt;
-    let mut child = tokio::process::Command::new(payorch_bin())
-        .args([
-            "sandbox",
-            "--bind",
-            "127.0.0.1:0",
-            "--secret",
-            "sk_test_alone",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("the sandbox says where it listens")
-        .unwrap()
-        .unwrap();
-    let url = first.rsplit(' ').next().unwrap().to_string();
-    assert!(url.starts_with("http://127.0.0.1:"), "{first}");
+    let (child, url) = sandbox_process(&["--secret", "sk_test_alone"]).await;
     let client = reqwest::Client::new();
     let charge = |pm: &'static str, key: &'static str| {
         client
