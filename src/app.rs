@@ -3,6 +3,7 @@
 
 use std::net::TcpListener;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{middleware::from_fn, web, App, HttpServer};
@@ -11,10 +12,11 @@ use tracing_actix_web::TracingLogger;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::accounts::CallerCache;
 use crate::db::{build_pool, DbPool, PoolSettings};
 use crate::http::{self, metrics::Metrics, middleware as mw, AppState, Idempotency};
 use crate::idempotency::reaper::{self, ReaperSettings};
-use crate::idempotency::{IdempotencyMetrics, IdempotencySettings};
+use crate::idempotency::{quota, IdempotencyMetrics, IdempotencySettings, NewKeyQuota};
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::reconciler::{self, ReconcilerSettings};
 use crate::payments::Payments;
@@ -30,6 +32,11 @@ pub struct AppSettings {
     pub idempotency: IdempotencySettings,
     pub reaper: ReaperSettings,
     pub reconciler: ReconcilerSettings,
+    /// How long a live API key is remembered without asking the database: the longest a
+    /// revoked key keeps working.
+    pub auth_cache_ttl: Duration,
+    /// How often this replica tells the others how many new keys each merchant opened.
+    pub quota_sync: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,17 +89,28 @@ impl Application {
             metrics: payment_metrics,
             reconciler: settings.reconciler.clone(),
         });
+        let quota = Arc::new(NewKeyQuota::new(
+            settings.idempotency.max_new_keys_per_minute,
+        ));
         let state = web::Data::new(AppState {
             pool: pool.clone(),
             metrics,
             idempotency: Idempotency {
                 settings: settings.idempotency.clone(),
                 metrics: idempotency_metrics.clone(),
+                quota: quota.clone(),
             },
             payments: payments.clone(),
+            callers: CallerCache::new(settings.auth_cache_ttl),
         });
         let (stop_workers, stop) = watch::channel(false);
         let workers = vec![
+            tokio::spawn(quota::run_sync(
+                pool.clone(),
+                quota,
+                settings.quota_sync,
+                stop.clone(),
+            )),
             tokio::spawn(reaper::run(
                 pool.clone(),
                 settings.reaper.clone(),

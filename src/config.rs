@@ -118,6 +118,10 @@ pub struct ServeArgs {
     pub provider: ProviderArgs,
     #[command(flatten)]
     pub reconciler: ReconcilerArgs,
+    /// How long a live API key is remembered in process without asking the database; a
+    /// revoked key stops working at most this long after it is revoked (0: ask every time).
+    #[arg(long, env = "PAYORCH_AUTH_CACHE_MS", default_value_t = 5000)]
+    pub auth_cache_ms: u64,
 }
 
 /// The payment provider; without `--provider-url`, an in-process sandbox.
@@ -239,6 +243,10 @@ pub struct IdempotencyArgs {
     /// New keys a merchant may open per minute before 429.
     #[arg(long, env = "PAYORCH_MAX_NEW_KEYS_PER_MINUTE", default_value_t = 6000)]
     pub max_new_keys_per_minute: i64,
+    /// How often each replica shares its counts of new keys with the others (the per-minute
+    /// cap is exact within a replica and this far behind across replicas).
+    #[arg(long, env = "PAYORCH_QUOTA_SYNC_MS", default_value_t = 1000)]
+    pub quota_sync_ms: u64,
     /// How often the reaper looks for expired keys.
     #[arg(long, env = "PAYORCH_REAPER_INTERVAL_SECS", default_value_t = 60)]
     pub reaper_interval_secs: u64,
@@ -276,6 +284,8 @@ impl ServeArgs {
             reconciler: self
                 .reconciler
                 .settings(Duration::from_millis(self.provider.provider_timeout_ms)),
+            auth_cache_ttl: Duration::from_millis(self.auth_cache_ms),
+            quota_sync: Duration::from_millis(self.idempotency.quota_sync_ms.max(10)),
         }
     }
 }

@@ -84,11 +84,11 @@ pub async fn demo_account(
                 return Ok(None);
             };
             let merchant_ok = matches!(
-                accounts::authenticate(conn, &previous.api_key).await?,
+                accounts::authenticate(conn, &accounts::secret_hash(&previous.api_key)).await?,
                 Some(Caller::Merchant { merchant_id, .. }) if merchant_id == previous.merchant_id
             );
             let support_ok = matches!(
-                accounts::authenticate(conn, &previous.support_key).await?,
+                accounts::authenticate(conn, &accounts::secret_hash(&previous.support_key)).await?,
                 Some(Caller::Support { .. })
             );
             Ok((merchant_ok && support_ok).then_some(DemoAccount {

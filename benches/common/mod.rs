@@ -168,6 +168,8 @@ pub fn app_settings() -> AppSettings {
         },
         reaper: Default::default(),
         reconciler: Default::default(),
+        auth_cache_ttl: std::time::Duration::from_secs(5),
+        quota_sync: std::time::Duration::from_secs(1),
     }
 }
 

@@ -1,5 +1,6 @@
 //! `Authorization: Bearer <secret>` → the [`Caller`]. The secret is hashed and the hash looked
-//! up by a unique index, so no secret is ever compared byte by byte in our code.
+//! up by a unique index, so no secret is ever compared byte by byte in our code; a live key
+//! is then remembered for a few seconds ([`accounts::CallerCache`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,10 +29,18 @@ impl FromRequest for Caller {
             let state = req
                 .app_data::<web::Data<AppState>>()
                 .ok_or_else(|| ApiError::Internal("application state missing".into()))?;
-            let mut conn = state.pool.get().await?;
-            let caller = accounts::authenticate(&mut conn, &secret)
-                .await?
-                .ok_or(ApiError::Unauthenticated)?;
+            let hash = accounts::secret_hash(&secret);
+            let caller = match state.callers.get(&hash) {
+                Some(caller) => caller,
+                None => {
+                    let mut conn = state.pool.get().await?;
+                    let caller = accounts::authenticate(&mut conn, &hash)
+                        .await?
+                        .ok_or(ApiError::Unauthenticated)?;
+                    state.callers.put(hash, caller);
+                    caller
+                }
+            };
             req.extensions_mut().insert(caller);
             tracing::Span::current().record("merchant", tracing::field::display(caller));
             Ok(caller)

@@ -17,8 +17,12 @@ use std::sync::Arc;
 
 use actix_web::{error::JsonPayloadError, web, HttpRequest};
 
+use crate::accounts::CallerCache;
 use crate::db::DbPool;
-use crate::idempotency::{IdempotencyMetrics, IdempotencySettings};
+use crate::idempotency::{
+    claim, Claimed, IdempotencyError, IdempotencyMetrics, IdempotencySettings, KeyedRequest,
+    KeyedWork, NewKeyQuota,
+};
 use crate::payments::flow::{PayContext, Payments};
 use errors::ApiError;
 
@@ -31,6 +35,8 @@ pub struct AppState {
     pub metrics: Arc<metrics::Metrics>,
     pub idempotency: Idempotency,
     pub payments: Arc<Payments>,
+    /// Who a presented secret belongs to, remembered for a short while.
+    pub callers: CallerCache,
 }
 
 impl AppState {
@@ -38,15 +44,35 @@ impl AppState {
         PayContext {
             pool: &self.pool,
             idempotency: &self.idempotency.settings,
+            quota: &self.idempotency.quota,
             idempotency_metrics: &self.idempotency.metrics,
             payments: &self.payments,
         }
+    }
+
+    /// Claims `keyed`'s key and does `work` under it (one statement).
+    pub async fn claim(
+        &self,
+        keyed: &KeyedRequest,
+        work: &dyn KeyedWork,
+    ) -> Result<Claimed, IdempotencyError> {
+        claim(
+            &self.pool,
+            &self.idempotency.settings,
+            &self.idempotency.quota,
+            &self.idempotency.metrics,
+            keyed,
+            work,
+        )
+        .await
     }
 }
 
 pub struct Idempotency {
     pub settings: IdempotencySettings,
     pub metrics: Arc<IdempotencyMetrics>,
+    /// Shared with the worker that syncs it with other replicas.
+    pub quota: Arc<NewKeyQuota>,
 }
 
 /// Every route of the API, in one place.

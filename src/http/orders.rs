@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::accounts::Caller;
 use crate::http::errors::{ApiError, FieldError};
@@ -12,10 +12,11 @@ use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::AppState;
 use diesel_async::AsyncPgConnection;
 
-use crate::idempotency::{store, Completion, KeyedRequest, Operation, Recorded, Replay};
-use crate::ids::{MerchantId, OrderId};
+use crate::idempotency::{Claimed, KeyedRequest, KeyedWork, Operation, RecordAs};
+use crate::ids::OrderId;
 use crate::payments::attempts::attempts_of_order;
-use crate::payments::orders::{self, NewOrder, Order};
+use crate::payments::keyed::{CancelOrder, CreateOrder, Resources};
+use crate::payments::orders::{self, NewOrder, Order, OrderError};
 use crate::payments::PaymentAttempt;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -80,56 +81,38 @@ pub struct OrderWithPayments {
     payments: Vec<PaymentAttempt>,
 }
 
-fn recorded(status: u16, order: &Order) -> Recorded {
-    Recorded {
-        status,
-        resource_type: "order",
-        resource_id: order.id.0,
-        body: json!(order),
-        unresolved: false,
-    }
-}
-
-/// Runs a database-only order operation once per key and answers `status` with the order;
-/// a replay answers the first status with the order as it is now.
+/// Runs a database-only order operation once per key, in one statement, and answers with
+/// the order: as made, or, replayed, under the first status as it is now. `declined` says
+/// why the work did nothing.
 async fn keyed_order_operation(
     state: &AppState,
     keyed: &KeyedRequest,
-    status: u16,
-    work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<Order, ApiError>,
+    work: &dyn KeyedWork,
+    declined: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<ApiError, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
-    let completion = store::run_once(
-        &state.pool,
-        &state.idempotency.settings,
-        &state.idempotency.metrics,
-        keyed,
-        async |conn| {
-            let order = work(conn).await?;
-            let recorded = recorded(status, &order);
-            Ok::<_, ApiError>((order, recorded))
-        },
-    )
-    .await?;
-    match completion {
-        Completion::Fresh(order) => Ok(respond(status, &order, false)),
-        Completion::Replayed(replay) => replay_order(state, keyed.merchant_id, replay).await,
+    let order = |value| {
+        Resources::read(value)
+            .map_err(|err| ApiError::Internal(format!("an order read back does not fit: {err}")))?
+            .order()
+            .ok_or_else(|| ApiError::Internal("an order key names no order".into()))
+    };
+    match state.claim(keyed, work).await? {
+        Claimed::Done { fresh } => {
+            let status = match work.record_as() {
+                RecordAs::Completed { status } => status,
+                RecordAs::InFlight { .. } => 201,
+            };
+            Ok(respond(status, &order(fresh)?, false))
+        }
+        Claimed::Replay { status, current } => Ok(respond(status, &order(current)?, true)),
+        Claimed::Declined { .. } => {
+            let mut conn = state.pool.get().await?;
+            Err(declined(&mut conn).await?)
+        }
+        Claimed::TakenOver { .. } => {
+            Err(ApiError::Internal("an order key was left in flight".into()))
+        }
     }
-}
-
-/// A replay shows the order as it is now, under the status first answered.
-async fn replay_order(
-    state: &AppState,
-    merchant_id: MerchantId,
-    replay: Replay,
-) -> Result<HttpResponse, ApiError> {
-    let id = replay
-        .resource_id
-        .ok_or_else(|| ApiError::Internal("replayed order key has no resource".into()))?;
-    let mut conn = state.pool.get().await?;
-    let order = orders::find_order(&mut conn, Some(merchant_id), OrderId(id))
-        .await?
-        .ok_or(ApiError::NotFound("order"))?;
-    Ok(respond(replay.status, &order, true))
 }
 
 #[utoipa::path(post, path = "/v1/orders", tag = "orders",
@@ -153,9 +136,21 @@ pub async fn create_order(
     let key = idempotency_key(&req)?;
     let new_order = read_body::<CreateOrderBody>(&body)?.into_new_order()?;
     let keyed = keyed_request(&req, merchant_id, key, Operation::CreateOrder, Some(&body));
-    keyed_order_operation(&state, &keyed, 201, async |conn| {
-        Ok(orders::insert_order(conn, merchant_id, &new_order).await?)
-    })
+    keyed_order_operation(
+        &state,
+        &keyed,
+        &CreateOrder::new(&new_order),
+        async |conn| {
+            // Only the reference can refuse a new order: ids are fresh UUIDv7s.
+            let reference = new_order.merchant_reference.as_deref().unwrap_or_default();
+            Ok(
+                match orders::order_with_reference(conn, merchant_id, reference).await? {
+                    Some(id) => OrderError::MerchantReferenceExists(id).into(),
+                    None => ApiError::Internal("a refused order reference has no order".into()),
+                },
+            )
+        },
+    )
     .await
 }
 
@@ -201,8 +196,13 @@ pub async fn cancel_order(
     let key = idempotency_key(&req)?;
     let id = parse_order_id(&path)?;
     let keyed = keyed_request(&req, merchant_id, key, Operation::CancelOrder, None);
-    keyed_order_operation(&state, &keyed, 200, async |conn| {
-        Ok(orders::cancel_order(conn, merchant_id, id).await?)
+    keyed_order_operation(&state, &keyed, &CancelOrder { id }, async |conn| {
+        Ok(
+            match orders::find_order(conn, Some(merchant_id), id).await? {
+                None => OrderError::NotFound.into(),
+                Some(order) => OrderError::NotCancelable(order.status).into(),
+            },
+        )
     })
     .await
 }

@@ -15,7 +15,7 @@ use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::PaymentId;
 use crate::payments::flow::{self, Paid, Target};
-use crate::payments::orders::{self, Order};
+use crate::payments::orders::Order;
 use crate::payments::payment_method::PaymentMethodToken;
 use crate::payments::PaymentAttempt;
 
@@ -156,9 +156,9 @@ pub async fn checkout(
         &payment_method,
     )
     .await?;
-    let mut conn = state.pool.get().await?;
-    let order = orders::find_order(&mut conn, Some(merchant_id), paid.attempt.order_id)
-        .await?
+    let order = paid
+        .order
+        .clone()
         .ok_or_else(|| ApiError::Internal("a checkout's order is gone".into()))?;
     let result = CheckoutResult {
         order,

@@ -1,8 +1,11 @@
 //! Idempotency-Key handling for every state-changing request: key parsing, the canonical
-//! fingerprint, the key store and the reaper of expired keys.
+//! fingerprint, the one-statement claim, the per-merchant quota of new keys, the key store
+//! and the reaper of expired keys.
 
+pub mod claim;
 pub mod fingerprint;
 pub mod key;
+pub mod quota;
 pub mod reaper;
 pub mod store;
 
@@ -10,11 +13,11 @@ use std::time::Duration;
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts};
 
+pub use claim::{claim, Claimed, KeyedWork, RecordAs};
 pub use fingerprint::{fingerprint, Fingerprint};
 pub use key::{IdempotencyKey, KeyError};
-pub use store::{
-    Begun, Completion, IdempotencyError, IdempotencySettings, KeyedRequest, Recorded, Replay,
-};
+pub use quota::NewKeyQuota;
+pub use store::{IdempotencyError, IdempotencySettings, KeyedRequest, Recorded, StoredKey};
 
 /// The kinds of keyed work; a key belongs to one and its TTL follows from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +40,7 @@ impl Operation {
 }
 
 /// Idempotency outcomes (`created`, `replayed`, `in_use`, `reused_mismatch`, `taken_over`,
-/// `rate_limited`), the time spent claiming a key, and the size of the key table.
+/// `rate_limited`, `declined`: the work refused and nothing was recorded), the time spent claiming a key, and the size of the key table.
 pub struct IdempotencyMetrics {
     outcomes: IntCounterVec,
     wait: HistogramVec,

@@ -8,10 +8,9 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::result::{DatabaseErrorKind, Error as DieselError};
-use diesel::sql_types::{Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::result::DatabaseErrorKind;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::db::schema::{attempt_events, orders, payment_attempts, provider_calls};
@@ -118,8 +117,9 @@ pub struct PaymentAttempt {
     pub checks: i32,
 }
 
-/// The row as the table holds it; [`PaymentAttempt`] is how it is shown.
-#[derive(Queryable, Selectable, QueryableByName)]
+/// The row as the table holds it; [`PaymentAttempt`] is how it is shown. Also read from
+/// `to_jsonb` of a row, as the claim statement returns it.
+#[derive(Queryable, Selectable, QueryableByName, Deserialize)]
 #[diesel(table_name = payment_attempts)]
 pub struct AttemptRow {
     merchant_id: Uuid,
@@ -175,17 +175,6 @@ pub fn provider_idempotency_key(id: PaymentId) -> String {
     format!("payorch_{id}")
 }
 
-/// A new attempt to insert.
-pub struct NewAttempt<'a> {
-    pub merchant_id: MerchantId,
-    pub order_id: OrderId,
-    pub payment_method: &'a str,
-    pub provider: &'a str,
-    pub idempotency_key: Option<&'a str>,
-    /// When the reconciler may first look, if the request that made it never finishes.
-    pub first_check_at: DateTime<Utc>,
-}
-
 /// Why an attempt could not be made. Read after the failed transaction is rolled back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
@@ -198,55 +187,10 @@ pub enum Refusal {
     OrderNotFound,
 }
 
-/// What an insert ran into: the database refused it by one of the invariants, or failed.
-#[derive(Debug, thiserror::Error)]
-pub enum InsertError {
-    #[error("the order cannot take a new attempt now")]
-    Refused,
-    #[error(transparent)]
-    Database(#[from] DieselError),
-}
-
-/// Inserts a `created` attempt and its first timeline row in one statement. The database
-/// moves the order to `processing` in the same statement, or refuses (invariants 1, 2, 5):
-/// then the transaction is spoilt; roll it back and ask [`why_refused`].
-pub async fn insert_attempt(
-    conn: &mut AsyncPgConnection,
-    new: &NewAttempt<'_>,
-) -> Result<PaymentAttempt, InsertError> {
-    let id = PaymentId::new();
-    let inserted = diesel::sql_query(
-        "WITH made AS ( \
-             INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method, \
-                 provider, provider_idempotency_key, idempotency_key, next_check_at) \
-             VALUES ($1, $2, $3, 'created', $4, $5, $6, $7, $8) RETURNING *), \
-         logged AS ( \
-             INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source) \
-             SELECT merchant_id, id, NULL, 'created', 'api' FROM made) \
-         SELECT * FROM made",
-    )
-    .bind::<SqlUuid, _>(new.merchant_id.0)
-    .bind::<SqlUuid, _>(id.0)
-    .bind::<SqlUuid, _>(new.order_id.0)
-    .bind::<Text, _>(new.payment_method)
-    .bind::<Text, _>(new.provider)
-    .bind::<Text, _>(provider_idempotency_key(id))
-    .bind::<Nullable<Text>, _>(new.idempotency_key)
-    .bind::<Timestamptz, _>(new.first_check_at)
-    .get_result::<AttemptRow>(conn)
-    .await;
-    match inserted {
-        Ok(row) => Ok(row.into()),
-        Err(DieselError::DatabaseError(kind, info))
-            if is_refusal(&kind, info.constraint_name()) =>
-        {
-            Err(InsertError::Refused)
-        }
-        Err(err) => Err(err.into()),
-    }
-}
-
-fn is_refusal(kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
+/// Whether a failed insert of an attempt is the database refusing it by invariant 1, 2 or 5
+/// (the order has an open or a succeeded attempt, or is not awaiting payment): the
+/// transaction is spoilt; ask [`why_refused`] once it is rolled back.
+pub fn refuses_attempt(kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
     matches!(
         (kind, constraint),
         (

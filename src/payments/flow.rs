@@ -1,10 +1,12 @@
 //! The payment flow of SPEC §5, behind `POST /v1/orders/{id}/payments` and `POST /v1/checkout`:
 //!
-//! 1. Transaction 1: the key, the attempt `created` (and the order `processing`, by the
-//!    database), committed before the provider hears of it.
+//! 1. Transaction 1, one statement (the claim of [`crate::idempotency::claim`] with the work
+//!    of [`super::keyed`]): the key, the attempt `created`, its timeline row (and the order
+//!    made or moved to `processing` by the database), committed before the provider hears
+//!    of it.
 //! 2. The provider call, carrying the attempt's own provider idempotency key.
-//! 3. Transaction 2: the outcome, the timeline, the provider call log and the recorded
-//!    response.
+//! 3. Transaction 2, one statement ([`record_answer`]): the outcome, the timeline, the
+//!    provider call log and the completed key.
 //!
 //! No database connection is held during the provider call. If the process dies between 1
 //! and 3, the key stays in flight for its lease; a retry after that resumes the same attempt
@@ -14,30 +16,27 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use diesel_async::AsyncPgConnection;
-use serde_json::json;
 
-use super::attempts::{
-    find_attempt, insert_attempt, why_refused, InsertError, NewAttempt, PaymentAttempt, Refusal,
-};
+use super::attempts::{why_refused, PaymentAttempt, Refusal};
+use super::keyed::{Checkout, CreateOrder, NewAttempt, PayOrder, Resources, ATTEMPT_CREATED};
 use super::metrics::PaymentMetrics;
-use super::orders::{insert_order, NewOrder, OrderError};
+use super::orders::{order_with_reference, NewOrder, Order, OrderError};
 use super::payment_method::PaymentMethodToken;
 use super::reconciler::ReconcilerSettings;
-use super::transition::{apply, log_call, CallKind};
+use super::transition::{apply, record_answer};
 use super::Source;
 use crate::db::pool::PoolError;
-use crate::db::transaction::{finish_transaction, in_transaction};
+use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
-use crate::idempotency::store::{self, Begun};
+use crate::idempotency::store;
 use crate::idempotency::{
-    IdempotencyError, IdempotencyMetrics, IdempotencySettings, KeyedRequest, Recorded,
+    claim, Claimed, IdempotencyError, IdempotencyMetrics, IdempotencySettings, KeyedRequest,
+    KeyedWork, NewKeyQuota, Recorded,
 };
-use crate::ids::{OrderId, PaymentId};
+use crate::ids::OrderId;
 use crate::providers::{ChargeRequest, PaymentProvider};
 
-/// The key's recovery point once transaction 1 has committed: the attempt exists.
-const ATTEMPT_CREATED: &str = "attempt_created";
-const RESOURCE_TYPE: &str = "payment_attempt";
+const RESOURCE_TYPE: &str = super::keyed::PAYMENT_ATTEMPT;
 
 /// What the payment flow and the reconciler share.
 pub struct Payments {
@@ -50,6 +49,7 @@ pub struct Payments {
 pub struct PayContext<'a> {
     pub pool: &'a DbPool,
     pub idempotency: &'a IdempotencySettings,
+    pub quota: &'a NewKeyQuota,
     pub idempotency_metrics: &'a IdempotencyMetrics,
     pub payments: &'a Payments,
 }
@@ -58,7 +58,7 @@ pub struct PayContext<'a> {
 pub enum Target {
     /// An existing order (`POST /v1/orders/{id}/payments`).
     Order(OrderId),
-    /// A new order, made in the same transaction as its attempt (`POST /v1/checkout`).
+    /// A new order, made in the same statement as its attempt (`POST /v1/checkout`).
     NewOrder(NewOrder),
 }
 
@@ -67,6 +67,8 @@ pub enum Target {
 pub struct Paid {
     /// The attempt as it is now.
     pub attempt: PaymentAttempt,
+    /// For a checkout: its order as it is now.
+    pub order: Option<Order>,
     pub status: u16,
     pub replayed: bool,
 }
@@ -87,6 +89,12 @@ pub enum PayError {
     Inconsistent(String),
 }
 
+impl From<serde_json::Error> for PayError {
+    fn from(err: serde_json::Error) -> Self {
+        PayError::Inconsistent(format!("a row read back as JSON does not fit: {err}"))
+    }
+}
+
 /// Pays `target` with `payment_method`, once per key.
 pub async fn pay(
     ctx: &PayContext<'_>,
@@ -96,194 +104,182 @@ pub async fn pay(
 ) -> Result<Paid, PayError> {
     // A second round only when the attempt in the way failed between our insert and our
     // look at why: the order can take an attempt again.
-    let mut rounds = 0;
-    loop {
-        rounds += 1;
-        match start(ctx, keyed, target, payment_method).await? {
-            Started::Replayed(paid) => return Ok(paid),
-            Started::Attempt(attempt) => return finish(ctx, keyed, attempt).await,
-            Started::Refused(Some(refusal)) => return Err(PayError::Refused(refusal)),
-            Started::Refused(None) if rounds < 3 => continue,
-            Started::Refused(None) => {
-                return Err(PayError::Inconsistent(
-                    "the order kept changing while a payment was being made".into(),
-                ))
+    for _ in 0..3 {
+        // The request holds its key for the lease; only past it is the attempt orphaned.
+        let lease = chrono::Duration::from_std(ctx.idempotency.lease)
+            .unwrap_or(chrono::Duration::seconds(30));
+        let attempt = NewAttempt::new(
+            payment_method.as_str(),
+            ctx.payments.provider.name(),
+            Utc::now() + lease,
+        );
+        let claimed = match target {
+            Target::Order(order_id) => {
+                let work = PayOrder {
+                    order_id: *order_id,
+                    attempt,
+                };
+                start(ctx, keyed, &work).await?
+            }
+            Target::NewOrder(new) => {
+                let work = Checkout {
+                    order: CreateOrder::new(new),
+                    attempt,
+                };
+                start(ctx, keyed, &work).await?
+            }
+        };
+        match claimed {
+            Claimed::Done { fresh } => {
+                ctx.payments.metrics.created();
+                let (attempt, order) = Resources::read(fresh)?.attempt_and_order();
+                let attempt = attempt.ok_or_else(|| missing("made no attempt"))?;
+                return finish(ctx, keyed, attempt, order).await;
+            }
+            Claimed::Replay { status, current } => {
+                let (attempt, order) = Resources::read(current)?.attempt_and_order();
+                return Ok(Paid {
+                    attempt: attempt.ok_or_else(|| missing("names no attempt"))?,
+                    order,
+                    status,
+                    replayed: true,
+                });
+            }
+            Claimed::TakenOver { stored, current } if stored.recovery_point == ATTEMPT_CREATED => {
+                // An earlier request made the attempt and died: resume it, never make another.
+                tracing::info!("resuming a payment whose request did not finish");
+                let (attempt, order) = Resources::read(current)?.attempt_and_order();
+                let attempt = attempt.ok_or_else(|| missing("names no attempt"))?;
+                return finish(ctx, keyed, attempt, order).await;
+            }
+            Claimed::TakenOver { stored, .. } => {
+                return Err(PayError::Inconsistent(format!(
+                    "a payment key in flight at recovery point {}",
+                    stored.recovery_point
+                )))
+            }
+            Claimed::Declined { refusal: None } => {
+                return Err(missing("was declined without a refusal"));
+            }
+            // Refusals are not recorded: nothing happened, and a retry with this key is
+            // judged afresh.
+            Claimed::Declined { refusal: Some(_) } => {
+                let mut conn = ctx.pool.get().await?;
+                match target {
+                    Target::Order(order_id) => {
+                        match why_refused(&mut conn, keyed.merchant_id, *order_id).await? {
+                            Some(refusal) => return Err(PayError::Refused(refusal)),
+                            None => continue,
+                        }
+                    }
+                    Target::NewOrder(new) => {
+                        return Err(reference_taken(&mut conn, keyed, new).await);
+                    }
+                }
             }
         }
     }
+    Err(PayError::Inconsistent(
+        "the order kept changing while a payment was being made".into(),
+    ))
 }
 
-enum Started {
-    Replayed(Paid),
-    Attempt(PaymentAttempt),
-    Refused(Option<Refusal>),
-}
-
-/// Claims the key and runs transaction 1, or finds what an earlier request with the key did.
 async fn start(
     ctx: &PayContext<'_>,
     keyed: &KeyedRequest,
-    target: &Target,
-    payment_method: &PaymentMethodToken,
-) -> Result<Started, PayError> {
-    let (begun, mut conn) =
-        store::begin(ctx.pool, ctx.idempotency, ctx.idempotency_metrics, keyed).await?;
-    match begun {
-        Begun::Replay(replay) => {
-            let attempt = attempt_of_key(&mut conn, keyed, replay.resource_id).await?;
-            Ok(Started::Replayed(Paid {
-                attempt,
-                status: replay.status,
-                replayed: true,
-            }))
-        }
-        Begun::TakenOver(stored) if stored.recovery_point == ATTEMPT_CREATED => {
-            // An earlier request made the attempt and died: resume it, never make another.
-            let attempt = finish_transaction(&mut conn, async |conn| {
-                attempt_of_key(conn, keyed, stored.resource_id).await
-            })
-            .await?;
-            tracing::info!("resuming a payment whose request did not finish");
-            Ok(Started::Attempt(attempt))
-        }
-        Begun::Fresh | Begun::TakenOver(_) => {
-            let made = finish_transaction(&mut conn, async |conn| {
-                create_attempt(conn, ctx, keyed, target, payment_method).await
-            })
-            .await;
-            // Refusals are rolled back, so not recorded: nothing happened, and a retry with
-            // this key is judged afresh.
-            match (made, target) {
-                (Ok(attempt), _) => {
-                    ctx.payments.metrics.created();
-                    Ok(Started::Attempt(attempt))
-                }
-                (Err(Tx1Error::Refused), Target::Order(order_id)) => Ok(Started::Refused(
-                    why_refused(&mut conn, keyed.merchant_id, *order_id).await?,
-                )),
-                (Err(Tx1Error::Refused), Target::NewOrder(_)) => Err(PayError::Inconsistent(
-                    "a new order refused its first attempt".into(),
-                )),
-                (Err(Tx1Error::Failed(err)), _) => Err(err),
-            }
-        }
-    }
-}
-
-/// The attempt an earlier request with this key made.
-async fn attempt_of_key(
-    conn: &mut AsyncPgConnection,
-    keyed: &KeyedRequest,
-    resource_id: Option<uuid::Uuid>,
-) -> Result<PaymentAttempt, PayError> {
-    let id = resource_id
-        .ok_or_else(|| PayError::Inconsistent("a payment key names no attempt".into()))?;
-    find_attempt(conn, Some(keyed.merchant_id), PaymentId(id))
-        .await?
-        .ok_or_else(|| PayError::Inconsistent("a payment key's attempt is gone".into()))
-}
-
-/// Why transaction 1 did not make an attempt.
-enum Tx1Error {
-    /// The database refused the attempt by an invariant; look at the order to say why.
-    Refused,
-    Failed(PayError),
-}
-
-impl From<OrderError> for Tx1Error {
-    fn from(err: OrderError) -> Self {
-        Tx1Error::Failed(err.into())
-    }
-}
-
-impl From<diesel::result::Error> for Tx1Error {
-    fn from(err: diesel::result::Error) -> Self {
-        Tx1Error::Failed(err.into())
-    }
-}
-
-/// Transaction 1's work, inside the claim's transaction.
-async fn create_attempt(
-    conn: &mut AsyncPgConnection,
-    ctx: &PayContext<'_>,
-    keyed: &KeyedRequest,
-    target: &Target,
-    payment_method: &PaymentMethodToken,
-) -> Result<PaymentAttempt, Tx1Error> {
-    let order_id = match target {
-        Target::Order(id) => *id,
-        Target::NewOrder(new) => insert_order(conn, keyed.merchant_id, new).await?.id,
-    };
-    let lease =
-        chrono::Duration::from_std(ctx.idempotency.lease).unwrap_or(chrono::Duration::seconds(30));
-    let attempt = insert_attempt(
-        conn,
-        &NewAttempt {
-            merchant_id: keyed.merchant_id,
-            order_id,
-            payment_method: payment_method.as_str(),
-            provider: ctx.payments.provider.name(),
-            idempotency_key: Some(keyed.key.as_str()),
-            // The request holds its key for the lease; only past it is the attempt orphaned.
-            first_check_at: Utc::now() + lease,
-        },
+    work: &dyn KeyedWork,
+) -> Result<Claimed, IdempotencyError> {
+    claim(
+        ctx.pool,
+        ctx.idempotency,
+        ctx.quota,
+        ctx.idempotency_metrics,
+        keyed,
+        work,
     )
     .await
-    .map_err(|err| match err {
-        InsertError::Refused => Tx1Error::Refused,
-        InsertError::Database(err) => err.into(),
-    })?;
-    store::set_recovery_point(
-        conn,
-        keyed,
-        ATTEMPT_CREATED,
-        Some((RESOURCE_TYPE, attempt.id.0)),
-    )
-    .await?;
-    Ok(attempt)
 }
 
-/// The provider call and transaction 2.
+fn missing(what: &str) -> PayError {
+    PayError::Inconsistent(format!("a payment key {what}"))
+}
+
+/// A new order refused for its `merchant_reference`: name the order that has it.
+async fn reference_taken(
+    conn: &mut AsyncPgConnection,
+    keyed: &KeyedRequest,
+    new: &NewOrder,
+) -> PayError {
+    let Some(reference) = new.merchant_reference.as_deref() else {
+        return PayError::Inconsistent("a checkout without a reference was refused".into());
+    };
+    match order_with_reference(conn, keyed.merchant_id, reference).await {
+        Ok(Some(id)) => OrderError::MerchantReferenceExists(id).into(),
+        Ok(None) => PayError::Inconsistent("a refused reference has no order".into()),
+        Err(err) => err.into(),
+    }
+}
+
+/// The provider call and transaction 2, one statement in the common case.
 async fn finish(
     ctx: &PayContext<'_>,
     keyed: &KeyedRequest,
     attempt: PaymentAttempt,
+    order: Option<Order>,
 ) -> Result<Paid, PayError> {
     let payments = ctx.payments;
-    let call = if attempt.status.is_final() {
-        None
+    let attempt = if attempt.status.is_final() {
+        // Finished while its request was away (a webhook); its key may not know yet.
+        let mut conn = ctx.pool.get().await?;
+        settle_key(&mut conn, &attempt).await?;
+        attempt
     } else {
         let call = payments
             .provider
             .create_charge(&charge_request(&attempt))
             .await;
-        payments.metrics.provider_call(CallKind::Create, &call);
-        Some(call)
-    };
-    let mut conn = ctx.pool.get().await?;
-    let attempt = in_transaction(&mut conn, async |conn| {
-        let attempt = match &call {
-            Some(call) => {
-                log_call(conn, &attempt, CallKind::Create, Source::Api, call).await?;
-                let next_check = Utc::now() + payments.reconciler.first_check();
-                apply(
-                    conn,
-                    &payments.metrics,
-                    attempt,
-                    &call.outcome,
-                    Source::ProviderResponse,
-                    next_check,
-                )
+        payments
+            .metrics
+            .provider_call(super::transition::CallKind::Create, &call);
+        let next_check = Utc::now() + payments.reconciler.first_check();
+        let mut conn = ctx.pool.get().await?;
+        let recorded = record_answer(
+            &mut conn,
+            &payments.metrics,
+            &attempt,
+            &call,
+            next_check,
+            keyed.key.as_str(),
+        )
+        .await?;
+        match recorded {
+            Some(attempt) => attempt,
+            // Someone moved the attempt first (a webhook): judge the answer against what it
+            // is now, the general way. The call is logged already.
+            None => {
+                in_transaction(&mut conn, async |conn| {
+                    let current =
+                        super::attempts::find_attempt(conn, Some(attempt.merchant_id), attempt.id)
+                            .await?
+                            .ok_or_else(|| missing("lost its attempt"))?;
+                    let applied = apply(
+                        conn,
+                        &payments.metrics,
+                        current,
+                        &call.outcome,
+                        Source::ProviderResponse,
+                        next_check,
+                    )
+                    .await?;
+                    settle_key(conn, &applied.attempt).await?;
+                    Ok::<_, PayError>(applied.attempt)
+                })
                 .await?
-                .attempt
             }
-            None => attempt,
-        };
-        store::complete(conn, keyed, &recorded(&attempt)).await?;
-        Ok::<_, PayError>(attempt)
-    })
-    .await?;
+        }
+    };
     Ok(Paid {
+        order: order.map(|order| order.following(&attempt)),
         attempt,
         status: 201,
         replayed: false,
@@ -318,14 +314,13 @@ pub async fn settle_key(
     }
 }
 
-/// The response a payment key records. A replay shows the attempt as it is then; this body
-/// is the attempt as it was answered. An open attempt keeps its key from being reaped.
+/// What a payment key records: `201` and its attempt, which a replay shows as it is then. An
+/// open attempt keeps its key from being reaped.
 pub fn recorded(attempt: &PaymentAttempt) -> Recorded {
     Recorded {
         status: 201,
         resource_type: RESOURCE_TYPE,
         resource_id: attempt.id.0,
-        body: json!(attempt),
         unresolved: !attempt.status.is_final(),
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod attempts;
 pub mod flow;
+pub mod keyed;
 pub mod metrics;
 pub mod money;
 pub mod orders;

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::attempts::{AttemptStatus, PaymentAttempt};
 use super::money::{Amount, Currency};
 use crate::db::schema::orders;
 use crate::ids::{MerchantId, OrderId};
@@ -78,10 +79,11 @@ pub struct Order {
     pub updated_at: DateTime<Utc>,
 }
 
-/// The row as the table holds it; [`Order`] is how it is shown.
-#[derive(Queryable, Selectable)]
+/// The row as the table holds it; [`Order`] is how it is shown. Also read from `to_jsonb`
+/// of a row, as the claim statement returns it.
+#[derive(Queryable, Selectable, Deserialize)]
 #[diesel(table_name = orders)]
-struct OrderRow {
+pub struct OrderRow {
     merchant_id: Uuid,
     id: Uuid,
     amount: i64,
@@ -95,7 +97,24 @@ struct OrderRow {
 }
 
 impl Order {
-    fn from_row(row: OrderRow) -> Self {
+    /// The order as the database left it once `attempt` made its last move: the triggers of
+    /// the `payment_attempts` migration move the order in the attempt's own statement
+    /// (`processing` when it is made, `paid` or `awaiting_payment` when it ends, with
+    /// `updated_at` the same transaction time as the attempt's), so it need not be read again.
+    pub fn following(mut self, attempt: &PaymentAttempt) -> Self {
+        let status = match attempt.status {
+            AttemptStatus::Created | AttemptStatus::Pending => OrderStatus::Processing,
+            AttemptStatus::Succeeded => OrderStatus::Paid,
+            AttemptStatus::Failed => OrderStatus::AwaitingPayment,
+        };
+        if status != self.status {
+            self.status = status;
+            self.updated_at = attempt.updated_at;
+        }
+        self
+    }
+
+    pub fn from_row(row: OrderRow) -> Self {
         Order {
             id: OrderId(row.id),
             object: "order",
@@ -223,40 +242,20 @@ pub enum OrderError {
     Database(#[from] diesel::result::Error),
 }
 
-/// Inserts the order; a `merchant_reference` already in use names the order that has it.
-pub async fn insert_order(
+/// The order that holds `reference`, once an insert was refused for it.
+pub async fn order_with_reference(
     conn: &mut AsyncPgConnection,
     merchant_id: MerchantId,
-    new: &NewOrder,
-) -> Result<Order, OrderError> {
-    let metadata = serde_json::to_value(&new.metadata).unwrap_or_default();
-    let inserted: Option<OrderRow> = diesel::insert_into(orders::table)
-        .values((
-            orders::merchant_id.eq(merchant_id.0),
-            orders::id.eq(OrderId::new().0),
-            orders::amount.eq(new.amount.get()),
-            orders::currency.eq(new.currency.as_str()),
-            orders::merchant_reference.eq(&new.merchant_reference),
-            orders::description.eq(&new.description),
-            orders::metadata.eq(metadata),
-        ))
-        .on_conflict((orders::merchant_id, orders::merchant_reference))
-        .do_nothing()
-        .returning(OrderRow::as_returning())
-        .get_result(conn)
-        .await
-        .optional()?;
-    if let Some(row) = inserted {
-        return Ok(Order::from_row(row));
-    }
-    // Only the reference can conflict: ids are fresh UUIDv7s.
-    let existing: Uuid = orders::table
+    reference: &str,
+) -> QueryResult<Option<OrderId>> {
+    orders::table
         .filter(orders::merchant_id.eq(merchant_id.0))
-        .filter(orders::merchant_reference.eq(&new.merchant_reference))
+        .filter(orders::merchant_reference.eq(reference))
         .select(orders::id)
-        .first(conn)
-        .await?;
-    Err(OrderError::MerchantReferenceExists(OrderId(existing)))
+        .first::<Uuid>(conn)
+        .await
+        .optional()
+        .map(|id| id.map(OrderId))
 }
 
 /// The order, if `merchant` (or support, with `None`) may see it.
@@ -277,28 +276,6 @@ pub async fn find_order(
         .await
         .optional()
         .map(|row| row.map(Order::from_row))
-}
-
-/// `awaiting_payment → canceled`, by a conditional update: whoever moved the order first wins.
-pub async fn cancel_order(
-    conn: &mut AsyncPgConnection,
-    merchant_id: MerchantId,
-    id: OrderId,
-) -> Result<Order, OrderError> {
-    let canceled: Option<OrderRow> = diesel::update(orders::table.find((merchant_id.0, id.0)))
-        .filter(orders::status.eq(OrderStatus::AwaitingPayment.as_str()))
-        .set(orders::status.eq(OrderStatus::Canceled.as_str()))
-        .returning(OrderRow::as_returning())
-        .get_result(conn)
-        .await
-        .optional()?;
-    match canceled {
-        Some(row) => Ok(Order::from_row(row)),
-        None => match find_order(conn, Some(merchant_id), id).await? {
-            None => Err(OrderError::NotFound),
-            Some(order) => Err(OrderError::NotCancelable(order.status)),
-        },
-    }
 }
 
 #[cfg(test)]

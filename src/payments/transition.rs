@@ -2,6 +2,8 @@
 //! payment flow, the reconciler and webhooks; and the conditional update that applies it.
 
 use chrono::{DateTime, Utc};
+use diesel::pg::Pg;
+use diesel::query_builder::{BoxedSqlQuery, SqlQuery};
 use diesel::sql_types::{Integer, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::OptionalExtension;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
@@ -101,45 +103,10 @@ pub async fn apply(
     // Bounded: each retry means another writer finished a move, and there are at most two.
     for _ in 0..3 {
         let decision = decide(attempt.status, outcome);
-        let updated = match &decision {
-            Decision::Move {
-                to,
-                provider_payment_id,
-                failure,
-                detail,
-            } => {
-                move_attempt(
-                    conn,
-                    &attempt,
-                    *to,
-                    provider_payment_id.as_deref(),
-                    failure.as_ref(),
-                    source,
-                    detail,
-                    next_check_at,
-                )
-                .await?
-            }
-            Decision::StayOpen {
-                provider_payment_id,
-                ..
-            } => {
-                move_attempt(
-                    conn,
-                    &attempt,
-                    attempt.status,
-                    provider_payment_id.as_deref(),
-                    None,
-                    source,
-                    "",
-                    next_check_at,
-                )
-                .await?
-            }
-            Decision::AlreadySo | Decision::Stale | Decision::Conflict => {
-                return Ok(Applied { attempt, decision });
-            }
+        let Some(change) = move_of(attempt.status, &decision) else {
+            return Ok(Applied { attempt, decision });
         };
+        let updated = move_attempt(conn, &attempt, change, source, next_check_at).await?;
         match updated {
             Some(moved) => {
                 if let Decision::Move { to, .. } = &decision {
@@ -160,44 +127,152 @@ pub async fn apply(
     Err(diesel::result::Error::RollbackTransaction)
 }
 
-/// The conditional update (on the status `attempt` was read with) and, when the status
-/// changes, its timeline row. `None` if the attempt was no longer in that status.
-#[allow(clippy::too_many_arguments)]
+/// The conditional update of an attempt (on the status it was read with, `$3`) and, when the
+/// status changes, its timeline row: `$1` merchant, `$2` attempt, `$4` new status, `$5`
+/// provider id, `$6`/`$7` failure code and message, `$8` next check, `$9` source, `$10`
+/// detail. Statements append their own CTEs after it and end in `SELECT * FROM moved`.
+const MOVE_CTES: &str = "WITH moved AS ( \
+         UPDATE payment_attempts SET status = $4, \
+             provider_payment_id = coalesce(provider_payment_id, $5), \
+             failure_code = $6, failure_message = $7, next_check_at = $8 \
+         WHERE merchant_id = $1 AND id = $2 AND status = $3 RETURNING *), \
+     logged AS ( \
+         INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source, detail) \
+         SELECT merchant_id, id, $3, status, $9, $10 FROM moved WHERE status <> $3)";
+
+/// What a [`Decision`] that changes the row writes.
+#[derive(Clone, Copy)]
+struct Change<'a> {
+    /// The new status; the current one for `StayOpen`.
+    to: AttemptStatus,
+    provider_payment_id: Option<&'a str>,
+    failure: Option<&'a (String, String)>,
+    /// The timeline row's detail; empty for no detail.
+    detail: &'a str,
+}
+
+/// `None` for decisions that write nothing.
+fn move_of(current: AttemptStatus, decision: &Decision) -> Option<Change<'_>> {
+    match decision {
+        Decision::Move {
+            to,
+            provider_payment_id,
+            failure,
+            detail,
+        } => Some(Change {
+            to: *to,
+            provider_payment_id: provider_payment_id.as_deref(),
+            failure: failure.as_ref(),
+            detail,
+        }),
+        Decision::StayOpen {
+            provider_payment_id,
+            ..
+        } => Some(Change {
+            to: current,
+            provider_payment_id: provider_payment_id.as_deref(),
+            failure: None,
+            detail: "",
+        }),
+        Decision::AlreadySo | Decision::Stale | Decision::Conflict => None,
+    }
+}
+
+/// Binds [`MOVE_CTES`]' ten parameters.
+fn bind_move<'f>(
+    query: BoxedSqlQuery<'f, Pg, SqlQuery>,
+    attempt: &'f PaymentAttempt,
+    Change {
+        to,
+        provider_payment_id,
+        failure,
+        detail,
+    }: Change<'f>,
+    source: Source,
+    next_check_at: DateTime<Utc>,
+) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+    query
+        .bind::<SqlUuid, _>(attempt.merchant_id.0)
+        .bind::<SqlUuid, _>(attempt.id.0)
+        .bind::<Text, _>(attempt.status.as_str())
+        .bind::<Text, _>(to.as_str())
+        .bind::<Nullable<Text>, _>(provider_payment_id)
+        .bind::<Nullable<Text>, _>(failure.map(|f| f.0.as_str()))
+        .bind::<Nullable<Text>, _>(failure.map(|f| f.1.as_str()))
+        .bind::<Nullable<Timestamptz>, _>((!to.is_final()).then_some(next_check_at))
+        .bind::<Text, _>(source.as_str())
+        .bind::<Nullable<Text>, _>((!detail.is_empty()).then_some(detail))
+}
+
+/// The conditional update and its timeline row. `None` if the attempt was no longer in the
+/// status it was read with.
 async fn move_attempt(
     conn: &mut AsyncPgConnection,
     attempt: &PaymentAttempt,
-    to: AttemptStatus,
-    provider_payment_id: Option<&str>,
-    failure: Option<&(String, String)>,
+    change: Change<'_>,
     source: Source,
-    detail: &str,
     next_check_at: DateTime<Utc>,
 ) -> diesel::QueryResult<Option<PaymentAttempt>> {
-    let row: Option<AttemptRow> = diesel::sql_query(
-        "WITH moved AS ( \
-             UPDATE payment_attempts SET status = $4, \
-                 provider_payment_id = coalesce(provider_payment_id, $5), \
-                 failure_code = $6, failure_message = $7, next_check_at = $8 \
-             WHERE merchant_id = $1 AND id = $2 AND status = $3 RETURNING *), \
-         logged AS ( \
-             INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source, detail) \
-             SELECT merchant_id, id, $3, status, $9, $10 FROM moved WHERE status <> $3) \
-         SELECT * FROM moved",
-    )
-    .bind::<SqlUuid, _>(attempt.merchant_id.0)
-    .bind::<SqlUuid, _>(attempt.id.0)
-    .bind::<Text, _>(attempt.status.as_str())
-    .bind::<Text, _>(to.as_str())
-    .bind::<Nullable<Text>, _>(provider_payment_id)
-    .bind::<Nullable<Text>, _>(failure.map(|f| f.0.as_str()))
-    .bind::<Nullable<Text>, _>(failure.map(|f| f.1.as_str()))
-    .bind::<Nullable<Timestamptz>, _>((!to.is_final()).then_some(next_check_at))
-    .bind::<Text, _>(source.as_str())
-    .bind::<Nullable<Text>, _>((!detail.is_empty()).then_some(detail))
-    .get_result(conn)
-    .await
-    .optional()?;
+    let query = diesel::sql_query(format!("{MOVE_CTES} SELECT * FROM moved")).into_boxed();
+    let row: Option<AttemptRow> = bind_move(query, attempt, change, source, next_check_at)
+        .get_result(conn)
+        .await
+        .optional()?;
     Ok(row.map(Into::into))
+}
+
+/// The provider's answer to our own create, in **one statement** (transaction 2 of SPEC §5):
+/// the call log, the attempt's move and its timeline row, and the completion of the key
+/// `idempotency_key` that made it. `None` if the attempt was not as read (a webhook was
+/// faster, or it is already final): then only the call was logged, and the caller applies
+/// the answer the general way ([`apply`]).
+pub async fn record_answer(
+    conn: &mut AsyncPgConnection,
+    metrics: &PaymentMetrics,
+    attempt: &PaymentAttempt,
+    call: &ProviderCall,
+    next_check_at: DateTime<Utc>,
+    idempotency_key: &str,
+) -> diesel::QueryResult<Option<PaymentAttempt>> {
+    let decision = decide(attempt.status, &call.outcome);
+    let Some(change) = move_of(attempt.status, &decision) else {
+        log_call(conn, attempt, CallKind::Create, Source::Api, call).await?;
+        return Ok(None);
+    };
+    let sql = format!(
+        "{MOVE_CTES}, \
+         called AS ( \
+             INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome, \
+                 http_status, latency_ms, detail) \
+             VALUES ($1, $2, $11, $12, $13, $14, $15, $16)), \
+         settled AS ( \
+             UPDATE idempotency_keys SET state = 'completed', locked_until = NULL, \
+                 recovery_point = 'finished', response_status = 201, \
+                 unresolved = (SELECT status IN ('created', 'pending') FROM moved), \
+                 updated_at = now() \
+             WHERE merchant_id = $1 AND key = $17 AND resource_id = $2 \
+               AND EXISTS (SELECT 1 FROM moved)) \
+         SELECT * FROM moved"
+    );
+    let query = bind_move(
+        diesel::sql_query(sql).into_boxed(),
+        attempt,
+        change,
+        Source::ProviderResponse,
+        next_check_at,
+    );
+    let logged = CallRecord::of(CallKind::Create, Source::Api, call);
+    let row: Option<AttemptRow> = logged
+        .bind(query)
+        .bind::<Text, _>(idempotency_key)
+        .get_result(conn)
+        .await
+        .optional()?;
+    let moved: Option<PaymentAttempt> = row.map(Into::into);
+    if let (Some(_), Decision::Move { to, .. }) = (&moved, &decision) {
+        metrics.transition(attempt.status, *to, Source::ProviderResponse);
+    }
+    Ok(moved)
 }
 
 /// Which provider operation a call was.
@@ -218,6 +293,48 @@ impl CallKind {
     }
 }
 
+/// A provider call as its log row holds it.
+struct CallRecord {
+    kind: CallKind,
+    source: Source,
+    outcome: &'static str,
+    http_status: Option<i16>,
+    latency_ms: i32,
+    detail: Option<String>,
+}
+
+impl CallRecord {
+    fn of(kind: CallKind, source: Source, call: &ProviderCall) -> Self {
+        let detail = match &call.outcome {
+            ProviderOutcome::Failed { code, message, .. } => Some(format!("{code}: {message}")),
+            ProviderOutcome::Unknown { reason } => Some(reason.clone()),
+            other => other.provider_id().map(str::to_owned),
+        };
+        CallRecord {
+            kind,
+            source,
+            outcome: call.outcome.label(),
+            http_status: call.http_status.map(|s| s as i16),
+            latency_ms: call.latency.as_millis().min(i32::MAX as u128) as i32,
+            detail,
+        }
+    }
+
+    /// Binds operation, source, outcome, HTTP status, latency and detail, in that order.
+    fn bind<'f>(
+        &'f self,
+        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
+    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+        query
+            .bind::<Text, _>(self.kind.as_str())
+            .bind::<Text, _>(self.source.as_str())
+            .bind::<Text, _>(self.outcome)
+            .bind::<Nullable<SmallInt>, _>(self.http_status)
+            .bind::<Integer, _>(self.latency_ms)
+            .bind::<Nullable<Text>, _>(self.detail.as_deref())
+    }
+}
+
 /// Appends a provider call to the attempt's call log, inside the caller's transaction.
 pub async fn log_call(
     conn: &mut AsyncPgConnection,
@@ -226,26 +343,15 @@ pub async fn log_call(
     source: Source,
     call: &ProviderCall,
 ) -> diesel::QueryResult<()> {
-    let detail = match &call.outcome {
-        ProviderOutcome::Failed { code, message, .. } => Some(format!("{code}: {message}")),
-        ProviderOutcome::Unknown { reason } => Some(reason.clone()),
-        other => other.provider_id().map(str::to_owned),
-    };
-    diesel::sql_query(
+    let record = CallRecord::of(kind, source, call);
+    let query = diesel::sql_query(
         "INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome, \
              http_status, latency_ms, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
+    .into_boxed()
     .bind::<SqlUuid, _>(attempt.merchant_id.0)
-    .bind::<SqlUuid, _>(attempt.id.0)
-    .bind::<Text, _>(kind.as_str())
-    .bind::<Text, _>(source.as_str())
-    .bind::<Text, _>(call.outcome.label())
-    .bind::<Nullable<SmallInt>, _>(call.http_status.map(|s| s as i16))
-    .bind::<Integer, _>(call.latency.as_millis().min(i32::MAX as u128) as i32)
-    .bind::<Nullable<Text>, _>(detail)
-    .execute(conn)
-    .await
-    .map(|_| ())
+    .bind::<SqlUuid, _>(attempt.id.0);
+    record.bind(query).execute(conn).await.map(|_| ())
 }
 
 #[cfg(test)]

@@ -285,6 +285,9 @@ pub fn test_settings() -> AppSettings {
             claim: Duration::from_secs(3),
             ..ReconcilerSettings::default()
         },
+        // Short, so a test can watch a revoked key stop working.
+        auth_cache_ttl: Duration::from_millis(200),
+        quota_sync: Duration::from_millis(100),
     }
 }
 

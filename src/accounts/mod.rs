@@ -1,6 +1,10 @@
 //! Merchants and the secret keys that act for them or for support staff. A secret is shown
 //! once, when made; only its SHA-256 is stored, and authentication looks the hash up.
 
+mod cache;
+
+pub use cache::CallerCache;
+
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
@@ -67,8 +71,11 @@ pub fn random_secret(prefix: &str) -> String {
     format!("{prefix}{}", hex::encode(bytes))
 }
 
-fn secret_hash(secret: &str) -> Vec<u8> {
-    Sha256::digest(secret.as_bytes()).to_vec()
+/// What is stored of a secret, and what authentication looks up.
+pub type SecretHash = [u8; 32];
+
+pub fn secret_hash(secret: &str) -> SecretHash {
+    Sha256::digest(secret.as_bytes()).into()
 }
 
 async fn insert_key(
@@ -82,7 +89,7 @@ async fn insert_key(
     diesel::insert_into(api_keys::table)
         .values((
             api_keys::id.eq(key_id.0),
-            api_keys::secret_sha256.eq(secret_hash(&secret)),
+            api_keys::secret_sha256.eq(secret_hash(&secret).as_slice()),
             api_keys::role.eq(role.as_str()),
             api_keys::merchant_id.eq(merchant_id.map(|m| m.0)),
             api_keys::name.eq(name),
@@ -122,13 +129,13 @@ pub async fn create_support_key(conn: &mut AsyncPgConnection, name: &str) -> Que
     insert_key(conn, Role::Support, None, name).await
 }
 
-/// The caller a presented secret belongs to, if it is a live key.
+/// The caller a presented secret belongs to (by its hash), if it is a live key.
 pub async fn authenticate(
     conn: &mut AsyncPgConnection,
-    secret: &str,
+    hash: &SecretHash,
 ) -> QueryResult<Option<Caller>> {
     let row: Option<(uuid::Uuid, String, Option<uuid::Uuid>)> = api_keys::table
-        .filter(api_keys::secret_sha256.eq(secret_hash(secret)))
+        .filter(api_keys::secret_sha256.eq(hash.as_slice()))
         .filter(api_keys::revoked_at.is_null())
         .select((api_keys::id, api_keys::role, api_keys::merchant_id))
         .first(conn)

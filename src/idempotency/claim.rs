@@ -1,0 +1,368 @@
+//! Claiming a key and doing the work under it in **one statement**, and answering a replay
+//! in the same statement.
+//!
+//! Every keyed request starts with one SQL statement, run on its own (autocommit, so it is
+//! its own transaction) and built like this:
+//!
+//! ```sql
+//! WITH lock  AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($1) AS got),
+//!      found AS MATERIALIZED (SELECT … FROM idempotency_keys WHERE merchant_id = $2 AND key = $3),
+//!      go    AS MATERIALIZED (SELECT 1 FROM lock WHERE got AND $4 AND NOT EXISTS (SELECT 1 FROM found)),
+//!      <the work's CTEs, which run only FROM go, ending in `done (resource_id)`>,
+//!      recorded AS (INSERT INTO idempotency_keys … SELECT … FROM done RETURNING 1)
+//! SELECT lock.got, <recorded?>, found.*, <the fresh resources>, <the replayed resources>
+//! ```
+//!
+//! - A new key: the work runs and the key is inserted **from the work's result**, so the
+//!   key row exists exactly when the work happened. A refusal by the database (a unique
+//!   index, a trigger) fails the whole statement: nothing is recorded, as SPEC §4 asks.
+//! - A finished key: nothing runs; the same statement returns the recorded status and the
+//!   resource *as it is now*. A replay is one round trip and no explicit transaction.
+//! - A key in flight: the transaction-scoped advisory lock tells "someone is in this
+//!   statement right now" apart without blocking on the unique index; a committed in-flight
+//!   key (a payment between its two transactions) carries a lease. The caller polls.
+//!
+//! The key insert has no `ON CONFLICT`: if another request committed the same key between
+//! this statement's snapshot and its lock, the insert fails on the primary key and the claim
+//! simply runs again (and then replays).
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use diesel::pg::Pg;
+use diesel::query_builder::{BoxedSqlQuery, SqlQuery};
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+use diesel::sql_types::{BigInt, Bool, Bytea, Int2, Jsonb, Nullable, Text, Timestamptz};
+use diesel::QueryableByName;
+use diesel_async::RunQueryDsl;
+use serde_json::Value;
+
+use super::quota::NewKeyQuota;
+use super::store::{delete_expired, take_over, IdempotencyError, IdempotencySettings, StoredKey};
+use super::{IdempotencyMetrics, KeyedRequest};
+use crate::db::DbPool;
+
+/// The first `$n` a [`KeyedWork`] may use for its own parameters; `$2` is the merchant id
+/// and `$3` the key, which the work may use too.
+pub const FIRST_WORK_PARAM: usize = 14;
+
+/// How the key of a finished piece of work is recorded.
+#[derive(Debug, Clone, Copy)]
+pub enum RecordAs {
+    /// Database-only work: finished in the same statement; a replay answers `status`.
+    Completed { status: u16 },
+    /// A payment between its two transactions: in flight under a lease, at `recovery_point`,
+    /// completed by transaction 2 (or by whoever finishes the attempt).
+    InFlight { recovery_point: &'static str },
+}
+
+/// The work a key protects, as SQL that runs inside the claim statement.
+pub trait KeyedWork: Sync {
+    /// The resource the key names (`order`, `payment_attempt`).
+    fn resource_type(&self) -> &'static str;
+    fn record_as(&self) -> RecordAs;
+    /// CTEs (each `name AS (…)`, comma-separated, no leading `WITH`) that do the work only
+    /// when the relation `go` has its row, and end in a CTE `done` with one column
+    /// `resource_id uuid`, one row exactly when the work happened.
+    fn ctes(&self) -> String;
+    /// A `jsonb` expression: what the work made, read from its CTEs' `RETURNING`.
+    fn fresh(&self) -> String;
+    /// A `jsonb` expression: the resource(s) of the finished key as they are now, read
+    /// through `found.resource_id` (merchant `$2`).
+    fn replay(&self) -> String;
+    /// Binds the work's parameters, `$14` onwards, in order.
+    fn bind<'f>(
+        &'f self,
+        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
+    ) -> BoxedSqlQuery<'f, Pg, SqlQuery>;
+    /// Whether a failed statement is the database refusing the work (an invariant), which is
+    /// answered to the client and never recorded.
+    fn is_refusal(&self, kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool;
+}
+
+/// What claiming a key came to.
+#[derive(Debug)]
+pub enum Claimed {
+    /// The work ran and its key was recorded with it; `fresh` is what it made.
+    Done { fresh: Value },
+    /// A request with this key finished before: answer `status` with `current`, the
+    /// resource as it is now.
+    Replay { status: u16, current: Value },
+    /// An earlier request died holding the key and its lease ran out: it is ours now, to
+    /// resume from its recovery point. `current` is its resource as it is now.
+    TakenOver { stored: StoredKey, current: Value },
+    /// The work declined: it found nothing to do (no row matched), or the database refused
+    /// it (`refusal`). Nothing was recorded and no other request holds the key.
+    Declined { refusal: Option<DieselError> },
+}
+
+/// Claims `request`'s key and, if it is new, does `work` in the same statement. Waits up
+/// to `settings.wait` while another request holds the key, holding no connection between
+/// polls. A new key takes a slot of the merchant's per-minute quota; past it the key is
+/// still looked up (a replay is answered), but no work runs and the answer is `429`.
+pub async fn claim(
+    pool: &DbPool,
+    settings: &IdempotencySettings,
+    quota: &NewKeyQuota,
+    metrics: &IdempotencyMetrics,
+    request: &KeyedRequest,
+    work: &dyn KeyedWork,
+) -> Result<Claimed, IdempotencyError> {
+    let started = Instant::now();
+    let allowance = quota.take(request.merchant_id);
+    let outcome = claim_loop(pool, settings, request, work, allowance.is_ok(), started).await;
+    if allowance.is_ok() && !matches!(outcome, Ok(Claimed::Done { .. })) {
+        // Only a key that was really opened counts.
+        quota.give_back(request.merchant_id);
+    }
+    let outcome = match (outcome, allowance) {
+        (Ok(Claimed::Declined { .. }), Err(retry_after)) => {
+            Err(IdempotencyError::RateLimited { retry_after })
+        }
+        (outcome, _) => outcome,
+    };
+    let label = match &outcome {
+        Ok(Claimed::Done { .. }) => "created",
+        Ok(Claimed::Declined { .. }) => "declined",
+        Ok(Claimed::TakenOver { .. }) => "taken_over",
+        Ok(Claimed::Replay { .. }) => "replayed",
+        Err(IdempotencyError::InUse { .. }) => "in_use",
+        Err(IdempotencyError::Reused) => "reused_mismatch",
+        Err(IdempotencyError::RateLimited { .. }) => "rate_limited",
+        Err(IdempotencyError::Database(_) | IdempotencyError::Unavailable(_)) => "error",
+    };
+    metrics.observe(label, started.elapsed());
+    tracing::Span::current().record("idempotency_outcome", label);
+    outcome
+}
+
+async fn claim_loop(
+    pool: &DbPool,
+    settings: &IdempotencySettings,
+    request: &KeyedRequest,
+    work: &dyn KeyedWork,
+    mut allowed: bool,
+    started: Instant,
+) -> Result<Claimed, IdempotencyError> {
+    let mut pause = Duration::from_millis(10);
+    // Set once the work has declined, to make sure no request with the same key finished
+    // in the instant before our lock; the next round only looks.
+    let mut declined: Option<Option<DieselError>> = None;
+    loop {
+        let round = {
+            let mut conn = pool.get().await?;
+            claim_statement(settings, request, work, allowed)
+                .get_result::<ClaimRow>(&mut conn)
+                .await
+        };
+        let row = match round {
+            Ok(row) => row,
+            Err(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, info))
+                if info.constraint_name() == Some("idempotency_keys_pkey") =>
+            {
+                // Committed by another request after our snapshot: look again.
+                continue;
+            }
+            Err(DieselError::DatabaseError(kind, info))
+                if work.is_refusal(&kind, info.constraint_name()) && declined.is_none() =>
+            {
+                declined = Some(Some(DieselError::DatabaseError(kind, info)));
+                allowed = false;
+                continue;
+            }
+            Err(err) => return Err(err.into()),
+        };
+        match judge(row, request)? {
+            Round::Done(fresh) => return Ok(Claimed::Done { fresh }),
+            Round::Replay { status, current } => return Ok(Claimed::Replay { status, current }),
+            Round::Nothing if declined.is_some() || !allowed => {
+                return Ok(Claimed::Declined {
+                    refusal: declined.flatten(),
+                })
+            }
+            Round::Nothing => {
+                declined = Some(None);
+                allowed = false;
+                continue;
+            }
+            Round::Expired => {
+                delete_expired(&mut *pool.get().await?, request).await?;
+                continue;
+            }
+            Round::Orphaned { current } => {
+                let taken = take_over(&mut *pool.get().await?, settings, request).await?;
+                if let Some(stored) = taken {
+                    return Ok(Claimed::TakenOver { stored, current });
+                }
+                // Someone else took it over first: wait for them like for any holder.
+                if started.elapsed() >= settings.wait {
+                    return Err(IdempotencyError::InUse {
+                        retry_after: Duration::from_secs(1),
+                    });
+                }
+            }
+            Round::Busy { lease_ends } => {
+                if started.elapsed() >= settings.wait {
+                    let retry_after = lease_ends
+                        .and_then(|end| (end - Utc::now()).to_std().ok())
+                        .unwrap_or(Duration::from_secs(1))
+                        .clamp(Duration::from_secs(1), Duration::from_secs(60));
+                    return Err(IdempotencyError::InUse { retry_after });
+                }
+            }
+        }
+        // Busy: wait for the request that holds the key, without a connection.
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// The claim statement; see the module comment for its shape.
+fn claim_statement<'f>(
+    settings: &IdempotencySettings,
+    request: &'f KeyedRequest,
+    work: &'f dyn KeyedWork,
+    allowed: bool,
+) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+    let sql = format!(
+        "WITH lock AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($1) AS got), \
+         found AS MATERIALIZED ( \
+             SELECT operation, fingerprint, state, locked_until, recovery_point, resource_type, \
+                    resource_id, response_status, expires_at \
+             FROM idempotency_keys WHERE merchant_id = $2 AND key = $3), \
+         go AS MATERIALIZED ( \
+             SELECT 1 AS go FROM lock WHERE got AND $4 AND NOT EXISTS (SELECT 1 FROM found)), \
+         {ctes}, \
+         recorded AS ( \
+             INSERT INTO idempotency_keys (merchant_id, key, operation, fingerprint, state, \
+                 locked_until, recovery_point, resource_type, resource_id, response_status, \
+                 unresolved, expires_at) \
+             SELECT $2, $3, $5, $6, $7, \
+                 CASE WHEN $7 = 'in_flight' THEN now() + $8 * interval '1 millisecond' END, \
+                 $9, $10, done.resource_id, $11, $12, now() + $13 * interval '1 millisecond' \
+             FROM done RETURNING 1) \
+         SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded, \
+                found.operation, found.fingerprint, found.state, found.locked_until, \
+                found.response_status, found.expires_at, \
+                {fresh} AS fresh, \
+                CASE WHEN found.state = 'completed' OR found.locked_until < now() \
+                     THEN {replay} END AS current \
+         FROM lock LEFT JOIN found ON true",
+        ctes = work.ctes(),
+        fresh = work.fresh(),
+        replay = work.replay(),
+    );
+    let (state, recovery_point, status) = match work.record_as() {
+        RecordAs::Completed { status } => ("completed", "finished", Some(status as i16)),
+        RecordAs::InFlight { recovery_point } => ("in_flight", recovery_point, None),
+    };
+    let query = diesel::sql_query(sql)
+        .into_boxed::<Pg>()
+        .bind::<BigInt, _>(lock_key(request))
+        .bind::<diesel::sql_types::Uuid, _>(request.merchant_id.0)
+        .bind::<Text, _>(request.key.as_str())
+        .bind::<Bool, _>(allowed)
+        .bind::<Text, _>(request.operation.as_str())
+        .bind::<Bytea, _>(request.fingerprint.as_slice())
+        .bind::<Text, _>(state)
+        .bind::<BigInt, _>(settings.lease.as_millis() as i64)
+        .bind::<Text, _>(recovery_point)
+        .bind::<Text, _>(work.resource_type())
+        .bind::<Nullable<Int2>, _>(status)
+        // A payment in flight is unresolved until transaction 2 says otherwise.
+        .bind::<Bool, _>(status.is_none())
+        .bind::<BigInt, _>(settings.ttl(request.operation).as_millis() as i64);
+    work.bind(query)
+}
+
+/// The advisory lock naming this `(merchant, key)`; a collision only costs a short wait.
+fn lock_key(request: &KeyedRequest) -> i64 {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(request.merchant_id.0.as_bytes());
+    hasher.update(request.key.as_str().as_bytes());
+    let digest = hasher.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(first)
+}
+
+#[derive(QueryableByName)]
+struct ClaimRow {
+    #[diesel(sql_type = Bool)]
+    got: bool,
+    #[diesel(sql_type = Bool)]
+    recorded: bool,
+    #[diesel(sql_type = Nullable<Text>)]
+    operation: Option<String>,
+    #[diesel(sql_type = Nullable<Bytea>)]
+    fingerprint: Option<Vec<u8>>,
+    #[diesel(sql_type = Nullable<Text>)]
+    state: Option<String>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    locked_until: Option<DateTime<Utc>>,
+    #[diesel(sql_type = Nullable<Int2>)]
+    response_status: Option<i16>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    expires_at: Option<DateTime<Utc>>,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    fresh: Option<Value>,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    current: Option<Value>,
+}
+
+enum Round {
+    Done(Value),
+    Replay {
+        status: u16,
+        current: Value,
+    },
+    /// Nobody has the key and the work did not run.
+    Nothing,
+    Expired,
+    /// In flight past its lease: whoever held it died.
+    Orphaned {
+        current: Value,
+    },
+    /// Another request holds the key (until `lease_ends`, if it has committed it).
+    Busy {
+        lease_ends: Option<DateTime<Utc>>,
+    },
+}
+
+fn judge(row: ClaimRow, request: &KeyedRequest) -> Result<Round, IdempotencyError> {
+    if row.recorded {
+        return Ok(Round::Done(row.fresh.unwrap_or(Value::Null)));
+    }
+    let (Some(operation), Some(fingerprint), Some(state), Some(expires_at)) =
+        (row.operation, row.fingerprint, row.state, row.expires_at)
+    else {
+        // No committed key: either nobody has it, or a request is inside its statement now.
+        return Ok(if row.got {
+            Round::Nothing
+        } else {
+            Round::Busy { lease_ends: None }
+        });
+    };
+    if fingerprint != request.fingerprint.as_slice() || operation != request.operation.as_str() {
+        return Err(IdempotencyError::Reused);
+    }
+    let now = Utc::now();
+    if state == "completed" {
+        if expires_at <= now {
+            return Ok(Round::Expired);
+        }
+        return Ok(Round::Replay {
+            status: row.response_status.map_or(200, |s| s as u16),
+            current: row.current.unwrap_or(Value::Null),
+        });
+    }
+    match row.locked_until {
+        Some(until) if until > now => Ok(Round::Busy {
+            lease_ends: Some(until),
+        }),
+        _ => Ok(Round::Orphaned {
+            current: row.current.unwrap_or(Value::Null),
+        }),
+    }
+}

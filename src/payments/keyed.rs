@@ -1,0 +1,311 @@
+//! The keyed operations (create an order, cancel it, make a payment attempt, checkout) as
+//! the SQL that runs inside the claim statement of [`crate::idempotency::claim`], so that a
+//! new key, its work and its record are one statement and one round trip.
+//!
+//! Each work returns a `jsonb` object `{"order": …, "attempt": …}` of the rows it made (from
+//! `RETURNING`), and each replay the same object of the rows as they are now; [`Resources`]
+//! reads both. Ids are made here (UUIDv7), so the statement needs nothing back from the
+//! database before it runs.
+
+use chrono::{DateTime, Utc};
+use diesel::pg::Pg;
+use diesel::query_builder::{BoxedSqlQuery, SqlQuery};
+use diesel::result::DatabaseErrorKind;
+use diesel::sql_types::{BigInt, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::attempts::{provider_idempotency_key, refuses_attempt, AttemptRow, PaymentAttempt};
+use super::orders::{NewOrder, Order, OrderRow, OrderStatus};
+use crate::idempotency::{KeyedWork, RecordAs};
+use crate::ids::{OrderId, PaymentId};
+
+/// The key's recovery point once the attempt exists (recorded with it, in one statement).
+pub const ATTEMPT_CREATED: &str = "attempt_created";
+pub const ORDER: &str = "order";
+pub const PAYMENT_ATTEMPT: &str = "payment_attempt";
+
+/// The order a key names, as it is now (`$2` merchant).
+const ORDER_NOW: &str = "(SELECT to_jsonb(o) FROM orders o \
+     WHERE o.merchant_id = $2 AND o.id = found.resource_id)";
+/// The attempt a key names, as it is now.
+const ATTEMPT_NOW: &str = "(SELECT to_jsonb(a) FROM payment_attempts a \
+     WHERE a.merchant_id = $2 AND a.id = found.resource_id)";
+/// The order of the attempt a key names, as it is now.
+const ATTEMPTS_ORDER_NOW: &str = "(SELECT to_jsonb(o) FROM orders o JOIN payment_attempts a \
+     ON a.merchant_id = o.merchant_id AND a.order_id = o.id \
+     WHERE a.merchant_id = $2 AND a.id = found.resource_id)";
+
+/// `made_order`: a new order from `go`, parameters `$14`–`$19`.
+const INSERT_ORDER: &str = "made_order AS ( \
+     INSERT INTO orders (merchant_id, id, amount, currency, merchant_reference, description, \
+         metadata) \
+     SELECT $2, $14, $15, $16, $17, $18, $19 FROM go RETURNING *)";
+
+/// The first timeline row of `made_attempt`, and the key's resource.
+const ATTEMPT_TIMELINE_AND_DONE: &str = "timeline AS ( \
+     INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source) \
+     SELECT merchant_id, id, NULL, 'created', 'api' FROM made_attempt), \
+     done AS (SELECT id AS resource_id FROM made_attempt)";
+
+/// The rows a claim statement returned, made or as they are now.
+#[derive(Default, Deserialize)]
+pub struct Resources {
+    order: Option<OrderRow>,
+    attempt: Option<AttemptRow>,
+}
+
+impl Resources {
+    pub fn read(value: Value) -> serde_json::Result<Self> {
+        if value.is_null() {
+            return Ok(Resources::default());
+        }
+        serde_json::from_value(value)
+    }
+
+    pub fn order(self) -> Option<Order> {
+        self.order.map(Order::from_row)
+    }
+
+    pub fn attempt_and_order(self) -> (Option<PaymentAttempt>, Option<Order>) {
+        (
+            self.attempt.map(Into::into),
+            self.order.map(Order::from_row),
+        )
+    }
+}
+
+fn is_reference_taken(kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
+    matches!(kind, DatabaseErrorKind::UniqueViolation)
+        && constraint == Some("orders_merchant_reference_key")
+}
+
+/// `POST /v1/orders`.
+pub struct CreateOrder<'a> {
+    id: OrderId,
+    order: &'a NewOrder,
+    metadata: Value,
+}
+
+impl<'a> CreateOrder<'a> {
+    pub fn new(order: &'a NewOrder) -> Self {
+        CreateOrder {
+            id: OrderId::new(),
+            order,
+            metadata: serde_json::to_value(&order.metadata).unwrap_or_default(),
+        }
+    }
+
+    fn bind_order<'f>(
+        &'f self,
+        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
+    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+        query
+            .bind::<SqlUuid, _>(self.id.0)
+            .bind::<BigInt, _>(self.order.amount.get())
+            .bind::<Text, _>(self.order.currency.as_str())
+            .bind::<Nullable<Text>, _>(self.order.merchant_reference.as_deref())
+            .bind::<Nullable<Text>, _>(self.order.description.as_deref())
+            .bind::<Jsonb, _>(&self.metadata)
+    }
+}
+
+impl KeyedWork for CreateOrder<'_> {
+    fn resource_type(&self) -> &'static str {
+        ORDER
+    }
+    fn record_as(&self) -> RecordAs {
+        RecordAs::Completed { status: 201 }
+    }
+    fn ctes(&self) -> String {
+        format!("{INSERT_ORDER}, done AS (SELECT id AS resource_id FROM made_order)")
+    }
+    fn fresh(&self) -> String {
+        "jsonb_build_object('order', (SELECT to_jsonb(m) FROM made_order m))".into()
+    }
+    fn replay(&self) -> String {
+        format!("jsonb_build_object('order', {ORDER_NOW})")
+    }
+    fn bind<'f>(
+        &'f self,
+        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
+    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+        self.bind_order(query)
+    }
+    fn is_refusal(&self, kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
+        is_reference_taken(kind, constraint)
+    }
+}
+
+/// `POST /v1/orders/{id}/cancel`: `awaiting_payment → canceled`, by a conditional update
+/// (whoever moves the order first wins). Declined when the order is not awaiting payment.
+pub struct CancelOrder {
+    pub id: OrderId,
+}
+
+impl KeyedWork for CancelOrder {
+    fn resource_type(&self) -> &'static str {
+        ORDER
+    }
+    fn record_as(&self) -> RecordAs {
+        RecordAs::Completed { status: 200 }
+    }
+    fn ctes(&self) -> String {
+        format!(
+            "made_order AS ( \
+                 UPDATE orders SET status = 'canceled' \
+                 WHERE merchant_id = $2 AND id = $14 AND status = '{}' \
+                   AND EXISTS (SELECT 1 FROM go) RETURNING *), \
+             done AS (SELECT id AS resource_id FROM made_order)",
+            OrderStatus::AwaitingPayment.as_str()
+        )
+    }
+    fn fresh(&self) -> String {
+        "jsonb_build_object('order', (SELECT to_jsonb(m) FROM made_order m))".into()
+    }
+    fn replay(&self) -> String {
+        format!("jsonb_build_object('order', {ORDER_NOW})")
+    }
+    fn bind<'f>(
+        &'f self,
+        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
+    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+        query.bind::<SqlUuid, _>(self.id.0)
+    }
+    fn is_refusal(&self, _: &DatabaseErrorKind, _: Option<&str>) -> bool {
+        false
+    }
+}
+
+/// What a new attempt is made of, whichever order it pays.
+pub struct NewAttempt<'a> {
+    pub id: PaymentId,
+    pub payment_method: &'a str,
+    pub provider: &'a str,
+    /// When the reconciler may first look, if the request that made it never finishes.
+    pub first_check_at: DateTime<Utc>,
+    provider_key: String,
+}
+
+impl<'a> NewAttempt<'a> {
+    pub fn new(payment_method: &'a str, provider: &'a str, first_check_at: DateTime<Utc>) -> Self {
+        let id = PaymentId::new();
+        NewAttempt {
+            id,
+            payment_method,
+            provider,
+            first_check_at,
+            provider_key: provider_idempotency_key(id),
+        }
+    }
+
+    /// `made_attempt` from the rows of `from`, whose `order_id` is `order_id`; parameters
+    /// from `$first` on. The order's trigger copies amount and currency and moves the order to
+    /// `processing` in the same statement, or refuses (invariants 1, 2 and 5).
+    fn insert(from: &str, order_id: &str, first: usize) -> String {
+        let p = |i: usize| format!("${}", first + i);
+        format!(
+            "made_attempt AS ( \
+                 INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method, \
+                     provider, provider_idempotency_key, idempotency_key, next_check_at) \
+                 SELECT $2, {id}, {order_id}, 'created', {method}, {provider}, {pkey}, $3, {check} \
+                 FROM {from} RETURNING *)",
+            id = p(0),
+            method = p(1),
+            provider = p(2),
+            pkey = p(3),
+            check = p(4),
+        )
+    }
+
+    fn bind<'f>(
+        &'f self,
+        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
+    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+        query
+            .bind::<SqlUuid, _>(self.id.0)
+            .bind::<Text, _>(self.payment_method)
+            .bind::<Text, _>(self.provider)
+            .bind::<Text, _>(&self.provider_key)
+            .bind::<Timestamptz, _>(self.first_check_at)
+    }
+}
+
+/// `POST /v1/orders/{id}/payments`: transaction 1 of SPEC §5 for an existing order.
+pub struct PayOrder<'a> {
+    pub order_id: OrderId,
+    pub attempt: NewAttempt<'a>,
+}
+
+impl KeyedWork for PayOrder<'_> {
+    fn resource_type(&self) -> &'static str {
+        PAYMENT_ATTEMPT
+    }
+    fn record_as(&self) -> RecordAs {
+        RecordAs::InFlight {
+            recovery_point: ATTEMPT_CREATED,
+        }
+    }
+    fn ctes(&self) -> String {
+        format!(
+            "{}, {ATTEMPT_TIMELINE_AND_DONE}",
+            NewAttempt::insert("go", "$14", 15)
+        )
+    }
+    fn fresh(&self) -> String {
+        "jsonb_build_object('attempt', (SELECT to_jsonb(m) FROM made_attempt m))".into()
+    }
+    fn replay(&self) -> String {
+        format!("jsonb_build_object('attempt', {ATTEMPT_NOW})")
+    }
+    fn bind<'f>(
+        &'f self,
+        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
+    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+        self.attempt.bind(query.bind::<SqlUuid, _>(self.order_id.0))
+    }
+    fn is_refusal(&self, kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
+        refuses_attempt(kind, constraint)
+    }
+}
+
+/// `POST /v1/checkout`: transaction 1 for a new order, made in the same statement as its
+/// first attempt.
+pub struct Checkout<'a> {
+    pub order: CreateOrder<'a>,
+    pub attempt: NewAttempt<'a>,
+}
+
+impl KeyedWork for Checkout<'_> {
+    fn resource_type(&self) -> &'static str {
+        PAYMENT_ATTEMPT
+    }
+    fn record_as(&self) -> RecordAs {
+        RecordAs::InFlight {
+            recovery_point: ATTEMPT_CREATED,
+        }
+    }
+    fn ctes(&self) -> String {
+        format!(
+            "{INSERT_ORDER}, {}, {ATTEMPT_TIMELINE_AND_DONE}",
+            NewAttempt::insert("made_order", "made_order.id", 20)
+        )
+    }
+    fn fresh(&self) -> String {
+        "jsonb_build_object('order', (SELECT to_jsonb(m) FROM made_order m), \
+                            'attempt', (SELECT to_jsonb(m) FROM made_attempt m))"
+            .into()
+    }
+    fn replay(&self) -> String {
+        format!("jsonb_build_object('order', {ATTEMPTS_ORDER_NOW}, 'attempt', {ATTEMPT_NOW})")
+    }
+    fn bind<'f>(
+        &'f self,
+        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
+    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+        self.attempt.bind(self.order.bind_order(query))
+    }
+    fn is_refusal(&self, kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
+        is_reference_taken(kind, constraint)
+    }
+}
