@@ -5,6 +5,7 @@ pub mod cluster;
 pub mod migrations;
 pub mod pool;
 pub mod schema;
+pub mod sql;
 pub mod transaction;
 
 use std::path::PathBuf;

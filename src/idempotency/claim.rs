@@ -28,9 +28,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::db::sql::Sql;
 use chrono::{DateTime, Utc};
-use diesel::pg::Pg;
-use diesel::query_builder::{BoxedSqlQuery, SqlQuery};
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::sql_types::{BigInt, Bool, Bytea, Int2, Jsonb, Nullable, Text, Timestamptz};
 use diesel::QueryableByName;
@@ -71,10 +70,7 @@ pub trait KeyedWork: Sync {
     /// through `found.resource_id` (merchant `$2`).
     fn replay(&self) -> String;
     /// Binds the work's parameters, `$14` onwards, in order.
-    fn bind<'f>(
-        &'f self,
-        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
-    ) -> BoxedSqlQuery<'f, Pg, SqlQuery>;
+    fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f>;
     /// Whether a failed statement is the database refusing the work (an invariant), which is
     /// answered to the client and never recorded.
     fn is_refusal(&self, kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool;
@@ -223,7 +219,7 @@ fn claim_statement<'f>(
     request: &'f KeyedRequest,
     work: &'f dyn KeyedWork,
     allowed: bool,
-) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+) -> Sql<'f> {
     let sql = format!(
         "WITH lock AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($1) AS got), \
          found AS MATERIALIZED ( \
@@ -256,8 +252,7 @@ fn claim_statement<'f>(
         RecordAs::Completed { status } => ("completed", "finished", Some(status as i16)),
         RecordAs::InFlight { recovery_point } => ("in_flight", recovery_point, None),
     };
-    let query = diesel::sql_query(sql)
-        .into_boxed::<Pg>()
+    let query = Sql::new(&sql)
         .bind::<BigInt, _>(lock_key(request))
         .bind::<diesel::sql_types::Uuid, _>(request.merchant_id.0)
         .bind::<Text, _>(request.key.as_str())

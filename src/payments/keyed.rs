@@ -7,9 +7,8 @@
 //! reads both. Ids are made here (UUIDv7), so the statement needs nothing back from the
 //! database before it runs.
 
+use crate::db::sql::Sql;
 use chrono::{DateTime, Utc};
-use diesel::pg::Pg;
-use diesel::query_builder::{BoxedSqlQuery, SqlQuery};
 use diesel::result::DatabaseErrorKind;
 use diesel::sql_types::{BigInt, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use serde::Deserialize;
@@ -96,10 +95,7 @@ impl<'a> CreateOrder<'a> {
         }
     }
 
-    fn bind_order<'f>(
-        &'f self,
-        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
-    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+    fn bind_order<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
         query
             .bind::<SqlUuid, _>(self.id.0)
             .bind::<BigInt, _>(self.order.amount.get())
@@ -126,10 +122,7 @@ impl KeyedWork for CreateOrder<'_> {
     fn replay(&self) -> String {
         format!("jsonb_build_object('order', {ORDER_NOW})")
     }
-    fn bind<'f>(
-        &'f self,
-        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
-    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+    fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
         self.bind_order(query)
     }
     fn is_refusal(&self, kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
@@ -166,10 +159,7 @@ impl KeyedWork for CancelOrder {
     fn replay(&self) -> String {
         format!("jsonb_build_object('order', {ORDER_NOW})")
     }
-    fn bind<'f>(
-        &'f self,
-        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
-    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+    fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
         query.bind::<SqlUuid, _>(self.id.0)
     }
     fn is_refusal(&self, _: &DatabaseErrorKind, _: Option<&str>) -> bool {
@@ -218,10 +208,7 @@ impl<'a> NewAttempt<'a> {
         )
     }
 
-    fn bind<'f>(
-        &'f self,
-        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
-    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+    fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
         query
             .bind::<SqlUuid, _>(self.id.0)
             .bind::<Text, _>(self.payment_method)
@@ -258,10 +245,7 @@ impl KeyedWork for PayOrder<'_> {
     fn replay(&self) -> String {
         format!("jsonb_build_object('attempt', {ATTEMPT_NOW})")
     }
-    fn bind<'f>(
-        &'f self,
-        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
-    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+    fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
         self.attempt.bind(query.bind::<SqlUuid, _>(self.order_id.0))
     }
     fn is_refusal(&self, kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
@@ -299,10 +283,7 @@ impl KeyedWork for Checkout<'_> {
     fn replay(&self) -> String {
         format!("jsonb_build_object('order', {ATTEMPTS_ORDER_NOW}, 'attempt', {ATTEMPT_NOW})")
     }
-    fn bind<'f>(
-        &'f self,
-        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
-    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+    fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
         self.attempt.bind(self.order.bind_order(query))
     }
     fn is_refusal(&self, kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {

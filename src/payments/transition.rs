@@ -1,9 +1,8 @@
 //! The one place that decides what a provider's word does to an attempt, used alike by the
 //! payment flow, the reconciler and webhooks; and the conditional update that applies it.
 
+use crate::db::sql::Sql;
 use chrono::{DateTime, Utc};
-use diesel::pg::Pg;
-use diesel::query_builder::{BoxedSqlQuery, SqlQuery};
 use diesel::sql_types::{Integer, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::OptionalExtension;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
@@ -180,7 +179,7 @@ fn move_of(current: AttemptStatus, decision: &Decision) -> Option<Change<'_>> {
 
 /// Binds [`MOVE_CTES`]' ten parameters.
 fn bind_move<'f>(
-    query: BoxedSqlQuery<'f, Pg, SqlQuery>,
+    query: Sql<'f>,
     attempt: &'f PaymentAttempt,
     Change {
         to,
@@ -190,7 +189,7 @@ fn bind_move<'f>(
     }: Change<'f>,
     source: Source,
     next_check_at: DateTime<Utc>,
-) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+) -> Sql<'f> {
     query
         .bind::<SqlUuid, _>(attempt.merchant_id.0)
         .bind::<SqlUuid, _>(attempt.id.0)
@@ -213,7 +212,7 @@ async fn move_attempt(
     source: Source,
     next_check_at: DateTime<Utc>,
 ) -> diesel::QueryResult<Option<PaymentAttempt>> {
-    let query = diesel::sql_query(format!("{MOVE_CTES} SELECT * FROM moved")).into_boxed();
+    let query = Sql::new(&format!("{MOVE_CTES} SELECT * FROM moved"));
     let row: Option<AttemptRow> = bind_move(query, attempt, change, source, next_check_at)
         .get_result(conn)
         .await
@@ -255,7 +254,7 @@ pub async fn record_answer(
          SELECT * FROM moved"
     );
     let query = bind_move(
-        diesel::sql_query(sql).into_boxed(),
+        Sql::new(&sql),
         attempt,
         change,
         Source::ProviderResponse,
@@ -321,10 +320,7 @@ impl CallRecord {
     }
 
     /// Binds operation, source, outcome, HTTP status, latency and detail, in that order.
-    fn bind<'f>(
-        &'f self,
-        query: BoxedSqlQuery<'f, Pg, SqlQuery>,
-    ) -> BoxedSqlQuery<'f, Pg, SqlQuery> {
+    fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
         query
             .bind::<Text, _>(self.kind.as_str())
             .bind::<Text, _>(self.source.as_str())
@@ -344,11 +340,10 @@ pub async fn log_call(
     call: &ProviderCall,
 ) -> diesel::QueryResult<()> {
     let record = CallRecord::of(kind, source, call);
-    let query = diesel::sql_query(
+    let query = Sql::new(
         "INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome, \
              http_status, latency_ms, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
-    .into_boxed()
     .bind::<SqlUuid, _>(attempt.merchant_id.0)
     .bind::<SqlUuid, _>(attempt.id.0);
     record.bind(query).execute(conn).await.map(|_| ())

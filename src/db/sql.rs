@@ -1,0 +1,149 @@
+//! Hand-written SQL that each connection prepares **once**.
+//!
+//! diesel's `sql_query` marks itself unsafe to cache, so every run of it is a Parse and
+//! Describe round trip, a plan from scratch, and then the execution: two round trips and
+//! the planning for each request. [`Sql`] is the same hand-written SQL with `$n` parameters,
+//! but safe to cache: diesel-async keeps it prepared per connection, keyed by its text and
+//! parameter types, and each later run is one round trip.
+//!
+//! diesel numbers parameters itself, in the order they are pushed, so the text is cut at
+//! every `$n` and the `n`-th value is pushed there; a parameter used three times is sent three
+//! times (a few bytes), which keeps the text readable with repeated `$2`s.
+
+use std::marker::PhantomData;
+
+use diesel::pg::Pg;
+use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
+use diesel::serialize::ToSql;
+use diesel::sql_types::{HasSqlType, Untyped};
+use diesel::QueryResult;
+
+/// SQL text with `$1`, `$2`, … and their values.
+pub struct Sql<'f> {
+    pieces: Vec<Piece>,
+    values: Vec<Box<dyn Value + Send + 'f>>,
+}
+
+enum Piece {
+    Text(String),
+    /// The 0-based index of a value.
+    Param(usize),
+}
+
+impl<'f> Sql<'f> {
+    pub fn new(text: &str) -> Self {
+        Sql {
+            pieces: split(text),
+            values: Vec::new(),
+        }
+    }
+
+    /// Gives the next parameter (`$1`, then `$2`, …) its value, of SQL type `ST`.
+    pub fn bind<ST, V>(mut self, value: V) -> Self
+    where
+        Pg: HasSqlType<ST>,
+        V: ToSql<ST, Pg> + Send + 'f,
+        ST: 'f,
+    {
+        self.values.push(Box::new(Bound {
+            value,
+            sql_type: PhantomData::<fn() -> ST>,
+        }));
+        self
+    }
+}
+
+/// `text` cut at every `$n`.
+fn split(text: &str) -> Vec<Piece> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        let digits = rest[at + 1..]
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len() - at - 1);
+        if digits == 0 {
+            // A `$` that starts no parameter stays text.
+            pieces.push(Piece::Text(rest[..=at].to_string()));
+            rest = &rest[at + 1..];
+            continue;
+        }
+        pieces.push(Piece::Text(rest[..at].to_string()));
+        let n: usize = rest[at + 1..at + 1 + digits].parse().unwrap_or(0);
+        pieces.push(Piece::Param(n.saturating_sub(1)));
+        rest = &rest[at + 1 + digits..];
+    }
+    pieces.push(Piece::Text(rest.to_string()));
+    pieces
+}
+
+trait Value {
+    fn push<'b>(&'b self, out: AstPass<'_, 'b, Pg>) -> QueryResult<()>;
+}
+
+struct Bound<ST, V> {
+    value: V,
+    sql_type: PhantomData<fn() -> ST>,
+}
+
+impl<ST, V> Value for Bound<ST, V>
+where
+    Pg: HasSqlType<ST>,
+    V: ToSql<ST, Pg>,
+{
+    fn push<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.push_bind_param::<ST, V>(&self.value)
+    }
+}
+
+impl QueryFragment<Pg> for Sql<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(text) => out.push_sql(text),
+                Piece::Param(i) => {
+                    let value = self.values.get(*i).ok_or_else(|| {
+                        diesel::result::Error::QueryBuilderError(
+                            format!("${} has no value", i + 1).into(),
+                        )
+                    })?;
+                    value.push(out.reborrow())?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl QueryId for Sql<'_> {
+    type QueryId = ();
+    // Cached by its text instead.
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl Query for Sql<'_> {
+    type SqlType = Untyped;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(text: &str) -> String {
+        split(text)
+            .iter()
+            .map(|p| match p {
+                Piece::Text(t) => t.clone(),
+                Piece::Param(i) => format!("<{i}>"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cuts_at_every_parameter_and_keeps_other_dollars() {
+        assert_eq!(
+            shape("SELECT $1, $12 + $1 FROM t WHERE a = '$' AND b = $3"),
+            "SELECT <0>, <11> + <0> FROM t WHERE a = '$' AND b = <2>"
+        );
+        assert_eq!(shape("$2"), "<1>");
+    }
+}
