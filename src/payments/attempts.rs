@@ -256,22 +256,6 @@ pub async fn find_attempt(
         .map(Into::into))
 }
 
-/// The attempt that holds the provider's charge id `provider_payment_id`, whoever's it is.
-pub async fn find_by_provider_payment(
-    conn: &mut AsyncPgConnection,
-    provider: &str,
-    provider_payment_id: &str,
-) -> QueryResult<Option<PaymentAttempt>> {
-    Ok(payment_attempts::table
-        .filter(payment_attempts::provider.eq(provider))
-        .filter(payment_attempts::provider_payment_id.eq(provider_payment_id))
-        .select(AttemptRow::as_select())
-        .first::<AttemptRow>(conn)
-        .await
-        .optional()?
-        .map(Into::into))
-}
-
 /// An order's attempts, newest first.
 pub async fn attempts_of_order(
     conn: &mut AsyncPgConnection,

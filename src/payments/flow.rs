@@ -255,26 +255,31 @@ async fn finish(
         match recorded {
             Some(attempt) => attempt,
             // Someone moved the attempt first (a webhook): judge the answer against what it
-            // is now, the general way. The call is logged already.
+            // is now. The call is logged already. A final attempt was settled, key and all,
+            // by whoever finished it, so there is nothing left to write.
             None => {
-                in_transaction(&mut conn, async |conn| {
-                    let current =
-                        super::attempts::find_attempt(conn, Some(attempt.merchant_id), attempt.id)
-                            .await?
-                            .ok_or_else(|| missing("lost its attempt"))?;
-                    let applied = apply(
-                        conn,
-                        &payments.metrics,
-                        current,
-                        &call.outcome,
-                        Source::ProviderResponse,
-                        next_check,
-                    )
-                    .await?;
-                    settle_key(conn, &applied.attempt).await?;
-                    Ok::<_, PayError>(applied.attempt)
-                })
-                .await?
+                let current =
+                    super::attempts::find_attempt(&mut conn, Some(attempt.merchant_id), attempt.id)
+                        .await?
+                        .ok_or_else(|| missing("lost its attempt"))?;
+                if current.status.is_final() {
+                    current
+                } else {
+                    in_transaction(&mut conn, async |conn| {
+                        let applied = apply(
+                            conn,
+                            &payments.metrics,
+                            current,
+                            &call.outcome,
+                            Source::ProviderResponse,
+                            next_check,
+                        )
+                        .await?;
+                        settle_key(conn, &applied.attempt).await?;
+                        Ok::<_, PayError>(applied.attempt)
+                    })
+                    .await?
+                }
             }
         }
     };

@@ -141,7 +141,7 @@ const MOVE_CTES: &str = "WITH moved AS ( \
 
 /// What a [`Decision`] that changes the row writes.
 #[derive(Clone, Copy)]
-struct Change<'a> {
+pub(crate) struct Change<'a> {
     /// The new status; the current one for `StayOpen`.
     to: AttemptStatus,
     provider_payment_id: Option<&'a str>,
@@ -151,7 +151,7 @@ struct Change<'a> {
 }
 
 /// `None` for decisions that write nothing.
-fn move_of(current: AttemptStatus, decision: &Decision) -> Option<Change<'_>> {
+pub(crate) fn move_of(current: AttemptStatus, decision: &Decision) -> Option<Change<'_>> {
     match decision {
         Decision::Move {
             to,
@@ -203,6 +203,25 @@ fn bind_move<'f>(
         .bind::<Nullable<Text>, _>((!detail.is_empty()).then_some(detail))
 }
 
+/// A statement that makes the conditional update and its timeline row, then runs `more`
+/// (further CTEs, which may read `moved`, with parameters from `$11` on; empty for none) and
+/// ends in `select`. Bind the further parameters on the result.
+pub(crate) fn move_then<'f>(
+    attempt: &'f PaymentAttempt,
+    change: Change<'f>,
+    source: Source,
+    next_check_at: DateTime<Utc>,
+    more: &str,
+    select: &str,
+) -> Sql<'f> {
+    let sql = if more.is_empty() {
+        format!("{MOVE_CTES} {select}")
+    } else {
+        format!("{MOVE_CTES}, {more} {select}")
+    };
+    bind_move(Sql::new(&sql), attempt, change, source, next_check_at)
+}
+
 /// The conditional update and its timeline row. `None` if the attempt was no longer in the
 /// status it was read with.
 async fn move_attempt(
@@ -212,13 +231,23 @@ async fn move_attempt(
     source: Source,
     next_check_at: DateTime<Utc>,
 ) -> diesel::QueryResult<Option<PaymentAttempt>> {
-    let query = Sql::new(&format!("{MOVE_CTES} SELECT * FROM moved"));
-    let row: Option<AttemptRow> = bind_move(query, attempt, change, source, next_check_at)
-        .get_result(conn)
-        .await
-        .optional()?;
+    let row: Option<AttemptRow> =
+        move_then(attempt, change, source, next_check_at, "", "SELECT * FROM moved")
+            .get_result(conn)
+            .await
+            .optional()?;
     Ok(row.map(Into::into))
 }
+
+/// Completes the key (`$11`) that made the moved attempt once it is final, for whoever moved
+/// it; nothing while the attempt stays open. The key then replays `201` with the attempt.
+pub(crate) const SETTLE_KEY_CTE: &str = "settled AS ( \
+     UPDATE idempotency_keys SET state = 'completed', locked_until = NULL, \
+         recovery_point = 'finished', response_status = 201, unresolved = false, \
+         updated_at = now() \
+     WHERE merchant_id = $1 AND key = $11 AND resource_type = 'payment_attempt' \
+       AND resource_id = $2 AND (state = 'in_flight' OR unresolved) \
+       AND EXISTS (SELECT 1 FROM moved WHERE status IN ('succeeded', 'failed')))";
 
 /// The provider's answer to our own create, in **one statement** (transaction 2 of SPEC §5):
 /// the call log, the attempt's move and its timeline row, and the completion of the key
@@ -238,35 +267,30 @@ pub async fn record_answer(
         log_call(conn, attempt, CallKind::Create, Source::Api, call).await?;
         return Ok(None);
     };
-    let sql = format!(
-        "{MOVE_CTES}, \
-         called AS ( \
-             INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome, \
-                 http_status, latency_ms, detail) \
-             VALUES ($1, $2, $11, $12, $13, $14, $15, $16)), \
-         settled AS ( \
+    // The key is completed whether the attempt ended or stays open (then `unresolved`, so
+    // it outlives its TTL); a replay shows the attempt as it is then.
+    let more = "settled AS ( \
              UPDATE idempotency_keys SET state = 'completed', locked_until = NULL, \
                  recovery_point = 'finished', response_status = 201, \
                  unresolved = (SELECT status IN ('created', 'pending') FROM moved), \
                  updated_at = now() \
-             WHERE merchant_id = $1 AND key = $17 AND resource_id = $2 \
-               AND EXISTS (SELECT 1 FROM moved)) \
-         SELECT * FROM moved"
-    );
-    let query = bind_move(
-        Sql::new(&sql),
+             WHERE merchant_id = $1 AND key = $11 AND resource_id = $2 \
+               AND EXISTS (SELECT 1 FROM moved)), \
+         called AS ( \
+             INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome, \
+                 http_status, latency_ms, detail) \
+             VALUES ($1, $2, $12, $13, $14, $15, $16, $17))";
+    let logged = CallRecord::of(CallKind::Create, Source::Api, call);
+    let query = move_then(
         attempt,
         change,
         Source::ProviderResponse,
         next_check_at,
-    );
-    let logged = CallRecord::of(CallKind::Create, Source::Api, call);
-    let row: Option<AttemptRow> = logged
-        .bind(query)
-        .bind::<Text, _>(idempotency_key)
-        .get_result(conn)
-        .await
-        .optional()?;
+        more,
+        "SELECT * FROM moved",
+    )
+    .bind::<Text, _>(idempotency_key);
+    let row: Option<AttemptRow> = logged.bind(query).get_result(conn).await.optional()?;
     let moved: Option<PaymentAttempt> = row.map(Into::into);
     if let (Some(_), Decision::Move { to, .. }) = (&moved, &decision) {
         metrics.transition(attempt.status, *to, Source::ProviderResponse);

@@ -2,22 +2,24 @@
 //! attempt through the same decision as every other provider answer
 //! ([`transition::decide`](super::transition::decide)).
 //!
-//! The event row and its effect are one transaction, and the row is written first: a second
-//! copy of the event, even one arriving at the same instant, waits on the unique
-//! `(provider, provider_event_id)` and then finds it taken, so it changes nothing.
+//! The event row and its effect are one statement: an event that moves its attempt is
+//! inserted from the conditional update that moves it. A second copy of the event, even one
+//! arriving at the same instant, either finds the attempt moved already (and judges again)
+//! or waits on the unique `(provider, provider_event_id)` and finds it taken, so it changes
+//! nothing.
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{Nullable, Text, Uuid as SqlUuid};
+use diesel::sql_types::{Bool, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
-use super::attempts::{find_attempt, find_by_provider_payment, PaymentAttempt, Source};
-use super::flow::{settle_key, Payments};
-use super::transition::{apply, Decision};
+use super::attempts::{AttemptRow, PaymentAttempt, Source};
+use super::flow::Payments;
+use super::transition::{decide, move_of, move_then, Decision, SETTLE_KEY_CTE};
 use crate::db::pool::PoolError;
 use crate::db::schema::webhook_events;
-use crate::db::transaction::in_transaction;
+use crate::db::sql::Sql;
 use crate::db::DbPool;
 use crate::ids::{EventId, PaymentId};
 use crate::providers::WebhookEvent;
@@ -82,18 +84,8 @@ pub async fn receive(
     payments: &Payments,
     event: &WebhookEvent,
 ) -> Result<Received, ReceiveError> {
-    let provider = payments.provider.name();
     let mut conn = pool.get().await?;
-    // A duplicate's transaction wrote nothing, so committing it changes nothing either.
-    let received = in_transaction(&mut conn, async |conn| {
-        let Some(id) = claim(conn, provider, event).await? else {
-            return Ok(Received::Duplicate);
-        };
-        let (outcome, detail, attempt) = effect(conn, payments, provider, event).await?;
-        record(conn, id, outcome, &detail, attempt.as_ref()).await?;
-        Ok::<_, ReceiveError>(Received::Recorded { id, outcome })
-    })
-    .await?;
+    let received = record_once(&mut conn, payments, event).await?;
     let label = match &received {
         Received::Recorded { outcome, .. } => outcome.as_str(),
         Received::Duplicate => "duplicate",
@@ -113,129 +105,209 @@ pub async fn receive(
     Ok(received)
 }
 
-/// Inserts the event row, or learns that the event was delivered before. The outcome is
-/// settled by [`record`] in the same transaction, so nobody sees this first version.
-async fn claim(
-    conn: &mut AsyncPgConnection,
-    provider: &str,
-    event: &WebhookEvent,
-) -> diesel::QueryResult<Option<EventId>> {
-    let id = EventId::new();
-    let inserted = diesel::insert_into(webhook_events::table)
-        .values((
-            webhook_events::id.eq(id.0),
-            webhook_events::provider.eq(provider),
-            webhook_events::provider_event_id.eq(&event.id),
-            webhook_events::event_type.eq(&event.event_type),
-            webhook_events::outcome.eq(EventOutcome::Ignored.as_str()),
-            webhook_events::payload.eq(&event.raw),
-            webhook_events::provider_created_at.eq(event.created),
-        ))
-        .on_conflict((webhook_events::provider, webhook_events::provider_event_id))
-        .do_nothing()
-        .execute(conn)
-        .await?;
-    Ok((inserted == 1).then_some(id))
-}
-
-/// What the event does, applied: its outcome, a detail for people, and its attempt.
-async fn effect(
+/// Looks at the event and its attempt (one statement), judges, then writes the event row
+/// with its effect (one statement). An event that moves an attempt is inserted `FROM` the
+/// conditional update, so it is recorded exactly when the move happened; if the attempt
+/// moved in between, nothing was written and the event is judged again.
+async fn record_once(
     conn: &mut AsyncPgConnection,
     payments: &Payments,
-    provider: &str,
     event: &WebhookEvent,
-) -> diesel::QueryResult<(EventOutcome, String, Option<PaymentAttempt>)> {
-    let Some(attempt) = attempt_of(conn, provider, event).await? else {
-        return Ok((
-            if HANDLED_TYPES.contains(&event.event_type.as_str()) {
+) -> Result<Received, ReceiveError> {
+    let provider = payments.provider.name();
+    let handled = HANDLED_TYPES.contains(&event.event_type.as_str());
+    // Bounded: a round that writes nothing means another writer moved the attempt first,
+    // and an attempt makes at most two moves.
+    for _ in 0..4 {
+        let seen = look(conn, provider, event).await?;
+        if seen.recorded {
+            return Ok(Received::Duplicate);
+        }
+        let new = NewEvent {
+            id: EventId::new(),
+            provider,
+            event,
+        };
+        let Some(attempt) = seen.attempt()? else {
+            let outcome = if handled {
                 EventOutcome::UnknownAttempt
             } else {
                 EventOutcome::Ignored
-            },
-            format!("no attempt for {}", event.provider_id),
-            None,
-        ));
-    };
-    let outcome = match event.outcome() {
-        Some(outcome) if HANDLED_TYPES.contains(&event.event_type.as_str()) => outcome,
-        _ => {
-            let detail = format!("{} is not acted on", event.event_type);
-            return Ok((EventOutcome::Ignored, detail, Some(attempt)));
-        }
-    };
-    let was = attempt.status;
-    // An open attempt keeps the reconciler's schedule; the event is one more answer.
-    let next_check = attempt
-        .next_check_at
-        .unwrap_or_else(|| Utc::now() + payments.reconciler.first_check());
-    let applied = apply(
-        conn,
-        &payments.metrics,
-        attempt,
-        &outcome,
-        Source::Webhook,
-        next_check,
-    )
-    .await?;
-    let attempt = applied.attempt;
-    let now = attempt.status.as_str();
-    let (result, detail) = match applied.decision {
-        Decision::Move { to, .. } => {
-            if to.is_final() {
-                settle_key(conn, &attempt).await?;
+            };
+            let detail = format!("no attempt for {}", event.provider_id);
+            return Ok(new.insert(conn, outcome, &detail, None).await?);
+        };
+        let outcome = match event.outcome() {
+            Some(outcome) if handled => outcome,
+            _ => {
+                let detail = format!("{} is not acted on", event.event_type);
+                return Ok(new
+                    .insert(conn, EventOutcome::Ignored, &detail, Some(&attempt))
+                    .await?);
             }
-            (EventOutcome::Applied, format!("{} → {now}", was.as_str()))
+        };
+        let was = attempt.status;
+        let decision = decide(was, &outcome);
+        let Some(change) = move_of(was, &decision) else {
+            // Only a final attempt writes nothing, and a final attempt never changes: what
+            // the event is to it stays true without a lock.
+            let now = was.as_str();
+            let (result, detail) = match decision {
+                Decision::Conflict => (
+                    EventOutcome::Conflict,
+                    format!("says {} but the attempt is {now}", outcome.label()),
+                ),
+                _ => (EventOutcome::Stale, format!("attempt is already {now}")),
+            };
+            return Ok(new.insert(conn, result, &detail, Some(&attempt)).await?);
+        };
+        let detail = match &decision {
+            Decision::Move { to, .. } => format!("{} → {}", was.as_str(), to.as_str()),
+            _ => format!("still {}", was.as_str()),
+        };
+        // An open attempt keeps the reconciler's schedule; the event is one more answer.
+        let next_check = attempt
+            .next_check_at
+            .unwrap_or_else(|| Utc::now() + payments.reconciler.first_check());
+        let more = format!(
+            "{SETTLE_KEY_CTE}, \
+             recorded AS ( \
+                 INSERT INTO webhook_events (id, provider, provider_event_id, event_type, \
+                     outcome, detail, merchant_id, attempt_id, payload, provider_created_at) \
+                 SELECT $12, $13, $14, $15, 'applied', $16, merchant_id, id, $17, $18 \
+                 FROM moved \
+                 ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING 1)"
+        );
+        let query = move_then(
+            &attempt,
+            change,
+            Source::Webhook,
+            next_check,
+            &more,
+            "SELECT EXISTS (SELECT 1 FROM recorded) AS recorded FROM moved",
+        )
+        .bind::<Nullable<Text>, _>(attempt.idempotency_key.as_deref())
+        .bind::<SqlUuid, _>(new.id.0)
+        .bind::<Text, _>(provider)
+        .bind::<Text, _>(&event.id)
+        .bind::<Text, _>(&event.event_type)
+        .bind::<Text, _>(&detail)
+        .bind::<Jsonb, _>(&event.raw)
+        .bind::<Timestamptz, _>(event.created);
+        #[derive(QueryableByName)]
+        struct Written {
+            #[diesel(sql_type = Bool)]
+            recorded: bool,
         }
-        Decision::StayOpen { .. } => (EventOutcome::Applied, format!("still {now}")),
-        Decision::AlreadySo | Decision::Stale => {
-            (EventOutcome::Stale, format!("attempt is already {now}"))
+        match query.get_result::<Written>(conn).await.optional()? {
+            Some(written) if written.recorded => {
+                if let Decision::Move { to, .. } = &decision {
+                    payments.metrics.transition(was, *to, Source::Webhook);
+                }
+                return Ok(Received::Recorded {
+                    id: new.id,
+                    outcome: EventOutcome::Applied,
+                });
+            }
+            // A copy of this event was recorded first; re-applying what leaves the status
+            // as it is (a provider id, the next check) changed nothing.
+            Some(_) => return Ok(Received::Duplicate),
+            None => continue,
         }
-        Decision::Conflict => (
-            EventOutcome::Conflict,
-            format!("says {} but the attempt is {now}", outcome.label()),
-        ),
-    };
-    Ok((result, detail, Some(attempt)))
+    }
+    Err(ReceiveError::Database(
+        diesel::result::Error::RollbackTransaction,
+    ))
 }
 
-/// The attempt an event is about: by the attempt id payorch put in the charge's metadata,
-/// else by the provider's charge id.
-async fn attempt_of(
+/// Whether the event was recorded before, and the attempt it is about: by the attempt id
+/// payorch put in the charge's metadata, else by the provider's charge id.
+#[derive(QueryableByName)]
+struct Seen {
+    #[diesel(sql_type = Bool)]
+    recorded: bool,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    attempt: Option<serde_json::Value>,
+}
+
+impl Seen {
+    fn attempt(self) -> diesel::QueryResult<Option<PaymentAttempt>> {
+        self.attempt
+            .map(|value| {
+                serde_json::from_value::<AttemptRow>(value)
+                    .map(Into::into)
+                    .map_err(|err| diesel::result::Error::DeserializationError(err.into()))
+            })
+            .transpose()
+    }
+}
+
+async fn look(
     conn: &mut AsyncPgConnection,
     provider: &str,
     event: &WebhookEvent,
-) -> diesel::QueryResult<Option<PaymentAttempt>> {
+) -> diesel::QueryResult<Seen> {
     let by_metadata = event
         .attempt_id
         .as_deref()
         .and_then(|id| id.parse::<PaymentId>().ok());
-    if let Some(id) = by_metadata {
-        if let Some(attempt) = find_attempt(conn, None, id).await? {
-            return Ok(Some(attempt));
-        }
-    }
-    find_by_provider_payment(conn, provider, &event.provider_id).await
+    Sql::new(
+        "SELECT EXISTS (SELECT 1 FROM webhook_events \
+                        WHERE provider = $1 AND provider_event_id = $2) AS recorded, \
+                (SELECT to_jsonb(a) FROM payment_attempts a \
+                 WHERE a.id = $3 OR (a.provider = $1 AND a.provider_payment_id = $4) \
+                 ORDER BY a.id = $3 DESC NULLS LAST LIMIT 1) AS attempt",
+    )
+    .bind::<Text, _>(provider)
+    .bind::<Text, _>(&event.id)
+    .bind::<Nullable<SqlUuid>, _>(by_metadata.map(|id| id.0))
+    .bind::<Text, _>(&event.provider_id)
+    .get_result(conn)
+    .await
 }
 
-async fn record(
-    conn: &mut AsyncPgConnection,
+/// An event about to be recorded.
+struct NewEvent<'a> {
     id: EventId,
-    outcome: EventOutcome,
-    detail: &str,
-    attempt: Option<&PaymentAttempt>,
-) -> diesel::QueryResult<()> {
-    diesel::sql_query(
-        "UPDATE webhook_events SET outcome = $2, detail = $3, merchant_id = $4, attempt_id = $5 \
-         WHERE id = $1",
-    )
-    .bind::<SqlUuid, _>(id.0)
-    .bind::<Text, _>(outcome.as_str())
-    .bind::<Text, _>(detail)
-    .bind::<Nullable<SqlUuid>, _>(attempt.map(|a| a.merchant_id.0))
-    .bind::<Nullable<SqlUuid>, _>(attempt.map(|a| a.id.0))
-    .execute(conn)
-    .await
-    .map(|_| ())
+    provider: &'a str,
+    event: &'a WebhookEvent,
+}
+
+impl NewEvent<'_> {
+    /// Records an event that changes no attempt, unless a copy was recorded first.
+    async fn insert(
+        &self,
+        conn: &mut AsyncPgConnection,
+        outcome: EventOutcome,
+        detail: &str,
+        attempt: Option<&PaymentAttempt>,
+    ) -> diesel::QueryResult<Received> {
+        let inserted = diesel::insert_into(webhook_events::table)
+            .values((
+                webhook_events::id.eq(self.id.0),
+                webhook_events::provider.eq(self.provider),
+                webhook_events::provider_event_id.eq(&self.event.id),
+                webhook_events::event_type.eq(&self.event.event_type),
+                webhook_events::outcome.eq(outcome.as_str()),
+                webhook_events::detail.eq(detail),
+                webhook_events::merchant_id.eq(attempt.map(|a| a.merchant_id.0)),
+                webhook_events::attempt_id.eq(attempt.map(|a| a.id.0)),
+                webhook_events::payload.eq(&self.event.raw),
+                webhook_events::provider_created_at.eq(self.event.created),
+            ))
+            .on_conflict((webhook_events::provider, webhook_events::provider_event_id))
+            .do_nothing()
+            .execute(conn)
+            .await?;
+        Ok(if inserted == 1 {
+            Received::Recorded {
+                id: self.id,
+                outcome,
+            }
+        } else {
+            Received::Duplicate
+        })
+    }
 }
 
 /// One recorded event, as the attempt's support view shows it.
