@@ -231,11 +231,17 @@ async fn move_attempt(
     source: Source,
     next_check_at: DateTime<Utc>,
 ) -> diesel::QueryResult<Option<PaymentAttempt>> {
-    let row: Option<AttemptRow> =
-        move_then(attempt, change, source, next_check_at, "", "SELECT * FROM moved")
-            .get_result(conn)
-            .await
-            .optional()?;
+    let row: Option<AttemptRow> = move_then(
+        attempt,
+        change,
+        source,
+        next_check_at,
+        "",
+        "SELECT * FROM moved",
+    )
+    .get_result(conn)
+    .await
+    .optional()?;
     Ok(row.map(Into::into))
 }
 
