@@ -1,5 +1,5 @@
-//! Checkout throughput and replay latency, end to end over HTTP, and what one checkout costs
-//! the database.
+//! Checkout throughput and replay latency, end to end over HTTP, and what one checkout, one
+//! replay and one new order cost the database.
 //!
 //! `cargo bench --bench checkout`
 //!
@@ -15,7 +15,7 @@
 //! `BENCH_REQUESTS` (default 3000), `BENCH_REPLAYS` (default and at most `BENCH_REQUESTS`),
 //! `BENCH_SQL_CHECKOUTS` (default 100).
 //!
-//! SQL per checkout, with the private cluster only (it needs a superuser and the server's
+//! SQL per request (a checkout, its replay, a new order), with the private cluster only (it needs a superuser and the server's
 //! log file): `BENCH_SQL_CHECKOUTS` checkouts are sent one after another with nothing else
 //! running, and the totals are divided by their number (a remainder is reported, as it
 //! means something else ran).
@@ -31,8 +31,8 @@
 //!   log gives the same number (each `BEGIN`…`COMMIT`, and each statement outside one) as
 //!   a check.
 //!
-//! The reaper and reconciler run at start and then hourly, so the counts are the checkouts'
-//! own; at their default pace their few queries a second would not move the throughput.
+//! The reaper, the reconciler and the quota sync run at start and then hourly, so the counts
+//! are the requests' own; at their default pace their few queries a second would not move the throughput.
 //!
 //! Prints a plain-text report; exits non-zero when any request gets an unexpected answer or
 //! the ledger disagrees.
@@ -55,6 +55,8 @@ use payorch::db::{PrivateCluster, DATABASE_NAME};
 const WARMUP_REQUESTS: usize = 200;
 const CHECKOUT_BODY: &str = r#"{"amount":1000,"currency":"eur","payment_method":"pm_card_visa"}"#;
 const CHECKOUT: &str = "/v1/checkout";
+const ORDER_BODY: &str = r#"{"amount":1000,"currency":"eur"}"#;
+const ORDERS: &str = "/v1/orders";
 /// Longer than the 10 s an idle backend may keep its statistics before flushing them.
 const STATS_FLUSH_WAIT: Duration = Duration::from_secs(11);
 /// The settings of the SQL count, undone after it.
@@ -88,6 +90,9 @@ async fn run(cleanup: &mut Cleanup) -> Result<bool, BoxError> {
     let mut settings = common::app_settings();
     settings.reaper.interval = Duration::from_secs(3600);
     settings.reconciler.interval = Duration::from_secs(3600);
+    settings.quota_sync = Duration::from_secs(3600);
+    // The merchant's key stays remembered across the counts' quiet waits.
+    settings.auth_cache_ttl = Duration::from_secs(3600);
     let stack = Stack::start(cleanup, &settings, concurrency).await?;
     let outcome = measure(&stack, cleanup.cluster(), &config).await;
     stack.stop().await;
@@ -229,27 +234,49 @@ async fn measure(
     );
     failures += report_problems("bad replays", &replay_problems);
 
-    // (3) What one checkout costs the database.
-    println!();
-    println!(
-        "SQL per checkout ({} sent one at a time, nothing else running)",
-        config.sql_checkouts
-    );
+    // (3) What one checkout, one replay and one new order cost the database.
     match cluster {
-        None => println!("  skipped: needs the private cluster (unset DATABASE_URL)"),
+        None => {
+            println!();
+            println!("SQL per request: skipped, it needs the private cluster (unset DATABASE_URL)");
+        }
         Some(cluster) => {
-            let keys: Vec<String> = (0..config.sql_checkouts)
-                .map(|i| client.key("sql", i))
-                .collect();
+            let n = config.sql_checkouts;
+            let keys: Vec<String> = (0..n).map(|i| client.key("sql", i)).collect();
+            println!();
+            println!("SQL per checkout ({n} sent one at a time, nothing else running)");
             let (phase, counted) = count_sql(cluster, || {
-                drive(keys.len(), 1, |i| {
-                    client.post(CHECKOUT, &keys[i], CHECKOUT_BODY)
-                })
+                drive(n, 1, |i| client.post(CHECKOUT, &keys[i], CHECKOUT_BODY))
             })
             .await?;
             let (made, problems) = check_fresh(&phase);
             failures += report_problems("unexpected answers", &problems);
-            payments.extend(made.into_iter().flatten());
+            payments.extend(made.iter().flatten().cloned());
+            counted.report(phase.answers.len());
+
+            println!();
+            println!("SQL per replay (the same {n} keys again, one at a time)");
+            let (phase, counted) = count_sql(cluster, || {
+                drive(n, 1, |i| client.post(CHECKOUT, &keys[i], CHECKOUT_BODY))
+            })
+            .await?;
+            let bad = phase
+                .answers
+                .iter()
+                .zip(&made)
+                .filter(|(answer, first)| paid(answer, true).ok().as_ref() != first.as_ref())
+                .count();
+            failures += bad;
+            counted.report(phase.answers.len());
+
+            println!();
+            println!("SQL per new order (POST /v1/orders, {n} new keys, one at a time)");
+            let order_keys: Vec<String> = (0..n).map(|i| client.key("sql-order", i)).collect();
+            let (phase, counted) = count_sql(cluster, || {
+                drive(n, 1, |i| client.post(ORDERS, &order_keys[i], ORDER_BODY))
+            })
+            .await?;
+            failures += phase.status_problems(201).len();
             counted.report(phase.answers.len());
         }
     }
@@ -429,16 +456,16 @@ fn kind(sql: &str) -> String {
 }
 
 impl SqlCount {
-    fn report(&self, checkouts: usize) {
-        let per = |total: usize| per_checkout(total, checkouts);
+    fn report(&self, requests: usize) {
+        let per = |total: usize| per_request(total, requests);
         let statements: usize = self.kinds.iter().map(|(_, n)| n).sum();
         let logged = self.blocks + self.single;
         println!(
-            "  per checkout: {} statements, {} transactions",
+            "  per request: {} statements, {} transactions",
             per(statements),
-            per_checkout(self.transactions.max(0) as usize, checkouts)
+            per_request(self.transactions.max(0) as usize, requests)
         );
-        println!("  statements by kind (per checkout, in order of first appearance):");
+        println!("  statements by kind (per request, in order of first appearance):");
         for (kind, n) in &self.kinds {
             println!("    {:>5}  {kind}", per(*n));
         }
@@ -458,11 +485,11 @@ impl SqlCount {
     }
 }
 
-/// `total / checkouts`, flagged when it is not a whole number.
-fn per_checkout(total: usize, checkouts: usize) -> String {
-    if total.is_multiple_of(checkouts) {
-        (total / checkouts).to_string()
+/// `total / requests`, flagged when it is not a whole number.
+fn per_request(total: usize, requests: usize) -> String {
+    if total.is_multiple_of(requests) {
+        (total / requests).to_string()
     } else {
-        format!("{:.2} (not whole)", total as f64 / checkouts as f64)
+        format!("{:.2} (not whole)", total as f64 / requests as f64)
     }
 }

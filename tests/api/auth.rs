@@ -1,4 +1,30 @@
+use std::time::Duration;
+
+use diesel_async::RunQueryDsl;
+
 use crate::helpers::{assert_problem, TestApp};
+
+#[tokio::test]
+async fn a_revoked_key_stops_working_once_the_cache_time_has_passed() {
+    // The test settings remember a live key for 200 ms.
+    let app = TestApp::spawn().await;
+    let path = format!("/v1/merchants/{}", app.merchant_id);
+    assert_eq!(app.get_as(&app.merchant_key, &path).await.status(), 200);
+    diesel::sql_query("UPDATE api_keys SET revoked_at = now() WHERE role = 'merchant'")
+        .execute(&mut app.db.connect().await)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_problem(
+        app.get_as(&app.merchant_key, &path).await,
+        401,
+        "unauthenticated",
+    )
+    .await;
+    // The support key, not revoked, works on.
+    let merchants = app.get_as(&app.support_key, "/v1/support/merchants").await;
+    assert_eq!(merchants.status(), 200);
+}
 
 #[tokio::test]
 async fn missing_key_is_401_problem() {

@@ -423,6 +423,12 @@ impl TestApp {
         self.handle = handle;
     }
 
+    /// Another server on the same database and sandbox, as a second replica would be: its
+    /// base URL, and the handle to stop it.
+    pub async fn replica(&self) -> (String, actix_web::dev::ServerHandle) {
+        start_app(&self.db, &self.config, &self.sandbox).await
+    }
+
     /// Charges in the sandbox ledger for `attempt_id` (declines are not charges).
     pub fn charges_for(&self, attempt_id: &str) -> usize {
         self.sandbox

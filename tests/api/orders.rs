@@ -453,6 +453,40 @@ async fn new_keys_past_the_per_minute_cap_are_429() {
 }
 
 #[tokio::test]
+async fn replicas_share_the_per_minute_cap() {
+    // The test settings sync the replicas' counts every 100 ms.
+    let app =
+        TestApp::spawn_with(|settings| settings.idempotency.max_new_keys_per_minute = 3).await;
+    let (replica, handle) = app.replica().await;
+    let on_replica = |key: &'static str| {
+        app.client
+            .post(format!("{replica}/v1/orders"))
+            .bearer_auth(&app.merchant_key)
+            .header("Idempotency-Key", key)
+            .json(&order_body())
+            .send()
+    };
+    for key in ["a0", "a1"] {
+        assert_eq!(app.create_order(key, &order_body()).await.status(), 201);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The replica has opened none itself, but knows of the first two.
+    assert_eq!(on_replica("b0").await.unwrap().status(), 201);
+    assert_problem(on_replica("b1").await.unwrap(), 429, "rate_limited").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_problem(
+        app.create_order("a2", &order_body()).await,
+        429,
+        "rate_limited",
+    )
+    .await;
+    // A replay on either replica still answers: it opens no key.
+    assert_eq!(on_replica("a0").await.unwrap().status(), 201);
+    assert_eq!(app.count_rows().await, (3, 3));
+    handle.stop(false).await;
+}
+
+#[tokio::test]
 async fn metrics_count_idempotency_outcomes() {
     let app = TestApp::spawn().await;
     app.create_order("m", &order_body()).await;

@@ -610,7 +610,8 @@ async fn bad_payment_requests_get_field_errors_and_write_nothing() {
 
 #[tokio::test]
 async fn payment_metrics_count_transitions_and_provider_calls() {
-    let app = TestApp::spawn().await;
+    // The sandbox's webhooks held back, so the provider's answer is what moves the attempts.
+    let app = TestApp::spawn_config(|config| config.sandbox.webhook_delay_ms = 60_000).await;
     app.pay(Route::Checkout, "m-1", "pm_card_visa").await;
     app.pay(Route::Checkout, "m-2", "pm_card_chargeDeclined")
         .await;
