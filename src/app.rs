@@ -14,9 +14,9 @@ use tokio::task::JoinHandle;
 
 use crate::accounts::CallerCache;
 use crate::db::{build_pool, DbPool, PoolSettings};
-use crate::http::{self, metrics::Metrics, middleware as mw, AppState, Idempotency};
+use crate::http::{self, metrics::Metrics, middleware as mw, AppState};
 use crate::idempotency::reaper::{self, ReaperSettings};
-use crate::idempotency::{quota, IdempotencyMetrics, IdempotencySettings, NewKeyQuota};
+use crate::idempotency::{quota, IdempotencyMetrics, IdempotencySettings, Keys, NewKeyQuota};
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::reconciler::{self, ReconcilerSettings};
 use crate::payments::Payments;
@@ -95,10 +95,11 @@ impl Application {
         let state = web::Data::new(AppState {
             pool: pool.clone(),
             metrics,
-            idempotency: Idempotency {
+            idempotency: Keys {
                 settings: settings.idempotency.clone(),
                 metrics: idempotency_metrics.clone(),
                 quota: quota.clone(),
+                recent: Default::default(),
             },
             payments: payments.clone(),
             callers: CallerCache::new(settings.auth_cache_ttl),

@@ -19,10 +19,7 @@ use actix_web::{error::JsonPayloadError, web, HttpRequest};
 
 use crate::accounts::CallerCache;
 use crate::db::DbPool;
-use crate::idempotency::{
-    claim, Claimed, IdempotencyError, IdempotencyMetrics, IdempotencySettings, KeyedRequest,
-    KeyedWork, NewKeyQuota,
-};
+use crate::idempotency::{claim, Claimed, IdempotencyError, KeyedRequest, KeyedWork, Keys};
 use crate::payments::flow::{PayContext, Payments};
 use errors::ApiError;
 
@@ -33,7 +30,7 @@ pub const BODY_LIMIT: usize = 64 * 1024;
 pub struct AppState {
     pub pool: DbPool,
     pub metrics: Arc<metrics::Metrics>,
-    pub idempotency: Idempotency,
+    pub idempotency: Keys,
     pub payments: Arc<Payments>,
     /// Who a presented secret belongs to, remembered for a short while.
     pub callers: CallerCache,
@@ -43,9 +40,7 @@ impl AppState {
     pub fn pay_context(&self) -> PayContext<'_> {
         PayContext {
             pool: &self.pool,
-            idempotency: &self.idempotency.settings,
-            quota: &self.idempotency.quota,
-            idempotency_metrics: &self.idempotency.metrics,
+            keys: &self.idempotency,
             payments: &self.payments,
         }
     }
@@ -56,23 +51,8 @@ impl AppState {
         keyed: &KeyedRequest,
         work: &dyn KeyedWork,
     ) -> Result<Claimed, IdempotencyError> {
-        claim(
-            &self.pool,
-            &self.idempotency.settings,
-            &self.idempotency.quota,
-            &self.idempotency.metrics,
-            keyed,
-            work,
-        )
-        .await
+        claim(&self.pool, &self.idempotency, keyed, work).await
     }
-}
-
-pub struct Idempotency {
-    pub settings: IdempotencySettings,
-    pub metrics: Arc<IdempotencyMetrics>,
-    /// Shared with the worker that syncs it with other replicas.
-    pub quota: Arc<NewKeyQuota>,
 }
 
 /// Every route of the API, in one place.

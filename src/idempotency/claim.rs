@@ -36,9 +36,9 @@ use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;
 use serde_json::Value;
 
-use super::quota::NewKeyQuota;
+use super::recent::Finished;
 use super::store::{delete_expired, take_over, IdempotencyError, IdempotencySettings, StoredKey};
-use super::{IdempotencyMetrics, KeyedRequest};
+use super::{KeyedRequest, Keys};
 use crate::db::DbPool;
 
 /// The first `$n` a [`KeyedWork`] may use for its own parameters; `$2` is the merchant id
@@ -67,7 +67,8 @@ pub trait KeyedWork: Sync {
     /// A `jsonb` expression: what the work made, read from its CTEs' `RETURNING`.
     fn fresh(&self) -> String;
     /// A `jsonb` expression: the resource(s) of the finished key as they are now, read
-    /// through `found.resource_id` (merchant `$2`).
+    /// through `found.resource_id` and the merchant `$2`, and nothing else (it also runs
+    /// alone, for a key this replica remembers).
     fn replay(&self) -> String;
     /// Binds the work's parameters, `$14` onwards, in order.
     fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f>;
@@ -95,27 +96,18 @@ pub enum Claimed {
 /// Claims `request`'s key and, if it is new, does `work` in the same statement. Waits up
 /// to `settings.wait` while another request holds the key, holding no connection between
 /// polls. A new key takes a slot of the merchant's per-minute quota; past it the key is
-/// still looked up (a replay is answered), but no work runs and the answer is `429`.
+/// still looked up (a replay is answered), but no work runs and the answer is `429`. A key
+/// this replica saw finished is answered by reading its resource only.
 pub async fn claim(
     pool: &DbPool,
-    settings: &IdempotencySettings,
-    quota: &NewKeyQuota,
-    metrics: &IdempotencyMetrics,
+    keys: &Keys,
     request: &KeyedRequest,
     work: &dyn KeyedWork,
 ) -> Result<Claimed, IdempotencyError> {
     let started = Instant::now();
-    let allowance = quota.take(request.merchant_id);
-    let outcome = claim_loop(pool, settings, request, work, allowance.is_ok(), started).await;
-    if allowance.is_ok() && !matches!(outcome, Ok(Claimed::Done { .. })) {
-        // Only a key that was really opened counts.
-        quota.give_back(request.merchant_id);
-    }
-    let outcome = match (outcome, allowance) {
-        (Ok(Claimed::Declined { .. }), Err(retry_after)) => {
-            Err(IdempotencyError::RateLimited { retry_after })
-        }
-        (outcome, _) => outcome,
+    let outcome = match keys.recent.get(request) {
+        Some(finished) => replay_remembered(pool, request, work, finished).await,
+        None => claim_new(pool, keys, request, work, started).await,
     };
     let label = match &outcome {
         Ok(Claimed::Done { .. }) => "created",
@@ -127,19 +119,75 @@ pub async fn claim(
         Err(IdempotencyError::RateLimited { .. }) => "rate_limited",
         Err(IdempotencyError::Database(_) | IdempotencyError::Unavailable(_)) => "error",
     };
-    metrics.observe(label, started.elapsed());
+    keys.metrics.observe(label, started.elapsed());
     tracing::Span::current().record("idempotency_outcome", label);
     outcome
 }
 
+async fn claim_new(
+    pool: &DbPool,
+    keys: &Keys,
+    request: &KeyedRequest,
+    work: &dyn KeyedWork,
+    started: Instant,
+) -> Result<Claimed, IdempotencyError> {
+    let quota = &keys.quota;
+    let allowance = quota.take(request.merchant_id);
+    let outcome = claim_loop(pool, keys, request, work, allowance.is_ok(), started).await;
+    if allowance.is_ok() && !matches!(outcome, Ok(Claimed::Done { .. })) {
+        // Only a key that was really opened counts.
+        quota.give_back(request.merchant_id);
+    }
+    match (outcome, allowance) {
+        (Ok(Claimed::Declined { .. }), Err(retry_after)) => {
+            Err(IdempotencyError::RateLimited { retry_after })
+        }
+        (outcome, _) => outcome,
+    }
+}
+
+/// A replay of a key remembered finished: its resource as it is now, one statement.
+async fn replay_remembered(
+    pool: &DbPool,
+    request: &KeyedRequest,
+    work: &dyn KeyedWork,
+    finished: Finished,
+) -> Result<Claimed, IdempotencyError> {
+    if finished.fingerprint != request.fingerprint
+        || finished.operation != request.operation.as_str()
+    {
+        return Err(IdempotencyError::Reused);
+    }
+    #[derive(QueryableByName)]
+    struct Current {
+        #[diesel(sql_type = Nullable<Jsonb>)]
+        current: Option<Value>,
+    }
+    let sql = format!(
+        "WITH found AS (SELECT $1::uuid AS resource_id) SELECT {} AS current FROM found",
+        work.replay()
+    );
+    let mut conn = pool.get().await?;
+    let row: Current = Sql::new(&sql)
+        .bind::<diesel::sql_types::Uuid, _>(finished.resource_id)
+        .bind::<diesel::sql_types::Uuid, _>(request.merchant_id.0)
+        .get_result(&mut conn)
+        .await?;
+    Ok(Claimed::Replay {
+        status: finished.status,
+        current: row.current.unwrap_or(Value::Null),
+    })
+}
+
 async fn claim_loop(
     pool: &DbPool,
-    settings: &IdempotencySettings,
+    keys: &Keys,
     request: &KeyedRequest,
     work: &dyn KeyedWork,
     mut allowed: bool,
     started: Instant,
 ) -> Result<Claimed, IdempotencyError> {
+    let settings = &keys.settings;
     let mut pause = Duration::from_millis(10);
     // Set once the work has declined, to make sure no request with the same key finished
     // in the instant before our lock; the next round only looks.
@@ -168,9 +216,20 @@ async fn claim_loop(
             }
             Err(err) => return Err(err.into()),
         };
+        let finished = remembered(&row, request, work, settings);
         match judge(row, request)? {
-            Round::Done(fresh) => return Ok(Claimed::Done { fresh }),
-            Round::Replay { status, current } => return Ok(Claimed::Replay { status, current }),
+            Round::Done(fresh) => {
+                if let Some(finished) = finished {
+                    keys.recent.remember(request, finished);
+                }
+                return Ok(Claimed::Done { fresh });
+            }
+            Round::Replay { status, current } => {
+                if let Some(finished) = finished {
+                    keys.recent.remember(request, finished);
+                }
+                return Ok(Claimed::Replay { status, current });
+            }
             Round::Nothing if declined.is_some() || !allowed => {
                 return Ok(Claimed::Declined {
                     refusal: declined.flatten(),
@@ -213,6 +272,37 @@ async fn claim_loop(
     }
 }
 
+/// What to remember of a key this round found or made finished.
+fn remembered(
+    row: &ClaimRow,
+    request: &KeyedRequest,
+    work: &dyn KeyedWork,
+    settings: &IdempotencySettings,
+) -> Option<Finished> {
+    let finished = |status: u16, resource_id: uuid::Uuid, expires_at| Finished {
+        operation: request.operation.as_str(),
+        fingerprint: request.fingerprint,
+        status,
+        resource_id,
+        expires_at,
+    };
+    if row.recorded {
+        // Made just now; its expiry counted from our clock, a minute early for skew.
+        let RecordAs::Completed { status } = work.record_as() else {
+            return None;
+        };
+        let ttl = chrono::Duration::from_std(settings.ttl(request.operation)).ok()?;
+        let expires_at = Utc::now() + ttl - chrono::Duration::minutes(1);
+        return Some(finished(status, row.made?, expires_at));
+    }
+    match (row.state.as_deref(), row.response_status, row.resource_id) {
+        (Some("completed"), Some(status), Some(resource_id)) => {
+            Some(finished(status as u16, resource_id, row.expires_at?))
+        }
+        _ => None,
+    }
+}
+
 /// The claim statement; see the module comment for its shape.
 fn claim_statement<'f>(
     settings: &IdempotencySettings,
@@ -239,7 +329,8 @@ fn claim_statement<'f>(
              FROM done RETURNING 1) \
          SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded, \
                 found.operation, found.fingerprint, found.state, found.locked_until, \
-                found.response_status, found.expires_at, \
+                found.response_status, found.resource_id, found.expires_at, \
+                (SELECT resource_id FROM done) AS made, \
                 {fresh} AS fresh, \
                 CASE WHEN found.state = 'completed' OR found.locked_until < now() \
                      THEN {replay} END AS current \
@@ -298,8 +389,13 @@ struct ClaimRow {
     locked_until: Option<DateTime<Utc>>,
     #[diesel(sql_type = Nullable<Int2>)]
     response_status: Option<i16>,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
+    resource_id: Option<uuid::Uuid>,
     #[diesel(sql_type = Nullable<Timestamptz>)]
     expires_at: Option<DateTime<Utc>>,
+    /// The resource the work made, when it ran.
+    #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
+    made: Option<uuid::Uuid>,
     #[diesel(sql_type = Nullable<Jsonb>)]
     fresh: Option<Value>,
     #[diesel(sql_type = Nullable<Jsonb>)]

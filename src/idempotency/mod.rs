@@ -7,8 +7,10 @@ pub mod fingerprint;
 pub mod key;
 pub mod quota;
 pub mod reaper;
+pub mod recent;
 pub mod store;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts};
@@ -17,7 +19,17 @@ pub use claim::{claim, Claimed, KeyedWork, RecordAs};
 pub use fingerprint::{fingerprint, Fingerprint};
 pub use key::{IdempotencyKey, KeyError};
 pub use quota::NewKeyQuota;
+pub use recent::RecentKeys;
 pub use store::{IdempotencyError, IdempotencySettings, KeyedRequest, Recorded, StoredKey};
+
+/// Everything a claim needs besides the database: the settings, the quota of new keys (shared
+/// with its sync worker), the finished keys this replica remembers, and the metrics.
+pub struct Keys {
+    pub settings: IdempotencySettings,
+    pub metrics: Arc<IdempotencyMetrics>,
+    pub quota: Arc<NewKeyQuota>,
+    pub recent: RecentKeys,
+}
 
 /// The kinds of keyed work; a key belongs to one and its TTL follows from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,8 +30,7 @@ use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::idempotency::store;
 use crate::idempotency::{
-    claim, Claimed, IdempotencyError, IdempotencyMetrics, IdempotencySettings, KeyedRequest,
-    KeyedWork, NewKeyQuota, Recorded,
+    claim, Claimed, IdempotencyError, KeyedRequest, KeyedWork, Keys, Recorded,
 };
 use crate::ids::OrderId;
 use crate::providers::{ChargeRequest, PaymentProvider};
@@ -48,9 +47,7 @@ pub struct Payments {
 /// Everything one payment request needs.
 pub struct PayContext<'a> {
     pub pool: &'a DbPool,
-    pub idempotency: &'a IdempotencySettings,
-    pub quota: &'a NewKeyQuota,
-    pub idempotency_metrics: &'a IdempotencyMetrics,
+    pub keys: &'a Keys,
     pub payments: &'a Payments,
 }
 
@@ -106,7 +103,7 @@ pub async fn pay(
     // look at why: the order can take an attempt again.
     for _ in 0..3 {
         // The request holds its key for the lease; only past it is the attempt orphaned.
-        let lease = chrono::Duration::from_std(ctx.idempotency.lease)
+        let lease = chrono::Duration::from_std(ctx.keys.settings.lease)
             .unwrap_or(chrono::Duration::seconds(30));
         let attempt = NewAttempt::new(
             payment_method.as_str(),
@@ -189,15 +186,7 @@ async fn start(
     keyed: &KeyedRequest,
     work: &dyn KeyedWork,
 ) -> Result<Claimed, IdempotencyError> {
-    claim(
-        ctx.pool,
-        ctx.idempotency,
-        ctx.quota,
-        ctx.idempotency_metrics,
-        keyed,
-        work,
-    )
-    .await
+    claim(ctx.pool, ctx.keys, keyed, work).await
 }
 
 fn missing(what: &str) -> PayError {

@@ -280,7 +280,10 @@ async fn card_numbers_anywhere_are_refused_and_not_stored() {
 
 #[tokio::test]
 async fn merchant_reference_is_unique_for_ever_even_after_its_key_is_reaped() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|settings| {
+        settings.idempotency.order_ttl = Duration::from_secs(1);
+    })
+    .await;
     let body = json!({"amount": 100, "currency": "eur", "merchant_reference": "inv-77"});
     let first: Value = app.create_order("ref-1", &body).await.json().await.unwrap();
     let dup = app.create_order("ref-2", &body).await;
@@ -289,13 +292,8 @@ async fn merchant_reference_is_unique_for_ever_even_after_its_key_is_reaped() {
     // The refusal was not recorded: only ref-1 exists.
     assert_eq!(app.count_rows().await, (1, 1));
 
-    // Expire every key and reap: the reference still stops a duplicate.
-    let mut conn = app.db.connect().await;
-    diesel::update(idempotency_keys::table)
-        .set(idempotency_keys::expires_at.eq(chrono::Utc::now() - chrono::Duration::minutes(1)))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    // Let every key expire and reap: the reference still stops a duplicate.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     let metrics = payorch::idempotency::IdempotencyMetrics::new().unwrap();
     let pool = payorch::db::build_pool(&app.db.url, &Default::default()).unwrap();
     let reaped = payorch::idempotency::reaper::reap_once(&pool, &Default::default(), &metrics)
