@@ -254,9 +254,9 @@ async fn look(
     Sql::new(
         "SELECT EXISTS (SELECT 1 FROM webhook_events \
                         WHERE provider = $1 AND provider_event_id = $2) AS recorded, \
-                (SELECT to_jsonb(a) FROM payment_attempts a \
-                 WHERE a.id = $3 OR (a.provider = $1 AND a.provider_payment_id = $4) \
-                 ORDER BY a.id = $3 DESC NULLS LAST LIMIT 1) AS attempt",
+                coalesce((SELECT to_jsonb(a) FROM payment_attempts a WHERE a.id = $3), \
+                         (SELECT to_jsonb(a) FROM payment_attempts a \
+                          WHERE a.provider = $1 AND a.provider_payment_id = $4)) AS attempt",
     )
     .bind::<Text, _>(provider)
     .bind::<Text, _>(&event.id)
