@@ -280,8 +280,8 @@ pub async fn record_answer(
                  recovery_point = 'finished', response_status = 201, \
                  unresolved = (SELECT status IN ('created', 'pending') FROM moved), \
                  updated_at = now() \
-             WHERE merchant_id = $1 AND key = $11 AND resource_id = $2 \
-               AND EXISTS (SELECT 1 FROM moved)), \
+             WHERE merchant_id = $1 AND key = $11 AND resource_type = 'payment_attempt' \
+               AND resource_id = $2 AND EXISTS (SELECT 1 FROM moved)), \
          called AS ( \
              INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome, \
                  http_status, latency_ms, detail) \
