@@ -41,10 +41,6 @@ use super::store::{delete_expired, take_over, IdempotencyError, IdempotencySetti
 use super::{KeyedRequest, Keys};
 use crate::db::DbPool;
 
-/// The first `$n` a [`KeyedWork`] may use for its own parameters; `$2` is the merchant id
-/// and `$3` the key, which the work may use too.
-pub const FIRST_WORK_PARAM: usize = 14;
-
 /// How the key of a finished piece of work is recorded.
 #[derive(Debug, Clone, Copy)]
 pub enum RecordAs {
@@ -70,7 +66,8 @@ pub trait KeyedWork: Sync {
     /// through `found.resource_id` and the merchant `$2`, and nothing else (it also runs
     /// alone, for a key this replica remembers).
     fn replay(&self) -> String;
-    /// Binds the work's parameters, `$14` onwards, in order.
+    /// Binds the work's parameters, `$14` onwards, in order. The work may also use the
+    /// claim's `$2` (the merchant id) and `$3` (the key).
     fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f>;
     /// Whether a failed statement is the database refusing the work (an invariant), which is
     /// answered to the client and never recorded.

@@ -52,7 +52,8 @@ impl Operation {
 }
 
 /// Idempotency outcomes (`created`, `replayed`, `in_use`, `reused_mismatch`, `taken_over`,
-/// `rate_limited`, `declined`: the work refused and nothing was recorded), the time spent claiming a key, and the size of the key table.
+/// `rate_limited`, and `declined`: the work refused and nothing was recorded), the time spent
+/// claiming a key, and the size of the key table.
 pub struct IdempotencyMetrics {
     outcomes: IntCounterVec,
     wait: HistogramVec,

@@ -17,21 +17,19 @@ use std::sync::Arc;
 use chrono::Utc;
 use diesel_async::AsyncPgConnection;
 
-use super::attempts::{why_refused, PaymentAttempt, Refusal};
+use super::attempts::{find_attempt, why_refused, PaymentAttempt, Refusal};
 use super::keyed::{Checkout, CreateOrder, NewAttempt, PayOrder, Resources, ATTEMPT_CREATED};
 use super::metrics::PaymentMetrics;
 use super::orders::{order_with_reference, NewOrder, Order, OrderError};
 use super::payment_method::PaymentMethodToken;
 use super::reconciler::ReconcilerSettings;
-use super::transition::{apply, record_answer};
+use super::transition::{apply, record_answer, CallKind};
 use super::Source;
 use crate::db::pool::PoolError;
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::idempotency::store;
-use crate::idempotency::{
-    claim, Claimed, IdempotencyError, KeyedRequest, KeyedWork, Keys, Recorded,
-};
+use crate::idempotency::{claim, Claimed, IdempotencyError, KeyedRequest, Keys, Recorded};
 use crate::ids::OrderId;
 use crate::providers::{ChargeRequest, PaymentProvider};
 
@@ -116,14 +114,14 @@ pub async fn pay(
                     order_id: *order_id,
                     attempt,
                 };
-                start(ctx, keyed, &work).await?
+                claim(ctx.pool, ctx.keys, keyed, &work).await?
             }
             Target::NewOrder(new) => {
                 let work = Checkout {
                     order: CreateOrder::new(new),
                     attempt,
                 };
-                start(ctx, keyed, &work).await?
+                claim(ctx.pool, ctx.keys, keyed, &work).await?
             }
         };
         match claimed {
@@ -181,14 +179,6 @@ pub async fn pay(
     ))
 }
 
-async fn start(
-    ctx: &PayContext<'_>,
-    keyed: &KeyedRequest,
-    work: &dyn KeyedWork,
-) -> Result<Claimed, IdempotencyError> {
-    claim(ctx.pool, ctx.keys, keyed, work).await
-}
-
 fn missing(what: &str) -> PayError {
     PayError::Inconsistent(format!("a payment key {what}"))
 }
@@ -227,9 +217,7 @@ async fn finish(
             .provider
             .create_charge(&charge_request(&attempt))
             .await;
-        payments
-            .metrics
-            .provider_call(super::transition::CallKind::Create, &call);
+        payments.metrics.provider_call(CallKind::Create, &call);
         let next_check = Utc::now() + payments.reconciler.first_check();
         let mut conn = ctx.pool.get().await?;
         let recorded = record_answer(
@@ -247,10 +235,9 @@ async fn finish(
             // is now. The call is logged already. A final attempt was settled, key and all,
             // by whoever finished it, so there is nothing left to write.
             None => {
-                let current =
-                    super::attempts::find_attempt(&mut conn, Some(attempt.merchant_id), attempt.id)
-                        .await?
-                        .ok_or_else(|| missing("lost its attempt"))?;
+                let current = find_attempt(&mut conn, Some(attempt.merchant_id), attempt.id)
+                    .await?
+                    .ok_or_else(|| missing("lost its attempt"))?;
                 if current.status.is_final() {
                     current
                 } else {

@@ -245,15 +245,28 @@ async fn move_attempt(
     Ok(row.map(Into::into))
 }
 
-/// Completes the key (`$11`) that made the moved attempt once it is final, for whoever moved
-/// it; nothing while the attempt stays open. The key then replays `201` with the attempt.
-pub(crate) const SETTLE_KEY_CTE: &str = "settled AS ( \
-     UPDATE idempotency_keys SET state = 'completed', locked_until = NULL, \
-         recovery_point = 'finished', response_status = 201, unresolved = false, \
-         updated_at = now() \
-     WHERE merchant_id = $1 AND key = $11 AND resource_type = 'payment_attempt' \
-       AND resource_id = $2 AND (state = 'in_flight' OR unresolved) \
-       AND EXISTS (SELECT 1 FROM moved WHERE status IN ('succeeded', 'failed')))";
+/// The CTE `settled`: completes the key (`$11`) that made the moved attempt, unless it was
+/// completed already and its attempt resolved, so a replay answers `201` with the attempt as
+/// it is then. `while_open`: also while the attempt stays open (then `unresolved`, so the key
+/// outlives its TTL), as the request's own answer does; otherwise only once it is final, as
+/// anyone else finishing the attempt does.
+pub(crate) fn settle_key_cte(while_open: bool) -> String {
+    let moved = if while_open {
+        "SELECT 1 FROM moved"
+    } else {
+        "SELECT 1 FROM moved WHERE status IN ('succeeded', 'failed')"
+    };
+    format!(
+        "settled AS ( \
+             UPDATE idempotency_keys SET state = 'completed', locked_until = NULL, \
+                 recovery_point = 'finished', response_status = 201, \
+                 unresolved = (SELECT status IN ('created', 'pending') FROM moved), \
+                 updated_at = now() \
+             WHERE merchant_id = $1 AND key = $11 AND resource_type = 'payment_attempt' \
+               AND resource_id = $2 AND (state = 'in_flight' OR unresolved) \
+               AND EXISTS ({moved}))"
+    )
+}
 
 /// The provider's answer to our own create, in **one statement** (transaction 2 of SPEC §5):
 /// the call log, the attempt's move and its timeline row, and the completion of the key
@@ -273,26 +286,21 @@ pub async fn record_answer(
         log_call(conn, attempt, CallKind::Create, Source::Api, call).await?;
         return Ok(None);
     };
-    // The key is completed whether the attempt ended or stays open (then `unresolved`, so
-    // it outlives its TTL); a replay shows the attempt as it is then.
-    let more = "settled AS ( \
-             UPDATE idempotency_keys SET state = 'completed', locked_until = NULL, \
-                 recovery_point = 'finished', response_status = 201, \
-                 unresolved = (SELECT status IN ('created', 'pending') FROM moved), \
-                 updated_at = now() \
-             WHERE merchant_id = $1 AND key = $11 AND resource_type = 'payment_attempt' \
-               AND resource_id = $2 AND EXISTS (SELECT 1 FROM moved)), \
+    let more = format!(
+        "{}, \
          called AS ( \
              INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome, \
                  http_status, latency_ms, detail) \
-             VALUES ($1, $2, $12, $13, $14, $15, $16, $17))";
+             VALUES ($1, $2, $12, $13, $14, $15, $16, $17))",
+        settle_key_cte(true)
+    );
     let logged = CallRecord::of(CallKind::Create, Source::Api, call);
     let query = move_then(
         attempt,
         change,
         Source::ProviderResponse,
         next_check_at,
-        more,
+        &more,
         "SELECT * FROM moved",
     )
     .bind::<Text, _>(idempotency_key);

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::attempts::{AttemptRow, PaymentAttempt, Source};
 use super::flow::Payments;
-use super::transition::{decide, move_of, move_then, Decision, SETTLE_KEY_CTE};
+use super::transition::{decide, move_of, move_then, settle_key_cte, Decision};
 use crate::db::pool::PoolError;
 use crate::db::schema::webhook_events;
 use crate::db::sql::Sql;
@@ -170,13 +170,14 @@ async fn record_once(
             .next_check_at
             .unwrap_or_else(|| Utc::now() + payments.reconciler.first_check());
         let more = format!(
-            "{SETTLE_KEY_CTE}, \
+            "{}, \
              recorded AS ( \
                  INSERT INTO webhook_events (id, provider, provider_event_id, event_type, \
                      outcome, detail, merchant_id, attempt_id, payload, provider_created_at) \
                  SELECT $12, $13, $14, $15, 'applied', $16, merchant_id, id, $17, $18 \
                  FROM moved \
-                 ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING 1)"
+                 ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING 1)",
+            settle_key_cte(false)
         );
         let query = move_then(
             &attempt,
