@@ -12,7 +12,7 @@ use crate::app::Application;
 use crate::config::{
     Cli, Command, CreateArgs, DatabaseArgs, MerchantCommand, ServeArgs, SupportKeyCommand,
 };
-use crate::credentials::{self, Credentials};
+use crate::credentials::{self, Credentials, DemoAccount, OnMissingKeys};
 use crate::db::migrations::run_migrations;
 use crate::db::Database;
 use crate::providers::stripe::StripeProvider;
@@ -119,6 +119,7 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
             &base_url,
             &webhook_secret,
             sandbox.as_ref(),
+            args.new_demo_keys,
         )
         .await
     }
@@ -154,24 +155,34 @@ async fn run_server(
     base_url: &str,
     webhook_secret: &str,
     sandbox: Option<&SandboxHandle>,
+    new_demo_keys: bool,
 ) -> Result<(), CommandError> {
     let mut conn = app.pool().get().await?;
-    match credentials::demo_account(&mut conn, previous.as_ref()).await? {
-        Some(demo) => {
-            let creds = Credentials {
+    let on_missing = if new_demo_keys {
+        OnMissingKeys::MintNew
+    } else {
+        OnMissingKeys::Leave
+    };
+    let save = |demo: &DemoAccount| {
+        credentials::write(
+            path,
+            &Credentials {
                 merchant_id: demo.merchant_id,
-                api_key: demo.api_key,
-                support_key: demo.support_key,
+                api_key: demo.api_key.clone(),
+                support_key: demo.support_key.clone(),
                 base_url: base_url.to_string(),
                 sandbox_url: sandbox.map(|s| s.base_url()),
                 webhook_secret: Some(webhook_secret.to_string()),
-            };
-            credentials::write(path, &creds)?;
-            tracing::info!(file = %path.display(), "demo credentials written");
-        }
+            },
+        )
+    };
+    match credentials::demo_account(&mut conn, previous.as_ref(), on_missing, save).await? {
+        Some(_) => tracing::info!(file = %path.display(), "demo credentials written"),
         None => tracing::warn!(
             file = %path.display(),
-            "the database already has merchants and no matching credentials file; create keys with `payorch merchant create`"
+            "the database already has merchants and no matching credentials file; \
+             `payorch serve --new-demo-keys` mints fresh demo keys, \
+             `payorch merchant create` makes a merchant of your own"
         ),
     }
     drop(conn);

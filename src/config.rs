@@ -122,6 +122,10 @@ pub struct ServeArgs {
     /// revoked key stops working at most this long after it is revoked (0: ask every time).
     #[arg(long, env = "PAYORCH_AUTH_CACHE_MS", default_value_t = 5000)]
     pub auth_cache_ms: u64,
+    /// When the database has merchants but `credentials.json` is missing or stale: mint a
+    /// fresh API key for the demo merchant and a fresh support key, and write the file.
+    #[arg(long, env = "PAYORCH_NEW_DEMO_KEYS")]
+    pub new_demo_keys: bool,
 }
 
 /// The payment provider; without `--provider-url`, an in-process sandbox.

@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use diesel::sql_types::BigInt;
@@ -36,6 +36,21 @@ pub struct DemoAccount {
     pub support_key: String,
 }
 
+/// The names the demo account's merchant and keys are made with; `--new-demo-keys` finds the
+/// demo merchant by this name.
+pub const DEMO_MERCHANT: &str = "Demo merchant";
+const DEMO_SUPPORT: &str = "Demo support";
+
+/// What `demo_account` does when the database already has merchants and no credentials file
+/// that matches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMissingKeys {
+    /// Leave the database alone (the keys are the operator's business).
+    Leave,
+    /// Mint a fresh API key for the demo merchant and a fresh support key (`--new-demo-keys`).
+    MintNew,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialsError {
     #[error("database: {0}")]
@@ -58,47 +73,78 @@ pub fn read(path: &Path) -> Option<Credentials> {
 }
 
 /// On an empty database, creates the demo merchant and support key. Otherwise takes the
-/// secrets from the earlier credentials file, if it still matches this database.
+/// secrets from the earlier credentials file, if it still matches this database, or mints
+/// fresh ones when asked to.
+///
+/// New secrets are handed to `save` inside the transaction that creates them: if they cannot
+/// be saved, nothing is committed, so the database never holds a demo key nobody can know.
 pub async fn demo_account(
     conn: &mut AsyncPgConnection,
     previous: Option<&Credentials>,
+    on_missing: OnMissingKeys,
+    save: impl FnOnce(&DemoAccount) -> Result<(), CredentialsError> + Send,
 ) -> Result<Option<DemoAccount>, CredentialsError> {
     let previous = previous.cloned();
-    let account = conn
-        .transaction::<_, diesel::result::Error, _>(async move |conn| {
-            // Replicas starting together on an empty database create one demo merchant.
-            diesel::sql_query("SELECT pg_advisory_xact_lock($1)")
-                .bind::<BigInt, _>(BOOTSTRAP_LOCK_KEY)
-                .execute(conn)
-                .await?;
-            if !accounts::any_merchant_exists(conn).await? {
-                let (merchant, key) = accounts::create_merchant(conn, "Demo merchant").await?;
-                let support = accounts::create_support_key(conn, "Demo support").await?;
-                return Ok(Some(DemoAccount {
-                    merchant_id: merchant.id,
-                    api_key: key.secret,
-                    support_key: support.secret,
-                }));
+    conn.transaction::<_, CredentialsError, _>(async move |conn| {
+        // Replicas starting together on an empty database create one demo merchant.
+        diesel::sql_query("SELECT pg_advisory_xact_lock($1)")
+            .bind::<BigInt, _>(BOOTSTRAP_LOCK_KEY)
+            .execute(conn)
+            .await?;
+        let fresh = if !accounts::any_merchant_exists(conn).await? {
+            let (merchant, key) = accounts::create_merchant(conn, DEMO_MERCHANT).await?;
+            let support = accounts::create_support_key(conn, DEMO_SUPPORT).await?;
+            DemoAccount {
+                merchant_id: merchant.id,
+                api_key: key.secret,
+                support_key: support.secret,
             }
-            let Some(previous) = previous else {
-                return Ok(None);
+        } else if let Some(known) = still_valid(conn, previous).await? {
+            // Nothing new: the file already holds these secrets.
+            save(&known)?;
+            return Ok(Some(known));
+        } else if on_missing == OnMissingKeys::MintNew {
+            let merchant_id = match accounts::oldest_merchant_named(conn, DEMO_MERCHANT).await? {
+                Some(id) => id,
+                None => accounts::create_merchant(conn, DEMO_MERCHANT).await?.0.id,
             };
-            let merchant_ok = matches!(
-                accounts::authenticate(conn, &accounts::secret_hash(&previous.api_key)).await?,
-                Some(Caller::Merchant { merchant_id, .. }) if merchant_id == previous.merchant_id
-            );
-            let support_ok = matches!(
-                accounts::authenticate(conn, &accounts::secret_hash(&previous.support_key)).await?,
-                Some(Caller::Support { .. })
-            );
-            Ok((merchant_ok && support_ok).then_some(DemoAccount {
-                merchant_id: previous.merchant_id,
-                api_key: previous.api_key,
-                support_key: previous.support_key,
-            }))
-        })
-        .await?;
-    Ok(account)
+            let key = accounts::create_merchant_key(conn, merchant_id, DEMO_MERCHANT).await?;
+            let support = accounts::create_support_key(conn, DEMO_SUPPORT).await?;
+            DemoAccount {
+                merchant_id,
+                api_key: key.secret,
+                support_key: support.secret,
+            }
+        } else {
+            return Ok(None);
+        };
+        save(&fresh)?;
+        Ok(Some(fresh))
+    })
+    .await
+}
+
+/// The previous file's secrets, if both still authenticate as what the file says.
+async fn still_valid(
+    conn: &mut AsyncPgConnection,
+    previous: Option<Credentials>,
+) -> Result<Option<DemoAccount>, diesel::result::Error> {
+    let Some(previous) = previous else {
+        return Ok(None);
+    };
+    let merchant_ok = matches!(
+        accounts::authenticate(conn, &accounts::secret_hash(&previous.api_key)).await?,
+        Some(Caller::Merchant { merchant_id, .. }) if merchant_id == previous.merchant_id
+    );
+    let support_ok = matches!(
+        accounts::authenticate(conn, &accounts::secret_hash(&previous.support_key)).await?,
+        Some(Caller::Support { .. })
+    );
+    Ok((merchant_ok && support_ok).then_some(DemoAccount {
+        merchant_id: previous.merchant_id,
+        api_key: previous.api_key,
+        support_key: previous.support_key,
+    }))
 }
 
 /// Writes the file readable by its owner only: it holds live secrets.
@@ -110,6 +156,15 @@ pub fn write(path: &Path, credentials: &Credentials) -> Result<(), CredentialsEr
     let mut body = serde_json::to_vec_pretty(credentials)
         .map_err(|err| file_error(std::io::Error::other(err)))?;
     body.push(b'\n');
+    // With `DATABASE_URL` nothing else makes the data folder; it holds secrets, so only its
+    // owner may enter it.
+    if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(folder)
+            .map_err(file_error)?;
+    }
     let mut file = fs::OpenOptions::new()
         .write(true)
         .create(true)

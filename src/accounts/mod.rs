@@ -129,6 +129,30 @@ pub async fn create_support_key(conn: &mut AsyncPgConnection, name: &str) -> Que
     insert_key(conn, Role::Support, None, name).await
 }
 
+/// A further API key for an existing merchant.
+pub async fn create_merchant_key(
+    conn: &mut AsyncPgConnection,
+    merchant_id: MerchantId,
+    name: &str,
+) -> QueryResult<NewKey> {
+    insert_key(conn, Role::Merchant, Some(merchant_id), name).await
+}
+
+/// The oldest merchant called `name`, if any.
+pub async fn oldest_merchant_named(
+    conn: &mut AsyncPgConnection,
+    name: &str,
+) -> QueryResult<Option<MerchantId>> {
+    merchants::table
+        .filter(merchants::name.eq(name))
+        .order((merchants::created_at.asc(), merchants::id.asc()))
+        .select(merchants::id)
+        .first::<uuid::Uuid>(conn)
+        .await
+        .optional()
+        .map(|id| id.map(MerchantId))
+}
+
 /// The caller a presented secret belongs to (by its hash), if it is a live key.
 pub async fn authenticate(
     conn: &mut AsyncPgConnection,

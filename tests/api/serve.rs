@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use payorch::credentials::{self, Credentials};
 
-use crate::helpers::{payorch_bin, sandbox_process, temp_dir};
+use crate::helpers::{payorch_bin, sandbox_process, temp_dir, TestDatabase};
 
 fn serve(data_dir: &Path) -> tokio::process::Child {
     tokio::process::Command::new(payorch_bin())
@@ -42,6 +42,18 @@ pub async fn wait_ready(data_dir: &Path, not_before: &str) -> Credentials {
     panic!("serve did not answer ready within 60 s");
 }
 
+/// The status of a GET of `path` on the server `creds` names, with `secret`.
+async fn status_as(creds: &Credentials, secret: &str, path: &str) -> u16 {
+    reqwest::Client::new()
+        .get(format!("{}{path}", creds.base_url))
+        .bearer_auth(secret)
+        .send()
+        .await
+        .expect("the server answers")
+        .status()
+        .as_u16()
+}
+
 async fn terminate(mut child: tokio::process::Child) {
     let pid = child.id().expect("a running child") as i32;
     // SAFETY: sends SIGTERM to our own child.
@@ -66,27 +78,10 @@ async fn serve_starts_its_cluster_writes_credentials_and_reuses_both_on_restart(
         .mode();
     assert_eq!(mode & 0o777, 0o600);
 
+    let merchant = format!("/v1/merchants/{}", creds.merchant_id);
+    assert_eq!(status_as(&creds, &creds.api_key, &merchant).await, 200);
+    assert_eq!(status_as(&creds, "sk_mer_wrong", &merchant).await, 401);
     let client = reqwest::Client::new();
-    let me = client
-        .get(format!(
-            "{}/v1/merchants/{}",
-            creds.base_url, creds.merchant_id
-        ))
-        .bearer_auth(&creds.api_key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(me.status(), 200);
-    let wrong = client
-        .get(format!(
-            "{}/v1/merchants/{}",
-            creds.base_url, creds.merchant_id
-        ))
-        .bearer_auth("sk_mer_wrong")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(wrong.status(), 401);
 
     // The in-process sandbox provider is up, and webhooks have a secret.
     let sandbox_url = creds.sandbox_url.clone().expect("an in-process sandbox");
@@ -214,4 +209,84 @@ async fn sandbox_runs_alone_and_charges_as_the_table_says() {
     assert_eq!(charged.len(), 1);
     assert_eq!(charged[0]["idempotency_key"], "a1");
     terminate(child).await;
+}
+
+fn serve_on_url(data_dir: &Path, database_url: &str, extra: &[&str]) -> tokio::process::Child {
+    tokio::process::Command::new(payorch_bin())
+        .args(["serve", "--bind", "127.0.0.1:0", "--workers", "1"])
+        .args(extra)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("DATABASE_URL", database_url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start payorch serve")
+}
+
+async fn merchant_count(db: &TestDatabase) -> i64 {
+    db.count("merchants").await
+}
+
+#[tokio::test]
+async fn serve_on_a_database_url_from_an_empty_folder_keeps_its_demo_keys() {
+    let db = TestDatabase::empty().await;
+    // The data folder does not exist yet: serve makes it.
+    let data_dir = temp_dir("serve-url").join("not-yet");
+    let first = serve_on_url(&data_dir, &db.url, &[]);
+    let creds = wait_ready(&data_dir, "").await;
+    let merchant = format!("/v1/merchants/{}", creds.merchant_id);
+    assert_eq!(status_as(&creds, &creds.api_key, &merchant).await, 200);
+    terminate(first).await;
+
+    let second = serve_on_url(&data_dir, &db.url, &[]);
+    let again = wait_ready(&data_dir, &creds.base_url).await;
+    assert_eq!(again.api_key, creds.api_key);
+    assert_eq!(again.merchant_id, creds.merchant_id);
+    assert_eq!(merchant_count(&db).await, 1);
+    terminate(second).await;
+    let _ = std::fs::remove_dir_all(data_dir.parent().unwrap());
+}
+
+#[tokio::test]
+async fn no_demo_merchant_is_kept_when_its_keys_cannot_be_saved() {
+    let db = TestDatabase::empty().await;
+    // A file where the data folder should be: the credentials cannot be written.
+    let parent = temp_dir("serve-unwritable");
+    let data_dir = parent.join("a-file");
+    std::fs::write(&data_dir, b"not a folder").unwrap();
+    let mut child = serve_on_url(&data_dir, &db.url, &[]);
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("serve gives up when it cannot save the demo keys")
+        .unwrap();
+    assert!(!status.success());
+    assert_eq!(
+        merchant_count(&db).await,
+        0,
+        "a merchant whose secret was never saved is not committed"
+    );
+
+    // Once the folder can be written, the next start makes the demo account as on day one.
+    std::fs::remove_file(&data_dir).unwrap();
+    let child = serve_on_url(&data_dir, &db.url, &[]);
+    let creds = wait_ready(&data_dir, "").await;
+    assert_eq!(merchant_count(&db).await, 1);
+    terminate(child).await;
+
+    // Lost credentials: `--new-demo-keys` mints fresh keys for the same demo merchant.
+    std::fs::remove_file(credentials::path_in(&data_dir)).unwrap();
+    let child = serve_on_url(&data_dir, &db.url, &["--new-demo-keys"]);
+    let fresh = wait_ready(&data_dir, &creds.base_url).await;
+    assert_eq!(fresh.merchant_id, creds.merchant_id);
+    assert_ne!(fresh.api_key, creds.api_key);
+    assert_ne!(fresh.support_key, creds.support_key);
+    let merchant = format!("/v1/merchants/{}", fresh.merchant_id);
+    assert_eq!(status_as(&fresh, &fresh.api_key, &merchant).await, 200);
+    let support = "/v1/support/merchants";
+    assert_eq!(status_as(&fresh, &fresh.support_key, support).await, 200);
+    assert_eq!(merchant_count(&db).await, 1, "no second demo merchant");
+    terminate(child).await;
+    let _ = std::fs::remove_dir_all(&parent);
 }
