@@ -40,8 +40,9 @@ pub enum EventOutcome {
     Applied,
     /// Arrived after the attempt had already moved to, or past, what it says.
     Stale,
-    /// Contradicts the attempt's final status (`payment_failed` after `succeeded`): not
-    /// applied, counted for a human to look at.
+    /// Contradicts the attempt's final status (`payment_failed` after `succeeded`), or what
+    /// payorch asked for (another amount, currency or charge id): not applied, counted for a
+    /// human to look at.
     Conflict,
     /// Names no attempt payorch knows.
     UnknownAttempt,
@@ -99,7 +100,7 @@ pub async fn receive(
         tracing::warn!(
             provider_event_id = %event.id,
             event_type = %event.event_type,
-            "webhook contradicts a final attempt; not applied, needs a human"
+            "webhook contradicts what payorch knows of the attempt; not applied, needs a human"
         );
     }
     Ok(received)
@@ -128,6 +129,7 @@ async fn record_once(
             provider,
             event,
         };
+        let charge_owner = seen.charge_owner.map(PaymentId);
         let Some(attempt) = seen.attempt()? else {
             let outcome = if handled {
                 EventOutcome::UnknownAttempt
@@ -146,6 +148,13 @@ async fn record_once(
                     .await?);
             }
         };
+        // A signed event is still only the provider's word about *some* charge: one that
+        // does not match what payorch asked for must not settle this attempt.
+        if let Some(detail) = disagreement(&attempt, event, charge_owner) {
+            return Ok(new
+                .insert(conn, EventOutcome::Conflict, &detail, Some(&attempt))
+                .await?);
+        }
         let was = attempt.status;
         let decision = decide(was, &outcome);
         let Some(change) = move_of(was, &decision) else {
@@ -200,7 +209,15 @@ async fn record_once(
             #[diesel(sql_type = Bool)]
             recorded: bool,
         }
-        match query.get_result::<Written>(conn).await.optional()? {
+        let written = match query.get_result::<Written>(conn).await.optional() {
+            // Another attempt took this charge id since the look: look again, and find it.
+            Err(diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::UniqueViolation,
+                info,
+            )) if info.constraint_name() == Some("payment_attempts_provider_payment") => continue,
+            other => other?,
+        };
+        match written {
             Some(written) if written.recorded => {
                 if let Decision::Move { to, .. } = &decision {
                     payments.metrics.transition(was, *to, Source::Webhook);
@@ -229,6 +246,9 @@ struct Seen {
     recorded: bool,
     #[diesel(sql_type = Nullable<Jsonb>)]
     attempt: Option<serde_json::Value>,
+    /// The attempt that already holds the event's charge id, if any.
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    charge_owner: Option<uuid::Uuid>,
 }
 
 impl Seen {
@@ -253,11 +273,14 @@ async fn look(
         .as_deref()
         .and_then(|id| id.parse::<PaymentId>().ok());
     Sql::new(
-        "SELECT EXISTS (SELECT 1 FROM webhook_events \
+        "WITH owner AS MATERIALIZED ( \
+             SELECT a.id, to_jsonb(a) AS row FROM payment_attempts a \
+             WHERE a.provider = $1 AND a.provider_payment_id = $4) \
+         SELECT EXISTS (SELECT 1 FROM webhook_events \
                         WHERE provider = $1 AND provider_event_id = $2) AS recorded, \
                 coalesce((SELECT to_jsonb(a) FROM payment_attempts a WHERE a.id = $3), \
-                         (SELECT to_jsonb(a) FROM payment_attempts a \
-                          WHERE a.provider = $1 AND a.provider_payment_id = $4)) AS attempt",
+                         (SELECT row FROM owner)) AS attempt, \
+                (SELECT id FROM owner) AS charge_owner",
     )
     .bind::<Text, _>(provider)
     .bind::<Text, _>(&event.id)
@@ -265,6 +288,48 @@ async fn look(
     .bind::<Text, _>(&event.provider_id)
     .get_result(conn)
     .await
+}
+
+/// Why `event` cannot be about `attempt`, if it cannot: another amount or currency, or a
+/// charge id other than the one the attempt has (or one another attempt already has).
+fn disagreement(
+    attempt: &PaymentAttempt,
+    event: &WebhookEvent,
+    charge_owner: Option<PaymentId>,
+) -> Option<String> {
+    if let Some(amount) = event.amount.filter(|&a| a != attempt.amount) {
+        return Some(format!(
+            "says amount {amount} but the attempt is for {}",
+            attempt.amount
+        ));
+    }
+    if let Some(currency) = event
+        .currency
+        .as_deref()
+        .filter(|c| !c.eq_ignore_ascii_case(&attempt.currency))
+    {
+        return Some(format!(
+            "says currency {currency} but the attempt is in {}",
+            attempt.currency
+        ));
+    }
+    if let Some(known) = attempt
+        .provider_payment_id
+        .as_deref()
+        .filter(|&known| known != event.provider_id)
+    {
+        return Some(format!(
+            "names charge {} but the attempt's charge is {known}",
+            event.provider_id
+        ));
+    }
+    if charge_owner.is_some_and(|owner| owner != attempt.id) {
+        return Some(format!(
+            "names charge {}, which belongs to another attempt",
+            event.provider_id
+        ));
+    }
+    None
 }
 
 /// An event about to be recorded.

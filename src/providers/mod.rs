@@ -141,6 +141,10 @@ pub struct WebhookEvent {
     pub provider_id: String,
     /// `data.object.status`, when the object has one.
     pub status: Option<IntentStatus>,
+    /// `data.object.amount` and `currency`: checked against the attempt before the event
+    /// may change it.
+    pub amount: Option<i64>,
+    pub currency: Option<String>,
     /// `data.object.last_payment_error.code`.
     pub failure_code: Option<String>,
     /// `data.object.last_payment_error.message`.

@@ -331,3 +331,59 @@ async fn unknown_attempts_and_unhandled_types_are_recorded_and_acknowledged() {
         "pending"
     );
 }
+
+#[tokio::test]
+async fn an_event_that_disagrees_with_the_attempt_is_a_conflict_and_changes_nothing() {
+    let app = quiet_app().await;
+    let attempt = app.pending_attempt("disagree").await;
+    let id = attempt["id"].as_str().unwrap();
+    let known_charge = attempt["provider_payment_id"].clone();
+    let altered = |event_id: &str, change: &dyn Fn(&mut Value)| {
+        let mut body: Value =
+            serde_json::from_str(&event("succeeded", event_id, &attempt)).unwrap();
+        change(&mut body["data"]["object"]);
+        body.to_string()
+    };
+    type Change<'a> = &'a dyn Fn(&mut Value);
+    let cases: [(&str, Change); 3] = [
+        ("evt_amount", &|o| o["amount"] = 1.into()),
+        ("evt_currency", &|o| o["currency"] = "usd".into()),
+        ("evt_charge", &|o| o["id"] = "pi_made_up".into()),
+    ];
+    for (event_id, change) in cases {
+        let receipt = app.deliver_signed(&altered(event_id, change)).await;
+        assert_eq!(receipt["outcome"], "conflict", "{event_id}");
+        let now = app.payment(id).await;
+        assert_eq!(now["status"], "pending", "{event_id} changed nothing");
+        assert_eq!(now["provider_payment_id"], known_charge, "{event_id}");
+    }
+    // The event that agrees still applies.
+    let receipt = app
+        .deliver_signed(&event("succeeded", "evt_agrees", &attempt))
+        .await;
+    assert_eq!(receipt["outcome"], "applied");
+    assert_eq!(app.payment(id).await["status"], "succeeded");
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    assert!(metrics.contains(r#"payorch_webhook_events_total{outcome="conflict"} 3"#));
+}
+
+#[tokio::test]
+async fn an_event_naming_another_attempts_charge_is_a_conflict() {
+    let app = quiet_app().await;
+    let first = app.pending_attempt("charge-a").await;
+    // An attempt whose charge id payorch does not know yet (the provider's answer was lost).
+    let (status, second) = app
+        .pay(Route::Checkout, "charge-b", "pm_sandbox_lost_response")
+        .await;
+    assert_eq!(status, 201);
+    assert!(second["provider_payment_id"].is_null());
+    let mut claims = second.clone();
+    claims["provider_payment_id"] = first["provider_payment_id"].clone();
+    let receipt = app
+        .deliver_signed(&event("succeeded", "evt_other_charge", &claims))
+        .await;
+    assert_eq!(receipt["outcome"], "conflict");
+    let now = app.payment(second["id"].as_str().unwrap()).await;
+    assert_eq!(now["status"], "pending");
+    assert!(now["provider_payment_id"].is_null());
+}

@@ -264,6 +264,8 @@ pub fn parse_event(raw_body: &[u8]) -> Result<WebhookEvent, WebhookError> {
     let provider_id = text(object, "id").ok_or_else(|| missing("data.object.id"))?;
     let attempt_id = object.get("metadata").and_then(|m| text(m, "attempt_id"));
     let status = text(object, "status").map(|s| IntentStatus::parse(&s));
+    let amount = object.get("amount").and_then(serde_json::Value::as_i64);
+    let currency = text(object, "currency");
     let error = object.get("last_payment_error").filter(|e| !e.is_null());
     let failure_code = error.and_then(|e| text(e, "code"));
     let failure_message = error.and_then(|e| text(e, "message"));
@@ -275,6 +277,8 @@ pub fn parse_event(raw_body: &[u8]) -> Result<WebhookEvent, WebhookError> {
         attempt_id,
         provider_id,
         status,
+        amount,
+        currency,
         failure_code,
         failure_message,
         raw,
