@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::accounts::CallerCache;
 use crate::db::{build_pool, DbPool, PoolSettings};
+use crate::http::connections::{ClientLimits, ConnectionBudget};
 use crate::http::{self, metrics::Metrics, middleware as mw, AppState};
 use crate::idempotency::reaper::{self, ReaperSettings};
 use crate::idempotency::{quota, IdempotencyMetrics, IdempotencySettings, Keys, NewKeyQuota};
@@ -37,6 +38,8 @@ pub struct AppSettings {
     pub auth_cache_ttl: Duration,
     /// How often this replica tells the others how many new keys each merchant opened.
     pub quota_sync: Duration,
+    /// What one client may hold: connections, and time to send a request.
+    pub clients: ClientLimits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +106,7 @@ impl Application {
             },
             payments: payments.clone(),
             callers: CallerCache::new(settings.auth_cache_ttl),
+            body_timeout: settings.clients.body_timeout,
         });
         let (stop_workers, stop) = watch::channel(false);
         let workers = vec![
@@ -121,10 +125,11 @@ impl Application {
             tokio::spawn(reconciler::run(pool, payments, stop)),
         ];
         let server_state = state.clone();
+        let budget = ConnectionBudget::new(settings.clients.clone());
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(server_state.clone())
-                .wrap(from_fn(mw::body_limit))
+                .wrap(from_fn(mw::read_body_in_time))
                 .wrap(from_fn(http::metrics::record_request))
                 .wrap(from_fn(mw::request_id_header))
                 .wrap(TracingLogger::<mw::PayorchRootSpan>::new())
@@ -132,6 +137,10 @@ impl Application {
                 .default_service(web::to(http::not_found))
         })
         .workers(settings.workers.max(1))
+        .on_connect(move |connection, extensions| budget.on_connect(connection, extensions))
+        // Per worker; the budget above holds the total across workers.
+        .max_connections(settings.clients.max_connections.max(1))
+        .client_request_timeout(settings.clients.header_timeout)
         // `serve` owns signal handling, so the database is stopped after the server.
         .disable_signals()
         .shutdown_timeout(10)

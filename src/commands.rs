@@ -30,7 +30,7 @@ impl<E: Display> From<E> for CommandError {
 
 pub async fn run(cli: Cli) -> Result<(), CommandError> {
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(*args).await,
         Command::Migrate(args) => migrate(args).await,
         Command::Merchant(MerchantCommand::Create(args)) => create_merchant(args).await,
         Command::SupportKey(SupportKeyCommand::Create(args)) => create_support_key(args).await,

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::app::AppSettings;
 use crate::db::PoolSettings;
+use crate::http::connections::ClientLimits;
 use crate::idempotency::reaper::ReaperSettings;
 use crate::idempotency::IdempotencySettings;
 use crate::payments::reconciler::ReconcilerSettings;
@@ -32,7 +33,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP API and its background workers.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply the embedded database migrations and exit.
     Migrate(DatabaseArgs),
     /// Manage merchants.
@@ -126,6 +127,20 @@ pub struct ServeArgs {
     /// fresh API key for the demo merchant and a fresh support key, and write the file.
     #[arg(long, env = "PAYORCH_NEW_DEMO_KEYS")]
     pub new_demo_keys: bool,
+    /// Most client connections open at once (lowered to fit the open-file limit).
+    #[arg(long, env = "PAYORCH_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Most connections open at once from one client address (0: no limit; behind a proxy,
+    /// every client has the proxy's address).
+    #[arg(long, env = "PAYORCH_MAX_CONNECTIONS_PER_IP", default_value_t = 256)]
+    pub max_connections_per_ip: usize,
+    /// Longest a request body may take to arrive after its headers; then `408` and the
+    /// connection is closed.
+    #[arg(long, env = "PAYORCH_BODY_TIMEOUT_MS", default_value_t = 10_000)]
+    pub body_timeout_ms: u64,
+    /// Longest a client may take to send a request's headers; then the connection is closed.
+    #[arg(long, env = "PAYORCH_HEADER_TIMEOUT_MS", default_value_t = 5_000)]
+    pub header_timeout_ms: u64,
 }
 
 /// The payment provider; without `--provider-url`, an in-process sandbox.
@@ -290,6 +305,13 @@ impl ServeArgs {
                 .settings(Duration::from_millis(self.provider.provider_timeout_ms)),
             auth_cache_ttl: Duration::from_millis(self.auth_cache_ms),
             quota_sync: Duration::from_millis(self.idempotency.quota_sync_ms.max(10)),
+            clients: ClientLimits {
+                max_connections: self.max_connections,
+                max_connections_per_ip: self.max_connections_per_ip,
+                body_timeout: Duration::from_millis(self.body_timeout_ms.max(1)),
+                header_timeout: Duration::from_millis(self.header_timeout_ms.max(1)),
+            }
+            .fitted_to_open_files(),
         }
     }
 }

@@ -170,6 +170,7 @@ pub fn app_settings() -> AppSettings {
         reconciler: Default::default(),
         auth_cache_ttl: std::time::Duration::from_secs(5),
         quota_sync: std::time::Duration::from_secs(1),
+        clients: Default::default(),
     }
 }
 

@@ -85,6 +85,8 @@ pub enum ApiError {
     /// Anything we did not expect: logged with its cause, shown to nobody.
     #[error("internal error: {0}")]
     Internal(String),
+    #[error("the request body did not arrive within {} ms of its headers; nothing was done, send it again in one go", limit.as_millis())]
+    BodyTimeout { limit: Duration },
 }
 
 /// The problem+json body. Extra members (`errors`, resource ids) are flattened in.
@@ -125,6 +127,7 @@ impl ApiError {
             ApiError::OrderNotPayable { .. } => "order_not_payable",
             ApiError::WebhookSignatureInvalid(_) => "webhook_signature_invalid",
             ApiError::Internal(_) => "internal_error",
+            ApiError::BodyTimeout { .. } => "request_timeout",
         }
     }
 
@@ -150,6 +153,7 @@ impl ApiError {
             ApiError::OrderNotPayable { .. } => "Order cannot be paid",
             ApiError::WebhookSignatureInvalid(_) => "Webhook signature invalid",
             ApiError::Internal(_) => "Internal error",
+            ApiError::BodyTimeout { .. } => "Request body too slow",
         }
     }
 
@@ -230,6 +234,7 @@ impl ResponseError for ApiError {
             }
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
@@ -256,6 +261,11 @@ impl ResponseError for ApiError {
         }
         if let ApiError::Unauthenticated = self {
             response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+        }
+        if let ApiError::BodyTimeout { .. } | ApiError::PayloadTooLarge { .. } = self {
+            // The rest of the body may never come, or is not wanted: end the connection
+            // rather than read on.
+            response.force_close();
         }
         response.json(self.problem())
     }

@@ -1,15 +1,19 @@
-//! Cross-cutting request handling: request ids, the body size guard, the root tracing span.
+//! Cross-cutting request handling: request ids, the body guard (size and time), the root
+//! tracing span.
 
 use actix_web::body::{EitherBody, MessageBody};
-use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::middleware::Next;
+use actix_web::web::{self, BytesMut};
 use actix_web::{Error, HttpMessage, ResponseError};
+use futures_util::StreamExt;
 use tracing::Span;
 use tracing_actix_web::{DefaultRootSpanBuilder, RequestId, RootSpanBuilder};
 
+use crate::http::connections::ClientLimits;
 use crate::http::errors::ApiError;
-use crate::http::BODY_LIMIT;
+use crate::http::{AppState, BODY_LIMIT};
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -28,22 +32,58 @@ pub async fn request_id_header(
     Ok(response)
 }
 
-/// Refuses a declared body over the limit before anything reads it, whatever the route.
-/// Bodies without a length (chunked) meet the same limit in the JSON and payload extractors.
-pub async fn body_limit(
-    req: ServiceRequest,
+/// Reads the whole request body before the handler runs: at most [`BODY_LIMIT`] bytes (a
+/// declared length over it is refused before a byte is read), and within the body timeout of
+/// the headers, so a client that stalls mid-body cannot hold a connection and its buffers
+/// (README, "Slow and greedy clients"). The handler then reads the body from memory.
+pub async fn read_body_in_time(
+    mut req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
-    let declared = req
-        .headers()
+    let headers = req.headers();
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let chunked = headers.contains_key(header::TRANSFER_ENCODING);
     if declared.is_some_and(|len| len > BODY_LIMIT as u64) {
         let response = ApiError::PayloadTooLarge { limit: BODY_LIMIT }.error_response();
         return Ok(req.into_response(response).map_into_right_body());
     }
-    Ok(next.call(req).await?.map_into_left_body())
+    if declared.unwrap_or(0) == 0 && !chunked {
+        return Ok(next.call(req).await?.map_into_left_body());
+    }
+    let limit = req
+        .app_data::<web::Data<AppState>>()
+        .map_or(ClientLimits::default().body_timeout, |state| {
+            state.body_timeout
+        });
+    let mut payload = req.take_payload();
+    let read = async {
+        let mut body = BytesMut::with_capacity(declared.unwrap_or(0) as usize);
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk.map_err(|err| {
+                ApiError::InvalidRequest(format!("the body could not be read: {err}"))
+            })?;
+            if body.len() + chunk.len() > BODY_LIMIT {
+                return Err(ApiError::PayloadTooLarge { limit: BODY_LIMIT });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
+    };
+    let error = match tokio::time::timeout(limit, read).await {
+        Ok(Ok(body)) => {
+            req.set_payload(Payload::from(body));
+            return Ok(next.call(req).await?.map_into_left_body());
+        }
+        Ok(Err(error)) => error,
+        Err(_) => ApiError::BodyTimeout { limit },
+    };
+    tracing::warn!(%error, "request body refused");
+    Ok(req
+        .into_response(error.error_response())
+        .map_into_right_body())
 }
 
 /// The root span of every request, with the fields later layers fill in.

@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod card_data;
+pub mod connections;
 pub mod errors;
 pub mod health;
 pub mod keyed;
@@ -34,6 +35,8 @@ pub struct AppState {
     pub payments: Arc<Payments>,
     /// Who a presented secret belongs to, remembered for a short while.
     pub callers: CallerCache,
+    /// Longest a request body may take to arrive once its headers have.
+    pub body_timeout: std::time::Duration,
 }
 
 impl AppState {

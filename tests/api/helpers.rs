@@ -12,6 +12,7 @@ use payorch::accounts;
 use payorch::app::{AppSettings, Application};
 use payorch::db::migrations::run_migrations;
 use payorch::db::{ClusterOptions, PoolSettings, PrivateCluster};
+use payorch::http::connections::ClientLimits;
 use payorch::idempotency::IdempotencySettings;
 use payorch::ids::MerchantId;
 use payorch::payments::reconciler::ReconcilerSettings;
@@ -288,6 +289,7 @@ pub fn test_settings() -> AppSettings {
         // Short, so a test can watch a revoked key stop working.
         auth_cache_ttl: Duration::from_millis(200),
         quota_sync: Duration::from_millis(100),
+        clients: ClientLimits::default(),
     }
 }
 

@@ -13,4 +13,5 @@ mod orders;
 mod outage;
 mod payments;
 mod serve;
+mod slow_clients;
 mod webhooks;
