@@ -21,7 +21,8 @@ pub fn fingerprint(method: &str, path: &str, body: Option<&Value>) -> Fingerprin
 }
 
 /// serde_json keeps object members in a sorted map (no `preserve_order`), and its compact
-/// writer adds no whitespace: together, one text per JSON value.
+/// writer adds no whitespace: together, one text per JSON value. Numbers are parsed exactly
+/// (its `float_roundtrip` feature), so that text reads back as the same value.
 pub fn canonical_json(value: &Value) -> String {
     value.to_string()
 }
@@ -99,5 +100,18 @@ mod tests {
             fingerprint("POST", "/v1/orders/a/cancel", None),
             fingerprint("POST", "/v1/orders/b/cancel", None)
         );
+    }
+
+    /// Found by the fuzzer: without exact float parsing, a number read back from its
+    /// canonical text was another number, so a body's canonical form was not one text.
+    #[test]
+    fn the_canonical_text_of_a_number_reads_back_as_that_number() {
+        for text in ["7777777770000000005666690000000005877772", "7.77777777e+39", "0.1"] {
+            let value: Value = serde_json::from_str(text).unwrap();
+            let canonical = canonical_json(&value);
+            let back: Value = serde_json::from_str(&canonical).unwrap();
+            assert_eq!(back, value, "{text}");
+            assert_eq!(canonical_json(&back), canonical, "{text}");
+        }
     }
 }
