@@ -25,7 +25,7 @@ impl FromRequest for Caller {
             if let Some(caller) = req.extensions().get::<Caller>() {
                 return Ok(*caller);
             }
-            let secret = bearer_secret(&req).ok_or(ApiError::Unauthenticated)?;
+            let secret = bearer_secret(&req)?.ok_or(ApiError::Unauthenticated)?;
             let state = req
                 .app_data::<web::Data<AppState>>()
                 .ok_or_else(|| ApiError::Internal("application state missing".into()))?;
@@ -48,11 +48,22 @@ impl FromRequest for Caller {
     }
 }
 
-fn bearer_secret(req: &HttpRequest) -> Option<String> {
-    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, secret) = value.trim().split_once(' ')?;
-    let secret = secret.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !secret.is_empty()).then(|| secret.to_string())
+/// The bearer secret, if the request has one; two `Authorization` headers are refused rather
+/// than one of them picked.
+fn bearer_secret(req: &HttpRequest) -> Result<Option<String>, ApiError> {
+    let mut values = req.headers().get_all(header::AUTHORIZATION);
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::DuplicateHeader("Authorization"));
+    }
+    let secret = first.to_str().ok().and_then(|value| {
+        let (scheme, secret) = value.trim().split_once(' ')?;
+        let secret = secret.trim();
+        (scheme.eq_ignore_ascii_case("bearer") && !secret.is_empty()).then(|| secret.to_string())
+    });
+    Ok(secret)
 }
 
 impl std::fmt::Display for Caller {

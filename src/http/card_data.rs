@@ -1,60 +1,267 @@
 //! payorch never holds card data: any value in a request that looks like a card number
-//! (13–19 digits, optionally grouped by spaces or dashes, passing the Luhn check) refuses the
-//! whole request before anything is stored or logged.
+//! refuses the whole request before anything is stored or logged (README, "Card data").
+//!
+//! What looks like a card number: 13–19 digits in a known card brand's number range and
+//! length, passing the Luhn check, written with any Unicode decimal digits (full-width,
+//! Arabic-Indic, …) and any separators between digit groups (spaces of any kind and count,
+//! zero-width characters, dashes, dots, slashes, underscores, line breaks). Letters and other
+//! characters end a number. A group of digits is never split: inside a longer run of digits a
+//! card-sized window would pass Luhn one time in ten by chance (order numbers, timestamps).
 
 use serde_json::Value;
 
-/// The JSON pointer of the first value that looks like a card number, if any.
-pub fn find_card_number(value: &Value) -> Option<String> {
-    find_in(value, String::new())
+/// What a body walk found that refuses the request; its pointer never holds card data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// A value or a member name that looks like a card number.
+    CardNumber { pointer: String },
+    /// A NUL character, which no text column can hold.
+    Nul { pointer: String },
 }
 
-fn find_in(value: &Value, pointer: String) -> Option<String> {
+/// How a member name that is itself card data appears in a pointer.
+pub const REDACTED: &str = "[redacted]";
+
+/// The first thing in `value` that refuses it: card data or a NUL character, at its JSON
+/// pointer (member names that look like card numbers redacted).
+pub fn inspect(value: &Value) -> Option<Finding> {
+    walk(value, &mut String::new(), true)
+}
+
+/// The JSON pointer of the first value that looks like a card number, if any.
+pub fn find_card_number(value: &Value) -> Option<String> {
+    match walk(value, &mut String::new(), false)? {
+        Finding::CardNumber { pointer } | Finding::Nul { pointer } => Some(pointer),
+    }
+}
+
+/// Depth first, in document order; NUL characters are looked for when `nul` is set.
+fn walk(value: &Value, pointer: &mut String, nul: bool) -> Option<Finding> {
     match value {
-        Value::String(s) => contains_card_number(s).then_some(pointer),
-        Value::Number(n) => contains_card_number(&n.to_string()).then_some(pointer),
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .find_map(|(i, item)| find_in(item, format!("{pointer}/{i}"))),
+        Value::String(s) => check_text(s, pointer, nul),
+        Value::Number(n) => contains_card_number(&n.to_string()).then(|| Finding::CardNumber {
+            pointer: pointer.clone(),
+        }),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+            let len = pointer.len();
+            pointer.push('/');
+            pointer.push_str(&i.to_string());
+            let found = walk(item, pointer, nul);
+            pointer.truncate(len);
+            found
+        }),
         Value::Object(map) => map.iter().find_map(|(key, item)| {
-            let here = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
-            if contains_card_number(key) {
-                return Some(here);
-            }
-            find_in(item, here)
+            let len = pointer.len();
+            push_segment(pointer, key);
+            let found = check_text(key, pointer, nul).or_else(|| walk(item, pointer, nul));
+            pointer.truncate(len);
+            found
         }),
         Value::Null | Value::Bool(_) => None,
     }
 }
 
-/// Whether `text` holds a run of 13–19 digits (single spaces or dashes allowed between them)
-/// with a valid Luhn checksum. Longer runs are other identifiers: windows inside them would
-/// pass Luhn one time in ten by chance.
+fn check_text(text: &str, pointer: &str, nul: bool) -> Option<Finding> {
+    if nul && text.contains('\0') {
+        return Some(Finding::Nul {
+            pointer: pointer.to_string(),
+        });
+    }
+    contains_card_number(text).then(|| Finding::CardNumber {
+        pointer: pointer.to_string(),
+    })
+}
+
+/// Appends `/key` (escaped as RFC 6901 says), or `/[redacted]` when the name is card data.
+fn push_segment(pointer: &mut String, key: &str) {
+    pointer.push('/');
+    if contains_card_number(key) {
+        pointer.push_str(REDACTED);
+    } else {
+        // A NUL is shown escaped, so the pointer itself can be logged and stored.
+        let escaped = key
+            .replace('~', "~0")
+            .replace('/', "~1")
+            .replace('\0', "\\u0000");
+        pointer.push_str(&escaped);
+    }
+}
+
+/// Whether `text` holds something that looks like a card number (see the module's doc).
 pub fn contains_card_number(text: &str) -> bool {
-    let mut digits: Vec<u8> = Vec::new();
-    let mut last_was_separator = false;
+    // Fast path: fewer than 13 digits of any kind cannot hold one.
+    let bytes = text.as_bytes();
+    if bytes.is_ascii() && bytes.iter().filter(|b| b.is_ascii_digit()).count() < 13 {
+        return false;
+    }
+    let mut number = Number::default();
     for c in text.chars() {
-        match c {
-            '0'..='9' => {
-                digits.push(c as u8 - b'0');
-                last_was_separator = false;
-            }
-            ' ' | '-' if !digits.is_empty() && !last_was_separator => last_was_separator = true,
-            _ => {
-                if run_has_card(&digits) {
+        match classify(c) {
+            Class::Digit(d) => number.push_digit(d),
+            Class::Separator => number.separate(),
+            Class::Other => {
+                if number.holds_card() {
                     return true;
                 }
-                digits.clear();
-                last_was_separator = false;
+                number.clear();
             }
         }
     }
-    run_has_card(&digits)
+    number.holds_card()
 }
 
-fn run_has_card(digits: &[u8]) -> bool {
-    (13..=19).contains(&digits.len()) && luhn_valid(digits)
+/// Digit groups joined by separators, as they are read.
+#[derive(Default)]
+struct Number {
+    digits: Vec<u8>,
+    /// Where each group starts in `digits`.
+    group_starts: Vec<usize>,
+    in_group: bool,
+}
+
+impl Number {
+    fn push_digit(&mut self, d: u8) {
+        if !self.in_group {
+            self.group_starts.push(self.digits.len());
+            self.in_group = true;
+        }
+        self.digits.push(d);
+    }
+
+    fn separate(&mut self) {
+        self.in_group = false;
+    }
+
+    fn clear(&mut self) {
+        self.digits.clear();
+        self.group_starts.clear();
+        self.in_group = false;
+    }
+
+    /// Whether some whole groups in a row make a card number.
+    fn holds_card(&self) -> bool {
+        if self.digits.len() < 13 {
+            return false;
+        }
+        let ends = self.group_starts[1..]
+            .iter()
+            .copied()
+            .chain(std::iter::once(self.digits.len()));
+        let ends: Vec<usize> = ends.collect();
+        for (first, &start) in self.group_starts.iter().enumerate() {
+            for &end in &ends[first..] {
+                let len = end - start;
+                if len > 19 {
+                    break;
+                }
+                if len >= 13 && is_card_number(&self.digits[start..end]) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}
+
+enum Class {
+    Digit(u8),
+    Separator,
+    Other,
+}
+
+fn classify(c: char) -> Class {
+    if let Some(d) = decimal_digit(c) {
+        return Class::Digit(d);
+    }
+    let separator = c.is_whitespace()
+        || matches!(
+            c,
+            '-' | '.' | '/' | '_' | ',' | ':' | ';' | '+' | '*' | '#' | '~' | '|' | '\\' | '\''
+                | '(' | ')'
+                // soft hyphen, zero-width space/joiners, marks, word joiner, invisible
+                // operators, BOM, Mongolian vowel separator
+                | '\u{00AD}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{FEFF}'
+                | '\u{180E}'
+                // dashes, bullets and middle dots
+                | '\u{2010}'..='\u{2015}'
+                | '\u{2022}'
+                | '\u{2027}'
+                | '\u{2212}'
+                | '\u{2219}'
+                | '\u{00B7}'
+                | '\u{30FB}'
+                | '\u{FE58}'
+                | '\u{FE63}'
+                // full-width punctuation
+                | '\u{FF0C}'..='\u{FF0F}'
+                | '\u{FF1A}'
+                | '\u{FF1B}'
+                | '\u{FF3F}'
+        );
+    if separator {
+        Class::Separator
+    } else {
+        Class::Other
+    }
+}
+
+/// The first code point (digit zero) of each run of ten decimal digits in Unicode's Nd
+/// category that a person could type or paste: every script's digits and the full-width and
+/// mathematical ones.
+const DIGIT_ZEROS: [u32; 64] = [
+    0x0030, 0x0660, 0x06F0, 0x07C0, 0x0966, 0x09E6, 0x0A66, 0x0AE6, 0x0B66, 0x0BE6, 0x0C66, 0x0CE6,
+    0x0D66, 0x0DE6, 0x0E50, 0x0ED0, 0x0F20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0, 0x1A80,
+    0x1A90, 0x1B50, 0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0,
+    0xFF10, 0x104A0, 0x10D30, 0x11066, 0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0,
+    0x11650, 0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16B50,
+    0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E950,
+];
+
+fn decimal_digit(c: char) -> Option<u8> {
+    if c.is_ascii_digit() {
+        return Some(c as u8 - b'0');
+    }
+    if c.is_ascii() {
+        return None;
+    }
+    let code = c as u32;
+    DIGIT_ZEROS
+        .iter()
+        .find(|&&zero| (zero..zero + 10).contains(&code))
+        .map(|&zero| (code - zero) as u8)
+}
+
+/// A number in a card brand's range and length that passes Luhn.
+fn is_card_number(digits: &[u8]) -> bool {
+    brand_allows(digits) && luhn_valid(digits)
+}
+
+/// The issuer ranges and lengths of the card brands in use (Visa, Mastercard, American
+/// Express, Discover, JCB, Diners Club, UnionPay, Maestro, Mir): a run of digits outside them
+/// is an order number or a timestamp, not a card.
+fn brand_allows(digits: &[u8]) -> bool {
+    let prefix = |n: usize| {
+        digits[..n.min(digits.len())]
+            .iter()
+            .fold(0u32, |acc, &d| acc * 10 + u32::from(d))
+    };
+    let len = digits.len();
+    let (p1, p2, p3, p4) = (prefix(1), prefix(2), prefix(3), prefix(4));
+    match p1 {
+        4 => matches!(len, 13 | 16 | 19),
+        2 => (2221..=2720).contains(&p4) && len == 16 || (2200..=2204).contains(&p4) && len >= 16,
+        3 => {
+            matches!(p2, 34 | 37) && len == 15
+                || (3528..=3589).contains(&p4) && len >= 16
+                || (matches!(p2, 36 | 38 | 39) || (300..=305).contains(&p3)) && len >= 14
+        }
+        5 => (51..=55).contains(&p2) && len == 16 || matches!(p2, 50 | 56..=58),
+        6 => true,
+        _ => false,
+    }
 }
 
 fn luhn_valid(digits: &[u8]) -> bool {
@@ -63,7 +270,7 @@ fn luhn_valid(digits: &[u8]) -> bool {
         .rev()
         .enumerate()
         .map(|(i, &d)| {
-            let d = d as u32;
+            let d = u32::from(d);
             if i % 2 == 1 {
                 let doubled = d * 2;
                 if doubled > 9 {
@@ -90,14 +297,57 @@ mod tests {
         assert!(contains_card_number("4242 4242 4242 4242"));
         assert!(contains_card_number("card: 4242-4242-4242-4242 exp 12/30"));
         assert!(contains_card_number("378282246310005")); // amex, 15 digits
+        assert!(contains_card_number("5555555555554444")); // mastercard
+        assert!(contains_card_number("6011111111111117")); // discover
+        assert!(contains_card_number("3530111333300000")); // jcb
+        assert!(contains_card_number("30569309025904")); // diners, 14 digits
+    }
+
+    #[test]
+    fn separators_and_other_digits_do_not_hide_a_card_number() {
+        for disguised in [
+            "4242.4242.4242.4242",
+            "4242/4242/4242/4242",
+            "4242_4242_4242_4242",
+            "4242\n4242\n4242\n4242",
+            "4242  4242  4242  4242",
+            "4242\u{00A0}4242\u{00A0}4242\u{00A0}4242",
+            "4242\u{200B}4242\u{200B}4242\u{200B}4242",
+            "4\u{200B}2\u{200B}4\u{200B}2424242424242",
+            "4242 - 4242 - 4242 - 4242",
+            "４２４２４２４２４２４２４２４２",
+            "٤٢٤٢٤٢٤٢٤٢٤٢٤٢٤٢",
+            "४२४२४२४२४२४२४२४२",
+            "𝟒𝟐𝟒𝟐𝟒𝟐𝟒𝟐𝟒𝟐𝟒𝟐𝟒𝟐𝟒𝟐",
+            "order 12 card 4242 4242 4242 4242",
+            "12 4242424242424242",
+            "x4242424242424242x",
+        ] {
+            assert!(contains_card_number(disguised), "{disguised:?}");
+        }
     }
 
     #[test]
     fn ordinary_numbers_pass() {
-        assert!(!contains_card_number("4242424242424241")); // fails Luhn
-        assert!(!contains_card_number("order 12345"));
-        assert!(!contains_card_number("1000000000000"));
-        assert!(!contains_card_number("2026-11-21"));
+        for ordinary in [
+            "4242424242424241", // fails Luhn
+            "order 12345",
+            "1000000000000",
+            "2026-11-21",
+            "2026-11-22T10:11:12Z",
+            "20261122101112",
+            "1700000000",
+            "1700000000123",
+            "018f3c2e-7b1a-7c3d-9e4f-0a1b2c3d4e5f",
+            "+44 20 7946 0958",
+            "(555) 010-4477 ext. 12",
+            "order 100000000000017",
+            "invoice 2026-000123-0042",
+            "42424242424242424242", // 20 digits: another identifier
+            "ref 77777777777777777",
+        ] {
+            assert!(!contains_card_number(ordinary), "{ordinary:?}");
+        }
     }
 
     #[test]
@@ -112,5 +362,40 @@ mod tests {
             find_card_number(&json!({"amount": 100, "currency": "eur"})),
             None
         );
+    }
+
+    #[test]
+    fn a_card_number_as_a_member_name_is_never_repeated() {
+        let body = json!({"metadata": {"4242424242424242": "x"}});
+        assert_eq!(
+            inspect(&body),
+            Some(Finding::CardNumber {
+                pointer: "/metadata/[redacted]".into()
+            })
+        );
+        let nested = json!({"metadata": {"4242 4242 4242 4242": {"k": "a\u{0}b"}}});
+        assert_eq!(
+            inspect(&nested),
+            Some(Finding::CardNumber {
+                pointer: "/metadata/[redacted]".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_nul_is_found_in_values_and_names() {
+        assert_eq!(
+            inspect(&json!({"metadata": {"k": "a\u{0}b"}})),
+            Some(Finding::Nul {
+                pointer: "/metadata/k".into()
+            })
+        );
+        assert_eq!(
+            inspect(&json!({"metadata": {"a\u{0}": "b"}})),
+            Some(Finding::Nul {
+                pointer: "/metadata/a\\u0000".into()
+            })
+        );
+        assert_eq!(inspect(&json!({"description": "tea"})), None);
     }
 }

@@ -85,6 +85,8 @@ pub enum ApiError {
     /// Anything we did not expect: logged with its cause, shown to nobody.
     #[error("internal error: {0}")]
     Internal(String),
+    #[error("the request has more than one {0} header; send it once")]
+    DuplicateHeader(&'static str),
     #[error("the request body did not arrive within {} ms of its headers; nothing was done, send it again in one go", limit.as_millis())]
     BodyTimeout { limit: Duration },
 }
@@ -128,6 +130,7 @@ impl ApiError {
             ApiError::WebhookSignatureInvalid(_) => "webhook_signature_invalid",
             ApiError::Internal(_) => "internal_error",
             ApiError::BodyTimeout { .. } => "request_timeout",
+            ApiError::DuplicateHeader(_) => "duplicate_header",
         }
     }
 
@@ -154,6 +157,7 @@ impl ApiError {
             ApiError::WebhookSignatureInvalid(_) => "Webhook signature invalid",
             ApiError::Internal(_) => "Internal error",
             ApiError::BodyTimeout { .. } => "Request body too slow",
+            ApiError::DuplicateHeader(_) => "Header sent twice",
         }
     }
 
@@ -185,6 +189,9 @@ impl ApiError {
             }
             ApiError::RawCardDataForbidden { field } => {
                 extra.insert("field".into(), serde_json::json!(field));
+            }
+            ApiError::DuplicateHeader(header) => {
+                extra.insert("header".into(), serde_json::json!(header));
             }
             ApiError::OrderNotCancelable { status } | ApiError::OrderNotPayable { status } => {
                 extra.insert("order_status".into(), serde_json::json!(status));
@@ -235,6 +242,7 @@ impl ResponseError for ApiError {
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            ApiError::DuplicateHeader(_) => StatusCode::BAD_REQUEST,
         }
     }
 

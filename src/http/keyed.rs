@@ -7,8 +7,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::http::card_data::find_card_number;
-use crate::http::errors::ApiError;
+use crate::http::card_data::{contains_card_number, inspect, Finding};
+use crate::http::errors::{ApiError, FieldError};
 use crate::idempotency::{fingerprint, IdempotencyKey, KeyedRequest, Operation};
 use crate::ids::MerchantId;
 
@@ -17,15 +17,36 @@ pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 
 /// The key of a state-changing request, in its place in the tracing span.
 pub fn idempotency_key(req: &HttpRequest) -> Result<IdempotencyKey, ApiError> {
-    let key = IdempotencyKey::parse(req.headers().get(IDEMPOTENCY_KEY).map(|v| v.as_bytes()))?;
+    let mut values = req.headers().get_all(IDEMPOTENCY_KEY);
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(ApiError::DuplicateHeader("Idempotency-Key"));
+    }
+    let key = IdempotencyKey::parse(first.map(|v| v.as_bytes()))?;
+    // Checked before the key is recorded anywhere, the log included.
+    if contains_card_number(key.as_str()) {
+        return Err(ApiError::RawCardDataForbidden {
+            field: "Idempotency-Key".into(),
+        });
+    }
     tracing::Span::current().record("idempotency_key", key.as_str());
     Ok(key)
 }
 
-/// Refuses card data anywhere in `body`, then reads it as `T` (unknown fields refused).
+/// Refuses card data and NUL characters anywhere in `body` (values and member names), then
+/// reads it as `T` (unknown fields refused).
 pub fn read_body<T: DeserializeOwned>(body: &Value) -> Result<T, ApiError> {
-    if let Some(field) = find_card_number(body) {
-        return Err(ApiError::RawCardDataForbidden { field });
+    match inspect(body) {
+        None => {}
+        Some(Finding::CardNumber { pointer }) => {
+            return Err(ApiError::RawCardDataForbidden { field: pointer })
+        }
+        Some(Finding::Nul { pointer }) => {
+            return Err(ApiError::ValidationFailed(vec![FieldError::new(
+                pointer,
+                "must not contain the NUL character (U+0000)",
+            )]))
+        }
     }
     if !body.is_object() {
         return Err(ApiError::InvalidRequest(

@@ -11,6 +11,7 @@ use futures_util::StreamExt;
 use tracing::Span;
 use tracing_actix_web::{DefaultRootSpanBuilder, RequestId, RootSpanBuilder};
 
+use crate::http::card_data::contains_card_number;
 use crate::http::connections::ClientLimits;
 use crate::http::errors::ApiError;
 use crate::http::{AppState, BODY_LIMIT};
@@ -30,6 +31,66 @@ pub async fn request_id_header(
         }
     }
     Ok(response)
+}
+
+/// Refuses a request whose target (path and query) or `User-Agent` looks like it holds a
+/// card number, before the request is logged: both are written to every request's log line.
+/// Wrapped outside the request logger, so nothing of such a request is logged but this
+/// warning, which names the place and never the value.
+pub async fn refuse_card_data_in_head(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
+    let target = req.uri().path_and_query().map_or("", |pq| pq.as_str());
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()));
+    let field = if contains_card_number(&percent_decoded(target)) {
+        Some("request target")
+    } else if user_agent.is_some_and(|ua| contains_card_number(&ua)) {
+        Some("User-Agent")
+    } else {
+        None
+    };
+    if let Some(field) = field {
+        tracing::warn!(field, "request refused: card data in the request head");
+        let error = ApiError::RawCardDataForbidden {
+            field: field.into(),
+        };
+        return Ok(req
+            .into_response(error.error_response())
+            .map_into_right_body());
+    }
+    Ok(next.call(req).await?.map_into_left_body())
+}
+
+/// `%34%32…` written out, so an encoded card number is seen too.
+fn percent_decoded(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('%') {
+        return text.into();
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned().into()
 }
 
 /// Reads the whole request body before the handler runs: at most [`BODY_LIMIT`] bytes (a

@@ -12,6 +12,7 @@ pub mod middleware;
 pub mod openapi;
 pub mod orders;
 pub mod payments;
+pub mod strict_json;
 pub mod webhooks;
 
 use std::sync::Arc;

@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::accounts::Caller;
 use crate::http::errors::{ApiError, FieldError};
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
+use crate::http::strict_json::StrictJson;
 use crate::http::AppState;
 use diesel_async::AsyncPgConnection;
 
@@ -130,7 +130,7 @@ pub async fn create_order(
     caller: Caller,
     state: web::Data<AppState>,
     req: HttpRequest,
-    body: web::Json<Value>,
+    body: web::Json<StrictJson>,
 ) -> Result<HttpResponse, ApiError> {
     let merchant_id = caller.merchant_for_write()?;
     let key = idempotency_key(&req)?;

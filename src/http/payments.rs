@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::accounts::Caller;
 use crate::http::errors::{ApiError, FieldError};
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::orders::{parse_order_id, CreateOrderBody};
+use crate::http::strict_json::StrictJson;
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::PaymentId;
@@ -83,7 +83,7 @@ pub async fn create_payment(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<String>,
-    body: web::Json<Value>,
+    body: web::Json<StrictJson>,
 ) -> Result<HttpResponse, ApiError> {
     let merchant_id = caller.merchant_for_write()?;
     let key = idempotency_key(&req)?;
@@ -121,7 +121,7 @@ pub async fn checkout(
     caller: Caller,
     state: web::Data<AppState>,
     req: HttpRequest,
-    body: web::Json<Value>,
+    body: web::Json<StrictJson>,
 ) -> Result<HttpResponse, ApiError> {
     let merchant_id = caller.merchant_for_write()?;
     let key = idempotency_key(&req)?;

@@ -106,7 +106,11 @@ mod tests {
     /// canonical text was another number, so a body's canonical form was not one text.
     #[test]
     fn the_canonical_text_of_a_number_reads_back_as_that_number() {
-        for text in ["7777777770000000005666690000000005877772", "7.77777777e+39", "0.1"] {
+        for text in [
+            "7777777770000000005666690000000005877772",
+            "7.77777777e+39",
+            "0.1",
+        ] {
             let value: Value = serde_json::from_str(text).unwrap();
             let canonical = canonical_json(&value);
             let back: Value = serde_json::from_str(&canonical).unwrap();

@@ -9,6 +9,7 @@ pub mod money;
 pub mod orders;
 pub mod payment_method;
 pub mod reconciler;
+pub mod text;
 pub mod transition;
 pub mod webhooks;
 

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::attempts::{AttemptStatus, PaymentAttempt};
 use super::money::{Amount, Currency};
+use super::text;
 use crate::db::schema::orders;
 use crate::ids::{MerchantId, OrderId};
 
@@ -177,20 +178,27 @@ impl NewOrder {
             }
             Some(Ok(c)) => Some(c),
         };
+        // One reference, however it was composed: é as one code point or as e + accent.
+        let merchant_reference = merchant_reference.map(|r| text::nfc(&r));
         if let Some(reference) = &merchant_reference {
             if reference.is_empty() || reference.chars().count() > MAX_REFERENCE_LEN {
                 problem(
                     "/merchant_reference",
                     format!("must be 1 to {MAX_REFERENCE_LEN} characters"),
                 );
+            } else if let Some(why) = text::unclear_reference(reference) {
+                problem("/merchant_reference", why.into());
             }
         }
+        let description = description.map(|d| text::nfc(&d));
         if let Some(description) = &description {
             if description.chars().count() > MAX_DESCRIPTION_LEN {
                 problem(
                     "/description",
                     format!("must be at most {MAX_DESCRIPTION_LEN} characters"),
                 );
+            } else if let Some(why) = text::unclear_text(description) {
+                problem("/description", why.into());
             }
         }
         let metadata = metadata.unwrap_or_default();

@@ -8,6 +8,7 @@ mod cluster;
 mod crash;
 mod errors;
 mod health;
+mod hostile_input;
 mod migrations;
 mod orders;
 mod outage;
