@@ -133,7 +133,7 @@ impl Application {
                 .wrap(from_fn(http::metrics::record_request))
                 .wrap(from_fn(mw::request_id_header))
                 .wrap(TracingLogger::<mw::PayorchRootSpan>::new())
-                .wrap(from_fn(mw::refuse_card_data_in_head))
+                .wrap(from_fn(mw::check_request_head))
                 .configure(http::configure)
                 .default_service(web::to(http::not_found))
         })

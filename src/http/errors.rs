@@ -85,6 +85,10 @@ pub enum ApiError {
     /// Anything we did not expect: logged with its cause, shown to nobody.
     #[error("internal error: {0}")]
     Internal(String),
+    #[error("this path takes {allow} only")]
+    MethodNotAllowed { allow: &'static str },
+    #[error("the request target is longer than {limit} bytes; send long data in the body")]
+    UriTooLong { limit: usize },
     #[error("the request has more than one {0} header; send it once")]
     DuplicateHeader(&'static str),
     #[error("the request body did not arrive within {} ms of its headers; nothing was done, send it again in one go", limit.as_millis())]
@@ -131,6 +135,8 @@ impl ApiError {
             ApiError::Internal(_) => "internal_error",
             ApiError::BodyTimeout { .. } => "request_timeout",
             ApiError::DuplicateHeader(_) => "duplicate_header",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::UriTooLong { .. } => "uri_too_long",
         }
     }
 
@@ -158,6 +164,8 @@ impl ApiError {
             ApiError::Internal(_) => "Internal error",
             ApiError::BodyTimeout { .. } => "Request body too slow",
             ApiError::DuplicateHeader(_) => "Header sent twice",
+            ApiError::MethodNotAllowed { .. } => "Method not allowed",
+            ApiError::UriTooLong { .. } => "Request target too long",
         }
     }
 
@@ -243,6 +251,8 @@ impl ResponseError for ApiError {
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::DuplicateHeader(_) => StatusCode::BAD_REQUEST,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
         }
     }
 
@@ -269,6 +279,9 @@ impl ResponseError for ApiError {
         }
         if let ApiError::Unauthenticated = self {
             response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+        }
+        if let ApiError::MethodNotAllowed { allow } = self {
+            response.insert_header((header::ALLOW, *allow));
         }
         if let ApiError::BodyTimeout { .. } | ApiError::PayloadTooLarge { .. } = self {
             // The rest of the body may never come, or is not wanted: end the connection

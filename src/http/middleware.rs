@@ -33,15 +33,25 @@ pub async fn request_id_header(
     Ok(response)
 }
 
-/// Refuses a request whose target (path and query) or `User-Agent` looks like it holds a
-/// card number, before the request is logged: both are written to every request's log line.
+/// The longest request target (path and query) payorch reads; anything longer is `414`.
+/// (actix-web's own limit on a request's head is larger, so such a request reaches this.)
+pub const URI_LIMIT: usize = 8 * 1024;
+
+/// Refuses a request whose target is over [`URI_LIMIT`], or whose target (path and query) or
+/// `User-Agent` looks like it holds a card number, before the request is logged: both are written to every request's log line.
 /// Wrapped outside the request logger, so nothing of such a request is logged but this
 /// warning, which names the place and never the value.
-pub async fn refuse_card_data_in_head(
+pub async fn check_request_head(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
     let target = req.uri().path_and_query().map_or("", |pq| pq.as_str());
+    if target.len() > URI_LIMIT {
+        let error = ApiError::UriTooLong { limit: URI_LIMIT };
+        return Ok(req
+            .into_response(error.error_response())
+            .map_into_right_body());
+    }
     let user_agent = req
         .headers()
         .get(header::USER_AGENT)

@@ -59,33 +59,44 @@ impl AppState {
     }
 }
 
-/// Every route of the API, in one place.
+/// Every route of the API, in one place. Each path is one resource: a method it does not
+/// have answers `405` with `Allow`, and only unknown paths answer `404`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.app_data(json_config())
         .app_data(web::PayloadConfig::new(BODY_LIMIT))
         .app_data(query_config())
-        .route("/health/live", web::get().to(health::live))
-        .route("/health/ready", web::get().to(health::ready))
-        .route("/metrics", web::get().to(metrics::metrics))
-        .route("/openapi.json", web::get().to(openapi::openapi_json))
-        .route("/v1/merchants/{id}", web::get().to(merchants::get_merchant))
-        .route("/v1/orders", web::post().to(orders::create_order))
-        .route("/v1/orders/{id}", web::get().to(orders::get_order))
-        .route(
-            "/v1/orders/{id}/cancel",
-            web::post().to(orders::cancel_order),
+        .service(resource("/health/live", "GET").route(web::get().to(health::live)))
+        .service(resource("/health/ready", "GET").route(web::get().to(health::ready)))
+        .service(resource("/metrics", "GET").route(web::get().to(metrics::metrics)))
+        .service(resource("/openapi.json", "GET").route(web::get().to(openapi::openapi_json)))
+        .service(
+            resource("/v1/merchants/{id}", "GET").route(web::get().to(merchants::get_merchant)),
         )
-        .route(
-            "/v1/orders/{id}/payments",
-            web::post().to(payments::create_payment),
+        .service(resource("/v1/orders", "POST").route(web::post().to(orders::create_order)))
+        .service(resource("/v1/orders/{id}", "GET").route(web::get().to(orders::get_order)))
+        .service(
+            resource("/v1/orders/{id}/cancel", "POST").route(web::post().to(orders::cancel_order)),
         )
-        .route("/v1/checkout", web::post().to(payments::checkout))
-        .route("/v1/payments/{id}", web::get().to(payments::get_payment))
-        .route("/v1/webhooks/{provider}", web::post().to(webhooks::receive))
-        .route(
-            "/v1/support/merchants",
-            web::get().to(merchants::list_merchants),
+        .service(
+            resource("/v1/orders/{id}/payments", "POST")
+                .route(web::post().to(payments::create_payment)),
+        )
+        .service(resource("/v1/checkout", "POST").route(web::post().to(payments::checkout)))
+        .service(resource("/v1/payments/{id}", "GET").route(web::get().to(payments::get_payment)))
+        .service(
+            resource("/v1/webhooks/{provider}", "POST").route(web::post().to(webhooks::receive)),
+        )
+        .service(
+            resource("/v1/support/merchants", "GET")
+                .route(web::get().to(merchants::list_merchants)),
         );
+}
+
+/// A path whose other methods answer `405 method_not_allowed` with `Allow: allow`.
+fn resource(path: &str, allow: &'static str) -> actix_web::Resource {
+    web::resource(path).default_service(web::to(move || async move {
+        Err::<actix_web::HttpResponse, _>(ApiError::MethodNotAllowed { allow })
+    }))
 }
 
 /// Unknown routes answer problem+json too.

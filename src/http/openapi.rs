@@ -1,10 +1,20 @@
 //! The OpenAPI 3.1 document, generated from the handlers' annotations.
 
+use std::sync::OnceLock;
+
 use actix_web::HttpResponse;
+use serde_json::{json, Map, Value};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::http::{errors, health, merchants, metrics, orders, payments, webhooks};
+use crate::idempotency::key::MAX_KEY_LEN;
+use crate::payments::money::{Currency, MAX_AMOUNT};
+use crate::payments::orders::{
+    MAX_DESCRIPTION_LEN, MAX_METADATA_KEYS, MAX_METADATA_KEY_LEN, MAX_METADATA_VALUE_LEN,
+    MAX_REFERENCE_LEN,
+};
+use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -51,5 +61,189 @@ impl Modify for BearerAuth {
 #[utoipa::path(get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "this document")))]
 pub async fn openapi_json() -> HttpResponse {
-    HttpResponse::Ok().json(ApiDoc::openapi())
+    static DOCUMENT: OnceLock<Value> = OnceLock::new();
+    HttpResponse::Ok().json(DOCUMENT.get_or_init(document))
+}
+
+/// The document as served: what the annotations say, made to tell the whole truth about
+/// what every operation can answer and accept (README, "OpenAPI").
+pub fn document() -> Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
+        for item in paths.values_mut().filter_map(Value::as_object_mut) {
+            for operation in item.values_mut().filter_map(Value::as_object_mut) {
+                complete_responses(operation);
+                describe_idempotency_key(operation);
+            }
+        }
+    }
+    if let Some(schemas) = doc.pointer_mut("/components/schemas") {
+        for name in ["CreateOrderBody", "CheckoutBody"] {
+            if let Some(schema) = schemas.get_mut(name) {
+                describe_order_fields(schema, name == "CheckoutBody");
+            }
+        }
+        if let Some(schema) = schemas.get_mut("CreatePaymentBody") {
+            require(schema, &["payment_method"]);
+            schema["properties"]["payment_method"] = payment_method_schema();
+        }
+    }
+    doc
+}
+
+/// Problem statuses any operation may answer, with why.
+const EVERYWHERE: [(&str, &str); 3] = [
+    (
+        "405",
+        "method_not_allowed: the path does not take this method (see `Allow`)",
+    ),
+    ("414", "uri_too_long: the request target is over 8 KiB"),
+    (
+        "422",
+        "raw_card_data_forbidden: card data in the request target or User-Agent",
+    ),
+];
+
+fn complete_responses(operation: &mut Map<String, Value>) {
+    let secured = operation.contains_key("security");
+    let has_body = operation.contains_key("requestBody");
+    let keyed = operation
+        .get("parameters")
+        .and_then(Value::as_array)
+        .is_some_and(|ps| ps.iter().any(|p| p["name"] == "Idempotency-Key"));
+    let mut add: Vec<(&str, &str)> = EVERYWHERE.to_vec();
+    if secured {
+        add.extend([
+            (
+                "400",
+                "invalid_request, duplicate_header (two Authorization headers)",
+            ),
+            ("401", "unauthenticated: no live key"),
+            (
+                "503",
+                "unavailable: the database cannot be reached; retry after Retry-After",
+            ),
+        ]);
+    }
+    if has_body {
+        add.extend([
+            (
+                "400",
+                "invalid_request: not a JSON object, a member given twice, wrong types",
+            ),
+            ("408", "request_timeout: the body did not arrive in time"),
+            ("413", "payload_too_large: the body is over 64 KiB"),
+            ("422", "validation_failed, raw_card_data_forbidden"),
+        ]);
+    }
+    if keyed {
+        add.extend([
+            (
+                "400",
+                "idempotency_key_missing, idempotency_key_invalid, duplicate_header",
+            ),
+            (
+                "409",
+                "idempotency_key_in_use: the first request with this key is still running",
+            ),
+            (
+                "422",
+                "idempotency_key_reused: the key was used with another request",
+            ),
+            (
+                "429",
+                "rate_limited: too many new keys this minute; retry after Retry-After",
+            ),
+        ]);
+    }
+    let responses = operation
+        .entry("responses")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(responses) = responses.as_object_mut() else {
+        return;
+    };
+    for (status, why) in add {
+        let response = responses
+            .entry(status)
+            .or_insert_with(|| json!({"description": why}));
+        if let Some(description) = response["description"].as_str() {
+            if !description.contains(why) && description != why {
+                response["description"] = Value::from(format!("{description}; {why}"));
+            }
+        }
+    }
+    // Every error is problem+json, whatever the annotation said.
+    for (status, response) in responses.iter_mut() {
+        if status.starts_with('4') || status.starts_with('5') {
+            response["content"] = json!({"application/problem+json": {
+                "schema": {"$ref": "#/components/schemas/Problem"}
+            }});
+        }
+    }
+}
+
+fn describe_idempotency_key(operation: &mut Map<String, Value>) {
+    let Some(parameters) = operation
+        .get_mut("parameters")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for parameter in parameters {
+        if parameter["name"] == "Idempotency-Key" {
+            parameter["required"] = Value::Bool(true);
+            parameter["schema"] = json!({
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_KEY_LEN,
+                "pattern": "^[!-~]+$",
+                "description": "visible ASCII; may also be sent as a quoted string"
+            });
+        }
+    }
+}
+
+fn describe_order_fields(schema: &mut Value, checkout: bool) {
+    let mut required = vec!["amount", "currency"];
+    if checkout {
+        required.push("payment_method");
+        schema["properties"]["payment_method"] = payment_method_schema();
+    }
+    require(schema, &required);
+    schema["additionalProperties"] = Value::Bool(false);
+    let properties = &mut schema["properties"];
+    properties["amount"] = json!({
+        "type": "integer", "format": "int64", "minimum": 1, "maximum": MAX_AMOUNT,
+        "description": "minor units (cents)"
+    });
+    properties["currency"] = json!({
+        "type": "string",
+        "enum": Currency::all_codes(),
+        "description": "ISO 4217, lowercase (any case is accepted and stored lowercase)"
+    });
+    properties["merchant_reference"] = json!({
+        "type": ["string", "null"], "minLength": 1, "maxLength": MAX_REFERENCE_LEN,
+        "description": "unique per merchant for ever; stored in NFC; one line, not only spaces"
+    });
+    properties["description"] =
+        json!({"type": ["string", "null"], "maxLength": MAX_DESCRIPTION_LEN});
+    properties["metadata"] = json!({
+        "type": ["object", "null"],
+        "maxProperties": MAX_METADATA_KEYS,
+        "propertyNames": {"minLength": 1, "maxLength": MAX_METADATA_KEY_LEN},
+        "additionalProperties": {"type": "string", "maxLength": MAX_METADATA_VALUE_LEN}
+    });
+}
+
+fn payment_method_schema() -> Value {
+    json!({
+        "type": "string", "minLength": 1, "maxLength": PAYMENT_METHOD_MAX_LEN,
+        "pattern": "^[!-~]+$",
+        "examples": ["pm_card_visa", "pm_card_chargeDeclined", "pm_sandbox_processing"],
+        "description": "a provider payment method token; never card data"
+    })
+}
+
+fn require(schema: &mut Value, fields: &[&str]) {
+    schema["required"] = Value::from(fields.to_vec());
 }

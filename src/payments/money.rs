@@ -48,6 +48,13 @@ fn table() -> &'static HashMap<&'static str, u8> {
 }
 
 impl Currency {
+    /// Every code payorch accepts (lowercase), sorted: for the API's documentation.
+    pub fn all_codes() -> Vec<&'static str> {
+        let mut codes: Vec<&'static str> = table().keys().copied().collect();
+        codes.sort_unstable();
+        codes
+    }
+
     /// Accepts any case (`USD`, `usd`); stores lowercase, as Stripe does.
     pub fn parse(code: &str) -> Result<Self, String> {
         let lower = code.to_ascii_lowercase();

@@ -10,6 +10,7 @@ mod errors;
 mod health;
 mod hostile_input;
 mod migrations;
+mod openapi;
 mod orders;
 mod outage;
 mod payments;

@@ -1,0 +1,158 @@
+//! The OpenAPI document tells the truth, and the server answers as it says: problem+json
+//! errors, `405` for a method a path does not have, `414` for an overlong target.
+
+use serde_json::Value;
+
+use crate::helpers::{assert_problem, TestApp};
+
+#[tokio::test]
+async fn a_method_a_path_does_not_have_is_405_with_allow() {
+    let app = TestApp::spawn().await;
+    for (method, path, allow) in [
+        ("TRACE", "/v1/orders", "POST"),
+        ("PUT", "/v1/orders", "POST"),
+        ("DELETE", "/v1/payments/pay_x", "GET"),
+        ("PATCH", "/health/live", "GET"),
+        ("GET", "/v1/checkout", "POST"),
+    ] {
+        let response = app
+            .client
+            .request(method.parse().unwrap(), app.url(path))
+            .bearer_auth(&app.merchant_key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.headers()["allow"], allow, "{method} {path}");
+        assert_problem(response, 405, "method_not_allowed").await;
+    }
+    assert_problem(app.get("/v1/no-such-thing").await, 404, "not_found").await;
+}
+
+#[tokio::test]
+async fn an_overlong_request_target_is_414_problem_json() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::spawn().await;
+    let address = app.url("").trim_start_matches("http://").to_string();
+    // Up to 64 KiB: past it the HTTP layer refuses the target itself (README, "OpenAPI").
+    for length in [9_000, 60_000] {
+        // Raw: HTTP clients refuse to send such a target at all.
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let head = format!(
+            "GET /v1/orders/ord_{} HTTP/1.1\r\nHost: payorch\r\nConnection: close\r\n\r\n",
+            "x".repeat(length)
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        let status_line = answer.lines().next().unwrap_or_default().to_string();
+        assert_eq!(status_line, "HTTP/1.1 414 URI Too Long", "length {length}");
+        assert!(
+            answer.contains("application/problem+json"),
+            "length {length}"
+        );
+        assert!(
+            answer.contains(r#""code":"uri_too_long""#),
+            "length {length}"
+        );
+    }
+}
+
+async fn document(app: &TestApp) -> Value {
+    let response = app.get("/openapi.json").await;
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn every_route_is_documented_with_problem_json_errors() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let routes = [
+        ("get", "/health/live"),
+        ("get", "/health/ready"),
+        ("get", "/metrics"),
+        ("get", "/openapi.json"),
+        ("get", "/v1/merchants/{id}"),
+        ("post", "/v1/orders"),
+        ("get", "/v1/orders/{id}"),
+        ("post", "/v1/orders/{id}/cancel"),
+        ("post", "/v1/orders/{id}/payments"),
+        ("post", "/v1/checkout"),
+        ("get", "/v1/payments/{id}"),
+        ("post", "/v1/webhooks/{provider}"),
+        ("get", "/v1/support/merchants"),
+    ];
+    for (method, path) in routes {
+        let operation = &doc["paths"][path][method];
+        assert!(operation.is_object(), "{method} {path} is documented");
+        let responses = operation["responses"].as_object().unwrap();
+        for (status, response) in responses {
+            let status: u16 = status.parse().unwrap();
+            if status >= 400 {
+                let content = response["content"].as_object().unwrap();
+                assert_eq!(
+                    content.keys().collect::<Vec<_>>(),
+                    ["application/problem+json"],
+                    "{method} {path} {status}"
+                );
+            }
+        }
+        let has = |status: &str| responses.contains_key(status);
+        if operation["security"].is_array() {
+            assert!(has("401"), "{method} {path} documents 401");
+            assert!(has("400"), "{method} {path} documents 400");
+        }
+        if operation["requestBody"].is_object() {
+            for status in ["400", "408", "413", "422"] {
+                assert!(has(status), "{method} {path} documents {status}");
+            }
+        }
+        assert!(
+            has("405") && has("414"),
+            "{method} {path} documents 405, 414"
+        );
+    }
+}
+
+#[tokio::test]
+async fn request_schemas_say_what_the_server_accepts() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let key = doc["paths"]["/v1/orders"]["post"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "Idempotency-Key")
+        .expect("the key is documented")
+        .clone();
+    assert_eq!(key["required"], true);
+    assert_eq!(key["schema"]["maxLength"], 255);
+    assert_eq!(key["schema"]["minLength"], 1);
+    assert!(key["schema"]["pattern"].is_string());
+
+    let schemas = &doc["components"]["schemas"];
+    for name in ["CreateOrderBody", "CheckoutBody"] {
+        let body = &schemas[name];
+        let required: Vec<&str> = body["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        assert!(
+            required.contains(&"amount") && required.contains(&"currency"),
+            "{name}"
+        );
+        assert_eq!(body["additionalProperties"], false, "{name}");
+        let amount = &body["properties"]["amount"];
+        assert_eq!(amount["minimum"], 1, "{name}");
+        assert_eq!(amount["maximum"], 1_000_000_000_000_i64, "{name}");
+        let currencies = body["properties"]["currency"]["enum"].as_array().unwrap();
+        assert!(currencies.contains(&Value::from("eur")), "{name}");
+        assert!(currencies.len() > 100, "{name}: every ISO 4217 code");
+    }
+    assert!(schemas["CheckoutBody"]["required"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("payment_method")));
+}
