@@ -717,3 +717,269 @@ async fn webhook_delay_holds_the_first_delivery_back() {
     assert!(sent.elapsed() >= Duration::from_millis(400));
     sandbox.stop().await;
 }
+
+/// A raw call with the secret, for the endpoints payorch's adapter does not use.
+async fn raw(
+    client: &reqwest::Client,
+    sandbox: &SandboxHandle,
+    method: reqwest::Method,
+    path: &str,
+    form: &[(&str, &str)],
+) -> (u16, Value) {
+    let response = client
+        .request(method, format!("{}{path}", sandbox.base_url()))
+        .bearer_auth(SECRET)
+        .form(form)
+        .send()
+        .await
+        .expect("sandbox answers");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("json"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_pages_end_and_show_every_intent_once() {
+    let sandbox = start(fast()).await;
+    let client = reqwest::Client::new();
+    for i in 0..7 {
+        let form = visa_form("paged");
+        let key = format!("page-{i}");
+        raw_create(&client, &sandbox, &key, &as_refs(&form)).await;
+    }
+    let mut seen = Vec::new();
+    let mut page: Option<String> = None;
+    for _ in 0..10 {
+        let mut query = vec![
+            ("query", "metadata['attempt_id']:'paged'".to_string()),
+            ("limit", "3".to_string()),
+        ];
+        if let Some(page) = &page {
+            query.push(("page", page.clone()));
+        }
+        let result: Value = client
+            .get(format!("{}/v1/payment_intents/search", sandbox.base_url()))
+            .bearer_auth(SECRET)
+            .query(&query)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for intent in result["data"].as_array().unwrap() {
+            seen.push(intent["id"].as_str().unwrap().to_string());
+        }
+        assert_eq!(
+            result["has_more"],
+            result["next_page"].is_string(),
+            "{result}"
+        );
+        match result["next_page"].as_str() {
+            Some(next) => page = Some(next.to_string()),
+            None => break,
+        }
+    }
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(seen.len(), 7, "every intent, and the paging ends: {seen:?}");
+    assert_eq!(unique.len(), 7);
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retrieve_shows_the_charge_the_webhook_named() {
+    let hook = receiver().await;
+    let sandbox = start(fast()).await;
+    sandbox.set_webhook_url(Some(format!("{}/v1/webhooks/stripe", hook.uri())));
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    let client = reqwest::Client::new();
+    adapter
+        .create_charge(&charge("pm_card_visa", "charge_now"))
+        .await;
+    adapter
+        .create_charge(&charge("pm_sandbox_processing", "charge_later"))
+        .await;
+    wait_for_deliveries(&hook, &adapter, 3).await;
+    let requests = hook.received_requests().await.unwrap_or_default();
+    let mut checked = 0;
+    for request in &requests {
+        let event: Value = serde_json::from_slice(&request.body).unwrap();
+        if event["type"] != "payment_intent.succeeded" {
+            continue;
+        }
+        let object = &event["data"]["object"];
+        assert!(object["latest_charge"].is_string(), "{event}");
+        let id = object["id"].as_str().unwrap();
+        let (status, now) = raw(
+            &client,
+            &sandbox,
+            reqwest::Method::GET,
+            &format!("/v1/payment_intents/{id}"),
+            &[],
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(now["latest_charge"], object["latest_charge"]);
+        // Events carry Stripe's envelope fields.
+        assert_eq!(event["pending_webhooks"], 1);
+        assert!(event["request"].is_object(), "{event}");
+        checked += 1;
+    }
+    assert_eq!(checked, 2, "both paths to succeeded");
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn basic_auth_with_the_secret_as_user_name_is_accepted() {
+    use base64::Engine;
+    let sandbox = start(fast()).await;
+    let client = reqwest::Client::new();
+    let get = |auth: String| {
+        client
+            .get(format!("{}/v1/payment_intents", sandbox.base_url()))
+            .header("authorization", auth)
+            .send()
+    };
+    let encode = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    assert_eq!(
+        get(format!("Basic {}", encode(&format!("{SECRET}:"))))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        get(format!("Basic {}", encode("sk_test_wrong:")))
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    assert_eq!(get(format!("Bearer {SECRET}")).await.unwrap().status(), 200);
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intents_carry_stripes_fields() {
+    let sandbox = start(fast()).await;
+    let client = reqwest::Client::new();
+    let form = visa_form("fields");
+    let (status, body, _) = raw_create(&client, &sandbox, "fields-1", &as_refs(&form)).await;
+    assert_eq!(status, 200);
+    let intent: Value = serde_json::from_slice(&body).unwrap();
+    let id = intent["id"].as_str().unwrap();
+    assert!(intent["client_secret"]
+        .as_str()
+        .is_some_and(|s| s.starts_with(&format!("{id}_secret_"))));
+    assert_eq!(intent["payment_method_types"], serde_json::json!(["card"]));
+    assert_eq!(intent["amount_capturable"], 0);
+    assert!(intent.as_object().unwrap().contains_key("next_action"));
+    assert!(intent["next_action"].is_null());
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_confirm_and_cancel_behave_as_stripes() {
+    let sandbox = start(fast()).await;
+    let client = reqwest::Client::new();
+    let post = reqwest::Method::POST;
+    let unconfirmed = |attempt: &'static str| {
+        vec![
+            ("amount", "700"),
+            ("currency", "eur"),
+            ("payment_method", "pm_card_visa"),
+            ("metadata[attempt_id]", attempt),
+        ]
+    };
+    let (_, first) = raw(
+        &client,
+        &sandbox,
+        post.clone(),
+        "/v1/payment_intents",
+        &unconfirmed("to_confirm"),
+    )
+    .await;
+    assert_eq!(first["status"], "requires_confirmation");
+    let (_, second) = raw(
+        &client,
+        &sandbox,
+        post.clone(),
+        "/v1/payment_intents",
+        &unconfirmed("to_cancel"),
+    )
+    .await;
+    assert!(
+        sandbox.ledger().is_empty(),
+        "nothing confirmed, nothing charged"
+    );
+
+    // List: newest first, paged by id.
+    let (status, list) = raw(
+        &client,
+        &sandbox,
+        reqwest::Method::GET,
+        "/v1/payment_intents?limit=1",
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(list["object"], "list");
+    assert_eq!(list["data"][0]["id"], second["id"]);
+    assert_eq!(list["has_more"], true);
+    let after = format!(
+        "/v1/payment_intents?limit=1&starting_after={}",
+        second["id"].as_str().unwrap()
+    );
+    let (_, rest) = raw(&client, &sandbox, reqwest::Method::GET, &after, &[]).await;
+    assert_eq!(rest["data"][0]["id"], first["id"]);
+    assert_eq!(rest["has_more"], false);
+
+    // Confirm charges once, under its own key; a replay of the key charges nothing more.
+    let confirm = format!(
+        "/v1/payment_intents/{}/confirm",
+        first["id"].as_str().unwrap()
+    );
+    for _ in 0..2 {
+        let response = client
+            .post(format!("{}{confirm}", sandbox.base_url()))
+            .bearer_auth(SECRET)
+            .header("Idempotency-Key", "confirm-1")
+            .form(&[("payment_method", "pm_card_visa")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let confirmed: Value = response.json().await.unwrap();
+        assert_eq!(confirmed["status"], "succeeded");
+        assert_eq!(confirmed["id"], first["id"]);
+    }
+    let ledger = sandbox.ledger();
+    assert_eq!(charges_for(&ledger, "to_confirm").len(), 1);
+
+    // Cancel: before money moves only.
+    let cancel = format!(
+        "/v1/payment_intents/{}/cancel",
+        second["id"].as_str().unwrap()
+    );
+    let (status, canceled) = raw(
+        &client,
+        &sandbox,
+        post.clone(),
+        &cancel,
+        &[("cancellation_reason", "abandoned")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(canceled["status"], "canceled");
+    assert_eq!(canceled["cancellation_reason"], "abandoned");
+    let cancel_paid = format!(
+        "/v1/payment_intents/{}/cancel",
+        first["id"].as_str().unwrap()
+    );
+    let (status, refused) = raw(&client, &sandbox, post, &cancel_paid, &[]).await;
+    assert_eq!(status, 400);
+    assert_eq!(refused["error"]["code"], "payment_intent_unexpected_state");
+    assert_eq!(charges_for(&sandbox.ledger(), "to_cancel").len(), 0);
+    sandbox.stop().await;
+}

@@ -11,7 +11,7 @@ pub struct ParamError {
 }
 
 impl ParamError {
-    fn new(code: &'static str, param: &str, message: String) -> Self {
+    pub(super) fn new(code: &'static str, param: &str, message: String) -> Self {
         Self {
             code,
             param: Some(param.to_owned()),

@@ -12,16 +12,26 @@ use subtle::ConstantTimeEq;
 use super::behaviour::Behaviour;
 use super::params::{parse_query, Clause, CreateParams, ParamError};
 use super::store::{Begin, StoredResponse};
+use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};
 use crate::providers::stripe::wire::{
-    ApiError, ErrorBody, LastPaymentError, PaymentIntent, SearchResult,
+    ApiError, ErrorBody, LastPaymentError, ListResult, PaymentIntent, SearchResult,
 };
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/v1/payment_intents", web::post().to(create_intent))
+        .route("/v1/payment_intents", web::get().to(list_intents))
         // Registered before `{id}` so "search" is not taken for an id.
         .route("/v1/payment_intents/search", web::get().to(search_intents))
         .route("/v1/payment_intents/{id}", web::get().to(retrieve_intent))
+        .route(
+            "/v1/payment_intents/{id}/confirm",
+            web::post().to(confirm_intent),
+        )
+        .route(
+            "/v1/payment_intents/{id}/cancel",
+            web::post().to(cancel_intent),
+        )
         .route("/__sandbox/ledger", web::get().to(ledger))
         .default_service(web::to(unknown_route));
 }
@@ -47,18 +57,10 @@ async fn create_intent(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
     if behaviour == Some(Behaviour::ErrorBefore) {
         return api_error_500();
     }
-    let key = match idempotency_key(&req) {
+    let key = match begin_keyed(&sb, &req, &params.fingerprint) {
         Ok(key) => key,
-        Err(e) => return invalid_request(e),
+        Err(answer) => return *answer,
     };
-    if let Some(key) = &key {
-        match sb.store.begin(key, &params.fingerprint) {
-            Begin::Fresh => {}
-            Begin::Replay(stored) => return respond(&stored, Some(key), true),
-            Begin::Mismatch => return idempotency_mismatch(key),
-            Begin::InFlight => return idempotency_in_flight(key),
-        }
-    }
 
     // The charge runs as its own task on the sandbox's runtime, so a client that hangs up
     // (or times out) cannot leave a half-done charge or a key stuck in flight.
@@ -67,6 +69,7 @@ async fn create_intent(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
         params,
         behaviour,
         key.clone(),
+        None,
     ));
     let stored = match task.await {
         Ok(stored) => stored,
@@ -91,13 +94,28 @@ async fn create_intent(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
     respond(&stored, key.as_deref(), false)
 }
 
-/// Create the intent, charge per its behaviour, record the answer under the key.
+/// Create the intent (or confirm `base`, an intent made earlier), charge per its behaviour,
+/// record the answer under the key.
 async fn execute(
     sb: Arc<Sandbox>,
     params: CreateParams,
     behaviour: Option<Behaviour>,
     key: Option<String>,
+    base: Option<PaymentIntent>,
 ) -> StoredResponse {
+    let cause = Some(Cause {
+        request_id: random_id("req"),
+        idempotency_key: key.clone(),
+    });
+    let new_intent = |params: &CreateParams, status: &str| {
+        let mut intent = new_intent(params, status);
+        if let Some(base) = &base {
+            intent.id = base.id.clone();
+            intent.client_secret = base.client_secret.clone();
+            intent.created = base.created;
+        }
+        intent
+    };
     let stored = match (behaviour, params.payment_method.as_deref()) {
         (None, Some(token)) => stored_error(
             StatusCode::BAD_REQUEST,
@@ -125,7 +143,8 @@ async fn execute(
                 message: Some(message.into()),
             });
             sb.store.insert(intent.clone(), key.clone(), true);
-            sb.webhooks.emit("payment_intent.payment_failed", &intent);
+            sb.webhooks
+                .emit("payment_intent.payment_failed", &intent, cause.clone());
             stored_error(
                 StatusCode::PAYMENT_REQUIRED,
                 ApiError {
@@ -141,7 +160,8 @@ async fn execute(
         (Some(Behaviour::Processing), _) if params.confirm => {
             let intent = new_intent(&params, "processing");
             sb.store.insert(intent.clone(), key.clone(), true);
-            sb.webhooks.emit("payment_intent.processing", &intent);
+            sb.webhooks
+                .emit("payment_intent.processing", &intent, cause.clone());
             schedule_settlement(&sb, intent.id.clone());
             stored_json(StatusCode::OK, &intent)
         }
@@ -153,7 +173,8 @@ async fn execute(
             intent.amount_received = intent.amount;
             intent.latest_charge = Some(random_id("ch"));
             sb.store.insert(intent.clone(), key.clone(), true);
-            sb.webhooks.emit("payment_intent.succeeded", &intent);
+            sb.webhooks
+                .emit("payment_intent.succeeded", &intent, cause.clone());
             stored_json(StatusCode::OK, &intent)
         }
         _ => {
@@ -179,16 +200,20 @@ fn schedule_settlement(sb: &Arc<Sandbox>, id: String) {
     let sb_task = sb.clone();
     sb.spawn(async move {
         tokio::time::sleep(sb_task.config.processing()).await;
-        if let Some(mut intent) = sb_task.store.transition(&id, "processing", "succeeded") {
-            intent.latest_charge = Some(random_id("ch"));
-            sb_task.webhooks.emit("payment_intent.succeeded", &intent);
+        if let Some(intent) = sb_task.store.transition(&id, "processing", "succeeded") {
+            sb_task
+                .webhooks
+                .emit("payment_intent.succeeded", &intent, None);
         }
     });
 }
 
 fn new_intent(params: &CreateParams, status: &str) -> PaymentIntent {
+    let id = random_id("pi");
+    let client_secret = Some(format!("{id}_{}", random_id("secret")));
     PaymentIntent {
-        id: random_id("pi"),
+        client_secret,
+        id,
         object: "payment_intent".into(),
         amount: params.amount,
         amount_received: 0,
@@ -203,6 +228,11 @@ fn new_intent(params: &CreateParams, status: &str) -> PaymentIntent {
         confirmation_method: "automatic".into(),
         created: Utc::now().timestamp(),
         livemode: false,
+        payment_method_types: vec!["card".into()],
+        amount_capturable: 0,
+        next_action: None,
+        canceled_at: None,
+        cancellation_reason: None,
     }
 }
 
@@ -217,17 +247,7 @@ async fn retrieve_intent(
     tokio::time::sleep(sb.config.latency()).await;
     match sb.store.get(&id) {
         Some(intent) => json(StatusCode::OK, &intent),
-        None => error(
-            StatusCode::NOT_FOUND,
-            ApiError {
-                kind: "invalid_request_error".into(),
-                code: Some("resource_missing".into()),
-                decline_code: None,
-                message: Some(format!("No such payment_intent: '{id}'")),
-                param: Some("intent".into()),
-                payment_intent: None,
-            },
-        ),
+        None => no_such_intent(&id),
     }
 }
 
@@ -235,6 +255,13 @@ async fn retrieve_intent(
 struct SearchParams {
     query: Option<String>,
     limit: Option<usize>,
+    /// The `next_page` of the page before.
+    page: Option<String>,
+}
+
+/// A search page cursor: how many results came before it.
+fn page_cursor(offset: usize) -> String {
+    format!("page_{offset}")
 }
 
 async fn search_intents(
@@ -258,21 +285,223 @@ async fn search_intents(
         Err(e) => return invalid_request(e),
     };
     let limit = params.limit.unwrap_or(10).clamp(1, 100);
+    let offset = match params.page.as_deref() {
+        None => 0,
+        Some(page) => match page.strip_prefix("page_").and_then(|n| n.parse().ok()) {
+            Some(offset) => offset,
+            None => {
+                return invalid_request(ParamError::new(
+                    "parameter_invalid_string",
+                    "page",
+                    format!("Invalid page: {page}"),
+                ))
+            }
+        },
+    };
     // Stripe lists search results newest first.
     let mut data = sb
         .store
         .filter(|intent| clauses.iter().all(|c| matches(c, intent)));
     data.reverse();
-    let has_more = data.len() > limit;
-    data.truncate(limit);
+    let total = data.len();
+    let data: Vec<PaymentIntent> = data.into_iter().skip(offset).take(limit).collect();
+    let has_more = offset + data.len() < total;
     json(
         StatusCode::OK,
         &SearchResult {
             object: "search_result".into(),
+            next_page: has_more.then(|| page_cursor(offset + data.len())),
             data,
             has_more,
-            next_page: None,
             url: Some("/v1/payment_intents/search".into()),
+        },
+    )
+}
+
+#[derive(serde::Deserialize)]
+struct ListParams {
+    limit: Option<usize>,
+    starting_after: Option<String>,
+    ending_before: Option<String>,
+}
+
+/// `GET /v1/payment_intents`: newest first, paged by `starting_after` / `ending_before` ids.
+async fn list_intents(
+    sb: web::Data<Sandbox>,
+    req: HttpRequest,
+    params: web::Query<ListParams>,
+) -> HttpResponse {
+    if let Some(refused) = refuse_unauthorized(&sb, &req) {
+        return refused;
+    }
+    let limit = params.limit.unwrap_or(10).clamp(1, 100);
+    let mut all = sb.store.filter(|_| true);
+    all.reverse();
+    let position = |id: &str| all.iter().position(|intent| intent.id == id);
+    let missing = |param: &str, id: &str| {
+        invalid_request(ParamError::new(
+            "resource_missing",
+            param,
+            format!("No such payment_intent: '{id}'"),
+        ))
+    };
+    let (data, has_more) = match (&params.starting_after, &params.ending_before) {
+        (Some(after), _) => match position(after) {
+            Some(at) => {
+                let rest = &all[at + 1..];
+                (
+                    rest.iter().take(limit).cloned().collect(),
+                    rest.len() > limit,
+                )
+            }
+            None => return missing("starting_after", after),
+        },
+        (None, Some(before)) => match position(before) {
+            Some(at) => {
+                let earlier = &all[..at];
+                let from = earlier.len().saturating_sub(limit);
+                (earlier[from..].to_vec(), from > 0)
+            }
+            None => return missing("ending_before", before),
+        },
+        (None, None) => (all.iter().take(limit).cloned().collect(), all.len() > limit),
+    };
+    json(
+        StatusCode::OK,
+        &ListResult {
+            object: "list".into(),
+            data,
+            has_more,
+            url: "/v1/payment_intents".into(),
+        },
+    )
+}
+
+/// `POST /v1/payment_intents/{id}/confirm`: an intent made without `confirm=true` is charged
+/// now, by the same behaviour table as a confirmed create, under the request's own key.
+async fn confirm_intent(
+    sb: web::Data<Sandbox>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: Bytes,
+) -> HttpResponse {
+    if let Some(refused) = refuse_unauthorized(&sb, &req) {
+        return refused;
+    }
+    let Some(intent) = sb.store.get(&id) else {
+        return no_such_intent(&id);
+    };
+    let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&body).unwrap_or_default();
+    let payment_method = form
+        .iter()
+        .find(|(name, _)| name == "payment_method")
+        .map(|(_, value)| value.clone())
+        .or_else(|| intent.payment_method.clone());
+    let Some(payment_method) = payment_method else {
+        return invalid_request(ParamError::new(
+            "parameter_missing",
+            "payment_method",
+            "You must provide a payment_method to confirm this PaymentIntent.".into(),
+        ));
+    };
+    let params = CreateParams {
+        amount: intent.amount,
+        currency: intent.currency.clone(),
+        payment_method: Some(payment_method.clone()),
+        confirm: true,
+        description: intent.description.clone(),
+        metadata: intent.metadata.clone(),
+        fingerprint: format!("confirm {} payment_method={payment_method}", intent.id),
+    };
+    let behaviour = Behaviour::for_payment_method(&payment_method);
+    let key = match begin_keyed(&sb, &req, &params.fingerprint) {
+        Ok(key) => key,
+        Err(answer) => return *answer,
+    };
+    // After the key: a replay of a confirm that charged answers what it answered then.
+    if !matches!(
+        intent.status.as_str(),
+        "requires_payment_method" | "requires_confirmation"
+    ) {
+        if let Some(key) = &key {
+            sb.store.abandon(key);
+        }
+        return unexpected_state(&intent, "confirm");
+    }
+    let stored = execute(
+        sb.clone().into_inner(),
+        params,
+        behaviour,
+        key.clone(),
+        Some(intent),
+    )
+    .await;
+    respond(&stored, key.as_deref(), false)
+}
+
+/// `POST /v1/payment_intents/{id}/cancel`: only before money moves, like Stripe.
+async fn cancel_intent(
+    sb: web::Data<Sandbox>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: Bytes,
+) -> HttpResponse {
+    if let Some(refused) = refuse_unauthorized(&sb, &req) {
+        return refused;
+    }
+    let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&body).unwrap_or_default();
+    let reason = form
+        .into_iter()
+        .find(|(name, _)| name == "cancellation_reason")
+        .map(|(_, value)| value);
+    match sb.store.cancel(&id, reason) {
+        None => no_such_intent(&id),
+        Some(Ok(intent)) => {
+            sb.webhooks.emit(
+                "payment_intent.canceled",
+                &intent,
+                Some(Cause {
+                    request_id: random_id("req"),
+                    idempotency_key: idempotency_key(&req).ok().flatten(),
+                }),
+            );
+            json(StatusCode::OK, &intent)
+        }
+        Some(Err(_)) => match sb.store.get(&id) {
+            Some(intent) => unexpected_state(&intent, "cancel"),
+            None => no_such_intent(&id),
+        },
+    }
+}
+
+fn no_such_intent(id: &str) -> HttpResponse {
+    error(
+        StatusCode::NOT_FOUND,
+        ApiError {
+            kind: "invalid_request_error".into(),
+            code: Some("resource_missing".into()),
+            decline_code: None,
+            message: Some(format!("No such payment_intent: '{id}'")),
+            param: Some("intent".into()),
+            payment_intent: None,
+        },
+    )
+}
+
+/// Stripe's answer to an action the intent's status does not allow.
+fn unexpected_state(intent: &PaymentIntent, action: &str) -> HttpResponse {
+    error(
+        StatusCode::BAD_REQUEST,
+        ApiError {
+            kind: "invalid_request_error".into(),
+            code: Some("payment_intent_unexpected_state".into()),
+            decline_code: None,
+            message: Some(format!(
+                "You cannot {action} this PaymentIntent because it has a status of {}.",
+                intent.status
+            )),
+            param: None,
+            payment_intent: Some(intent.clone()),
         },
     )
 }
@@ -324,15 +553,32 @@ async fn unknown_route(req: HttpRequest) -> HttpResponse {
     )
 }
 
-/// `Some(401)` unless the request carries `Authorization: Bearer <secret>`.
+/// The secret of `Authorization: Bearer <secret>`, or of `Basic base64(<secret>:)` (the secret
+/// as user name, no password), both of which Stripe accepts.
+fn presented_secret(value: &str) -> Option<Vec<u8>> {
+    if let Some(secret) = value.strip_prefix("Bearer ") {
+        return Some(secret.as_bytes().to_vec());
+    }
+    use base64::Engine;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(value.strip_prefix("Basic ")?.trim())
+        .ok()?;
+    let user = match decoded.iter().position(|&b| b == b':') {
+        Some(colon) => decoded[..colon].to_vec(),
+        None => decoded,
+    };
+    Some(user)
+}
+
+/// `Some(401)` unless the request carries the secret as Bearer or Basic credentials.
 fn refuse_unauthorized(sb: &Sandbox, req: &HttpRequest) -> Option<HttpResponse> {
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(presented_secret);
     let message = match presented {
-        Some(key) if bool::from(key.as_bytes().ct_eq(sb.config.secret.as_bytes())) => {
+        Some(key) if bool::from(key.as_slice().ct_eq(sb.config.secret.as_bytes())) => {
             return None
         }
         Some(_) => "Invalid API Key provided.",
@@ -349,6 +595,28 @@ fn refuse_unauthorized(sb: &Sandbox, req: &HttpRequest) -> Option<HttpResponse> 
             payment_intent: None,
         },
     ))
+}
+
+/// Takes the request's key for a fresh run (`Ok(None)` without a key), or the answer Stripe
+/// gives when the key was used before: the recorded response, a mismatch or in flight.
+fn begin_keyed(
+    sb: &Sandbox,
+    req: &HttpRequest,
+    fingerprint: &str,
+) -> Result<Option<String>, Box<HttpResponse>> {
+    let key = idempotency_key(req).map_err(|e| Box::new(invalid_request(e)))?;
+    if let Some(key) = &key {
+        let refused = match sb.store.begin(key, fingerprint) {
+            Begin::Fresh => None,
+            Begin::Replay(stored) => Some(respond(&stored, Some(key), true)),
+            Begin::Mismatch => Some(idempotency_mismatch(key)),
+            Begin::InFlight => Some(idempotency_in_flight(key)),
+        };
+        if let Some(answer) = refused {
+            return Err(Box::new(answer));
+        }
+    }
+    Ok(key)
 }
 
 /// The `Idempotency-Key` header: absent is fine, present must be 1–255 characters.

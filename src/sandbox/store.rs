@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use actix_web::web::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::random_id;
 use crate::providers::stripe::wire::PaymentIntent;
 
 /// One confirmed PaymentIntent, as `GET /__sandbox/ledger` lists it: the ground truth of
@@ -139,7 +140,10 @@ impl Store {
 
     pub fn insert(&self, intent: PaymentIntent, idempotency_key: Option<String>, confirmed: bool) {
         let mut inner = self.lock();
-        inner.order.push(intent.id.clone());
+        // A confirm stores the same intent again: it keeps its place in the order.
+        if !inner.intents.contains_key(&intent.id) {
+            inner.order.push(intent.id.clone());
+        }
         inner.intents.insert(
             intent.id.clone(),
             Stored {
@@ -161,8 +165,36 @@ impl Store {
         stored.intent.status = to.to_owned();
         if to == "succeeded" {
             stored.intent.amount_received = stored.intent.amount;
+            // The charge exists from now on: retrieve shows it, like the webhook does.
+            stored.intent.latest_charge = Some(random_id("ch"));
         }
         Some(stored.intent.clone())
+    }
+
+    /// Cancels an intent that has not started to move money; the intent as it is after, or
+    /// the status that forbids it.
+    pub fn cancel(
+        &self,
+        id: &str,
+        reason: Option<String>,
+    ) -> Option<Result<PaymentIntent, String>> {
+        let mut inner = self.lock();
+        let stored = inner.intents.get_mut(id)?;
+        let intent = &mut stored.intent;
+        let cancelable = matches!(
+            intent.status.as_str(),
+            "requires_payment_method"
+                | "requires_confirmation"
+                | "requires_action"
+                | "requires_capture"
+        );
+        if !cancelable {
+            return Some(Err(intent.status.clone()));
+        }
+        intent.status = "canceled".into();
+        intent.canceled_at = Some(chrono::Utc::now().timestamp());
+        intent.cancellation_reason = reason;
+        Some(Ok(intent.clone()))
     }
 
     pub fn get(&self, id: &str) -> Option<PaymentIntent> {

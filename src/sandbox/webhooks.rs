@@ -12,7 +12,14 @@ use tokio::time::Instant;
 use super::config::SandboxConfig;
 use super::{random_id, roll, until_shutdown};
 use crate::providers::signature;
-use crate::providers::stripe::wire::{Event, EventData, PaymentIntent};
+use crate::providers::stripe::wire::{Event, EventData, EventRequest, PaymentIntent};
+
+/// The API request that caused an event.
+#[derive(Debug, Clone)]
+pub struct Cause {
+    pub request_id: String,
+    pub idempotency_key: Option<String>,
+}
 
 /// The API version the sandbox claims in events, a real Stripe version.
 const API_VERSION: &str = "2024-06-20";
@@ -84,9 +91,27 @@ impl Webhooks {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = url;
     }
 
-    /// Queue a `kind` event about `intent` as it is now.
-    pub fn emit(&self, kind: &str, intent: &PaymentIntent) {
+    /// Queue a `kind` event about `intent` as it is now, caused by the API request with
+    /// `idempotency_key` (`None`: an event the sandbox makes on its own).
+    pub fn emit(&self, kind: &str, intent: &PaymentIntent, cause: Option<Cause>) {
+        let delivered = self
+            .target
+            .url
+            .read()
+            .map(|url| url.is_some())
+            .unwrap_or(false);
         let event = Event {
+            pending_webhooks: i64::from(delivered),
+            request: Some(match cause {
+                Some(cause) => EventRequest {
+                    id: Some(cause.request_id),
+                    idempotency_key: cause.idempotency_key,
+                },
+                None => EventRequest {
+                    id: None,
+                    idempotency_key: None,
+                },
+            }),
             id: random_id("evt"),
             object: "event".to_owned(),
             kind: kind.to_owned(),

@@ -180,6 +180,12 @@ mod tests {
             confirmation_method: "automatic".into(),
             created,
             livemode: false,
+            client_secret: None,
+            payment_method_types: vec!["card".into()],
+            amount_capturable: 0,
+            next_action: None,
+            canceled_at: None,
+            cancellation_reason: None,
         };
         assert_eq!(outcome_for_search(&[]), ProviderOutcome::NotFound);
         let data = [

@@ -35,6 +35,19 @@ pub struct PaymentIntent {
     pub created: i64,
     #[serde(default)]
     pub livemode: bool,
+    /// `{id}_secret_{random}`: what a browser confirms the intent with.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    #[serde(default)]
+    pub payment_method_types: Vec<String>,
+    #[serde(default)]
+    pub amount_capturable: i64,
+    #[serde(default)]
+    pub next_action: Option<serde_json::Value>,
+    #[serde(default)]
+    pub canceled_at: Option<i64>,
+    #[serde(default)]
+    pub cancellation_reason: Option<String>,
 }
 
 fn payment_intent_object() -> String {
@@ -108,6 +121,29 @@ pub struct Event {
     #[serde(default)]
     pub api_version: Option<String>,
     pub data: EventData,
+    /// Webhooks still to be delivered for this event.
+    #[serde(default)]
+    pub pending_webhooks: i64,
+    /// The API request that caused the event; `id` and `idempotency_key` are null for events
+    /// the provider makes on its own (a settlement).
+    #[serde(default)]
+    pub request: Option<EventRequest>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRequest {
+    pub id: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+/// `GET /v1/payment_intents` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListResult {
+    pub object: String,
+    pub data: Vec<PaymentIntent>,
+    #[serde(default)]
+    pub has_more: bool,
+    pub url: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
