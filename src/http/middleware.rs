@@ -38,8 +38,8 @@ pub async fn request_id_header(
 pub const URI_LIMIT: usize = 8 * 1024;
 
 /// Refuses a request whose target is over [`URI_LIMIT`], or whose target (path and query) or
-/// `User-Agent` looks like it holds a card number, before the request is logged: both are written to every request's log line.
-/// Wrapped outside the request logger, so nothing of such a request is logged but this
+/// `User-Agent` looks like it holds a card number: both are written to every request's log
+/// line. Wrapped outside the request logger, so nothing of such a request is logged but this
 /// warning, which names the place and never the value.
 pub async fn check_request_head(
     req: ServiceRequest,
