@@ -7,6 +7,10 @@
 //! zero-width characters, dashes, dots, slashes, underscores, line breaks). Letters and other
 //! characters end a number. A group of digits is never split: inside a longer run of digits a
 //! card-sized window would pass Luhn one time in ten by chance (order numbers, timestamps).
+//! Several groups make a card number when none is longer than six digits, as cards are written
+//! (4-4-4-4, 4-6-5), or when they are the whole run: a part of `1-384729104827-1234` that joins
+//! the long group to another is an identifier, not a card. Invisible characters (zero-width
+//! spaces, soft hyphens, …) are read as if they were not there.
 
 use serde_json::Value;
 
@@ -98,6 +102,7 @@ pub fn contains_card_number(text: &str) -> bool {
     for c in text.chars() {
         match classify(c) {
             Class::Digit(d) => number.push_digit(d),
+            Class::Invisible => {}
             Class::Separator => number.separate(),
             Class::Other => {
                 if number.holds_card() {
@@ -109,6 +114,9 @@ pub fn contains_card_number(text: &str) -> bool {
     }
     number.holds_card()
 }
+
+/// The longest group of digits in a card number written in groups.
+const MAX_GROUP: usize = 6;
 
 /// Digit groups joined by separators, as they are read.
 #[derive(Default)]
@@ -148,13 +156,21 @@ impl Number {
             .copied()
             .chain(std::iter::once(self.digits.len()));
         let ends: Vec<usize> = ends.collect();
+        let groups = ends.len();
         for (first, &start) in self.group_starts.iter().enumerate() {
-            for &end in &ends[first..] {
+            let mut longest_group = 0;
+            for (last, &end) in ends.iter().enumerate().skip(first) {
                 let len = end - start;
                 if len > 19 {
                     break;
                 }
-                if len >= 13 && is_card_number(&self.digits[start..end]) {
+                longest_group = longest_group.max(end - self.group_starts[last]);
+                // Several groups make a card as cards are written (no group over six
+                // digits), or when they are the whole run of digits; a part of a run that
+                // joins a long group to others is an identifier (`1-384729104827-1234`).
+                let whole_run = first == 0 && last == groups - 1;
+                let card_shaped = last == first || longest_group <= MAX_GROUP || whole_run;
+                if card_shaped && len >= 13 && is_card_number(&self.digits[start..end]) {
                     return true;
                 }
             }
@@ -165,26 +181,33 @@ impl Number {
 
 enum Class {
     Digit(u8),
+    /// Shows as nothing: read as if it were not there.
+    Invisible,
     Separator,
     Other,
+}
+
+/// Soft hyphen, zero-width space and joiners, direction marks, word joiner, invisible
+/// operators, BOM, Mongolian vowel separator.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}' | '\u{200B}'..='\u{200F}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{180E}'
+    )
 }
 
 fn classify(c: char) -> Class {
     if let Some(d) = decimal_digit(c) {
         return Class::Digit(d);
     }
+    if is_invisible(c) {
+        return Class::Invisible;
+    }
     let separator = c.is_whitespace()
         || matches!(
             c,
             '-' | '.' | '/' | '_' | ',' | ':' | ';' | '+' | '*' | '#' | '~' | '|' | '\\' | '\''
                 | '(' | ')'
-                // soft hyphen, zero-width space/joiners, marks, word joiner, invisible
-                // operators, BOM, Mongolian vowel separator
-                | '\u{00AD}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{2060}'..='\u{2064}'
-                | '\u{FEFF}'
-                | '\u{180E}'
                 // dashes, bullets and middle dots
                 | '\u{2010}'..='\u{2015}'
                 | '\u{2022}'
@@ -314,6 +337,8 @@ mod tests {
             "4242\u{00A0}4242\u{00A0}4242\u{00A0}4242",
             "4242\u{200B}4242\u{200B}4242\u{200B}4242",
             "4\u{200B}2\u{200B}4\u{200B}2424242424242",
+            "4-242424242424242",
+            "4\u{00AD}242\u{00AD}4242 4242 4242",
             "4242 - 4242 - 4242 - 4242",
             "４２４２４２４２４２４２４２４２",
             "٤٢٤٢٤٢٤٢٤٢٤٢٤٢٤٢",
@@ -344,6 +369,9 @@ mod tests {
             "order 100000000000017",
             "invoice 2026-000123-0042",
             "42424242424242424242", // 20 digits: another identifier
+            "1-384729104827-1234",  // a long group joined to others: an identifier
+            "3847291048271-234",
+            "ref 1-384729104827-1234-5",
             "ref 77777777777777777",
         ] {
             assert!(!contains_card_number(ordinary), "{ordinary:?}");
