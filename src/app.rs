@@ -15,13 +15,14 @@ use tokio::task::JoinHandle;
 use crate::accounts::CallerCache;
 use crate::db::{build_pool, DbPool, PoolSettings};
 use crate::http::connections::{ClientLimits, ConnectionBudget};
-use crate::http::{self, metrics::Metrics, middleware as mw, AppState};
+use crate::http::{self, middleware as mw, AppState};
 use crate::idempotency::reaper::{self, ReaperSettings};
 use crate::idempotency::{quota, IdempotencyMetrics, IdempotencySettings, Keys, NewKeyQuota};
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::reconciler::{self, ReconcilerSettings};
 use crate::payments::Payments;
 use crate::providers::PaymentProvider;
+use crate::telemetry::metrics::Metrics;
 
 #[derive(Debug, Clone)]
 pub struct AppSettings {

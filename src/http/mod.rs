@@ -31,7 +31,7 @@ pub const BODY_LIMIT: usize = 64 * 1024;
 /// What every handler may use; built once per application.
 pub struct AppState {
     pub pool: DbPool,
-    pub metrics: Arc<metrics::Metrics>,
+    pub metrics: Arc<crate::telemetry::metrics::Metrics>,
     pub idempotency: Keys,
     pub payments: Arc<Payments>,
     /// Who a presented secret belongs to, remembered for a short while.

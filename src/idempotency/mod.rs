@@ -86,7 +86,10 @@ impl IdempotencyMetrics {
         })
     }
 
-    pub fn register(&self, registry: &crate::http::metrics::Metrics) -> prometheus::Result<()> {
+    pub fn register(
+        &self,
+        registry: &crate::telemetry::metrics::Metrics,
+    ) -> prometheus::Result<()> {
         registry.register(Box::new(self.outcomes.clone()))?;
         registry.register(Box::new(self.wait.clone()))?;
         registry.register(Box::new(self.keys.clone()))?;

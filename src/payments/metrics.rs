@@ -67,7 +67,10 @@ impl PaymentMetrics {
         })
     }
 
-    pub fn register(&self, registry: &crate::http::metrics::Metrics) -> prometheus::Result<()> {
+    pub fn register(
+        &self,
+        registry: &crate::telemetry::metrics::Metrics,
+    ) -> prometheus::Result<()> {
         registry.register(Box::new(self.transitions.clone()))?;
         registry.register(Box::new(self.provider_calls.clone()))?;
         registry.register(Box::new(self.provider_latency.clone()))?;

@@ -1,4 +1,7 @@
-//! Logging: `tracing` to stderr, human-readable or JSON lines; `RUST_LOG` filters (default info).
+//! Logging (`tracing` to stderr, human-readable or JSON lines; `RUST_LOG` filters, default
+//! info) and the metrics registry.
+
+pub mod metrics;
 
 use tracing_subscriber::{fmt, EnvFilter};
 
