@@ -1,6 +1,7 @@
 //! The Stripe adapter against a local HTTP mock: the exact wire format it sends and how
-//! every kind of answer maps to a `ProviderOutcome` (SPEC §6), plus webhook signatures
-//! checked against independently computed fixtures (SPEC §7).
+//! every kind of answer maps to a `ProviderOutcome` (docs/DESIGN.md, "The provider
+//! protocol"), plus webhook signatures checked against independently computed fixtures
+//! (docs/DESIGN.md, "Webhooks").
 
 use std::time::Duration;
 

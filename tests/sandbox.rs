@@ -1,6 +1,6 @@
 //! The sandbox over real HTTP, driven through the Stripe adapter and raw requests: the
-//! payment_method table of SPEC §6, Stripe's idempotency semantics, faults, the ledger and
-//! signed webhooks (SPEC §7).
+//! payment_method table (README, "Commands"), Stripe's idempotency semantics, faults, the
+//! ledger and signed webhooks (docs/DESIGN.md, "Webhooks").
 
 use std::time::{Duration, Instant};
 

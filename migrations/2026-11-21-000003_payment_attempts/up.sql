@@ -1,6 +1,7 @@
 -- Payment attempts (one try to charge, one provider idempotency key), their timeline and the
--- log of every provider call. The invariants of SPEC §2 live here, so they hold whatever
--- writes the rows: the API, a webhook, the reconciler or a person at a psql prompt.
+-- log of every provider call. The invariants of docs/DESIGN.md, "Attempts" live here, so they
+-- hold whatever writes the rows: the API, a webhook, the reconciler or a person at a psql
+-- prompt.
 
 CREATE TABLE payment_attempts (
     merchant_id               uuid        NOT NULL,

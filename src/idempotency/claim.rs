@@ -15,7 +15,8 @@
 //!
 //! - A new key: the work runs and the key is inserted **from the work's result**, so the
 //!   key row exists exactly when the work happened. A refusal by the database (a unique
-//!   index, a trigger) fails the whole statement: nothing is recorded, as SPEC §4 asks.
+//!   index, a trigger) fails the whole statement: nothing is recorded (docs/DESIGN.md, "The
+//!   Idempotency-Key protocol").
 //! - A finished key: nothing runs; the same statement returns the recorded status and the
 //!   resource *as it is now*. A replay is one round trip and no explicit transaction.
 //! - A key in flight: the transaction-scoped advisory lock tells "someone is in this

@@ -66,7 +66,8 @@ pub struct StoredKey {
 }
 
 /// What a finished request recorded, to replay later: its status and the resource it made,
-/// which a replay shows as it is then (SPEC §4), so no response body is kept.
+/// which a replay shows as it is then, so no response body is kept (docs/DESIGN.md, "The
+/// Idempotency-Key protocol").
 #[derive(Debug, Clone)]
 pub struct Recorded {
     pub status: u16,

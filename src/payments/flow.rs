@@ -1,4 +1,5 @@
-//! The payment flow of SPEC §5, behind `POST /v1/orders/{id}/payments` and `POST /v1/checkout`:
+//! The payment flow (docs/DESIGN.md, "A payment: two transactions and one provider call"),
+//! behind `POST /v1/orders/{id}/payments` and `POST /v1/checkout`:
 //!
 //! 1. Transaction 1, one statement (the claim of [`crate::idempotency::claim`] with the work
 //!    of [`super::keyed`]): the key, the attempt `created`, its timeline row (and the order

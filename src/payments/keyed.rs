@@ -218,7 +218,8 @@ impl<'a> NewAttempt<'a> {
     }
 }
 
-/// `POST /v1/orders/{id}/payments`: transaction 1 of SPEC §5 for an existing order.
+/// `POST /v1/orders/{id}/payments`: transaction 1 for an existing order (docs/DESIGN.md,
+/// "A payment: two transactions and one provider call").
 pub struct PayOrder<'a> {
     pub order_id: OrderId,
     pub attempt: NewAttempt<'a>,

@@ -1,5 +1,5 @@
-//! The reconciler (SPEC §8): a worker in every replica that finds the truth about attempts
-//! still `created` or `pending` once their `next_check_at` has come.
+//! The reconciler (docs/DESIGN.md, "The reconciler"): a worker in every replica that finds
+//! the truth about attempts still `created` or `pending` once their `next_check_at` has come.
 //!
 //! Replicas share the queue through `FOR UPDATE SKIP LOCKED`: claiming an attempt pushes its
 //! `next_check_at` past the provider timeout in the same statement, so no other replica asks

@@ -268,7 +268,8 @@ pub(crate) fn settle_key_cte(while_open: bool) -> String {
     )
 }
 
-/// The provider's answer to our own create, in **one statement** (transaction 2 of SPEC §5):
+/// The provider's answer to our own create, in **one statement** (transaction 2 of
+/// docs/DESIGN.md, "A payment: two transactions and one provider call"):
 /// the call log, the attempt's move and its timeline row, and the completion of the key
 /// `idempotency_key` that made it. `None` if the attempt was not as read (a webhook was
 /// faster, or it is already final): then only the call was logged, and the caller applies

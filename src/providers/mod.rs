@@ -3,7 +3,7 @@
 //! payorch talks to providers through [`PaymentProvider`]. Every method answers a
 //! [`ProviderCall`]: a typed [`ProviderOutcome`] plus what the caller needs for its
 //! provider call log (HTTP status, latency). Adapters never retry: only the code that
-//! owns the provider idempotency key may resend (SPEC §5, §8).
+//! owns the provider idempotency key may resend (docs/DESIGN.md, "The reconciler").
 
 use std::fmt;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Stripe-Signature webhook signing and verification (SPEC §7).
+//! Stripe-Signature webhook signing and verification (docs/DESIGN.md, "Webhooks").
 //!
 //! `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>…]` where each `v1` is
 //! HMAC-SHA256 of `"{t}.{raw body}"` under a webhook secret. Any one matching `v1`

@@ -1,4 +1,4 @@
-//! What each test `payment_method` does (SPEC §6 table).
+//! What each test `payment_method` does (docs/DESIGN.md, "The provider protocol").
 
 /// The behaviour of one payment method token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

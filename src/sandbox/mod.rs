@@ -1,5 +1,6 @@
-//! The provider simulator (SPEC §6): the Stripe PaymentIntents protocol with Stripe's
-//! idempotency semantics, fault injection, signed webhooks and a ledger of real charges.
+//! The provider simulator (docs/DESIGN.md, "The provider protocol"): the Stripe
+//! PaymentIntents protocol with Stripe's idempotency semantics, fault injection, signed
+//! webhooks and a ledger of real charges.
 //!
 //! Fault model: faults happen at the "edge", around an API that behaves correctly.
 //! `pm_sandbox_error_before` and `--error-rate` fail before the API sees the request (no

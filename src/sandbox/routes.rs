@@ -1,4 +1,5 @@
-//! The sandbox's HTTP endpoints: the PaymentIntents protocol of SPEC §6 plus the ledger.
+//! The sandbox's HTTP endpoints: the PaymentIntents protocol (docs/DESIGN.md, "The provider
+//! protocol") plus the ledger.
 
 use std::sync::Arc;
 

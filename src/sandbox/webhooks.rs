@@ -1,5 +1,6 @@
-//! Signed webhook delivery, with the fault knobs of SPEC §6 (duplication, reordering,
-//! delay) and retries with exponential backoff on non-2xx or transport errors.
+//! Signed webhook delivery (docs/DESIGN.md, "Webhooks"), with the sandbox's fault knobs
+//! (duplication, reordering, delay) and retries with exponential backoff on non-2xx or
+//! transport errors.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

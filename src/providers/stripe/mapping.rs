@@ -1,4 +1,5 @@
-//! How Stripe's answers map to a [`ProviderOutcome`] (SPEC §6).
+//! How Stripe's answers map to a [`ProviderOutcome`] (docs/DESIGN.md, "The provider
+//! protocol").
 //!
 //! The rule of thumb: only an answer that proves nothing was charged is `Failed`;
 //! anything that leaves doubt is `Unknown`, so the caller asks again with the same key.

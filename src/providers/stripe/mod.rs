@@ -1,4 +1,5 @@
-//! The Stripe PaymentIntents adapter (SPEC §6). It speaks to Stripe itself and to the sandbox.
+//! The Stripe PaymentIntents adapter (docs/DESIGN.md, "The provider protocol"). It speaks to
+//! Stripe itself and to the sandbox.
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ pub mod wire;
 
 pub use mapping::{outcome_for_intent, outcome_for_response, outcome_for_status, Call};
 
-/// SPEC §6 defaults.
+/// The default timeouts of a provider call (README, "Configuration").
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -37,7 +38,7 @@ pub struct StripeConfig {
 }
 
 impl StripeConfig {
-    /// A config with SPEC §6/§7 default timeouts and tolerance.
+    /// A config with the default timeouts and webhook tolerance (README, "Configuration").
     pub fn new(
         base_url: impl Into<String>,
         secret: impl Into<String>,
@@ -173,7 +174,7 @@ fn transport_unknown(e: &reqwest::Error) -> ProviderOutcome {
     ProviderOutcome::Unknown { reason }
 }
 
-/// The form body of a create, in SPEC §6 order.
+/// The form body of a create, in a fixed order (docs/DESIGN.md, "The provider protocol").
 pub fn create_form(req: &ChargeRequest) -> Vec<(&'static str, String)> {
     vec![
         ("amount", req.amount.to_string()),
