@@ -17,8 +17,19 @@ use crate::db::schema::{attempt_events, orders, payment_attempts, provider_calls
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::orders::OrderStatus;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    diesel::deserialize::FromSqlRow,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
+#[diesel(sql_type = diesel::sql_types::Text)]
 pub enum AttemptStatus {
     /// Recorded; the provider call may not have gone out yet.
     Created,
@@ -117,6 +128,18 @@ pub struct PaymentAttempt {
     pub checks: i32,
 }
 
+/// Read strictly: a status the code does not know is an error, never a guess.
+impl diesel::deserialize::FromSql<diesel::sql_types::Text, diesel::pg::Pg> for AttemptStatus {
+    fn from_sql(bytes: diesel::pg::PgValue<'_>) -> diesel::deserialize::Result<Self> {
+        let text = <String as diesel::deserialize::FromSql<
+            diesel::sql_types::Text,
+            diesel::pg::Pg,
+        >>::from_sql(bytes)?;
+        AttemptStatus::parse(&text)
+            .ok_or_else(|| format!("unknown payment attempt status {text:?}").into())
+    }
+}
+
 /// The row as the table holds it; [`PaymentAttempt`] is how it is shown. Also read from
 /// `to_jsonb` of a row, as the claim statement returns it.
 #[derive(Queryable, Selectable, QueryableByName, Deserialize)]
@@ -125,7 +148,7 @@ pub struct AttemptRow {
     merchant_id: Uuid,
     id: Uuid,
     order_id: Uuid,
-    status: String,
+    status: AttemptStatus,
     amount: i64,
     currency: String,
     payment_method: String,
@@ -149,8 +172,7 @@ impl From<AttemptRow> for PaymentAttempt {
             object: "payment",
             merchant_id: MerchantId(row.merchant_id),
             order_id: OrderId(row.order_id),
-            // The column's CHECK admits only the four statuses.
-            status: AttemptStatus::parse(&row.status).unwrap_or(AttemptStatus::Pending),
+            status: row.status,
             amount: row.amount,
             currency: row.currency,
             payment_method: row.payment_method,

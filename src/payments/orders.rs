@@ -22,8 +22,19 @@ pub const MAX_METADATA_VALUE_LEN: usize = 500;
 pub const MAX_REFERENCE_LEN: usize = 255;
 pub const MAX_DESCRIPTION_LEN: usize = 1000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    diesel::deserialize::FromSqlRow,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
+#[diesel(sql_type = diesel::sql_types::Text)]
 pub enum OrderStatus {
     AwaitingPayment,
     Processing,
@@ -80,6 +91,17 @@ pub struct Order {
     pub updated_at: DateTime<Utc>,
 }
 
+/// Read strictly: a status the code does not know is an error, never a guess.
+impl diesel::deserialize::FromSql<diesel::sql_types::Text, diesel::pg::Pg> for OrderStatus {
+    fn from_sql(bytes: diesel::pg::PgValue<'_>) -> diesel::deserialize::Result<Self> {
+        let text = <String as diesel::deserialize::FromSql<
+            diesel::sql_types::Text,
+            diesel::pg::Pg,
+        >>::from_sql(bytes)?;
+        OrderStatus::parse(&text).ok_or_else(|| format!("unknown order status {text:?}").into())
+    }
+}
+
 /// The row as the table holds it; [`Order`] is how it is shown. Also read from `to_jsonb`
 /// of a row, as the claim statement returns it.
 #[derive(Queryable, Selectable, Deserialize)]
@@ -89,7 +111,7 @@ pub struct OrderRow {
     id: Uuid,
     amount: i64,
     currency: String,
-    status: String,
+    status: OrderStatus,
     merchant_reference: Option<String>,
     description: Option<String>,
     metadata: serde_json::Value,
@@ -123,7 +145,7 @@ impl Order {
             amount: row.amount,
             currency: row.currency,
             // The column's CHECK admits only the four statuses.
-            status: OrderStatus::parse(&row.status).unwrap_or(OrderStatus::Processing),
+            status: row.status,
             merchant_reference: row.merchant_reference,
             description: row.description,
             metadata: serde_json::from_value(row.metadata).unwrap_or_default(),

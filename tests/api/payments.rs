@@ -627,3 +627,46 @@ async fn payment_metrics_count_transitions_and_provider_calls() {
         assert!(text.contains(line), "missing {line}\n{text}");
     }
 }
+
+#[tokio::test]
+async fn a_status_the_code_does_not_know_is_an_error_not_a_guess() {
+    use diesel::sql_types::Text;
+    use payorch::payments::orders::OrderStatus;
+    use payorch::payments::AttemptStatus;
+
+    #[derive(diesel::QueryableByName, Debug)]
+    struct Attempt {
+        #[diesel(sql_type = Text)]
+        #[allow(dead_code, reason = "read to see whether it converts")]
+        status: AttemptStatus,
+    }
+    #[derive(diesel::QueryableByName, Debug)]
+    struct Order {
+        #[diesel(sql_type = Text)]
+        #[allow(dead_code, reason = "read to see whether it converts")]
+        status: OrderStatus,
+    }
+    let db = crate::helpers::TestDatabase::migrated().await;
+    let mut conn = db.connect().await;
+    let read = |sql: &'static str| diesel::sql_query(sql);
+    let known = read("SELECT 'pending' AS status")
+        .get_result::<Attempt>(&mut conn)
+        .await;
+    assert_eq!(known.unwrap().status, AttemptStatus::Pending);
+    let unknown = read("SELECT 'refunded' AS status")
+        .get_result::<Attempt>(&mut conn)
+        .await;
+    assert!(
+        matches!(unknown, Err(diesel::result::Error::DeserializationError(ref e))
+            if e.to_string().contains("unknown payment attempt status \"refunded\"")),
+        "{unknown:?}"
+    );
+    let unknown = read("SELECT 'shipped' AS status")
+        .get_result::<Order>(&mut conn)
+        .await;
+    assert!(
+        matches!(unknown, Err(diesel::result::Error::DeserializationError(ref e))
+            if e.to_string().contains("unknown order status \"shipped\"")),
+        "{unknown:?}"
+    );
+}
