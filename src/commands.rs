@@ -17,6 +17,7 @@ use crate::db::migrations::run_migrations;
 use crate::db::Database;
 use crate::providers::stripe::StripeProvider;
 use crate::sandbox::{self, SandboxConfig, SandboxHandle};
+use crate::secret::Secret;
 
 /// A failure that ends the command; printed as one line.
 #[derive(Debug)]
@@ -73,12 +74,13 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
     let previous = credentials::read(&path);
     // Kept across restarts so a provider configured with it keeps working. Given secrets
     // are all accepted; the first is the one the in-process sandbox signs with.
-    let webhook_secrets: Vec<String> = match args.provider.webhook_secrets.as_slice() {
+    let webhook_secrets: Vec<Secret> = match args.provider.webhook_secrets.as_slice() {
         [] => vec![previous
             .as_ref()
             .and_then(|p| p.webhook_secret.clone())
-            .unwrap_or_else(|| accounts::random_secret("whsec_"))],
-        given => given.iter().map(|s| s.trim().to_string()).collect(),
+            .unwrap_or_else(|| accounts::random_secret("whsec_"))
+            .into()],
+        given => given.iter().map(|s| s.trim().into()).collect(),
     };
     let webhook_secret = webhook_secrets[0].clone();
     let (provider_url, provider_secret, sandbox) = match &args.provider.provider_url {
@@ -96,7 +98,7 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
                 .provider
                 .provider_secret
                 .clone()
-                .unwrap_or_else(|| accounts::random_secret("sk_test_"));
+                .unwrap_or_else(|| accounts::random_secret("sk_test_").into());
             let sandbox = start_sandbox(args, &secret, &webhook_secret).await?;
             (sandbox.base_url(), secret, Some(sandbox))
         }
@@ -138,9 +140,9 @@ async fn start_sandbox(
 ) -> Result<SandboxHandle, CommandError> {
     let config = SandboxConfig {
         bind: args.provider.sandbox_bind.clone(),
-        secret: secret.to_string(),
+        secret: secret.into(),
         webhook_url: None,
-        webhook_secret: webhook_secret.to_string(),
+        webhook_secret: webhook_secret.into(),
         ..SandboxConfig::default()
     };
     let handle = sandbox::start(config).await?;

@@ -14,6 +14,7 @@ use crate::idempotency::IdempotencySettings;
 use crate::payments::reconciler::ReconcilerSettings;
 use crate::providers::stripe::StripeConfig;
 use crate::sandbox::SandboxConfig;
+use crate::secret::Secret;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,7 +71,7 @@ pub struct CreateArgs {
 }
 
 /// Where the database is. Without `DATABASE_URL`, a private cluster under `--data-dir`.
-#[derive(Debug, Clone, Args)]
+#[derive(Clone, Args)]
 pub struct DatabaseArgs {
     /// An existing PostgreSQL database; when unset, payorch runs a private cluster.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
@@ -91,6 +92,22 @@ pub struct DatabaseArgs {
         default_value_t = 10_000
     )]
     pub db_statement_timeout_ms: u64,
+}
+
+/// The database URL may hold a password: `Debug` says only whether one is set.
+impl std::fmt::Debug for DatabaseArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseArgs")
+            .field(
+                "database_url",
+                &self.database_url.as_ref().map(|_| "[redacted]"),
+            )
+            .field("data_dir", &self.data_dir)
+            .field("db_pool_size", &self.db_pool_size)
+            .field("db_acquire_timeout_ms", &self.db_acquire_timeout_ms)
+            .field("db_statement_timeout_ms", &self.db_statement_timeout_ms)
+            .finish()
+    }
 }
 
 impl DatabaseArgs {
@@ -151,7 +168,7 @@ pub struct ProviderArgs {
     pub provider_url: Option<String>,
     /// The provider's secret API key (for the in-process sandbox: made up at start).
     #[arg(long, env = "PAYORCH_PROVIDER_SECRET", hide_env_values = true)]
-    pub provider_secret: Option<String>,
+    pub provider_secret: Option<Secret>,
     /// The secrets webhooks may be signed with, comma-separated: several at once while a
     /// secret is rotated; the in-process sandbox signs with the first (default: the one in
     /// credentials.json, else a new one).
@@ -161,7 +178,7 @@ pub struct ProviderArgs {
         hide_env_values = true,
         value_delimiter = ','
     )]
-    pub webhook_secrets: Vec<String>,
+    pub webhook_secrets: Vec<Secret>,
     /// Largest accepted distance between a webhook's signed timestamp and now.
     #[arg(long, env = "PAYORCH_WEBHOOK_TOLERANCE_SECS", default_value_t = 300)]
     pub webhook_tolerance_secs: u64,
@@ -187,7 +204,7 @@ impl ProviderArgs {
         &self,
         base_url: &str,
         secret: &str,
-        webhook_secrets: Vec<String>,
+        webhook_secrets: Vec<Secret>,
     ) -> StripeConfig {
         StripeConfig {
             connect_timeout: Duration::from_millis(self.provider_connect_timeout_ms),
@@ -313,5 +330,68 @@ impl ServeArgs {
             }
             .fitted_to_open_files(),
         }
+    }
+}
+
+#[cfg(test)]
+mod secrets_in_debug {
+    use clap::Parser;
+
+    use super::Cli;
+    use crate::credentials::Credentials;
+    use crate::providers::stripe::StripeConfig;
+    use crate::sandbox::SandboxConfig;
+
+    #[test]
+    fn no_config_shows_a_secret_in_debug_output() {
+        let cli = Cli::try_parse_from([
+            "payorch",
+            "serve",
+            "--database-url",
+            "postgres://payorch:db-password-1@db.internal/payorch",
+            "--provider-url",
+            "https://api.stripe.com",
+            "--provider-secret",
+            "sk_live_provider-secret-2",
+            "--webhook-secret",
+            "whsec_webhook-secret-3,whsec_webhook-secret-4",
+        ])
+        .expect("the flags parse");
+        let sandbox = SandboxConfig {
+            secret: "sk_test_sandbox-secret-5".into(),
+            webhook_secret: "whsec_sandbox-secret-6".into(),
+            ..SandboxConfig::default()
+        };
+        let stripe = StripeConfig::new(
+            "https://api.stripe.com",
+            "sk_live_stripe-secret-7",
+            vec!["whsec_stripe-secret-8".into()],
+        );
+        let credentials = Credentials {
+            merchant_id: crate::ids::MerchantId::new(),
+            api_key: "sk_mer_api-key-9".into(),
+            support_key: "sk_sup_support-key-10".into(),
+            base_url: "http://127.0.0.1:8080".into(),
+            sandbox_url: None,
+            webhook_secret: Some("whsec_file-secret-11".into()),
+        };
+        let shown = format!("{cli:?} {sandbox:?} {stripe:?} {credentials:?}");
+        for secret in [
+            "db-password-1",
+            "provider-secret-2",
+            "webhook-secret-3",
+            "webhook-secret-4",
+            "sandbox-secret-5",
+            "sandbox-secret-6",
+            "stripe-secret-7",
+            "stripe-secret-8",
+            "api-key-9",
+            "support-key-10",
+            "file-secret-11",
+        ] {
+            assert!(!shown.contains(secret), "{secret} shows in {shown}");
+        }
+        // What is not secret still shows, so the output stays useful.
+        assert!(shown.contains("https://api.stripe.com"), "{shown}");
     }
 }

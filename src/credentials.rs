@@ -18,7 +18,7 @@ pub const FILE_NAME: &str = "credentials.json";
 /// Names the "bootstrap the demo account" critical section among advisory locks.
 const BOOTSTRAP_LOCK_KEY: i64 = 0x7061_796f_7263_6802;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Credentials {
     pub merchant_id: MerchantId,
     pub api_key: String,
@@ -29,12 +29,41 @@ pub struct Credentials {
 }
 
 /// The demo secrets, either made now (empty database) or read back from an earlier start.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DemoAccount {
     pub merchant_id: MerchantId,
     pub api_key: String,
     pub support_key: String,
 }
+
+/// Names and ids only: the keys never show in `Debug` output.
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("merchant_id", &self.merchant_id)
+            .field("api_key", &REDACTED)
+            .field("support_key", &REDACTED)
+            .field("base_url", &self.base_url)
+            .field("sandbox_url", &self.sandbox_url)
+            .field(
+                "webhook_secret",
+                &self.webhook_secret.as_ref().map(|_| REDACTED),
+            )
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for DemoAccount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DemoAccount")
+            .field("merchant_id", &self.merchant_id)
+            .field("api_key", &REDACTED)
+            .field("support_key", &REDACTED)
+            .finish()
+    }
+}
+
+const REDACTED: &str = "[redacted]";
 
 /// The names the demo account's merchant and keys are made with; `--new-demo-keys` finds the
 /// demo merchant by this name.

@@ -12,4 +12,5 @@ pub mod ids;
 pub mod payments;
 pub mod providers;
 pub mod sandbox;
+pub mod secret;
 pub mod telemetry;

@@ -20,8 +20,8 @@ const SECRET: &str = "sk_test_adapter";
 fn provider(base_url: &str) -> StripeProvider {
     StripeProvider::new(StripeConfig {
         base_url: base_url.to_owned(),
-        secret: SECRET.to_owned(),
-        webhook_secrets: vec!["whsec_fixture_secret_1".to_owned()],
+        secret: SECRET.into(),
+        webhook_secrets: vec!["whsec_fixture_secret_1".into()],
         connect_timeout: Duration::from_millis(300),
         timeout: Duration::from_millis(500),
         webhook_tolerance: Duration::from_secs(300),
@@ -484,6 +484,6 @@ fn setup_refuses_a_bad_base_url_or_empty_secret() {
     assert!(StripeProvider::new(config.clone()).is_err());
     config.base_url = "http://127.0.0.1:1".into();
     assert!(StripeProvider::new(config.clone()).is_ok());
-    config.secret = String::new();
+    config.secret = "".into();
     assert!(StripeProvider::new(config).is_err());
 }

@@ -229,7 +229,7 @@ impl Stack {
 
         // Webhooks stay off (no URL): only the request path is measured.
         let sandbox_config = SandboxConfig {
-            webhook_secret: WEBHOOK_SECRET.to_string(),
+            webhook_secret: WEBHOOK_SECRET.into(),
             ..SandboxConfig::default()
         };
         let sandbox = sandbox::start(sandbox_config.clone()).await?;

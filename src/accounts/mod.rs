@@ -58,10 +58,20 @@ pub struct Merchant {
 }
 
 /// A key as created: the only moment its secret exists outside the caller's hands.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Clone, Serialize)]
 pub struct NewKey {
     pub key_id: ApiKeyId,
     pub secret: String,
+}
+
+/// The id only: the secret never shows in `Debug` output.
+impl std::fmt::Debug for NewKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewKey")
+            .field("key_id", &self.key_id)
+            .field("secret", &"[redacted]")
+            .finish()
+    }
 }
 
 /// 24 random bytes in hex behind a recognisable prefix (`sk_mer_`, `whsec_`, …).

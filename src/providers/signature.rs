@@ -85,10 +85,10 @@ pub fn parse_header(header: &str) -> Result<ParsedHeader, WebhookError> {
 /// Verify `header` for `payload` against any of `secrets`, and that its timestamp is
 /// within `tolerance` of `now` (either side). The signature is checked first so a
 /// forged header learns nothing about the clock.
-pub fn verify(
+pub fn verify<S: AsRef<str>>(
     payload: &[u8],
     header: &str,
-    secrets: &[String],
+    secrets: &[S],
     now: DateTime<Utc>,
     tolerance: Duration,
 ) -> Result<i64, WebhookError> {
@@ -100,7 +100,7 @@ pub fn verify(
                 return false;
             };
             // verify_slice compares in constant time.
-            mac_for(secret, parsed.timestamp, payload)
+            mac_for(secret.as_ref(), parsed.timestamp, payload)
                 .verify_slice(&bytes)
                 .is_ok()
         })

@@ -1,5 +1,6 @@
 //! The sandbox's knobs: every flag has an environment variable.
 
+use crate::secret::Secret;
 use std::time::Duration;
 
 /// Defaults, shared by the flags and by [`Default`] so the two cannot drift.
@@ -21,7 +22,7 @@ pub struct SandboxConfig {
 
     /// API secret key clients must send as `Authorization: Bearer`.
     #[arg(long = "secret", env = "PAYORCH_PROVIDER_SECRET", default_value = DEFAULT_SECRET)]
-    pub secret: String,
+    pub secret: Secret,
 
     /// Where to POST signed webhook events; none → events are not delivered.
     #[arg(long = "webhook-url", env = "PAYORCH_SANDBOX_WEBHOOK_URL")]
@@ -29,7 +30,7 @@ pub struct SandboxConfig {
 
     /// Secret the webhook `Stripe-Signature` is computed with.
     #[arg(long = "webhook-secret", env = "PAYORCH_WEBHOOK_SECRET", default_value = DEFAULT_WEBHOOK_SECRET)]
-    pub webhook_secret: String,
+    pub webhook_secret: Secret,
 
     /// How long `pm_sandbox_slow` takes before it succeeds.
     #[arg(long = "slow-ms", env = "PAYORCH_SANDBOX_SLOW_MS", default_value_t = DEFAULT_SLOW_MS)]
@@ -88,9 +89,9 @@ impl Default for SandboxConfig {
     fn default() -> Self {
         Self {
             bind: DEFAULT_BIND.to_owned(),
-            secret: DEFAULT_SECRET.to_owned(),
+            secret: DEFAULT_SECRET.into(),
             webhook_url: None,
-            webhook_secret: DEFAULT_WEBHOOK_SECRET.to_owned(),
+            webhook_secret: DEFAULT_WEBHOOK_SECRET.into(),
             slow_ms: DEFAULT_SLOW_MS,
             processing_ms: DEFAULT_PROCESSING_MS,
             latency_ms: 0,

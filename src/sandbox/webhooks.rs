@@ -14,6 +14,7 @@ use super::config::SandboxConfig;
 use super::{random_id, roll, until_shutdown};
 use crate::providers::signature;
 use crate::providers::stripe::wire::{Event, EventData, EventRequest, PaymentIntent};
+use crate::secret::Secret;
 
 /// The API request that caused an event.
 #[derive(Debug, Clone)]
@@ -27,7 +28,7 @@ const API_VERSION: &str = "2024-06-20";
 
 struct Target {
     url: RwLock<Option<String>>,
-    secret: String,
+    secret: Secret,
     client: reqwest::Client,
     delay: Duration,
     max_attempts: u32,

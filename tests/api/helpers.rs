@@ -331,7 +331,11 @@ async fn start_app(
         ..StripeConfig::new(
             sandbox.base_url(),
             config.sandbox.secret.clone(),
-            config.webhook_secrets.clone(),
+            config
+                .webhook_secrets
+                .iter()
+                .map(|s| s.as_str().into())
+                .collect(),
         )
     })
     .expect("build the provider adapter");

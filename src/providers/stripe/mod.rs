@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::secret::Secret;
+
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
 use reqwest::{header, Method, Url};
@@ -27,9 +29,9 @@ pub struct StripeConfig {
     /// e.g. `https://api.stripe.com` or the sandbox's `http://127.0.0.1:PORT`.
     pub base_url: String,
     /// The API secret key, sent as `Authorization: Bearer`.
-    pub secret: String,
+    pub secret: Secret,
     /// Every webhook secret currently accepted (more than one while rotating).
-    pub webhook_secrets: Vec<String>,
+    pub webhook_secrets: Vec<Secret>,
     pub connect_timeout: Duration,
     /// The whole call, connect to last body byte.
     pub timeout: Duration,
@@ -41,8 +43,8 @@ impl StripeConfig {
     /// A config with the default timeouts and webhook tolerance (README, "Configuration").
     pub fn new(
         base_url: impl Into<String>,
-        secret: impl Into<String>,
-        webhook_secrets: Vec<String>,
+        secret: impl Into<Secret>,
+        webhook_secrets: Vec<Secret>,
     ) -> Self {
         Self {
             base_url: base_url.into(),
@@ -73,8 +75,8 @@ pub enum StripeSetupError {
 pub struct StripeProvider {
     client: reqwest::Client,
     base_url: Url,
-    secret: String,
-    webhook_secrets: Vec<String>,
+    secret: Secret,
+    webhook_secrets: Vec<Secret>,
     webhook_tolerance: Duration,
 }
 
@@ -124,7 +126,7 @@ impl StripeProvider {
     /// Send one request, once, and map whatever happens to an outcome.
     async fn call(&self, call: Call, request: reqwest::RequestBuilder) -> ProviderCall {
         let started = Instant::now();
-        let response = request.bearer_auth(&self.secret).send().await;
+        let response = request.bearer_auth(self.secret.expose()).send().await;
         let (outcome, http_status) = match response {
             Err(e) => (transport_unknown(&e), None),
             Ok(response) => {
