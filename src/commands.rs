@@ -143,6 +143,7 @@ async fn start_sandbox(
         secret: secret.into(),
         webhook_url: None,
         webhook_secret: webhook_secret.into(),
+        webhook_delay_ms: args.provider.sandbox_webhook_delay_ms,
         ..SandboxConfig::default()
     };
     let handle = sandbox::start(config).await?;

@@ -185,6 +185,10 @@ pub struct ProviderArgs {
     /// Address of the in-process sandbox provider.
     #[arg(long, env = "PAYORCH_SANDBOX_BIND", default_value = "127.0.0.1:0")]
     pub sandbox_bind: String,
+    /// How long after a charge the in-process sandbox delivers its webhook (0: at once,
+    /// racing the API answer).
+    #[arg(long, env = "PAYORCH_SANDBOX_WEBHOOK_DELAY_MS", default_value_t = crate::sandbox::DEFAULT_WEBHOOK_DELAY_MS)]
+    pub sandbox_webhook_delay_ms: u64,
     /// Longest wait for a connection to the provider.
     #[arg(
         long,

@@ -22,6 +22,7 @@ fn fast() -> SandboxConfig {
         slow_ms: 300,
         processing_ms: 200,
         webhook_retry_ms: 50,
+        webhook_delay_ms: 0,
         ..SandboxConfig::default()
     }
 }

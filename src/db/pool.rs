@@ -1,5 +1,6 @@
 //! The connection pool: diesel-async connections in a deadpool, each set up with our
-//! `application_name` and `statement_timeout` so a stuck query cannot hold a request for ever.
+//! `application_name` and `statement_timeout` so a stuck query cannot hold a request for ever,
+//! and with generic plans for prepared statements.
 
 use std::time::Duration;
 
@@ -45,8 +46,15 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
         let url = url.to_string();
         async move {
             let mut conn = AsyncPgConnection::establish(&url).await?;
+            // Every statement payorch prepares finds its rows by key (merchant, id, key,
+            // provider id), where one plan fits every parameter. Left to choose, PostgreSQL
+            // plans the first five runs of each afresh and may keep doing so when its cost
+            // estimate of the generic plan is off, which for the payment statements' CTEs it
+            // is (BENCHMARKS.md, "Generic plans"). A statement whose best plan depends on its
+            // parameters must be written as its own text instead.
             conn.batch_execute(&format!(
-                "SET application_name = 'payorch'; SET statement_timeout = {statement_timeout_ms}"
+                "SET application_name = 'payorch'; SET statement_timeout = {statement_timeout_ms}; \
+                 SET plan_cache_mode = force_generic_plan"
             ))
             .await
             .map_err(ConnectionError::CouldntSetupConfiguration)?;

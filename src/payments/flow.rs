@@ -19,6 +19,7 @@ use chrono::Utc;
 use diesel_async::AsyncPgConnection;
 
 use super::attempts::{find_attempt, why_refused, PaymentAttempt, Refusal};
+use super::final_attempts::FinalAttempts;
 use super::keyed::{Checkout, CreateOrder, NewAttempt, PayOrder, Resources, ATTEMPT_CREATED};
 use super::metrics::PaymentMetrics;
 use super::orders::{order_with_reference, NewOrder, Order, OrderError};
@@ -41,6 +42,8 @@ pub struct Payments {
     pub provider: Arc<dyn PaymentProvider>,
     pub metrics: Arc<PaymentMetrics>,
     pub reconciler: ReconcilerSettings,
+    /// Attempts this replica saw finish, so their webhooks skip a read.
+    pub finals: FinalAttempts,
 }
 
 /// Everything one payment request needs.
@@ -260,6 +263,7 @@ async fn finish(
             }
         }
     };
+    payments.finals.remember(&attempt);
     Ok(Paid {
         order: order.map(|order| order.following(&attempt)),
         attempt,

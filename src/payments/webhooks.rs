@@ -119,8 +119,11 @@ async fn record_once(
     let handled = HANDLED_TYPES.contains(&event.event_type.as_str());
     // Bounded: a round that writes nothing means another writer moved the attempt first,
     // and an attempt makes at most two moves.
-    for _ in 0..4 {
-        let seen = look(conn, provider, event).await?;
+    for round in 0..4 {
+        let seen = match remembered(payments, event).filter(|_| round == 0) {
+            Some(seen) => seen,
+            None => look(conn, provider, event).await?.known()?,
+        };
         if seen.recorded {
             return Ok(Received::Duplicate);
         }
@@ -129,8 +132,8 @@ async fn record_once(
             provider,
             event,
         };
-        let charge_owner = seen.charge_owner.map(PaymentId);
-        let Some(attempt) = seen.attempt()? else {
+        let charge_owner = seen.charge_owner;
+        let Some(attempt) = seen.attempt else {
             let outcome = if handled {
                 EventOutcome::UnknownAttempt
             } else {
@@ -252,15 +255,45 @@ struct Seen {
 }
 
 impl Seen {
-    fn attempt(self) -> diesel::QueryResult<Option<PaymentAttempt>> {
-        self.attempt
+    fn known(self) -> diesel::QueryResult<Known> {
+        let attempt = self
+            .attempt
             .map(|value| {
                 serde_json::from_value::<AttemptRow>(value)
                     .map(Into::into)
                     .map_err(|err| diesel::result::Error::DeserializationError(err.into()))
             })
-            .transpose()
+            .transpose()?;
+        Ok(Known {
+            recorded: self.recorded,
+            attempt,
+            charge_owner: self.charge_owner.map(PaymentId),
+        })
     }
+}
+
+/// What the event is judged against: read by [`look`], or remembered.
+struct Known {
+    /// Known to be recorded already (a remembered attempt says `false` and lets the insert's
+    /// `ON CONFLICT` find a copy).
+    recorded: bool,
+    attempt: Option<PaymentAttempt>,
+    charge_owner: Option<PaymentId>,
+}
+
+/// The event's attempt, when this replica saw it finish and it holds the event's charge id:
+/// a final attempt never changes, and the charge id is unique per provider, so this is what
+/// [`look`] would read. Anything less certain is read.
+fn remembered(payments: &Payments, event: &WebhookEvent) -> Option<Known> {
+    let id = event.attempt_id.as_deref()?.parse::<PaymentId>().ok()?;
+    let attempt = payments.finals.get(id)?;
+    let holds_charge = attempt.provider == payments.provider.name()
+        && attempt.provider_payment_id.as_deref() == Some(event.provider_id.as_str());
+    holds_charge.then_some(Known {
+        recorded: false,
+        charge_owner: Some(attempt.id),
+        attempt: Some(attempt),
+    })
 }
 
 async fn look(

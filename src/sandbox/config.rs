@@ -12,6 +12,10 @@ pub const DEFAULT_PROCESSING_MS: u64 = 1000;
 pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 6;
 pub const DEFAULT_WEBHOOK_RETRY_MS: u64 = 1000;
 pub const DEFAULT_WEBHOOK_REORDER_WINDOW_MS: u64 = 2500;
+/// A provider queues an event when it answers and delivers it moments later, so its webhook
+/// usually reaches the merchant after the API answer. 0 sends each event the instant the
+/// charge is made, racing the answer: the tests use that, the hardest case.
+pub const DEFAULT_WEBHOOK_DELAY_MS: u64 = 200;
 
 /// Configuration of the provider simulator (`payorch sandbox`, or in-process in `serve`).
 #[derive(Debug, Clone, PartialEq, clap::Args)]
@@ -68,11 +72,11 @@ pub struct SandboxConfig {
     #[arg(long = "webhook-reorder-window-ms", env = "PAYORCH_SANDBOX_WEBHOOK_REORDER_WINDOW_MS", default_value_t = DEFAULT_WEBHOOK_REORDER_WINDOW_MS)]
     pub webhook_reorder_window_ms: u64,
 
-    /// Delay before each webhook event is first delivered.
+    /// Delay before each webhook event is first delivered (0: at once, racing the answer).
     #[arg(
         long = "webhook-delay-ms",
         env = "PAYORCH_SANDBOX_WEBHOOK_DELAY_MS",
-        default_value_t = 0
+        default_value_t = DEFAULT_WEBHOOK_DELAY_MS
     )]
     pub webhook_delay_ms: u64,
 
@@ -100,7 +104,7 @@ impl Default for SandboxConfig {
             webhook_duplicate_rate: 0.0,
             webhook_reorder: false,
             webhook_reorder_window_ms: DEFAULT_WEBHOOK_REORDER_WINDOW_MS,
-            webhook_delay_ms: 0,
+            webhook_delay_ms: DEFAULT_WEBHOOK_DELAY_MS,
             webhook_max_attempts: DEFAULT_WEBHOOK_MAX_ATTEMPTS,
             webhook_retry_ms: DEFAULT_WEBHOOK_RETRY_MS,
         }

@@ -26,7 +26,7 @@ mod store;
 mod webhooks;
 
 pub use behaviour::Behaviour;
-pub use config::SandboxConfig;
+pub use config::{SandboxConfig, DEFAULT_WEBHOOK_DELAY_MS};
 pub use store::LedgerEntry;
 
 use store::Store;

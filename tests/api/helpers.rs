@@ -311,6 +311,8 @@ impl Default for TestConfig {
                 webhook_secret: TEST_WEBHOOK_SECRET.into(),
                 slow_ms: 1500,
                 processing_ms: 300,
+                // Each webhook races the answer to its charge: the hardest case.
+                webhook_delay_ms: 0,
                 ..SandboxConfig::default()
             },
             provider_timeout: Duration::from_millis(1000),

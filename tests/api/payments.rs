@@ -557,6 +557,72 @@ async fn the_database_refuses_moves_the_state_machine_does_not_allow() {
     );
 }
 
+/// The one-column rules are domains: whatever writes a row, a bad value is refused by the
+/// rule's own name.
+#[tokio::test]
+async fn the_database_refuses_values_outside_their_domain_by_name() {
+    let app = TestApp::spawn().await;
+    let (_, paid) = app.pay(Route::Checkout, "domains", "pm_card_visa").await;
+    let id = &paid["id"].as_str().unwrap()[4..];
+    let order = &paid["order_id"].as_str().unwrap()[4..];
+    let mut conn = app.db.connect().await;
+    let new_order = |column: &str, value: &str| {
+        format!(
+            "INSERT INTO orders (merchant_id, id, amount, currency, {column}) \
+             SELECT merchant_id, gen_random_uuid(), 100, 'usd', {value} FROM orders WHERE id = '{order}'"
+        )
+    };
+    let cases = [
+        (new_order("merchant_reference", "''"), "short_text_length"),
+        (new_order("description", "repeat('x', 1001)"), "description_text_length"),
+        (new_order("metadata", "'[]'"), "json_object_is_object"),
+        (new_order("status", "'lost'"), "order_status_known"),
+        (
+            format!("UPDATE orders SET currency = 'USD' WHERE id = '{order}'"),
+            "currency_code_lower_iso",
+        ),
+        (
+            format!("UPDATE orders SET amount = 0 WHERE id = '{order}'"),
+            "amount_minor_range",
+        ),
+        (
+            format!("UPDATE payment_attempts SET status = 'refunded' WHERE id = '{id}'"),
+            "attempt_status_known",
+        ),
+        (
+            format!(
+                "INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source) \
+                 SELECT merchant_id, id, 'succeeded', 'failed', 'api' FROM payment_attempts WHERE id = '{id}'"
+            ),
+            "open_attempt_status_known",
+        ),
+        (
+            format!(
+                "INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome, latency_ms) \
+                 SELECT merchant_id, id, 'create', 'webhook', 'succeeded', 1 FROM payment_attempts WHERE id = '{id}'"
+            ),
+            "provider_call_source_known",
+        ),
+        (
+            "UPDATE idempotency_keys SET state = 'done'".to_string(),
+            "key_state_known",
+        ),
+    ];
+    for (sql, constraint) in cases {
+        match diesel::sql_query(&sql).execute(&mut conn).await {
+            Err(diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::CheckViolation,
+                info,
+            )) => assert_eq!(info.constraint_name(), Some(constraint), "{sql}"),
+            other => panic!("{sql}: expected {constraint} to refuse it, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        app.payment(paid["id"].as_str().unwrap()).await["status"],
+        "succeeded"
+    );
+}
+
 #[tokio::test]
 async fn bad_payment_requests_get_field_errors_and_write_nothing() {
     let app = TestApp::spawn().await;

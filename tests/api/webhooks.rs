@@ -387,3 +387,46 @@ async fn an_event_naming_another_attempts_charge_is_a_conflict() {
     assert_eq!(now["status"], "pending");
     assert!(now["provider_payment_id"].is_null());
 }
+
+/// A replica remembers the attempts it saw finish and judges their webhooks without reading
+/// the attempt (a final attempt never changes); the outcomes are the read path's.
+#[tokio::test]
+async fn events_about_an_attempt_this_replica_saw_finish_are_judged_as_read() {
+    let app = quiet_app().await;
+    let (status, paid) = app.pay(Route::Checkout, "remembered", "pm_card_visa").await;
+    assert_eq!(status, 201);
+    assert_eq!(paid["status"], "succeeded");
+    let succeeded = event("succeeded", "evt_late_success", &paid);
+    assert_eq!(app.deliver_signed(&succeeded).await["outcome"], "stale");
+    assert_eq!(app.deliver_signed(&succeeded).await["duplicate"], true);
+    let failed = event("payment_failed", "evt_late_failure", &paid);
+    assert_eq!(app.deliver_signed(&failed).await["outcome"], "conflict");
+    let mut other_amount: Value =
+        serde_json::from_str(&event("succeeded", "evt_other_amount", &paid)).unwrap();
+    other_amount["data"]["object"]["amount"] = 1.into();
+    assert_eq!(
+        app.deliver_signed(&other_amount.to_string()).await["outcome"],
+        "conflict"
+    );
+    // Another charge id is not the remembered attempt's: read, and judged a conflict.
+    let mut other_charge: Value =
+        serde_json::from_str(&event("succeeded", "evt_other_charge", &paid)).unwrap();
+    other_charge["data"]["object"]["id"] = "pi_made_up".into();
+    assert_eq!(
+        app.deliver_signed(&other_charge.to_string()).await["outcome"],
+        "conflict"
+    );
+    assert_eq!(
+        app.event_outcomes().await,
+        [
+            ("evt_late_success".to_string(), "stale".to_string()),
+            ("evt_late_failure".to_string(), "conflict".to_string()),
+            ("evt_other_amount".to_string(), "conflict".to_string()),
+            ("evt_other_charge".to_string(), "conflict".to_string()),
+        ]
+    );
+    assert_eq!(
+        app.payment(paid["id"].as_str().unwrap()).await["status"],
+        "succeeded"
+    );
+}

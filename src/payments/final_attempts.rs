@@ -1,0 +1,85 @@
+//! Attempts this replica has seen become final, remembered so that a webhook about one of
+//! them is judged without reading the attempt first (docs/DESIGN.md, "Webhooks").
+//!
+//! A final attempt never changes again: the database refuses any update of a `succeeded` or
+//! `failed` row (`payment_attempts_guard_transition`). So a remembered final attempt is
+//! exactly what a read would return, for as long as it is remembered. Open attempts are never
+//! remembered.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::attempts::PaymentAttempt;
+use crate::ids::PaymentId;
+
+/// Past this many attempts the map is emptied and starts again: a bound on memory (a few MB),
+/// not a cache policy worth more (a forgotten attempt costs one read).
+const CAPACITY: usize = 20_000;
+
+#[derive(Default)]
+pub struct FinalAttempts {
+    entries: Mutex<HashMap<PaymentId, PaymentAttempt>>,
+}
+
+impl FinalAttempts {
+    /// Remembers `attempt` if it is final.
+    pub fn remember(&self, attempt: &PaymentAttempt) {
+        if !attempt.status.is_final() {
+            return;
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= CAPACITY {
+            entries.clear();
+        }
+        entries.insert(attempt.id, attempt.clone());
+    }
+
+    /// The final attempt `id`, if remembered.
+    pub fn get(&self, id: PaymentId) -> Option<PaymentAttempt> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.get(&id).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+    use crate::ids::{MerchantId, OrderId};
+    use crate::payments::AttemptStatus;
+
+    #[test]
+    fn only_final_attempts_are_remembered() {
+        let finals = FinalAttempts::default();
+        let mut attempt = PaymentAttempt {
+            id: PaymentId::new(),
+            object: "payment",
+            merchant_id: MerchantId::new(),
+            order_id: OrderId::new(),
+            status: AttemptStatus::Pending,
+            amount: 100,
+            currency: "usd".into(),
+            payment_method: "pm_card_visa".into(),
+            provider: "stripe".into(),
+            provider_idempotency_key: "k".into(),
+            provider_payment_id: Some("pi_1".into()),
+            failure_code: None,
+            failure_message: None,
+            next_check_at: None,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+            finished_at: None,
+            idempotency_key: None,
+            checks: 0,
+        };
+        finals.remember(&attempt);
+        assert!(finals.get(attempt.id).is_none());
+        attempt.status = AttemptStatus::Succeeded;
+        finals.remember(&attempt);
+        assert_eq!(
+            finals.get(attempt.id).map(|a| a.status),
+            Some(AttemptStatus::Succeeded)
+        );
+    }
+}
