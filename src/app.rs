@@ -18,6 +18,7 @@ use crate::http::connections::{ClientLimits, ConnectionBudget};
 use crate::http::{self, middleware as mw, AppState};
 use crate::idempotency::reaper::{self, ReaperSettings};
 use crate::idempotency::{quota, IdempotencyMetrics, IdempotencySettings, Keys, NewKeyQuota};
+use crate::payments::event_log::EventLog;
 use crate::payments::final_attempts::FinalAttempts;
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::reconciler::{self, ReconcilerSettings};
@@ -94,6 +95,7 @@ impl Application {
             metrics: payment_metrics,
             reconciler: settings.reconciler.clone(),
             finals: FinalAttempts::default(),
+            event_log: EventLog::start(pool.clone()),
         });
         let quota = Arc::new(NewKeyQuota::new(
             settings.idempotency.max_new_keys_per_minute,

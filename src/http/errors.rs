@@ -14,6 +14,7 @@ use crate::db::pool::PoolError;
 use crate::idempotency::{IdempotencyError, KeyError};
 use crate::ids::{OrderId, PaymentId};
 use crate::payments::attempts::Refusal;
+use crate::payments::event_log::LogError;
 use crate::payments::flow::PayError;
 use crate::payments::orders::OrderError;
 use crate::payments::webhooks::ReceiveError;
@@ -396,7 +397,12 @@ impl From<ReceiveError> for ApiError {
     fn from(err: ReceiveError) -> Self {
         match err {
             ReceiveError::Unavailable(err) => err.into(),
-            ReceiveError::Database(err) => err.into(),
+            ReceiveError::Database(err) | ReceiveError::Log(LogError::Database(err)) => err.into(),
+            // No connection, or the server is shutting down: the provider redelivers.
+            ReceiveError::Log(err @ (LogError::Unavailable(_) | LogError::Stopped)) => {
+                tracing::warn!(error = %err, "webhook event not recorded");
+                ApiError::Unavailable
+            }
         }
     }
 }

@@ -19,6 +19,7 @@ use chrono::Utc;
 use diesel_async::AsyncPgConnection;
 
 use super::attempts::{find_attempt, why_refused, PaymentAttempt, Refusal};
+use super::event_log::EventLog;
 use super::final_attempts::FinalAttempts;
 use super::keyed::{Checkout, CreateOrder, NewAttempt, PayOrder, Resources, ATTEMPT_CREATED};
 use super::metrics::PaymentMetrics;
@@ -44,6 +45,8 @@ pub struct Payments {
     pub reconciler: ReconcilerSettings,
     /// Attempts this replica saw finish, so their webhooks skip a read.
     pub finals: FinalAttempts,
+    /// Where events that change no attempt are recorded, in batches.
+    pub event_log: EventLog,
 }
 
 /// Everything one payment request needs.

@@ -2,6 +2,7 @@
 //! flow and the reconciler.
 
 pub mod attempts;
+pub mod event_log;
 pub mod final_attempts;
 pub mod flow;
 pub mod keyed;

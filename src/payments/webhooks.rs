@@ -15,6 +15,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
 use super::attempts::{AttemptRow, PaymentAttempt, Source};
+use super::event_log::{EventLog, EventRow, LogError};
 use super::flow::Payments;
 use super::transition::{decide, move_of, move_then, settle_key_cte, Decision};
 use crate::db::pool::PoolError;
@@ -77,6 +78,8 @@ pub enum ReceiveError {
     Unavailable(#[from] PoolError),
     #[error(transparent)]
     Database(#[from] diesel::result::Error),
+    #[error(transparent)]
+    Log(#[from] LogError),
 }
 
 /// Records `event` from `provider` and applies it, once per provider event id.
@@ -85,8 +88,7 @@ pub async fn receive(
     payments: &Payments,
     event: &WebhookEvent,
 ) -> Result<Received, ReceiveError> {
-    let mut conn = pool.get().await?;
-    let received = record_once(&mut conn, payments, event).await?;
+    let received = record_once(pool, payments, event).await?;
     let label = match &received {
         Received::Recorded { outcome, .. } => outcome.as_str(),
         Received::Duplicate => "duplicate",
@@ -110,8 +112,11 @@ pub async fn receive(
 /// with its effect (one statement). An event that moves an attempt is inserted `FROM` the
 /// conditional update, so it is recorded exactly when the move happened; if the attempt
 /// moved in between, nothing was written and the event is judged again.
+///
+/// A connection is taken only for each statement: an event on its way to the event log holds
+/// none while it waits for its batch.
 async fn record_once(
-    conn: &mut AsyncPgConnection,
+    pool: &DbPool,
     payments: &Payments,
     event: &WebhookEvent,
 ) -> Result<Received, ReceiveError> {
@@ -122,7 +127,9 @@ async fn record_once(
     for round in 0..4 {
         let seen = match remembered(payments, event).filter(|_| round == 0) {
             Some(seen) => seen,
-            None => look(conn, provider, event).await?.known()?,
+            None => look(&mut *pool.get().await?, provider, event)
+                .await?
+                .known()?,
         };
         if seen.recorded {
             return Ok(Received::Duplicate);
@@ -140,23 +147,35 @@ async fn record_once(
                 EventOutcome::Ignored
             };
             let detail = format!("no attempt for {}", event.provider_id);
-            return Ok(new.insert(conn, outcome, &detail, None).await?);
+            return new
+                .insert(&payments.event_log, outcome, &detail, None)
+                .await;
         };
         let outcome = match event.outcome() {
             Some(outcome) if handled => outcome,
             _ => {
                 let detail = format!("{} is not acted on", event.event_type);
-                return Ok(new
-                    .insert(conn, EventOutcome::Ignored, &detail, Some(&attempt))
-                    .await?);
+                return new
+                    .insert(
+                        &payments.event_log,
+                        EventOutcome::Ignored,
+                        &detail,
+                        Some(&attempt),
+                    )
+                    .await;
             }
         };
         // A signed event is still only the provider's word about *some* charge: one that
         // does not match what payorch asked for must not settle this attempt.
         if let Some(detail) = disagreement(&attempt, event, charge_owner) {
-            return Ok(new
-                .insert(conn, EventOutcome::Conflict, &detail, Some(&attempt))
-                .await?);
+            return new
+                .insert(
+                    &payments.event_log,
+                    EventOutcome::Conflict,
+                    &detail,
+                    Some(&attempt),
+                )
+                .await;
         }
         let was = attempt.status;
         let decision = decide(was, &outcome);
@@ -171,7 +190,9 @@ async fn record_once(
                 ),
                 _ => (EventOutcome::Stale, format!("attempt is already {now}")),
             };
-            return Ok(new.insert(conn, result, &detail, Some(&attempt)).await?);
+            return new
+                .insert(&payments.event_log, result, &detail, Some(&attempt))
+                .await;
         };
         let detail = match &decision {
             Decision::Move { to, .. } => format!("{} → {}", was.as_str(), to.as_str()),
@@ -212,7 +233,8 @@ async fn record_once(
             #[diesel(sql_type = Bool)]
             recorded: bool,
         }
-        let written = match query.get_result::<Written>(conn).await.optional() {
+        let mut conn = pool.get().await?;
+        let written = match query.get_result::<Written>(&mut conn).await.optional() {
             // Another attempt took this charge id since the look: look again, and find it.
             Err(diesel::result::Error::DatabaseError(
                 diesel::result::DatabaseErrorKind::UniqueViolation,
@@ -373,32 +395,30 @@ struct NewEvent<'a> {
 }
 
 impl NewEvent<'_> {
-    /// Records an event that changes no attempt, unless a copy was recorded first.
+    /// Records an event that changes no attempt, unless a copy was recorded first; in the
+    /// event log's next batch.
     async fn insert(
         &self,
-        conn: &mut AsyncPgConnection,
+        log: &EventLog,
         outcome: EventOutcome,
         detail: &str,
         attempt: Option<&PaymentAttempt>,
-    ) -> diesel::QueryResult<Received> {
-        let inserted = diesel::insert_into(webhook_events::table)
-            .values((
-                webhook_events::id.eq(self.id.0),
-                webhook_events::provider.eq(self.provider),
-                webhook_events::provider_event_id.eq(&self.event.id),
-                webhook_events::event_type.eq(&self.event.event_type),
-                webhook_events::outcome.eq(outcome.as_str()),
-                webhook_events::detail.eq(detail),
-                webhook_events::merchant_id.eq(attempt.map(|a| a.merchant_id.0)),
-                webhook_events::attempt_id.eq(attempt.map(|a| a.id.0)),
-                webhook_events::payload.eq(&self.event.raw),
-                webhook_events::provider_created_at.eq(self.event.created),
-            ))
-            .on_conflict((webhook_events::provider, webhook_events::provider_event_id))
-            .do_nothing()
-            .execute(conn)
+    ) -> Result<Received, ReceiveError> {
+        let recorded = log
+            .record(EventRow {
+                id: self.id.0,
+                provider: self.provider.to_owned(),
+                provider_event_id: self.event.id.clone(),
+                event_type: self.event.event_type.clone(),
+                outcome: outcome.as_str(),
+                detail: detail.to_owned(),
+                merchant_id: attempt.map(|a| a.merchant_id.0),
+                attempt_id: attempt.map(|a| a.id.0),
+                payload: self.event.raw.clone(),
+                provider_created_at: self.event.created,
+            })
             .await?;
-        Ok(if inserted == 1 {
+        Ok(if recorded {
             Received::Recorded {
                 id: self.id,
                 outcome,

@@ -430,3 +430,32 @@ async fn events_about_an_attempt_this_replica_saw_finish_are_judged_as_read() {
         "succeeded"
     );
 }
+
+/// Events that change nothing share a batch; each delivery is still answered for itself, and
+/// two copies of one event in the same batch are recorded once.
+#[tokio::test]
+async fn many_late_events_at_once_are_each_recorded_once() {
+    let app = quiet_app().await;
+    let (_, paid) = app.pay(Route::Checkout, "batched", "pm_card_visa").await;
+    assert_eq!(paid["status"], "succeeded");
+    let bodies: Vec<String> = (0..20)
+        .map(|n| event("succeeded", &format!("evt_batch_{n}"), &paid))
+        .collect();
+    let receipts = join_all(
+        bodies
+            .iter()
+            .chain(bodies.iter())
+            .map(|body| app.deliver_signed(body)),
+    )
+    .await;
+    let recorded = receipts.iter().filter(|r| r["duplicate"] == false).count();
+    let duplicates = receipts.iter().filter(|r| r["duplicate"] == true).count();
+    assert_eq!((recorded, duplicates), (20, 20), "{receipts:?}");
+    assert!(receipts
+        .iter()
+        .filter(|r| r["duplicate"] == false)
+        .all(|r| r["outcome"] == "stale"));
+    let outcomes = app.event_outcomes().await;
+    assert_eq!(outcomes.len(), 20);
+    assert!(outcomes.iter().all(|(_, outcome)| outcome == "stale"));
+}
