@@ -21,7 +21,8 @@ use crate::idempotency::{quota, IdempotencyMetrics, IdempotencySettings, Keys, N
 use crate::payments::event_log::EventLog;
 use crate::payments::final_attempts::FinalAttempts;
 use crate::payments::metrics::PaymentMetrics;
-use crate::payments::reconciler::{self, ReconcilerSettings};
+use crate::payments::reconciler;
+use crate::payments::reconciler_settings::ReconcilerSettings;
 use crate::payments::Payments;
 use crate::providers::PaymentProvider;
 use crate::telemetry::metrics::Metrics;

@@ -11,7 +11,7 @@ use crate::db::PoolSettings;
 use crate::http::connections::ClientLimits;
 use crate::idempotency::reaper::ReaperSettings;
 use crate::idempotency::IdempotencySettings;
-use crate::payments::reconciler::ReconcilerSettings;
+use crate::payments::reconciler_settings::ReconcilerSettings;
 use crate::providers::stripe::StripeConfig;
 use crate::sandbox::SandboxConfig;
 use crate::secret::Secret;

@@ -371,3 +371,21 @@ mod tests {
         }
     }
 }
+
+/// Which provider operation a call was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    Create,
+    Retrieve,
+    Search,
+}
+
+impl CallKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallKind::Create => "create",
+            CallKind::Retrieve => "retrieve",
+            CallKind::Search => "search",
+        }
+    }
+}

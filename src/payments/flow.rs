@@ -13,41 +13,21 @@
 //! and 3, the key stays in flight for its lease; a retry after that resumes the same attempt
 //! (a resend with the same provider key), and the reconciler finishes it if nobody retries.
 
-use std::sync::Arc;
-
 use chrono::Utc;
 use diesel_async::AsyncPgConnection;
 
-use super::attempts::{find_attempt, why_refused, PaymentAttempt, Refusal};
-use super::event_log::EventLog;
-use super::final_attempts::FinalAttempts;
+use super::attempts::{find_attempt, why_refused, CallKind, PaymentAttempt, Refusal};
 use super::keyed::{Checkout, CreateOrder, NewAttempt, PayOrder, Resources, ATTEMPT_CREATED};
-use super::metrics::PaymentMetrics;
 use super::orders::{order_with_reference, NewOrder, Order, OrderError};
 use super::payment_method::PaymentMethodToken;
-use super::reconciler::ReconcilerSettings;
-use super::transition::{apply, record_answer, CallKind};
+use super::service::{charge_request, settle_key, Payments};
+use super::transition::{apply, record_answer};
 use super::Source;
 use crate::db::pool::PoolError;
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
-use crate::idempotency::store;
-use crate::idempotency::{claim, Claimed, IdempotencyError, KeyedRequest, Keys, Recorded};
+use crate::idempotency::{claim, Claimed, IdempotencyError, KeyedRequest, Keys};
 use crate::ids::OrderId;
-use crate::providers::{ChargeRequest, PaymentProvider};
-
-const RESOURCE_TYPE: &str = super::keyed::PAYMENT_ATTEMPT;
-
-/// What the payment flow and the reconciler share.
-pub struct Payments {
-    pub provider: Arc<dyn PaymentProvider>,
-    pub metrics: Arc<PaymentMetrics>,
-    pub reconciler: ReconcilerSettings,
-    /// Attempts this replica saw finish, so their webhooks skip a read.
-    pub finals: FinalAttempts,
-    /// Where events that change no attempt are recorded, in batches.
-    pub event_log: EventLog,
-}
 
 /// Everything one payment request needs.
 pub struct PayContext<'a> {
@@ -273,43 +253,4 @@ async fn finish(
         status: 201,
         replayed: false,
     })
-}
-
-/// The charge as the provider sees it: the same on every resend.
-pub fn charge_request(attempt: &PaymentAttempt) -> ChargeRequest {
-    ChargeRequest {
-        amount: attempt.amount,
-        currency: attempt.currency.clone(),
-        payment_method: attempt.payment_method.clone(),
-        idempotency_key: attempt.provider_idempotency_key.clone(),
-        attempt_id: attempt.id.to_string(),
-        order_id: attempt.order_id.to_string(),
-        merchant_id: attempt.merchant_id.to_string(),
-    }
-}
-
-/// Completes the Idempotency-Key that made a now-final attempt, for whoever finished it
-/// (the reconciler, a webhook), so a late retry replays the final result and the key may
-/// expire.
-pub async fn settle_key(
-    conn: &mut AsyncPgConnection,
-    attempt: &PaymentAttempt,
-) -> diesel::QueryResult<()> {
-    match &attempt.idempotency_key {
-        Some(key) => {
-            store::complete_for_resource(conn, attempt.merchant_id, key, &recorded(attempt)).await
-        }
-        None => Ok(()),
-    }
-}
-
-/// What a payment key records: `201` and its attempt, which a replay shows as it is then. An
-/// open attempt keeps its key from being reaped.
-pub fn recorded(attempt: &PaymentAttempt) -> Recorded {
-    Recorded {
-        status: 201,
-        resource_type: RESOURCE_TYPE,
-        resource_id: attempt.id.0,
-        unresolved: !attempt.status.is_final(),
-    }
 }

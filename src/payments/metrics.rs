@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
-use super::attempts::{AttemptStatus, Source};
-use super::transition::CallKind;
+use super::attempts::{AttemptStatus, CallKind, Source};
 use crate::providers::ProviderCall;
 
 pub struct PaymentMetrics {

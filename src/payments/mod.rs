@@ -11,9 +11,11 @@ pub mod money;
 pub mod orders;
 pub mod payment_method;
 pub mod reconciler;
+pub mod reconciler_settings;
+pub mod service;
 pub mod text;
 pub mod transition;
 pub mod webhooks;
 
 pub use attempts::{AttemptStatus, PaymentAttempt, Source};
-pub use flow::Payments;
+pub use service::Payments;

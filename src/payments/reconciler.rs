@@ -19,66 +19,16 @@ use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;
 use tokio::sync::watch;
 
+use super::attempts::CallKind;
 use super::attempts::{AttemptRow, PaymentAttempt, Source};
-use super::flow::{charge_request, settle_key, Payments};
-use super::transition::{apply, log_call, CallKind};
+use super::reconciler_settings::{to_chrono, ReconcilerSettings};
+use super::service::{charge_request, settle_key, Payments};
+use super::transition::{apply, log_call};
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
 pub const NO_RECORD: &str = "provider_no_record";
-
-#[derive(Debug, Clone)]
-pub struct ReconcilerSettings {
-    /// How often each replica looks for due attempts.
-    pub interval: Duration,
-    /// Wait before the first, second, … check; the last one repeats.
-    pub backoff: Vec<Duration>,
-    /// How long the provider keeps idempotency keys, minus a margin: inside it, a resend with
-    /// the same key is safe and tells the truth.
-    pub key_window: Duration,
-    /// How long a claimed attempt is hidden from other replicas; longer than a provider call.
-    pub claim: Duration,
-    /// Attempts claimed per round.
-    pub batch: i64,
-    /// Attempts unresolved for longer than this are counted for a human.
-    pub alert_after: Duration,
-}
-
-impl Default for ReconcilerSettings {
-    fn default() -> Self {
-        ReconcilerSettings {
-            interval: Duration::from_secs(1),
-            backoff: [5, 15, 60, 300, 900, 3600]
-                .map(Duration::from_secs)
-                .to_vec(),
-            key_window: Duration::from_secs(23 * 3600),
-            claim: Duration::from_secs(60),
-            batch: 16,
-            alert_after: Duration::from_secs(15 * 60),
-        }
-    }
-}
-
-impl ReconcilerSettings {
-    /// The wait before check number `checks + 1`.
-    pub fn wait_after(&self, checks: i32) -> Duration {
-        let index = (checks.max(0) as usize).min(self.backoff.len().saturating_sub(1));
-        self.backoff
-            .get(index)
-            .copied()
-            .unwrap_or(Duration::from_secs(3600))
-    }
-
-    /// When the payment flow leaves an attempt open, the first check is this far away.
-    pub fn first_check(&self) -> chrono::Duration {
-        to_chrono(self.wait_after(0))
-    }
-}
-
-fn to_chrono(d: Duration) -> chrono::Duration {
-    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::hours(1))
-}
 
 /// Runs until `stop` turns true.
 pub async fn run(pool: DbPool, payments: Arc<Payments>, mut stop: watch::Receiver<bool>) {

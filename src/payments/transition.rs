@@ -7,7 +7,7 @@ use diesel::sql_types::{Integer, Nullable, SmallInt, Text, Timestamptz, Uuid as 
 use diesel::OptionalExtension;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use super::attempts::{find_attempt, AttemptRow, AttemptStatus, PaymentAttempt, Source};
+use super::attempts::{find_attempt, AttemptRow, AttemptStatus, CallKind, PaymentAttempt, Source};
 use super::metrics::PaymentMetrics;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
@@ -311,24 +311,6 @@ pub async fn record_answer(
         metrics.transition(attempt.status, *to, Source::ProviderResponse);
     }
     Ok(moved)
-}
-
-/// Which provider operation a call was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallKind {
-    Create,
-    Retrieve,
-    Search,
-}
-
-impl CallKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallKind::Create => "create",
-            CallKind::Retrieve => "retrieve",
-            CallKind::Search => "search",
-        }
-    }
 }
 
 /// A provider call as its log row holds it.

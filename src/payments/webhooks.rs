@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::attempts::{AttemptRow, PaymentAttempt, Source};
 use super::event_log::{EventLog, EventRow, LogError};
-use super::flow::Payments;
+use super::service::Payments;
 use super::transition::{decide, move_of, move_then, settle_key_cte, Decision};
 use crate::db::pool::PoolError;
 use crate::db::schema::webhook_events;

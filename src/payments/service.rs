@@ -1,0 +1,68 @@
+//! What the payment flow, the reconciler and the webhooks share: the provider and the
+//! settings they act with, and the steps each of them takes on an attempt (the charge as the
+//! provider sees it, the completion of the key that made a final attempt).
+
+use std::sync::Arc;
+
+use diesel_async::AsyncPgConnection;
+
+use super::attempts::PaymentAttempt;
+use super::event_log::EventLog;
+use super::final_attempts::FinalAttempts;
+use super::metrics::PaymentMetrics;
+use super::reconciler_settings::ReconcilerSettings;
+use crate::idempotency::store;
+use crate::idempotency::Recorded;
+use crate::providers::{ChargeRequest, PaymentProvider};
+
+const RESOURCE_TYPE: &str = super::keyed::PAYMENT_ATTEMPT;
+
+/// What the payment flow, the reconciler and the webhooks share.
+pub struct Payments {
+    pub provider: Arc<dyn PaymentProvider>,
+    pub metrics: Arc<PaymentMetrics>,
+    pub reconciler: ReconcilerSettings,
+    /// Attempts this replica saw finish, so their webhooks skip a read.
+    pub finals: FinalAttempts,
+    /// Where events that change no attempt are recorded, in batches.
+    pub event_log: EventLog,
+}
+
+/// The charge as the provider sees it: the same on every resend.
+pub fn charge_request(attempt: &PaymentAttempt) -> ChargeRequest {
+    ChargeRequest {
+        amount: attempt.amount,
+        currency: attempt.currency.clone(),
+        payment_method: attempt.payment_method.clone(),
+        idempotency_key: attempt.provider_idempotency_key.clone(),
+        attempt_id: attempt.id.to_string(),
+        order_id: attempt.order_id.to_string(),
+        merchant_id: attempt.merchant_id.to_string(),
+    }
+}
+
+/// Completes the Idempotency-Key that made a now-final attempt, for whoever finished it
+/// (the reconciler, a webhook), so a late retry replays the final result and the key may
+/// expire.
+pub async fn settle_key(
+    conn: &mut AsyncPgConnection,
+    attempt: &PaymentAttempt,
+) -> diesel::QueryResult<()> {
+    match &attempt.idempotency_key {
+        Some(key) => {
+            store::complete_for_resource(conn, attempt.merchant_id, key, &recorded(attempt)).await
+        }
+        None => Ok(()),
+    }
+}
+
+/// What a payment key records: `201` and its attempt, which a replay shows as it is then. An
+/// open attempt keeps its key from being reaped.
+pub fn recorded(attempt: &PaymentAttempt) -> Recorded {
+    Recorded {
+        status: 201,
+        resource_type: RESOURCE_TYPE,
+        resource_id: attempt.id.0,
+        unresolved: !attempt.status.is_final(),
+    }
+}
