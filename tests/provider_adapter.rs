@@ -9,7 +9,7 @@ use chrono::{TimeZone, Utc};
 use payorch::providers::signature;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::providers::{
-    ChargeRequest, IntentStatus, PaymentProvider, ProviderCall, ProviderOutcome, WebhookError,
+    ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, WebhookError,
 };
 use serde_json::json;
 use wiremock::matchers::{method, path};
@@ -418,7 +418,13 @@ fn verifier_accepts_fixture_events_and_parses_them() {
         event.attempt_id.as_deref(),
         Some("pay_0190f1c2-7a3b-7c4d-8e5f-0123456789ab")
     );
-    assert_eq!(event.status, Some(IntentStatus::Succeeded));
+    assert!(event.acted_on);
+    assert_eq!(
+        event.outcome,
+        Some(ProviderOutcome::Succeeded {
+            provider_id: "pi_3PfixtureIntent000001".into()
+        })
+    );
     assert_eq!(event.created.timestamp(), 1718000000);
 
     // Signed under two secrets; this verifier knows only the newer one.
@@ -427,9 +433,8 @@ fn verifier_accepts_fixture_events_and_parses_them() {
     let event = adapter
         .verify_webhook(&body, Some(&header), now)
         .expect("rotated fixture verifies");
-    assert_eq!(event.failure_code.as_deref(), Some("card_declined"));
     assert_eq!(
-        event.outcome(),
+        event.outcome,
         Some(ProviderOutcome::Failed {
             code: "card_declined".into(),
             message: "Your card has insufficient funds.".into(),

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use futures_util::future::join_all;
+use payorch::providers::stripe::IntentStatus;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
-use payorch::providers::{ChargeRequest, IntentStatus, PaymentProvider, ProviderOutcome};
+use payorch::providers::{ChargeRequest, PaymentProvider, ProviderOutcome};
 use payorch::sandbox::{self, LedgerEntry, SandboxConfig, SandboxHandle};
 use serde_json::Value;
 use wiremock::matchers::{method, path};
@@ -566,7 +567,10 @@ async fn deliveries(
             let event = verifier
                 .verify_webhook(&r.body, header, Utc::now())
                 .expect("every delivery is correctly signed");
-            (event.id, event.event_type, event.status)
+            let status = event.raw["data"]["object"]["status"]
+                .as_str()
+                .map(IntentStatus::parse);
+            (event.id, event.event_type, status)
         })
         .collect()
 }

@@ -42,7 +42,7 @@ pub async fn receive(
     }
     let signature = req
         .headers()
-        .get("stripe-signature")
+        .get(payments.provider.signature_header())
         .and_then(|value| value.to_str().ok());
     let event = payments
         .provider

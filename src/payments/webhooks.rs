@@ -25,14 +25,6 @@ use crate::db::DbPool;
 use crate::ids::{EventId, PaymentId};
 use crate::providers::WebhookEvent;
 
-/// The event types payorch acts on; others are recorded `ignored`.
-pub const HANDLED_TYPES: [&str; 4] = [
-    "payment_intent.succeeded",
-    "payment_intent.payment_failed",
-    "payment_intent.processing",
-    "payment_intent.canceled",
-];
-
 /// What an event did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -121,7 +113,7 @@ async fn record_once(
     event: &WebhookEvent,
 ) -> Result<Received, ReceiveError> {
     let provider = payments.provider.name();
-    let handled = HANDLED_TYPES.contains(&event.event_type.as_str());
+    let handled = event.acted_on;
     // Bounded: a round that writes nothing means another writer moved the attempt first,
     // and an attempt makes at most two moves.
     for round in 0..4 {
@@ -151,7 +143,7 @@ async fn record_once(
                 .insert(&payments.event_log, outcome, &detail, None)
                 .await;
         };
-        let outcome = match event.outcome() {
+        let outcome = match event.outcome.clone() {
             Some(outcome) if handled => outcome,
             _ => {
                 let detail = format!("{} is not acted on", event.event_type);

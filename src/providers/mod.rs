@@ -5,7 +5,6 @@
 //! provider call log (HTTP status, latency). Adapters never retry: only the code that
 //! owns the provider idempotency key may resend (docs/DESIGN.md, "The reconciler").
 
-use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -79,54 +78,6 @@ pub struct ProviderCall {
     pub latency: Duration,
 }
 
-/// A PaymentIntent's status, as Stripe names it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum IntentStatus {
-    RequiresPaymentMethod,
-    RequiresConfirmation,
-    RequiresAction,
-    Processing,
-    RequiresCapture,
-    Canceled,
-    Succeeded,
-    /// A status this code does not know; kept verbatim.
-    Other(String),
-}
-
-impl IntentStatus {
-    pub fn parse(s: &str) -> Self {
-        match s {
-            "requires_payment_method" => Self::RequiresPaymentMethod,
-            "requires_confirmation" => Self::RequiresConfirmation,
-            "requires_action" => Self::RequiresAction,
-            "processing" => Self::Processing,
-            "requires_capture" => Self::RequiresCapture,
-            "canceled" => Self::Canceled,
-            "succeeded" => Self::Succeeded,
-            other => Self::Other(other.to_owned()),
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::RequiresPaymentMethod => "requires_payment_method",
-            Self::RequiresConfirmation => "requires_confirmation",
-            Self::RequiresAction => "requires_action",
-            Self::Processing => "processing",
-            Self::RequiresCapture => "requires_capture",
-            Self::Canceled => "canceled",
-            Self::Succeeded => "succeeded",
-            Self::Other(s) => s,
-        }
-    }
-}
-
-impl fmt::Display for IntentStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// A verified provider webhook event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WebhookEvent {
@@ -139,33 +90,18 @@ pub struct WebhookEvent {
     pub attempt_id: Option<String>,
     /// `data.object.id` (`pi_…`).
     pub provider_id: String,
-    /// `data.object.status`, when the object has one.
-    pub status: Option<IntentStatus>,
-    /// `data.object.amount` and `currency`: checked against the attempt before the event
-    /// may change it.
+    /// Whether the event is of a kind payorch acts on (the adapter's list); others are
+    /// recorded `ignored`.
+    pub acted_on: bool,
+    /// What an event payorch acts on says about the charge, by the adapter's same mapping as
+    /// a create or retrieve answer; `None` when it says nothing (no status, or not acted on).
+    pub outcome: Option<ProviderOutcome>,
+    /// The charge's amount and currency: checked against the attempt before the event may
+    /// change it.
     pub amount: Option<i64>,
     pub currency: Option<String>,
-    /// `data.object.last_payment_error.code`.
-    pub failure_code: Option<String>,
-    /// `data.object.last_payment_error.message`.
-    pub failure_message: Option<String>,
     /// The whole event as received.
     pub raw: serde_json::Value,
-}
-
-impl WebhookEvent {
-    /// What this event says about the charge, by the same mapping as a create or
-    /// retrieve answer; `None` when the object carries no status.
-    pub fn outcome(&self) -> Option<ProviderOutcome> {
-        self.status.as_ref().map(|status| {
-            stripe::outcome_for_status(
-                status,
-                &self.provider_id,
-                self.failure_code.as_deref(),
-                self.failure_message.as_deref(),
-            )
-        })
-    }
 }
 
 /// Why a webhook was refused. Any of these → `400`, nothing stored.
@@ -187,6 +123,9 @@ pub enum WebhookError {
 #[async_trait]
 pub trait PaymentProvider: Send + Sync {
     fn name(&self) -> &'static str;
+
+    /// The request header its webhooks carry their signature in.
+    fn signature_header(&self) -> &'static str;
 
     /// Create and confirm a charge under `req.idempotency_key`. Safe to resend with the
     /// same request: the provider answers the first result again.

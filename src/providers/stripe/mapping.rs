@@ -5,7 +5,8 @@
 //! anything that leaves doubt is `Unknown`, so the caller asks again with the same key.
 
 use super::wire::{ErrorBody, PaymentIntent, SearchResult};
-use crate::providers::{IntentStatus, ProviderOutcome};
+use super::IntentStatus;
+use crate::providers::ProviderOutcome;
 
 /// The outcome a PaymentIntent status stands for.
 pub fn outcome_for_status(

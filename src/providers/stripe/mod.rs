@@ -10,13 +10,15 @@ use chrono::{DateTime, TimeZone, Utc};
 use reqwest::{header, Method, Url};
 
 use super::{
-    signature, ChargeRequest, IntentStatus, PaymentProvider, ProviderCall, ProviderOutcome,
-    WebhookError, WebhookEvent,
+    signature, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, WebhookError,
+    WebhookEvent,
 };
 
+mod intent_status;
 mod mapping;
 pub mod wire;
 
+pub use intent_status::IntentStatus;
 pub use mapping::{outcome_for_intent, outcome_for_response, outcome_for_status, Call};
 
 /// The default timeouts of a provider call (README, "Configuration").
@@ -195,8 +197,20 @@ pub fn attempt_search_query(attempt_id: &str) -> String {
     format!("metadata['attempt_id']:'{escaped}'")
 }
 
+/// The event types payorch acts on; others are recorded `ignored`.
+pub const ACTED_ON_EVENTS: [&str; 4] = [
+    "payment_intent.succeeded",
+    "payment_intent.payment_failed",
+    "payment_intent.processing",
+    "payment_intent.canceled",
+];
+
 #[async_trait]
 impl PaymentProvider for StripeProvider {
+    fn signature_header(&self) -> &'static str {
+        signature::HEADER
+    }
+
     fn name(&self) -> &'static str {
         "stripe"
     }
@@ -266,12 +280,20 @@ pub fn parse_event(raw_body: &[u8]) -> Result<WebhookEvent, WebhookError> {
         .ok_or_else(|| missing("data.object"))?;
     let provider_id = text(object, "id").ok_or_else(|| missing("data.object.id"))?;
     let attempt_id = object.get("metadata").and_then(|m| text(m, "attempt_id"));
-    let status = text(object, "status").map(|s| IntentStatus::parse(&s));
-    let amount = object.get("amount").and_then(serde_json::Value::as_i64);
-    let currency = text(object, "currency");
+    let acted_on = ACTED_ON_EVENTS.contains(&event_type.as_str());
     let error = object.get("last_payment_error").filter(|e| !e.is_null());
     let failure_code = error.and_then(|e| text(e, "code"));
     let failure_message = error.and_then(|e| text(e, "message"));
+    let outcome = text(object, "status").filter(|_| acted_on).map(|status| {
+        outcome_for_status(
+            &IntentStatus::parse(&status),
+            &provider_id,
+            failure_code.as_deref(),
+            failure_message.as_deref(),
+        )
+    });
+    let amount = object.get("amount").and_then(serde_json::Value::as_i64);
+    let currency = text(object, "currency");
 
     Ok(WebhookEvent {
         id,
@@ -279,11 +301,10 @@ pub fn parse_event(raw_body: &[u8]) -> Result<WebhookEvent, WebhookError> {
         created,
         attempt_id,
         provider_id,
-        status,
+        acted_on,
+        outcome,
         amount,
         currency,
-        failure_code,
-        failure_message,
         raw,
     })
 }
