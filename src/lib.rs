@@ -1,3 +1,4 @@
+#![warn(unreachable_pub)]
 //! payorch: payment orchestration with one promise — one intent of the payer, at most one charge.
 
 pub mod accounts;

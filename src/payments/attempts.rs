@@ -350,9 +350,62 @@ pub async fn provider_calls_of(
         .await
 }
 
+/// Which provider operation a call was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    Create,
+    Retrieve,
+    Search,
+}
+
+impl CallKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallKind::Create => "create",
+            CallKind::Retrieve => "retrieve",
+            CallKind::Search => "search",
+        }
+    }
+}
+
+/// The open statuses as an SQL list, for `status IN …` in hand-written statements: with
+/// [`final_statuses!`] and [`AttemptStatus::is_final`], the one place the code names them. The
+/// migrations' partial indexes name the same list, and the reconciler's queue must match
+/// `payment_attempts_due`'s predicate word for word for the planner to use it.
+macro_rules! open_statuses {
+    () => {
+        "('created', 'pending')"
+    };
+}
+pub(crate) use open_statuses;
+
+/// The final statuses as an SQL list (see [`open_statuses!`]).
+macro_rules! final_statuses {
+    () => {
+        "('succeeded', 'failed')"
+    };
+}
+pub(crate) use final_statuses;
+
 #[cfg(test)]
 mod tests {
     use super::AttemptStatus::*;
+
+    /// Each status is in exactly one of the SQL lists, the one `is_final` says.
+    #[test]
+    fn the_sql_lists_of_open_and_final_statuses_agree_with_the_type() {
+        let named = |list: &str| -> Vec<super::AttemptStatus> {
+            list.trim_matches(|c| c == '(' || c == ')')
+                .split(", ")
+                .map(|s| super::AttemptStatus::parse(s.trim_matches('\'')).expect("a status"))
+                .collect()
+        };
+        let open = named(open_statuses!());
+        let last = named(final_statuses!());
+        assert_eq!(open, [Created, Pending]);
+        assert_eq!(last, [Succeeded, Failed]);
+        assert!(open.iter().all(|s| !s.is_final()) && last.iter().all(|s| s.is_final()));
+    }
 
     #[test]
     fn attempts_move_one_way() {
@@ -368,24 +421,6 @@ mod tests {
             for next in [Created, Pending, Succeeded, Failed] {
                 assert!(!last.can_become(next), "{last:?} → {next:?}");
             }
-        }
-    }
-}
-
-/// Which provider operation a call was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallKind {
-    Create,
-    Retrieve,
-    Search,
-}
-
-impl CallKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallKind::Create => "create",
-            CallKind::Retrieve => "retrieve",
-            CallKind::Search => "search",
         }
     }
 }

@@ -19,7 +19,7 @@ use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;
 use tokio::sync::watch;
 
-use super::attempts::CallKind;
+use super::attempts::{open_statuses, CallKind};
 use super::attempts::{AttemptRow, PaymentAttempt, Source};
 use super::reconciler_settings::{to_chrono, ReconcilerSettings};
 use super::service::{charge_request, settle_key, Payments};
@@ -92,14 +92,16 @@ async fn claim_due(
     settings: &ReconcilerSettings,
 ) -> Result<Vec<PaymentAttempt>, ReconcileError> {
     let mut conn = pool.get().await?;
-    let rows: Vec<AttemptRow> = diesel::sql_query(
+    let rows: Vec<AttemptRow> = diesel::sql_query(concat!(
         "UPDATE payment_attempts a SET next_check_at = now() + $1, checks = a.checks + 1 \
          FROM (SELECT merchant_id, id FROM payment_attempts \
-               WHERE status IN ('created', 'pending') AND next_check_at <= now() \
+               WHERE status IN ",
+        open_statuses!(),
+        " AND next_check_at <= now() \
                ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED) due \
          WHERE a.merchant_id = due.merchant_id AND a.id = due.id \
-         RETURNING a.*",
-    )
+         RETURNING a.*"
+    ))
     .bind::<Interval, _>(pg_interval(settings.claim))
     .bind::<BigInt, _>(settings.batch)
     .load(&mut conn)
@@ -195,13 +197,14 @@ pub async fn refresh_gauges(pool: &DbPool, payments: &Payments) -> Result<(), Re
         overdue: i64,
     }
     let mut conn = pool.get().await?;
-    let counts: Unresolved = diesel::sql_query(
+    let counts: Unresolved = diesel::sql_query(concat!(
         "SELECT count(*) FILTER (WHERE status = 'created') AS created, \
                 count(*) FILTER (WHERE status = 'pending') AS pending, \
                 coalesce(extract(epoch FROM now() - min(created_at)), 0)::bigint AS oldest_seconds, \
                 count(*) FILTER (WHERE created_at < now() - $1) AS overdue \
-         FROM payment_attempts WHERE status IN ('created', 'pending')",
-    )
+         FROM payment_attempts WHERE status IN ",
+        open_statuses!()
+    ))
     .bind::<Interval, _>(pg_interval(payments.reconciler.alert_after))
     .get_result(&mut conn)
     .await?;

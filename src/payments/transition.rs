@@ -7,7 +7,10 @@ use diesel::sql_types::{Integer, Nullable, SmallInt, Text, Timestamptz, Uuid as 
 use diesel::OptionalExtension;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use super::attempts::{find_attempt, AttemptRow, AttemptStatus, CallKind, PaymentAttempt, Source};
+use super::attempts::{
+    final_statuses, find_attempt, open_statuses, AttemptRow, AttemptStatus, CallKind,
+    PaymentAttempt, Source,
+};
 use super::metrics::PaymentMetrics;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
@@ -254,17 +257,18 @@ pub(crate) fn settle_key_cte(while_open: bool) -> String {
     let moved = if while_open {
         "SELECT 1 FROM moved"
     } else {
-        "SELECT 1 FROM moved WHERE status IN ('succeeded', 'failed')"
+        concat!("SELECT 1 FROM moved WHERE status IN ", final_statuses!())
     };
     format!(
         "settled AS ( \
              UPDATE idempotency_keys SET state = 'completed', locked_until = NULL, \
                  recovery_point = 'finished', response_status = 201, \
-                 unresolved = (SELECT status IN ('created', 'pending') FROM moved), \
+                 unresolved = (SELECT status IN {open} FROM moved), \
                  updated_at = now() \
              WHERE merchant_id = $1 AND key = $11 AND resource_type = 'payment_attempt' \
                AND resource_id = $2 AND (state = 'in_flight' OR unresolved) \
-               AND EXISTS ({moved}))"
+               AND EXISTS ({moved}))",
+        open = open_statuses!()
     )
 }
 

@@ -4,14 +4,14 @@ use crate::secret::Secret;
 use std::time::Duration;
 
 /// Defaults, shared by the flags and by [`Default`] so the two cannot drift.
-pub const DEFAULT_BIND: &str = "127.0.0.1:0";
-pub const DEFAULT_SECRET: &str = "sk_test_sandbox";
-pub const DEFAULT_WEBHOOK_SECRET: &str = "whsec_sandbox";
-pub const DEFAULT_SLOW_MS: u64 = 3000;
-pub const DEFAULT_PROCESSING_MS: u64 = 1000;
-pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 6;
-pub const DEFAULT_WEBHOOK_RETRY_MS: u64 = 1000;
-pub const DEFAULT_WEBHOOK_REORDER_WINDOW_MS: u64 = 2500;
+pub(super) const DEFAULT_BIND: &str = "127.0.0.1:0";
+pub(super) const DEFAULT_SECRET: &str = "sk_test_sandbox";
+pub(super) const DEFAULT_WEBHOOK_SECRET: &str = "whsec_sandbox";
+pub(super) const DEFAULT_SLOW_MS: u64 = 3000;
+pub(super) const DEFAULT_PROCESSING_MS: u64 = 1000;
+pub(super) const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 6;
+pub(super) const DEFAULT_WEBHOOK_RETRY_MS: u64 = 1000;
+pub(super) const DEFAULT_WEBHOOK_REORDER_WINDOW_MS: u64 = 2500;
 /// A provider queues an event when it answers and delivers it moments later, so its webhook
 /// usually reaches the merchant after the API answer. 0 sends each event the instant the
 /// charge is made, racing the answer: the tests use that, the hardest case.

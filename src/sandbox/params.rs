@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 /// A refused parameter: Stripe's `invalid_request_error` with its `code` and `param`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParamError {
+pub(super) struct ParamError {
     pub code: &'static str,
     pub param: Option<String>,
     pub message: String,
@@ -22,7 +22,7 @@ impl ParamError {
 
 /// `POST /v1/payment_intents` form parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CreateParams {
+pub(super) struct CreateParams {
     pub amount: i64,
     pub currency: String,
     pub payment_method: Option<String>,
@@ -34,7 +34,7 @@ pub struct CreateParams {
 }
 
 impl CreateParams {
-    pub fn parse(body: &[u8]) -> Result<Self, ParamError> {
+    pub(super) fn parse(body: &[u8]) -> Result<Self, ParamError> {
         let pairs: Vec<(String, String)> =
             serde_urlencoded::from_bytes(body).map_err(|e| ParamError {
                 code: "parameter_invalid",
@@ -152,14 +152,14 @@ fn metadata_key(name: &str) -> Option<&str> {
 
 /// One `field:'value'` clause of a search query.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Clause {
+pub(super) enum Clause {
     Metadata { key: String, value: String },
     Field { field: String, value: String },
 }
 
 /// Parse the subset of Stripe's search language the sandbox supports: exact-match
 /// clauses on `metadata['key']`, `status`, `currency`, `amount`, joined by `AND`.
-pub fn parse_query(query: &str) -> Result<Vec<Clause>, ParamError> {
+pub(super) fn parse_query(query: &str) -> Result<Vec<Clause>, ParamError> {
     let unsupported = |detail: &str| {
         ParamError::new(
             "parameter_invalid_string",

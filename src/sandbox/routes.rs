@@ -19,7 +19,7 @@ use crate::providers::stripe::wire::{
     ApiError, ErrorBody, LastPaymentError, ListResult, PaymentIntent, SearchResult,
 };
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub(super) fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/v1/payment_intents", web::post().to(create_intent))
         .route("/v1/payment_intents", web::get().to(list_intents))
         // Registered before `{id}` so "search" is not taken for an id.

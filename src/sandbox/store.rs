@@ -38,7 +38,7 @@ impl LedgerEntry {
 
 /// An answer recorded under an idempotency key, replayed byte for byte.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredResponse {
+pub(super) struct StoredResponse {
     pub status: u16,
     pub body: Bytes,
 }
@@ -55,7 +55,7 @@ enum KeyEntry {
 
 /// What to do with a request that carries an idempotency key.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Begin {
+pub(super) enum Begin {
     /// First use: the key is now marked in flight and the caller must `finish` or `abandon` it.
     Fresh,
     Replay(StoredResponse),
@@ -80,7 +80,7 @@ struct Inner {
 }
 
 #[derive(Default)]
-pub struct Store {
+pub(super) struct Store {
     inner: Mutex<Inner>,
 }
 
@@ -93,7 +93,7 @@ impl Store {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn begin(&self, key: &str, fingerprint: &str) -> Begin {
+    pub(super) fn begin(&self, key: &str, fingerprint: &str) -> Begin {
         let mut inner = self.lock();
         match inner.keys.get(key) {
             None => {
@@ -115,7 +115,7 @@ impl Store {
     }
 
     /// Record the answer of a key begun with [`Store::begin`].
-    pub fn finish(&self, key: &str, response: StoredResponse) {
+    pub(super) fn finish(&self, key: &str, response: StoredResponse) {
         let mut inner = self.lock();
         if let Some(entry) = inner.keys.get_mut(key) {
             let fingerprint = match entry {
@@ -131,14 +131,19 @@ impl Store {
     }
 
     /// Release a key whose request did not run (Stripe saves no result for those).
-    pub fn abandon(&self, key: &str) {
+    pub(super) fn abandon(&self, key: &str) {
         let mut inner = self.lock();
         if matches!(inner.keys.get(key), Some(KeyEntry::InFlight { .. })) {
             inner.keys.remove(key);
         }
     }
 
-    pub fn insert(&self, intent: PaymentIntent, idempotency_key: Option<String>, confirmed: bool) {
+    pub(super) fn insert(
+        &self,
+        intent: PaymentIntent,
+        idempotency_key: Option<String>,
+        confirmed: bool,
+    ) {
         let mut inner = self.lock();
         // A confirm stores the same intent again: it keeps its place in the order.
         if !inner.intents.contains_key(&intent.id) {
@@ -156,7 +161,7 @@ impl Store {
 
     /// Move an intent from `from` to `to`; `None` if it was not in `from` (someone else
     /// moved it first).
-    pub fn transition(&self, id: &str, from: &str, to: &str) -> Option<PaymentIntent> {
+    pub(super) fn transition(&self, id: &str, from: &str, to: &str) -> Option<PaymentIntent> {
         let mut inner = self.lock();
         let stored = inner.intents.get_mut(id)?;
         if stored.intent.status != from {
@@ -173,7 +178,7 @@ impl Store {
 
     /// Cancels an intent that has not started to move money; the intent as it is after, or
     /// the status that forbids it.
-    pub fn cancel(
+    pub(super) fn cancel(
         &self,
         id: &str,
         reason: Option<String>,
@@ -197,12 +202,12 @@ impl Store {
         Some(Ok(intent.clone()))
     }
 
-    pub fn get(&self, id: &str) -> Option<PaymentIntent> {
+    pub(super) fn get(&self, id: &str) -> Option<PaymentIntent> {
         self.lock().intents.get(id).map(|s| s.intent.clone())
     }
 
     /// Intents, oldest first, for which `keep` holds.
-    pub fn filter(&self, keep: impl Fn(&PaymentIntent) -> bool) -> Vec<PaymentIntent> {
+    pub(super) fn filter(&self, keep: impl Fn(&PaymentIntent) -> bool) -> Vec<PaymentIntent> {
         let inner = self.lock();
         inner
             .order
@@ -214,7 +219,7 @@ impl Store {
             .collect()
     }
 
-    pub fn ledger(&self) -> Vec<LedgerEntry> {
+    pub(super) fn ledger(&self) -> Vec<LedgerEntry> {
         let inner = self.lock();
         inner
             .order

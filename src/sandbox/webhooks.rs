@@ -18,7 +18,7 @@ use crate::secret::Secret;
 
 /// The API request that caused an event.
 #[derive(Debug, Clone)]
-pub struct Cause {
+pub(super) struct Cause {
     pub request_id: String,
     pub idempotency_key: Option<String>,
 }
@@ -48,14 +48,14 @@ impl Target {
 }
 
 /// The sending side, held by the request handlers.
-pub struct Webhooks {
+pub(super) struct Webhooks {
     tx: mpsc::UnboundedSender<Bytes>,
     target: Arc<Target>,
 }
 
 impl Webhooks {
     /// Spawn the dispatcher on `rt`; it ends at shutdown.
-    pub fn start(
+    pub(super) fn start(
         config: &SandboxConfig,
         rt: &tokio::runtime::Handle,
         shutdown: watch::Receiver<bool>,
@@ -85,7 +85,7 @@ impl Webhooks {
         Ok(Self { tx, target })
     }
 
-    pub fn set_url(&self, url: Option<String>) {
+    pub(super) fn set_url(&self, url: Option<String>) {
         *self
             .target
             .url
@@ -95,7 +95,7 @@ impl Webhooks {
 
     /// Queue a `kind` event about `intent` as it is now, caused by the API request with
     /// `idempotency_key` (`None`: an event the sandbox makes on its own).
-    pub fn emit(&self, kind: &str, intent: &PaymentIntent, cause: Option<Cause>) {
+    pub(super) fn emit(&self, kind: &str, intent: &PaymentIntent, cause: Option<Cause>) {
         let delivered = self
             .target
             .url
