@@ -38,7 +38,8 @@ use diesel_async::RunQueryDsl;
 use serde_json::Value;
 
 use super::recent::Finished;
-use super::store::{delete_expired, take_over, IdempotencyError, IdempotencySettings, StoredKey};
+use super::takeover::{delete_expired, take_over};
+use super::{IdempotencyError, IdempotencySettings, StoredKey};
 use super::{KeyedRequest, Keys};
 use crate::db::DbPool;
 

@@ -1,14 +1,18 @@
 //! Idempotency-Key handling for every state-changing request: key parsing, the canonical
-//! fingerprint, the one-statement claim, the per-merchant quota of new keys, the key store
-//! and the reaper of expired keys.
+//! fingerprint, the one-statement claim and the statements it falls back on, the completion
+//! of a key by whoever finished its work, the per-merchant quota of new keys and the reaper
+//! of expired keys.
 
 pub mod claim;
+pub mod completion;
 pub mod fingerprint;
 pub mod key;
 pub mod quota;
 pub mod reaper;
 pub mod recent;
-pub mod store;
+pub mod request;
+pub mod settings;
+pub mod takeover;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +24,8 @@ pub use fingerprint::{fingerprint, Fingerprint};
 pub use key::{IdempotencyKey, KeyError};
 pub use quota::NewKeyQuota;
 pub use recent::RecentKeys;
-pub use store::{IdempotencyError, IdempotencySettings, KeyedRequest, Recorded, StoredKey};
+pub use request::{IdempotencyError, KeyedRequest, Recorded, StoredKey};
+pub use settings::IdempotencySettings;
 
 /// Everything a claim needs besides the database: the settings, the quota of new keys (shared
 /// with its sync worker), the finished keys this replica remembers, and the metrics.

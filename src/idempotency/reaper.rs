@@ -7,7 +7,11 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::{store, IdempotencyMetrics};
+use diesel::prelude::*;
+use diesel::sql_types::BigInt;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use super::IdempotencyMetrics;
 use crate::db::DbPool;
 
 #[derive(Debug, Clone)]
@@ -56,7 +60,7 @@ pub async fn reap_once(
     let mut conn = pool.get().await.map_err(|e| e.to_string())?;
     let mut total = 0;
     loop {
-        let deleted = store::reap_expired(&mut conn, settings.batch)
+        let deleted = reap_expired(&mut conn, settings.batch)
             .await
             .map_err(|e| e.to_string())?;
         total += deleted;
@@ -65,8 +69,40 @@ pub async fn reap_once(
             break;
         }
     }
-    if let Ok(keys) = store::estimated_key_count(&mut conn).await {
+    if let Ok(keys) = estimated_key_count(&mut conn).await {
         metrics.keys.set(keys);
     }
     Ok(total)
+}
+
+/// Deletes up to `batch` expired, resolved keys; replicas share the work without waiting on
+/// each other. Returns how many went.
+pub async fn reap_expired(conn: &mut AsyncPgConnection, batch: i64) -> QueryResult<usize> {
+    diesel::sql_query(
+        "DELETE FROM idempotency_keys k USING ( \
+             SELECT merchant_id, key FROM idempotency_keys \
+             WHERE state = 'completed' AND NOT unresolved AND expires_at < now() \
+             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) expired \
+         WHERE k.merchant_id = expired.merchant_id AND k.key = expired.key",
+    )
+    .bind::<BigInt, _>(batch)
+    .execute(conn)
+    .await
+}
+
+/// The planner's estimate of the key table's size: cheap enough to read on every scrape.
+pub async fn estimated_key_count(conn: &mut AsyncPgConnection) -> QueryResult<i64> {
+    #[derive(QueryableByName)]
+    struct Estimate {
+        #[diesel(sql_type = BigInt)]
+        rows: i64,
+    }
+    diesel::sql_query(
+        "SELECT coalesce(n_live_tup, 0)::bigint AS rows FROM pg_stat_user_tables \
+         WHERE relname = 'idempotency_keys'",
+    )
+    .get_result::<Estimate>(conn)
+    .await
+    .optional()
+    .map(|e| e.map_or(0, |e| e.rows))
 }

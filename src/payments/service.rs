@@ -11,7 +11,7 @@ use super::event_log::EventLog;
 use super::final_attempts::FinalAttempts;
 use super::metrics::PaymentMetrics;
 use super::reconciler_settings::ReconcilerSettings;
-use crate::idempotency::store;
+use crate::idempotency::completion::complete_for_resource;
 use crate::idempotency::Recorded;
 use crate::providers::{ChargeRequest, PaymentProvider};
 
@@ -50,7 +50,7 @@ pub async fn settle_key(
 ) -> diesel::QueryResult<()> {
     match &attempt.idempotency_key {
         Some(key) => {
-            store::complete_for_resource(conn, attempt.merchant_id, key, &recorded(attempt)).await
+            complete_for_resource(conn, attempt.merchant_id, key, &recorded(attempt)).await
         }
         None => Ok(()),
     }
