@@ -238,3 +238,13 @@ pub async fn any_merchant_exists(conn: &mut AsyncPgConnection) -> QueryResult<bo
         .get_result(conn)
         .await
 }
+
+/// The name a key was given, for the log of what its holder did.
+pub async fn key_name(conn: &mut AsyncPgConnection, id: ApiKeyId) -> QueryResult<Option<String>> {
+    api_keys::table
+        .find(id.0)
+        .select(api_keys::name)
+        .first(conn)
+        .await
+        .optional()
+}

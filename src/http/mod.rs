@@ -13,6 +13,7 @@ pub mod openapi;
 pub mod orders;
 pub mod payments;
 pub mod strict_json;
+pub mod support;
 pub mod webhooks;
 
 use std::sync::Arc;
@@ -90,6 +91,21 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(
             resource("/v1/support/merchants", "GET")
                 .route(web::get().to(merchants::list_merchants)),
+        )
+        .service(
+            resource("/v1/support/payments", "GET").route(web::get().to(support::search_payments)),
+        )
+        .service(
+            resource("/v1/support/payments/{id}", "GET")
+                .route(web::get().to(support::payment_story)),
+        )
+        .service(
+            resource("/v1/support/payments/{id}/reconcile", "POST")
+                .route(web::post().to(support::reconcile_now)),
+        )
+        .service(
+            resource("/v1/support/needs-a-human", "GET")
+                .route(web::get().to(support::needs_a_human)),
         );
 }
 

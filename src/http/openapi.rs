@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::{errors, health, merchants, metrics, orders, payments, webhooks};
+use crate::http::{errors, health, merchants, metrics, orders, payments, support, webhooks};
 use crate::idempotency::key::MAX_KEY_LEN;
 use crate::payments::money::{Currency, MAX_AMOUNT};
 use crate::payments::orders::{
@@ -26,6 +26,10 @@ use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
         openapi_json,
         merchants::get_merchant,
         merchants::list_merchants,
+        support::search_payments,
+        support::payment_story,
+        support::reconcile_now,
+        support::needs_a_human,
         orders::create_order,
         orders::get_order,
         orders::cancel_order,

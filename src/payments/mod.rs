@@ -13,6 +13,7 @@ pub mod payment_method;
 pub mod reconciler;
 pub mod reconciler_settings;
 pub mod service;
+pub mod support;
 pub mod text;
 pub mod transition;
 pub mod webhooks;

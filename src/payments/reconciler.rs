@@ -77,7 +77,7 @@ pub async fn reconcile_due(
         let payments = payments.clone();
         checks.spawn(async move {
             let id = attempt.id;
-            if let Err(err) = check(&pool, &payments, attempt, Source::Reconciler).await {
+            if let Err(err) = check(&pool, &payments, attempt, Source::Reconciler, None).await {
                 tracing::warn!(attempt = %id, error = %err, "reconciler check failed");
             }
         });
@@ -114,12 +114,14 @@ fn pg_interval(d: Duration) -> diesel::pg::data_types::PgInterval {
 }
 
 /// Asks the provider about one attempt and records what it said; finishes the attempt (and
-/// the key that made it) on a definitive answer. Also the support action "reconcile now".
+/// the key that made it) on a definitive answer. Also the support action "reconcile now"
+/// (`source` support, `asked_by` the support key's name, recorded on the provider call).
 pub async fn check(
     pool: &DbPool,
     payments: &Payments,
     attempt: PaymentAttempt,
     source: Source,
+    asked_by: Option<&str>,
 ) -> Result<PaymentAttempt, ReconcileError> {
     if attempt.status.is_final() {
         return Ok(attempt);
@@ -139,7 +141,10 @@ pub async fn check(
     let next_check = Utc::now() + to_chrono(payments.reconciler.wait_after(attempt.checks));
     let mut conn = pool.get().await?;
     let attempt = in_transaction(&mut conn, async |conn| {
-        log_call(conn, &attempt, kind, log_source(source), &call).await?;
+        // The move first, the call's log row after: the log row's foreign key takes a share
+        // lock on the attempt, and a move that sets the charge id needs the row exclusively,
+        // so two checks of one attempt that logged first would each wait for the other.
+        let (merchant_id, id) = (attempt.merchant_id, attempt.id);
         let applied = apply(
             conn,
             &payments.metrics,
@@ -147,6 +152,16 @@ pub async fn check(
             &outcome,
             source,
             next_check,
+        )
+        .await?;
+        log_call(
+            conn,
+            merchant_id,
+            id,
+            kind,
+            log_source(source),
+            &call,
+            asked_by,
         )
         .await?;
         if applied.attempt.status.is_final() {

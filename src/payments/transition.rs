@@ -12,6 +12,7 @@ use super::attempts::{
     PaymentAttempt, Source,
 };
 use super::metrics::PaymentMetrics;
+use crate::ids::{MerchantId, PaymentId};
 use crate::providers::{ProviderCall, ProviderOutcome};
 
 /// What an outcome means for an attempt in a given status.
@@ -288,7 +289,16 @@ pub async fn record_answer(
 ) -> diesel::QueryResult<Option<PaymentAttempt>> {
     let decision = decide(attempt.status, &call.outcome);
     let Some(change) = move_of(attempt.status, &decision) else {
-        log_call(conn, attempt, CallKind::Create, Source::Api, call).await?;
+        log_call(
+            conn,
+            attempt.merchant_id,
+            attempt.id,
+            CallKind::Create,
+            Source::Api,
+            call,
+            None,
+        )
+        .await?;
         return Ok(None);
     };
     let more = format!(
@@ -356,21 +366,30 @@ impl CallRecord {
     }
 }
 
-/// Appends a provider call to the attempt's call log, inside the caller's transaction.
+/// Appends a provider call to the attempt's call log, inside the caller's transaction;
+/// `asked_by` (who pressed for it, for a support action) leads its detail.
 pub async fn log_call(
     conn: &mut AsyncPgConnection,
-    attempt: &PaymentAttempt,
+    merchant_id: MerchantId,
+    attempt_id: PaymentId,
     kind: CallKind,
     source: Source,
     call: &ProviderCall,
+    asked_by: Option<&str>,
 ) -> diesel::QueryResult<()> {
-    let record = CallRecord::of(kind, source, call);
+    let mut record = CallRecord::of(kind, source, call);
+    if let Some(who) = asked_by {
+        record.detail = Some(match record.detail {
+            Some(detail) => format!("asked by {who}; {detail}"),
+            None => format!("asked by {who}"),
+        });
+    }
     let query = Sql::new(
         "INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome, \
              http_status, latency_ms, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
-    .bind::<SqlUuid, _>(attempt.merchant_id.0)
-    .bind::<SqlUuid, _>(attempt.id.0);
+    .bind::<SqlUuid, _>(merchant_id.0)
+    .bind::<SqlUuid, _>(attempt_id.0);
     record.bind(query).execute(conn).await.map(|_| ())
 }
 

@@ -16,4 +16,5 @@ mod outage;
 mod payments;
 mod serve;
 mod slow_clients;
+mod support;
 mod webhooks;

@@ -1,0 +1,282 @@
+//! `/v1/support/payments…`: support staff find any payment, read its whole story, ask the
+//! provider about it now, and list what needs a human (README, "Support"). Support keys only;
+//! every read and action is logged with the key's name.
+
+use actix_web::{web, HttpResponse};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::accounts::{self, Caller};
+use crate::http::errors::{ApiError, FieldError};
+use crate::http::AppState;
+use crate::ids::{ApiKeyId, MerchantId, OrderId, PaymentId};
+use crate::payments::attempts::find_attempt;
+use crate::payments::reconciler;
+use crate::payments::support::{self, NeedsAHuman, Search, Story};
+use crate::payments::{AttemptStatus, PaymentAttempt, Source};
+
+/// The support key's name, for the log of what its holder did; a merchant key is refused.
+async fn support_key_name(state: &AppState, caller: &Caller) -> Result<String, ApiError> {
+    caller.require_support()?;
+    let key_id: Option<ApiKeyId> = match caller {
+        Caller::Support { key_id } => Some(*key_id),
+        Caller::Merchant { .. } => None,
+    };
+    let mut conn = state.pool.get().await?;
+    let name = match key_id {
+        Some(id) => accounts::key_name(&mut conn, id).await?,
+        None => None,
+    };
+    Ok(name.unwrap_or_else(|| "an unnamed support key".to_owned()))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct SearchParams {
+    /// `mer_…`
+    merchant_id: Option<String>,
+    /// `ord_…`
+    order_id: Option<String>,
+    /// The merchant's own reference of the order; needs `merchant_id` (it is unique per
+    /// merchant).
+    merchant_reference: Option<String>,
+    /// `created`, `pending`, `succeeded` or `failed`.
+    status: Option<String>,
+    /// The merchant's Idempotency-Key that made the attempt.
+    idempotency_key: Option<String>,
+    /// The provider's charge id (`pi_…`).
+    provider_payment_id: Option<String>,
+    /// RFC 3339; made at or after.
+    created_from: Option<String>,
+    /// RFC 3339; made before.
+    created_to: Option<String>,
+    /// 1–100, default 20.
+    limit: Option<i64>,
+    /// A payment id from the previous page: this page starts after it.
+    starting_after: Option<String>,
+}
+
+/// A page of attempts, newest first.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PaymentPage {
+    /// Always `list`.
+    object: &'static str,
+    data: Vec<PaymentAttempt>,
+    /// Another page exists: ask again with `starting_after` set to the last id here.
+    has_more: bool,
+}
+
+/// Collects every bad parameter, so one answer names them all.
+struct Checked {
+    errors: Vec<FieldError>,
+}
+
+impl Checked {
+    fn parse<T, E: std::fmt::Display>(
+        &mut self,
+        field: &str,
+        raw: Option<&str>,
+        parse: impl Fn(&str) -> Result<T, E>,
+    ) -> Option<T> {
+        match raw.map(parse) {
+            None => None,
+            Some(Ok(value)) => Some(value),
+            Some(Err(err)) => {
+                self.errors.push(FieldError::new(field, err.to_string()));
+                None
+            }
+        }
+    }
+}
+
+fn rfc3339(raw: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(raw)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| "must be an RFC 3339 time, e.g. 2026-11-22T10:00:00Z".to_owned())
+}
+
+fn status(raw: &str) -> Result<AttemptStatus, String> {
+    AttemptStatus::parse(raw).ok_or_else(|| "must be created, pending, succeeded or failed".into())
+}
+
+fn text(raw: &str) -> Result<String, String> {
+    if raw.is_empty() || raw.len() > 255 {
+        Err("must be 1 to 255 characters".into())
+    } else {
+        Ok(raw.to_owned())
+    }
+}
+
+#[utoipa::path(get, path = "/v1/support/payments", tag = "support",
+    params(SearchParams),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = PaymentPage),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 422, body = crate::http::errors::Problem, description = "validation_failed: each bad parameter named"),
+    ))]
+pub async fn search_payments(
+    caller: Caller,
+    state: web::Data<AppState>,
+    params: web::Query<SearchParams>,
+) -> Result<HttpResponse, ApiError> {
+    let key_name = support_key_name(&state, &caller).await?;
+    let p = params.into_inner();
+    let mut checked = Checked { errors: Vec::new() };
+    let search = Search {
+        merchant_id: checked.parse(
+            "merchant_id",
+            p.merchant_id.as_deref(),
+            str::parse::<MerchantId>,
+        ),
+        order_id: checked.parse("order_id", p.order_id.as_deref(), str::parse::<OrderId>),
+        merchant_reference: checked.parse(
+            "merchant_reference",
+            p.merchant_reference.as_deref(),
+            text,
+        ),
+        status: checked.parse("status", p.status.as_deref(), status),
+        idempotency_key: checked.parse("idempotency_key", p.idempotency_key.as_deref(), text),
+        provider_payment_id: checked.parse(
+            "provider_payment_id",
+            p.provider_payment_id.as_deref(),
+            text,
+        ),
+        created_from: checked.parse("created_from", p.created_from.as_deref(), rfc3339),
+        created_to: checked.parse("created_to", p.created_to.as_deref(), rfc3339),
+    };
+    let starting_after = checked.parse(
+        "starting_after",
+        p.starting_after.as_deref(),
+        str::parse::<PaymentId>,
+    );
+    let limit = p.limit.unwrap_or(20);
+    if !(1..=100).contains(&limit) {
+        checked
+            .errors
+            .push(FieldError::new("limit", "must be between 1 and 100"));
+    }
+    if p.merchant_reference.is_some() && p.merchant_id.is_none() {
+        checked.errors.push(FieldError::new(
+            "merchant_reference",
+            "is unique per merchant: give merchant_id too",
+        ));
+    }
+    if !checked.errors.is_empty() {
+        return Err(ApiError::ValidationFailed(checked.errors));
+    }
+    tracing::info!(support_key = %key_name, ?search, "support search");
+    let mut conn = state.pool.get().await?;
+    let provider = state.payments.provider.name();
+    // One more than asked tells whether another page exists.
+    let mut data = support::search(&mut conn, &search, provider, limit + 1, starting_after).await?;
+    let has_more = data.len() as i64 > limit;
+    data.truncate(limit as usize);
+    Ok(HttpResponse::Ok().json(PaymentPage {
+        object: "list",
+        data,
+        has_more,
+    }))
+}
+
+#[utoipa::path(get, path = "/v1/support/payments/{id}", tag = "support",
+    params(("id" = String, Path, description = "payment id, `pay_…`")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Story, description = "the attempt, its order and the order's other attempts, its timeline, provider calls, webhook events and key"),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 404, body = crate::http::errors::Problem),
+    ))]
+pub async fn payment_story(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let key_name = support_key_name(&state, &caller).await?;
+    let id: PaymentId = path.parse().map_err(|_| ApiError::NotFound("payment"))?;
+    tracing::info!(support_key = %key_name, payment = %id, "support read a payment's story");
+    let mut conn = state.pool.get().await?;
+    let story = support::story(&mut conn, id)
+        .await?
+        .ok_or(ApiError::NotFound("payment"))?;
+    Ok(HttpResponse::Ok().json(story))
+}
+
+#[utoipa::path(post, path = "/v1/support/payments/{id}/reconcile", tag = "support",
+    params(("id" = String, Path, description = "payment id, `pay_…`")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = PaymentAttempt, description = "the attempt as it is after the check; a final attempt is answered as it is, without a call"),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 404, body = crate::http::errors::Problem),
+        (status = 503, body = crate::http::errors::Problem, description = "the database is unavailable; safe to press again"),
+    ))]
+pub async fn reconcile_now(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let key_name = support_key_name(&state, &caller).await?;
+    let id: PaymentId = path.parse().map_err(|_| ApiError::NotFound("payment"))?;
+    let attempt = {
+        let mut conn = state.pool.get().await?;
+        find_attempt(&mut conn, None, id)
+            .await?
+            .ok_or(ApiError::NotFound("payment"))?
+    };
+    tracing::info!(support_key = %key_name, payment = %id, status = attempt.status.as_str(), "support asked the provider now");
+    // The reconciler's own check: a second press at the same moment makes a second harmless
+    // call (a retrieve, or a resend under the attempt's own key), and only one of the two
+    // can move the attempt.
+    let who = format!("support key {key_name:?}");
+    let attempt = reconciler::check(
+        &state.pool,
+        &state.payments,
+        attempt,
+        Source::Support,
+        Some(&who),
+    )
+    .await
+    .map_err(|err| -> ApiError {
+        match err {
+            reconciler::ReconcileError::Unavailable(err) => err.into(),
+            reconciler::ReconcileError::Database(err) => err.into(),
+        }
+    })?;
+    Ok(HttpResponse::Ok().json(attempt))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionParams {
+    /// 1–100 of each kind, default 20.
+    limit: Option<i64>,
+}
+
+#[utoipa::path(get, path = "/v1/support/needs-a-human", tag = "support",
+    params(AttentionParams),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = NeedsAHuman),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 422, body = crate::http::errors::Problem),
+    ))]
+pub async fn needs_a_human(
+    caller: Caller,
+    state: web::Data<AppState>,
+    params: web::Query<AttentionParams>,
+) -> Result<HttpResponse, ApiError> {
+    let key_name = support_key_name(&state, &caller).await?;
+    let limit = params.limit.unwrap_or(20);
+    if !(1..=100).contains(&limit) {
+        return Err(ApiError::ValidationFailed(vec![FieldError::new(
+            "limit",
+            "must be between 1 and 100",
+        )]));
+    }
+    tracing::info!(support_key = %key_name, "support read what needs a human");
+    let mut conn = state.pool.get().await?;
+    let list =
+        support::needs_a_human(&mut conn, state.payments.reconciler.alert_after, limit).await?;
+    Ok(HttpResponse::Ok().json(list))
+}

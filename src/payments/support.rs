@@ -1,0 +1,267 @@
+//! What support staff ask of payments (README, "Support"): find attempts by any id or key,
+//! read one attempt's whole story, and list the attempts that need a human.
+//!
+//! Search results are newest first by attempt id. Attempt ids are UUIDv7: their leading 48
+//! bits are the millisecond they were made, so ordering by id is ordering by age, the id is a
+//! stable and unique keyset cursor, and a time range becomes an id range the primary key and
+//! `payment_attempts_id` can scan.
+
+use chrono::{DateTime, Duration, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::attempts::{
+    attempts_of_order, find_attempt, open_statuses, provider_calls_of, timeline, AttemptRow,
+    AttemptStatus, LoggedCall, PaymentAttempt, TimelineEntry,
+};
+use super::orders::{find_order, Order};
+use super::webhooks::{events_of, RecordedEvent};
+use crate::db::schema::{idempotency_keys, orders, payment_attempts, webhook_events};
+use crate::ids::{MerchantId, OrderId, PaymentId};
+
+/// The filters of a search; every one given must hold.
+#[derive(Debug, Clone, Default)]
+pub struct Search {
+    pub merchant_id: Option<MerchantId>,
+    pub order_id: Option<OrderId>,
+    /// Unique per merchant, so only searched together with `merchant_id`.
+    pub merchant_reference: Option<String>,
+    pub status: Option<AttemptStatus>,
+    /// The client's Idempotency-Key that made the attempt.
+    pub idempotency_key: Option<String>,
+    pub provider_payment_id: Option<String>,
+    /// Made at or after this instant.
+    pub created_from: Option<DateTime<Utc>>,
+    /// Made before this instant.
+    pub created_to: Option<DateTime<Utc>>,
+}
+
+/// How much earlier than its row an attempt's id may have been made: the id is taken just
+/// before the statement that inserts the row, so a minute is far more than the gap.
+const ID_BEFORE_ROW: Duration = Duration::minutes(1);
+
+/// Up to `limit` attempts matching `search`, newest first, after `starting_after` (an attempt
+/// id from the previous page).
+pub async fn search(
+    conn: &mut AsyncPgConnection,
+    search: &Search,
+    provider: &str,
+    limit: i64,
+    starting_after: Option<PaymentId>,
+) -> QueryResult<Vec<PaymentAttempt>> {
+    let mut query = payment_attempts::table
+        .select(AttemptRow::as_select())
+        .order(payment_attempts::id.desc())
+        .limit(limit)
+        .into_boxed();
+    if let Some(after) = starting_after {
+        query = query.filter(payment_attempts::id.lt(after.0));
+    }
+    if let Some(merchant) = search.merchant_id {
+        query = query.filter(payment_attempts::merchant_id.eq(merchant.0));
+    }
+    if let Some(order) = search.order_id {
+        query = query.filter(payment_attempts::order_id.eq(order.0));
+    }
+    if let (Some(merchant), Some(reference)) = (search.merchant_id, &search.merchant_reference) {
+        let order_ids = orders::table
+            .filter(orders::merchant_id.eq(merchant.0))
+            .filter(orders::merchant_reference.eq(reference.clone()))
+            .select(orders::id);
+        query = query.filter(payment_attempts::order_id.eq_any(order_ids));
+    }
+    if let Some(status) = search.status {
+        query = query.filter(payment_attempts::status.eq(status.as_str()));
+        if !status.is_final() {
+            // Open attempts are few; this predicate lets the planner find them through the
+            // partial index of open attempts instead of walking every id.
+            query = query.filter(diesel::dsl::sql::<diesel::sql_types::Bool>(concat!(
+                "status IN ",
+                open_statuses!()
+            )));
+        }
+    }
+    if let Some(key) = &search.idempotency_key {
+        query = query.filter(payment_attempts::idempotency_key.eq(key.clone()));
+    }
+    if let Some(charge) = &search.provider_payment_id {
+        query = query
+            .filter(payment_attempts::provider.eq(provider.to_owned()))
+            .filter(payment_attempts::provider_payment_id.eq(charge.clone()));
+    }
+    if let Some(from) = search.created_from {
+        query = query
+            .filter(payment_attempts::id.ge(id_floor(from - ID_BEFORE_ROW)))
+            .filter(payment_attempts::created_at.ge(from));
+    }
+    if let Some(to) = search.created_to {
+        query = query
+            .filter(payment_attempts::id.lt(id_floor(to)))
+            .filter(payment_attempts::created_at.lt(to));
+    }
+    Ok(query
+        .load::<AttemptRow>(conn)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
+}
+
+/// The smallest UUIDv7 made at `at` (every id made then or later is at least this).
+fn id_floor(at: DateTime<Utc>) -> Uuid {
+    let millis = at.timestamp_millis().max(0) as u64;
+    let mut bytes = [0u8; 16];
+    bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
+    bytes[6] = 0x70;
+    bytes[8] = 0x80;
+    Uuid::from_bytes(bytes)
+}
+
+/// One Idempotency-Key involved in an attempt, as it stands.
+#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[diesel(table_name = idempotency_keys)]
+pub struct KeyState {
+    pub key: String,
+    pub operation: String,
+    /// `in_flight` or `completed`.
+    pub state: String,
+    pub response_status: Option<i16>,
+    /// Its work is still open (a pending payment): it outlives its TTL.
+    pub unresolved: bool,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Everything support needs to tell what happened to one attempt.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Story {
+    pub payment: PaymentAttempt,
+    pub order: Option<Order>,
+    /// The order's other attempts, newest first.
+    pub other_attempts: Vec<PaymentAttempt>,
+    /// Every transition, in order, with its source.
+    pub timeline: Vec<TimelineEntry>,
+    /// Every call to the provider about it.
+    pub provider_calls: Vec<LoggedCall>,
+    /// Every webhook event about it, with what each did.
+    pub webhook_events: Vec<RecordedEvent>,
+    /// The key that made it, while the key is kept (`null` once expired and reaped).
+    pub idempotency_key: Option<KeyState>,
+    /// The client's key string, kept on the attempt for ever.
+    pub idempotency_key_name: Option<String>,
+}
+
+/// The story of attempt `id`, whichever merchant it belongs to.
+pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<Option<Story>> {
+    let Some(payment) = find_attempt(conn, None, id).await? else {
+        return Ok(None);
+    };
+    let order = find_order(conn, Some(payment.merchant_id), payment.order_id).await?;
+    let other_attempts = attempts_of_order(conn, payment.merchant_id, payment.order_id)
+        .await?
+        .into_iter()
+        .filter(|a| a.id != payment.id)
+        .collect();
+    let timeline = timeline(conn, &payment).await?;
+    let provider_calls = provider_calls_of(conn, &payment).await?;
+    let webhook_events = events_of(conn, &payment).await?;
+    let idempotency_key = match &payment.idempotency_key {
+        Some(key) => idempotency_keys::table
+            .find((payment.merchant_id.0, key))
+            .select(KeyState::as_select())
+            .first(conn)
+            .await
+            .optional()?,
+        None => None,
+    };
+    Ok(Some(Story {
+        order,
+        other_attempts,
+        timeline,
+        provider_calls,
+        webhook_events,
+        idempotency_key,
+        idempotency_key_name: payment.idempotency_key.clone(),
+        payment,
+    }))
+}
+
+/// A webhook that contradicted an attempt.
+#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[diesel(table_name = webhook_events)]
+pub struct Conflict {
+    #[schema(value_type = Option<String>)]
+    pub attempt_id: Option<Uuid>,
+    pub provider_event_id: String,
+    pub event_type: String,
+    pub detail: Option<String>,
+    pub received_at: DateTime<Utc>,
+}
+
+/// The attempts that need a human, newest first, at most `limit` of each kind.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct NeedsAHuman {
+    /// Still `created` or `pending` longer than the alert age: the reconciler has not found
+    /// the truth yet.
+    pub stuck: Vec<PaymentAttempt>,
+    /// Failed `provider_no_record`: the provider never had the charge (tell the payer nothing
+    /// was taken).
+    pub no_provider_record: Vec<PaymentAttempt>,
+    /// Webhooks that contradicted what payorch knows.
+    pub webhook_conflicts: Vec<Conflict>,
+}
+
+pub async fn needs_a_human(
+    conn: &mut AsyncPgConnection,
+    alert_after: std::time::Duration,
+    limit: i64,
+) -> QueryResult<NeedsAHuman> {
+    let cutoff = Utc::now() - Duration::from_std(alert_after).unwrap_or(Duration::minutes(15));
+    let stuck = payment_attempts::table
+        .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(concat!(
+            "status IN ",
+            open_statuses!()
+        )))
+        .filter(payment_attempts::created_at.lt(cutoff))
+        .order(payment_attempts::created_at)
+        .limit(limit)
+        .select(AttemptRow::as_select())
+        .load::<AttemptRow>(conn)
+        .await?;
+    let no_record = payment_attempts::table
+        .filter(payment_attempts::failure_code.eq(super::reconciler::NO_RECORD))
+        .order(payment_attempts::id.desc())
+        .limit(limit)
+        .select(AttemptRow::as_select())
+        .load::<AttemptRow>(conn)
+        .await?;
+    let webhook_conflicts = webhook_events::table
+        .filter(webhook_events::outcome.eq("conflict"))
+        .order(webhook_events::received_at.desc())
+        .limit(limit)
+        .select(Conflict::as_select())
+        .load(conn)
+        .await?;
+    Ok(NeedsAHuman {
+        stuck: stuck.into_iter().map(Into::into).collect(),
+        no_provider_record: no_record.into_iter().map(Into::into).collect(),
+        webhook_conflicts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_id_floor_is_below_every_id_made_at_or_after_its_instant() {
+        let at = Utc::now();
+        let floor = id_floor(at);
+        let later = Uuid::now_v7();
+        assert!(floor <= later, "{floor} > {later}");
+        assert!(id_floor(at + Duration::seconds(1)) > later);
+        assert_eq!(floor.get_version_num(), 7);
+    }
+}
