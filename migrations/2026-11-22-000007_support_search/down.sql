@@ -1,3 +1,4 @@
+DROP INDEX payment_attempts_failed;
 DROP INDEX webhook_events_conflicts;
 DROP INDEX payment_attempts_no_record;
 DROP INDEX payment_attempts_idempotency_key;
