@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod card_data;
 pub mod connections;
+pub mod console;
 pub mod errors;
 pub mod health;
 pub mod keyed;
@@ -71,6 +72,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/health/ready", "GET").route(web::get().to(health::ready)))
         .service(resource("/metrics", "GET").route(web::get().to(metrics::metrics)))
         .service(resource("/openapi.json", "GET").route(web::get().to(openapi::openapi_json)))
+        .service(resource("/console", "GET").route(web::get().to(console::page)))
+        .service(resource("/console/console.js", "GET").route(web::get().to(console::script)))
+        .service(resource("/console/console.css", "GET").route(web::get().to(console::style)))
         .service(
             resource("/v1/merchants/{id}", "GET").route(web::get().to(merchants::get_merchant)),
         )

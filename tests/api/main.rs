@@ -5,6 +5,7 @@ mod helpers;
 
 mod auth;
 mod cluster;
+mod console;
 mod crash;
 mod errors;
 mod health;

@@ -81,6 +81,10 @@ async fn every_route_is_documented_with_problem_json_errors() {
         ("get", "/v1/payments/{id}"),
         ("post", "/v1/webhooks/{provider}"),
         ("get", "/v1/support/merchants"),
+        ("get", "/v1/support/payments"),
+        ("get", "/v1/support/payments/{id}"),
+        ("post", "/v1/support/payments/{id}/reconcile"),
+        ("get", "/v1/support/needs-a-human"),
     ];
     for (method, path) in routes {
         let operation = &doc["paths"][path][method];

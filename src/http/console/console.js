@@ -1,0 +1,243 @@
+// payorch support console: the support API (README, "Support") in a page. No framework and no
+// build step. The support key lives in sessionStorage for this tab only, never in a URL.
+"use strict";
+
+const KEY = "payorch.supportKey";
+const $ = (id) => document.getElementById(id);
+
+function say(text, isError) {
+  const status = $("status");
+  status.textContent = text;
+  status.classList.toggle("error", Boolean(isError));
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (name === "class") node.className = value;
+    else node.setAttribute(name, value);
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined) {
+      node.append(child instanceof Node ? child : String(child));
+    }
+  }
+  return node;
+}
+
+async function api(method, path) {
+  const key = sessionStorage.getItem(KEY);
+  const response = await fetch(path, {
+    method,
+    headers: { Authorization: `Bearer ${key}` },
+  });
+  const body = await response.json().catch(() => ({}));
+  if (response.status === 401 || response.status === 403) {
+    forget();
+    throw new Error(body.detail || "That key is not a support key; enter another.");
+  }
+  if (!response.ok) {
+    throw new Error(body.detail || `The server answered ${response.status}.`);
+  }
+  return body;
+}
+
+function when(iso) {
+  return iso ? new Date(iso).toISOString().replace("T", " ").replace("Z", " UTC") : "";
+}
+
+// Amounts are in minor units; the currency's own number of decimals says where the point goes.
+function money(amount, currency) {
+  try {
+    const format = new Intl.NumberFormat("en", { style: "currency", currency: currency.toUpperCase() });
+    const digits = format.resolvedOptions().maximumFractionDigits;
+    return format.format(amount / 10 ** digits);
+  } catch {
+    return `${amount} ${currency} (minor units)`;
+  }
+}
+
+function statusBadge(status) {
+  return el("span", { class: `status ${status}` }, status);
+}
+
+function paymentLink(payment) {
+  const link = el("a", { href: `#${payment.id}` }, payment.id);
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    showStory(payment.id);
+  });
+  const amount = payment.currency ? ` ${money(payment.amount, payment.currency)} · ` : " ";
+  return el("li", {}, link, " ", statusBadge(payment.status), amount, when(payment.created_at));
+}
+
+// What the box holds decides the filter: ids carry their kind in their prefix.
+function searchPath(query) {
+  const q = encodeURIComponent(query);
+  if (query.startsWith("ord_")) return `/v1/support/payments?order_id=${q}`;
+  if (query.startsWith("mer_")) return `/v1/support/payments?merchant_id=${q}`;
+  if (query.startsWith("pi_")) return `/v1/support/payments?provider_payment_id=${q}`;
+  return `/v1/support/payments?idempotency_key=${q}`;
+}
+
+let lastSearch = null;
+
+async function search(event) {
+  event.preventDefault();
+  const query = $("query").value.trim();
+  if (!query) return;
+  if (query.startsWith("pay_")) {
+    $("results").hidden = true;
+    lastSearch = null;
+    return showStory(query);
+  }
+  say("Searching…");
+  lastSearch = searchPath(query);
+  await showResults(true);
+}
+
+async function showResults(openSingle) {
+  if (!lastSearch) return;
+  try {
+    const page = await api("GET", lastSearch);
+    const list = $("result-list");
+    list.replaceChildren(...page.data.map(paymentLink));
+    $("results").hidden = false;
+    say(page.data.length === 0 ? "No payment matches." :
+      `${page.data.length} payment(s) found${page.has_more ? "; the newest are shown" : ""}.`);
+    if (openSingle && page.data.length === 1) await showStory(page.data[0].id);
+  } catch (err) {
+    say(err.message, true);
+  }
+}
+
+// One story, interleaved by time: transitions, provider calls and webhook events.
+function storyLines(story) {
+  const lines = [];
+  for (const t of story.timeline) {
+    lines.push({ at: t.at, kind: "transition",
+      text: [t.from ? `${t.from} → ` : "", statusBadge(t.to), ` by ${t.source}`, t.detail ? ` (${t.detail})` : ""] });
+  }
+  for (const c of story.provider_calls) {
+    lines.push({ at: c.at, kind: "provider call",
+      text: [`${c.operation} by ${c.source}: ${c.outcome}`, c.http_status ? `, HTTP ${c.http_status}` : ", no HTTP answer",
+        `, ${c.latency_ms} ms`, c.detail ? ` (${c.detail})` : ""] });
+  }
+  for (const w of story.webhook_events) {
+    lines.push({ at: w.received_at, kind: "webhook",
+      text: [`${w.event_type}: ${w.outcome}`, w.detail ? ` (${w.detail})` : "", ` · ${w.provider_event_id}`] });
+  }
+  // At the same instant, the cause first: the call or the webhook, then the move it made.
+  const rank = { "provider call": 0, webhook: 1, transition: 2 };
+  lines.sort((a, b) => (new Date(a.at) - new Date(b.at)) || (rank[a.kind] - rank[b.kind]));
+  return lines.map((line) => el("li", {}, el("span", { class: "when" }, when(line.at)),
+    el("span", { class: "kind" }, line.kind), ...line.text));
+}
+
+function summary(story) {
+  const p = story.payment;
+  const key = story.idempotency_key;
+  const rows = [
+    ["Payment", p.id], ["Status", statusBadge(p.status)],
+    ["Amount", money(p.amount, p.currency)], ["Merchant", p.merchant_id],
+    ["Order", story.order ? `${story.order.id} (${story.order.status})` : p.order_id],
+    ["Provider charge", p.provider_payment_id || "none known yet"],
+    ["Failure", p.failure_code ? `${p.failure_code}: ${p.failure_message || ""}` : "none"],
+    ["Idempotency-Key", story.idempotency_key_name
+      ? `${story.idempotency_key_name} (${key ? key.state : "expired"})` : "none"],
+    ["Next provider check", p.next_check_at ? when(p.next_check_at) : "none: final"],
+    ["Created", when(p.created_at)],
+  ];
+  return rows.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]);
+}
+
+async function showStory(id) {
+  say("Loading the payment…");
+  try {
+    const story = await api("GET", `/v1/support/payments/${encodeURIComponent(id)}`);
+    $("story-title").textContent = `Payment ${story.payment.id}`;
+    $("summary").replaceChildren(...summary(story));
+    $("timeline").replaceChildren(...storyLines(story));
+    $("others").replaceChildren(...(story.other_attempts.length
+      ? story.other_attempts.map(paymentLink) : [el("li", {}, "none")]));
+    $("reconcile").dataset.payment = story.payment.id;
+    $("reconcile-result").textContent = "";
+    $("story").hidden = false;
+    say("");
+    $("story-title").setAttribute("tabindex", "-1");
+    $("story-title").focus();
+  } catch (err) {
+    say(err.message, true);
+  }
+}
+
+async function reconcile() {
+  const button = $("reconcile");
+  const id = button.dataset.payment;
+  if (!id || button.getAttribute("aria-busy") === "true") return;
+  button.setAttribute("aria-busy", "true");
+  $("reconcile-result").textContent = "Asking the provider…";
+  try {
+    const payment = await api("POST", `/v1/support/payments/${encodeURIComponent(id)}/reconcile`);
+    await showStory(id);
+    const now = { succeeded: "succeeded", failed: "failed", pending: "is still pending",
+      created: "is still not confirmed" }[payment.status] || `is ${payment.status}`;
+    $("reconcile-result").textContent = `Asked the provider: the payment ${now}.`;
+    await Promise.all([showResults(false), loadAttention()]);
+  } catch (err) {
+    $("reconcile-result").textContent = err.message;
+  } finally {
+    button.removeAttribute("aria-busy");
+  }
+}
+
+async function loadAttention() {
+  const lists = $("attention-lists");
+  try {
+    const needs = await api("GET", "/v1/support/needs-a-human");
+    const part = (title, items, render) => [
+      el("h3", {}, `${title} (${items.length})`),
+      el("ul", {}, ...(items.length ? items.map(render) : [el("li", {}, "none")])),
+    ];
+    lists.replaceChildren(
+      ...part("Open past the alert age", needs.stuck, paymentLink),
+      ...part("Failed: the provider had no record", needs.no_provider_record, paymentLink),
+      ...part("Webhooks that contradicted a payment", needs.webhook_conflicts, (c) =>
+        el("li", {}, when(c.received_at), ` ${c.event_type} about `,
+          c.attempt_id ? paymentLink({ id: `pay_${c.attempt_id}`, status: "", amount: "", currency: "" }) : "no payment",
+          c.detail ? ` (${c.detail})` : "")),
+    );
+  } catch (err) {
+    lists.replaceChildren(el("p", {}, err.message));
+  }
+}
+
+function forget() {
+  sessionStorage.removeItem(KEY);
+  $("work").hidden = true;
+  $("forget").hidden = true;
+  $("key-form").hidden = false;
+  $("key").focus();
+}
+
+function start() {
+  $("key-form").hidden = true;
+  $("forget").hidden = false;
+  $("work").hidden = false;
+  $("query").focus();
+  loadAttention();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(KEY, $("key").value.trim());
+    $("key").value = "";
+    say("");
+    start();
+  });
+  $("forget").addEventListener("click", forget);
+  $("search-form").addEventListener("submit", search);
+  $("reconcile").addEventListener("click", reconcile);
+  if (sessionStorage.getItem(KEY)) start(); else forget();
+});
