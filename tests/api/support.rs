@@ -425,3 +425,75 @@ async fn a_final_payment_is_answered_as_it_is_and_unknown_ids_are_404() {
         .await;
     assert_problem(response, 404, "not_found").await;
 }
+
+/// The story of a lost response that the reconciler finished on its own: every step, from
+/// the request that never heard back to the check that found the charge.
+#[tokio::test]
+async fn the_story_of_a_lost_response_the_reconciler_finished_is_complete() {
+    let app = TestApp::spawn().await;
+    app.sandbox.set_webhook_url(None);
+    let (_, pending) = app
+        .pay(Route::Checkout, "lost-story", "pm_sandbox_lost_response")
+        .await;
+    assert_eq!(pending["status"], "pending");
+    let id = pending["id"].as_str().unwrap().to_string();
+    let finished = crate::helpers::eventually(Duration::from_secs(10), || async {
+        app.story(&id).await["payment"]["status"] == "succeeded"
+    })
+    .await;
+    assert!(finished, "the reconciler finished it");
+    let story = app.story(&id).await;
+    let steps: Vec<(String, String)> = story["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["to"].as_str().unwrap().to_string(),
+                t["source"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("created".to_string(), "api".to_string()),
+            ("pending".to_string(), "provider_response".to_string()),
+            ("succeeded".to_string(), "reconciler".to_string()),
+        ],
+        "{story}"
+    );
+    let calls: Vec<(String, String, String)> = story["provider_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["operation"].as_str().unwrap().to_string(),
+                c["source"].as_str().unwrap().to_string(),
+                c["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (
+                "create".to_string(),
+                "api".to_string(),
+                "unknown".to_string()
+            ),
+            // Inside the key window the reconciler resends under the attempt's own key.
+            (
+                "create".to_string(),
+                "reconciler".to_string(),
+                "succeeded".to_string()
+            ),
+        ],
+        "{story}"
+    );
+    assert_eq!(story["order"]["status"], "paid");
+    assert_eq!(story["idempotency_key"]["state"], "completed");
+    assert_eq!(story["idempotency_key"]["unresolved"], false);
+    assert_eq!(app.charges_for(&id), 1);
+}
