@@ -121,6 +121,7 @@ diesel::table! {
         payload -> Jsonb,
         provider_created_at -> Nullable<Timestamptz>,
         received_at -> Timestamptz,
+        deliveries -> Integer,
     }
 }
 

@@ -81,6 +81,9 @@ pub async fn receive(
     event: &WebhookEvent,
 ) -> Result<Received, ReceiveError> {
     let received = record_once(pool, payments, event).await?;
+    if received == Received::Duplicate {
+        count_redelivery(pool, payments.provider.name(), &event.id).await?;
+    }
     let label = match &received {
         Received::Recorded { outcome, .. } => outcome.as_str(),
         Received::Duplicate => "duplicate",
@@ -421,6 +424,24 @@ impl NewEvent<'_> {
     }
 }
 
+/// A later copy of a recorded event: counted on its row, nothing else changes.
+async fn count_redelivery(
+    pool: &DbPool,
+    provider: &str,
+    provider_event_id: &str,
+) -> Result<(), ReceiveError> {
+    let mut conn = pool.get().await?;
+    Sql::new(
+        "UPDATE webhook_events SET deliveries = deliveries + 1 \
+         WHERE provider = $1 AND provider_event_id = $2",
+    )
+    .bind::<Text, _>(provider)
+    .bind::<Text, _>(provider_event_id)
+    .execute(&mut conn)
+    .await?;
+    Ok(())
+}
+
 /// One recorded event, as the attempt's support view shows it.
 #[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
 #[diesel(table_name = webhook_events)]
@@ -432,6 +453,9 @@ pub struct RecordedEvent {
     #[schema(value_type = Option<String>)]
     pub provider_created_at: Option<DateTime<Utc>>,
     pub received_at: DateTime<Utc>,
+    /// How often the provider delivered it: the first delivery did `outcome`, each later
+    /// copy was a `duplicate` that changed nothing.
+    pub deliveries: i32,
 }
 
 /// The events recorded about `attempt`, in the order they arrived.

@@ -400,7 +400,14 @@ async fn the_database_refuses_an_order_moving_backwards() {
         .set(orders::status.eq("awaiting_payment"))
         .execute(&mut conn)
         .await;
-    assert!(result.is_err(), "a canceled order stays canceled");
+    match result {
+        Err(diesel::result::Error::DatabaseError(_, info)) => assert_eq!(
+            info.constraint_name(),
+            Some("orders_status_transition"),
+            "a canceled order stays canceled"
+        ),
+        other => panic!("a canceled order was moved: {other:?}"),
+    }
 }
 
 #[tokio::test]

@@ -518,34 +518,67 @@ async fn the_database_refuses_moves_the_state_machine_does_not_allow() {
         .await;
     let mut conn = app.db.connect().await;
     let id = |attempt: &Value| attempt["id"].as_str().unwrap()[4..].to_string();
-    for sql in [
-        format!(
-            "UPDATE payment_attempts SET status = 'failed', failure_code = 'x' WHERE id = '{}'",
-            id(&paid)
+    let cases = [
+        (
+            format!(
+                "UPDATE payment_attempts SET status = 'failed', failure_code = 'x' WHERE id = '{}'",
+                id(&paid)
+            ),
+            "payment_attempts_final",
         ),
-        format!(
-            "UPDATE payment_attempts SET status = 'pending', next_check_at = now() WHERE id = '{}'",
-            id(&paid)
+        (
+            format!(
+                "UPDATE payment_attempts SET status = 'pending', next_check_at = now() WHERE id = '{}'",
+                id(&paid)
+            ),
+            "payment_attempts_final",
         ),
-        format!(
-            "UPDATE payment_attempts SET status = 'succeeded', failure_code = NULL WHERE id = '{}'",
-            id(&declined)
+        (
+            format!(
+                "UPDATE payment_attempts SET status = 'succeeded', failure_code = NULL WHERE id = '{}'",
+                id(&declined)
+            ),
+            "payment_attempts_final",
         ),
-        format!(
-            "UPDATE payment_attempts SET amount = 1 WHERE id = '{}'",
-            id(&paid)
+        (
+            format!(
+                "UPDATE payment_attempts SET amount = 1 WHERE id = '{}'",
+                id(&paid)
+            ),
+            "payment_attempts_final",
         ),
         // A second attempt for a paid order.
-        format!(
-            "INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method, \
-             provider, provider_idempotency_key, next_check_at) \
-             SELECT merchant_id, gen_random_uuid(), order_id, 'created', 'pm_card_visa', \
-             provider, 'hand-made', now() FROM payment_attempts WHERE id = '{}'",
-            id(&paid)
+        (
+            format!(
+                "INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method, \
+                 provider, provider_idempotency_key, next_check_at) \
+                 SELECT merchant_id, gen_random_uuid(), order_id, 'created', 'pm_card_visa', \
+                 provider, 'hand-made', now() FROM payment_attempts WHERE id = '{}'",
+                id(&paid)
+            ),
+            "payment_attempts_order_payable",
         ),
-    ] {
-        let refused = diesel::sql_query(&sql).execute(&mut conn).await;
-        assert!(refused.is_err(), "the database let through: {sql}");
+        // An order that skips processing.
+        (
+            format!(
+                "UPDATE orders SET status = 'paid' WHERE id = (SELECT order_id FROM payment_attempts WHERE id = '{}')",
+                id(&declined)
+            ),
+            "orders_status_transition",
+        ),
+    ];
+    for (sql, constraint) in cases {
+        match diesel::sql_query(&sql).execute(&mut conn).await {
+            Err(diesel::result::Error::DatabaseError(_, info)) => {
+                assert_eq!(
+                    info.constraint_name(),
+                    Some(constraint),
+                    "{sql}: {}",
+                    info.message()
+                )
+            }
+            other => panic!("the database let through {sql}: {other:?}"),
+        }
     }
     assert_eq!(
         app.payment(paid["id"].as_str().unwrap()).await["status"],

@@ -458,4 +458,22 @@ async fn many_late_events_at_once_are_each_recorded_once() {
     let outcomes = app.event_outcomes().await;
     assert_eq!(outcomes.len(), 20);
     assert!(outcomes.iter().all(|(_, outcome)| outcome == "stale"));
+    // Each event's second copy is counted on its row.
+    let mut conn = app.db.connect().await;
+    let deliveries: Vec<i32> = webhook_events::table
+        .select(webhook_events::deliveries)
+        .load(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(deliveries, [2; 20]);
+    let story: Value = app
+        .get_as(
+            &app.support_key,
+            &format!("/v1/support/payments/{}", paid["id"].as_str().unwrap()),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(story["webhook_events"][0]["deliveries"], 2, "{story}");
 }

@@ -125,7 +125,9 @@ function storyLines(story) {
   }
   for (const w of story.webhook_events) {
     lines.push({ at: w.received_at, kind: "webhook",
-      text: [`${w.event_type}: ${w.outcome}`, w.detail ? ` (${w.detail})` : "", ` · ${w.provider_event_id}`] });
+      text: [`${w.event_type}: ${w.outcome}`, w.detail ? ` (${w.detail})` : "",
+        w.deliveries > 1 ? `; delivered ${w.deliveries} times, the later copies duplicates that changed nothing` : "",
+        ` · ${w.provider_event_id}`] });
   }
   // At the same instant, the cause first: the call or the webhook, then the move it made.
   const rank = { "provider call": 0, webhook: 1, transition: 2 };

@@ -1,0 +1,2 @@
+ALTER TABLE webhook_events DROP COLUMN deliveries;
+DROP DOMAIN delivery_count;
