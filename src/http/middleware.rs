@@ -157,7 +157,8 @@ pub async fn read_body_in_time(
         .map_into_right_body())
 }
 
-/// The root span of every request, with the fields later layers fill in.
+/// The root span of every request, with the fields later layers fill in: the ids a support
+/// person searches by, so one payment's log lines can be followed.
 pub struct PayorchRootSpan;
 
 impl RootSpanBuilder for PayorchRootSpan {
@@ -167,6 +168,8 @@ impl RootSpanBuilder for PayorchRootSpan {
             merchant = tracing::field::Empty,
             idempotency_key = tracing::field::Empty,
             idempotency_outcome = tracing::field::Empty,
+            order = tracing::field::Empty,
+            payment = tracing::field::Empty,
         )
     }
 

@@ -69,8 +69,11 @@ impl CreateOrderBody {
     }
 }
 
+/// The order id of a path; it also goes on the request's log lines.
 pub fn parse_order_id(raw: &str) -> Result<OrderId, ApiError> {
-    raw.parse().map_err(|_| ApiError::NotFound("order"))
+    let id: OrderId = raw.parse().map_err(|_| ApiError::NotFound("order"))?;
+    tracing::Span::current().record("order", tracing::field::display(id));
+    Ok(id)
 }
 
 /// An order with its payment attempts, newest first.

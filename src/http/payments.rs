@@ -56,8 +56,16 @@ fn payment_location(id: PaymentId) -> String {
     format!("/v1/payments/{id}")
 }
 
+/// Puts the payment's and its order's ids on the request's log lines.
+fn record_ids(attempt: &PaymentAttempt) {
+    let span = tracing::Span::current();
+    span.record("payment", tracing::field::display(attempt.id));
+    span.record("order", tracing::field::display(attempt.order_id));
+}
+
 /// `201` (or the first status, replayed) with `Location` to poll.
 fn answer<T: Serialize>(paid: &Paid, body: &T) -> HttpResponse {
+    record_ids(&paid.attempt);
     let mut response = respond(paid.status, body, paid.replayed);
     if let Ok(location) = header::HeaderValue::from_str(&payment_location(paid.attempt.id)) {
         response.headers_mut().insert(header::LOCATION, location);
@@ -184,5 +192,6 @@ pub async fn get_payment(
     let attempt = crate::payments::attempts::find_attempt(&mut conn, caller.scope(), id)
         .await?
         .ok_or(ApiError::NotFound("payment"))?;
+    record_ids(&attempt);
     Ok(HttpResponse::Ok().json(attempt))
 }

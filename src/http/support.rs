@@ -194,7 +194,8 @@ pub async fn payment_story(
 ) -> Result<HttpResponse, ApiError> {
     let key_name = support_key_name(&state, &caller).await?;
     let id: PaymentId = path.parse().map_err(|_| ApiError::NotFound("payment"))?;
-    tracing::info!(support_key = %key_name, payment = %id, "support read a payment's story");
+    tracing::Span::current().record("payment", tracing::field::display(id));
+    tracing::info!(support_key = %key_name, "support read a payment's story");
     let mut conn = state.pool.get().await?;
     let story = support::story(&mut conn, id)
         .await?
@@ -224,7 +225,9 @@ pub async fn reconcile_now(
             .await?
             .ok_or(ApiError::NotFound("payment"))?
     };
-    tracing::info!(support_key = %key_name, payment = %id, status = attempt.status.as_str(), "support asked the provider now");
+    tracing::Span::current().record("payment", tracing::field::display(id));
+    tracing::Span::current().record("order", tracing::field::display(attempt.order_id));
+    tracing::info!(support_key = %key_name, status = attempt.status.as_str(), "support asked the provider now");
     // The reconciler's own check: a second press at the same moment makes a second harmless
     // call (a retrieve, or a resend under the attempt's own key), and only one of the two
     // can move the attempt.

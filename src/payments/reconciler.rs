@@ -116,6 +116,8 @@ fn pg_interval(d: Duration) -> diesel::pg::data_types::PgInterval {
 /// Asks the provider about one attempt and records what it said; finishes the attempt (and
 /// the key that made it) on a definitive answer. Also the support action "reconcile now"
 /// (`source` support, `asked_by` the support key's name, recorded on the provider call).
+#[tracing::instrument(skip_all, fields(payment = %attempt.id, order = %attempt.order_id,
+    merchant = %attempt.merchant_id, source = source.as_str()))]
 pub async fn check(
     pool: &DbPool,
     payments: &Payments,

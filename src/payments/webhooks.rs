@@ -75,6 +75,8 @@ pub enum ReceiveError {
 }
 
 /// Records `event` from `provider` and applies it, once per provider event id.
+#[tracing::instrument(skip_all, fields(provider_event_id = %event.id,
+    payment = event.attempt_id.as_deref().unwrap_or("unknown")))]
 pub async fn receive(
     pool: &DbPool,
     payments: &Payments,
