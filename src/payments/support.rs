@@ -38,9 +38,11 @@ pub struct Search {
     pub created_to: Option<DateTime<Utc>>,
 }
 
-/// How much earlier than its row an attempt's id may have been made: the id is taken just
-/// before the statement that inserts the row, so a minute is far more than the gap.
-const ID_BEFORE_ROW: Duration = Duration::minutes(1);
+/// How far apart an attempt's id time and its row's `created_at` may be: the id is taken by
+/// payorch's clock just before the statement that inserts the row, `created_at` by the
+/// database's. A minute covers that gap and any skew between the two clocks; the exact
+/// `created_at` filter does the rest.
+const ID_VERSUS_ROW: Duration = Duration::minutes(1);
 
 /// Up to `limit` attempts matching `search`, newest first, after `starting_after` (an attempt
 /// id from the previous page).
@@ -93,12 +95,12 @@ pub async fn search(
     }
     if let Some(from) = search.created_from {
         query = query
-            .filter(payment_attempts::id.ge(id_floor(from - ID_BEFORE_ROW)))
+            .filter(payment_attempts::id.ge(id_floor(from - ID_VERSUS_ROW)))
             .filter(payment_attempts::created_at.ge(from));
     }
     if let Some(to) = search.created_to {
         query = query
-            .filter(payment_attempts::id.lt(id_floor(to)))
+            .filter(payment_attempts::id.lt(id_floor(to + ID_VERSUS_ROW)))
             .filter(payment_attempts::created_at.lt(to));
     }
     Ok(query
