@@ -18,6 +18,7 @@ use crate::db::Database;
 use crate::providers::stripe::StripeProvider;
 use crate::sandbox::{self, SandboxConfig, SandboxHandle};
 use crate::secret::Secret;
+use crate::wiring::{self, Webhooks};
 
 /// A failure that ends the command; printed as one line.
 #[derive(Debug)]
@@ -103,17 +104,31 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
             (sandbox.base_url(), secret, Some(sandbox))
         }
     };
-    let provider = StripeProvider::new(args.provider.stripe_config(
-        &provider_url,
-        &provider_secret,
-        webhook_secrets,
-    ))?;
     let result = async {
-        let app = Application::build(&settings, database.url(), Arc::new(provider)).await?;
+        let app = match &sandbox {
+            Some(sandbox) => {
+                wiring::app_on_sandbox(
+                    &settings,
+                    database.url(),
+                    sandbox,
+                    |url: String| {
+                        args.provider
+                            .stripe_config(&url, &provider_secret, webhook_secrets)
+                    },
+                    Webhooks::ToTheApp,
+                )
+                .await?
+            }
+            None => {
+                let provider = StripeProvider::new(args.provider.stripe_config(
+                    &provider_url,
+                    &provider_secret,
+                    webhook_secrets,
+                ))?;
+                Application::build(&settings, database.url(), Arc::new(provider)).await?
+            }
+        };
         let base_url = app.base_url();
-        if let Some(sandbox) = &sandbox {
-            sandbox.set_webhook_url(Some(format!("{base_url}/v1/webhooks/stripe")));
-        }
         run_server(
             app,
             &path,

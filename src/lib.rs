@@ -15,3 +15,4 @@ pub mod providers;
 pub mod sandbox;
 pub mod secret;
 pub mod telemetry;
+pub mod wiring;

@@ -6,7 +6,6 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::dev::ServerHandle;
@@ -14,14 +13,15 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use tokio::task::JoinHandle;
 
 use payorch::accounts;
-use payorch::app::{AppSettings, Application};
+use payorch::app::AppSettings;
 use payorch::db::migrations::run_migrations;
 use payorch::db::{Database, PoolSettings, PrivateCluster};
 use payorch::idempotency::IdempotencySettings;
 use payorch::ids::MerchantId;
 use payorch::providers::signature;
-use payorch::providers::stripe::{StripeConfig, StripeProvider};
+use payorch::providers::stripe::StripeConfig;
 use payorch::sandbox::{self, SandboxConfig, SandboxHandle};
+use payorch::wiring::{self, Webhooks};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -233,12 +233,20 @@ impl Stack {
             ..SandboxConfig::default()
         };
         let sandbox = sandbox::start(sandbox_config.clone()).await?;
-        let provider = StripeProvider::new(StripeConfig::new(
-            sandbox.base_url(),
-            sandbox_config.secret,
-            vec![sandbox_config.webhook_secret],
-        ))?;
-        let app = Application::build(settings, &url, Arc::new(provider)).await?;
+        let app = wiring::app_on_sandbox(
+            settings,
+            &url,
+            &sandbox,
+            |base_url| {
+                StripeConfig::new(
+                    base_url,
+                    sandbox_config.secret,
+                    vec![sandbox_config.webhook_secret],
+                )
+            },
+            Webhooks::Off,
+        )
+        .await?;
         let base_url = app.base_url();
         let handle = app.handle();
         let server = tokio::spawn(app.run_until_stopped());

@@ -9,15 +9,16 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use tokio::sync::OnceCell;
 
 use payorch::accounts;
-use payorch::app::{AppSettings, Application};
+use payorch::app::AppSettings;
 use payorch::db::migrations::run_migrations;
 use payorch::db::{ClusterOptions, PoolSettings, PrivateCluster};
 use payorch::http::connections::ClientLimits;
 use payorch::idempotency::IdempotencySettings;
 use payorch::ids::MerchantId;
 use payorch::payments::reconciler_settings::ReconcilerSettings;
-use payorch::providers::stripe::{StripeConfig, StripeProvider};
+use payorch::providers::stripe::StripeConfig;
 use payorch::sandbox::{self, SandboxConfig, SandboxHandle};
+use payorch::wiring::{self, Webhooks};
 
 /// The database server of this test run.
 pub struct TestServer {
@@ -323,29 +324,33 @@ impl Default for TestConfig {
 
 pub const TEST_WEBHOOK_SECRET: &str = "whsec_test_payorch";
 
+/// The app on `sandbox`, wired the way `serve` wires it.
 async fn start_app(
     db: &TestDatabase,
     config: &TestConfig,
     sandbox: &SandboxHandle,
 ) -> (String, actix_web::dev::ServerHandle) {
-    let provider = StripeProvider::new(StripeConfig {
-        timeout: config.provider_timeout,
-        ..StripeConfig::new(
-            sandbox.base_url(),
-            config.sandbox.secret.clone(),
-            config
-                .webhook_secrets
-                .iter()
-                .map(|s| s.as_str().into())
-                .collect(),
-        )
-    })
-    .expect("build the provider adapter");
-    let app = Application::build(&config.settings, &db.url, Arc::new(provider))
-        .await
-        .expect("build the application");
+    let app = wiring::app_on_sandbox(
+        &config.settings,
+        &db.url,
+        sandbox,
+        |url| StripeConfig {
+            timeout: config.provider_timeout,
+            ..StripeConfig::new(
+                url,
+                config.sandbox.secret.clone(),
+                config
+                    .webhook_secrets
+                    .iter()
+                    .map(|s| s.as_str().into())
+                    .collect(),
+            )
+        },
+        Webhooks::ToTheApp,
+    )
+    .await
+    .expect("build the application");
     let base_url = app.base_url();
-    sandbox.set_webhook_url(Some(format!("{base_url}/v1/webhooks/stripe")));
     let handle = app.handle();
     tokio::spawn(app.run_until_stopped());
     (base_url, handle)
