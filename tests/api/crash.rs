@@ -83,11 +83,17 @@ async fn a_retry_after_a_crash_resumes_the_same_attempt_and_charges_once() {
     let early = retry(&app).await;
     assert_problem(early, 409, "idempotency_key_in_use").await;
 
+    // The lease is 3 s; well past it the retry must have taken over.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let resumed = loop {
         let response = retry(&app).await;
         if response.status() != 409 {
             break response;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the retry never took over the dead request's key"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(resumed.status(), 201);
