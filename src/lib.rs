@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod app;
+pub mod bounded_map;
 pub mod commands;
 pub mod config;
 pub mod credentials;

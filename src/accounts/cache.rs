@@ -3,18 +3,17 @@
 //! the SHA-256 of the secret, never the secret): a new key works at once, and a revoked key
 //! stops working at most `ttl` after `revoked_at` is set (README, "Authentication").
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::{Caller, SecretHash};
+use crate::bounded_map::BoundedMap;
 
 /// More live keys than this in the cache and the stale ones go; past it all of them.
 const CAPACITY: usize = 10_000;
 
 pub struct CallerCache {
     ttl: Duration,
-    entries: Mutex<HashMap<SecretHash, (Caller, Instant)>>,
+    entries: BoundedMap<SecretHash, (Caller, Instant)>,
 }
 
 impl CallerCache {
@@ -22,17 +21,16 @@ impl CallerCache {
     pub fn new(ttl: Duration) -> Self {
         CallerCache {
             ttl,
-            entries: Mutex::new(HashMap::new()),
+            entries: BoundedMap::new(CAPACITY),
         }
     }
 
     /// The caller of `hash`, if it was looked up less than `ttl` ago.
     pub fn get(&self, hash: &SecretHash) -> Option<Caller> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries
+        self.entries
             .get(hash)
             .filter(|(_, at)| at.elapsed() < self.ttl)
-            .map(|(caller, _)| *caller)
+            .map(|(caller, _)| caller)
     }
 
     /// Remembers a live key just looked up.
@@ -40,14 +38,10 @@ impl CallerCache {
         if self.ttl.is_zero() {
             return;
         }
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= CAPACITY {
-            entries.retain(|_, (_, at)| at.elapsed() < self.ttl);
-            if entries.len() >= CAPACITY {
-                entries.clear();
-            }
-        }
-        entries.insert(hash, (caller, Instant::now()));
+        self.entries
+            .insert_keeping(hash, (caller, Instant::now()), |(_, at)| {
+                at.elapsed() < self.ttl
+            });
     }
 }
 

@@ -6,13 +6,11 @@
 //! answered exactly as the database would answer it until its `expires_at`, after which it is
 //! forgotten and the claim statement judges it again. Keys in flight are never remembered.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{Fingerprint, KeyedRequest};
+use crate::bounded_map::BoundedMap;
 use crate::ids::MerchantId;
 
 /// Past this many keys the map is emptied and starts again: a bound on memory, not a cache
@@ -29,27 +27,28 @@ pub struct Finished {
     pub expires_at: DateTime<Utc>,
 }
 
-#[derive(Default)]
 pub struct RecentKeys {
-    entries: Mutex<HashMap<(MerchantId, String), Finished>>,
+    entries: BoundedMap<(MerchantId, String), Finished>,
+}
+
+impl Default for RecentKeys {
+    fn default() -> Self {
+        RecentKeys {
+            entries: BoundedMap::new(CAPACITY),
+        }
+    }
 }
 
 impl RecentKeys {
     /// The finished key of `request`, if remembered and not expired.
     pub fn get(&self, request: &KeyedRequest) -> Option<Finished> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries
+        self.entries
             .get(&(request.merchant_id, request.key.as_str().to_owned()))
             .filter(|finished| finished.expires_at > Utc::now())
-            .cloned()
     }
 
     pub fn remember(&self, request: &KeyedRequest, finished: Finished) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= CAPACITY {
-            entries.clear();
-        }
-        entries.insert(
+        self.entries.insert(
             (request.merchant_id, request.key.as_str().to_owned()),
             finished,
         );

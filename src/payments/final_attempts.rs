@@ -6,19 +6,24 @@
 //! exactly what a read would return, for as long as it is remembered. Open attempts are never
 //! remembered.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use super::attempts::PaymentAttempt;
+use crate::bounded_map::BoundedMap;
 use crate::ids::PaymentId;
 
 /// Past this many attempts the map is emptied and starts again: a bound on memory (a few MB),
 /// not a cache policy worth more (a forgotten attempt costs one read).
 const CAPACITY: usize = 20_000;
 
-#[derive(Default)]
 pub struct FinalAttempts {
-    entries: Mutex<HashMap<PaymentId, PaymentAttempt>>,
+    entries: BoundedMap<PaymentId, PaymentAttempt>,
+}
+
+impl Default for FinalAttempts {
+    fn default() -> Self {
+        FinalAttempts {
+            entries: BoundedMap::new(CAPACITY),
+        }
+    }
 }
 
 impl FinalAttempts {
@@ -27,17 +32,12 @@ impl FinalAttempts {
         if !attempt.status.is_final() {
             return;
         }
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= CAPACITY {
-            entries.clear();
-        }
-        entries.insert(attempt.id, attempt.clone());
+        self.entries.insert(attempt.id, attempt.clone());
     }
 
     /// The final attempt `id`, if remembered.
     pub fn get(&self, id: PaymentId) -> Option<PaymentAttempt> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.get(&id).cloned()
+        self.entries.get(&id)
     }
 }
 
