@@ -12,7 +12,7 @@ use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use crate::accounts::{self, Caller};
 use crate::http::errors::ApiError;
 use crate::http::AppState;
-use crate::ids::MerchantId;
+use crate::ids::{ApiKeyId, MerchantId};
 
 impl FromRequest for Caller {
     type Error = ApiError;
@@ -86,10 +86,10 @@ impl Caller {
         }
     }
 
-    /// Support routes are for support keys only.
-    pub fn require_support(&self) -> Result<(), ApiError> {
+    /// Support routes are for support keys only; the key's id.
+    pub fn require_support(&self) -> Result<ApiKeyId, ApiError> {
         match self {
-            Caller::Support { .. } => Ok(()),
+            Caller::Support { key_id } => Ok(*key_id),
             Caller::Merchant { .. } => Err(ApiError::Forbidden(
                 "this route is for support staff keys; merchant keys cannot use it",
             )),

@@ -17,6 +17,7 @@ use crate::payments::attempts::Refusal;
 use crate::payments::event_log::LogError;
 use crate::payments::flow::PayError;
 use crate::payments::orders::OrderError;
+use crate::payments::reconciler::ReconcileError;
 use crate::payments::webhooks::ReceiveError;
 
 /// A problem with one field of the request, for `validation_failed`.
@@ -389,6 +390,15 @@ impl From<PayError> for ApiError {
             PayError::Unavailable(err) => err.into(),
             PayError::Database(err) => err.into(),
             PayError::Inconsistent(what) => ApiError::Internal(what),
+        }
+    }
+}
+
+impl From<ReconcileError> for ApiError {
+    fn from(err: ReconcileError) -> Self {
+        match err {
+            ReconcileError::Unavailable(err) => err.into(),
+            ReconcileError::Database(err) => err.into(),
         }
     }
 }

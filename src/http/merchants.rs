@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::accounts::{self, Caller, Merchant};
 use crate::http::errors::{ApiError, FieldError};
-use crate::http::AppState;
+use crate::http::{page_limit, AppState};
 use crate::ids::MerchantId;
 
 #[utoipa::path(get, path = "/v1/merchants/{id}", tag = "merchants",
@@ -61,11 +61,11 @@ pub async fn list_merchants(
     params: web::Query<ListParams>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require_support()?;
-    let limit = params.limit.unwrap_or(20);
     let mut errors = Vec::new();
-    if !(1..=100).contains(&limit) {
-        errors.push(FieldError::new("limit", "must be between 1 and 100"));
-    }
+    let limit = page_limit(params.limit).unwrap_or_else(|err| {
+        errors.push(err);
+        0
+    });
     let starting_after = match params
         .starting_after
         .as_deref()

@@ -113,6 +113,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         );
 }
 
+/// A list's `limit`: 1–100, 20 when not given.
+pub(crate) fn page_limit(raw: Option<i64>) -> Result<i64, errors::FieldError> {
+    let limit = raw.unwrap_or(20);
+    if (1..=100).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(errors::FieldError::new(
+            "limit",
+            "must be between 1 and 100",
+        ))
+    }
+}
+
 /// A path whose other methods answer `405 method_not_allowed` with `Allow: allow`.
 fn resource(path: &str, allow: &'static str) -> actix_web::Resource {
     web::resource(path).default_service(web::to(move || async move {

@@ -52,6 +52,13 @@ fn parse_payment_method(raw: Option<String>) -> Result<PaymentMethodToken, Field
     PaymentMethodToken::parse(&raw).map_err(|message| FieldError::new(field, message))
 }
 
+/// The payment id of a path; it also goes on the request's log lines.
+pub(crate) fn parse_payment_id(raw: &str) -> Result<PaymentId, ApiError> {
+    let id: PaymentId = raw.parse().map_err(|_| ApiError::NotFound("payment"))?;
+    tracing::Span::current().record("payment", tracing::field::display(id));
+    Ok(id)
+}
+
 fn payment_location(id: PaymentId) -> String {
     format!("/v1/payments/{id}")
 }
@@ -187,7 +194,7 @@ pub async fn get_payment(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id: PaymentId = path.parse().map_err(|_| ApiError::NotFound("payment"))?;
+    let id = parse_payment_id(&path)?;
     let mut conn = state.pool.get().await?;
     let attempt = crate::payments::attempts::find_attempt(&mut conn, caller.scope(), id)
         .await?

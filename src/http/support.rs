@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::accounts::{self, Caller};
 use crate::http::errors::{ApiError, FieldError};
-use crate::http::AppState;
-use crate::ids::{ApiKeyId, MerchantId, OrderId, PaymentId};
+use crate::http::payments::parse_payment_id;
+use crate::http::{page_limit, AppState};
+use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::attempts::find_attempt;
 use crate::payments::reconciler;
 use crate::payments::support::{self, NeedsAHuman, Search, Story};
@@ -17,16 +18,9 @@ use crate::payments::{AttemptStatus, PaymentAttempt, Source};
 
 /// The support key's name, for the log of what its holder did; a merchant key is refused.
 async fn support_key_name(state: &AppState, caller: &Caller) -> Result<String, ApiError> {
-    caller.require_support()?;
-    let key_id: Option<ApiKeyId> = match caller {
-        Caller::Support { key_id } => Some(*key_id),
-        Caller::Merchant { .. } => None,
-    };
+    let key_id = caller.require_support()?;
     let mut conn = state.pool.get().await?;
-    let name = match key_id {
-        Some(id) => accounts::key_name(&mut conn, id).await?,
-        None => None,
-    };
+    let name = accounts::key_name(&mut conn, key_id).await?;
     Ok(name.unwrap_or_else(|| "an unnamed support key".to_owned()))
 }
 
@@ -150,12 +144,10 @@ pub async fn search_payments(
         p.starting_after.as_deref(),
         str::parse::<PaymentId>,
     );
-    let limit = p.limit.unwrap_or(20);
-    if !(1..=100).contains(&limit) {
-        checked
-            .errors
-            .push(FieldError::new("limit", "must be between 1 and 100"));
-    }
+    let limit = page_limit(p.limit).unwrap_or_else(|err| {
+        checked.errors.push(err);
+        0
+    });
     if p.merchant_reference.is_some() && p.merchant_id.is_none() {
         checked.errors.push(FieldError::new(
             "merchant_reference",
@@ -193,8 +185,7 @@ pub async fn payment_story(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let key_name = support_key_name(&state, &caller).await?;
-    let id: PaymentId = path.parse().map_err(|_| ApiError::NotFound("payment"))?;
-    tracing::Span::current().record("payment", tracing::field::display(id));
+    let id = parse_payment_id(&path)?;
     tracing::info!(support_key = %key_name, "support read a payment's story");
     let mut conn = state.pool.get().await?;
     let story = support::story(&mut conn, id)
@@ -218,14 +209,13 @@ pub async fn reconcile_now(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let key_name = support_key_name(&state, &caller).await?;
-    let id: PaymentId = path.parse().map_err(|_| ApiError::NotFound("payment"))?;
+    let id = parse_payment_id(&path)?;
     let attempt = {
         let mut conn = state.pool.get().await?;
         find_attempt(&mut conn, None, id)
             .await?
             .ok_or(ApiError::NotFound("payment"))?
     };
-    tracing::Span::current().record("payment", tracing::field::display(id));
     tracing::Span::current().record("order", tracing::field::display(attempt.order_id));
     tracing::info!(support_key = %key_name, status = attempt.status.as_str(), "support asked the provider now");
     // The reconciler's own check: a second press at the same moment makes a second harmless
@@ -239,13 +229,7 @@ pub async fn reconcile_now(
         Source::Support,
         Some(&who),
     )
-    .await
-    .map_err(|err| -> ApiError {
-        match err {
-            reconciler::ReconcileError::Unavailable(err) => err.into(),
-            reconciler::ReconcileError::Database(err) => err.into(),
-        }
-    })?;
+    .await?;
     Ok(HttpResponse::Ok().json(attempt))
 }
 
@@ -270,13 +254,7 @@ pub async fn needs_a_human(
     params: web::Query<AttentionParams>,
 ) -> Result<HttpResponse, ApiError> {
     let key_name = support_key_name(&state, &caller).await?;
-    let limit = params.limit.unwrap_or(20);
-    if !(1..=100).contains(&limit) {
-        return Err(ApiError::ValidationFailed(vec![FieldError::new(
-            "limit",
-            "must be between 1 and 100",
-        )]));
-    }
+    let limit = page_limit(params.limit).map_err(|err| ApiError::ValidationFailed(vec![err]))?;
     tracing::info!(support_key = %key_name, "support read what needs a human");
     let mut conn = state.pool.get().await?;
     let list =
