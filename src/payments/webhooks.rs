@@ -118,11 +118,11 @@ async fn record_once(
     event: &WebhookEvent,
 ) -> Result<Received, ReceiveError> {
     let provider = payments.provider.name();
-    let handled = event.acted_on;
     // Bounded: a round that writes nothing means another writer moved the attempt first,
     // and an attempt makes at most two moves.
     for round in 0..4 {
-        let seen = match remembered(payments, event).filter(|_| round == 0) {
+        // A later round means the attempt moved meanwhile: read it again.
+        let seen = match (round == 0).then(|| remembered(payments, event)).flatten() {
             Some(seen) => seen,
             None => look(&mut *pool.get().await?, provider, event)
                 .await?
@@ -138,7 +138,7 @@ async fn record_once(
         };
         let charge_owner = seen.charge_owner;
         let Some(attempt) = seen.attempt else {
-            let outcome = if handled {
+            let outcome = if event.acted_on {
                 EventOutcome::UnknownAttempt
             } else {
                 EventOutcome::Ignored
@@ -148,9 +148,10 @@ async fn record_once(
                 .insert(&payments.event_log, outcome, &detail, None)
                 .await;
         };
+        // The adapter says what an event means only for the kinds payorch acts on.
         let outcome = match event.outcome.clone() {
-            Some(outcome) if handled => outcome,
-            _ => {
+            Some(outcome) => outcome,
+            None => {
                 let detail = format!("{} is not acted on", event.event_type);
                 return new
                     .insert(
