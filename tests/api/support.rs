@@ -82,6 +82,21 @@ impl TestApp {
     }
 }
 
+/// A story's timeline as (status reached, source) pairs.
+fn steps(story: &Value) -> Vec<(String, String)> {
+    story["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["to"].as_str().unwrap().to_string(),
+                t["source"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn only_support_keys_reach_support_routes_and_support_keys_cannot_write() {
     let app = TestApp::spawn().await;
@@ -344,17 +359,7 @@ async fn reconcile_pressed_twice_at_once_tells_one_story() {
     let story = app.story(&id).await;
     assert_eq!(story["payment"]["status"], "succeeded");
     assert_eq!(story["order"]["status"], "paid");
-    let moves: Vec<(String, String)> = story["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["to"].as_str().unwrap().to_string(),
-                t["source"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let moves = steps(&story);
     assert_eq!(
         moves,
         [
@@ -443,19 +448,9 @@ async fn the_story_of_a_lost_response_the_reconciler_finished_is_complete() {
     .await;
     assert!(finished, "the reconciler finished it");
     let story = app.story(&id).await;
-    let steps: Vec<(String, String)> = story["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["to"].as_str().unwrap().to_string(),
-                t["source"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let moves = steps(&story);
     assert_eq!(
-        steps,
+        moves,
         [
             ("created".to_string(), "api".to_string()),
             ("pending".to_string(), "provider_response".to_string()),
