@@ -50,7 +50,7 @@ impl Role {
     }
 }
 
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone)]
 pub struct Merchant {
     pub id: MerchantId,
     pub name: String,

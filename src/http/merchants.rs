@@ -3,8 +3,9 @@
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 
-use crate::accounts::{self, Caller, Merchant};
+use crate::accounts::{self, Caller};
 use crate::http::errors::{ApiError, FieldError};
+use crate::http::views::Merchant;
 use crate::http::{page_limit, AppState};
 use crate::ids::MerchantId;
 
@@ -30,7 +31,7 @@ pub async fn get_merchant(
     let merchant = accounts::find_merchant(&mut conn, id)
         .await?
         .ok_or(not_found)?;
-    Ok(HttpResponse::Ok().json(merchant))
+    Ok(HttpResponse::Ok().json(Merchant::from(merchant)))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -83,8 +84,9 @@ pub async fn list_merchants(
     }
     let mut conn = state.pool.get().await?;
     // One more than asked tells whether another page exists.
-    let mut data = accounts::list_merchants(&mut conn, limit + 1, starting_after).await?;
-    let has_more = data.len() as i64 > limit;
-    data.truncate(limit as usize);
+    let mut found = accounts::list_merchants(&mut conn, limit + 1, starting_after).await?;
+    let has_more = found.len() as i64 > limit;
+    found.truncate(limit as usize);
+    let data = found.into_iter().map(Merchant::from).collect();
     Ok(HttpResponse::Ok().json(MerchantList { data, has_more }))
 }

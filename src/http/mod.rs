@@ -15,6 +15,7 @@ pub mod orders;
 pub mod payments;
 pub mod strict_json;
 pub mod support;
+pub mod views;
 pub mod webhooks;
 
 use std::sync::Arc;

@@ -12,12 +12,12 @@ use crate::http::strict_json::StrictJson;
 use crate::http::AppState;
 use diesel_async::AsyncPgConnection;
 
+use crate::http::views::{self, Order, Payment};
 use crate::idempotency::{Claimed, KeyedRequest, KeyedWork, Operation, RecordAs};
 use crate::ids::OrderId;
 use crate::payments::attempts::attempts_of_order;
 use crate::payments::keyed::{CancelOrder, CreateOrder, Resources};
-use crate::payments::orders::{self, NewOrder, Order, OrderError};
-use crate::payments::PaymentAttempt;
+use crate::payments::orders::{self, NewOrder, OrderError};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -81,7 +81,7 @@ pub fn parse_order_id(raw: &str) -> Result<OrderId, ApiError> {
 pub struct OrderWithPayments {
     #[serde(flatten)]
     order: Order,
-    payments: Vec<PaymentAttempt>,
+    payments: Vec<Payment>,
 }
 
 /// Runs a database-only order operation once per key, in one statement, and answers with
@@ -97,6 +97,7 @@ async fn keyed_order_operation(
         Resources::read(value)
             .map_err(|err| ApiError::Internal(format!("an order read back does not fit: {err}")))?
             .order()
+            .map(Order::from)
             .ok_or_else(|| ApiError::Internal("an order key names no order".into()))
     };
     match state.claim(keyed, work).await? {
@@ -175,7 +176,10 @@ pub async fn get_order(
         .await?
         .ok_or(ApiError::NotFound("order"))?;
     let payments = attempts_of_order(&mut conn, order.merchant_id, order.id).await?;
-    Ok(HttpResponse::Ok().json(OrderWithPayments { order, payments }))
+    Ok(HttpResponse::Ok().json(OrderWithPayments {
+        order: order.into(),
+        payments: views::payments(payments),
+    }))
 }
 
 #[utoipa::path(post, path = "/v1/orders/{id}/cancel", tag = "orders",

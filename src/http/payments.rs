@@ -11,11 +11,11 @@ use crate::http::errors::{ApiError, FieldError};
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::orders::{parse_order_id, CreateOrderBody};
 use crate::http::strict_json::StrictJson;
+use crate::http::views::{Order, Payment};
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::PaymentId;
 use crate::payments::flow::{self, Paid, Target};
-use crate::payments::orders::Order;
 use crate::payments::payment_method::PaymentMethodToken;
 use crate::payments::PaymentAttempt;
 
@@ -42,7 +42,7 @@ pub struct CheckoutBody {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CheckoutResult {
     order: Order,
-    payment: PaymentAttempt,
+    payment: Payment,
 }
 
 /// `payment_method`, required, as a provider token.
@@ -88,7 +88,7 @@ fn answer<T: Serialize>(paid: &Paid, body: &T) -> HttpResponse {
     ),
     security(("bearer" = [])),
     responses(
-        (status = 201, body = PaymentAttempt, description = "the attempt, `succeeded`, `failed` (a decline) or `pending` (poll `Location`); or replayed with `Idempotent-Replayed: true`"),
+        (status = 201, body = Payment, description = "the attempt, `succeeded`, `failed` (a decline) or `pending` (poll `Location`); or replayed with `Idempotent-Replayed: true`"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 409, body = crate::http::errors::Problem, description = "payment_in_progress, order_already_paid (both name `payment_id`), order_not_payable, idempotency_key_in_use"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused, raw_card_data_forbidden"),
@@ -120,7 +120,7 @@ pub async fn create_payment(
         &payment_method,
     )
     .await?;
-    Ok(answer(&paid, &paid.attempt))
+    Ok(answer(&paid, &Payment::from(paid.attempt.clone())))
 }
 
 #[utoipa::path(post, path = "/v1/checkout", tag = "payments",
@@ -176,8 +176,8 @@ pub async fn checkout(
         .clone()
         .ok_or_else(|| ApiError::Internal("a checkout's order is gone".into()))?;
     let result = CheckoutResult {
-        order,
-        payment: paid.attempt.clone(),
+        order: order.into(),
+        payment: paid.attempt.clone().into(),
     };
     Ok(answer(&paid, &result))
 }
@@ -186,7 +186,7 @@ pub async fn checkout(
     params(("id" = String, Path, description = "payment attempt id, `pay_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = PaymentAttempt),
+        (status = 200, body = Payment),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
     ))]
 pub async fn get_payment(
@@ -200,5 +200,5 @@ pub async fn get_payment(
         .await?
         .ok_or(ApiError::NotFound("payment"))?;
     record_ids(&attempt);
-    Ok(HttpResponse::Ok().json(attempt))
+    Ok(HttpResponse::Ok().json(Payment::from(attempt)))
 }

@@ -9,12 +9,13 @@ use serde::{Deserialize, Serialize};
 use crate::accounts::{self, Caller};
 use crate::http::errors::{ApiError, FieldError};
 use crate::http::payments::parse_payment_id;
+use crate::http::views::{self, NeedsAHuman, Payment, Story};
 use crate::http::{page_limit, AppState};
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::attempts::find_attempt;
 use crate::payments::reconciler;
-use crate::payments::support::{self, NeedsAHuman, Search, Story};
-use crate::payments::{AttemptStatus, PaymentAttempt, Source};
+use crate::payments::support::{self, Search};
+use crate::payments::{AttemptStatus, Source};
 
 /// The support key's name, for the log of what its holder did; a merchant key is refused.
 async fn support_key_name(state: &AppState, caller: &Caller) -> Result<String, ApiError> {
@@ -55,7 +56,7 @@ pub struct SearchParams {
 pub struct PaymentPage {
     /// Always `list`.
     object: &'static str,
-    data: Vec<PaymentAttempt>,
+    data: Vec<Payment>,
     /// Another page exists: ask again with `starting_after` set to the last id here.
     has_more: bool,
 }
@@ -161,12 +162,13 @@ pub async fn search_payments(
     let mut conn = state.pool.get().await?;
     let provider = state.payments.provider.name();
     // One more than asked tells whether another page exists.
-    let mut data = support::search(&mut conn, &search, provider, limit + 1, starting_after).await?;
-    let has_more = data.len() as i64 > limit;
-    data.truncate(limit as usize);
+    let mut found =
+        support::search(&mut conn, &search, provider, limit + 1, starting_after).await?;
+    let has_more = found.len() as i64 > limit;
+    found.truncate(limit as usize);
     Ok(HttpResponse::Ok().json(PaymentPage {
         object: "list",
-        data,
+        data: views::payments(found),
         has_more,
     }))
 }
@@ -191,14 +193,14 @@ pub async fn payment_story(
     let story = support::story(&mut conn, id)
         .await?
         .ok_or(ApiError::NotFound("payment"))?;
-    Ok(HttpResponse::Ok().json(story))
+    Ok(HttpResponse::Ok().json(Story::from(story)))
 }
 
 #[utoipa::path(post, path = "/v1/support/payments/{id}/reconcile", tag = "support",
     params(("id" = String, Path, description = "payment id, `pay_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = PaymentAttempt, description = "the attempt as it is after the check; a final attempt is answered as it is, without a call"),
+        (status = 200, body = Payment, description = "the attempt as it is after the check; a final attempt is answered as it is, without a call"),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 503, body = crate::http::errors::Problem, description = "the database is unavailable; safe to press again"),
@@ -230,7 +232,7 @@ pub async fn reconcile_now(
         Some(&who),
     )
     .await?;
-    Ok(HttpResponse::Ok().json(attempt))
+    Ok(HttpResponse::Ok().json(Payment::from(attempt)))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -259,5 +261,5 @@ pub async fn needs_a_human(
     let mut conn = state.pool.get().await?;
     let list =
         support::needs_a_human(&mut conn, state.payments.reconciler.alert_after, limit).await?;
-    Ok(HttpResponse::Ok().json(list))
+    Ok(HttpResponse::Ok().json(NeedsAHuman::from(list)))
 }

@@ -95,12 +95,10 @@ impl Source {
     }
 }
 
-/// A payment attempt as shown to merchants and support.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+/// A payment attempt (the API shows it as `http::views::Payment`).
+#[derive(Debug, Clone)]
 pub struct PaymentAttempt {
     pub id: PaymentId,
-    /// Always `payment`.
-    pub object: &'static str,
     pub merchant_id: MerchantId,
     pub order_id: OrderId,
     pub status: AttemptStatus,
@@ -120,11 +118,9 @@ pub struct PaymentAttempt {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
-    /// The client's Idempotency-Key that made this attempt (not shown).
-    #[serde(skip)]
+    /// The client's Idempotency-Key that made this attempt.
     pub idempotency_key: Option<String>,
-    /// How many times the reconciler has asked about it (not shown).
-    #[serde(skip)]
+    /// How many times the reconciler has asked about it.
     pub checks: i32,
 }
 
@@ -169,7 +165,6 @@ impl From<AttemptRow> for PaymentAttempt {
     fn from(row: AttemptRow) -> Self {
         PaymentAttempt {
             id: PaymentId(row.id),
-            object: "payment",
             merchant_id: MerchantId(row.merchant_id),
             order_id: OrderId(row.order_id),
             status: row.status,
@@ -297,16 +292,13 @@ pub async fn attempts_of_order(
 }
 
 /// One line of an attempt's timeline.
-#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = attempt_events)]
 pub struct TimelineEntry {
-    #[serde(rename = "from")]
     pub from_status: Option<String>,
-    #[serde(rename = "to")]
     pub to_status: String,
     pub source: String,
     pub detail: Option<String>,
-    #[serde(rename = "at")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -324,7 +316,7 @@ pub async fn timeline(
 }
 
 /// One logged provider call about an attempt.
-#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = provider_calls)]
 pub struct LoggedCall {
     pub operation: String,
@@ -333,7 +325,6 @@ pub struct LoggedCall {
     pub http_status: Option<i16>,
     pub latency_ms: i32,
     pub detail: Option<String>,
-    #[serde(rename = "at")]
     pub created_at: DateTime<Utc>,
 }
 

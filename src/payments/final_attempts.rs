@@ -54,7 +54,6 @@ mod tests {
         let finals = FinalAttempts::default();
         let mut attempt = PaymentAttempt {
             id: PaymentId::new(),
-            object: "payment",
             merchant_id: MerchantId::new(),
             order_id: OrderId::new(),
             status: AttemptStatus::Pending,

@@ -74,12 +74,10 @@ impl OrderStatus {
     }
 }
 
-/// An order as stored and shown.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+/// An order (the API shows it as `http::views::Order`).
+#[derive(Debug, Clone)]
 pub struct Order {
     pub id: OrderId,
-    /// Always `order`.
-    pub object: &'static str,
     pub merchant_id: MerchantId,
     pub amount: i64,
     pub currency: String,
@@ -102,7 +100,7 @@ impl diesel::deserialize::FromSql<diesel::sql_types::Text, diesel::pg::Pg> for O
     }
 }
 
-/// The row as the table holds it; [`Order`] is how it is shown. Also read from `to_jsonb`
+/// The row as the table holds it; [`Order`] is what the code works with. Also read from `to_jsonb`
 /// of a row, as the claim statement returns it.
 #[derive(Queryable, Selectable, Deserialize)]
 #[diesel(table_name = orders)]
@@ -140,7 +138,6 @@ impl Order {
     pub fn from_row(row: OrderRow) -> Self {
         Order {
             id: OrderId(row.id),
-            object: "order",
             merchant_id: MerchantId(row.merchant_id),
             amount: row.amount,
             currency: row.currency,

@@ -9,7 +9,6 @@
 use chrono::{DateTime, Duration, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use serde::Serialize;
 use uuid::Uuid;
 
 use super::attempts::{
@@ -122,7 +121,7 @@ fn id_floor(at: DateTime<Utc>) -> Uuid {
 }
 
 /// One Idempotency-Key involved in an attempt, as it stands.
-#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = idempotency_keys)]
 pub struct KeyState {
     pub key: String,
@@ -137,7 +136,7 @@ pub struct KeyState {
 }
 
 /// Everything support needs to tell what happened to one attempt.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[derive(Debug)]
 pub struct Story {
     pub payment: PaymentAttempt,
     pub order: Option<Order>,
@@ -149,10 +148,8 @@ pub struct Story {
     pub provider_calls: Vec<LoggedCall>,
     /// Every webhook event about it, with what each did.
     pub webhook_events: Vec<RecordedEvent>,
-    /// The key that made it, while the key is kept (`null` once expired and reaped).
+    /// The key that made it (named on the attempt for ever), while the key is kept.
     pub idempotency_key: Option<KeyState>,
-    /// The client's key string, kept on the attempt for ever.
-    pub idempotency_key_name: Option<String>,
 }
 
 /// The story of attempt `id`, whichever merchant it belongs to.
@@ -185,16 +182,14 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
         provider_calls,
         webhook_events,
         idempotency_key,
-        idempotency_key_name: payment.idempotency_key.clone(),
         payment,
     }))
 }
 
 /// A webhook that contradicted an attempt.
-#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = webhook_events)]
 pub struct Conflict {
-    #[schema(value_type = Option<String>)]
     pub attempt_id: Option<Uuid>,
     pub provider_event_id: String,
     pub event_type: String,
@@ -203,7 +198,7 @@ pub struct Conflict {
 }
 
 /// The attempts that need a human, newest first, at most `limit` of each kind.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[derive(Debug)]
 pub struct NeedsAHuman {
     /// Still `created` or `pending` longer than the alert age: the reconciler has not found
     /// the truth yet.

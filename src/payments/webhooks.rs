@@ -446,14 +446,13 @@ async fn count_redelivery(
 }
 
 /// One recorded event, as the attempt's support view shows it.
-#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = webhook_events)]
 pub struct RecordedEvent {
     pub provider_event_id: String,
     pub event_type: String,
     pub outcome: String,
     pub detail: Option<String>,
-    #[schema(value_type = Option<String>)]
     pub provider_created_at: Option<DateTime<Utc>>,
     pub received_at: DateTime<Utc>,
     /// How often the provider delivered it: the first delivery did `outcome`, each later

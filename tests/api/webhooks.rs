@@ -365,6 +365,18 @@ async fn an_event_that_disagrees_with_the_attempt_is_a_conflict_and_changes_noth
     assert_eq!(app.payment(id).await["status"], "succeeded");
     let metrics = app.get("/metrics").await.text().await.unwrap();
     assert!(metrics.contains(r#"payorch_webhook_events_total{outcome="conflict"} 3"#));
+    // Support sees each conflict, naming the payment by the id the API uses everywhere.
+    let attention: Value = app
+        .get_as(&app.support_key, "/v1/support/needs-a-human")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let conflicts = attention["webhook_conflicts"].as_array().unwrap();
+    assert_eq!(conflicts.len(), 3, "{attention}");
+    for conflict in conflicts {
+        assert_eq!(conflict["payment_id"], id, "{conflict}");
+    }
 }
 
 #[tokio::test]

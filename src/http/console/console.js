@@ -206,7 +206,7 @@ async function loadAttention() {
       ...part("Failed: the provider had no record", needs.no_provider_record, paymentLink),
       ...part("Webhooks that contradicted a payment", needs.webhook_conflicts, (c) =>
         el("li", {}, when(c.received_at), ` ${c.event_type} about `,
-          c.attempt_id ? paymentLink({ id: `pay_${c.attempt_id}`, status: "", amount: "", currency: "" }) : "no payment",
+          c.payment_id ? paymentLink({ id: c.payment_id, status: "", amount: "", currency: "" }) : "no payment",
           c.detail ? ` (${c.detail})` : "")),
     );
   } catch (err) {

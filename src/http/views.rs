@@ -1,0 +1,314 @@
+//! What the API shows, as types of their own: the domain structs of `payments` and
+//! `accounts` (and the rows behind them) can change without changing an answer, and an
+//! answer can change without touching a row. Each view is made from its domain value by
+//! `From`; field documentation here is what `/openapi.json` shows.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::accounts;
+use crate::ids::{MerchantId, OrderId, PaymentId};
+use crate::payments::attempts::{LoggedCall, TimelineEntry};
+use crate::payments::orders::OrderStatus;
+use crate::payments::support::{self, Conflict, KeyState};
+use crate::payments::webhooks::RecordedEvent;
+use crate::payments::{orders, AttemptStatus, PaymentAttempt};
+
+/// A payment attempt as shown to merchants and support.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Payment {
+    id: PaymentId,
+    /// Always `payment`.
+    object: &'static str,
+    merchant_id: MerchantId,
+    order_id: OrderId,
+    status: AttemptStatus,
+    amount: i64,
+    currency: String,
+    payment_method: String,
+    provider: String,
+    /// Sent with every create of this charge, so the provider never charges it twice.
+    provider_idempotency_key: String,
+    /// The provider's charge id (`pi_…`), once known.
+    provider_payment_id: Option<String>,
+    /// For `failed`: the provider's code (`card_declined`, …) or `provider_no_record`.
+    failure_code: Option<String>,
+    failure_message: Option<String>,
+    /// While `created` or `pending`: when payorch next asks the provider.
+    next_check_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+impl From<PaymentAttempt> for Payment {
+    fn from(a: PaymentAttempt) -> Self {
+        Payment {
+            id: a.id,
+            object: "payment",
+            merchant_id: a.merchant_id,
+            order_id: a.order_id,
+            status: a.status,
+            amount: a.amount,
+            currency: a.currency,
+            payment_method: a.payment_method,
+            provider: a.provider,
+            provider_idempotency_key: a.provider_idempotency_key,
+            provider_payment_id: a.provider_payment_id,
+            failure_code: a.failure_code,
+            failure_message: a.failure_message,
+            next_check_at: a.next_check_at,
+            created_at: a.created_at,
+            updated_at: a.updated_at,
+            finished_at: a.finished_at,
+        }
+    }
+}
+
+/// Views of a list, in its order.
+pub fn payments(attempts: Vec<PaymentAttempt>) -> Vec<Payment> {
+    attempts.into_iter().map(Payment::from).collect()
+}
+
+/// An order as shown to merchants and support.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Order {
+    id: OrderId,
+    /// Always `order`.
+    object: &'static str,
+    merchant_id: MerchantId,
+    amount: i64,
+    currency: String,
+    status: OrderStatus,
+    merchant_reference: Option<String>,
+    description: Option<String>,
+    metadata: BTreeMap<String, String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<orders::Order> for Order {
+    fn from(o: orders::Order) -> Self {
+        Order {
+            id: o.id,
+            object: "order",
+            merchant_id: o.merchant_id,
+            amount: o.amount,
+            currency: o.currency,
+            status: o.status,
+            merchant_reference: o.merchant_reference,
+            description: o.description,
+            metadata: o.metadata,
+            created_at: o.created_at,
+            updated_at: o.updated_at,
+        }
+    }
+}
+
+/// A merchant account.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Merchant {
+    id: MerchantId,
+    name: String,
+    created_at: DateTime<Utc>,
+}
+
+impl From<accounts::Merchant> for Merchant {
+    fn from(m: accounts::Merchant) -> Self {
+        Merchant {
+            id: m.id,
+            name: m.name,
+            created_at: m.created_at,
+        }
+    }
+}
+
+/// One line of an attempt's timeline.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TimelineLine {
+    /// `null` for the line that made the attempt.
+    from: Option<String>,
+    to: String,
+    /// Who moved it: `api`, `provider_response`, `webhook`, `reconciler` or `support`.
+    source: String,
+    detail: Option<String>,
+    at: DateTime<Utc>,
+}
+
+impl From<TimelineEntry> for TimelineLine {
+    fn from(e: TimelineEntry) -> Self {
+        TimelineLine {
+            from: e.from_status,
+            to: e.to_status,
+            source: e.source,
+            detail: e.detail,
+            at: e.created_at,
+        }
+    }
+}
+
+/// One call to the provider about an attempt.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ProviderCall {
+    /// `create`, `retrieve` or `search`.
+    operation: String,
+    source: String,
+    outcome: String,
+    http_status: Option<i16>,
+    latency_ms: i32,
+    detail: Option<String>,
+    at: DateTime<Utc>,
+}
+
+impl From<LoggedCall> for ProviderCall {
+    fn from(c: LoggedCall) -> Self {
+        ProviderCall {
+            operation: c.operation,
+            source: c.source,
+            outcome: c.outcome,
+            http_status: c.http_status,
+            latency_ms: c.latency_ms,
+            detail: c.detail,
+            at: c.created_at,
+        }
+    }
+}
+
+/// One webhook event about an attempt and what it did.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WebhookEvent {
+    provider_event_id: String,
+    event_type: String,
+    /// `applied`, `stale`, `conflict`, `unknown_attempt` or `ignored`.
+    outcome: String,
+    detail: Option<String>,
+    provider_created_at: Option<DateTime<Utc>>,
+    received_at: DateTime<Utc>,
+    /// How often the provider delivered it: the first delivery did `outcome`, each later
+    /// copy was a `duplicate` that changed nothing.
+    deliveries: i32,
+}
+
+impl From<RecordedEvent> for WebhookEvent {
+    fn from(e: RecordedEvent) -> Self {
+        WebhookEvent {
+            provider_event_id: e.provider_event_id,
+            event_type: e.event_type,
+            outcome: e.outcome,
+            detail: e.detail,
+            provider_created_at: e.provider_created_at,
+            received_at: e.received_at,
+            deliveries: e.deliveries,
+        }
+    }
+}
+
+/// An Idempotency-Key as it stands.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Key {
+    key: String,
+    operation: String,
+    /// `in_flight` or `completed`.
+    state: String,
+    response_status: Option<i16>,
+    /// Its work is still open (a pending payment): it outlives its TTL.
+    unresolved: bool,
+    created_at: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+}
+
+impl From<KeyState> for Key {
+    fn from(k: KeyState) -> Self {
+        Key {
+            key: k.key,
+            operation: k.operation,
+            state: k.state,
+            response_status: k.response_status,
+            unresolved: k.unresolved,
+            created_at: k.created_at,
+            expires_at: k.expires_at,
+        }
+    }
+}
+
+/// Everything support needs to tell what happened to one attempt.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Story {
+    payment: Payment,
+    order: Option<Order>,
+    /// The order's other attempts, newest first.
+    other_attempts: Vec<Payment>,
+    /// Every transition, in order, with its source.
+    timeline: Vec<TimelineLine>,
+    /// Every call to the provider about it.
+    provider_calls: Vec<ProviderCall>,
+    /// Every webhook event about it, with what each did.
+    webhook_events: Vec<WebhookEvent>,
+    /// The key that made it, while the key is kept (`null` once expired and reaped).
+    idempotency_key: Option<Key>,
+    /// The client's key string, kept on the attempt for ever.
+    idempotency_key_name: Option<String>,
+}
+
+impl From<support::Story> for Story {
+    fn from(s: support::Story) -> Self {
+        Story {
+            idempotency_key_name: s.payment.idempotency_key.clone(),
+            payment: s.payment.into(),
+            order: s.order.map(Order::from),
+            other_attempts: payments(s.other_attempts),
+            timeline: s.timeline.into_iter().map(Into::into).collect(),
+            provider_calls: s.provider_calls.into_iter().map(Into::into).collect(),
+            webhook_events: s.webhook_events.into_iter().map(Into::into).collect(),
+            idempotency_key: s.idempotency_key.map(Key::from),
+        }
+    }
+}
+
+/// A webhook that contradicted an attempt.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WebhookConflict {
+    /// The attempt it is about, when payorch knows it.
+    payment_id: Option<PaymentId>,
+    provider_event_id: String,
+    event_type: String,
+    detail: Option<String>,
+    received_at: DateTime<Utc>,
+}
+
+impl From<Conflict> for WebhookConflict {
+    fn from(c: Conflict) -> Self {
+        WebhookConflict {
+            payment_id: c.attempt_id.map(PaymentId),
+            provider_event_id: c.provider_event_id,
+            event_type: c.event_type,
+            detail: c.detail,
+            received_at: c.received_at,
+        }
+    }
+}
+
+/// The attempts that need a human, newest first, at most `limit` of each kind.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct NeedsAHuman {
+    /// Still `created` or `pending` longer than the alert age: the reconciler has not found
+    /// the truth yet.
+    stuck: Vec<Payment>,
+    /// Failed `provider_no_record`: the provider never had the charge (tell the payer nothing
+    /// was taken).
+    no_provider_record: Vec<Payment>,
+    /// Webhooks that contradicted what payorch knows.
+    webhook_conflicts: Vec<WebhookConflict>,
+}
+
+impl From<support::NeedsAHuman> for NeedsAHuman {
+    fn from(n: support::NeedsAHuman) -> Self {
+        NeedsAHuman {
+            stuck: payments(n.stuck),
+            no_provider_record: payments(n.no_provider_record),
+            webhook_conflicts: n.webhook_conflicts.into_iter().map(Into::into).collect(),
+        }
+    }
+}
