@@ -25,6 +25,7 @@ use crate::payments::reconciler;
 use crate::payments::reconciler_settings::ReconcilerSettings;
 use crate::payments::Payments;
 use crate::providers::PaymentProvider;
+use crate::secret::Secret;
 use crate::telemetry::metrics::Metrics;
 
 #[derive(Debug, Clone)]
@@ -113,6 +114,7 @@ impl Application {
             payments: payments.clone(),
             callers: CallerCache::new(settings.auth_cache_ttl),
             body_timeout: settings.clients.body_timeout,
+            demo_checkout: Default::default(),
         });
         let (stop_workers, stop) = watch::channel(false);
         let workers = vec![
@@ -178,6 +180,12 @@ impl Application {
 
     pub fn pool(&self) -> &DbPool {
         &self.state.pool
+    }
+
+    /// Turns on the checkout demo (`/checkout`) for the merchant whose API key `api_key` is;
+    /// the key stays on the server. Only the first call counts.
+    pub fn open_demo_checkout(&self, api_key: Secret) {
+        let _ = self.state.demo_checkout.set(api_key);
     }
 
     pub fn handle(&self) -> ServerHandle {

@@ -195,11 +195,15 @@ async fn run_server(
         )
     };
     match credentials::demo_account(&mut conn, previous.as_ref(), on_missing, save).await? {
-        Some(_) => tracing::info!(file = %path.display(), "demo credentials written"),
+        Some(demo) => {
+            tracing::info!(file = %path.display(), "demo credentials written");
+            app.open_demo_checkout(demo.api_key.into());
+            println!("checkout demo on {base_url}/checkout (pays as the demo merchant)");
+        }
         None => tracing::warn!(
             file = %path.display(),
-            "the database already has merchants and no matching credentials file; \
-             `payorch serve --new-demo-keys` mints fresh demo keys, \
+            "the database already has merchants and no matching credentials file, so the \
+             checkout demo is off; `payorch serve --new-demo-keys` mints fresh demo keys, \
              `payorch merchant create` makes a merchant of your own"
         ),
     }

@@ -29,23 +29,30 @@ impl FromRequest for Caller {
             let state = req
                 .app_data::<web::Data<AppState>>()
                 .ok_or_else(|| ApiError::Internal("application state missing".into()))?;
-            let hash = accounts::secret_hash(&secret);
-            let caller = match state.callers.get(&hash) {
-                Some(caller) => caller,
-                None => {
-                    let mut conn = state.pool.get().await?;
-                    let caller = accounts::authenticate(&mut conn, &hash)
-                        .await?
-                        .ok_or(ApiError::Unauthenticated)?;
-                    state.callers.put(hash, caller);
-                    caller
-                }
-            };
+            let caller = caller_of(state, &secret).await?;
             req.extensions_mut().insert(caller);
-            tracing::Span::current().record("merchant", tracing::field::display(caller));
             Ok(caller)
         })
     }
+}
+
+/// Who `secret` belongs to: remembered, or looked up and then remembered. Also how the
+/// checkout demo acts as its merchant with the key it keeps on the server.
+pub(crate) async fn caller_of(state: &AppState, secret: &str) -> Result<Caller, ApiError> {
+    let hash = accounts::secret_hash(secret);
+    let caller = match state.callers.get(&hash) {
+        Some(caller) => caller,
+        None => {
+            let mut conn = state.pool.get().await?;
+            let caller = accounts::authenticate(&mut conn, &hash)
+                .await?
+                .ok_or(ApiError::Unauthenticated)?;
+            state.callers.put(hash, caller);
+            caller
+        }
+    };
+    tracing::Span::current().record("merchant", tracing::field::display(caller));
+    Ok(caller)
 }
 
 /// The bearer secret, if the request has one; two `Authorization` headers are refused rather

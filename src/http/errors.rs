@@ -93,6 +93,8 @@ pub enum ApiError {
     UriTooLong { limit: usize },
     #[error("the request has more than one {0} header; send it once")]
     DuplicateHeader(&'static str),
+    #[error("the checkout demo is off: `payorch serve` turns it on for its demo merchant (README, \"The checkout page\"); this server has none")]
+    DemoCheckoutOff,
     #[error("the request body did not arrive within {} ms of its headers; nothing was done, send it again in one go", limit.as_millis())]
     BodyTimeout { limit: Duration },
 }
@@ -139,6 +141,7 @@ impl ApiError {
             ApiError::DuplicateHeader(_) => "duplicate_header",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::UriTooLong { .. } => "uri_too_long",
+            ApiError::DemoCheckoutOff => "demo_checkout_off",
         }
     }
 
@@ -168,6 +171,7 @@ impl ApiError {
             ApiError::DuplicateHeader(_) => "Header sent twice",
             ApiError::MethodNotAllowed { .. } => "Method not allowed",
             ApiError::UriTooLong { .. } => "Request target too long",
+            ApiError::DemoCheckoutOff => "Checkout demo off",
         }
     }
 
@@ -233,7 +237,7 @@ impl ResponseError for ApiError {
             ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::NotFound(_) | ApiError::DemoCheckoutOff => StatusCode::NOT_FOUND,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::ValidationFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,

@@ -1,7 +1,9 @@
 //! The HTTP surface: routes, extractors and the problem+json rendering of every error.
 
+pub mod assets;
 pub mod auth;
 pub mod card_data;
+pub mod checkout_page;
 pub mod connections;
 pub mod console;
 pub mod errors;
@@ -42,6 +44,9 @@ pub struct AppState {
     pub callers: CallerCache,
     /// Longest a request body may take to arrive once its headers have.
     pub body_timeout: std::time::Duration,
+    /// The demo merchant's API key, once `serve` has its demo merchant: the checkout demo
+    /// acts with it ([`checkout_page`]). Unset, the demo routes answer `demo_checkout_off`.
+    pub demo_checkout: std::sync::OnceLock<crate::secret::Secret>,
 }
 
 impl AppState {
@@ -76,6 +81,29 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/console", "GET").route(web::get().to(console::page)))
         .service(resource("/console/console.js", "GET").route(web::get().to(console::script)))
         .service(resource("/console/console.css", "GET").route(web::get().to(console::style)))
+        .service(resource("/checkout", "GET").route(web::get().to(checkout_page::page)))
+        .service(
+            resource("/checkout/checkout.js", "GET").route(web::get().to(checkout_page::script)),
+        )
+        .service(
+            resource("/checkout/checkout.css", "GET").route(web::get().to(checkout_page::style)),
+        )
+        .service(
+            resource("/checkout/demo/orders", "POST")
+                .route(web::post().to(checkout_page::create_order)),
+        )
+        .service(
+            resource("/checkout/demo/orders/{id}", "GET")
+                .route(web::get().to(checkout_page::show_order)),
+        )
+        .service(
+            resource("/checkout/demo/orders/{id}/payments", "POST")
+                .route(web::post().to(checkout_page::pay)),
+        )
+        .service(
+            resource("/checkout/demo/payments/{id}", "GET")
+                .route(web::get().to(checkout_page::show_payment)),
+        )
         .service(
             resource("/v1/merchants/{id}", "GET").route(web::get().to(merchants::get_merchant)),
         )

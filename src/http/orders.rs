@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::accounts::Caller;
 use crate::http::errors::{ApiError, FieldError};
@@ -136,25 +137,30 @@ pub async fn create_order(
     req: HttpRequest,
     body: web::Json<StrictJson>,
 ) -> Result<HttpResponse, ApiError> {
+    make_order(caller, &state, &req, &body).await
+}
+
+/// `POST …/orders` for `caller`: the API's route and the checkout demo's.
+pub(crate) async fn make_order(
+    caller: Caller,
+    state: &AppState,
+    req: &HttpRequest,
+    body: &Value,
+) -> Result<HttpResponse, ApiError> {
     let merchant_id = caller.merchant_for_write()?;
-    let key = idempotency_key(&req)?;
-    let new_order = read_body::<CreateOrderBody>(&body)?.into_new_order()?;
-    let keyed = keyed_request(&req, merchant_id, key, Operation::CreateOrder, Some(&body));
-    keyed_order_operation(
-        &state,
-        &keyed,
-        &CreateOrder::new(&new_order),
-        async |conn| {
-            // Only the reference can refuse a new order: ids are fresh UUIDv7s.
-            let reference = new_order.merchant_reference.as_deref().unwrap_or_default();
-            Ok(
-                match orders::order_with_reference(conn, merchant_id, reference).await? {
-                    Some(id) => OrderError::MerchantReferenceExists(id).into(),
-                    None => ApiError::Internal("a refused order reference has no order".into()),
-                },
-            )
-        },
-    )
+    let key = idempotency_key(req)?;
+    let new_order = read_body::<CreateOrderBody>(body)?.into_new_order()?;
+    let keyed = keyed_request(req, merchant_id, key, Operation::CreateOrder, Some(body));
+    keyed_order_operation(state, &keyed, &CreateOrder::new(&new_order), async |conn| {
+        // Only the reference can refuse a new order: ids are fresh UUIDv7s.
+        let reference = new_order.merchant_reference.as_deref().unwrap_or_default();
+        Ok(
+            match orders::order_with_reference(conn, merchant_id, reference).await? {
+                Some(id) => OrderError::MerchantReferenceExists(id).into(),
+                None => ApiError::Internal("a refused order reference has no order".into()),
+            },
+        )
+    })
     .await
 }
 
@@ -170,7 +176,16 @@ pub async fn get_order(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_order_id(&path)?;
+    show_order(caller, &state, &path).await
+}
+
+/// `GET …/orders/{id}` for `caller`: the API's route and the checkout demo's.
+pub(crate) async fn show_order(
+    caller: Caller,
+    state: &AppState,
+    id: &str,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_order_id(id)?;
     let mut conn = state.pool.get().await?;
     let order = orders::find_order(&mut conn, caller.scope(), id)
         .await?

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::accounts::Caller;
 use crate::http::errors::{ApiError, FieldError};
@@ -100,19 +101,23 @@ pub async fn create_payment(
     path: web::Path<String>,
     body: web::Json<StrictJson>,
 ) -> Result<HttpResponse, ApiError> {
+    pay_order(caller, &state, &req, &path, &body).await
+}
+
+/// `POST …/orders/{id}/payments` for `caller`: the API's route and the checkout demo's.
+pub(crate) async fn pay_order(
+    caller: Caller,
+    state: &AppState,
+    req: &HttpRequest,
+    order_id: &str,
+    body: &Value,
+) -> Result<HttpResponse, ApiError> {
     let merchant_id = caller.merchant_for_write()?;
-    let key = idempotency_key(&req)?;
-    let order_id = parse_order_id(&path)?;
-    let payment_method =
-        parse_payment_method(read_body::<CreatePaymentBody>(&body)?.payment_method)
-            .map_err(|e| ApiError::ValidationFailed(vec![e]))?;
-    let keyed = keyed_request(
-        &req,
-        merchant_id,
-        key,
-        Operation::CreatePayment,
-        Some(&body),
-    );
+    let key = idempotency_key(req)?;
+    let order_id = parse_order_id(order_id)?;
+    let payment_method = parse_payment_method(read_body::<CreatePaymentBody>(body)?.payment_method)
+        .map_err(|e| ApiError::ValidationFailed(vec![e]))?;
+    let keyed = keyed_request(req, merchant_id, key, Operation::CreatePayment, Some(body));
     let paid = flow::pay(
         &state.pay_context(),
         &keyed,
@@ -194,7 +199,16 @@ pub async fn get_payment(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_payment_id(&path)?;
+    show_payment(caller, &state, &path).await
+}
+
+/// `GET …/payments/{id}` for `caller`: the API's route and the checkout demo's.
+pub(crate) async fn show_payment(
+    caller: Caller,
+    state: &AppState,
+    id: &str,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_payment_id(id)?;
     let mut conn = state.pool.get().await?;
     let attempt = crate::payments::attempts::find_attempt(&mut conn, caller.scope(), id)
         .await?

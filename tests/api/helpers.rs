@@ -301,6 +301,9 @@ pub struct TestConfig {
     pub provider_timeout: Duration,
     /// Every secret payorch accepts webhooks under (the sandbox signs with its own).
     pub webhook_secrets: Vec<String>,
+    /// The checkout demo (`/checkout`) pays as the test merchant, as `serve` has it pay as
+    /// its demo merchant.
+    pub demo_checkout: bool,
 }
 
 impl Default for TestConfig {
@@ -318,6 +321,7 @@ impl Default for TestConfig {
             },
             provider_timeout: Duration::from_millis(1000),
             webhook_secrets: vec![TEST_WEBHOOK_SECRET.into()],
+            demo_checkout: true,
         }
     }
 }
@@ -329,6 +333,7 @@ async fn start_app(
     db: &TestDatabase,
     config: &TestConfig,
     sandbox: &SandboxHandle,
+    merchant_key: &str,
 ) -> (String, actix_web::dev::ServerHandle) {
     let app = wiring::app_on_sandbox(
         &config.settings,
@@ -350,6 +355,9 @@ async fn start_app(
     )
     .await
     .expect("build the application");
+    if config.demo_checkout {
+        app.open_demo_checkout(merchant_key.into());
+    }
     let base_url = app.base_url();
     let handle = app.handle();
     tokio::spawn(app.run_until_stopped());
@@ -409,7 +417,7 @@ impl TestApp {
                 .await
                 .expect("start the sandbox"),
         );
-        let (base_url, handle) = start_app(&db, &config, &sandbox).await;
+        let (base_url, handle) = start_app(&db, &config, &sandbox, &key.secret).await;
         TestApp {
             base_url,
             client: reqwest::Client::new(),
@@ -431,7 +439,8 @@ impl TestApp {
 
     /// A new server on the same database and sandbox (after [`crash`](Self::crash)).
     pub async fn restart(&mut self) {
-        let (base_url, handle) = start_app(&self.db, &self.config, &self.sandbox).await;
+        let (base_url, handle) =
+            start_app(&self.db, &self.config, &self.sandbox, &self.merchant_key).await;
         self.base_url = base_url;
         self.handle = handle;
     }
@@ -439,7 +448,7 @@ impl TestApp {
     /// Another server on the same database and sandbox, as a second replica would be: its
     /// base URL, and the handle to stop it.
     pub async fn replica(&self) -> (String, actix_web::dev::ServerHandle) {
-        start_app(&self.db, &self.config, &self.sandbox).await
+        start_app(&self.db, &self.config, &self.sandbox, &self.merchant_key).await
     }
 
     /// Charges in the sandbox ledger for `attempt_id` (declines are not charges).
@@ -448,6 +457,15 @@ impl TestApp {
             .ledger()
             .iter()
             .filter(|entry| entry.attempt_id.as_deref() == Some(attempt_id) && entry.is_charged())
+            .count()
+    }
+
+    /// Charges in the sandbox ledger for any attempt of `order_id`.
+    pub fn charges_for_order(&self, order_id: &str) -> usize {
+        self.sandbox
+            .ledger()
+            .iter()
+            .filter(|entry| entry.order_id.as_deref() == Some(order_id) && entry.is_charged())
             .count()
     }
 

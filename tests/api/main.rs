@@ -4,6 +4,8 @@
 mod helpers;
 
 mod auth;
+mod browser;
+mod checkout_page;
 mod cluster;
 mod console;
 mod crash;

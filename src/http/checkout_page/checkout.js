@@ -1,0 +1,362 @@
+// The payorch checkout page: every client-side rule of README "The checkout page".
+//
+// One intent = paying one order once. Its Idempotency-Key is made when the form opens and kept
+// in localStorage with the intent until the payment reaches a final status, so a retry, a
+// double click, a reload or a second tab all send the same key and the server charges at most
+// once. Only a final status (succeeded, or failed with nothing taken) ends an intent; only then
+// may a new one, with a new key, begin.
+"use strict";
+
+const RETRIES = 3; // resends after a network failure or a 5xx before "Checking status…"
+const FIRST_DELAY_MS = 400;
+const LONGEST_DELAY_MS = 5000;
+const ORDER_KEY = "payorch.checkout.order"; // the order this browser is paying
+const NEW_ORDER_KEY = "payorch.checkout.new-order-key"; // the key of an order being made
+const intentKey = (orderId) => `payorch.checkout.intent.${orderId}`;
+
+const $ = (id) => document.getElementById(id);
+const form = $("pay-form");
+const fields = $("pay-fields");
+const button = $("pay");
+let order = null;
+// "loading" → "ready" → "paying" → ("checking") → "paid" | back to "ready" after a decline.
+let phase = "loading";
+
+function setPhase(next) {
+  phase = next;
+  document.body.dataset.phase = next;
+}
+
+function say(text, kind = "") {
+  const status = $("status");
+  status.textContent = text;
+  status.className = kind;
+}
+
+// ---- the intent, kept across reloads and shared by tabs ---------------------------------
+
+function readIntent() {
+  try {
+    return JSON.parse(localStorage.getItem(intentKey(order.id))) || null;
+  } catch {
+    return null;
+  }
+}
+
+function writeIntent(intent) {
+  localStorage.setItem(intentKey(order.id), JSON.stringify(intent));
+}
+
+/// The intent this form pays, made with its key when the form opens.
+function currentIntent() {
+  let intent = readIntent();
+  if (!intent || !intent.key) {
+    intent = { key: crypto.randomUUID(), payment_method: null, submitted: false };
+    writeIntent(intent);
+  }
+  return intent;
+}
+
+/// A final status ends the intent: the next one gets a new key.
+function endIntent() {
+  localStorage.removeItem(intentKey(order.id));
+}
+
+// ---- talking to the server ---------------------------------------------------------------
+
+const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+
+/// Exponential backoff with jitter, so clients that failed together do not retry together.
+function backoff(round, retryAfterSecs) {
+  const exp = Math.min(LONGEST_DELAY_MS, FIRST_DELAY_MS * 2 ** round);
+  const jittered = exp / 2 + Math.random() * (exp / 2);
+  return Math.max(jittered, (retryAfterSecs || 0) * 1000);
+}
+
+async function call(method, path, key, body) {
+  const headers = { Accept: "application/json" };
+  if (key) headers["Idempotency-Key"] = key;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    cache: "no-store",
+  });
+  let json = null;
+  try {
+    json = await response.json();
+  } catch {
+    json = null;
+  }
+  return { status: response.status, json, retryAfter: Number(response.headers.get("Retry-After")) };
+}
+
+const transient = (answer) =>
+  !answer ||
+  answer.status >= 500 ||
+  answer.status === 429 ||
+  (answer.status === 409 && answer.json && answer.json.code === "idempotency_key_in_use");
+
+/// Sends one keyed request until it has a definite answer: the same key every time, so
+/// however often it goes out, it happens once. A network failure or 5xx is retried
+/// `RETRIES` times with backoff; after that, and while the first request is still running
+/// (`409 idempotency_key_in_use`), the page says "Checking status…" and keeps asking with the
+/// same key, more slowly: the answer it gets is the first request's, never a second charge.
+async function sendUntilAnswered(path, key, body, onChecking) {
+  let failures = 0;
+  for (let round = 0; ; round += 1) {
+    let answer = null;
+    try {
+      answer = await call("POST", path, key, body);
+    } catch {
+      answer = null;
+    }
+    if (!transient(answer)) return answer;
+    const failed = !answer || answer.status >= 500;
+    if (failed) failures += 1;
+    if (failed && failures <= RETRIES) {
+      say(`Connection problem. Trying again with the same payment key (${failures} of ${RETRIES})…`);
+    } else {
+      onChecking();
+    }
+    await sleep(backoff(round, answer && answer.retryAfter));
+  }
+}
+
+/// A GET that survives a flaky network: retried with backoff until it answers.
+async function read(path) {
+  for (let round = 0; ; round += 1) {
+    try {
+      const answer = await call("GET", path);
+      if (answer.status < 500) return answer;
+    } catch {
+      // retried below
+    }
+    await sleep(backoff(round));
+  }
+}
+
+// ---- what the payer sees -------------------------------------------------------------------
+
+const money = (amount, currency) =>
+  new Intl.NumberFormat(undefined, { style: "currency", currency: currency.toUpperCase() })
+    .format(amount / 100);
+
+function methodName(token) {
+  const input = form.querySelector(`input[value="${CSS.escape(token || "")}"]`);
+  return input ? input.parentElement.firstChild.textContent.trim() : token || "";
+}
+
+function showOrder() {
+  $("order-description").textContent = order.description || "Demo order";
+  $("order-total").textContent = money(order.amount, order.currency);
+  $("order-id").textContent = order.id;
+}
+
+function lock() {
+  fields.disabled = true;
+  button.disabled = true;
+  button.setAttribute("aria-busy", "true");
+  button.textContent = "Processing…";
+}
+
+/// Only after a final status that took nothing: the payer may try again, as a new intent.
+function unlock() {
+  fields.disabled = false;
+  button.disabled = false;
+  button.removeAttribute("aria-busy");
+  button.textContent = `Pay ${money(order.amount, order.currency)}`;
+  form.hidden = false;
+  $("waiting").hidden = true;
+  setPhase("ready");
+}
+
+function checking(paymentId) {
+  if (phase === "paid") return;
+  setPhase("checking");
+  lock();
+  say("Checking status…");
+  $("waiting").hidden = false;
+  if (paymentId) $("waiting-payment").textContent = paymentId;
+}
+
+function showReceipt(payment) {
+  setPhase("paid");
+  endIntent();
+  form.hidden = true;
+  $("waiting").hidden = true;
+  $("receipt-order").textContent = order.id;
+  $("receipt-amount").textContent = money(payment.amount, payment.currency);
+  $("receipt-payment").textContent = payment.id;
+  $("receipt-method").textContent = methodName(payment.payment_method);
+  $("receipt").hidden = false;
+  $("new-order").hidden = false;
+  say("Payment succeeded.", "success");
+  $("receipt-title").focus();
+}
+
+function showDeclined(payment) {
+  endIntent();
+  currentIntent();
+  unlock();
+  const reason = (payment.failure_message || payment.failure_code || "the card was declined")
+    .replace(/[.\s]+$/, "");
+  say(`Declined: ${reason}. Nothing was charged. Choose another card and try again.`, "error");
+}
+
+/// A request refused before anything was charged (a bad field, a canceled order).
+function showRefusal(answer) {
+  const problem = answer.json || {};
+  endIntent();
+  if (problem.code === "order_not_payable" || problem.code === "not_found") {
+    setPhase("closed");
+    form.hidden = true;
+    $("waiting").hidden = true;
+    say(`${problem.detail || "This order cannot be paid."} Start a new order.`, "error");
+    $("new-order").hidden = false;
+    return;
+  }
+  currentIntent();
+  unlock();
+  const named = (problem.errors || []).map((e) => `${e.field} ${e.message}`).join("; ");
+  const why = named || problem.detail || `the payment was refused (${answer.status})`;
+  say(`Not paid: ${why}. Nothing was charged.`, "error");
+}
+
+// ---- paying ---------------------------------------------------------------------------------
+
+/// Polls a payment whose outcome is not known yet until it is final.
+async function watchPayment(paymentId) {
+  checking(paymentId);
+  for (let round = 0; ; round += 1) {
+    const answer = await read(`/checkout/demo/payments/${encodeURIComponent(paymentId)}`);
+    const payment = answer.json;
+    if (answer.status === 200 && payment) {
+      if (payment.status === "succeeded") return showReceipt(payment);
+      if (payment.status === "failed") return showDeclined(payment);
+    }
+    await sleep(backoff(round + 1));
+  }
+}
+
+/// What a definite answer to the payment request means for the payer.
+async function handle(answer) {
+  const body = answer.json || {};
+  if (answer.status === 200 || answer.status === 201) {
+    const intent = readIntent();
+    if (intent) writeIntent({ ...intent, payment_id: body.id });
+    if (body.status === "succeeded") return showReceipt(body);
+    if (body.status === "failed") return showDeclined(body);
+    return watchPayment(body.id);
+  }
+  if (answer.status === 409 && body.payment_id) {
+    // Another attempt on this order is running, or already paid it: follow that one.
+    if (body.code === "order_already_paid") {
+      const paid = await read(`/checkout/demo/payments/${encodeURIComponent(body.payment_id)}`);
+      if (paid.status === 200) return showReceipt(paid.json);
+    }
+    return watchPayment(body.payment_id);
+  }
+  return showRefusal(answer);
+}
+
+/// Sends the intent (again): the first send, a resume after a reload, or another tab's.
+async function payIntent(intent, why = "Processing…") {
+  const chosen = form.querySelector(`input[value="${CSS.escape(intent.payment_method || "")}"]`);
+  if (chosen) chosen.checked = true; // the card this intent pays with, whoever chose it
+  form.hidden = false;
+  lock();
+  setPhase("paying");
+  say(why);
+  const path = `/checkout/demo/orders/${encodeURIComponent(order.id)}/payments`;
+  const answer = await sendUntilAnswered(
+    path, intent.key, { payment_method: intent.payment_method }, () => checking(intent.payment_id),
+  );
+  await handle(answer);
+}
+
+form.addEventListener("submit", (event) => {
+  event.preventDefault();
+  // The first submit, by click, double click or Enter, locks the form; later ones do nothing.
+  if (phase !== "ready") return;
+  const chosen = new FormData(form).get("payment_method"); // read before the lock disables it
+  setPhase("paying");
+  lock();
+  let intent = currentIntent();
+  // Another tab may have sent this intent already: send the same request, not a new one.
+  if (!intent.submitted) {
+    intent = { ...intent, payment_method: chosen, submitted: true };
+    writeIntent(intent);
+  }
+  payIntent(intent);
+});
+
+// A second tab on the same order learns at once that this one is paying it.
+window.addEventListener("storage", (event) => {
+  if (!order || event.key !== intentKey(order.id) || phase !== "ready") return;
+  const intent = readIntent();
+  if (intent && intent.submitted) {
+    setPhase("paying");
+    payIntent(intent, "This order is being paid in another window. Processing…");
+  }
+});
+
+$("new-order").addEventListener("click", () => {
+  localStorage.removeItem(ORDER_KEY);
+  window.location.assign("/checkout");
+});
+
+// ---- opening the page ------------------------------------------------------------------------
+
+/// The order to pay: the one in the address, the one this browser was paying, or a new one
+/// made under a key kept until it exists (so a reload while it is made makes no second one).
+async function openOrder() {
+  const named = new URLSearchParams(window.location.search).get("order");
+  let id = named || localStorage.getItem(ORDER_KEY);
+  if (!id) {
+    let key = localStorage.getItem(NEW_ORDER_KEY);
+    if (!key) {
+      key = crypto.randomUUID();
+      localStorage.setItem(NEW_ORDER_KEY, key);
+    }
+    const made = await sendUntilAnswered("/checkout/demo/orders", key, {}, () =>
+      say("Checking status…"));
+    if (made.status !== 201 && made.status !== 200) return made;
+    localStorage.removeItem(NEW_ORDER_KEY);
+    id = made.json.id;
+  }
+  localStorage.setItem(ORDER_KEY, id);
+  if (named !== id) window.history.replaceState(null, "", `/checkout?order=${encodeURIComponent(id)}`);
+  return read(`/checkout/demo/orders/${encodeURIComponent(id)}`);
+}
+
+async function start() {
+  say("Loading your order…");
+  const answer = await openOrder();
+  if (answer.status !== 200) {
+    const problem = answer.json || {};
+    localStorage.removeItem(ORDER_KEY);
+    setPhase("closed");
+    say(problem.detail || `The order could not be loaded (${answer.status}).`, "error");
+    $("new-order").hidden = problem.code === "demo_checkout_off";
+    return;
+  }
+  order = answer.json;
+  showOrder();
+  const payments = order.payments || [];
+  const paid = payments.find((p) => p.status === "succeeded");
+  if (order.status === "paid" && paid) return showReceipt(paid);
+  if (order.status === "canceled") {
+    return showRefusal({ status: 409, json: { code: "order_not_payable", detail: "This order was canceled." } });
+  }
+  const intent = currentIntent();
+  // Resumed after a reload, or in a second window: the same request under the same key.
+  if (intent.submitted) return payIntent(intent, "Resuming your payment. Processing…");
+  const open = payments.find((p) => p.status === "created" || p.status === "pending");
+  if (open) return watchPayment(open.id); // paid from elsewhere, still running
+  unlock();
+  say("");
+}
+
+start();
