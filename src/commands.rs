@@ -194,11 +194,11 @@ async fn run_server(
             },
         )
     };
-    match credentials::demo_account(&mut conn, previous.as_ref(), on_missing, save).await? {
+    let demo = credentials::demo_account(&mut conn, previous.as_ref(), on_missing, save).await?;
+    match &demo {
         Some(demo) => {
             tracing::info!(file = %path.display(), "demo credentials written");
-            app.open_demo_checkout(demo.api_key.into());
-            println!("checkout demo on {base_url}/checkout (pays as the demo merchant)");
+            app.open_demo_checkout(demo.api_key.as_str().into());
         }
         None => tracing::warn!(
             file = %path.display(),
@@ -210,7 +210,21 @@ async fn run_server(
     drop(conn);
 
     tracing::info!(%base_url, "payorch listening");
-    println!("payorch listening on {base_url}");
+    // The first line of stdout: scripts wait for it. One write, and a closed stdout (a script
+    // that read its line and left) is no reason to stop serving.
+    let mut banner = format!("payorch listening on {base_url}\n");
+    if demo.is_some() {
+        banner.push_str(&format!(
+            "checkout demo on {base_url}/checkout (pays as the demo merchant)\n"
+        ));
+    }
+    {
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout
+            .write_all(banner.as_bytes())
+            .and_then(|()| stdout.flush());
+    }
     let handle = app.handle();
     let server = tokio::spawn(app.run_until_stopped());
     shutdown_signal().await;

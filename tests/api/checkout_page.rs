@@ -15,13 +15,18 @@ use serde_json::{json, Value};
 use crate::browser::{browser, devtools, run, screenshot, text_with};
 use crate::helpers::{assert_problem, TestApp, TestConfig};
 
-/// The page's phase (`ready`, `paying`, `checking`, `paid`, …) once it is `wanted`.
+/// Waits until the page's phase (`ready`, `paying`, `checking`, `paid`, …) is `wanted`.
 async fn wait_phase(client: &Client, wanted: &str) {
+    wait_phases(client, &[wanted]).await;
+}
+
+/// Waits until the page's phase is one of `wanted`.
+async fn wait_phases(client: &Client, wanted: &[&str]) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     let mut phase = Value::Null;
     while tokio::time::Instant::now() < deadline {
         phase = run(client, "return document.body.dataset.phase || null").await;
-        if phase == wanted {
+        if wanted.iter().any(|w| phase == *w) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -146,6 +151,10 @@ async fn a_double_click_and_a_click_then_enter_each_charge_once() {
         });
     client.perform_actions(double_click).await.unwrap();
     let payment = receipt(&client, &order).await;
+    assert_eq!(
+        text_with(&client, "receipt-method", "Slow").await,
+        "Slow provider"
+    );
     screenshot(&client, "checkout-2-receipt").await;
     assert_eq!(payment_requests(&client).await, 1, "the form locked");
     assert_eq!(app.charges_for_order(&order), 1);
@@ -240,6 +249,7 @@ async fn a_reload_in_the_middle_resumes_the_same_payment() {
         url.as_str().contains(&order),
         "the address names the order: {url}"
     );
+    wait_phases(&client, &["paying", "checking"]).await;
     assert_eq!(
         stored_key(&client, &order).await,
         key,

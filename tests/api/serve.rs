@@ -238,6 +238,17 @@ async fn serve_on_a_database_url_from_an_empty_folder_keeps_its_demo_keys() {
     let creds = wait_ready(&data_dir, "").await;
     let merchant = format!("/v1/merchants/{}", creds.merchant_id);
     assert_eq!(status_as(&creds, &creds.api_key, &merchant).await, 200);
+    // With its demo merchant, `serve` runs the checkout demo as that merchant.
+    let demo_order: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/checkout/demo/orders", creds.base_url))
+        .header("Idempotency-Key", "serve-demo")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(demo_order["merchant_id"], creds.merchant_id.to_string());
     terminate(first).await;
 
     let second = serve_on_url(&data_dir, &db.url, &[]);

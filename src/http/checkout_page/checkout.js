@@ -145,7 +145,10 @@ const money = (amount, currency) =>
 
 function methodName(token) {
   const input = form.querySelector(`input[value="${CSS.escape(token || "")}"]`);
-  return input ? input.parentElement.firstChild.textContent.trim() : token || "";
+  if (!input) return token || "";
+  const label = input.closest("label");
+  const hint = label.querySelector(".hint");
+  return label.textContent.replace(hint ? hint.textContent : "", "").trim();
 }
 
 function showOrder() {
