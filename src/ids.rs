@@ -92,6 +92,12 @@ prefixed_id!(
     "pay"
 );
 prefixed_id!(
+    /// A refund: money given back from a succeeded payment attempt.
+    RefundId,
+    "re"
+);
+
+prefixed_id!(
     /// A provider webhook event as payorch recorded it.
     EventId,
     "evt"

@@ -77,6 +77,7 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         finished_at -> Nullable<Timestamptz>,
+        refund_held -> Int8,
     }
 }
 
@@ -103,6 +104,44 @@ diesel::table! {
         outcome -> Text,
         http_status -> Nullable<Int2>,
         latency_ms -> Int4,
+        detail -> Nullable<Text>,
+        created_at -> Timestamptz,
+        refund_id -> Nullable<Uuid>,
+    }
+}
+
+diesel::table! {
+    refunds (merchant_id, id) {
+        merchant_id -> Uuid,
+        id -> Uuid,
+        payment_id -> Uuid,
+        order_id -> Uuid,
+        status -> Text,
+        amount -> Int8,
+        currency -> Text,
+        reason -> Nullable<Text>,
+        provider -> Text,
+        provider_idempotency_key -> Text,
+        provider_refund_id -> Nullable<Text>,
+        failure_code -> Nullable<Text>,
+        failure_message -> Nullable<Text>,
+        idempotency_key -> Nullable<Text>,
+        next_check_at -> Nullable<Timestamptz>,
+        checks -> Int4,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+        finished_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    refund_events (merchant_id, id) {
+        merchant_id -> Uuid,
+        id -> Int8,
+        refund_id -> Uuid,
+        from_status -> Nullable<Text>,
+        to_status -> Text,
+        source -> Text,
         detail -> Nullable<Text>,
         created_at -> Timestamptz,
     }
@@ -135,5 +174,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     payment_attempts,
     attempt_events,
     provider_calls,
+    refunds,
+    refund_events,
     webhook_events
 );

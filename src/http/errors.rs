@@ -93,6 +93,13 @@ pub enum ApiError {
     UriTooLong { limit: usize },
     #[error("the request has more than one {0} header; send it once")]
     DuplicateHeader(&'static str),
+    #[error("payment {payment_id} is {status}; only a succeeded payment can be refunded")]
+    PaymentNotRefundable {
+        payment_id: PaymentId,
+        status: &'static str,
+    },
+    #[error("the refund is more than the {amount_refundable} left to refund of this payment; ask for at most that, or leave `amount` out to refund what is left")]
+    RefundExceedsPayment { amount_refundable: i64 },
     #[error("the checkout demo is off: `payorch serve` turns it on for its demo merchant (README, \"The checkout page\"); this server has none")]
     DemoCheckoutOff,
     #[error("the request body did not arrive within {} ms of its headers; nothing was done, send it again in one go", limit.as_millis())]
@@ -142,6 +149,8 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::UriTooLong { .. } => "uri_too_long",
             ApiError::DemoCheckoutOff => "demo_checkout_off",
+            ApiError::PaymentNotRefundable { .. } => "payment_not_refundable",
+            ApiError::RefundExceedsPayment { .. } => "refund_exceeds_payment",
         }
     }
 
@@ -172,6 +181,8 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => "Method not allowed",
             ApiError::UriTooLong { .. } => "Request target too long",
             ApiError::DemoCheckoutOff => "Checkout demo off",
+            ApiError::PaymentNotRefundable { .. } => "Payment not refundable",
+            ApiError::RefundExceedsPayment { .. } => "Refund exceeds payment",
         }
     }
 
@@ -214,6 +225,16 @@ impl ApiError {
             | ApiError::OrderAlreadyPaid { payment_id } => {
                 extra.insert("payment_id".into(), serde_json::json!(payment_id));
             }
+            ApiError::PaymentNotRefundable { payment_id, status } => {
+                extra.insert("payment_id".into(), serde_json::json!(payment_id));
+                extra.insert("payment_status".into(), serde_json::json!(status));
+            }
+            ApiError::RefundExceedsPayment { amount_refundable } => {
+                extra.insert(
+                    "amount_refundable".into(),
+                    serde_json::json!(amount_refundable),
+                );
+            }
             _ => {}
         }
         extra
@@ -249,7 +270,9 @@ impl ResponseError for ApiError {
             | ApiError::OrderNotCancelable { .. }
             | ApiError::PaymentInProgress { .. }
             | ApiError::OrderAlreadyPaid { .. }
-            | ApiError::OrderNotPayable { .. } => StatusCode::CONFLICT,
+            | ApiError::OrderNotPayable { .. }
+            | ApiError::PaymentNotRefundable { .. }
+            | ApiError::RefundExceedsPayment { .. } => StatusCode::CONFLICT,
             ApiError::IdempotencyKeyReused | ApiError::RawCardDataForbidden { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }

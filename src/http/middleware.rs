@@ -170,6 +170,7 @@ impl RootSpanBuilder for PayorchRootSpan {
             idempotency_outcome = tracing::field::Empty,
             order = tracing::field::Empty,
             payment = tracing::field::Empty,
+            refund = tracing::field::Empty,
         )
     }
 

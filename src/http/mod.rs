@@ -15,6 +15,7 @@ pub mod middleware;
 pub mod openapi;
 pub mod orders;
 pub mod payments;
+pub mod refunds;
 pub mod strict_json;
 pub mod support;
 pub mod views;
@@ -118,6 +119,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .service(resource("/v1/checkout", "POST").route(web::post().to(payments::checkout)))
         .service(resource("/v1/payments/{id}", "GET").route(web::get().to(payments::get_payment)))
+        .service(
+            resource("/v1/payments/{id}/refunds", "POST")
+                .route(web::post().to(refunds::create_refund)),
+        )
+        .service(resource("/v1/refunds/{id}", "GET").route(web::get().to(refunds::get_refund)))
         .service(
             resource("/v1/webhooks/{provider}", "POST").route(web::post().to(webhooks::receive)),
         )

@@ -7,7 +7,9 @@ use serde_json::{json, Map, Value};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::{errors, health, merchants, metrics, orders, payments, support, webhooks};
+use crate::http::{
+    errors, health, merchants, metrics, orders, payments, refunds, support, webhooks,
+};
 use crate::idempotency::key::MAX_KEY_LEN;
 use crate::payments::money::{Currency, MAX_AMOUNT};
 use crate::payments::orders::{
@@ -36,6 +38,8 @@ use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
         payments::create_payment,
         payments::checkout,
         payments::get_payment,
+        refunds::create_refund,
+        refunds::get_refund,
         webhooks::receive,
     ),
     components(schemas(errors::Problem, errors::FieldError)),

@@ -12,12 +12,13 @@ use crate::http::errors::{ApiError, FieldError};
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::orders::{parse_order_id, CreateOrderBody};
 use crate::http::strict_json::StrictJson;
-use crate::http::views::{Order, Payment};
+use crate::http::views::{Order, Payment, PaymentWithRefunds};
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::PaymentId;
 use crate::payments::flow::{self, Paid, Target};
 use crate::payments::payment_method::PaymentMethodToken;
+use crate::payments::refunds::refunds_of_payment;
 use crate::payments::PaymentAttempt;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -191,7 +192,7 @@ pub async fn checkout(
     params(("id" = String, Path, description = "payment attempt id, `pay_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Payment),
+        (status = 200, body = PaymentWithRefunds, description = "the attempt with its refunds and `amount_refunded`"),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
     ))]
 pub async fn get_payment(
@@ -214,5 +215,6 @@ pub(crate) async fn show_payment(
         .await?
         .ok_or(ApiError::NotFound("payment"))?;
     record_ids(&attempt);
-    Ok(HttpResponse::Ok().json(Payment::from(attempt)))
+    let refunds = refunds_of_payment(&mut conn, attempt.merchant_id, attempt.id).await?;
+    Ok(HttpResponse::Ok().json(PaymentWithRefunds::new(attempt, refunds)))
 }

@@ -9,12 +9,12 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::accounts;
-use crate::ids::{MerchantId, OrderId, PaymentId};
+use crate::ids::{MerchantId, OrderId, PaymentId, RefundId};
 use crate::payments::attempts::{LoggedCall, TimelineEntry};
 use crate::payments::orders::OrderStatus;
 use crate::payments::support::{self, Conflict, KeyState};
 use crate::payments::webhooks::RecordedEvent;
-use crate::payments::{orders, AttemptStatus, PaymentAttempt};
+use crate::payments::{orders, refunds, AttemptStatus, PaymentAttempt};
 
 /// A payment attempt as shown to merchants and support.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -70,6 +70,85 @@ impl From<PaymentAttempt> for Payment {
 /// Views of a list, in its order.
 pub fn payments(attempts: Vec<PaymentAttempt>) -> Vec<Payment> {
     attempts.into_iter().map(Payment::from).collect()
+}
+
+/// A payment attempt with its refunds (`GET /v1/payments/{id}`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PaymentWithRefunds {
+    #[serde(flatten)]
+    payment: Payment,
+    /// What its succeeded refunds gave back, in minor units.
+    amount_refunded: i64,
+    /// Its refunds, oldest first.
+    refunds: Vec<Refund>,
+}
+
+impl PaymentWithRefunds {
+    pub fn new(attempt: PaymentAttempt, refunds: Vec<refunds::Refund>) -> Self {
+        let amount_refunded = refunds
+            .iter()
+            .filter(|r| r.status == AttemptStatus::Succeeded)
+            .map(|r| r.amount)
+            .sum();
+        PaymentWithRefunds {
+            payment: attempt.into(),
+            amount_refunded,
+            refunds: refunds.into_iter().map(Refund::from).collect(),
+        }
+    }
+}
+
+/// A refund: money given back from a succeeded payment.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Refund {
+    id: RefundId,
+    /// Always `refund`.
+    object: &'static str,
+    merchant_id: MerchantId,
+    payment_id: PaymentId,
+    order_id: OrderId,
+    /// `created`, `pending`, `succeeded` or `failed`, one way like a payment's.
+    status: AttemptStatus,
+    amount: i64,
+    currency: String,
+    reason: Option<String>,
+    provider: String,
+    /// Sent with every create of this refund, so the provider never refunds it twice.
+    provider_idempotency_key: String,
+    /// The provider's refund id (`re_…`), once known.
+    provider_refund_id: Option<String>,
+    failure_code: Option<String>,
+    failure_message: Option<String>,
+    /// While `created` or `pending`: when payorch next asks the provider.
+    next_check_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+impl From<refunds::Refund> for Refund {
+    fn from(r: refunds::Refund) -> Self {
+        Refund {
+            id: r.id,
+            object: "refund",
+            merchant_id: r.merchant_id,
+            payment_id: r.payment_id,
+            order_id: r.order_id,
+            status: r.status,
+            amount: r.amount,
+            currency: r.currency,
+            reason: r.reason,
+            provider: r.provider,
+            provider_idempotency_key: r.provider_idempotency_key,
+            provider_refund_id: r.provider_refund_id,
+            failure_code: r.failure_code,
+            failure_message: r.failure_message,
+            next_check_at: r.next_check_at,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            finished_at: r.finished_at,
+        }
+    }
 }
 
 /// An order as shown to merchants and support.
@@ -250,6 +329,8 @@ pub struct Story {
     idempotency_key: Option<Key>,
     /// The client's key string, kept on the attempt for ever.
     idempotency_key_name: Option<String>,
+    /// Its refunds, oldest first; their provider calls are among `provider_calls`.
+    refunds: Vec<Refund>,
 }
 
 impl From<support::Story> for Story {
@@ -263,6 +344,7 @@ impl From<support::Story> for Story {
             provider_calls: s.provider_calls.into_iter().map(Into::into).collect(),
             webhook_events: s.webhook_events.into_iter().map(Into::into).collect(),
             idempotency_key: s.idempotency_key.map(Key::from),
+            refunds: s.refunds.into_iter().map(Refund::from).collect(),
         }
     }
 }

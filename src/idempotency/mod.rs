@@ -43,6 +43,7 @@ pub enum Operation {
     CancelOrder,
     CreatePayment,
     Checkout,
+    CreateRefund,
 }
 
 impl Operation {
@@ -52,6 +53,7 @@ impl Operation {
             Operation::CancelOrder => "cancel_order",
             Operation::CreatePayment => "create_payment",
             Operation::Checkout => "checkout",
+            Operation::CreateRefund => "create_refund",
         }
     }
 }

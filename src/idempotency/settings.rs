@@ -32,7 +32,9 @@ impl IdempotencySettings {
     pub fn ttl(&self, operation: Operation) -> Duration {
         match operation {
             Operation::CreateOrder | Operation::CancelOrder => self.order_ttl,
-            Operation::CreatePayment | Operation::Checkout => self.payment_ttl,
+            Operation::CreatePayment | Operation::Checkout | Operation::CreateRefund => {
+                self.payment_ttl
+            }
         }
     }
 }

@@ -122,6 +122,8 @@ pub struct PaymentAttempt {
     pub idempotency_key: Option<String>,
     /// How many times the reconciler has asked about it.
     pub checks: i32,
+    /// What its refunds hold: succeeded ones and those still open (the refunds migration).
+    pub refund_held: i64,
 }
 
 /// Read strictly: a status the code does not know is an error, never a guess.
@@ -159,6 +161,7 @@ pub struct AttemptRow {
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     finished_at: Option<DateTime<Utc>>,
+    refund_held: i64,
 }
 
 impl From<AttemptRow> for PaymentAttempt {
@@ -182,6 +185,7 @@ impl From<AttemptRow> for PaymentAttempt {
             finished_at: row.finished_at,
             idempotency_key: row.idempotency_key,
             checks: row.checks,
+            refund_held: row.refund_held,
         }
     }
 }
@@ -347,6 +351,9 @@ pub enum CallKind {
     Create,
     Retrieve,
     Search,
+    /// A refund's create, or a resend of it under the refund's key.
+    CreateRefund,
+    RetrieveRefund,
 }
 
 impl CallKind {
@@ -355,6 +362,8 @@ impl CallKind {
             CallKind::Create => "create",
             CallKind::Retrieve => "retrieve",
             CallKind::Search => "search",
+            CallKind::CreateRefund => "create_refund",
+            CallKind::RetrieveRefund => "retrieve_refund",
         }
     }
 }

@@ -71,6 +71,7 @@ mod tests {
             finished_at: None,
             idempotency_key: None,
             checks: 0,
+            refund_held: 0,
         };
         finals.remember(&attempt);
         assert!(finals.get(attempt.id).is_none());

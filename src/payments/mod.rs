@@ -12,6 +12,7 @@ pub mod orders;
 pub mod payment_method;
 pub mod reconciler;
 pub mod reconciler_settings;
+pub mod refunds;
 pub mod service;
 pub mod support;
 pub mod text;

@@ -40,6 +40,10 @@ pub enum OrderStatus {
     Processing,
     Paid,
     Canceled,
+    /// Paid, and part of it given back by succeeded refunds.
+    PartiallyRefunded,
+    /// Paid, and all of it given back.
+    Refunded,
 }
 
 impl OrderStatus {
@@ -49,6 +53,8 @@ impl OrderStatus {
             OrderStatus::Processing => "processing",
             OrderStatus::Paid => "paid",
             OrderStatus::Canceled => "canceled",
+            OrderStatus::PartiallyRefunded => "partially_refunded",
+            OrderStatus::Refunded => "refunded",
         }
     }
 
@@ -58,6 +64,8 @@ impl OrderStatus {
             "processing" => OrderStatus::Processing,
             "paid" => OrderStatus::Paid,
             "canceled" => OrderStatus::Canceled,
+            "partially_refunded" => OrderStatus::PartiallyRefunded,
+            "refunded" => OrderStatus::Refunded,
             _ => return None,
         })
     }
@@ -70,6 +78,9 @@ impl OrderStatus {
                 | (AwaitingPayment, Canceled)
                 | (Processing, Paid)
                 | (Processing, AwaitingPayment)
+                | (Paid, PartiallyRefunded)
+                | (Paid, Refunded)
+                | (PartiallyRefunded, Refunded)
         )
     }
 }

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use super::attempts::{open_statuses, CallKind};
 use super::attempts::{AttemptRow, PaymentAttempt, Source};
 use super::reconciler_settings::{to_chrono, ReconcilerSettings};
+use super::refunds;
 use super::service::{charge_request, settle_key, Payments};
 use super::transition::{apply, log_call};
 use crate::db::transaction::in_transaction;
@@ -41,6 +42,7 @@ pub async fn run(pool: DbPool, payments: Arc<Payments>, mut stop: watch::Receive
                 0
             }
         };
+        let claimed = claimed + reconcile_due_refunds(&pool, &payments).await;
         if let Err(err) = refresh_gauges(&pool, &payments).await {
             tracing::debug!(error = %err, "could not count unresolved attempts");
         }
@@ -84,6 +86,33 @@ pub async fn reconcile_due(
     }
     while checks.join_next().await.is_some() {}
     Ok(claimed)
+}
+
+/// Claims the refunds that are due and checks each with the provider, concurrently.
+/// Returns how many were claimed.
+async fn reconcile_due_refunds(pool: &DbPool, payments: &Arc<Payments>) -> usize {
+    let settings = &payments.reconciler;
+    let due = match refunds::claim_due(pool, settings.claim, settings.batch).await {
+        Ok(due) => due,
+        Err(err) => {
+            tracing::warn!(error = %err, "reconciler round of refunds failed");
+            return 0;
+        }
+    };
+    let claimed = due.len();
+    let mut checks = tokio::task::JoinSet::new();
+    for refund in due {
+        let pool = pool.clone();
+        let payments = payments.clone();
+        checks.spawn(async move {
+            let id = refund.id;
+            if let Err(err) = refunds::check(&pool, &payments, refund, Source::Reconciler).await {
+                tracing::warn!(refund = %id, error = %err, "reconciler check of a refund failed");
+            }
+        });
+    }
+    while checks.join_next().await.is_some() {}
+    claimed
 }
 
 /// Takes up to a batch of due attempts and hides them from other replicas for the claim.

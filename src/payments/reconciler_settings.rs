@@ -45,6 +45,16 @@ impl ReconcilerSettings {
             .unwrap_or(Duration::from_secs(3600))
     }
 
+    /// The wait before check number `checks + 1`, as a chrono duration.
+    pub fn next_check(&self, checks: i32) -> chrono::Duration {
+        to_chrono(self.wait_after(checks))
+    }
+
+    /// How long the provider still answers a resend with the first result.
+    pub fn key_window(&self) -> chrono::Duration {
+        to_chrono(self.key_window)
+    }
+
     /// When the payment flow leaves an attempt open, the first check is this far away.
     pub fn first_check(&self) -> chrono::Duration {
         to_chrono(self.wait_after(0))

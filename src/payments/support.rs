@@ -16,6 +16,7 @@ use super::attempts::{
     AttemptStatus, LoggedCall, PaymentAttempt, TimelineEntry,
 };
 use super::orders::{find_order, Order};
+use super::refunds::{refunds_of_payment, Refund};
 use super::webhooks::{events_of, RecordedEvent};
 use crate::db::schema::{idempotency_keys, orders, payment_attempts, webhook_events};
 use crate::ids::{MerchantId, OrderId, PaymentId};
@@ -150,6 +151,8 @@ pub struct Story {
     pub webhook_events: Vec<RecordedEvent>,
     /// The key that made it (named on the attempt for ever), while the key is kept.
     pub idempotency_key: Option<KeyState>,
+    /// Its refunds, oldest first.
+    pub refunds: Vec<Refund>,
 }
 
 /// The story of attempt `id`, whichever merchant it belongs to.
@@ -166,6 +169,7 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
     let timeline = timeline(conn, &payment).await?;
     let provider_calls = provider_calls_of(conn, &payment).await?;
     let webhook_events = events_of(conn, &payment).await?;
+    let refunds = refunds_of_payment(conn, payment.merchant_id, payment.id).await?;
     let idempotency_key = match &payment.idempotency_key {
         Some(key) => idempotency_keys::table
             .find((payment.merchant_id.0, key))
@@ -182,6 +186,7 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
         provider_calls,
         webhook_events,
         idempotency_key,
+        refunds,
         payment,
     }))
 }

@@ -26,7 +26,22 @@ pub struct ChargeRequest {
     pub merchant_id: String,
 }
 
-/// What a provider call tells us about a charge.
+/// One refund as payorch asks for it. `idempotency_key` is the refund's provider key, the
+/// same on every resend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundRequest {
+    /// The provider's id of the charge refunded (`pi_…`).
+    pub provider_payment_id: String,
+    pub amount: i64,
+    pub idempotency_key: String,
+    pub refund_id: String,
+    pub payment_id: String,
+    pub merchant_id: String,
+    pub reason: Option<String>,
+}
+
+/// What a provider call tells us about a charge (or, for refund calls, a refund: then
+/// `provider_id` is the refund's id and `Failed` means nothing went back).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProviderOutcome {
     /// The money moved.
@@ -136,6 +151,12 @@ pub trait PaymentProvider: Send + Sync {
 
     /// Look a charge up by payorch's attempt id (provider metadata); `NotFound` if none.
     async fn find_by_attempt(&self, attempt_id: &str) -> ProviderCall;
+
+    /// Refund (part of) a charge under `req.idempotency_key`; safe to resend like a create.
+    async fn create_refund(&self, req: &RefundRequest) -> ProviderCall;
+
+    /// Look a refund up by the provider's refund id.
+    async fn retrieve_refund(&self, provider_refund_id: &str) -> ProviderCall;
 
     /// Check a webhook's signature and parse it.
     fn verify_webhook(

@@ -21,13 +21,14 @@ use tokio::task::JoinHandle;
 mod behaviour;
 mod config;
 mod params;
+mod refunds;
 mod routes;
 mod store;
 mod webhooks;
 
 pub use behaviour::Behaviour;
 pub use config::{SandboxConfig, DEFAULT_WEBHOOK_DELAY_MS};
-pub use store::LedgerEntry;
+pub use store::{LedgerEntry, RefundEntry};
 
 use store::Store;
 use webhooks::Webhooks;
@@ -102,6 +103,11 @@ impl SandboxHandle {
     /// Every confirmed PaymentIntent, oldest first (the same as `GET /__sandbox/ledger`).
     pub fn ledger(&self) -> Vec<LedgerEntry> {
         self.state.store.ledger()
+    }
+
+    /// Every refund the sandbox made, in order.
+    pub fn refunds(&self) -> Vec<RefundEntry> {
+        self.state.store.refund_ledger()
     }
 
     /// Where webhooks go from now on; `None` stops delivery.

@@ -146,7 +146,7 @@ impl CreateParams {
     }
 }
 
-fn metadata_key(name: &str) -> Option<&str> {
+pub(super) fn metadata_key(name: &str) -> Option<&str> {
     name.strip_prefix("metadata[")?.strip_suffix(']')
 }
 

@@ -20,7 +20,8 @@ use crate::providers::stripe::wire::{
 };
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v1/payment_intents", web::post().to(create_intent))
+    cfg.configure(super::refunds::configure)
+        .route("/v1/payment_intents", web::post().to(create_intent))
         .route("/v1/payment_intents", web::get().to(list_intents))
         // Registered before `{id}` so "search" is not taken for an id.
         .route("/v1/payment_intents/search", web::get().to(search_intents))
@@ -523,6 +524,8 @@ fn matches(clause: &Clause, intent: &PaymentIntent) -> bool {
 struct LedgerList {
     object: &'static str,
     data: Vec<super::LedgerEntry>,
+    /// Every refund: with `data`, what each payment netted.
+    refunds: Vec<super::RefundEntry>,
 }
 
 /// The ground truth for tests; unauthenticated, like any simulator back door.
@@ -532,6 +535,7 @@ async fn ledger(sb: web::Data<Sandbox>) -> HttpResponse {
         &LedgerList {
             object: "list",
             data: sb.store.ledger(),
+            refunds: sb.store.refund_ledger(),
         },
     )
 }
@@ -572,7 +576,7 @@ fn presented_secret(value: &str) -> Option<Vec<u8>> {
 }
 
 /// `Some(401)` unless the request carries the secret as Bearer or Basic credentials.
-fn refuse_unauthorized(sb: &Sandbox, req: &HttpRequest) -> Option<HttpResponse> {
+pub(super) fn refuse_unauthorized(sb: &Sandbox, req: &HttpRequest) -> Option<HttpResponse> {
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -600,7 +604,7 @@ fn refuse_unauthorized(sb: &Sandbox, req: &HttpRequest) -> Option<HttpResponse> 
 
 /// Takes the request's key for a fresh run (`Ok(None)` without a key), or the answer Stripe
 /// gives when the key was used before: the recorded response, a mismatch or in flight.
-fn begin_keyed(
+pub(super) fn begin_keyed(
     sb: &Sandbox,
     req: &HttpRequest,
     fingerprint: &str,
@@ -667,7 +671,7 @@ fn idempotency_in_flight(key: &str) -> HttpResponse {
     )
 }
 
-fn invalid_request(e: ParamError) -> HttpResponse {
+pub(super) fn invalid_request(e: ParamError) -> HttpResponse {
     error(
         StatusCode::BAD_REQUEST,
         ApiError {
@@ -681,7 +685,7 @@ fn invalid_request(e: ParamError) -> HttpResponse {
     )
 }
 
-fn api_error_500() -> HttpResponse {
+pub(super) fn api_error_500() -> HttpResponse {
     error(
         StatusCode::INTERNAL_SERVER_ERROR,
         ApiError {
@@ -695,7 +699,7 @@ fn api_error_500() -> HttpResponse {
     )
 }
 
-fn stored_json<T: Serialize>(status: StatusCode, value: &T) -> StoredResponse {
+pub(super) fn stored_json<T: Serialize>(status: StatusCode, value: &T) -> StoredResponse {
     // Stripe answers pretty-printed JSON; these types always serialise.
     let body = serde_json::to_vec_pretty(value).unwrap_or_else(|_| b"{}".to_vec());
     StoredResponse {
@@ -704,19 +708,19 @@ fn stored_json<T: Serialize>(status: StatusCode, value: &T) -> StoredResponse {
     }
 }
 
-fn stored_error(status: StatusCode, error: ApiError) -> StoredResponse {
+pub(super) fn stored_error(status: StatusCode, error: ApiError) -> StoredResponse {
     stored_json(status, &ErrorBody { error })
 }
 
-fn json<T: Serialize>(status: StatusCode, value: &T) -> HttpResponse {
+pub(super) fn json<T: Serialize>(status: StatusCode, value: &T) -> HttpResponse {
     respond(&stored_json(status, value), None, false)
 }
 
-fn error(status: StatusCode, error: ApiError) -> HttpResponse {
+pub(super) fn error(status: StatusCode, error: ApiError) -> HttpResponse {
     respond(&stored_error(status, error), None, false)
 }
 
-fn respond(stored: &StoredResponse, key: Option<&str>, replayed: bool) -> HttpResponse {
+pub(super) fn respond(stored: &StoredResponse, key: Option<&str>, replayed: bool) -> HttpResponse {
     let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = HttpResponse::build(status);
     response

@@ -10,7 +10,7 @@ use actix_web::web::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::random_id;
-use crate::providers::stripe::wire::PaymentIntent;
+use crate::providers::stripe::wire::{PaymentIntent, Refund};
 
 /// One confirmed PaymentIntent, as `GET /__sandbox/ledger` lists it: the ground truth of
 /// what the simulated card network saw. `status` says whether money moved (`succeeded`),
@@ -34,6 +34,41 @@ impl LedgerEntry {
     pub fn is_charged(&self) -> bool {
         matches!(self.status.as_str(), "succeeded" | "processing")
     }
+}
+
+/// One refund, as `GET /__sandbox/ledger` lists it under `refunds`: with the charges, what
+/// each payment netted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefundEntry {
+    pub provider_id: String,
+    pub payment_intent: String,
+    pub idempotency_key: Option<String>,
+    pub refund_id: Option<String>,
+    pub amount: i64,
+    pub currency: String,
+    pub status: String,
+    pub created: i64,
+}
+
+impl RefundEntry {
+    /// Money went, or is going, back.
+    pub fn is_refunded(&self) -> bool {
+        matches!(self.status.as_str(), "succeeded" | "pending")
+    }
+}
+
+/// Why a refund was refused, as Stripe words it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum RefundRefused {
+    NoSuchIntent,
+    /// The intent has not charged anything (yet).
+    NotCharged {
+        status: String,
+    },
+    /// More than what is left of the charge; `left` is what is.
+    TooLarge {
+        left: i64,
+    },
 }
 
 /// An answer recorded under an idempotency key, replayed byte for byte.
@@ -71,8 +106,16 @@ struct Stored {
     confirmed: bool,
 }
 
+struct StoredRefund {
+    refund: Refund,
+    idempotency_key: Option<String>,
+}
+
 #[derive(Default)]
 struct Inner {
+    refunds: HashMap<String, StoredRefund>,
+    /// Refund ids in creation order.
+    refund_order: Vec<String>,
     intents: HashMap<String, Stored>,
     /// Intent ids in creation order, for the ledger and search.
     order: Vec<String>,
@@ -216,6 +259,76 @@ impl Store {
             .map(|s| &s.intent)
             .filter(|intent| keep(intent))
             .cloned()
+            .collect()
+    }
+
+    /// Refunds `amount` (default: what is left) of `intent_id`'s charge, if that much is
+    /// left: what is left and the new refund are one decision under the store's lock.
+    pub(super) fn refund(
+        &self,
+        intent_id: &str,
+        amount: Option<i64>,
+        make: impl FnOnce(i64, &PaymentIntent) -> Refund,
+        idempotency_key: Option<String>,
+    ) -> Result<Refund, RefundRefused> {
+        let mut inner = self.lock();
+        let intent = match inner.intents.get(intent_id) {
+            Some(stored) => stored.intent.clone(),
+            None => return Err(RefundRefused::NoSuchIntent),
+        };
+        if intent.status != "succeeded" {
+            return Err(RefundRefused::NotCharged {
+                status: intent.status,
+            });
+        }
+        let held: i64 = inner
+            .refunds
+            .values()
+            .map(|r| &r.refund)
+            .filter(|r| r.payment_intent.as_deref() == Some(intent_id))
+            .filter(|r| !matches!(r.status.as_str(), "failed" | "canceled"))
+            .map(|r| r.amount)
+            .sum();
+        let left = intent.amount - held;
+        let amount = amount.unwrap_or(left);
+        if amount <= 0 || amount > left {
+            return Err(RefundRefused::TooLarge { left });
+        }
+        let refund = make(amount, &intent);
+        inner.refund_order.push(refund.id.clone());
+        inner.refunds.insert(
+            refund.id.clone(),
+            StoredRefund {
+                refund: refund.clone(),
+                idempotency_key,
+            },
+        );
+        Ok(refund)
+    }
+
+    pub(super) fn get_refund(&self, id: &str) -> Option<Refund> {
+        self.lock().refunds.get(id).map(|r| r.refund.clone())
+    }
+
+    pub(super) fn refund_ledger(&self) -> Vec<RefundEntry> {
+        let inner = self.lock();
+        inner
+            .refund_order
+            .iter()
+            .filter_map(|id| inner.refunds.get(id))
+            .map(|stored| {
+                let refund = &stored.refund;
+                RefundEntry {
+                    provider_id: refund.id.clone(),
+                    payment_intent: refund.payment_intent.clone().unwrap_or_default(),
+                    idempotency_key: stored.idempotency_key.clone(),
+                    refund_id: refund.metadata.get("refund_id").cloned(),
+                    amount: refund.amount,
+                    currency: refund.currency.clone(),
+                    status: refund.status.clone(),
+                    created: refund.created,
+                }
+            })
             .collect()
     }
 

@@ -20,14 +20,16 @@ use crate::helpers::{
 use crate::payments::checkout_body;
 use crate::serve::wait_ready;
 
-/// A slow charge, a lease of 3 s, and the server crashed while the charge is in flight.
+/// A slow charge, a lease of 6 s, and the server crashed while the charge is in flight.
 async fn crash_mid_payment(reconciler_interval: Duration) -> (TestApp, String) {
     let mut app = TestApp::spawn_config(|config| {
         config.sandbox.slow_ms = 1000;
         config.provider_timeout = Duration::from_secs(2);
         config.settings.reconciler.interval = reconciler_interval;
-        // A duplicate waits briefly, so a retry inside the lease is told to come back.
+        // A duplicate waits briefly, so a retry inside the lease is told to come back; the
+        // lease outlasts the crash and restart even on a loaded machine.
         config.settings.idempotency.wait = Duration::from_millis(200);
+        config.settings.idempotency.lease = Duration::from_secs(6);
     })
     .await;
     let request = app
@@ -83,7 +85,7 @@ async fn a_retry_after_a_crash_resumes_the_same_attempt_and_charges_once() {
     let early = retry(&app).await;
     assert_problem(early, 409, "idempotency_key_in_use").await;
 
-    // The lease is 3 s; well past it the retry must have taken over.
+    // The lease is 6 s; well past it the retry must have taken over.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let resumed = loop {
         let response = retry(&app).await;

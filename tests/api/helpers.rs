@@ -567,6 +567,19 @@ pub async fn assert_problem(
 }
 
 /// Polls `check` every 100 ms until it returns true or `limit` passes.
+/// Runs hand-written `sql` and asserts the database refused it by `constraint`'s name.
+pub async fn assert_refused_by(conn: &mut AsyncPgConnection, sql: &str, constraint: &str) {
+    match diesel_async::RunQueryDsl::execute(diesel::sql_query(sql), conn).await {
+        Err(diesel::result::Error::DatabaseError(_, info)) => assert_eq!(
+            info.constraint_name(),
+            Some(constraint),
+            "{sql}: {}",
+            info.message()
+        ),
+        other => panic!("the database let through {sql}: {other:?}"),
+    }
+}
+
 pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
 where
     F: FnMut() -> Fut,

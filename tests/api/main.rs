@@ -17,6 +17,7 @@ mod openapi;
 mod orders;
 mod outage;
 mod payments;
+mod refunds;
 mod serve;
 mod slow_clients;
 mod support;

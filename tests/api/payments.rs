@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use payorch::db::schema::idempotency_keys;
 
-use crate::helpers::{assert_problem, TestApp};
+use crate::helpers::{assert_problem, assert_refused_by, TestApp};
 
 /// How a test pays: create-and-pay in one call, or an order first and then its payment.
 #[derive(Debug, Clone, Copy)]
@@ -568,17 +568,7 @@ async fn the_database_refuses_moves_the_state_machine_does_not_allow() {
         ),
     ];
     for (sql, constraint) in cases {
-        match diesel::sql_query(&sql).execute(&mut conn).await {
-            Err(diesel::result::Error::DatabaseError(_, info)) => {
-                assert_eq!(
-                    info.constraint_name(),
-                    Some(constraint),
-                    "{sql}: {}",
-                    info.message()
-                )
-            }
-            other => panic!("the database let through {sql}: {other:?}"),
-        }
+        assert_refused_by(&mut conn, &sql, constraint).await;
     }
     assert_eq!(
         app.payment(paid["id"].as_str().unwrap()).await["status"],

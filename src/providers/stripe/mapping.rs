@@ -4,7 +4,7 @@
 //! The rule of thumb: only an answer that proves nothing was charged is `Failed`;
 //! anything that leaves doubt is `Unknown`, so the caller asks again with the same key.
 
-use super::wire::{ErrorBody, PaymentIntent, SearchResult};
+use super::wire::{ErrorBody, PaymentIntent, Refund, SearchResult};
 use super::IntentStatus;
 use crate::providers::ProviderOutcome;
 
@@ -51,6 +51,28 @@ pub enum Call {
     Create,
     Retrieve,
     Search,
+    CreateRefund,
+    RetrieveRefund,
+}
+
+/// The outcome a Refund object stands for: only `failed` or `canceled` proves nothing went
+/// back; `pending` and `requires_action` are not final.
+pub(super) fn outcome_for_refund(refund: &Refund) -> ProviderOutcome {
+    let provider_id = refund.id.clone();
+    match refund.status.as_str() {
+        "succeeded" => ProviderOutcome::Succeeded { provider_id },
+        "failed" | "canceled" => ProviderOutcome::Failed {
+            code: refund
+                .failure_reason
+                .clone()
+                .unwrap_or_else(|| format!("refund_{}", refund.status)),
+            message: format!("the provider says the refund {}", refund.status),
+            provider_id: Some(provider_id),
+        },
+        _ => ProviderOutcome::Pending {
+            provider_id: Some(provider_id),
+        },
+    }
 }
 
 /// Map one HTTP answer (status and body) to an outcome.
@@ -69,7 +91,11 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
         // charge. An earlier send under the same key may have charged, so it proves nothing.
         401 | 403 => unknown(format!("HTTP {status} (not authorised): {}", summary(body))),
         408 => unknown(format!("HTTP 408 (request timeout): {}", summary(body))),
-        404 if call == Call::Retrieve && is_resource_missing(body) => ProviderOutcome::NotFound,
+        404 if matches!(call, Call::Retrieve | Call::RetrieveRefund)
+            && is_resource_missing(body) =>
+        {
+            ProviderOutcome::NotFound
+        }
         // A 404 on create or search means a wrong URL, not a missing charge.
         404 => unknown(format!("HTTP 404: {}", summary(body))),
         400..=499 => match parse_error(body) {
@@ -78,7 +104,11 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
                 "HTTP {status} idempotency_error: {}",
                 e.error.message.unwrap_or_default()
             )),
-            _ if call == Call::Create => failed_from_error(status, body),
+            // A refused create (a decline's siblings; for a refund, more than is left or a
+            // charge that cannot be refunded) did nothing.
+            _ if matches!(call, Call::Create | Call::CreateRefund) => {
+                failed_from_error(status, body)
+            }
             // A refused lookup says nothing about the charge.
             _ => unknown(format!("HTTP {status}: {}", summary(body))),
         },
@@ -95,6 +125,10 @@ fn outcome_for_success(call: Call, body: &[u8]) -> ProviderOutcome {
         Call::Search => match serde_json::from_slice::<SearchResult>(body) {
             Ok(result) => outcome_for_search(&result.data),
             Err(e) => unknown(format!("2xx with an unreadable search result: {e}")),
+        },
+        Call::CreateRefund | Call::RetrieveRefund => match serde_json::from_slice::<Refund>(body) {
+            Ok(refund) => outcome_for_refund(&refund),
+            Err(e) => unknown(format!("2xx with an unreadable refund: {e}")),
         },
     }
 }

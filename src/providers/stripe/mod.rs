@@ -10,8 +10,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use reqwest::{header, Method, Url};
 
 use super::{
-    signature, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, WebhookError,
-    WebhookEvent,
+    signature, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, RefundRequest,
+    WebhookError, WebhookEvent,
 };
 
 mod intent_status;
@@ -191,6 +191,21 @@ pub fn create_form(req: &ChargeRequest) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The form body of a refund, in a fixed order: the same on every resend of one refund.
+pub fn refund_form(req: &RefundRequest) -> Vec<(&'static str, String)> {
+    let mut form = vec![
+        ("payment_intent", req.provider_payment_id.clone()),
+        ("amount", req.amount.to_string()),
+        ("metadata[refund_id]", req.refund_id.clone()),
+        ("metadata[payment_id]", req.payment_id.clone()),
+        ("metadata[merchant_id]", req.merchant_id.clone()),
+    ];
+    if let Some(reason) = &req.reason {
+        form.push(("metadata[reason]", reason.clone()));
+    }
+    form
+}
+
 /// Stripe's search query for an attempt; quotes and backslashes in the value are escaped.
 pub fn attempt_search_query(attempt_id: &str) -> String {
     let escaped = attempt_id.replace('\\', "\\\\").replace('\'', "\\'");
@@ -239,6 +254,23 @@ impl PaymentProvider for StripeProvider {
             .header(header::ACCEPT, "application/json")
             .query(&[("query", attempt_search_query(attempt_id))]);
         self.call(Call::Search, request).await
+    }
+
+    async fn create_refund(&self, req: &RefundRequest) -> ProviderCall {
+        let request = self
+            .client
+            .request(Method::POST, self.url(&["v1", "refunds"]))
+            .header("Idempotency-Key", &req.idempotency_key)
+            .form(&refund_form(req));
+        self.call(Call::CreateRefund, request).await
+    }
+
+    async fn retrieve_refund(&self, provider_refund_id: &str) -> ProviderCall {
+        let request = self.client.request(
+            Method::GET,
+            self.url(&["v1", "refunds", provider_refund_id]),
+        );
+        self.call(Call::RetrieveRefund, request).await
     }
 
     fn verify_webhook(

@@ -50,6 +50,32 @@ pub struct PaymentIntent {
     pub cancellation_reason: Option<String>,
 }
 
+/// A Refund (`object: "refund"`) of a PaymentIntent's charge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refund {
+    pub id: String,
+    #[serde(default = "refund_object")]
+    pub object: String,
+    pub amount: i64,
+    pub currency: String,
+    /// `pending`, `requires_action`, `succeeded`, `failed` or `canceled`.
+    pub status: String,
+    #[serde(default)]
+    pub payment_intent: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Why a `failed` refund failed (`lost_or_stolen_card`, `expired_or_canceled_card`, …).
+    #[serde(default)]
+    pub failure_reason: Option<String>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    pub created: i64,
+}
+
+fn refund_object() -> String {
+    "refund".to_owned()
+}
+
 fn payment_intent_object() -> String {
     "payment_intent".to_owned()
 }

@@ -1,0 +1,137 @@
+//! Refunds as the API shows them (README, "Refunds"): `POST /v1/payments/{id}/refunds` and
+//! `GET /v1/refunds/{id}`.
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+
+use crate::accounts::Caller;
+use crate::http::errors::{ApiError, FieldError};
+use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
+use crate::http::payments::parse_payment_id;
+use crate::http::strict_json::StrictJson;
+use crate::http::views::Refund;
+use crate::http::AppState;
+use crate::idempotency::Operation;
+use crate::ids::{PaymentId, RefundId};
+use crate::payments::refunds::{self, RefundError};
+
+/// What to give back; both optional.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRefundBody {
+    /// In minor units, at least 1; default: all that is left to refund.
+    amount: Option<i64>,
+    /// Free text for the merchant's records, up to 1000 characters.
+    reason: Option<String>,
+}
+
+fn refund_location(id: RefundId) -> String {
+    format!("/v1/refunds/{id}")
+}
+
+fn problem(err: RefundError, payment_id: PaymentId) -> ApiError {
+    match err {
+        RefundError::Idempotency(err) => err.into(),
+        RefundError::PaymentNotFound => ApiError::NotFound("payment"),
+        RefundError::NotRefundable { status } => ApiError::PaymentNotRefundable {
+            payment_id,
+            status: status.as_str(),
+        },
+        RefundError::ExceedsPayment { refundable } => ApiError::RefundExceedsPayment {
+            amount_refundable: refundable,
+        },
+        RefundError::Unavailable(err) => err.into(),
+        RefundError::Database(err) => err.into(),
+        RefundError::Inconsistent(what) => ApiError::Internal(what),
+    }
+}
+
+#[utoipa::path(post, path = "/v1/payments/{id}/refunds", tag = "refunds",
+    request_body = CreateRefundBody,
+    params(
+        ("id" = String, Path, description = "payment attempt id, `pay_…`"),
+        ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 201, body = Refund, description = "the refund, `succeeded`, `failed` or `pending` (poll `Location`); or replayed with `Idempotent-Replayed: true`"),
+        (status = 404, body = crate::http::errors::Problem),
+        (status = 409, body = crate::http::errors::Problem, description = "payment_not_refundable, refund_exceeds_payment (names `amount_refundable`), idempotency_key_in_use"),
+        (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused"),
+    ))]
+pub async fn create_refund(
+    caller: Caller,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<StrictJson>,
+) -> Result<HttpResponse, ApiError> {
+    let merchant_id = caller.merchant_for_write()?;
+    let key = idempotency_key(&req)?;
+    let payment_id = parse_payment_id(&path)?;
+    let fields = read_body::<CreateRefundBody>(&body)?;
+    let mut errors = Vec::new();
+    if fields
+        .amount
+        .is_some_and(|a| !(1..=1_000_000_000_000).contains(&a))
+    {
+        errors.push(FieldError::new(
+            "/amount",
+            "must be a whole number of minor units from 1 to 1000000000000",
+        ));
+    }
+    let reason = fields.reason.as_deref().map(str::trim);
+    if reason.is_some_and(|r| r.chars().count() > 1000) {
+        errors.push(FieldError::new(
+            "/reason",
+            "must be at most 1000 characters",
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::ValidationFailed(errors));
+    }
+    let keyed = keyed_request(&req, merchant_id, key, Operation::CreateRefund, Some(&body));
+    let refunded = refunds::refund(
+        &state.pool,
+        &state.idempotency,
+        &state.payments,
+        &keyed,
+        payment_id,
+        fields.amount,
+        reason.filter(|r| !r.is_empty()),
+    )
+    .await
+    .map_err(|err| problem(err, payment_id))?;
+    let id = refunded.refund.id;
+    tracing::Span::current().record("refund", tracing::field::display(id));
+    let mut response = respond(
+        refunded.status,
+        &Refund::from(refunded.refund),
+        refunded.replayed,
+    );
+    if let Ok(location) = header::HeaderValue::from_str(&refund_location(id)) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
+}
+
+#[utoipa::path(get, path = "/v1/refunds/{id}", tag = "refunds",
+    params(("id" = String, Path, description = "refund id, `re_…`")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Refund),
+        (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
+    ))]
+pub async fn get_refund(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id: RefundId = path.parse().map_err(|_| ApiError::NotFound("refund"))?;
+    let mut conn = state.pool.get().await?;
+    let refund = refunds::find_refund(&mut conn, caller.scope(), id)
+        .await?
+        .ok_or(ApiError::NotFound("refund"))?;
+    Ok(HttpResponse::Ok().json(Refund::from(refund)))
+}

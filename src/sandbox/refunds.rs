@@ -1,0 +1,261 @@
+//! `POST /v1/refunds` and `GET /v1/refunds/{id}`: Stripe's Refunds protocol (README,
+//! "Refunds"), with the same idempotency semantics as charges and the same faults, chosen
+//! per refund by `metadata[sandbox_fault]`, or by a `metadata[reason]` of `sandbox_` and the
+//! fault's name (what payorch sends for a refund whose `reason` names one, as a card token
+//! names a charge's fault): `error_before` (a 500 before anything happens, on every
+//! resend), `error_after` (the refund happens, then a 500), `lost_response` (the refund
+//! happens, the answer never comes) and `slow` (the answer comes after `--slow-ms`).
+
+use std::collections::BTreeMap;
+
+use actix_web::http::StatusCode;
+use actix_web::web::{self, Bytes};
+use actix_web::{HttpRequest, HttpResponse};
+use chrono::Utc;
+
+use super::params::{metadata_key, ParamError};
+use super::routes::{
+    api_error_500, begin_keyed, error, invalid_request, json, refuse_unauthorized, respond,
+    stored_error, stored_json,
+};
+use super::store::{RefundRefused, StoredResponse};
+use super::{random_id, roll, Sandbox};
+use crate::providers::stripe::wire::{ApiError, Refund};
+
+/// What a refund's `metadata[sandbox_fault]` asks the sandbox to do wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    ErrorBefore,
+    ErrorAfter,
+    LostResponse,
+    Slow,
+}
+
+impl Fault {
+    fn parse(value: &str) -> Option<Fault> {
+        match value {
+            "error_before" => Some(Fault::ErrorBefore),
+            "error_after" => Some(Fault::ErrorAfter),
+            "lost_response" => Some(Fault::LostResponse),
+            "slow" => Some(Fault::Slow),
+            _ => None,
+        }
+    }
+}
+
+/// `POST /v1/refunds` form parameters.
+struct RefundParams {
+    payment_intent: String,
+    amount: Option<i64>,
+    reason: Option<String>,
+    metadata: BTreeMap<String, String>,
+    fault: Option<Fault>,
+    fingerprint: String,
+}
+
+impl RefundParams {
+    fn parse(body: &[u8]) -> Result<Self, ParamError> {
+        let mut pairs: Vec<(String, String)> =
+            serde_urlencoded::from_bytes(body).map_err(|e| ParamError {
+                code: "parameter_invalid",
+                param: None,
+                message: format!("Invalid form body: {e}"),
+            })?;
+        let mut payment_intent = None;
+        let mut amount = None;
+        let mut reason = None;
+        let mut metadata = BTreeMap::new();
+        for (name, value) in &pairs {
+            match name.as_str() {
+                "payment_intent" => payment_intent = Some(value.clone()),
+                "amount" => {
+                    let parsed = value.parse::<i64>().ok().filter(|a| *a >= 1);
+                    amount = Some(parsed.ok_or_else(|| {
+                        ParamError::new(
+                            "parameter_invalid_integer",
+                            "amount",
+                            format!("Invalid positive integer: {value}"),
+                        )
+                    })?);
+                }
+                "reason" => reason = Some(value.clone()),
+                _ => match metadata_key(name) {
+                    Some(key) if !key.is_empty() => {
+                        metadata.insert(key.to_owned(), value.clone());
+                    }
+                    _ => {
+                        return Err(ParamError::new(
+                            "parameter_unknown",
+                            name,
+                            format!("Received unknown parameter: {name}"),
+                        ))
+                    }
+                },
+            }
+        }
+        let payment_intent = payment_intent.ok_or_else(|| {
+            ParamError::new(
+                "parameter_missing",
+                "payment_intent",
+                "Missing required param: payment_intent.".into(),
+            )
+        })?;
+        let fault = metadata
+            .get("sandbox_fault")
+            .map(String::as_str)
+            .or_else(|| metadata.get("reason")?.strip_prefix("sandbox_"))
+            .and_then(Fault::parse);
+        pairs.sort();
+        let fingerprint = serde_json::to_string(&pairs).unwrap_or_default();
+        Ok(RefundParams {
+            payment_intent,
+            amount,
+            reason,
+            metadata,
+            fault,
+            fingerprint,
+        })
+    }
+}
+
+pub(super) fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/v1/refunds", web::post().to(create_refund))
+        .route("/v1/refunds/{id}", web::get().to(retrieve_refund));
+}
+
+async fn create_refund(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -> HttpResponse {
+    if let Some(refused) = refuse_unauthorized(&sb, &req) {
+        return refused;
+    }
+    tokio::time::sleep(sb.config.latency()).await;
+    if roll(sb.config.error_rate) {
+        return api_error_500();
+    }
+    let params = match RefundParams::parse(&body) {
+        Ok(params) => params,
+        Err(e) => return invalid_request(e),
+    };
+    if params.fault == Some(Fault::ErrorBefore) {
+        return api_error_500();
+    }
+    let key = match begin_keyed(&sb, &req, &params.fingerprint) {
+        Ok(key) => key,
+        Err(answer) => return *answer,
+    };
+    let fault = params.fault;
+    // Its own task, as a charge is: a client that hangs up cannot leave it half done.
+    let task = sb
+        .rt
+        .spawn(execute(sb.clone().into_inner(), params, key.clone()));
+    let stored = match task.await {
+        Ok(stored) => stored,
+        Err(e) => {
+            tracing::error!(error = %e, "sandbox refund task failed");
+            if let Some(key) = &key {
+                sb.store.abandon(key);
+            }
+            return api_error_500();
+        }
+    };
+    match fault {
+        Some(Fault::LostResponse) => {
+            sb.wait_for_shutdown().await;
+            api_error_500()
+        }
+        Some(Fault::ErrorAfter) => api_error_500(),
+        _ => respond(&stored, key.as_deref(), false),
+    }
+}
+
+async fn execute(
+    sb: std::sync::Arc<Sandbox>,
+    params: RefundParams,
+    key: Option<String>,
+) -> StoredResponse {
+    if params.fault == Some(Fault::Slow) {
+        tokio::time::sleep(sb.config.slow()).await;
+    }
+    let made = sb.store.refund(
+        &params.payment_intent,
+        params.amount,
+        |amount, intent| Refund {
+            id: random_id("re"),
+            object: "refund".into(),
+            amount,
+            currency: intent.currency.clone(),
+            status: "succeeded".into(),
+            payment_intent: Some(intent.id.clone()),
+            reason: params.reason.clone(),
+            failure_reason: None,
+            metadata: params.metadata.clone(),
+            created: Utc::now().timestamp(),
+        },
+        key.clone(),
+    );
+    let stored = match made {
+        Ok(refund) => stored_json(StatusCode::OK, &refund),
+        Err(refused) => stored_error(StatusCode::BAD_REQUEST, refusal(&params, refused)),
+    };
+    if let Some(key) = &key {
+        sb.store.finish(key, stored.clone());
+    }
+    stored
+}
+
+fn refusal(params: &RefundParams, refused: RefundRefused) -> ApiError {
+    let (code, message, param) = match refused {
+        RefundRefused::NoSuchIntent => (
+            "resource_missing",
+            format!("No such payment_intent: '{}'", params.payment_intent),
+            Some("payment_intent"),
+        ),
+        RefundRefused::NotCharged { status } => (
+            "charge_not_refundable",
+            format!("This PaymentIntent ({status}) has no successful charge to refund."),
+            None,
+        ),
+        RefundRefused::TooLarge { left: 0 } => (
+            "charge_already_refunded",
+            "The charge has already been refunded in full.".to_owned(),
+            None,
+        ),
+        RefundRefused::TooLarge { left } => (
+            "amount_too_large",
+            format!("Refund amount is greater than the unrefunded amount on the charge ({left})."),
+            Some("amount"),
+        ),
+    };
+    ApiError {
+        kind: "invalid_request_error".into(),
+        code: Some(code.into()),
+        decline_code: None,
+        message: Some(message),
+        param: param.map(str::to_owned),
+        payment_intent: None,
+    }
+}
+
+async fn retrieve_refund(
+    sb: web::Data<Sandbox>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> HttpResponse {
+    if let Some(refused) = refuse_unauthorized(&sb, &req) {
+        return refused;
+    }
+    tokio::time::sleep(sb.config.latency()).await;
+    match sb.store.get_refund(&id) {
+        Some(refund) => json(StatusCode::OK, &refund),
+        None => error(
+            StatusCode::NOT_FOUND,
+            ApiError {
+                kind: "invalid_request_error".into(),
+                code: Some("resource_missing".into()),
+                decline_code: None,
+                message: Some(format!("No such refund: '{id}'")),
+                param: Some("id".into()),
+                payment_intent: None,
+            },
+        ),
+    }
+}
