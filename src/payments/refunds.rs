@@ -36,7 +36,7 @@ use crate::idempotency::{
     Keys, RecordAs, Recorded,
 };
 use crate::ids::{MerchantId, OrderId, PaymentId, RefundId};
-use crate::providers::{ProviderCall, ProviderOutcome, RefundRequest};
+use crate::providers::{ProviderCall, ProviderOutcome, RefundNotice, RefundRequest};
 
 /// The key's resource type and recovery point once the refund exists.
 pub const REFUND: &str = "refund";
@@ -415,69 +415,80 @@ async fn record(
             .await?
             .into();
         let decision = decide(current.status, &call.outcome);
-        let moved = match decision {
-            Decision::Move {
-                to,
-                provider_payment_id,
-                failure,
-                detail,
-            } => {
-                let (code, message) = failure.unzip();
-                let row: RefundRow = diesel::sql_query(
-                    "UPDATE refunds SET status = $3, \
-                         provider_refund_id = COALESCE(provider_refund_id, $4), \
-                         failure_code = $5, failure_message = $6, \
-                         next_check_at = CASE WHEN $3 IN ('created', 'pending') THEN $7 END \
-                     WHERE merchant_id = $1 AND id = $2 RETURNING *",
-                )
-                .bind::<SqlUuid, _>(current.merchant_id.0)
-                .bind::<SqlUuid, _>(current.id.0)
-                .bind::<Text, _>(to.as_str())
-                .bind::<Nullable<Text>, _>(provider_payment_id)
-                .bind::<Nullable<Text>, _>(code)
-                .bind::<Nullable<Text>, _>(message)
-                .bind::<Timestamptz, _>(next_check_at)
-                .get_result(conn)
-                .await?;
-                diesel::sql_query(
-                    "INSERT INTO refund_events (merchant_id, refund_id, from_status, to_status, \
-                         source, detail) VALUES ($1, $2, $3, $4, $5, $6)",
-                )
-                .bind::<SqlUuid, _>(current.merchant_id.0)
-                .bind::<SqlUuid, _>(current.id.0)
-                .bind::<Text, _>(current.status.as_str())
-                .bind::<Text, _>(to.as_str())
-                .bind::<Text, _>(moved_by.as_str())
-                .bind::<Text, _>(detail)
-                .execute(conn)
-                .await?;
-                Refund::from(row)
-            }
-            Decision::StayOpen {
-                provider_payment_id,
-                ..
-            } => {
-                let row: RefundRow = diesel::sql_query(
-                    "UPDATE refunds SET provider_refund_id = COALESCE(provider_refund_id, $3), \
-                         next_check_at = $4 \
-                     WHERE merchant_id = $1 AND id = $2 RETURNING *",
-                )
-                .bind::<SqlUuid, _>(current.merchant_id.0)
-                .bind::<SqlUuid, _>(current.id.0)
-                .bind::<Nullable<Text>, _>(provider_payment_id)
-                .bind::<Timestamptz, _>(next_check_at)
-                .get_result(conn)
-                .await?;
-                Refund::from(row)
-            }
-            // Already so, a stale answer, or one that contradicts a final refund: the call
-            // is logged and nothing moves.
-            Decision::AlreadySo | Decision::Stale | Decision::Conflict => current,
-        };
+        let moved = apply(conn, current, decision, moved_by, next_check_at).await?;
         settle_key(conn, &moved).await?;
         Ok::<_, RefundError>(moved)
     })
     .await
+}
+
+/// Makes `decision` about `current` (read under its row lock): the move and its timeline
+/// row, or the provider id an open refund learnt; nothing for an answer that is already so,
+/// stale, or contradicts a final refund.
+async fn apply(
+    conn: &mut AsyncPgConnection,
+    current: Refund,
+    decision: Decision,
+    moved_by: Source,
+    next_check_at: DateTime<Utc>,
+) -> QueryResult<Refund> {
+    Ok(match decision {
+        Decision::Move {
+            to,
+            provider_payment_id,
+            failure,
+            detail,
+        } => {
+            let (code, message) = failure.unzip();
+            let row: RefundRow = diesel::sql_query(
+                "UPDATE refunds SET status = $3, \
+                     provider_refund_id = COALESCE(provider_refund_id, $4), \
+                     failure_code = $5, failure_message = $6, \
+                     next_check_at = CASE WHEN $3 IN ('created', 'pending') THEN $7 END \
+                 WHERE merchant_id = $1 AND id = $2 RETURNING *",
+            )
+            .bind::<SqlUuid, _>(current.merchant_id.0)
+            .bind::<SqlUuid, _>(current.id.0)
+            .bind::<Text, _>(to.as_str())
+            .bind::<Nullable<Text>, _>(provider_payment_id)
+            .bind::<Nullable<Text>, _>(code)
+            .bind::<Nullable<Text>, _>(message)
+            .bind::<Timestamptz, _>(next_check_at)
+            .get_result(conn)
+            .await?;
+            diesel::sql_query(
+                "INSERT INTO refund_events (merchant_id, refund_id, from_status, to_status, \
+                     source, detail) VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind::<SqlUuid, _>(current.merchant_id.0)
+            .bind::<SqlUuid, _>(current.id.0)
+            .bind::<Text, _>(current.status.as_str())
+            .bind::<Text, _>(to.as_str())
+            .bind::<Text, _>(moved_by.as_str())
+            .bind::<Text, _>(detail)
+            .execute(conn)
+            .await?;
+            Refund::from(row)
+        }
+        Decision::StayOpen {
+            provider_payment_id,
+            ..
+        } => {
+            let row: RefundRow = diesel::sql_query(
+                "UPDATE refunds SET provider_refund_id = COALESCE(provider_refund_id, $3), \
+                     next_check_at = $4 \
+                 WHERE merchant_id = $1 AND id = $2 RETURNING *",
+            )
+            .bind::<SqlUuid, _>(current.merchant_id.0)
+            .bind::<SqlUuid, _>(current.id.0)
+            .bind::<Nullable<Text>, _>(provider_payment_id)
+            .bind::<Timestamptz, _>(next_check_at)
+            .get_result(conn)
+            .await?;
+            Refund::from(row)
+        }
+        Decision::AlreadySo | Decision::Stale | Decision::Conflict => current,
+    })
 }
 
 async fn log_refund_call(
@@ -511,6 +522,104 @@ async fn log_refund_call(
     .execute(conn)
     .await
     .map(|_| ())
+}
+
+/// What a refund event did to its refund.
+#[derive(Debug)]
+pub enum NoticeEffect {
+    /// Names no refund payorch knows.
+    NoRefund,
+    /// Moved the refund, or told an open one its provider id.
+    Applied { refund: Refund, detail: String },
+    /// Arrived after the refund had moved to, or past, what it says.
+    Stale { refund: Refund, detail: String },
+    /// Contradicts the refund (another amount or refund id, or its final status).
+    Conflict { refund: Refund, detail: String },
+}
+
+/// Applies a verified refund event from `provider` to its refund (found by payorch's refund
+/// id, else by the provider's), locked for the caller's open transaction, through the same
+/// decision as every other answer; completes the refund's key when it ends.
+pub async fn apply_notice(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    notice: &RefundNotice,
+) -> QueryResult<NoticeEffect> {
+    let by_id = notice
+        .refund_id
+        .as_deref()
+        .and_then(|id| id.parse::<RefundId>().ok());
+    let found = match by_id {
+        Some(id) => {
+            refunds::table
+                .filter(refunds::id.eq(id.0))
+                .select(RefundRow::as_select())
+                .for_update()
+                .first(conn)
+                .await
+        }
+        None => {
+            refunds::table
+                .filter(refunds::provider.eq(provider))
+                .filter(refunds::provider_refund_id.eq(&notice.provider_refund_id))
+                .select(RefundRow::as_select())
+                .for_update()
+                .first(conn)
+                .await
+        }
+    };
+    let Some(current) = found.optional()?.map(Refund::from) else {
+        return Ok(NoticeEffect::NoRefund);
+    };
+    let other_refund = current
+        .provider_refund_id
+        .as_deref()
+        .is_some_and(|known| known != notice.provider_refund_id);
+    if notice.amount != current.amount || other_refund {
+        let detail = format!(
+            "says {} of {}, the refund is {} of {}",
+            notice.amount,
+            notice.provider_refund_id,
+            current.amount,
+            current
+                .provider_refund_id
+                .as_deref()
+                .unwrap_or("an unknown refund id")
+        );
+        return Ok(NoticeEffect::Conflict {
+            refund: current,
+            detail,
+        });
+    }
+    let was = current.status;
+    let decision = decide(was, &notice.outcome);
+    let detail = match &decision {
+        Decision::Move { to, .. } => format!("{} → {}", was.as_str(), to.as_str()),
+        Decision::StayOpen { .. } => format!("still {}", was.as_str()),
+        Decision::Conflict => format!(
+            "says {} but the refund is {}",
+            notice.outcome.label(),
+            was.as_str()
+        ),
+        Decision::AlreadySo | Decision::Stale => format!("refund is already {}", was.as_str()),
+    };
+    let effect = match decision {
+        Decision::Conflict => NoticeEffect::Conflict {
+            refund: current,
+            detail,
+        },
+        Decision::AlreadySo | Decision::Stale => NoticeEffect::Stale {
+            refund: current,
+            detail,
+        },
+        decision => {
+            let next_check = current.next_check_at.unwrap_or_else(Utc::now);
+            let refund = apply(conn, current, decision, Source::Webhook, next_check).await?;
+            settle_key(conn, &refund).await?;
+            NoticeEffect::Applied { refund, detail }
+        }
+    };
+    Ok(effect)
 }
 
 /// A refund by id; `scope` `None` is support's view across merchants.

@@ -16,14 +16,16 @@ use serde::Serialize;
 
 use super::attempts::{AttemptRow, PaymentAttempt, Source};
 use super::event_log::{EventLog, EventRow, LogError};
+use super::refunds::{apply_notice, NoticeEffect};
 use super::service::Payments;
 use super::transition::{decide, move_of, move_then, settle_key_cte, Decision};
 use crate::db::pool::PoolError;
 use crate::db::schema::webhook_events;
 use crate::db::sql::Sql;
+use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::ids::{EventId, PaymentId};
-use crate::providers::WebhookEvent;
+use crate::providers::{RefundNotice, WebhookEvent};
 
 /// What an event did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -82,7 +84,10 @@ pub async fn receive(
     payments: &Payments,
     event: &WebhookEvent,
 ) -> Result<Received, ReceiveError> {
-    let received = record_once(pool, payments, event).await?;
+    let received = match &event.refund {
+        Some(notice) => record_refund_event(pool, payments, event, notice).await?,
+        None => record_once(pool, payments, event).await?,
+    };
     if received == Received::Duplicate {
         count_redelivery(pool, payments.provider.name(), &event.id).await?;
     }
@@ -103,6 +108,66 @@ pub async fn receive(
         );
     }
     Ok(received)
+}
+
+/// A refund event: its row and its effect in one transaction. The row is inserted first,
+/// so a second copy waits on the unique `(provider, provider_event_id)` and finds it taken;
+/// the refund is locked while it is judged (docs/DESIGN.md, "Refunds").
+async fn record_refund_event(
+    pool: &DbPool,
+    payments: &Payments,
+    event: &WebhookEvent,
+    notice: &RefundNotice,
+) -> Result<Received, ReceiveError> {
+    let provider = payments.provider.name();
+    let id = EventId::new();
+    let mut conn = pool.get().await?;
+    in_transaction(&mut conn, async |conn| {
+        let inserted = diesel::sql_query(
+            "INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, \
+                 payload, provider_created_at) \
+             VALUES ($1, $2, $3, $4, 'ignored', $5, $6) \
+             ON CONFLICT (provider, provider_event_id) DO NOTHING",
+        )
+        .bind::<SqlUuid, _>(id.0)
+        .bind::<Text, _>(provider)
+        .bind::<Text, _>(&event.id)
+        .bind::<Text, _>(&event.event_type)
+        .bind::<Jsonb, _>(&event.raw)
+        .bind::<Timestamptz, _>(event.created)
+        .execute(conn)
+        .await?;
+        if inserted == 0 {
+            return Ok(Received::Duplicate);
+        }
+        let (outcome, detail, refund) = match apply_notice(conn, provider, notice).await? {
+            NoticeEffect::NoRefund => (
+                EventOutcome::UnknownAttempt,
+                format!("no refund for {}", notice.provider_refund_id),
+                None,
+            ),
+            NoticeEffect::Applied { refund, detail } => {
+                (EventOutcome::Applied, detail, Some(refund))
+            }
+            NoticeEffect::Stale { refund, detail } => (EventOutcome::Stale, detail, Some(refund)),
+            NoticeEffect::Conflict { refund, detail } => {
+                (EventOutcome::Conflict, detail, Some(refund))
+            }
+        };
+        diesel::sql_query(
+            "UPDATE webhook_events SET outcome = $2, detail = $3, merchant_id = $4, \
+                 attempt_id = $5 WHERE id = $1",
+        )
+        .bind::<SqlUuid, _>(id.0)
+        .bind::<Text, _>(outcome.as_str())
+        .bind::<Text, _>(format!("refund: {detail}"))
+        .bind::<Nullable<SqlUuid>, _>(refund.as_ref().map(|r| r.merchant_id.0))
+        .bind::<Nullable<SqlUuid>, _>(refund.as_ref().map(|r| r.payment_id.0))
+        .execute(conn)
+        .await?;
+        Ok(Received::Recorded { id, outcome })
+    })
+    .await
 }
 
 /// Looks at the event and its attempt (one statement), judges, then writes the event row

@@ -115,8 +115,21 @@ pub struct WebhookEvent {
     /// change it.
     pub amount: Option<i64>,
     pub currency: Option<String>,
+    /// For an event about a refund that payorch acts on: what it says about the refund.
+    pub refund: Option<RefundNotice>,
     /// The whole event as received.
     pub raw: serde_json::Value,
+}
+
+/// What a refund event says, by the adapter's same mapping as a refund call's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundNotice {
+    /// payorch's refund id, from the refund's metadata, when it carries one.
+    pub refund_id: Option<String>,
+    /// The provider's refund id (`re_…`).
+    pub provider_refund_id: String,
+    pub outcome: ProviderOutcome,
+    pub amount: i64,
 }
 
 /// Why a webhook was refused. Any of these → `400`, nothing stored.

@@ -4,7 +4,11 @@
 //! fault's name (what payorch sends for a refund whose `reason` names one, as a card token
 //! names a charge's fault): `error_before` (a 500 before anything happens, on every
 //! resend), `error_after` (the refund happens, then a 500), `lost_response` (the refund
-//! happens, the answer never comes) and `slow` (the answer comes after `--slow-ms`).
+//! happens, the answer never comes), `slow` (the answer comes after `--slow-ms`), `pending`
+//! (the refund is `pending`, and succeeds after `--processing-ms`) and `failure` (`pending`,
+//! then `failed` with `expired_or_canceled_card` after `--processing-ms`: nothing went back).
+//! Each change is also a signed webhook: `refund.created`, then `refund.updated` or
+//! `refund.failed`.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +23,7 @@ use super::routes::{
     stored_error, stored_json,
 };
 use super::store::{RefundRefused, StoredResponse};
+use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};
 use crate::providers::stripe::wire::{ApiError, Refund};
 
@@ -29,6 +34,8 @@ enum Fault {
     ErrorAfter,
     LostResponse,
     Slow,
+    Pending,
+    Failure,
 }
 
 impl Fault {
@@ -38,6 +45,8 @@ impl Fault {
             "error_after" => Some(Fault::ErrorAfter),
             "lost_response" => Some(Fault::LostResponse),
             "slow" => Some(Fault::Slow),
+            "pending" => Some(Fault::Pending),
+            "failure" => Some(Fault::Failure),
             _ => None,
         }
     }
@@ -175,6 +184,10 @@ async fn execute(
     if params.fault == Some(Fault::Slow) {
         tokio::time::sleep(sb.config.slow()).await;
     }
+    let first_status = match params.fault {
+        Some(Fault::Pending | Fault::Failure) => "pending",
+        _ => "succeeded",
+    };
     let made = sb.store.refund(
         &params.payment_intent,
         params.amount,
@@ -183,7 +196,7 @@ async fn execute(
             object: "refund".into(),
             amount,
             currency: intent.currency.clone(),
-            status: "succeeded".into(),
+            status: first_status.into(),
             payment_intent: Some(intent.id.clone()),
             reason: params.reason.clone(),
             failure_reason: None,
@@ -193,13 +206,41 @@ async fn execute(
         key.clone(),
     );
     let stored = match made {
-        Ok(refund) => stored_json(StatusCode::OK, &refund),
+        Ok(refund) => {
+            let cause = Cause {
+                request_id: random_id("req"),
+                idempotency_key: key.clone(),
+            };
+            sb.webhooks
+                .emit_refund("refund.created", &refund, Some(cause));
+            if refund.status == "pending" {
+                let failed = params.fault == Some(Fault::Failure);
+                schedule_settlement(&sb, refund.id.clone(), failed);
+            }
+            stored_json(StatusCode::OK, &refund)
+        }
         Err(refused) => stored_error(StatusCode::BAD_REQUEST, refusal(&params, refused)),
     };
     if let Some(key) = &key {
         sb.store.finish(key, stored.clone());
     }
     stored
+}
+
+/// A `pending` refund succeeds, or fails, after `--processing-ms`, with its webhook.
+fn schedule_settlement(sb: &std::sync::Arc<Sandbox>, id: String, fails: bool) {
+    let sb_task = sb.clone();
+    sb.spawn(async move {
+        tokio::time::sleep(sb_task.config.processing()).await;
+        let (to, reason, kind) = if fails {
+            ("failed", Some("expired_or_canceled_card"), "refund.failed")
+        } else {
+            ("succeeded", None, "refund.updated")
+        };
+        if let Some(refund) = sb_task.store.settle_refund(&id, "pending", to, reason) {
+            sb_task.webhooks.emit_refund(kind, &refund, None);
+        }
+    });
 }
 
 fn refusal(params: &RefundParams, refused: RefundRefused) -> ApiError {

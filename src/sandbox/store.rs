@@ -306,6 +306,25 @@ impl Store {
         Ok(refund)
     }
 
+    /// Move a refund from `from` to `to` (with `failure_reason` for `failed`); `None` if it
+    /// was not in `from`.
+    pub(super) fn settle_refund(
+        &self,
+        id: &str,
+        from: &str,
+        to: &str,
+        failure_reason: Option<&str>,
+    ) -> Option<Refund> {
+        let mut inner = self.lock();
+        let stored = inner.refunds.get_mut(id)?;
+        if stored.refund.status != from {
+            return None;
+        }
+        stored.refund.status = to.to_owned();
+        stored.refund.failure_reason = failure_reason.map(str::to_owned);
+        Some(stored.refund.clone())
+    }
+
     pub(super) fn get_refund(&self, id: &str) -> Option<Refund> {
         self.lock().refunds.get(id).map(|r| r.refund.clone())
     }

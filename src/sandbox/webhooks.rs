@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::config::SandboxConfig;
 use super::{random_id, roll, until_shutdown};
 use crate::providers::signature;
-use crate::providers::stripe::wire::{Event, EventData, EventRequest, PaymentIntent};
+use crate::providers::stripe::wire::{Event, EventData, EventRequest, PaymentIntent, Refund};
 use crate::secret::Secret;
 
 /// The API request that caused an event.
@@ -91,6 +91,40 @@ impl Webhooks {
             .url
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = url;
+    }
+
+    /// Queue a `kind` event (`refund.created`, `refund.updated`, `refund.failed`) about
+    /// `refund` as it is now, in the same envelope as intent events.
+    pub(super) fn emit_refund(&self, kind: &str, refund: &Refund, cause: Option<Cause>) {
+        let delivered = self
+            .target
+            .url
+            .read()
+            .map(|url| url.is_some())
+            .unwrap_or(false);
+        let request = match cause {
+            Some(cause) => serde_json::json!({
+                "id": cause.request_id, "idempotency_key": cause.idempotency_key,
+            }),
+            None => serde_json::json!({"id": null, "idempotency_key": null}),
+        };
+        let event = serde_json::json!({
+            "id": random_id("evt"),
+            "object": "event",
+            "type": kind,
+            "created": Utc::now().timestamp(),
+            "livemode": false,
+            "api_version": API_VERSION,
+            "data": {"object": refund},
+            "pending_webhooks": i64::from(delivered),
+            "request": request,
+        });
+        match serde_json::to_vec_pretty(&event) {
+            Ok(body) => {
+                let _ = self.tx.send(Bytes::from(body));
+            }
+            Err(e) => tracing::error!(error = %e, "could not serialise a sandbox event"),
+        }
     }
 
     /// Queue a `kind` event about `intent` as it is now, caused by the API request with

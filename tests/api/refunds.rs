@@ -364,3 +364,152 @@ async fn hand_written_sql_cannot_over_refund_or_move_a_refund_back() {
     );
     assert_eq!(app.payment(id).await["amount_refunded"], 4000);
 }
+
+#[tokio::test]
+async fn refund_webhooks_settle_a_pending_refund_and_a_failed_one_frees_its_amount() {
+    // The reconciler sleeps: only the provider's webhooks can finish these refunds.
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.interval = Duration::from_secs(3600);
+        config.settings.reconciler.backoff = vec![Duration::from_secs(3600)];
+    })
+    .await;
+    let payment = paid(&app, "webhook-refunds").await;
+    let id = payment["id"].as_str().unwrap();
+
+    let pending = app
+        .refunded(
+            id,
+            "wh-pending",
+            json!({"amount": 1000, "reason": "sandbox_pending"}),
+        )
+        .await;
+    assert_eq!(pending["status"], "pending");
+    let pending_id = pending["id"].as_str().unwrap().to_owned();
+    let settled = eventually(Duration::from_secs(10), || async {
+        app.get_refund(&pending_id).await["status"] == "succeeded"
+    })
+    .await;
+    assert!(settled, "{}", app.get_refund(&pending_id).await);
+
+    let failing = app
+        .refunded(
+            id,
+            "wh-failure",
+            json!({"amount": 3200, "reason": "sandbox_failure"}),
+        )
+        .await;
+    let failing_id = failing["id"].as_str().unwrap().to_owned();
+    let failed = eventually(Duration::from_secs(10), || async {
+        app.get_refund(&failing_id).await["status"] == "failed"
+    })
+    .await;
+    let failure = app.get_refund(&failing_id).await;
+    assert!(failed, "{failure}");
+    assert_eq!(failure["failure_code"], "expired_or_canceled_card");
+
+    // Nothing went back for the failed one, and its amount is free again.
+    assert_eq!(app.refunded_by_provider(&payment), 1000);
+    let rest = app
+        .refunded(id, "wh-rest", json!({"reason": "sandbox_pending"}))
+        .await;
+    assert_eq!(rest["amount"], 3200);
+    let order = payment["order_id"].as_str().unwrap();
+    assert_eq!(app.order_status(order).await, "partially_refunded");
+}
+
+/// A signed refund event about `refund` saying `status`.
+fn refund_event(kind: &str, event_id: &str, refund: &Value, status: &str) -> String {
+    json!({
+        "id": event_id,
+        "object": "event",
+        "type": kind,
+        "created": chrono::Utc::now().timestamp(),
+        "livemode": false,
+        "data": {"object": {
+            "id": refund["provider_refund_id"],
+            "object": "refund",
+            "amount": refund["amount"],
+            "currency": refund["currency"],
+            "status": status,
+            "failure_reason": if status == "failed" { json!("lost_or_stolen_card") } else { Value::Null },
+            "metadata": {"refund_id": refund["id"]},
+            "created": chrono::Utc::now().timestamp(),
+        }},
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_duplicated_and_reordered_refund_webhook_is_applied_once_and_one_way() {
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.interval = Duration::from_secs(3600);
+        config.settings.reconciler.backoff = vec![Duration::from_secs(3600)];
+        // The sandbox leaves the refund pending for a long while; the test delivers.
+        config.sandbox.processing_ms = 60_000;
+    })
+    .await;
+    app.sandbox.set_webhook_url(None);
+    let payment = paid(&app, "reordered").await;
+    let id = payment["id"].as_str().unwrap();
+    let refund = app
+        .refunded(
+            id,
+            "reordered-refund",
+            json!({"amount": 700, "reason": "sandbox_pending"}),
+        )
+        .await;
+    assert_eq!(refund["status"], "pending");
+    let refund_id = refund["id"].as_str().unwrap();
+
+    let succeeded = refund_event("refund.updated", "evt_refund_done", &refund, "succeeded");
+    let first = app.deliver_signed(&succeeded).await;
+    assert_eq!(first["outcome"], "applied", "{first}");
+    let again = app.deliver_signed(&succeeded).await;
+    assert_eq!(again["duplicate"], true, "{again}");
+    // The older news arrives last: it cannot move the refund back.
+    let older = refund_event("refund.created", "evt_refund_created", &refund, "pending");
+    assert_eq!(app.deliver_signed(&older).await["outcome"], "stale");
+    // A failure after success contradicts it: recorded for a human, nothing changes.
+    let contradiction = refund_event("refund.failed", "evt_refund_failed", &refund, "failed");
+    assert_eq!(
+        app.deliver_signed(&contradiction).await["outcome"],
+        "conflict"
+    );
+    // Another amount is not this refund's news.
+    let mut other = refund.clone();
+    other["amount"] = 1.into();
+    let wrong = refund_event("refund.updated", "evt_refund_other", &other, "succeeded");
+    assert_eq!(app.deliver_signed(&wrong).await["outcome"], "conflict");
+
+    let now = app.get_refund(refund_id).await;
+    assert_eq!(now["status"], "succeeded", "{now}");
+    assert_eq!(app.payment(id).await["amount_refunded"], 700);
+    let story: Value = app
+        .get_as(&app.support_key, &format!("/v1/support/payments/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let events: Vec<(String, String)> = story["webhook_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event_type"].as_str().unwrap().starts_with("refund."))
+        .map(|e| {
+            (
+                e["provider_event_id"].as_str().unwrap().to_owned(),
+                e["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("evt_refund_done".to_string(), "applied".to_string()),
+            ("evt_refund_created".to_string(), "stale".to_string()),
+            ("evt_refund_failed".to_string(), "conflict".to_string()),
+            ("evt_refund_other".to_string(), "conflict".to_string()),
+        ],
+        "{story}"
+    );
+}

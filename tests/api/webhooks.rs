@@ -61,7 +61,7 @@ impl TestApp {
         request.send().await.expect("request sent")
     }
 
-    async fn deliver_signed(&self, body: &str) -> Value {
+    pub async fn deliver_signed(&self, body: &str) -> Value {
         let response = self
             .deliver(body, Some(&signed(&[TEST_WEBHOOK_SECRET], body)))
             .await;

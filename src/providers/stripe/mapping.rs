@@ -57,7 +57,7 @@ pub enum Call {
 
 /// The outcome a Refund object stands for: only `failed` or `canceled` proves nothing went
 /// back; `pending` and `requires_action` are not final.
-pub(super) fn outcome_for_refund(refund: &Refund) -> ProviderOutcome {
+pub(crate) fn outcome_for_refund(refund: &Refund) -> ProviderOutcome {
     let provider_id = refund.id.clone();
     match refund.status.as_str() {
         "succeeded" => ProviderOutcome::Succeeded { provider_id },

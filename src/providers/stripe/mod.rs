@@ -10,8 +10,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use reqwest::{header, Method, Url};
 
 use super::{
-    signature, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, RefundRequest,
-    WebhookError, WebhookEvent,
+    signature, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, RefundNotice,
+    RefundRequest, WebhookError, WebhookEvent,
 };
 
 mod intent_status;
@@ -212,6 +212,10 @@ pub fn attempt_search_query(attempt_id: &str) -> String {
     format!("metadata['attempt_id']:'{escaped}'")
 }
 
+/// The refund event types payorch acts on, each carrying a Refund object. `charge.refunded`
+/// carries a Charge whose refunds also arrive as these, so it is recorded `ignored`.
+pub const REFUND_EVENTS: [&str; 3] = ["refund.created", "refund.updated", "refund.failed"];
+
 /// The event types payorch acts on; others are recorded `ignored`.
 pub const ACTED_ON_EVENTS: [&str; 4] = [
     "payment_intent.succeeded",
@@ -326,6 +330,17 @@ pub fn parse_event(raw_body: &[u8]) -> Result<WebhookEvent, WebhookError> {
     });
     let amount = object.get("amount").and_then(serde_json::Value::as_i64);
     let currency = text(object, "currency");
+    let refund = REFUND_EVENTS
+        .contains(&event_type.as_str())
+        .then(|| serde_json::from_value::<wire::Refund>(object.clone()).ok())
+        .flatten()
+        .map(|refund| RefundNotice {
+            refund_id: refund.metadata.get("refund_id").cloned(),
+            provider_refund_id: refund.id.clone(),
+            outcome: mapping::outcome_for_refund(&refund),
+            amount: refund.amount,
+        });
+    let acted_on = acted_on || refund.is_some();
 
     Ok(WebhookEvent {
         id,
@@ -337,6 +352,7 @@ pub fn parse_event(raw_body: &[u8]) -> Result<WebhookEvent, WebhookError> {
         outcome,
         amount,
         currency,
+        refund,
         raw,
     })
 }
