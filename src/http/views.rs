@@ -331,6 +331,34 @@ pub struct Story {
     idempotency_key_name: Option<String>,
     /// Its refunds, oldest first; their provider calls are among `provider_calls`.
     refunds: Vec<Refund>,
+    /// Every move of its refunds, in order, with its source.
+    refund_timeline: Vec<RefundTimelineLine>,
+}
+
+/// One line of a refund's timeline.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RefundTimelineLine {
+    refund_id: RefundId,
+    /// `null` for the line that made the refund.
+    from: Option<String>,
+    to: String,
+    /// Who moved it: `api`, `provider_response`, `webhook`, `reconciler` or `support`.
+    source: String,
+    detail: Option<String>,
+    at: DateTime<Utc>,
+}
+
+impl From<refunds::RefundTimelineEntry> for RefundTimelineLine {
+    fn from(e: refunds::RefundTimelineEntry) -> Self {
+        RefundTimelineLine {
+            refund_id: RefundId(e.refund_id),
+            from: e.from_status,
+            to: e.to_status,
+            source: e.source,
+            detail: e.detail,
+            at: e.created_at,
+        }
+    }
 }
 
 impl From<support::Story> for Story {
@@ -345,6 +373,7 @@ impl From<support::Story> for Story {
             webhook_events: s.webhook_events.into_iter().map(Into::into).collect(),
             idempotency_key: s.idempotency_key.map(Key::from),
             refunds: s.refunds.into_iter().map(Refund::from).collect(),
+            refund_timeline: s.refund_timeline.into_iter().map(Into::into).collect(),
         }
     }
 }

@@ -27,7 +27,7 @@ use uuid::Uuid;
 use super::attempts::{find_attempt, AttemptStatus, CallKind, Source};
 use super::service::Payments;
 use super::transition::{decide, Decision};
-use crate::db::schema::refunds;
+use crate::db::schema::{refund_events, refunds};
 use crate::db::sql::Sql;
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
@@ -636,6 +636,38 @@ pub async fn find_refund(
         query = query.filter(refunds::merchant_id.eq(merchant.0));
     }
     Ok(query.first(conn).await.optional()?.map(Into::into))
+}
+
+/// One line of a refund's timeline.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = refund_events)]
+pub struct RefundTimelineEntry {
+    pub refund_id: Uuid,
+    pub from_status: Option<String>,
+    pub to_status: String,
+    pub source: String,
+    pub detail: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Every move of a payment's refunds, in order.
+pub async fn refund_timeline(
+    conn: &mut AsyncPgConnection,
+    merchant_id: MerchantId,
+    payment_id: PaymentId,
+) -> QueryResult<Vec<RefundTimelineEntry>> {
+    refund_events::table
+        .inner_join(
+            refunds::table.on(refunds::merchant_id
+                .eq(refund_events::merchant_id)
+                .and(refunds::id.eq(refund_events::refund_id))),
+        )
+        .filter(refund_events::merchant_id.eq(merchant_id.0))
+        .filter(refunds::payment_id.eq(payment_id.0))
+        .order(refund_events::id)
+        .select(RefundTimelineEntry::as_select())
+        .load(conn)
+        .await
 }
 
 /// A payment's refunds, oldest first.

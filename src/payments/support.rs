@@ -16,7 +16,7 @@ use super::attempts::{
     AttemptStatus, LoggedCall, PaymentAttempt, TimelineEntry,
 };
 use super::orders::{find_order, Order};
-use super::refunds::{refunds_of_payment, Refund};
+use super::refunds::{refund_timeline, refunds_of_payment, Refund, RefundTimelineEntry};
 use super::webhooks::{events_of, RecordedEvent};
 use crate::db::schema::{idempotency_keys, orders, payment_attempts, webhook_events};
 use crate::ids::{MerchantId, OrderId, PaymentId};
@@ -153,6 +153,8 @@ pub struct Story {
     pub idempotency_key: Option<KeyState>,
     /// Its refunds, oldest first.
     pub refunds: Vec<Refund>,
+    /// Every move of its refunds, in order.
+    pub refund_timeline: Vec<RefundTimelineEntry>,
 }
 
 /// The story of attempt `id`, whichever merchant it belongs to.
@@ -170,6 +172,7 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
     let provider_calls = provider_calls_of(conn, &payment).await?;
     let webhook_events = events_of(conn, &payment).await?;
     let refunds = refunds_of_payment(conn, payment.merchant_id, payment.id).await?;
+    let refund_timeline = refund_timeline(conn, payment.merchant_id, payment.id).await?;
     let idempotency_key = match &payment.idempotency_key {
         Some(key) => idempotency_keys::table
             .find((payment.merchant_id.0, key))
@@ -187,6 +190,7 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
         webhook_events,
         idempotency_key,
         refunds,
+        refund_timeline,
         payment,
     }))
 }

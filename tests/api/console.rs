@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use fantoccini::Locator;
+use serde_json::json;
 
 use crate::browser::{browser, screenshot, show, text_with};
 
@@ -72,6 +73,33 @@ async fn a_support_person_finds_a_stuck_payment_sees_its_story_and_reconciles_it
     show(&client, "story").await;
     screenshot(&client, "console-4-reconciled").await;
     assert_eq!(app.charges_for(id), 1);
+
+    // A refund shows in the story once it is read again.
+    let refund = app
+        .post_keyed(
+            &app.merchant_key,
+            &format!("/v1/payments/{id}/refunds"),
+            Some("console-refund"),
+            Some(json!({"amount": 1000}).to_string()),
+        )
+        .await;
+    assert_eq!(refund.status(), 201);
+    client
+        .find(Locator::Id("reconcile"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let summary = text_with(&client, "summary", "1 refund(s)").await;
+    assert!(summary.contains("€10.00 in 1 refund(s)"), "{summary}");
+    let timeline = text_with(&client, "timeline", "refund").await;
+    assert!(
+        timeline.contains("succeeded by provider_response"),
+        "{timeline}"
+    );
+    show(&client, "story").await;
+    screenshot(&client, "console-4b-refunded").await;
 
     // The key never reaches a URL.
     let url = client.current_url().await.unwrap();

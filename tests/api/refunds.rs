@@ -129,6 +129,17 @@ async fn a_full_refund_gives_everything_back_once_and_replays() {
         .await
         .unwrap();
     assert_eq!(story["refunds"][0]["id"], refund["id"], "{story}");
+    let moves: Vec<(&str, &str)> = story["refund_timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["to"].as_str().unwrap(), l["source"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        moves,
+        [("created", "api"), ("succeeded", "provider_response")],
+        "{story}"
+    );
     let calls = story["provider_calls"].as_array().unwrap();
     assert!(
         calls

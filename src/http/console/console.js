@@ -118,6 +118,13 @@ function storyLines(story) {
     lines.push({ at: t.at, kind: "transition",
       text: [t.from ? `${t.from} → ` : "", statusBadge(t.to), ` by ${t.source}`, t.detail ? ` (${t.detail})` : ""] });
   }
+  for (const t of story.refund_timeline || []) {
+    const refund = (story.refunds || []).find((r) => r.id === t.refund_id);
+    const amount = refund ? ` ${money(refund.amount, refund.currency)}` : "";
+    lines.push({ at: t.at, kind: "refund",
+      text: [`${t.refund_id}${amount}: `, t.from ? `${t.from} → ` : "", statusBadge(t.to), ` by ${t.source}`,
+        t.detail ? ` (${t.detail})` : ""] });
+  }
   for (const c of story.provider_calls) {
     lines.push({ at: c.at, kind: "provider call",
       text: [`${c.operation} by ${c.source}: ${c.outcome}`, c.http_status ? `, HTTP ${c.http_status}` : ", no HTTP answer",
@@ -130,10 +137,22 @@ function storyLines(story) {
         ` · ${w.provider_event_id}`] });
   }
   // At the same instant, the cause first: the call or the webhook, then the move it made.
-  const rank = { "provider call": 0, webhook: 1, transition: 2 };
+  const rank = { "provider call": 0, webhook: 1, transition: 2, refund: 2 };
   lines.sort((a, b) => (new Date(a.at) - new Date(b.at)) || (rank[a.kind] - rank[b.kind]));
   return lines.map((line) => el("li", {}, el("span", { class: "when" }, when(line.at)),
     el("span", { class: "kind" }, line.kind), ...line.text));
+}
+
+/// What the payment's refunds gave back, and what is still on its way.
+function refunded(story) {
+  const refunds = story.refunds || [];
+  if (refunds.length === 0) return "nothing";
+  const sum = (status) => refunds.filter((r) => r.status === status).reduce((n, r) => n + r.amount, 0);
+  const open = refunds.filter((r) => r.status === "created" || r.status === "pending")
+    .reduce((n, r) => n + r.amount, 0);
+  const currency = story.payment.currency;
+  return `${money(sum("succeeded"), currency)} in ${refunds.length} refund(s)` +
+    (open ? `, ${money(open, currency)} still pending` : "");
 }
 
 function summary(story) {
@@ -144,6 +163,7 @@ function summary(story) {
     ["Amount", money(p.amount, p.currency)], ["Merchant", p.merchant_id],
     ["Order", story.order ? `${story.order.id} (${story.order.status})` : p.order_id],
     ["Provider charge", p.provider_payment_id || "none known yet"],
+    ["Refunded", refunded(story)],
     ["Failure", p.failure_code ? `${p.failure_code}: ${p.failure_message || ""}` : "none"],
     ["Idempotency-Key", story.idempotency_key_name
       ? `${story.idempotency_key_name} (${key ? key.state : "expired"})` : "none"],
