@@ -21,15 +21,13 @@ use tokio::sync::watch;
 
 use super::attempts::{open_statuses, CallKind};
 use super::attempts::{AttemptRow, PaymentAttempt, Source};
-use super::reconciler_settings::{to_chrono, ReconcilerSettings};
+use super::reconciler_settings::{to_chrono, ReconcilerSettings, NO_RECORD};
 use super::refunds;
 use super::service::{charge_request, settle_key, Payments};
 use super::transition::{apply, log_call};
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::providers::{ProviderCall, ProviderOutcome};
-
-pub const NO_RECORD: &str = "provider_no_record";
 
 /// Runs until `stop` turns true.
 pub async fn run(pool: DbPool, payments: Arc<Payments>, mut stop: watch::Receiver<bool>) {

@@ -3,6 +3,10 @@
 
 use std::time::Duration;
 
+/// The failure code of an attempt or refund the provider never had, past its key window
+/// (docs/DESIGN.md, "The reconciler").
+pub const NO_RECORD: &str = "provider_no_record";
+
 #[derive(Debug, Clone)]
 pub struct ReconcilerSettings {
     /// How often each replica looks for due attempts.

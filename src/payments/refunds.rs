@@ -25,6 +25,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::attempts::{find_attempt, AttemptStatus, CallKind, Source};
+use super::reconciler_settings::NO_RECORD;
 use super::service::Payments;
 use super::transition::{decide, Decision};
 use crate::db::schema::{refund_events, refunds};
@@ -715,9 +716,9 @@ pub async fn claim_due(
 
 /// Asks the provider about an open refund and records the answer: by its refund id when
 /// known; else by resending the create under the refund's own key, while the provider still
-/// remembers keys (a replay, never a second refund). Past that window with no refund id, it
-/// is left `pending` for a human: a resend could refund twice, and a refund is never failed
-/// on a guess either.
+/// remembers keys (a replay, never a second refund); past that window, by looking for it
+/// among the charge's refunds (a resend then could refund twice). Not there either: the
+/// provider never made it, and it fails `provider_no_record`, freeing its amount.
 pub async fn check(
     pool: &DbPool,
     payments: &Payments,
@@ -744,8 +745,24 @@ pub async fn check(
             )
         }
         None => {
-            tracing::warn!(refund = %refund.id, "a refund past the key window with no provider id: left for a human");
-            return Ok(refund);
+            let request = {
+                let mut conn = pool.get().await?;
+                refund_request(&mut conn, &refund).await?
+            };
+            let mut call = payments
+                .provider
+                .find_refund(&request.provider_payment_id, &request.refund_id)
+                .await;
+            if call.outcome == ProviderOutcome::NotFound {
+                call.outcome = ProviderOutcome::Failed {
+                    code: NO_RECORD.into(),
+                    message: "the provider has no such refund past its key window: nothing \
+                              was refunded"
+                        .into(),
+                    provider_id: None,
+                };
+            }
+            (call, CallKind::Search)
         }
     };
     let next_check = Utc::now() + settings.next_check(refund.checks);

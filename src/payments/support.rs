@@ -237,7 +237,7 @@ pub async fn needs_a_human(
         .load::<AttemptRow>(conn)
         .await?;
     let no_record = payment_attempts::table
-        .filter(payment_attempts::failure_code.eq(super::reconciler::NO_RECORD))
+        .filter(payment_attempts::failure_code.eq(super::reconciler_settings::NO_RECORD))
         .order(payment_attempts::id.desc())
         .limit(limit)
         .select(AttemptRow::as_select())

@@ -171,6 +171,10 @@ pub trait PaymentProvider: Send + Sync {
     /// Look a refund up by the provider's refund id.
     async fn retrieve_refund(&self, provider_refund_id: &str) -> ProviderCall;
 
+    /// Look for the refund payorch made as `refund_id` (provider metadata) among the
+    /// refunds of charge `provider_payment_id`; `NotFound` if there is none.
+    async fn find_refund(&self, provider_payment_id: &str, refund_id: &str) -> ProviderCall;
+
     /// Check a webhook's signature and parse it.
     fn verify_webhook(
         &self,

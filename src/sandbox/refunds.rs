@@ -129,6 +129,7 @@ impl RefundParams {
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/v1/refunds", web::post().to(create_refund))
+        .route("/v1/refunds", web::get().to(list_refunds))
         .route("/v1/refunds/{id}", web::get().to(retrieve_refund));
 }
 
@@ -274,6 +275,32 @@ fn refusal(params: &RefundParams, refused: RefundRefused) -> ApiError {
         param: param.map(str::to_owned),
         payment_intent: None,
     }
+}
+
+#[derive(serde::Deserialize)]
+struct ListParams {
+    payment_intent: Option<String>,
+}
+
+/// `GET /v1/refunds?payment_intent=…`: that intent's refunds, newest first (one page: the
+/// sandbox makes few).
+async fn list_refunds(
+    sb: web::Data<Sandbox>,
+    req: HttpRequest,
+    params: web::Query<ListParams>,
+) -> HttpResponse {
+    if let Some(refused) = refuse_unauthorized(&sb, &req) {
+        return refused;
+    }
+    tokio::time::sleep(sb.config.latency()).await;
+    let data = match &params.payment_intent {
+        Some(intent) => sb.store.refunds_of_intent(intent),
+        None => Vec::new(),
+    };
+    json(
+        StatusCode::OK,
+        &serde_json::json!({"object": "list", "data": data, "has_more": false, "url": "/v1/refunds"}),
+    )
 }
 
 async fn retrieve_refund(

@@ -325,6 +325,19 @@ impl Store {
         Some(stored.refund.clone())
     }
 
+    /// The refunds of one intent, newest first, as Stripe lists them.
+    pub(super) fn refunds_of_intent(&self, intent_id: &str) -> Vec<Refund> {
+        let inner = self.lock();
+        inner
+            .refund_order
+            .iter()
+            .rev()
+            .filter_map(|id| inner.refunds.get(id))
+            .map(|stored| stored.refund.clone())
+            .filter(|refund| refund.payment_intent.as_deref() == Some(intent_id))
+            .collect()
+    }
+
     pub(super) fn get_refund(&self, id: &str) -> Option<Refund> {
         self.lock().refunds.get(id).map(|r| r.refund.clone())
     }

@@ -297,11 +297,18 @@ async fn a_refund_whose_answer_is_lost_or_wrong_is_settled_by_the_reconciler_onc
         assert_eq!(app.refunded_by_provider(&payment), 1000, "{fault}: once");
         assert_eq!(app.payment(id).await["amount_refunded"], 1000, "{fault}");
     }
+}
 
-    // A 500 before the provider saw it, on every resend: nothing goes back, and the refund
-    // stays pending, holding its amount, until someone knows more.
-    let payment = paid(&app, "fault-error-before").await;
+#[tokio::test]
+async fn a_refund_the_provider_never_made_fails_past_the_key_window_and_frees_its_amount() {
+    // A key window of 1 s stands for Stripe's 24 hours.
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.key_window = Duration::from_secs(1);
+    })
+    .await;
+    let payment = paid(&app, "never-made").await;
     let id = payment["id"].as_str().unwrap();
+    // A 500 before the provider saw it, on every resend: nothing goes back.
     let refund = app
         .refunded(
             id,
@@ -310,16 +317,30 @@ async fn a_refund_whose_answer_is_lost_or_wrong_is_settled_by_the_reconciler_onc
         )
         .await;
     assert_eq!(refund["status"], "pending");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(app.refunded_by_provider(&payment), 0);
-    let response = app
-        .refund(id, "after-error-before", json!({"amount": 3201}))
-        .await;
+    // While it is open, it holds its amount.
+    let response = app.refund(id, "while-open", json!({"amount": 3201})).await;
     let problem = assert_problem(response, 409, "refund_exceeds_payment").await;
     assert_eq!(
         problem["amount_refundable"], 3200,
         "the pending refund holds its amount"
     );
+
+    let refund_id = refund["id"].as_str().unwrap().to_owned();
+    let failed = eventually(Duration::from_secs(10), || async {
+        app.get_refund(&refund_id).await["status"] == "failed"
+    })
+    .await;
+    let now = app.get_refund(&refund_id).await;
+    assert!(failed, "{now}");
+    assert_eq!(now["failure_code"], "provider_no_record");
+    assert_eq!(app.refunded_by_provider(&payment), 0);
+    // Its amount is free again.
+    let all = app.refunded(id, "after-no-record", json!({})).await;
+    assert_eq!(
+        (all["amount"].as_i64(), all["status"].as_str()),
+        (Some(4200), Some("succeeded"))
+    );
+    assert_eq!(app.refunded_by_provider(&payment), 4200);
 }
 
 #[tokio::test]

@@ -53,6 +53,25 @@ pub enum Call {
     Search,
     CreateRefund,
     RetrieveRefund,
+    ListRefunds,
+}
+
+/// A 2xx answer to `GET /v1/refunds?payment_intent=…`: the refund whose metadata names
+/// `refund_id` (Stripe lists the charge's refunds, newest first), or `NotFound`.
+pub(crate) fn refund_in_list(body: &[u8], refund_id: &str) -> ProviderOutcome {
+    #[derive(serde::Deserialize)]
+    struct RefundList {
+        data: Vec<Refund>,
+    }
+    match serde_json::from_slice::<RefundList>(body) {
+        Ok(list) => list
+            .data
+            .iter()
+            .find(|r| r.metadata.get("refund_id").map(String::as_str) == Some(refund_id))
+            .map(outcome_for_refund)
+            .unwrap_or(ProviderOutcome::NotFound),
+        Err(e) => unknown(format!("2xx with an unreadable refund list: {e}")),
+    }
 }
 
 /// The outcome a Refund object stands for: only `failed` or `canceled` proves nothing went
@@ -126,6 +145,8 @@ fn outcome_for_success(call: Call, body: &[u8]) -> ProviderOutcome {
             Ok(result) => outcome_for_search(&result.data),
             Err(e) => unknown(format!("2xx with an unreadable search result: {e}")),
         },
+        // A list is read by the caller, who knows which refund it looks for.
+        Call::ListRefunds => unknown("a refund list read without the refund it is for".into()),
         Call::CreateRefund | Call::RetrieveRefund => match serde_json::from_slice::<Refund>(body) {
             Ok(refund) => outcome_for_refund(&refund),
             Err(e) => unknown(format!("2xx with an unreadable refund: {e}")),

@@ -127,6 +127,19 @@ impl StripeProvider {
 
     /// Send one request, once, and map whatever happens to an outcome.
     async fn call(&self, call: Call, request: reqwest::RequestBuilder) -> ProviderCall {
+        self.call_with(call, request, |status, body| {
+            outcome_for_response(call, status, body)
+        })
+        .await
+    }
+
+    /// [`call`](Self::call) with its own mapping of an HTTP answer.
+    async fn call_with(
+        &self,
+        call: Call,
+        request: reqwest::RequestBuilder,
+        map: impl FnOnce(u16, &[u8]) -> ProviderOutcome,
+    ) -> ProviderCall {
         let started = Instant::now();
         let response = request.bearer_auth(self.secret.expose()).send().await;
         let (outcome, http_status) = match response {
@@ -134,7 +147,7 @@ impl StripeProvider {
             Ok(response) => {
                 let status = response.status().as_u16();
                 match response.bytes().await {
-                    Ok(body) => (outcome_for_response(call, status, &body), Some(status)),
+                    Ok(body) => (map(status, &body), Some(status)),
                     // The status line came but the body did not: the charge may exist.
                     Err(e) => (transport_unknown(&e), Some(status)),
                 }
@@ -275,6 +288,18 @@ impl PaymentProvider for StripeProvider {
             self.url(&["v1", "refunds", provider_refund_id]),
         );
         self.call(Call::RetrieveRefund, request).await
+    }
+
+    async fn find_refund(&self, provider_payment_id: &str, refund_id: &str) -> ProviderCall {
+        let request = self
+            .client
+            .request(Method::GET, self.url(&["v1", "refunds"]))
+            .query(&[("payment_intent", provider_payment_id), ("limit", "100")]);
+        self.call_with(Call::ListRefunds, request, |status, body| match status {
+            200..=299 => mapping::refund_in_list(body, refund_id),
+            _ => outcome_for_response(Call::ListRefunds, status, body),
+        })
+        .await
     }
 
     fn verify_webhook(
