@@ -360,10 +360,8 @@ async fn finish(
             refund,
             &call,
             CallKind::CreateRefund,
-            Source::ProviderResponse,
-            Source::Api,
+            (Source::ProviderResponse, Source::Api),
             next_check,
-            None,
         )
         .await?
     };
@@ -391,23 +389,20 @@ async fn settle_key(conn: &mut AsyncPgConnection, refund: &Refund) -> QueryResul
     }
 }
 
-/// What a provider call said about `refund`, in one transaction: the call log, the move
-/// (decided as an attempt's would be) with its timeline row, and the key. A refund moved by
-/// someone else meanwhile is read again and judged as it is now.
-#[allow(clippy::too_many_arguments)]
+/// What a provider call said about `refund`, in one transaction: the move (decided as an
+/// attempt's would be) with its timeline row, the key, and the call log. The refund is read
+/// again under its row lock and judged as it is now; the call is logged after, because its
+/// row's foreign key share-locks the refund, and two checks that each took that first would
+/// deadlock on the update.
 async fn record(
     conn: &mut AsyncPgConnection,
     refund: Refund,
     call: &ProviderCall,
     kind: CallKind,
-    moved_by: Source,
-    called_by: Source,
+    (moved_by, called_by): (Source, Source),
     next_check_at: DateTime<Utc>,
-    asked_by: Option<&str>,
 ) -> Result<Refund, RefundError> {
     in_transaction(conn, async |conn| {
-        log_refund_call(conn, &refund, kind, called_by, call, asked_by).await?;
-        // Locked, so the decision is made on the status it changes.
         let current: Refund = refunds::table
             .find((refund.merchant_id.0, refund.id.0))
             .select(RefundRow::as_select())
@@ -418,6 +413,7 @@ async fn record(
         let decision = decide(current.status, &call.outcome);
         let moved = apply(conn, current, decision, moved_by, next_check_at).await?;
         settle_key(conn, &moved).await?;
+        log_refund_call(conn, &moved, kind, called_by, call).await?;
         Ok::<_, RefundError>(moved)
     })
     .await
@@ -498,12 +494,10 @@ async fn log_refund_call(
     kind: CallKind,
     source: Source,
     call: &ProviderCall,
-    asked_by: Option<&str>,
 ) -> QueryResult<()> {
-    let detail = match (&call.outcome, asked_by) {
-        (ProviderOutcome::Unknown { reason }, _) => Some(reason.clone()),
-        (ProviderOutcome::Failed { code, message, .. }, _) => Some(format!("{code}: {message}")),
-        (_, Some(who)) => Some(format!("asked by {who}")),
+    let detail = match &call.outcome {
+        ProviderOutcome::Unknown { reason } => Some(reason.clone()),
+        ProviderOutcome::Failed { code, message, .. } => Some(format!("{code}: {message}")),
         _ => None,
     };
     diesel::sql_query(
@@ -767,8 +761,5 @@ pub async fn check(
     };
     let next_check = Utc::now() + settings.next_check(refund.checks);
     let mut conn = pool.get().await?;
-    record(
-        &mut conn, refund, &call, kind, source, source, next_check, None,
-    )
-    .await
+    record(&mut conn, refund, &call, kind, (source, source), next_check).await
 }
