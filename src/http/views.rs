@@ -410,6 +410,8 @@ pub struct NeedsAHuman {
     /// Failed `provider_no_record`: the provider never had the charge (tell the payer nothing
     /// was taken).
     no_provider_record: Vec<Payment>,
+    /// Refunds still `created` or `pending` longer than the alert age, holding their amount.
+    stuck_refunds: Vec<Refund>,
     /// Webhooks that contradicted what payorch knows.
     webhook_conflicts: Vec<WebhookConflict>,
 }
@@ -419,6 +421,7 @@ impl From<support::NeedsAHuman> for NeedsAHuman {
         NeedsAHuman {
             stuck: payments(n.stuck),
             no_provider_record: payments(n.no_provider_record),
+            stuck_refunds: n.stuck_refunds.into_iter().map(Refund::from).collect(),
             webhook_conflicts: n.webhook_conflicts.into_iter().map(Into::into).collect(),
         }
     }

@@ -16,9 +16,9 @@ use super::attempts::{
     AttemptStatus, LoggedCall, PaymentAttempt, TimelineEntry,
 };
 use super::orders::{find_order, Order};
-use super::refunds::{refund_timeline, refunds_of_payment, Refund, RefundTimelineEntry};
+use super::refunds::{refund_timeline, refunds_of_payment, Refund, RefundRow, RefundTimelineEntry};
 use super::webhooks::{events_of, RecordedEvent};
-use crate::db::schema::{idempotency_keys, orders, payment_attempts, webhook_events};
+use crate::db::schema::{idempotency_keys, orders, payment_attempts, refunds, webhook_events};
 use crate::ids::{MerchantId, OrderId, PaymentId};
 
 /// The filters of a search; every one given must hold.
@@ -216,6 +216,8 @@ pub struct NeedsAHuman {
     /// was taken).
     pub no_provider_record: Vec<PaymentAttempt>,
     /// Webhooks that contradicted what payorch knows.
+    /// Refunds still open longer than the alert age, holding their amount.
+    pub stuck_refunds: Vec<Refund>,
     pub webhook_conflicts: Vec<Conflict>,
 }
 
@@ -243,6 +245,14 @@ pub async fn needs_a_human(
         .select(AttemptRow::as_select())
         .load::<AttemptRow>(conn)
         .await?;
+    let stuck_refunds = refunds::table
+        .filter(refunds::status.eq_any(["created", "pending"]))
+        .filter(refunds::created_at.lt(cutoff))
+        .order(refunds::created_at)
+        .limit(limit)
+        .select(RefundRow::as_select())
+        .load::<RefundRow>(conn)
+        .await?;
     let webhook_conflicts = webhook_events::table
         .filter(webhook_events::outcome.eq("conflict"))
         .order(webhook_events::received_at.desc())
@@ -253,6 +263,7 @@ pub async fn needs_a_human(
     Ok(NeedsAHuman {
         stuck: stuck.into_iter().map(Into::into).collect(),
         no_provider_record: no_record.into_iter().map(Into::into).collect(),
+        stuck_refunds: stuck_refunds.into_iter().map(Into::into).collect(),
         webhook_conflicts,
     })
 }

@@ -84,6 +84,7 @@ async fn a_support_person_finds_a_stuck_payment_sees_its_story_and_reconciles_it
         )
         .await;
     assert_eq!(refund.status(), 201);
+    let refund: serde_json::Value = refund.json().await.unwrap();
     client
         .find(Locator::Id("reconcile"))
         .await
@@ -100,6 +101,16 @@ async fn a_support_person_finds_a_stuck_payment_sees_its_story_and_reconciles_it
     );
     show(&client, "story").await;
     screenshot(&client, "console-4b-refunded").await;
+    // A refund id finds its payment.
+    client.refresh().await.unwrap();
+    let query = client.find(Locator::Id("query")).await.unwrap();
+    query
+        .send_keys(refund["id"].as_str().unwrap())
+        .await
+        .unwrap();
+    query.send_keys("\u{E007}").await.unwrap();
+    let summary = text_with(&client, "summary", id).await;
+    assert!(summary.contains("1 refund(s)"), "{summary}");
 
     // The key never reaches a URL.
     let url = client.current_url().await.unwrap();

@@ -304,6 +304,7 @@ async fn a_refund_the_provider_never_made_fails_past_the_key_window_and_frees_it
     // A key window of 1 s stands for Stripe's 24 hours.
     let app = TestApp::spawn_config(|config| {
         config.settings.reconciler.key_window = Duration::from_secs(1);
+        config.settings.reconciler.alert_after = Duration::ZERO;
     })
     .await;
     let payment = paid(&app, "never-made").await;
@@ -323,6 +324,17 @@ async fn a_refund_the_provider_never_made_fails_past_the_key_window_and_frees_it
     assert_eq!(
         problem["amount_refundable"], 3200,
         "the pending refund holds its amount"
+    );
+    // Support sees it among what needs a human while it is open.
+    let attention: Value = app
+        .get_as(&app.support_key, "/v1/support/needs-a-human")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        attention["stuck_refunds"][0]["id"], refund["id"],
+        "{attention}"
     );
 
     let refund_id = refund["id"].as_str().unwrap().to_owned();

@@ -91,6 +91,17 @@ async function search(event) {
     lastSearch = null;
     return showStory(query);
   }
+  if (query.startsWith("re_")) {
+    // A refund opens the story of the payment it gives money back from.
+    $("results").hidden = true;
+    lastSearch = null;
+    try {
+      const refund = await api("GET", `/v1/refunds/${encodeURIComponent(query)}`);
+      return showStory(refund.payment_id);
+    } catch (err) {
+      return say(err.message, true);
+    }
+  }
   say("Searching…");
   lastSearch = searchPath(query);
   await showResults(true);
@@ -224,6 +235,9 @@ async function loadAttention() {
     lists.replaceChildren(
       ...part("Open past the alert age", needs.stuck, paymentLink),
       ...part("Failed: the provider had no record", needs.no_provider_record, paymentLink),
+      ...part("Refunds open past the alert age", needs.stuck_refunds || [], (r) =>
+        el("li", {}, when(r.created_at), ` ${r.id} ${money(r.amount, r.currency)} ${r.status} of `,
+          paymentLink({ id: r.payment_id, status: "", amount: "", currency: "" }))),
       ...part("Webhooks that contradicted a payment", needs.webhook_conflicts, (c) =>
         el("li", {}, when(c.received_at), ` ${c.event_type} about `,
           c.payment_id ? paymentLink({ id: c.payment_id, status: "", amount: "", currency: "" }) : "no payment",
