@@ -143,6 +143,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(support::reconcile_now)),
         )
         .service(
+            resource("/v1/support/refunds/{id}/reconcile", "POST")
+                .route(web::post().to(refunds::reconcile_refund)),
+        )
+        .service(
             resource("/v1/support/needs-a-human", "GET")
                 .route(web::get().to(support::needs_a_human)),
         );

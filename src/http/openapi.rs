@@ -40,6 +40,7 @@ use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
         payments::get_payment,
         refunds::create_refund,
         refunds::get_refund,
+        refunds::reconcile_refund,
         webhooks::receive,
     ),
     components(schemas(errors::Problem, errors::FieldError)),

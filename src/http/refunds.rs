@@ -1,5 +1,5 @@
-//! Refunds as the API shows them (README, "Refunds"): `POST /v1/payments/{id}/refunds` and
-//! `GET /v1/refunds/{id}`.
+//! Refunds as the API shows them (README, "Refunds"): `POST /v1/payments/{id}/refunds`,
+//! `GET /v1/refunds/{id}`, and support's `POST /v1/support/refunds/{id}/reconcile`.
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -10,11 +10,13 @@ use crate::http::errors::{ApiError, FieldError};
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::payments::parse_payment_id;
 use crate::http::strict_json::StrictJson;
+use crate::http::support::support_key_name;
 use crate::http::views::Refund;
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::{PaymentId, RefundId};
 use crate::payments::refunds::{self, RefundError};
+use crate::payments::Source;
 
 /// What to give back; both optional.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -114,6 +116,40 @@ pub async fn create_refund(
         response.headers_mut().insert(header::LOCATION, location);
     }
     Ok(response)
+}
+
+#[utoipa::path(post, path = "/v1/support/refunds/{id}/reconcile", tag = "support",
+    params(("id" = String, Path, description = "refund id, `re_…`")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Refund, description = "the refund as it is after the check; a final refund is answered as it is, without a call"),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 404, body = crate::http::errors::Problem),
+        (status = 503, body = crate::http::errors::Problem, description = "the database is unavailable; safe to press again"),
+    ))]
+pub async fn reconcile_refund(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let key_name = support_key_name(&state, &caller).await?;
+    let id: RefundId = path.parse().map_err(|_| ApiError::NotFound("refund"))?;
+    tracing::Span::current().record("refund", tracing::field::display(id));
+    let refund = {
+        let mut conn = state.pool.get().await?;
+        refunds::find_refund(&mut conn, None, id)
+            .await?
+            .ok_or(ApiError::NotFound("refund"))?
+    };
+    let payment_id = refund.payment_id;
+    tracing::info!(support_key = %key_name, status = refund.status.as_str(), "support asked the provider about a refund now");
+    // The reconciler's own check, recorded with source `support`: pressed twice at once, at
+    // most two harmless calls (a retrieve, or a resend under the refund's own key), and the
+    // refund's row lock lets only one of them move it.
+    let refund = refunds::check(&state.pool, &state.payments, refund, Source::Support)
+        .await
+        .map_err(|err| problem(err, payment_id))?;
+    Ok(HttpResponse::Ok().json(Refund::from(refund)))
 }
 
 #[utoipa::path(get, path = "/v1/refunds/{id}", tag = "refunds",

@@ -18,7 +18,10 @@ use crate::payments::support::{self, Search};
 use crate::payments::{AttemptStatus, Source};
 
 /// The support key's name, for the log of what its holder did; a merchant key is refused.
-async fn support_key_name(state: &AppState, caller: &Caller) -> Result<String, ApiError> {
+pub(crate) async fn support_key_name(
+    state: &AppState,
+    caller: &Caller,
+) -> Result<String, ApiError> {
     let key_id = caller.require_support()?;
     let mut conn = state.pool.get().await?;
     let name = accounts::key_name(&mut conn, key_id).await?;

@@ -9,6 +9,12 @@ use serde_json::{json, Value};
 use crate::helpers::{assert_problem, assert_refused_by, eventually, TestApp};
 use crate::payments::Route;
 
+/// The reconciler asleep for the whole test: something else must finish the refunds.
+fn asleep(settings: &mut payorch::app::AppSettings) {
+    settings.reconciler.interval = Duration::from_secs(3600);
+    settings.reconciler.backoff = vec![Duration::from_secs(3600)];
+}
+
 /// A succeeded payment of 4200 (eur).
 async fn paid(app: &TestApp, key: &str) -> Value {
     let (status, payment) = app.pay(Route::Checkout, key, "pm_card_visa").await;
@@ -412,11 +418,7 @@ async fn hand_written_sql_cannot_over_refund_or_move_a_refund_back() {
 #[tokio::test]
 async fn refund_webhooks_settle_a_pending_refund_and_a_failed_one_frees_its_amount() {
     // The reconciler sleeps: only the provider's webhooks can finish these refunds.
-    let app = TestApp::spawn_config(|config| {
-        config.settings.reconciler.interval = Duration::from_secs(3600);
-        config.settings.reconciler.backoff = vec![Duration::from_secs(3600)];
-    })
-    .await;
+    let app = TestApp::spawn_config(|config| asleep(&mut config.settings)).await;
     let payment = paid(&app, "webhook-refunds").await;
     let id = payment["id"].as_str().unwrap();
 
@@ -486,8 +488,7 @@ fn refund_event(kind: &str, event_id: &str, refund: &Value, status: &str) -> Str
 #[tokio::test]
 async fn a_duplicated_and_reordered_refund_webhook_is_applied_once_and_one_way() {
     let app = TestApp::spawn_config(|config| {
-        config.settings.reconciler.interval = Duration::from_secs(3600);
-        config.settings.reconciler.backoff = vec![Duration::from_secs(3600)];
+        asleep(&mut config.settings);
         // The sandbox leaves the refund pending for a long while; the test delivers.
         config.sandbox.processing_ms = 60_000;
     })
@@ -556,4 +557,60 @@ async fn a_duplicated_and_reordered_refund_webhook_is_applied_once_and_one_way()
         ],
         "{story}"
     );
+}
+
+#[tokio::test]
+async fn support_asks_the_provider_about_an_open_refund_now() {
+    // The reconciler sleeps and webhooks go nowhere: only support's button can finish it.
+    let app = TestApp::spawn_config(|config| asleep(&mut config.settings)).await;
+    app.sandbox.set_webhook_url(None);
+    let payment = paid(&app, "support-refund-payment").await;
+    let id = payment["id"].as_str().unwrap();
+    let refund = app
+        .refunded(
+            id,
+            "support-refund",
+            json!({"amount": 500, "reason": "sandbox_pending"}),
+        )
+        .await;
+    assert_eq!(refund["status"], "pending");
+    let path = format!(
+        "/v1/support/refunds/{}/reconcile",
+        refund["id"].as_str().unwrap()
+    );
+    let merchant = app.post_keyed(&app.merchant_key, &path, None, None).await;
+    assert_problem(merchant, 403, "forbidden").await;
+
+    // The sandbox settles a pending refund after 300 ms; then one press finds it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pressed = app.post_keyed(&app.support_key, &path, None, None).await;
+    assert_eq!(pressed.status(), 200);
+    let pressed: Value = pressed.json().await.unwrap();
+    assert_eq!(pressed["status"], "succeeded", "{pressed}");
+    let story: Value = app
+        .get_as(&app.support_key, &format!("/v1/support/payments/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let last = story["refund_timeline"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (last["to"].as_str(), last["source"].as_str()),
+        (Some("succeeded"), Some("support"))
+    );
+    assert_eq!(app.refunded_by_provider(&payment), 500);
+    let unknown = app
+        .post_keyed(
+            &app.support_key,
+            "/v1/support/refunds/re_00000000000070008000000000000000/reconcile",
+            None,
+            None,
+        )
+        .await;
+    assert_problem(unknown, 404, "not_found").await;
 }
