@@ -15,6 +15,7 @@ use crate::http::views::Refund;
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::{PaymentId, RefundId};
+use crate::payments::money::Amount;
 use crate::payments::refunds::{self, RefundError};
 use crate::payments::Source;
 
@@ -74,14 +75,8 @@ pub async fn create_refund(
     let payment_id = parse_payment_id(&path)?;
     let fields = read_body::<CreateRefundBody>(&body)?;
     let mut errors = Vec::new();
-    if fields
-        .amount
-        .is_some_and(|a| !(1..=1_000_000_000_000).contains(&a))
-    {
-        errors.push(FieldError::new(
-            "/amount",
-            "must be a whole number of minor units from 1 to 1000000000000",
-        ));
+    if let Some(Err(message)) = fields.amount.map(Amount::parse) {
+        errors.push(FieldError::new("/amount", message));
     }
     let reason = fields.reason.as_deref().map(str::trim);
     if reason.is_some_and(|r| r.chars().count() > 1000) {

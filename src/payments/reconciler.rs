@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use super::attempts::{open_statuses, CallKind};
 use super::attempts::{AttemptRow, PaymentAttempt, Source};
-use super::reconciler_settings::{to_chrono, ReconcilerSettings, NO_RECORD};
+use super::reconciler_settings::{pg_interval, to_chrono, ReconcilerSettings, NO_RECORD};
 use super::refunds;
 use super::service::{charge_request, settle_key, Payments};
 use super::transition::{apply, log_call};
@@ -134,10 +134,6 @@ async fn claim_due(
     .load(&mut conn)
     .await?;
     Ok(rows.into_iter().map(Into::into).collect())
-}
-
-fn pg_interval(d: Duration) -> diesel::pg::data_types::PgInterval {
-    diesel::pg::data_types::PgInterval::from_microseconds(d.as_micros().min(i64::MAX as u128) as i64)
 }
 
 /// Asks the provider about one attempt and records what it said; finishes the attempt (and

@@ -25,9 +25,9 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::attempts::{find_attempt, AttemptStatus, CallKind, Source};
-use super::reconciler_settings::NO_RECORD;
+use super::reconciler_settings::{pg_interval, NO_RECORD};
 use super::service::Payments;
-use super::transition::{decide, Decision};
+use super::transition::{decide, log_refund_call, Decision};
 use crate::db::schema::{refund_events, refunds};
 use crate::db::sql::Sql;
 use crate::db::transaction::in_transaction;
@@ -413,7 +413,16 @@ async fn record(
         let decision = decide(current.status, &call.outcome);
         let moved = apply(conn, current, decision, moved_by, next_check_at).await?;
         settle_key(conn, &moved).await?;
-        log_refund_call(conn, &moved, kind, called_by, call).await?;
+        log_refund_call(
+            conn,
+            moved.merchant_id,
+            moved.payment_id,
+            moved.id,
+            kind,
+            called_by,
+            call,
+        )
+        .await?;
         Ok::<_, RefundError>(moved)
     })
     .await
@@ -486,37 +495,6 @@ async fn apply(
         }
         Decision::AlreadySo | Decision::Stale | Decision::Conflict => current,
     })
-}
-
-async fn log_refund_call(
-    conn: &mut AsyncPgConnection,
-    refund: &Refund,
-    kind: CallKind,
-    source: Source,
-    call: &ProviderCall,
-) -> QueryResult<()> {
-    let detail = match &call.outcome {
-        ProviderOutcome::Unknown { reason } => Some(reason.clone()),
-        ProviderOutcome::Failed { code, message, .. } => Some(format!("{code}: {message}")),
-        _ => None,
-    };
-    diesel::sql_query(
-        "INSERT INTO provider_calls (merchant_id, attempt_id, refund_id, operation, source, \
-             outcome, http_status, latency_ms, detail) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-    )
-    .bind::<SqlUuid, _>(refund.merchant_id.0)
-    .bind::<SqlUuid, _>(refund.payment_id.0)
-    .bind::<SqlUuid, _>(refund.id.0)
-    .bind::<Text, _>(kind.as_str())
-    .bind::<Text, _>(source.as_str())
-    .bind::<Text, _>(call.outcome.label())
-    .bind::<Nullable<diesel::sql_types::Int2>, _>(call.http_status.map(|s| s as i16))
-    .bind::<diesel::sql_types::Integer, _>(call.latency.as_millis().min(i32::MAX as u128) as i32)
-    .bind::<Nullable<Text>, _>(detail)
-    .execute(conn)
-    .await
-    .map(|_| ())
 }
 
 /// What a refund event did to its refund.
@@ -699,9 +677,7 @@ pub async fn claim_due(
          WHERE r.merchant_id = due.merchant_id AND r.id = due.id \
          RETURNING r.*",
     )
-    .bind::<Interval, _>(diesel::pg::data_types::PgInterval::from_microseconds(
-        claim.as_micros().min(i64::MAX as u128) as i64,
-    ))
+    .bind::<Interval, _>(pg_interval(claim))
     .bind::<BigInt, _>(limit)
     .load(&mut conn)
     .await?;

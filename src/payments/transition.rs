@@ -12,7 +12,7 @@ use super::attempts::{
     PaymentAttempt, Source,
 };
 use super::metrics::PaymentMetrics;
-use crate::ids::{MerchantId, PaymentId};
+use crate::ids::{MerchantId, PaymentId, RefundId};
 use crate::providers::{ProviderCall, ProviderOutcome};
 
 /// What an outcome means for an attempt in a given status.
@@ -390,6 +390,28 @@ pub async fn log_call(
     )
     .bind::<SqlUuid, _>(merchant_id.0)
     .bind::<SqlUuid, _>(attempt_id.0);
+    record.bind(query).execute(conn).await.map(|_| ())
+}
+
+/// Appends a provider call about refund `refund_id` of attempt `attempt_id` to the call
+/// log, inside the caller's transaction; it shows in the attempt's story with the refund.
+pub async fn log_refund_call(
+    conn: &mut AsyncPgConnection,
+    merchant_id: MerchantId,
+    attempt_id: PaymentId,
+    refund_id: RefundId,
+    kind: CallKind,
+    source: Source,
+    call: &ProviderCall,
+) -> diesel::QueryResult<()> {
+    let record = CallRecord::of(kind, source, call);
+    let query = Sql::new(
+        "INSERT INTO provider_calls (merchant_id, attempt_id, refund_id, operation, source, \
+             outcome, http_status, latency_ms, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind::<SqlUuid, _>(merchant_id.0)
+    .bind::<SqlUuid, _>(attempt_id.0)
+    .bind::<SqlUuid, _>(refund_id.0);
     record.bind(query).execute(conn).await.map(|_| ())
 }
 

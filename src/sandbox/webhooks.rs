@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use actix_web::web::Bytes;
 use chrono::Utc;
+use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -96,40 +97,17 @@ impl Webhooks {
     /// Queue a `kind` event (`refund.created`, `refund.updated`, `refund.failed`) about
     /// `refund` as it is now, in the same envelope as intent events.
     pub(super) fn emit_refund(&self, kind: &str, refund: &Refund, cause: Option<Cause>) {
-        let delivered = self
-            .target
-            .url
-            .read()
-            .map(|url| url.is_some())
-            .unwrap_or(false);
-        let request = match cause {
-            Some(cause) => serde_json::json!({
-                "id": cause.request_id, "idempotency_key": cause.idempotency_key,
-            }),
-            None => serde_json::json!({"id": null, "idempotency_key": null}),
-        };
-        let event = serde_json::json!({
-            "id": random_id("evt"),
-            "object": "event",
-            "type": kind,
-            "created": Utc::now().timestamp(),
-            "livemode": false,
-            "api_version": API_VERSION,
-            "data": {"object": refund},
-            "pending_webhooks": i64::from(delivered),
-            "request": request,
-        });
-        match serde_json::to_vec_pretty(&event) {
-            Ok(body) => {
-                let _ = self.tx.send(Bytes::from(body));
-            }
-            Err(e) => tracing::error!(error = %e, "could not serialise a sandbox event"),
-        }
+        self.enqueue(kind, refund.clone(), cause);
     }
 
     /// Queue a `kind` event about `intent` as it is now, caused by the API request with
     /// `idempotency_key` (`None`: an event the sandbox makes on its own).
     pub(super) fn emit(&self, kind: &str, intent: &PaymentIntent, cause: Option<Cause>) {
+        self.enqueue(kind, intent.clone(), cause);
+    }
+
+    /// Queue a `kind` event about `object` in Stripe's event envelope.
+    fn enqueue<O: Serialize>(&self, kind: &str, object: O, cause: Option<Cause>) {
         let delivered = self
             .target
             .url
@@ -154,9 +132,7 @@ impl Webhooks {
             created: Utc::now().timestamp(),
             livemode: false,
             api_version: Some(API_VERSION.to_owned()),
-            data: EventData {
-                object: intent.clone(),
-            },
+            data: EventData { object },
         };
         match serde_json::to_vec_pretty(&event) {
             // The dispatcher only goes away at shutdown, when losing events is expected.

@@ -95,12 +95,7 @@ async fn order_of(app: &TestApp, id: &str) -> Value {
 
 /// The client key a payment was made under, as the server recorded it.
 async fn key_of_payment(app: &TestApp, id: &str) -> String {
-    let story: Value = app
-        .get_as(&app.support_key, &format!("/v1/support/payments/{id}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let story = app.story(id).await;
     story["idempotency_key_name"].as_str().unwrap().to_owned()
 }
 

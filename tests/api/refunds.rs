@@ -128,12 +128,7 @@ async fn a_full_refund_gives_everything_back_once_and_replays() {
     assert_eq!(app.refunded_by_provider(&payment), 4200);
 
     // Support sees the refund in the payment's story, with its provider call.
-    let story: Value = app
-        .get_as(&app.support_key, &format!("/v1/support/payments/{id}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let story = app.story(id).await;
     assert_eq!(story["refunds"][0]["id"], refund["id"], "{story}");
     let moves: Vec<(&str, &str)> = story["refund_timeline"]
         .as_array()
@@ -529,12 +524,7 @@ async fn a_duplicated_and_reordered_refund_webhook_is_applied_once_and_one_way()
     let now = app.get_refund(refund_id).await;
     assert_eq!(now["status"], "succeeded", "{now}");
     assert_eq!(app.payment(id).await["amount_refunded"], 700);
-    let story: Value = app
-        .get_as(&app.support_key, &format!("/v1/support/payments/{id}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let story = app.story(id).await;
     let events: Vec<(String, String)> = story["webhook_events"]
         .as_array()
         .unwrap()
@@ -587,12 +577,7 @@ async fn support_asks_the_provider_about_an_open_refund_now() {
     assert_eq!(pressed.status(), 200);
     let pressed: Value = pressed.json().await.unwrap();
     assert_eq!(pressed["status"], "succeeded", "{pressed}");
-    let story: Value = app
-        .get_as(&app.support_key, &format!("/v1/support/payments/{id}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let story = app.story(id).await;
     let last = story["refund_timeline"]
         .as_array()
         .unwrap()

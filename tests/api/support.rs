@@ -23,7 +23,7 @@ async fn app_without_reconciler() -> TestApp {
 }
 
 impl TestApp {
-    async fn support_get(&self, path: &str) -> reqwest::Response {
+    pub async fn support_get(&self, path: &str) -> reqwest::Response {
         self.get_as(&self.support_key, path).await
     }
 
@@ -58,7 +58,8 @@ impl TestApp {
         self.search_all(query, 100).await
     }
 
-    async fn story(&self, id: &str) -> Value {
+    /// The payment's support story (`GET /v1/support/payments/{id}`), which must be there.
+    pub async fn story(&self, id: &str) -> Value {
         let response = self
             .support_get(&format!("/v1/support/payments/{id}"))
             .await;

@@ -134,9 +134,9 @@ pub struct SearchResult {
     pub url: Option<String>,
 }
 
-/// A webhook event whose `data.object` is a PaymentIntent.
+/// A webhook event whose `data.object` is a PaymentIntent (or, for refund events, a Refund).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Event {
+pub struct Event<O = PaymentIntent> {
     pub id: String,
     pub object: String,
     #[serde(rename = "type")]
@@ -146,7 +146,7 @@ pub struct Event {
     pub livemode: bool,
     #[serde(default)]
     pub api_version: Option<String>,
-    pub data: EventData,
+    pub data: EventData<O>,
     /// Webhooks still to be delivered for this event.
     #[serde(default)]
     pub pending_webhooks: i64,
@@ -173,6 +173,6 @@ pub struct ListResult {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EventData {
-    pub object: PaymentIntent,
+pub struct EventData<O = PaymentIntent> {
+    pub object: O,
 }
