@@ -23,10 +23,15 @@ use crate::payments::final_attempts::FinalAttempts;
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::reconciler;
 use crate::payments::reconciler_settings::ReconcilerSettings;
+use crate::payments::routing::RoutingCache;
 use crate::payments::Payments;
-use crate::providers::PaymentProvider;
+use crate::providers::registry::Providers;
 use crate::secret::Secret;
 use crate::telemetry::metrics::Metrics;
+
+/// How long a replica uses a merchant's routing before reading it again: a change made on
+/// another replica applies within this (README, "Routing and failover").
+pub const ROUTING_CACHE_TTL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct AppSettings {
@@ -72,11 +77,11 @@ pub struct Application {
 
 impl Application {
     /// Binds, and starts the server and its workers (key reaper, reconciler) against
-    /// `provider`.
+    /// `providers`.
     pub async fn build(
         settings: &AppSettings,
         database_url: &str,
-        provider: Arc<dyn PaymentProvider>,
+        providers: Providers,
     ) -> Result<Self, AppError> {
         let pool = build_pool(database_url, &settings.pool).map_err(AppError::Pool)?;
         let listener = TcpListener::bind(&settings.bind).map_err(|source| AppError::Bind {
@@ -93,7 +98,8 @@ impl Application {
         let payment_metrics = Arc::new(PaymentMetrics::new()?);
         payment_metrics.register(&metrics)?;
         let payments = Arc::new(Payments {
-            provider,
+            providers,
+            routing: RoutingCache::new(ROUTING_CACHE_TTL),
             metrics: payment_metrics,
             reconciler: settings.reconciler.clone(),
             finals: FinalAttempts::default(),

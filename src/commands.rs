@@ -1,5 +1,7 @@
 //! What each subcommand does, start to finish.
 
+use crate::provider_specs::{providers_from_specs, CallTimeouts};
+use crate::providers::registry::Providers;
 use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,6 +86,30 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
         given => given.iter().map(|s| s.trim().into()).collect(),
     };
     let webhook_secret = webhook_secrets[0].clone();
+    if !args.provider.providers.is_empty() {
+        let timeouts = CallTimeouts {
+            connect: Duration::from_millis(args.provider.provider_connect_timeout_ms),
+            whole: provider_timeout,
+            webhook_tolerance: Duration::from_secs(args.provider.webhook_tolerance_secs),
+        };
+        let providers = providers_from_specs(&args.provider.providers, timeouts, |name| {
+            std::env::var(name).ok()
+        })
+        .map_err(CommandError)?;
+        tracing::info!(providers = ?providers.names(), "using external providers");
+        let app = Application::build(&settings, database.url(), providers).await?;
+        let base_url = app.base_url();
+        return run_server(
+            app,
+            &path,
+            previous,
+            &base_url,
+            &webhook_secret,
+            None,
+            args.new_demo_keys,
+        )
+        .await;
+    }
     let (provider_url, provider_secret, sandbox) = match &args.provider.provider_url {
         Some(url) => {
             let secret = args.provider.provider_secret.clone().ok_or_else(|| {
@@ -125,7 +151,8 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
                     &provider_secret,
                     webhook_secrets,
                 ))?;
-                Application::build(&settings, database.url(), Arc::new(provider)).await?
+                let providers = Providers::single(Arc::new(provider));
+                Application::build(&settings, database.url(), providers).await?
             }
         };
         let base_url = app.base_url();
@@ -158,6 +185,8 @@ async fn start_sandbox(
         secret: secret.into(),
         webhook_url: None,
         webhook_secret: webhook_secret.into(),
+        // Made up at start, like the API key: the sandbox and the app share the process.
+        adyen_hmac_key: hex::encode(rand::random::<[u8; 32]>()).into(),
         webhook_delay_ms: args.provider.sandbox_webhook_delay_ms,
         ..SandboxConfig::default()
     };

@@ -12,6 +12,7 @@ use crate::http::connections::ClientLimits;
 use crate::idempotency::reaper::ReaperSettings;
 use crate::idempotency::IdempotencySettings;
 use crate::payments::reconciler_settings::ReconcilerSettings;
+use crate::provider_specs::ProviderSpec;
 use crate::providers::stripe::StripeConfig;
 use crate::sandbox::SandboxConfig;
 use crate::secret::Secret;
@@ -160,9 +161,19 @@ pub struct ServeArgs {
     pub header_timeout_ms: u64,
 }
 
-/// The payment provider; without `--provider-url`, an in-process sandbox.
+/// The payment providers; without `--provider` or `--provider-url`, an in-process sandbox.
 #[derive(Debug, Clone, Args)]
 pub struct ProviderArgs {
+    /// A real provider, `NAME=PROTOCOL:URL` (protocol `stripe` or `adyen`), repeated in
+    /// routing order; its secrets come from `PAYORCH_PROVIDER_<NAME>_…` variables (README,
+    /// "Routing and failover").
+    #[arg(
+        long = "provider",
+        env = "PAYORCH_PROVIDERS",
+        value_delimiter = ',',
+        conflicts_with = "provider_url"
+    )]
+    pub providers: Vec<ProviderSpec>,
     /// Base URL of a Stripe-protocol provider (Stripe itself, or `payorch sandbox`).
     #[arg(long, env = "PAYORCH_PROVIDER_URL")]
     pub provider_url: Option<String>,
@@ -237,6 +248,15 @@ pub struct ReconcilerArgs {
     /// Inside it the reconciler resends with the attempt's key; past it, it searches.
     #[arg(long, env = "PAYORCH_PROVIDER_KEY_WINDOW_SECS", default_value_t = 23 * 3600)]
     pub provider_key_window_secs: u64,
+    /// How long after an attempt's last possible send the provider's search surely shows the
+    /// charge (its consistency delay, with a margin; Stripe's search lags by up to about a
+    /// minute). A search that finds nothing after it fails the attempt `provider_no_record`.
+    #[arg(
+        long,
+        env = "PAYORCH_PROVIDER_SEARCH_DELAY_SECS",
+        default_value_t = 300
+    )]
+    pub provider_search_delay_secs: u64,
     /// Attempts unresolved for longer than this are counted in a metric for a human.
     #[arg(long, env = "PAYORCH_UNRESOLVED_ALERT_SECS", default_value_t = 900)]
     pub unresolved_alert_secs: u64,
@@ -257,6 +277,7 @@ impl ReconcilerArgs {
                 backoff
             },
             key_window: Duration::from_secs(self.provider_key_window_secs),
+            search_delay: Duration::from_secs(self.provider_search_delay_secs),
             // A claimed attempt stays hidden until its check has surely ended.
             claim: provider_timeout * 2 + Duration::from_secs(5),
             alert_after: Duration::from_secs(self.unresolved_alert_secs),

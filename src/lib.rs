@@ -12,6 +12,7 @@ pub mod http;
 pub mod idempotency;
 pub mod ids;
 pub mod payments;
+pub mod provider_specs;
 pub mod providers;
 pub mod sandbox;
 pub mod secret;

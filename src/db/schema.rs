@@ -78,6 +78,17 @@ diesel::table! {
         updated_at -> Timestamptz,
         finished_at -> Nullable<Timestamptz>,
         refund_held -> Int8,
+        sending_until -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    merchant_routing (merchant_id) {
+        merchant_id -> Uuid,
+        providers -> Array<Text>,
+        currencies -> Jsonb,
+        updated_at -> Timestamptz,
+        updated_by -> Text,
     }
 }
 

@@ -16,6 +16,7 @@ pub mod openapi;
 pub mod orders;
 pub mod payments;
 pub mod refunds;
+pub mod routing;
 pub mod strict_json;
 pub mod support;
 pub mod views;
@@ -107,6 +108,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .service(
             resource("/v1/merchants/{id}", "GET").route(web::get().to(merchants::get_merchant)),
+        )
+        .service(
+            resource("/v1/merchants/{id}/routing", "GET, PUT")
+                .route(web::get().to(routing::get_routing))
+                .route(web::put().to(routing::put_routing)),
         )
         .service(resource("/v1/orders", "POST").route(web::post().to(orders::create_order)))
         .service(resource("/v1/orders/{id}", "GET").route(web::get().to(orders::get_order)))

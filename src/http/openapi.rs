@@ -8,7 +8,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::http::{
-    errors, health, merchants, metrics, orders, payments, refunds, support, webhooks,
+    errors, health, merchants, metrics, orders, payments, refunds, routing, support, webhooks,
 };
 use crate::idempotency::key::MAX_KEY_LEN;
 use crate::payments::money::{Currency, MAX_AMOUNT};
@@ -28,6 +28,8 @@ use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
         openapi_json,
         merchants::get_merchant,
         merchants::list_merchants,
+        routing::get_routing,
+        routing::put_routing,
         support::search_payments,
         support::payment_story,
         support::reconcile_now,

@@ -163,10 +163,8 @@ pub async fn search_payments(
     }
     tracing::info!(support_key = %key_name, ?search, "support search");
     let mut conn = state.pool.get().await?;
-    let provider = state.payments.provider.name();
     // One more than asked tells whether another page exists.
-    let mut found =
-        support::search(&mut conn, &search, provider, limit + 1, starting_after).await?;
+    let mut found = support::search(&mut conn, &search, limit + 1, starting_after).await?;
     let has_more = found.len() as i64 > limit;
     found.truncate(limit as usize);
     Ok(HttpResponse::Ok().json(PaymentPage {

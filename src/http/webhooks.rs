@@ -37,16 +37,16 @@ pub async fn receive(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let payments = &state.payments;
-    if path.as_str() != payments.provider.name() {
+    let Some(provider) = payments.providers.get(path.as_str()) else {
         return Err(ApiError::NotFound("webhook provider"));
-    }
-    let signature = req
-        .headers()
-        .get(payments.provider.signature_header())
+    };
+    let adapter = &provider.adapter;
+    let signature = adapter
+        .signature_header()
+        .and_then(|name| req.headers().get(name))
         .and_then(|value| value.to_str().ok());
-    let event = payments
-        .provider
-        .verify_webhook(&body, signature, Utc::now())
+    let events = adapter
+        .verify_delivery(&body, signature, Utc::now())
         .map_err(|err| {
             payments.metrics.webhook_event("rejected");
             // The reason only: never the secret, the header or the body.
@@ -58,17 +58,30 @@ pub async fn receive(
                 other => ApiError::WebhookSignatureInvalid(other.to_string()),
             }
         })?;
-    let receipt = match webhooks::receive(&state.pool, payments, &event).await? {
-        Received::Recorded { outcome, .. } => WebhookReceipt {
+    // Each event on its own: an error leaves those before it recorded, and the provider's
+    // redelivery of the whole finds them duplicates.
+    let mut receipt = None;
+    for event in &events {
+        let received = webhooks::receive(&state.pool, payments, &provider.name, event).await?;
+        receipt.get_or_insert(match received {
+            Received::Recorded { outcome, .. } => WebhookReceipt {
+                received: true,
+                duplicate: false,
+                outcome: Some(outcome),
+            },
+            Received::Duplicate => WebhookReceipt {
+                received: true,
+                duplicate: true,
+                outcome: None,
+            },
+        });
+    }
+    Ok(match adapter.acknowledgement() {
+        Some(text) => HttpResponse::Ok().content_type("text/plain").body(text),
+        None => HttpResponse::Ok().json(receipt.unwrap_or(WebhookReceipt {
             received: true,
             duplicate: false,
-            outcome: Some(outcome),
-        },
-        Received::Duplicate => WebhookReceipt {
-            received: true,
-            duplicate: true,
             outcome: None,
-        },
-    };
-    Ok(HttpResponse::Ok().json(receipt))
+        })),
+    })
 }

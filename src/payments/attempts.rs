@@ -124,6 +124,9 @@ pub struct PaymentAttempt {
     pub checks: i32,
     /// What its refunds hold: succeeded ones and those still open (the refunds migration).
     pub refund_held: i64,
+    /// Until when a create of it may still be on its way to the provider; every sender
+    /// moves it forward before sending (docs/DESIGN.md, "No record, early").
+    pub sending_until: DateTime<Utc>,
 }
 
 /// Read strictly: a status the code does not know is an error, never a guess.
@@ -162,6 +165,7 @@ pub struct AttemptRow {
     updated_at: DateTime<Utc>,
     finished_at: Option<DateTime<Utc>>,
     refund_held: i64,
+    sending_until: DateTime<Utc>,
 }
 
 impl From<AttemptRow> for PaymentAttempt {
@@ -186,6 +190,7 @@ impl From<AttemptRow> for PaymentAttempt {
             idempotency_key: row.idempotency_key,
             checks: row.checks,
             refund_held: row.refund_held,
+            sending_until: row.sending_until,
         }
     }
 }
@@ -275,6 +280,53 @@ pub async fn find_attempt(
         .await
         .optional()?
         .map(Into::into))
+}
+
+/// Before a create of `attempt` is sent again: moves its `sending_until` forward to `until`
+/// (the latest the send can end), unless it is final by now. `None` then: send nothing.
+/// The row lock this takes orders every resend against a verdict of no record
+/// ([`quiet_before`]; docs/DESIGN.md, "No record, early").
+pub async fn before_resend(
+    conn: &mut AsyncPgConnection,
+    attempt: &PaymentAttempt,
+    until: DateTime<Utc>,
+) -> QueryResult<Option<PaymentAttempt>> {
+    use diesel::dsl::sql;
+    use diesel::sql_types::Timestamptz;
+    let target = payment_attempts::table
+        .filter(payment_attempts::merchant_id.eq(attempt.merchant_id.0))
+        .filter(payment_attempts::id.eq(attempt.id.0))
+        .filter(payment_attempts::status.eq_any(["created", "pending"]));
+    Ok(diesel::update(target)
+        .set(
+            payment_attempts::sending_until.eq(sql::<Timestamptz>("greatest(sending_until, ")
+                .bind::<Timestamptz, _>(until)
+                .sql(")")),
+        )
+        .returning(AttemptRow::as_returning())
+        .get_result::<AttemptRow>(conn)
+        .await
+        .optional()?
+        .map(Into::into))
+}
+
+/// Inside a transaction: locks `attempt`'s row and tells whether every create of it that
+/// may have been sent ended before `before` and no new one may start unless it moves
+/// `sending_until` first, which waits for this lock ([`before_resend`]).
+pub async fn quiet_before(
+    conn: &mut AsyncPgConnection,
+    attempt: &PaymentAttempt,
+    before: DateTime<Utc>,
+) -> QueryResult<bool> {
+    let sending_until: Option<DateTime<Utc>> = payment_attempts::table
+        .filter(payment_attempts::merchant_id.eq(attempt.merchant_id.0))
+        .filter(payment_attempts::id.eq(attempt.id.0))
+        .select(payment_attempts::sending_until)
+        .for_update()
+        .first(conn)
+        .await
+        .optional()?;
+    Ok(sending_until.is_some_and(|until| until < before))
 }
 
 /// An order's attempts, newest first.

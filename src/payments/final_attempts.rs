@@ -72,6 +72,7 @@ mod tests {
             idempotency_key: None,
             checks: 0,
             refund_held: 0,
+            sending_until: Utc::now(),
         };
         finals.remember(&attempt);
         assert!(finals.get(attempt.id).is_none());

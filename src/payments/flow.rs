@@ -16,10 +16,14 @@
 use chrono::Utc;
 use diesel_async::AsyncPgConnection;
 
-use super::attempts::{find_attempt, why_refused, CallKind, PaymentAttempt, Refusal};
+use super::attempts::{
+    before_resend, find_attempt, why_refused, CallKind, PaymentAttempt, Refusal,
+};
+use super::failover::{fail_over, fail_unreached};
 use super::keyed::{Checkout, CreateOrder, NewAttempt, PayOrder, Resources, ATTEMPT_CREATED};
-use super::orders::{order_with_reference, NewOrder, Order, OrderError};
+use super::orders::{find_order, order_with_reference, NewOrder, Order, OrderError};
 use super::payment_method::PaymentMethodToken;
+use super::routing::{route, RoutingError};
 use super::service::{charge_request, settle_key, Payments};
 use super::transition::{apply, record_answer};
 use super::Source;
@@ -28,6 +32,8 @@ use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::idempotency::{claim, Claimed, IdempotencyError, KeyedRequest, Keys};
 use crate::ids::OrderId;
+use crate::providers::registry::NamedProvider;
+use crate::providers::{ProviderCall, ProviderOutcome};
 
 /// Everything one payment request needs.
 pub struct PayContext<'a> {
@@ -71,6 +77,15 @@ pub enum PayError {
     Inconsistent(String),
 }
 
+impl From<RoutingError> for PayError {
+    fn from(err: RoutingError) -> Self {
+        match err {
+            RoutingError::Unavailable(err) => PayError::Unavailable(err),
+            RoutingError::Database(err) => PayError::Database(err),
+        }
+    }
+}
+
 impl From<serde_json::Error> for PayError {
     fn from(err: serde_json::Error) -> Self {
         PayError::Inconsistent(format!("a row read back as JSON does not fit: {err}"))
@@ -84,16 +99,18 @@ pub async fn pay(
     target: &Target,
     payment_method: &PaymentMethodToken,
 ) -> Result<Paid, PayError> {
+    let route = route_for(ctx, keyed, target).await?;
+    let first = route
+        .first()
+        .copied()
+        .unwrap_or_else(|| ctx.payments.providers.first());
     // A second round only when the attempt in the way failed between our insert and our
     // look at why: the order can take an attempt again.
     for _ in 0..3 {
-        // The request holds its key for the lease; only past it is the attempt orphaned.
-        let lease = chrono::Duration::from_std(ctx.keys.settings.lease)
-            .unwrap_or(chrono::Duration::seconds(30));
         let attempt = NewAttempt::new(
             payment_method.as_str(),
-            ctx.payments.provider.name(),
-            Utc::now() + lease,
+            &first.name,
+            Utc::now() + lease(ctx),
         );
         let claimed = match target {
             Target::Order(order_id) => {
@@ -116,7 +133,7 @@ pub async fn pay(
                 ctx.payments.metrics.created();
                 let (attempt, order) = Resources::read(fresh)?.attempt_and_order();
                 let attempt = attempt.ok_or_else(|| missing("made no attempt"))?;
-                return finish(ctx, keyed, attempt, order).await;
+                return finish(ctx, keyed, attempt, order, &route, true).await;
             }
             Claimed::Replay { status, current } => {
                 let (attempt, order) = Resources::read(current)?.attempt_and_order();
@@ -132,7 +149,8 @@ pub async fn pay(
                 tracing::info!("resuming a payment whose request did not finish");
                 let (attempt, order) = Resources::read(current)?.attempt_and_order();
                 let attempt = attempt.ok_or_else(|| missing("names no attempt"))?;
-                return finish(ctx, keyed, attempt, order).await;
+                let attempt = before_resuming(ctx, attempt).await?;
+                return finish(ctx, keyed, attempt, order, &route, false).await;
             }
             Claimed::TakenOver { stored, .. } => {
                 return Err(PayError::Inconsistent(format!(
@@ -166,6 +184,59 @@ pub async fn pay(
     ))
 }
 
+/// The providers this payment may try, in order: the merchant's routing for the payment's
+/// currency. The currency of an existing order is read only when the merchant routes by
+/// currency at all.
+async fn route_for<'p>(
+    ctx: &PayContext<'p>,
+    keyed: &KeyedRequest,
+    target: &Target,
+) -> Result<Vec<&'p NamedProvider>, PayError> {
+    let routing = ctx
+        .payments
+        .routing
+        .get(ctx.pool, keyed.merchant_id)
+        .await?;
+    let currency = match (target, &routing) {
+        (Target::NewOrder(new), _) => Some(new.currency.as_str().to_owned()),
+        (Target::Order(id), Some(r)) if !r.currencies.is_empty() => {
+            find_order(&mut *ctx.pool.get().await?, Some(keyed.merchant_id), *id)
+                .await?
+                .map(|order| order.currency.as_str().to_owned())
+        }
+        _ => None,
+    };
+    Ok(route(
+        &ctx.payments.providers,
+        routing.as_deref(),
+        currency.as_deref().unwrap_or_default(),
+    ))
+}
+
+/// Before a resumed request sends the create again: its send is announced on the attempt
+/// (`sending_until`, to the end of the new lease), or, if the attempt is final by now (the
+/// reconciler or a webhook finished it), that attempt is what the request answers.
+async fn before_resuming(
+    ctx: &PayContext<'_>,
+    attempt: PaymentAttempt,
+) -> Result<PaymentAttempt, PayError> {
+    if attempt.status.is_final() {
+        return Ok(attempt);
+    }
+    let mut conn = ctx.pool.get().await?;
+    match before_resend(&mut conn, &attempt, Utc::now() + lease(ctx)).await? {
+        Some(attempt) => Ok(attempt),
+        None => find_attempt(&mut conn, Some(attempt.merchant_id), attempt.id)
+            .await?
+            .ok_or_else(|| missing("lost its attempt")),
+    }
+}
+
+/// How long a request holds its key: only past it is its attempt orphaned, and its send over.
+fn lease(ctx: &PayContext<'_>) -> chrono::Duration {
+    chrono::Duration::from_std(ctx.keys.settings.lease).unwrap_or(chrono::Duration::seconds(30))
+}
+
 fn missing(what: &str) -> PayError {
     PayError::Inconsistent(format!("a payment key {what}"))
 }
@@ -186,65 +257,69 @@ async fn reference_taken(
     }
 }
 
-/// The provider call and transaction 2, one statement in the common case.
+/// The provider call and transaction 2, one statement in the common case. `fresh`: this
+/// request made the attempt, so its send is the first; only then does a provider that was
+/// not reached prove nothing was charged, and the payment fails over to the next provider of
+/// `route` (docs/DESIGN.md, "Failover").
 async fn finish(
     ctx: &PayContext<'_>,
     keyed: &KeyedRequest,
-    attempt: PaymentAttempt,
+    mut attempt: PaymentAttempt,
     order: Option<Order>,
+    route: &[&NamedProvider],
+    fresh: bool,
 ) -> Result<Paid, PayError> {
     let payments = ctx.payments;
-    let attempt = if attempt.status.is_final() {
-        // Finished while its request was away (a webhook); its key may not know yet.
-        let mut conn = ctx.pool.get().await?;
-        settle_key(&mut conn, &attempt).await?;
-        attempt
-    } else {
-        let call = payments
-            .provider
-            .create_charge(&charge_request(&attempt))
-            .await;
-        payments.metrics.provider_call(CallKind::Create, &call);
-        let next_check = Utc::now() + payments.reconciler.first_check();
-        let mut conn = ctx.pool.get().await?;
-        let recorded = record_answer(
-            &mut conn,
-            &payments.metrics,
-            &attempt,
-            &call,
-            next_check,
-            keyed.key.as_str(),
-        )
-        .await?;
-        match recorded {
-            Some(attempt) => attempt,
-            // Someone moved the attempt first (a webhook): judge the answer against what it
-            // is now. The call is logged already. A final attempt was settled, key and all,
-            // by whoever finished it, so there is nothing left to write.
-            None => {
-                let current = find_attempt(&mut conn, Some(attempt.merchant_id), attempt.id)
-                    .await?
-                    .ok_or_else(|| missing("lost its attempt"))?;
-                if current.status.is_final() {
-                    current
-                } else {
-                    in_transaction(&mut conn, async |conn| {
-                        let applied = apply(
-                            conn,
-                            &payments.metrics,
-                            current,
-                            &call.outcome,
-                            Source::ProviderResponse,
-                            next_check,
-                        )
-                        .await?;
-                        settle_key(conn, &applied.attempt).await?;
-                        Ok::<_, PayError>(applied.attempt)
-                    })
-                    .await?
+    let attempt = loop {
+        if attempt.status.is_final() {
+            // Finished while its request was away (a webhook); its key may not know yet.
+            let mut conn = ctx.pool.get().await?;
+            settle_key(&mut conn, &attempt).await?;
+            break attempt;
+        }
+        let call = send(payments, &attempt).await;
+        payments
+            .metrics
+            .provider_call(&attempt.provider, CallKind::Create, &call);
+        let unreached = fresh && matches!(call.outcome, ProviderOutcome::Unavailable { .. });
+        if unreached {
+            if let Some(next) = next_after(route, &attempt.provider) {
+                let new =
+                    NewAttempt::new(&attempt.payment_method, &next.name, Utc::now() + lease(ctx));
+                let mut conn = ctx.pool.get().await?;
+                let moved = fail_over(
+                    &mut conn,
+                    &payments.metrics,
+                    &attempt,
+                    &call,
+                    &new,
+                    keyed.key.as_str(),
+                )
+                .await?;
+                if let Some(next_attempt) = moved {
+                    tracing::info!(from = %attempt.provider, to = %next.name,
+                        "provider not reached: failing over");
+                    payments.metrics.failover(&attempt.provider, &next.name);
+                    payments.metrics.created();
+                    attempt = next_attempt;
+                    continue;
                 }
             }
         }
+        let outcome = if unreached {
+            let mut conn = ctx.pool.get().await?;
+            match fail_unreached(&mut conn, &payments.metrics, &attempt, &call).await? {
+                Some(failed) => break failed,
+                // Another sender announced a send of this attempt while ours was refused:
+                // that one may have charged, so ours proves nothing.
+                None => ProviderOutcome::Unknown {
+                    reason: "not reached, but another send of this attempt was under way".into(),
+                },
+            }
+        } else {
+            call.outcome.clone()
+        };
+        break record(ctx, keyed, attempt, &call, &outcome).await?;
     };
     payments.finals.remember(&attempt);
     Ok(Paid {
@@ -253,4 +328,86 @@ async fn finish(
         status: 201,
         replayed: false,
     })
+}
+
+/// The create of `attempt`, through its provider's circuit: an open circuit sends nothing
+/// and answers `unavailable`.
+async fn send(payments: &Payments, attempt: &PaymentAttempt) -> ProviderCall {
+    let Some(provider) = payments.providers.get(&attempt.provider) else {
+        return payments
+            .adapter(&attempt.provider)
+            .create_charge(&charge_request(attempt))
+            .await;
+    };
+    let Some(permit) = provider.circuit.allow() else {
+        return ProviderCall {
+            outcome: ProviderOutcome::Unavailable {
+                reason: "circuit open: not sent".into(),
+            },
+            http_status: None,
+            latency: std::time::Duration::ZERO,
+        };
+    };
+    let call = provider
+        .adapter
+        .create_charge(&charge_request(attempt))
+        .await;
+    permit.record(&call.outcome);
+    call
+}
+
+/// The provider after `name` in `route`, if any.
+fn next_after<'p>(route: &[&'p NamedProvider], name: &str) -> Option<&'p NamedProvider> {
+    let at = route.iter().position(|p| p.name == name)?;
+    route.get(at + 1).copied()
+}
+
+/// Transaction 2: `outcome` recorded on the attempt with the call and the key, in one
+/// statement; or, if a webhook moved the attempt first, judged against what it is now.
+async fn record(
+    ctx: &PayContext<'_>,
+    keyed: &KeyedRequest,
+    attempt: PaymentAttempt,
+    call: &ProviderCall,
+    outcome: &ProviderOutcome,
+) -> Result<PaymentAttempt, PayError> {
+    let payments = ctx.payments;
+    let next_check = Utc::now() + payments.reconciler.first_check();
+    let mut conn = ctx.pool.get().await?;
+    let recorded = record_answer(
+        &mut conn,
+        &payments.metrics,
+        &attempt,
+        call,
+        outcome,
+        next_check,
+        keyed.key.as_str(),
+    )
+    .await?;
+    if let Some(attempt) = recorded {
+        return Ok(attempt);
+    }
+    // Someone moved the attempt first (a webhook): judge the answer against what it is now.
+    // The call is logged already. A final attempt was settled, key and all, by whoever
+    // finished it, so there is nothing left to write.
+    let current = find_attempt(&mut conn, Some(attempt.merchant_id), attempt.id)
+        .await?
+        .ok_or_else(|| missing("lost its attempt"))?;
+    if current.status.is_final() {
+        return Ok(current);
+    }
+    in_transaction(&mut conn, async |conn| {
+        let applied = apply(
+            conn,
+            &payments.metrics,
+            current,
+            outcome,
+            Source::ProviderResponse,
+            next_check,
+        )
+        .await?;
+        settle_key(conn, &applied.attempt).await?;
+        Ok::<_, PayError>(applied.attempt)
+    })
+    .await
 }

@@ -42,7 +42,7 @@ const INSERT_ORDER: &str = "made_order AS ( \
      SELECT $2, $14, $15, $16, $17, $18, $19 FROM go RETURNING *)";
 
 /// The first timeline row of `made_attempt`, and the key's resource.
-const ATTEMPT_TIMELINE_AND_DONE: &str = "timeline AS ( \
+pub(super) const ATTEMPT_TIMELINE_AND_DONE: &str = "timeline AS ( \
      INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source) \
      SELECT merchant_id, id, NULL, 'created', 'api' FROM made_attempt), \
      done AS (SELECT id AS resource_id FROM made_attempt)";
@@ -172,7 +172,8 @@ pub struct NewAttempt<'a> {
     pub id: PaymentId,
     pub payment_method: &'a str,
     pub provider: &'a str,
-    /// When the reconciler may first look, if the request that made it never finishes.
+    /// When the reconciler may first look, if the request that made it never finishes: the
+    /// end of the request's key lease, so also the end of its send (`sending_until`).
     pub first_check_at: DateTime<Utc>,
     provider_key: String,
 }
@@ -192,13 +193,15 @@ impl<'a> NewAttempt<'a> {
     /// `made_attempt` from the rows of `from`, whose `order_id` is `order_id`; parameters
     /// from `$first` on. The order's trigger copies amount and currency and moves the order to
     /// `processing` in the same statement, or refuses (invariants 1, 2 and 5).
-    fn insert(from: &str, order_id: &str, first: usize) -> String {
+    pub(super) fn insert(from: &str, order_id: &str, first: usize) -> String {
         let p = |i: usize| format!("${}", first + i);
         format!(
             "made_attempt AS ( \
                  INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method, \
-                     provider, provider_idempotency_key, idempotency_key, next_check_at) \
-                 SELECT $2, {id}, {order_id}, 'created', {method}, {provider}, {pkey}, $3, {check} \
+                     provider, provider_idempotency_key, idempotency_key, next_check_at, \
+                     sending_until) \
+                 SELECT $2, {id}, {order_id}, 'created', {method}, {provider}, {pkey}, $3, {check}, \
+                     {check} \
                  FROM {from} RETURNING *)",
             id = p(0),
             method = p(1),
@@ -208,7 +211,7 @@ impl<'a> NewAttempt<'a> {
         )
     }
 
-    fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
+    pub(super) fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
         query
             .bind::<SqlUuid, _>(self.id.0)
             .bind::<Text, _>(self.payment_method)

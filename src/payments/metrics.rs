@@ -5,12 +5,15 @@ use std::time::Duration;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 use super::attempts::{AttemptStatus, CallKind, Source};
+use crate::providers::circuit::CircuitState;
 use crate::providers::ProviderCall;
 
 pub struct PaymentMetrics {
     transitions: IntCounterVec,
     provider_calls: IntCounterVec,
     provider_latency: HistogramVec,
+    failovers: IntCounterVec,
+    circuits: IntGaugeVec,
     webhook_events: IntCounterVec,
     pub unresolved: IntGaugeVec,
     pub oldest_unresolved_seconds: IntGauge,
@@ -30,15 +33,29 @@ impl PaymentMetrics {
             provider_calls: IntCounterVec::new(
                 Opts::new(
                     "provider_calls_total",
-                    "Provider calls by operation and outcome",
+                    "Provider calls by provider, operation and outcome",
                 ),
-                &["operation", "outcome"],
+                &["provider", "operation", "outcome"],
             )?,
             provider_latency: HistogramVec::new(
                 HistogramOpts::new("provider_call_seconds", "Provider call latency").buckets(vec![
                     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                 ]),
-                &["operation"],
+                &["provider", "operation"],
+            )?,
+            failovers: IntCounterVec::new(
+                Opts::new(
+                    "provider_failovers_total",
+                    "Payments moved to the next provider because the first was not reached",
+                ),
+                &["from", "to"],
+            )?,
+            circuits: IntGaugeVec::new(
+                Opts::new(
+                    "provider_circuit_state",
+                    "Each provider's circuit: 0 closed, 1 half-open, 2 open",
+                ),
+                &["provider"],
             )?,
             webhook_events: IntCounterVec::new(
                 Opts::new(
@@ -73,6 +90,8 @@ impl PaymentMetrics {
         registry.register(Box::new(self.transitions.clone()))?;
         registry.register(Box::new(self.provider_calls.clone()))?;
         registry.register(Box::new(self.provider_latency.clone()))?;
+        registry.register(Box::new(self.failovers.clone()))?;
+        registry.register(Box::new(self.circuits.clone()))?;
         registry.register(Box::new(self.webhook_events.clone()))?;
         registry.register(Box::new(self.unresolved.clone()))?;
         registry.register(Box::new(self.oldest_unresolved_seconds.clone()))?;
@@ -92,13 +111,23 @@ impl PaymentMetrics {
             .inc();
     }
 
-    pub fn provider_call(&self, kind: CallKind, call: &ProviderCall) {
+    pub fn provider_call(&self, provider: &str, kind: CallKind, call: &ProviderCall) {
         self.provider_calls
-            .with_label_values(&[kind.as_str(), call.outcome.label()])
+            .with_label_values(&[provider, kind.as_str(), call.outcome.label()])
             .inc();
         self.provider_latency
-            .with_label_values(&[kind.as_str()])
+            .with_label_values(&[provider, kind.as_str()])
             .observe(call.latency.as_secs_f64());
+    }
+
+    pub fn failover(&self, from: &str, to: &str) {
+        self.failovers.with_label_values(&[from, to]).inc();
+    }
+
+    pub fn circuit(&self, provider: &str, state: CircuitState) {
+        self.circuits
+            .with_label_values(&[provider])
+            .set(state.gauge());
     }
 
     pub fn webhook_event(&self, outcome: &str) {

@@ -3,6 +3,7 @@
 
 pub mod attempts;
 pub mod event_log;
+pub mod failover;
 pub mod final_attempts;
 pub mod flow;
 pub mod keyed;
@@ -13,6 +14,7 @@ pub mod payment_method;
 pub mod reconciler;
 pub mod reconciler_settings;
 pub mod refunds;
+pub mod routing;
 pub mod service;
 pub mod support;
 pub mod text;

@@ -5,10 +5,12 @@
 //! `next_check_at` past the provider timeout in the same statement, so no other replica asks
 //! about it meanwhile, and no row lock is held during the provider call.
 //!
-//! How it asks: by the provider's charge id when known; else by resending the create with
-//! the attempt's own key while the provider still remembers keys (a replay, never a second
-//! charge); else by searching for the attempt id. Past the key window with no record at all,
-//! nothing was charged: the attempt fails with `provider_no_record`.
+//! How it asks: by the provider's charge id when known; else, at the first check and while
+//! the provider still remembers keys, by resending the create with the attempt's own key (a
+//! replay, never a second charge); else by searching for the attempt id. A search that finds
+//! nothing once the attempt's last possible send is older than the provider's search delay
+//! proves nothing was charged: the attempt fails with `provider_no_record` (docs/DESIGN.md,
+//! "No record, early").
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +21,7 @@ use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;
 use tokio::sync::watch;
 
-use super::attempts::{open_statuses, CallKind};
+use super::attempts::{before_resend, find_attempt, open_statuses, quiet_before, CallKind};
 use super::attempts::{AttemptRow, PaymentAttempt, Source};
 use super::reconciler_settings::{pg_interval, to_chrono, ReconcilerSettings, NO_RECORD};
 use super::refunds;
@@ -41,6 +43,11 @@ pub async fn run(pool: DbPool, payments: Arc<Payments>, mut stop: watch::Receive
             }
         };
         let claimed = claimed + reconcile_due_refunds(&pool, &payments).await;
+        for provider in payments.providers.iter() {
+            payments
+                .metrics
+                .circuit(&provider.name, provider.circuit.state());
+        }
         if let Err(err) = refresh_gauges(&pool, &payments).await {
             tracing::debug!(error = %err, "could not count unresolved attempts");
         }
@@ -151,21 +158,35 @@ pub async fn check(
     if attempt.status.is_final() {
         return Ok(attempt);
     }
-    let (kind, call) = ask(payments, &attempt).await;
-    payments.metrics.provider_call(kind, &call);
-    let outcome = match (kind, &call.outcome) {
-        (CallKind::Search, ProviderOutcome::NotFound) => ProviderOutcome::Failed {
-            code: NO_RECORD.into(),
-            message: "the provider has no record of this charge and its key has expired: \
-                      nothing was charged"
-                .into(),
-            provider_id: None,
-        },
-        (_, outcome) => outcome.clone(),
+    let asked_at = Utc::now();
+    let (kind, call) = match ask(pool, payments, &attempt).await? {
+        Asked::Called(kind, call) => (kind, call),
+        Asked::Final(attempt) => return Ok(*attempt),
     };
+    payments
+        .metrics
+        .provider_call(&attempt.provider, kind, &call);
+    let searched_in_vain = matches!(
+        (kind, &call.outcome),
+        (CallKind::Search, ProviderOutcome::NotFound)
+    );
     let next_check = Utc::now() + to_chrono(payments.reconciler.wait_after(attempt.checks));
     let mut conn = pool.get().await?;
     let attempt = in_transaction(&mut conn, async |conn| {
+        // A search that found nothing is a verdict only if no send can have been missed: all
+        // ended a search delay before it, and none starts while this row lock is held.
+        let quiet_since = asked_at - payments.reconciler.search_delay();
+        let outcome = if searched_in_vain && quiet_before(conn, &attempt, quiet_since).await? {
+            ProviderOutcome::Failed {
+                code: NO_RECORD.into(),
+                message: "the provider's search has no record of this charge long after its \
+                          last possible send: nothing was charged"
+                    .into(),
+                provider_id: None,
+            }
+        } else {
+            call.outcome.clone()
+        };
         // The move first, the call's log row after: the log row's foreign key takes a share
         // lock on the attempt, and a move that sets the charge id needs the row exclusively,
         // so two checks of one attempt that logged first would each wait for the other.
@@ -198,21 +219,46 @@ pub async fn check(
     Ok(attempt)
 }
 
+/// What a check's one question came to.
+enum Asked {
+    Called(CallKind, ProviderCall),
+    /// The attempt was final before a resend could go out: nothing was sent.
+    Final(Box<PaymentAttempt>),
+}
+
 /// The one provider call a check makes.
-async fn ask(payments: &Payments, attempt: &PaymentAttempt) -> (CallKind, ProviderCall) {
-    let provider = &payments.provider;
+async fn ask(
+    pool: &DbPool,
+    payments: &Payments,
+    attempt: &PaymentAttempt,
+) -> Result<Asked, ReconcileError> {
+    let provider = payments.adapter(&attempt.provider);
+    let settings = &payments.reconciler;
     if let Some(provider_id) = &attempt.provider_payment_id {
-        return (CallKind::Retrieve, provider.retrieve(provider_id).await);
+        let call = provider.retrieve(provider_id).await;
+        return Ok(Asked::Called(CallKind::Retrieve, call));
     }
-    let age = (Utc::now() - attempt.created_at)
-        .to_std()
-        .unwrap_or_default();
-    if age < payments.reconciler.key_window {
-        let call = provider.create_charge(&charge_request(attempt)).await;
-        return (CallKind::Create, call);
+    // One resend, at the first check: it finishes an attempt whose request died before it
+    // sent, and it fetches a lost answer. The provider answers later resends as it answered
+    // this one, so after it only searches, which can end in a verdict once all is quiet.
+    let now = Utc::now();
+    let quiet = attempt.sending_until < now - settings.search_delay();
+    if !quiet && attempt.checks <= 1 && now - attempt.created_at < settings.key_window() {
+        // The claim outlasts the call: this send has surely ended by then.
+        let until = now + to_chrono(settings.claim);
+        let mut conn = pool.get().await?;
+        let Some(attempt) = before_resend(&mut conn, attempt, until).await? else {
+            let current = find_attempt(&mut conn, Some(attempt.merchant_id), attempt.id)
+                .await?
+                .ok_or(diesel::result::Error::NotFound)?;
+            return Ok(Asked::Final(Box::new(current)));
+        };
+        drop(conn);
+        let call = provider.create_charge(&charge_request(&attempt)).await;
+        return Ok(Asked::Called(CallKind::Create, call));
     }
     let call = provider.find_by_attempt(&attempt.id.to_string()).await;
-    (CallKind::Search, call)
+    Ok(Asked::Called(CallKind::Search, call))
 }
 
 /// Provider calls are logged as made by the API, the reconciler or support.

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-/// The failure code of an attempt or refund the provider never had, past its key window
-/// (docs/DESIGN.md, "The reconciler").
+/// The failure code of an attempt or refund the provider never had (docs/DESIGN.md, "The
+/// reconciler" and "No record, early").
 pub const NO_RECORD: &str = "provider_no_record";
 
 #[derive(Debug, Clone)]
@@ -16,6 +16,10 @@ pub struct ReconcilerSettings {
     /// How long the provider keeps idempotency keys, minus a margin: inside it, a resend with
     /// the same key is safe and tells the truth.
     pub key_window: Duration,
+    /// How long after a send the provider's search is sure to show what it made (its
+    /// consistency delay, with a margin): a search that long after an attempt's last possible
+    /// send that finds nothing proves nothing was charged (docs/DESIGN.md, "No record, early").
+    pub search_delay: Duration,
     /// How long a claimed attempt is hidden from other replicas; longer than a provider call.
     pub claim: Duration,
     /// Attempts claimed per round.
@@ -32,6 +36,7 @@ impl Default for ReconcilerSettings {
                 .map(Duration::from_secs)
                 .to_vec(),
             key_window: Duration::from_secs(23 * 3600),
+            search_delay: Duration::from_secs(300),
             claim: Duration::from_secs(60),
             batch: 16,
             alert_after: Duration::from_secs(15 * 60),
@@ -57,6 +62,11 @@ impl ReconcilerSettings {
     /// How long the provider still answers a resend with the first result.
     pub fn key_window(&self) -> chrono::Duration {
         to_chrono(self.key_window)
+    }
+
+    /// How long after an attempt's last possible send a search that finds nothing is final.
+    pub fn search_delay(&self) -> chrono::Duration {
+        to_chrono(self.search_delay)
     }
 
     /// When the payment flow leaves an attempt open, the first check is this far away.

@@ -133,7 +133,6 @@ pub struct CreateRefund<'a> {
     pub payment_id: PaymentId,
     pub amount: Option<i64>,
     pub reason: Option<&'a str>,
-    pub provider: &'a str,
     pub first_check_at: DateTime<Utc>,
     provider_key: String,
 }
@@ -143,7 +142,6 @@ impl<'a> CreateRefund<'a> {
         payment_id: PaymentId,
         amount: Option<i64>,
         reason: Option<&'a str>,
-        provider: &'a str,
         first_check_at: DateTime<Utc>,
     ) -> Self {
         let id = RefundId::new();
@@ -152,7 +150,6 @@ impl<'a> CreateRefund<'a> {
             payment_id,
             amount,
             reason,
-            provider,
             first_check_at,
             provider_key: provider_refund_key(id),
         }
@@ -172,12 +169,15 @@ impl KeyedWork for CreateRefund<'_> {
         }
     }
     fn ctes(&self) -> String {
-        // `order_id` and `currency` are the payment's, set by the trigger.
+        // `order_id` and `currency` are the payment's, set by the trigger; a refund goes to
+        // the provider that took the payment.
         "made_refund AS ( \
              INSERT INTO refunds (merchant_id, id, payment_id, order_id, status, amount, \
                  currency, reason, provider, provider_idempotency_key, idempotency_key, \
                  next_check_at) \
-             SELECT $2, $14, $15, NULL, 'created', $16, NULL, $17, $18, $19, $3, $20 \
+             SELECT $2, $14, $15, NULL, 'created', $16, NULL, $17, \
+                 (SELECT provider FROM payment_attempts WHERE merchant_id = $2 AND id = $15), \
+                 $18, $3, $19 \
              FROM go RETURNING *), \
          refund_timeline AS ( \
              INSERT INTO refund_events (merchant_id, refund_id, from_status, to_status, source) \
@@ -197,7 +197,6 @@ impl KeyedWork for CreateRefund<'_> {
             .bind::<SqlUuid, _>(self.payment_id.0)
             .bind::<Nullable<BigInt>, _>(self.amount)
             .bind::<Nullable<Text>, _>(self.reason)
-            .bind::<Text, _>(self.provider)
             .bind::<Text, _>(&self.provider_key)
             .bind::<Timestamptz, _>(self.first_check_at)
     }
@@ -264,13 +263,7 @@ pub async fn refund(
 ) -> Result<Refunded, RefundError> {
     let lease =
         chrono::Duration::from_std(keys.settings.lease).unwrap_or(chrono::Duration::seconds(30));
-    let work = CreateRefund::new(
-        payment_id,
-        amount,
-        reason,
-        payments.provider.name(),
-        Utc::now() + lease,
-    );
+    let work = CreateRefund::new(payment_id, amount, reason, Utc::now() + lease);
     match claim(pool, keys, keyed, &work).await? {
         Claimed::Done { fresh } => {
             let refund = read_refund(fresh)?;
@@ -329,6 +322,7 @@ async fn refund_request(
     Ok(RefundRequest {
         provider_payment_id,
         amount: refund.amount,
+        currency: payment.currency.clone(),
         idempotency_key: refund.provider_idempotency_key.clone(),
         refund_id: refund.id.to_string(),
         payment_id: refund.payment_id.to_string(),
@@ -352,7 +346,10 @@ async fn finish(
             let mut conn = pool.get().await?;
             refund_request(&mut conn, &refund).await?
         };
-        let call = payments.provider.create_refund(&request).await;
+        let call = payments
+            .adapter(&refund.provider)
+            .create_refund(&request)
+            .await;
         let next_check = Utc::now() + payments.reconciler.first_check();
         let mut conn = pool.get().await?;
         record(
@@ -699,18 +696,16 @@ pub async fn check(
         return Ok(refund);
     }
     let settings = &payments.reconciler;
+    let provider = payments.adapter(&refund.provider);
     let (call, kind) = match &refund.provider_refund_id {
-        Some(id) => (
-            payments.provider.retrieve_refund(id).await,
-            CallKind::RetrieveRefund,
-        ),
+        Some(id) => (provider.retrieve_refund(id).await, CallKind::RetrieveRefund),
         None if Utc::now() - refund.created_at < settings.key_window() => {
             let request = {
                 let mut conn = pool.get().await?;
                 refund_request(&mut conn, &refund).await?
             };
             (
-                payments.provider.create_refund(&request).await,
+                provider.create_refund(&request).await,
                 CallKind::CreateRefund,
             )
         }
@@ -719,8 +714,7 @@ pub async fn check(
                 let mut conn = pool.get().await?;
                 refund_request(&mut conn, &refund).await?
             };
-            let mut call = payments
-                .provider
+            let mut call = provider
                 .find_refund(&request.provider_payment_id, &request.refund_id)
                 .await;
             if call.outcome == ProviderOutcome::NotFound {

@@ -11,21 +11,33 @@ use super::event_log::EventLog;
 use super::final_attempts::FinalAttempts;
 use super::metrics::PaymentMetrics;
 use super::reconciler_settings::ReconcilerSettings;
+use super::routing::RoutingCache;
 use crate::idempotency::completion::complete_for_resource;
 use crate::idempotency::Recorded;
+use crate::providers::registry::Providers;
 use crate::providers::{ChargeRequest, PaymentProvider};
 
 const RESOURCE_TYPE: &str = super::keyed::PAYMENT_ATTEMPT;
 
 /// What the payment flow, the reconciler and the webhooks share.
 pub struct Payments {
-    pub provider: Arc<dyn PaymentProvider>,
+    /// Every configured provider, by name, in the default routing order.
+    pub providers: Providers,
+    /// Merchants' routings, as recently read.
+    pub routing: RoutingCache,
     pub metrics: Arc<PaymentMetrics>,
     pub reconciler: ReconcilerSettings,
     /// Attempts this replica saw finish, so their webhooks skip a read.
     pub finals: FinalAttempts,
     /// Where events that change no attempt are recorded, in batches.
     pub event_log: EventLog,
+}
+
+impl Payments {
+    /// The adapter of the provider an attempt or refund went to (by its recorded name).
+    pub fn adapter(&self, provider: &str) -> Arc<dyn PaymentProvider> {
+        self.providers.adapter(provider)
+    }
 }
 
 /// The charge as the provider sees it: the same on every resend.

@@ -49,7 +49,6 @@ const ID_VERSUS_ROW: Duration = Duration::minutes(1);
 pub async fn search(
     conn: &mut AsyncPgConnection,
     search: &Search,
-    provider: &str,
     limit: i64,
     starting_after: Option<PaymentId>,
 ) -> QueryResult<Vec<PaymentAttempt>> {
@@ -89,9 +88,7 @@ pub async fn search(
         query = query.filter(payment_attempts::idempotency_key.eq(key.clone()));
     }
     if let Some(charge) = &search.provider_payment_id {
-        query = query
-            .filter(payment_attempts::provider.eq(provider.to_owned()))
-            .filter(payment_attempts::provider_payment_id.eq(charge.clone()));
+        query = query.filter(payment_attempts::provider_payment_id.eq(charge.clone()));
     }
     if let Some(from) = search.created_from {
         query = query

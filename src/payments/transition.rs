@@ -57,6 +57,11 @@ pub fn decide(current: AttemptStatus, outcome: &ProviderOutcome) -> Decision {
         ProviderOutcome::Unknown { reason } => {
             (Pending, None, format!("outcome unknown: {reason}"))
         }
+        // Only the payment flow knows whether a send was an attempt's first; for everyone
+        // else an unreachable provider says nothing about earlier sends.
+        ProviderOutcome::Unavailable { reason } => {
+            (Pending, None, format!("provider unavailable: {reason}"))
+        }
         ProviderOutcome::NotFound => (Pending, None, "provider has no record yet".into()),
     };
     let provider_payment_id = outcome.provider_id().map(str::to_owned);
@@ -276,18 +281,20 @@ pub(crate) fn settle_key_cte(while_open: bool) -> String {
 /// The provider's answer to our own create, in **one statement** (transaction 2 of
 /// docs/DESIGN.md, "A payment: two transactions and one provider call"):
 /// the call log, the attempt's move and its timeline row, and the completion of the key
-/// `idempotency_key` that made it. `None` if the attempt was not as read (a webhook was
-/// faster, or it is already final): then only the call was logged, and the caller applies
-/// the answer the general way ([`apply`]).
+/// `idempotency_key` that made it. `outcome` is what the answer means (the call's own, or
+/// for a first send that never reached the provider, `provider_unavailable`). `None` if the
+/// attempt was not as read (a webhook was faster, or it is already final): then only the
+/// call was logged, and the caller applies the answer the general way ([`apply`]).
 pub async fn record_answer(
     conn: &mut AsyncPgConnection,
     metrics: &PaymentMetrics,
     attempt: &PaymentAttempt,
     call: &ProviderCall,
+    outcome: &ProviderOutcome,
     next_check_at: DateTime<Utc>,
     idempotency_key: &str,
 ) -> diesel::QueryResult<Option<PaymentAttempt>> {
-    let decision = decide(attempt.status, &call.outcome);
+    let decision = decide(attempt.status, outcome);
     let Some(change) = move_of(attempt.status, &decision) else {
         log_call(
             conn,
@@ -341,7 +348,9 @@ impl CallRecord {
     fn of(kind: CallKind, source: Source, call: &ProviderCall) -> Self {
         let detail = match &call.outcome {
             ProviderOutcome::Failed { code, message, .. } => Some(format!("{code}: {message}")),
-            ProviderOutcome::Unknown { reason } => Some(reason.clone()),
+            ProviderOutcome::Unknown { reason } | ProviderOutcome::Unavailable { reason } => {
+                Some(reason.clone())
+            }
             other => other.provider_id().map(str::to_owned),
         };
         CallRecord {

@@ -76,20 +76,22 @@ pub enum ReceiveError {
     Log(#[from] LogError),
 }
 
-/// Records `event` from `provider` and applies it, once per provider event id.
-#[tracing::instrument(skip_all, fields(provider_event_id = %event.id,
+/// Records `event` from the provider named `provider` and applies it, once per provider
+/// event id.
+#[tracing::instrument(skip_all, fields(provider = provider, provider_event_id = %event.id,
     payment = event.attempt_id.as_deref().unwrap_or("unknown")))]
 pub async fn receive(
     pool: &DbPool,
     payments: &Payments,
+    provider: &str,
     event: &WebhookEvent,
 ) -> Result<Received, ReceiveError> {
     let received = match &event.refund {
-        Some(notice) => record_refund_event(pool, payments, event, notice).await?,
-        None => record_once(pool, payments, event).await?,
+        Some(notice) => record_refund_event(pool, provider, event, notice).await?,
+        None => record_once(pool, payments, provider, event).await?,
     };
     if received == Received::Duplicate {
-        count_redelivery(pool, payments.provider.name(), &event.id).await?;
+        count_redelivery(pool, provider, &event.id).await?;
     }
     let label = match &received {
         Received::Recorded { outcome, .. } => outcome.as_str(),
@@ -115,11 +117,10 @@ pub async fn receive(
 /// the refund is locked while it is judged (docs/DESIGN.md, "Refunds").
 async fn record_refund_event(
     pool: &DbPool,
-    payments: &Payments,
+    provider: &str,
     event: &WebhookEvent,
     notice: &RefundNotice,
 ) -> Result<Received, ReceiveError> {
-    let provider = payments.provider.name();
     let id = EventId::new();
     let mut conn = pool.get().await?;
     in_transaction(&mut conn, async |conn| {
@@ -180,14 +181,17 @@ async fn record_refund_event(
 async fn record_once(
     pool: &DbPool,
     payments: &Payments,
+    provider: &str,
     event: &WebhookEvent,
 ) -> Result<Received, ReceiveError> {
-    let provider = payments.provider.name();
     // Bounded: a round that writes nothing means another writer moved the attempt first,
     // and an attempt makes at most two moves.
     for round in 0..4 {
         // A later round means the attempt moved meanwhile: read it again.
-        let seen = match (round == 0).then(|| remembered(payments, event)).flatten() {
+        let seen = match (round == 0)
+            .then(|| remembered(payments, provider, event))
+            .flatten()
+        {
             Some(seen) => seen,
             None => look(&mut *pool.get().await?, provider, event)
                 .await?
@@ -230,7 +234,7 @@ async fn record_once(
         };
         // A signed event is still only the provider's word about *some* charge: one that
         // does not match what payorch asked for must not settle this attempt.
-        if let Some(detail) = disagreement(&attempt, event, charge_owner) {
+        if let Some(detail) = disagreement(provider, &attempt, event, charge_owner) {
             return new
                 .insert(
                     &payments.event_log,
@@ -369,10 +373,10 @@ struct Known {
 /// The event's attempt, when this replica saw it finish and it holds the event's charge id:
 /// a final attempt never changes, and the charge id is unique per provider, so this is what
 /// [`look`] would read. Anything less certain is read.
-fn remembered(payments: &Payments, event: &WebhookEvent) -> Option<Known> {
+fn remembered(payments: &Payments, provider: &str, event: &WebhookEvent) -> Option<Known> {
     let id = event.attempt_id.as_deref()?.parse::<PaymentId>().ok()?;
     let attempt = payments.finals.get(id)?;
-    let holds_charge = attempt.provider == payments.provider.name()
+    let holds_charge = attempt.provider == provider
         && attempt.provider_payment_id.as_deref() == Some(event.provider_id.as_str());
     holds_charge.then_some(Known {
         recorded: false,
@@ -408,13 +412,21 @@ async fn look(
     .await
 }
 
-/// Why `event` cannot be about `attempt`, if it cannot: another amount or currency, or a
-/// charge id other than the one the attempt has (or one another attempt already has).
+/// Why `event` cannot be about `attempt`, if it cannot: another provider, another amount or
+/// currency, or a charge id other than the one the attempt has (or one another attempt
+/// already has).
 fn disagreement(
+    provider: &str,
     attempt: &PaymentAttempt,
     event: &WebhookEvent,
     charge_owner: Option<PaymentId>,
 ) -> Option<String> {
+    if attempt.provider != provider {
+        return Some(format!(
+            "comes from provider {provider} but the attempt went to {}",
+            attempt.provider
+        ));
+    }
     if let Some(amount) = event.amount.filter(|&a| a != attempt.amount) {
         return Some(format!(
             "says amount {amount} but the attempt is for {}",

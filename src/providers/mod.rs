@@ -10,6 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+pub mod adyen;
+pub mod circuit;
+pub mod registry;
 pub mod signature;
 pub mod stripe;
 
@@ -33,6 +36,8 @@ pub struct RefundRequest {
     /// The provider's id of the charge refunded (`pi_…`).
     pub provider_payment_id: String,
     pub amount: i64,
+    /// The payment's currency (lowercase ISO 4217).
+    pub currency: String,
     pub idempotency_key: String,
     pub refund_id: String,
     pub payment_id: String,
@@ -57,6 +62,12 @@ pub enum ProviderOutcome {
     /// We cannot tell (timeout, reset, 5xx, 429, 409, …): the charge may or may not exist.
     /// Never a reason to mark an attempt failed or to resend with a new key.
     Unknown { reason: String },
+    /// The request provably never reached the provider, for a reason not the payer's (the
+    /// connection was refused before anything was sent, an explicit "not processed", or
+    /// payorch's circuit for the provider is open). For the first send of an attempt this
+    /// proves nothing was charged, so the payment may fail over to another provider; for a
+    /// resend or a lookup it proves nothing about an earlier send, and counts as `Unknown`.
+    Unavailable { reason: String },
     /// Retrieve or search found no record.
     NotFound,
 }
@@ -69,6 +80,7 @@ impl ProviderOutcome {
             ProviderOutcome::Failed { .. } => "failed",
             ProviderOutcome::Pending { .. } => "pending",
             ProviderOutcome::Unknown { .. } => "unknown",
+            ProviderOutcome::Unavailable { .. } => "unavailable",
             ProviderOutcome::NotFound => "not_found",
         }
     }
@@ -79,7 +91,9 @@ impl ProviderOutcome {
             ProviderOutcome::Succeeded { provider_id } => Some(provider_id),
             ProviderOutcome::Failed { provider_id, .. }
             | ProviderOutcome::Pending { provider_id } => provider_id.as_deref(),
-            ProviderOutcome::Unknown { .. } | ProviderOutcome::NotFound => None,
+            ProviderOutcome::Unknown { .. }
+            | ProviderOutcome::Unavailable { .. }
+            | ProviderOutcome::NotFound => None,
         }
     }
 }
@@ -143,6 +157,9 @@ pub enum WebhookError {
     TimestampOutsideTolerance { timestamp: i64, tolerance_secs: u64 },
     #[error("no signature matches any webhook secret")]
     NoMatchingSignature,
+    /// An Adyen notification item without `additionalData.hmacSignature` (its pspReference).
+    #[error("notification item {0:?} carries no hmacSignature")]
+    UnsignedItem(String),
     #[error("event body is not a valid event: {0}")]
     BadJson(String),
 }
@@ -152,8 +169,15 @@ pub enum WebhookError {
 pub trait PaymentProvider: Send + Sync {
     fn name(&self) -> &'static str;
 
-    /// The request header its webhooks carry their signature in.
-    fn signature_header(&self) -> &'static str;
+    /// The request header its webhooks carry their signature in; `None` when the signature
+    /// is inside the body (Adyen signs each notification item).
+    fn signature_header(&self) -> Option<&'static str>;
+
+    /// The body of the `200` that tells the provider a delivery was taken, when the protocol
+    /// asks for one (Adyen: `[accepted]`); `None`: payorch's own JSON receipt.
+    fn acknowledgement(&self) -> Option<&'static str> {
+        None
+    }
 
     /// Create and confirm a charge under `req.idempotency_key`. Safe to resend with the
     /// same request: the provider answers the first result again.
@@ -175,11 +199,12 @@ pub trait PaymentProvider: Send + Sync {
     /// refunds of charge `provider_payment_id`; `NotFound` if there is none.
     async fn find_refund(&self, provider_payment_id: &str, refund_id: &str) -> ProviderCall;
 
-    /// Check a webhook's signature and parse it.
-    fn verify_webhook(
+    /// Check a webhook delivery's signatures and parse its events: one for Stripe, one per
+    /// notification item for Adyen. Any bad signature refuses the whole delivery.
+    fn verify_delivery(
         &self,
         raw_body: &[u8],
         signature_header: Option<&str>,
         now: DateTime<Utc>,
-    ) -> Result<WebhookEvent, WebhookError>;
+    ) -> Result<Vec<WebhookEvent>, WebhookError>;
 }

@@ -7,6 +7,8 @@ use std::time::Duration;
 pub(super) const DEFAULT_BIND: &str = "127.0.0.1:0";
 pub(super) const DEFAULT_SECRET: &str = "sk_test_sandbox";
 pub(super) const DEFAULT_WEBHOOK_SECRET: &str = "whsec_sandbox";
+pub(super) const DEFAULT_ADYEN_HMAC_KEY: &str =
+    "44782def547aaa06c910c43932b1eb0c71fc68d9d0c057550c48ec2acf6ba056";
 pub(super) const DEFAULT_SLOW_MS: u64 = 3000;
 pub(super) const DEFAULT_PROCESSING_MS: u64 = 1000;
 pub(super) const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 6;
@@ -35,6 +37,17 @@ pub struct SandboxConfig {
     /// Secret the webhook `Stripe-Signature` is computed with.
     #[arg(long = "webhook-secret", env = "PAYORCH_WEBHOOK_SECRET", default_value = DEFAULT_WEBHOOK_SECRET)]
     pub webhook_secret: Secret,
+
+    /// Where the Adyen face POSTs its notifications; none → not delivered.
+    #[arg(
+        long = "adyen-notification-url",
+        env = "PAYORCH_SANDBOX_ADYEN_NOTIFICATION_URL"
+    )]
+    pub adyen_notification_url: Option<String>,
+
+    /// The hex HMAC key the Adyen face signs notification items with.
+    #[arg(long = "adyen-hmac-key", env = "PAYORCH_ADYEN_HMAC_KEY", default_value = DEFAULT_ADYEN_HMAC_KEY)]
+    pub adyen_hmac_key: Secret,
 
     /// How long `pm_sandbox_slow` takes before it succeeds.
     #[arg(long = "slow-ms", env = "PAYORCH_SANDBOX_SLOW_MS", default_value_t = DEFAULT_SLOW_MS)]
@@ -96,6 +109,8 @@ impl Default for SandboxConfig {
             secret: DEFAULT_SECRET.into(),
             webhook_url: None,
             webhook_secret: DEFAULT_WEBHOOK_SECRET.into(),
+            adyen_notification_url: None,
+            adyen_hmac_key: DEFAULT_ADYEN_HMAC_KEY.into(),
             slow_ms: DEFAULT_SLOW_MS,
             processing_ms: DEFAULT_PROCESSING_MS,
             latency_ms: 0,

@@ -1,6 +1,8 @@
 //! The provider simulator (docs/DESIGN.md, "The provider protocol"): the Stripe
 //! PaymentIntents protocol with Stripe's idempotency semantics, fault injection, signed
-//! webhooks and a ledger of real charges.
+//! webhooks and a ledger of real charges; and on the same port, under `/v71/`, an Adyen
+//! Checkout face over the same charges, fault tokens and ledger, with Adyen's signed
+//! notifications.
 //!
 //! Fault model: faults happen at the "edge", around an API that behaves correctly.
 //! `pm_sandbox_error_before` and `--error-rate` fail before the API sees the request (no
@@ -13,11 +15,14 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use actix_web::{dev::ServerHandle, web, App, HttpServer};
+
+use crate::secret::Secret;
 use rand::distr::{Alphanumeric, SampleString};
 use rand::Rng;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+mod adyen;
 mod behaviour;
 mod config;
 mod params;
@@ -31,13 +36,16 @@ pub use config::{SandboxConfig, DEFAULT_WEBHOOK_DELAY_MS};
 pub use store::{LedgerEntry, RefundEntry};
 
 use store::Store;
-use webhooks::Webhooks;
+use webhooks::{Signing, Webhooks};
 
 /// State shared by the handlers and the background tasks.
 pub(crate) struct Sandbox {
     config: SandboxConfig,
     store: Store,
+    /// Stripe events of the Stripe face.
     webhooks: Webhooks,
+    /// Adyen notifications of the Adyen face.
+    notifications: Webhooks,
     /// The runtime `start` was called on: charges, settlements and webhook deliveries run
     /// there, not on the HTTP workers, so they outlive any one connection.
     rt: tokio::runtime::Handle,
@@ -45,6 +53,23 @@ pub(crate) struct Sandbox {
 }
 
 impl Sandbox {
+    /// Tell the merchant what happened to `intent`, in the protocol it was made through: a
+    /// Stripe `kind` event, or the Adyen notification that stands for it.
+    fn announce(
+        &self,
+        kind: &str,
+        intent: &crate::providers::stripe::wire::PaymentIntent,
+        cause: Option<webhooks::Cause>,
+    ) {
+        if adyen::is_adyen(intent) {
+            if let Some(body) = adyen::notification(&self.config, kind, intent) {
+                self.notifications.send(body);
+            }
+        } else {
+            self.webhooks.emit(kind, intent, cause);
+        }
+    }
+
     /// Run `fut` on the sandbox runtime until it finishes or the sandbox stops.
     fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) {
         self.rt
@@ -115,6 +140,16 @@ impl SandboxHandle {
         self.state.webhooks.set_url(url);
     }
 
+    /// The hex HMAC key the Adyen face signs its notifications with.
+    pub fn adyen_hmac_key(&self) -> Secret {
+        self.state.config.adyen_hmac_key.clone()
+    }
+
+    /// Where the Adyen face's notifications go from now on; `None` stops delivery.
+    pub fn set_notification_url(&self, url: Option<String>) {
+        self.state.notifications.set_url(url);
+    }
+
     /// Begin stopping without waiting (for `Drop` impls): the server stops accepting and
     /// the background tasks end.
     pub fn stop_now(&self) {
@@ -146,11 +181,25 @@ pub async fn start(config: SandboxConfig) -> std::io::Result<SandboxHandle> {
     let addr = listener.local_addr()?;
     let rt = tokio::runtime::Handle::current();
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let webhooks = Webhooks::start(&config, &rt, shutdown_rx)?;
+    let webhooks = Webhooks::start(
+        &config,
+        config.webhook_url.clone(),
+        Signing::Header(config.webhook_secret.clone()),
+        &rt,
+        shutdown_rx.clone(),
+    )?;
+    let notifications = Webhooks::start(
+        &config,
+        config.adyen_notification_url.clone(),
+        Signing::InBody,
+        &rt,
+        shutdown_rx,
+    )?;
     let state = Arc::new(Sandbox {
         config,
         store: Store::default(),
         webhooks,
+        notifications,
         rt,
         shutdown,
     });

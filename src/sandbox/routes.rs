@@ -21,6 +21,7 @@ use crate::providers::stripe::wire::{
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {
     cfg.configure(super::refunds::configure)
+        .configure(super::adyen::configure)
         .route("/v1/payment_intents", web::post().to(create_intent))
         .route("/v1/payment_intents", web::get().to(list_intents))
         // Registered before `{id}` so "search" is not taken for an id.
@@ -63,7 +64,21 @@ async fn create_intent(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
         Ok(key) => key,
         Err(answer) => return *answer,
     };
+    match charge(&sb, params, behaviour, key.clone()).await {
+        Some(stored) => respond(&stored, key.as_deref(), false),
+        None => api_error_500(),
+    }
+}
 
+/// A confirmed create whose key (if any) was begun: the charge, then the edge faults after
+/// it, as both protocols share them. `None`: answer a 500 in the protocol's own words (the
+/// charge and its answer are recorded under the key, or the task failed and the key is free).
+pub(super) async fn charge(
+    sb: &web::Data<Sandbox>,
+    params: CreateParams,
+    behaviour: Option<Behaviour>,
+    key: Option<String>,
+) -> Option<StoredResponse> {
     // The charge runs as its own task on the sandbox's runtime, so a client that hangs up
     // (or times out) cannot leave a half-done charge or a key stuck in flight.
     let task = sb.rt.spawn(execute(
@@ -80,20 +95,19 @@ async fn create_intent(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
             if let Some(key) = &key {
                 sb.store.abandon(key);
             }
-            return api_error_500();
+            return None;
         }
     };
-
     // Edge failures after the result was recorded: the charge stands and a resend with
     // the same key gets the recorded answer.
     if behaviour == Some(Behaviour::LostResponse) || roll(sb.config.lost_response_rate) {
         sb.wait_for_shutdown().await;
-        return api_error_500();
+        return None;
     }
     if behaviour == Some(Behaviour::ErrorAfter) {
-        return api_error_500();
+        return None;
     }
-    respond(&stored, key.as_deref(), false)
+    Some(stored)
 }
 
 /// Create the intent (or confirm `base`, an intent made earlier), charge per its behaviour,
@@ -145,8 +159,7 @@ async fn execute(
                 message: Some(message.into()),
             });
             sb.store.insert(intent.clone(), key.clone(), true);
-            sb.webhooks
-                .emit("payment_intent.payment_failed", &intent, cause.clone());
+            sb.announce("payment_intent.payment_failed", &intent, cause.clone());
             stored_error(
                 StatusCode::PAYMENT_REQUIRED,
                 ApiError {
@@ -162,8 +175,7 @@ async fn execute(
         (Some(Behaviour::Processing), _) if params.confirm => {
             let intent = new_intent(&params, "processing");
             sb.store.insert(intent.clone(), key.clone(), true);
-            sb.webhooks
-                .emit("payment_intent.processing", &intent, cause.clone());
+            sb.announce("payment_intent.processing", &intent, cause.clone());
             schedule_settlement(&sb, intent.id.clone());
             stored_json(StatusCode::OK, &intent)
         }
@@ -175,8 +187,7 @@ async fn execute(
             intent.amount_received = intent.amount;
             intent.latest_charge = Some(random_id("ch"));
             sb.store.insert(intent.clone(), key.clone(), true);
-            sb.webhooks
-                .emit("payment_intent.succeeded", &intent, cause.clone());
+            sb.announce("payment_intent.succeeded", &intent, cause.clone());
             stored_json(StatusCode::OK, &intent)
         }
         _ => {
@@ -203,9 +214,7 @@ fn schedule_settlement(sb: &Arc<Sandbox>, id: String) {
     sb.spawn(async move {
         tokio::time::sleep(sb_task.config.processing()).await;
         if let Some(intent) = sb_task.store.transition(&id, "processing", "succeeded") {
-            sb_task
-                .webhooks
-                .emit("payment_intent.succeeded", &intent, None);
+            sb_task.announce("payment_intent.succeeded", &intent, None);
         }
     });
 }
@@ -459,7 +468,7 @@ async fn cancel_intent(
     match sb.store.cancel(&id, reason) {
         None => no_such_intent(&id),
         Some(Ok(intent)) => {
-            sb.webhooks.emit(
+            sb.announce(
                 "payment_intent.canceled",
                 &intent,
                 Some(Cause {

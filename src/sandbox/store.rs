@@ -17,6 +17,8 @@ use crate::providers::stripe::wire::{PaymentIntent, Refund};
 /// will move (`processing`) or was declined (`requires_payment_method`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerEntry {
+    /// The protocol the charge came through: `stripe` or `adyen`.
+    pub protocol: String,
     pub provider_id: String,
     pub idempotency_key: Option<String>,
     pub attempt_id: Option<String>,
@@ -374,6 +376,7 @@ impl Store {
             .map(|s| {
                 let pi = &s.intent;
                 LedgerEntry {
+                    protocol: super::adyen::protocol_of(pi).to_owned(),
                     provider_id: pi.id.clone(),
                     idempotency_key: s.idempotency_key.clone(),
                     attempt_id: pi.metadata.get("attempt_id").cloned(),

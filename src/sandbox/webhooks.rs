@@ -27,9 +27,18 @@ pub(super) struct Cause {
 /// The API version the sandbox claims in events, a real Stripe version.
 const API_VERSION: &str = "2024-06-20";
 
+/// How a delivery is signed.
+#[derive(Debug, Clone)]
+pub(super) enum Signing {
+    /// Stripe: a `Stripe-Signature` header over the timestamped body, made afresh per try.
+    Header(Secret),
+    /// Adyen: each notification item carries its own signature, made when it is queued.
+    InBody,
+}
+
 struct Target {
     url: RwLock<Option<String>>,
-    secret: Secret,
+    signing: Signing,
     client: reqwest::Client,
     delay: Duration,
     max_attempts: u32,
@@ -58,6 +67,8 @@ impl Webhooks {
     /// Spawn the dispatcher on `rt`; it ends at shutdown.
     pub(super) fn start(
         config: &SandboxConfig,
+        url: Option<String>,
+        signing: Signing,
         rt: &tokio::runtime::Handle,
         shutdown: watch::Receiver<bool>,
     ) -> std::io::Result<Self> {
@@ -68,8 +79,8 @@ impl Webhooks {
             .build()
             .map_err(std::io::Error::other)?;
         let target = Arc::new(Target {
-            url: RwLock::new(config.webhook_url.clone()),
-            secret: config.webhook_secret.clone(),
+            url: RwLock::new(url),
+            signing,
             client,
             delay: Duration::from_millis(config.webhook_delay_ms),
             max_attempts: config.webhook_max_attempts.max(1),
@@ -104,6 +115,12 @@ impl Webhooks {
     /// `idempotency_key` (`None`: an event the sandbox makes on its own).
     pub(super) fn emit(&self, kind: &str, intent: &PaymentIntent, cause: Option<Cause>) {
         self.enqueue(kind, intent.clone(), cause);
+    }
+
+    /// Queue a body made and signed by the caller (an Adyen notification).
+    pub(super) fn send(&self, body: Vec<u8>) {
+        // The dispatcher only goes away at shutdown, when losing events is expected.
+        let _ = self.tx.send(Bytes::from(body));
     }
 
     /// Queue a `kind` event about `object` in Stripe's event envelope.
@@ -244,18 +261,15 @@ async fn try_once(target: &Target, body: &Bytes, attempt: u32) -> bool {
         tracing::debug!("no webhook URL configured; event dropped");
         return true;
     };
-    let header = signature::header_value(&[&target.secret], Utc::now().timestamp(), body);
-    let result = target
-        .client
-        .post(&url)
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/json; charset=utf-8",
-        )
-        .header(signature::HEADER, header)
-        .body(body.clone())
-        .send()
-        .await;
+    let mut request = target.client.post(&url).header(
+        reqwest::header::CONTENT_TYPE,
+        "application/json; charset=utf-8",
+    );
+    if let Signing::Header(secret) = &target.signing {
+        let header = signature::header_value(&[secret], Utc::now().timestamp(), body);
+        request = request.header(signature::HEADER, header);
+    }
+    let result = request.body(body.clone()).send().await;
     match result {
         Ok(response) if response.status().is_success() => true,
         Ok(response) => {

@@ -27,7 +27,7 @@ async fn ready_is_503_on_a_database_without_migrations() {
     let app = payorch::app::Application::build(
         &crate::helpers::test_settings(),
         &db.url,
-        std::sync::Arc::new(provider),
+        payorch::providers::registry::Providers::single(std::sync::Arc::new(provider)),
     )
     .await
     .unwrap();

@@ -9,16 +9,22 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use tokio::sync::OnceCell;
 
 use payorch::accounts;
-use payorch::app::AppSettings;
+use payorch::app::{AppSettings, Application};
 use payorch::db::migrations::run_migrations;
 use payorch::db::{ClusterOptions, PoolSettings, PrivateCluster};
 use payorch::http::connections::ClientLimits;
 use payorch::idempotency::IdempotencySettings;
 use payorch::ids::MerchantId;
 use payorch::payments::reconciler_settings::ReconcilerSettings;
-use payorch::providers::stripe::StripeConfig;
+use payorch::providers::adyen::{AdyenConfig, AdyenProvider};
+use payorch::providers::circuit::CircuitSettings;
+use payorch::providers::registry::Providers;
+use payorch::providers::stripe::{StripeConfig, StripeProvider};
+use payorch::providers::PaymentProvider;
 use payorch::sandbox::{self, SandboxConfig, SandboxHandle};
 use payorch::wiring::{self, Webhooks};
+
+use crate::door::Door;
 
 /// The database server of this test run.
 pub struct TestServer {
@@ -285,6 +291,8 @@ pub fn test_settings() -> AppSettings {
             interval: Duration::from_millis(100),
             backoff: vec![Duration::from_millis(300), Duration::from_millis(500)],
             claim: Duration::from_secs(3),
+            // The sandbox's search shows a charge at once; a margin for a loaded machine.
+            search_delay: Duration::from_secs(2),
             ..ReconcilerSettings::default()
         },
         // Short, so a test can watch a revoked key stop working.
@@ -304,6 +312,16 @@ pub struct TestConfig {
     /// The checkout demo (`/checkout`) pays as the test merchant, as `serve` has it pay as
     /// its demo merchant.
     pub demo_checkout: bool,
+    /// Two providers instead of the sandbox's two faces: `a`, the app's sandbox behind a
+    /// door the test can shut, spoken to as Stripe, and `b`, a second sandbox spoken to as
+    /// Adyen (the failover tests), with this circuit.
+    pub two_providers: Option<CircuitSettings>,
+}
+
+/// The second provider of a two-provider app, and the door in front of the first.
+pub struct Second {
+    pub sandbox: Arc<SandboxHandle>,
+    pub door: Arc<Door>,
 }
 
 impl Default for TestConfig {
@@ -322,6 +340,7 @@ impl Default for TestConfig {
             provider_timeout: Duration::from_millis(1000),
             webhook_secrets: vec![TEST_WEBHOOK_SECRET.into()],
             demo_checkout: true,
+            two_providers: None,
         }
     }
 }
@@ -333,28 +352,59 @@ async fn start_app(
     db: &TestDatabase,
     config: &TestConfig,
     sandbox: &SandboxHandle,
+    second: Option<&Second>,
     merchant_key: &str,
 ) -> (String, actix_web::dev::ServerHandle) {
-    let app = wiring::app_on_sandbox(
-        &config.settings,
-        &db.url,
-        sandbox,
-        |url| StripeConfig {
-            timeout: config.provider_timeout,
-            ..StripeConfig::new(
-                url,
-                config.sandbox.secret.clone(),
-                config
-                    .webhook_secrets
-                    .iter()
-                    .map(|s| s.as_str().into())
-                    .collect(),
-            )
-        },
-        Webhooks::ToTheApp,
-    )
-    .await
-    .expect("build the application");
+    let stripe = |url: String| StripeConfig {
+        timeout: config.provider_timeout,
+        ..StripeConfig::new(
+            url,
+            config.sandbox.secret.clone(),
+            config
+                .webhook_secrets
+                .iter()
+                .map(|s| s.as_str().into())
+                .collect(),
+        )
+    };
+    let app = match (second, &config.two_providers) {
+        (Some(second), Some(circuit)) => {
+            // `a` speaks Stripe through the door, `b` Adyen to the second sandbox.
+            let a: Arc<dyn PaymentProvider> =
+                Arc::new(StripeProvider::new(stripe(second.door.url())).expect("provider a"));
+            let b: Arc<dyn PaymentProvider> = Arc::new(
+                AdyenProvider::new(AdyenConfig {
+                    timeout: config.provider_timeout,
+                    ..AdyenConfig::new(
+                        second.sandbox.base_url(),
+                        config.sandbox.secret.clone(),
+                        wiring::SANDBOX_MERCHANT_ACCOUNT,
+                        vec![second.sandbox.adyen_hmac_key()],
+                    )
+                })
+                .expect("provider b"),
+            );
+            let providers = Providers::new(vec![("a".into(), a), ("b".into(), b)], circuit)
+                .expect("two providers");
+            let app = Application::build(&config.settings, &db.url, providers)
+                .await
+                .expect("build the application");
+            sandbox.set_webhook_url(Some(format!("{}/v1/webhooks/a", app.base_url())));
+            second
+                .sandbox
+                .set_notification_url(Some(format!("{}/v1/webhooks/b", app.base_url())));
+            app
+        }
+        _ => wiring::app_on_sandbox(
+            &config.settings,
+            &db.url,
+            sandbox,
+            stripe,
+            Webhooks::ToTheApp,
+        )
+        .await
+        .expect("build the application"),
+    };
     if config.demo_checkout {
         app.open_demo_checkout(merchant_key.into());
     }
@@ -374,6 +424,8 @@ pub struct TestApp {
     pub db: TestDatabase,
     /// The in-process provider this app charges through; its ledger is the judge.
     pub sandbox: Arc<SandboxHandle>,
+    /// With [`TestConfig::two_providers`]: provider `b` and the door in front of `a`.
+    pub second: Option<Second>,
     pub config: TestConfig,
     handle: actix_web::dev::ServerHandle,
 }
@@ -417,8 +469,21 @@ impl TestApp {
                 .await
                 .expect("start the sandbox"),
         );
-        let (base_url, handle) = start_app(&db, &config, &sandbox, &key.secret).await;
+        let second = match config.two_providers {
+            Some(_) => Some(Second {
+                sandbox: Arc::new(
+                    sandbox::start(config.sandbox.clone())
+                        .await
+                        .expect("start the second sandbox"),
+                ),
+                door: Door::start(sandbox.local_addr()).await,
+            }),
+            None => None,
+        };
+        let (base_url, handle) =
+            start_app(&db, &config, &sandbox, second.as_ref(), &key.secret).await;
         TestApp {
+            second,
             base_url,
             client: reqwest::Client::new(),
             merchant_id: merchant.id,
@@ -439,8 +504,14 @@ impl TestApp {
 
     /// A new server on the same database and sandbox (after [`crash`](Self::crash)).
     pub async fn restart(&mut self) {
-        let (base_url, handle) =
-            start_app(&self.db, &self.config, &self.sandbox, &self.merchant_key).await;
+        let (base_url, handle) = start_app(
+            &self.db,
+            &self.config,
+            &self.sandbox,
+            self.second.as_ref(),
+            &self.merchant_key,
+        )
+        .await;
         self.base_url = base_url;
         self.handle = handle;
     }
@@ -448,7 +519,14 @@ impl TestApp {
     /// Another server on the same database and sandbox, as a second replica would be: its
     /// base URL, and the handle to stop it.
     pub async fn replica(&self) -> (String, actix_web::dev::ServerHandle) {
-        start_app(&self.db, &self.config, &self.sandbox, &self.merchant_key).await
+        start_app(
+            &self.db,
+            &self.config,
+            &self.sandbox,
+            self.second.as_ref(),
+            &self.merchant_key,
+        )
+        .await
     }
 
     /// Charges in the sandbox ledger for `attempt_id` (declines are not charges).

@@ -3,13 +3,16 @@
 
 mod helpers;
 
+mod adyen;
 mod auth;
 mod browser;
 mod checkout_page;
 mod cluster;
 mod console;
 mod crash;
+mod door;
 mod errors;
+mod failover;
 mod health;
 mod hostile_input;
 mod migrations;

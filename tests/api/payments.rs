@@ -160,8 +160,6 @@ const OUTCOMES: [(&str, &str, &str, Option<&str>, usize); 9] = [
 async fn every_sandbox_payment_method_ends_in_the_right_status_by_both_routes() {
     let app = TestApp::spawn_config(|config| {
         config.sandbox.slow_ms = 300;
-        // Short, so error_before reaches "no record" within the test.
-        config.settings.reconciler.key_window = Duration::from_secs(2);
     })
     .await;
     // The reconciler alone finds the truth here; webhooks have their own tests.
@@ -343,11 +341,10 @@ async fn a_lost_response_is_pending_then_reconciled_then_replayed_as_succeeded()
 }
 
 #[tokio::test]
-async fn error_after_is_found_succeeded_and_error_before_is_never_charged() {
-    let app = TestApp::spawn_config(|config| {
-        config.settings.reconciler.key_window = Duration::from_secs(2);
-    })
-    .await;
+async fn error_after_is_found_succeeded_and_error_before_fails_long_before_the_key_window_ends() {
+    // The provider's key window stays a day: error_before, replayed as a 500 on every resend,
+    // settles because the search finds nothing after the last possible send.
+    let app = TestApp::spawn().await;
     app.sandbox.set_webhook_url(None);
     let (_, after) = app
         .pay(Route::OrderPayment, "after", "pm_sandbox_error_after")
@@ -580,6 +577,42 @@ async fn the_database_refuses_moves_the_state_machine_does_not_allow() {
     );
 }
 
+#[tokio::test]
+async fn no_verdict_of_no_record_while_a_send_may_be_under_way() {
+    // A long lease: the request's send window is surely open while the test writes.
+    let app = TestApp::spawn_config(|config| {
+        config.settings.idempotency.lease = Duration::from_secs(120);
+    })
+    .await;
+    app.sandbox.set_webhook_url(None);
+    let (_, open) = app
+        .pay(Route::OrderPayment, "open", "pm_sandbox_processing")
+        .await;
+    let id = open["id"].as_str().unwrap();
+    let uuid = &id[4..];
+    let mut conn = app.db.connect().await;
+    // Whatever writes the row: no verdict of no record inside the window, and the window
+    // cannot be moved back to allow one.
+    assert_refused_by(
+        &mut conn,
+        &format!(
+            "UPDATE payment_attempts SET status = 'failed', failure_code = 'provider_no_record', \
+             failure_message = 'by hand' WHERE id = '{uuid}'"
+        ),
+        "payment_attempts_no_record_after_sending",
+    )
+    .await;
+    assert_refused_by(
+        &mut conn,
+        &format!(
+            "UPDATE payment_attempts SET sending_until = now() - interval '1 hour' WHERE id = '{uuid}'"
+        ),
+        "payment_attempts_sending_forward",
+    )
+    .await;
+    assert_eq!(app.payment(id).await["status"], "pending");
+}
+
 /// The one-column rules are domains: whatever writes a row, a bad value is refused by the
 /// rule's own name.
 #[tokio::test]
@@ -708,8 +741,9 @@ async fn payment_metrics_count_transitions_and_provider_calls() {
     for line in [
         r#"payorch_payment_attempt_transitions_total{from="created",source="provider_response",to="succeeded"} 1"#,
         r#"payorch_payment_attempt_transitions_total{from="created",source="provider_response",to="failed"} 1"#,
-        r#"payorch_provider_calls_total{operation="create",outcome="succeeded"} 1"#,
-        r#"payorch_provider_calls_total{operation="create",outcome="failed"} 1"#,
+        r#"payorch_provider_calls_total{operation="create",outcome="succeeded",provider="stripe"} 1"#,
+        r#"payorch_provider_calls_total{operation="create",outcome="failed",provider="stripe"} 1"#,
+        r#"payorch_provider_circuit_state{provider="stripe"} 0"#,
         "payorch_provider_call_seconds_bucket",
         "payorch_payment_attempts_oldest_unresolved_seconds",
     ] {

@@ -136,9 +136,10 @@ async fn a_full_refund_gives_everything_back_once_and_replays() {
         .iter()
         .map(|l| (l["to"].as_str().unwrap(), l["source"].as_str().unwrap()))
         .collect();
-    assert_eq!(
-        moves,
-        [("created", "api"), ("succeeded", "provider_response")],
+    // The sandbox's refund event races the answer (webhook delay 0): either may move it.
+    assert!(
+        moves == [("created", "api"), ("succeeded", "provider_response")]
+            || moves == [("created", "api"), ("succeeded", "webhook")],
         "{story}"
     );
     let calls = story["provider_calls"].as_array().unwrap();

@@ -170,7 +170,15 @@ impl StripeProvider {
     }
 }
 
-fn transport_unknown(e: &reqwest::Error) -> ProviderOutcome {
+/// What a request that got no HTTP answer tells: nothing, unless the connection itself was
+/// never made (refused, unreachable, or no TCP/TLS handshake within the connect timeout),
+/// in which case not one byte of the request was sent.
+pub(crate) fn transport_unknown(e: &reqwest::Error) -> ProviderOutcome {
+    if e.is_connect() {
+        return ProviderOutcome::Unavailable {
+            reason: format!("connect error: {}", error_chain(e)),
+        };
+    }
     let kind = if e.is_timeout() {
         "timeout"
     } else if e.is_connect() {
@@ -180,15 +188,22 @@ fn transport_unknown(e: &reqwest::Error) -> ProviderOutcome {
     } else {
         "transport error"
     };
-    // The error chain carries the useful detail (reset, refused, …); it holds no secrets.
-    let mut reason = format!("{kind}: {e}");
+    ProviderOutcome::Unknown {
+        reason: format!("{kind}: {}", error_chain(e)),
+    }
+}
+
+/// The error and its causes: the chain carries the useful detail (reset, refused, …) and
+/// holds no secrets.
+pub(crate) fn error_chain(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
-        reason.push_str(": ");
-        reason.push_str(&cause.to_string());
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
         source = cause.source();
     }
-    ProviderOutcome::Unknown { reason }
+    text
 }
 
 /// The form body of a create, in a fixed order (docs/DESIGN.md, "The provider protocol").
@@ -239,8 +254,8 @@ pub const ACTED_ON_EVENTS: [&str; 4] = [
 
 #[async_trait]
 impl PaymentProvider for StripeProvider {
-    fn signature_header(&self) -> &'static str {
-        signature::HEADER
+    fn signature_header(&self) -> Option<&'static str> {
+        Some(signature::HEADER)
     }
 
     fn name(&self) -> &'static str {
@@ -302,7 +317,20 @@ impl PaymentProvider for StripeProvider {
         .await
     }
 
-    fn verify_webhook(
+    fn verify_delivery(
+        &self,
+        raw_body: &[u8],
+        signature_header: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<WebhookEvent>, WebhookError> {
+        self.verify_webhook(raw_body, signature_header, now)
+            .map(|event| vec![event])
+    }
+}
+
+impl StripeProvider {
+    /// Check a Stripe event's signature (`Stripe-Signature`) and parse it.
+    pub fn verify_webhook(
         &self,
         raw_body: &[u8],
         signature_header: Option<&str>,

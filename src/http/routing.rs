@@ -1,0 +1,169 @@
+//! `GET`/`PUT /v1/merchants/{id}/routing`: which providers a merchant's payments try, in
+//! order, with per-currency orders of their own (README, "Routing and failover").
+
+use std::collections::BTreeMap;
+
+use actix_web::{web, HttpResponse};
+use serde::{Deserialize, Serialize};
+
+use crate::accounts::{self, Caller};
+use crate::http::errors::{ApiError, FieldError};
+use crate::http::keyed::read_body;
+use crate::http::strict_json::StrictJson;
+use crate::http::support::support_key_name;
+use crate::http::AppState;
+use crate::ids::MerchantId;
+use crate::payments::money::Currency;
+use crate::payments::routing::{self, Routing};
+
+/// A merchant's routing.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RoutingView {
+    merchant_id: MerchantId,
+    /// Provider names in the order a payment tries them.
+    providers: Vec<String>,
+    /// Per currency (lowercase ISO 4217), an order of its own.
+    currencies: BTreeMap<String, Vec<String>>,
+    /// `merchant` when set for this merchant; `default` when not set: every configured
+    /// provider in the configured order.
+    source: &'static str,
+    /// The providers this service is configured with.
+    configured: Vec<String>,
+}
+
+/// The body of a `PUT`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingBody {
+    /// 1–16 distinct configured provider names, in order.
+    providers: Vec<String>,
+    /// Per currency, 1–16 distinct configured provider names; default none.
+    #[serde(default)]
+    currencies: BTreeMap<String, Vec<String>>,
+}
+
+async fn merchant_in_path(
+    state: &AppState,
+    caller: &Caller,
+    path: &str,
+) -> Result<MerchantId, ApiError> {
+    let not_found = || ApiError::NotFound("merchant");
+    let id: MerchantId = path.parse().map_err(|_| not_found())?;
+    if !caller.can_read(id) {
+        return Err(not_found());
+    }
+    let mut conn = state.pool.get().await?;
+    accounts::find_merchant(&mut conn, id)
+        .await?
+        .ok_or_else(not_found)?;
+    Ok(id)
+}
+
+fn view(state: &AppState, merchant_id: MerchantId, stored: Option<Routing>) -> RoutingView {
+    let configured = state.payments.providers.names();
+    let source = if stored.is_some() {
+        "merchant"
+    } else {
+        "default"
+    };
+    let routing = stored.unwrap_or_else(|| Routing {
+        providers: configured.clone(),
+        currencies: BTreeMap::new(),
+    });
+    RoutingView {
+        merchant_id,
+        providers: routing.providers,
+        currencies: routing.currencies,
+        source,
+        configured,
+    }
+}
+
+#[utoipa::path(get, path = "/v1/merchants/{id}/routing", tag = "merchants",
+    params(("id" = String, Path, description = "merchant id, `mer_…`")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = RoutingView),
+        (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
+    ))]
+pub async fn get_routing(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let merchant_id = merchant_in_path(&state, &caller, &path).await?;
+    let mut conn = state.pool.get().await?;
+    let stored = routing::load(&mut conn, merchant_id).await?;
+    Ok(HttpResponse::Ok().json(view(&state, merchant_id, stored)))
+}
+
+#[utoipa::path(put, path = "/v1/merchants/{id}/routing", tag = "merchants",
+    params(("id" = String, Path, description = "merchant id, `mer_…`")),
+    request_body = RoutingBody,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = RoutingView, description = "the routing now; it applies on every replica within a second"),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 404, body = crate::http::errors::Problem),
+        (status = 422, body = crate::http::errors::Problem, description = "validation_failed: an unknown provider, a name twice, an empty list, a bad currency"),
+    ))]
+pub async fn put_routing(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<StrictJson>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require_support()?;
+    let merchant_id = merchant_in_path(&state, &caller, &path).await?;
+    let fields = read_body::<RoutingBody>(&body)?;
+    let configured = state.payments.providers.names();
+    let mut errors = Vec::new();
+    check_list(&mut errors, "/providers", &fields.providers, &configured);
+    let mut currencies = BTreeMap::new();
+    for (code, list) in &fields.currencies {
+        let pointer = format!("/currencies/{code}");
+        match Currency::parse(code) {
+            Ok(currency) => {
+                check_list(&mut errors, &pointer, list, &configured);
+                currencies.insert(currency.as_str().to_owned(), list.clone());
+            }
+            Err(message) => errors.push(FieldError::new(pointer, message)),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::ValidationFailed(errors));
+    }
+    let routing = Routing {
+        providers: fields.providers,
+        currencies,
+    };
+    let by = support_key_name(&state, &caller).await?;
+    let mut conn = state.pool.get().await?;
+    routing::save(&mut conn, merchant_id, &routing, &by).await?;
+    state.payments.routing.forget(merchant_id);
+    tracing::info!(merchant = %merchant_id, support_key = %by, ?routing, "routing changed");
+    Ok(HttpResponse::Ok().json(view(&state, merchant_id, Some(routing))))
+}
+
+/// 1–16 distinct names, each of a configured provider.
+fn check_list(errors: &mut Vec<FieldError>, pointer: &str, list: &[String], configured: &[String]) {
+    if list.is_empty() || list.len() > 16 {
+        errors.push(FieldError::new(pointer, "must name 1 to 16 providers"));
+    }
+    for (i, name) in list.iter().enumerate() {
+        if !configured.contains(name) {
+            errors.push(FieldError::new(
+                format!("{pointer}/{i}"),
+                format!(
+                    "`{name}` is not a configured provider (configured: {})",
+                    configured.join(", ")
+                ),
+            ));
+        } else if list[..i].contains(name) {
+            errors.push(FieldError::new(
+                format!("{pointer}/{i}"),
+                format!("`{name}` is named twice"),
+            ));
+        }
+    }
+}

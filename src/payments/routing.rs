@@ -1,0 +1,163 @@
+//! Which providers a payment tries, in order (README, "Routing and failover"): the
+//! merchant's list, or its list for the payment's currency, else every configured provider
+//! in the configured order. Read through a small in-process cache, so the checkout's hot path
+//! asks the database at most once per merchant per `ttl`; a change made on another replica
+//! applies within that bound.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use crate::db::pool::PoolError;
+use crate::db::schema::merchant_routing;
+use crate::db::DbPool;
+use crate::ids::MerchantId;
+use crate::providers::registry::{NamedProvider, Providers};
+
+/// A merchant's routing as stored: provider names in order, and per currency (lowercase
+/// ISO 4217) an order of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Routing {
+    pub providers: Vec<String>,
+    pub currencies: BTreeMap<String, Vec<String>>,
+}
+
+impl Routing {
+    /// The names to try for `currency`, in order.
+    pub fn names_for(&self, currency: &str) -> &[String] {
+        self.currencies
+            .get(&currency.to_ascii_lowercase())
+            .unwrap_or(&self.providers)
+    }
+}
+
+/// The providers to try for a payment in `currency`: those of `routing` this process is
+/// configured with, in order, each once; when none is left (or there is no routing), every
+/// configured provider in the configured order.
+pub fn route<'p>(
+    providers: &'p Providers,
+    routing: Option<&Routing>,
+    currency: &str,
+) -> Vec<&'p NamedProvider> {
+    let mut chosen: Vec<&NamedProvider> = Vec::new();
+    for name in routing.map(|r| r.names_for(currency)).unwrap_or_default() {
+        match providers.get(name) {
+            Some(p) if !chosen.iter().any(|c| c.name == p.name) => chosen.push(p),
+            Some(_) => {}
+            None => {
+                tracing::warn!(provider = %name, "routing names a provider not configured here")
+            }
+        }
+    }
+    if chosen.is_empty() {
+        chosen = providers.iter().collect();
+    }
+    chosen
+}
+
+/// The merchant's stored routing, if it has one.
+pub async fn load(
+    conn: &mut AsyncPgConnection,
+    merchant: MerchantId,
+) -> QueryResult<Option<Routing>> {
+    let row: Option<(Vec<String>, serde_json::Value)> = merchant_routing::table
+        .filter(merchant_routing::merchant_id.eq(merchant.0))
+        .select((merchant_routing::providers, merchant_routing::currencies))
+        .first(conn)
+        .await
+        .optional()?;
+    Ok(row.map(|(providers, currencies)| Routing {
+        providers,
+        // Written only by `save`, from the same type; anything else reads as no overrides.
+        currencies: serde_json::from_value(currencies).unwrap_or_default(),
+    }))
+}
+
+/// Replaces the merchant's routing; `by` is who did it (a support key's name).
+pub async fn save(
+    conn: &mut AsyncPgConnection,
+    merchant: MerchantId,
+    routing: &Routing,
+    by: &str,
+) -> QueryResult<()> {
+    let currencies = serde_json::to_value(&routing.currencies).unwrap_or_default();
+    diesel::insert_into(merchant_routing::table)
+        .values((
+            merchant_routing::merchant_id.eq(merchant.0),
+            merchant_routing::providers.eq(&routing.providers),
+            merchant_routing::currencies.eq(&currencies),
+            merchant_routing::updated_by.eq(by),
+        ))
+        .on_conflict(merchant_routing::merchant_id)
+        .do_update()
+        .set((
+            merchant_routing::providers.eq(&routing.providers),
+            merchant_routing::currencies.eq(&currencies),
+            merchant_routing::updated_by.eq(by),
+            merchant_routing::updated_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RoutingError {
+    #[error(transparent)]
+    Unavailable(#[from] PoolError),
+    #[error(transparent)]
+    Database(#[from] diesel::result::Error),
+}
+
+/// A merchant's routing (or that it has none) and when it was read.
+type Entry = (Instant, Option<Arc<Routing>>);
+
+/// Merchants' routings as recently read.
+pub struct RoutingCache {
+    ttl: Duration,
+    entries: RwLock<HashMap<MerchantId, Entry>>,
+}
+
+impl RoutingCache {
+    pub fn new(ttl: Duration) -> Self {
+        RoutingCache {
+            ttl,
+            entries: RwLock::default(),
+        }
+    }
+
+    /// The merchant's routing, from the cache while it is fresh, else from the database.
+    pub async fn get(
+        &self,
+        pool: &DbPool,
+        merchant: MerchantId,
+    ) -> Result<Option<Arc<Routing>>, RoutingError> {
+        if let Some((at, routing)) = self
+            .entries
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&merchant)
+        {
+            if at.elapsed() < self.ttl {
+                return Ok(routing.clone());
+            }
+        }
+        let routing = load(&mut *pool.get().await?, merchant).await?.map(Arc::new);
+        self.entries
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(merchant, (Instant::now(), routing.clone()));
+        Ok(routing)
+    }
+
+    /// Forget the merchant's routing here (after this replica changed it).
+    pub fn forget(&self, merchant: MerchantId) {
+        self.entries
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&merchant);
+    }
+}

@@ -1,0 +1,231 @@
+//! Adyen notification webhooks: HMAC verification of every item and parsing into
+//! [`WebhookEvent`]s (docs/DESIGN.md, "The provider protocol").
+//!
+//! Adyen signs each notification item, not the delivery: `additionalData.hmacSignature` is
+//! base64(HMAC-SHA256) of
+//! `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success`
+//! under a hex-encoded key, missing fields as empty strings. Any one configured key may
+//! match, so keys can be rotated without downtime; one item unsigned or wrongly signed
+//! refuses the whole delivery.
+
+use std::fmt;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::wire::NotificationRequestItem;
+use crate::providers::{ProviderOutcome, RefundNotice, WebhookError, WebhookEvent};
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The notification item's field that carries its signature, inside `additionalData`.
+pub const SIGNATURE_FIELD: &str = "hmacSignature";
+
+/// The event codes payorch acts on; other items are recorded `ignored`.
+pub const AUTHORISATION: &str = "AUTHORISATION";
+pub const REFUND: &str = "REFUND";
+pub const REFUND_FAILED: &str = "REFUND_FAILED";
+
+/// A decoded HMAC key. Its `Debug` never shows the bytes, so a provider holding keys can
+/// be logged safely.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HmacKey(Vec<u8>);
+
+impl HmacKey {
+    /// The key from its hex form (as Adyen's Customer Area shows it); `None` if it is empty
+    /// or not hex.
+    pub fn from_hex(hex_key: &str) -> Option<Self> {
+        hex::decode(hex_key.trim())
+            .ok()
+            .filter(|bytes| !bytes.is_empty())
+            .map(HmacKey)
+    }
+
+    fn mac(&self, item: &NotificationRequestItem) -> HmacSha256 {
+        let mut mac = HmacSha256::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(signing_string(item).as_bytes());
+        mac
+    }
+
+    /// The base64 signature of `item` under this key.
+    pub fn sign(&self, item: &NotificationRequestItem) -> String {
+        BASE64.encode(self.mac(item).finalize().into_bytes())
+    }
+
+    /// Whether `signature` (base64) is `item`'s signature under this key, compared in
+    /// constant time.
+    fn verifies(&self, item: &NotificationRequestItem, signature: &[u8]) -> bool {
+        self.mac(item).verify_slice(signature).is_ok()
+    }
+}
+
+impl fmt::Debug for HmacKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HmacKey([redacted])")
+    }
+}
+
+/// The text Adyen signs for a notification item.
+pub fn signing_string(item: &NotificationRequestItem) -> String {
+    let amount = item.amount.clone().unwrap_or_default();
+    [
+        item.psp_reference.as_str(),
+        item.original_reference.as_str(),
+        item.merchant_account_code.as_str(),
+        item.merchant_reference.as_str(),
+        &amount.value.map(|v| v.to_string()).unwrap_or_default(),
+        amount.currency.as_deref().unwrap_or_default(),
+        item.event_code.as_str(),
+        item.success.as_str(),
+    ]
+    .join(":")
+}
+
+/// The base64 `hmacSignature` of a notification item (the object under
+/// `NotificationRequestItem`) under a hex-encoded key; `None` if the key is not hex or the
+/// item is not a notification item. The sandbox signs its notifications with this.
+pub fn sign_item(item: &serde_json::Value, hex_key: &str) -> Option<String> {
+    let key = HmacKey::from_hex(hex_key)?;
+    let item = serde_json::from_value::<NotificationRequestItem>(item.clone()).ok()?;
+    Some(key.sign(&item))
+}
+
+/// The id payorch records a notification item under. Adyen has no event id; its
+/// documentation identifies a notification by pspReference, eventCode and success, and a
+/// redelivery repeats all three, so a redelivery is recorded once.
+pub fn event_id(item: &NotificationRequestItem) -> String {
+    format!(
+        "{}:{}:{}",
+        item.psp_reference, item.event_code, item.success
+    )
+}
+
+/// Check every item's signature against `keys`, then parse each into an event. Nothing is
+/// returned unless every item verifies.
+pub fn verify_delivery(
+    raw_body: &[u8],
+    keys: &[HmacKey],
+    now: DateTime<Utc>,
+) -> Result<Vec<WebhookEvent>, WebhookError> {
+    let body: serde_json::Value =
+        serde_json::from_slice(raw_body).map_err(|e| WebhookError::BadJson(e.to_string()))?;
+    let items = body
+        .get("notificationItems")
+        .and_then(serde_json::Value::as_array)
+        .ok_or_else(|| WebhookError::BadJson("missing notificationItems".into()))?;
+    // An empty delivery carries no signature at all: accepting it would answer anyone.
+    if items.is_empty() {
+        return Err(WebhookError::BadJson("no notification items".into()));
+    }
+    let mut parsed = Vec::with_capacity(items.len());
+    for (position, wrapper) in items.iter().enumerate() {
+        let raw = wrapper.get("NotificationRequestItem").ok_or_else(|| {
+            WebhookError::BadJson(format!(
+                "notification item {position} has no NotificationRequestItem"
+            ))
+        })?;
+        let item = serde_json::from_value::<NotificationRequestItem>(raw.clone())
+            .map_err(|e| WebhookError::BadJson(format!("notification item {position}: {e}")))?;
+        verify_item(&item, keys)?;
+        parsed.push((item, raw.clone()));
+    }
+    Ok(parsed
+        .into_iter()
+        .map(|(item, raw)| event_for_item(&item, raw, now))
+        .collect())
+}
+
+fn verify_item(item: &NotificationRequestItem, keys: &[HmacKey]) -> Result<(), WebhookError> {
+    let signature = item
+        .additional_data
+        .get(SIGNATURE_FIELD)
+        .and_then(serde_json::Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| WebhookError::UnsignedItem(item.psp_reference.clone()))?;
+    // A signature that is not base64 cannot match any key.
+    let Ok(signature) = BASE64.decode(signature) else {
+        return Err(WebhookError::NoMatchingSignature);
+    };
+    if keys.iter().any(|key| key.verifies(item, &signature)) {
+        Ok(())
+    } else {
+        Err(WebhookError::NoMatchingSignature)
+    }
+}
+
+/// One verified item as an event.
+fn event_for_item(
+    item: &NotificationRequestItem,
+    raw: serde_json::Value,
+    now: DateTime<Utc>,
+) -> WebhookEvent {
+    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    let amount = item.amount.clone().unwrap_or_default();
+    let succeeded = item.success == "true";
+    let created = DateTime::parse_from_rfc3339(&item.event_date)
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or(now);
+    let psp = item.psp_reference.clone();
+    let mut event = WebhookEvent {
+        id: event_id(item),
+        event_type: item.event_code.clone(),
+        created,
+        attempt_id: None,
+        // For a modification (capture, cancellation, …) the payment is the original.
+        provider_id: non_empty(&item.original_reference).unwrap_or_else(|| psp.clone()),
+        acted_on: false,
+        outcome: None,
+        amount: amount.value,
+        currency: amount.currency.as_deref().map(str::to_ascii_lowercase),
+        refund: None,
+        raw,
+    };
+    match item.event_code.as_str() {
+        AUTHORISATION => {
+            event.acted_on = true;
+            event.attempt_id = non_empty(&item.merchant_reference);
+            event.provider_id = psp.clone();
+            event.outcome = Some(if succeeded {
+                ProviderOutcome::Succeeded { provider_id: psp }
+            } else {
+                ProviderOutcome::Failed {
+                    code: "refused".to_owned(),
+                    message: non_empty(&item.reason)
+                        .unwrap_or_else(|| "the payment was refused".to_owned()),
+                    provider_id: Some(psp),
+                }
+            });
+        }
+        REFUND | REFUND_FAILED => {
+            event.acted_on = true;
+            // The amount is the refund's, carried by the notice; the event's amount is the
+            // charge's, which a refund item does not carry.
+            event.amount = None;
+            event.currency = None;
+            let outcome = if item.event_code == REFUND && succeeded {
+                ProviderOutcome::Succeeded {
+                    provider_id: psp.clone(),
+                }
+            } else {
+                ProviderOutcome::Failed {
+                    code: "refund_failed".to_owned(),
+                    message: non_empty(&item.reason)
+                        .unwrap_or_else(|| "the provider says the refund failed".to_owned()),
+                    provider_id: Some(psp.clone()),
+                }
+            };
+            event.refund = Some(RefundNotice {
+                refund_id: non_empty(&item.merchant_reference),
+                provider_refund_id: psp,
+                outcome,
+                amount: amount.value.unwrap_or_default(),
+            });
+        }
+        _ => {}
+    }
+    event
+}

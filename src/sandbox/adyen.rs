@@ -1,0 +1,342 @@
+//! The sandbox's Adyen face (docs/DESIGN.md, "The provider protocol"): Adyen's Checkout API
+//! v71 over the same charges as the Stripe face. A payment here is a confirmed intent in the
+//! one store, marked as made through Adyen, so the fault tokens (as
+//! `paymentMethod.storedPaymentMethodId`), the idempotency semantics and the ledger are the
+//! very same; only the words differ. Its answers are made from the intent as it is, so a
+//! replay under a key answers what the first request was answered.
+//!
+//! - `POST /v71/payments` (`X-API-Key`, `Idempotency-Key`) → `resultCode` `Authorised`,
+//!   `Refused` (with `refusalReason`), `Received` (processing); a 500 for the edge faults.
+//! - `GET /v71/payments/{pspReference}`, `GET /v71/payments?reference=…`: the status checks
+//!   payorch's adapter makes (Adyen itself offers none; see docs/DESIGN.md).
+//! - Notifications: `AUTHORISATION` (success `true`/`false`) to `--adyen-notification-url`,
+//!   each item signed with Adyen's HMAC under `--adyen-hmac-key`.
+
+use std::collections::BTreeMap;
+
+use actix_web::http::StatusCode;
+use actix_web::web::{self, Bytes};
+use actix_web::{HttpRequest, HttpResponse};
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use subtle::ConstantTimeEq;
+
+use super::behaviour::Behaviour;
+use super::config::SandboxConfig;
+use super::params::CreateParams;
+use super::roll;
+use super::routes::charge;
+use super::store::{Begin, StoredResponse};
+use super::Sandbox;
+use crate::providers::adyen::sign_item;
+use crate::providers::stripe::wire::{ErrorBody, PaymentIntent};
+
+/// The metadata mark of an intent made through the Adyen face.
+const PROTOCOL: &str = "sandbox_protocol";
+/// The merchant account a payment was made for, kept for its notifications.
+const MERCHANT_ACCOUNT: &str = "sandbox_merchant_account";
+
+pub(super) fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/v71/payments", web::post().to(create_payment))
+        .route("/v71/payments", web::get().to(find_payments))
+        .route("/v71/payments/{psp}", web::get().to(get_payment));
+}
+
+/// Whether `intent` was made through the Adyen face.
+pub(super) fn is_adyen(intent: &PaymentIntent) -> bool {
+    intent.metadata.get(PROTOCOL).map(String::as_str) == Some("adyen")
+}
+
+/// The protocol a ledger entry came through.
+pub(super) fn protocol_of(intent: &PaymentIntent) -> &'static str {
+    if is_adyen(intent) {
+        "adyen"
+    } else {
+        "stripe"
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PaymentRequest {
+    amount: AmountJson,
+    reference: String,
+    merchant_account: String,
+    payment_method: PaymentMethodJson,
+    #[serde(default)]
+    metadata: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct AmountJson {
+    value: i64,
+    currency: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PaymentMethodJson {
+    #[serde(default)]
+    stored_payment_method_id: Option<String>,
+}
+
+async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -> HttpResponse {
+    if let Some(refused) = refuse_unauthorized(&sb, &req) {
+        return refused;
+    }
+    tokio::time::sleep(sb.config.latency()).await;
+    if roll(sb.config.error_rate) {
+        return server_error();
+    }
+    let (request, fingerprint) = match serde_json::from_slice::<Value>(&body)
+        .and_then(|v| Ok((serde_json::from_value::<PaymentRequest>(v.clone())?, v)))
+    {
+        // serde_json's maps are sorted: the same JSON in any key order is the same request.
+        Ok((request, value)) => (request, value.to_string()),
+        Err(e) => {
+            return validation(
+                "702",
+                &format!("Structure of PaymentRequest is invalid: {e}"),
+            )
+        }
+    };
+    if request.amount.value < 1 || request.merchant_account.is_empty() {
+        return validation("137", "Invalid amount or merchant account");
+    }
+    let Some(token) = request.payment_method.stored_payment_method_id.clone() else {
+        return validation(
+            "129",
+            "paymentMethod.storedPaymentMethodId is required here",
+        );
+    };
+    let behaviour = Behaviour::for_payment_method(&token);
+    let Some(behaviour) = behaviour else {
+        return validation("803", &format!("No such stored payment method: {token}"));
+    };
+    if behaviour == Behaviour::ErrorBefore {
+        return server_error();
+    }
+    let mut metadata = request.metadata;
+    metadata.insert("attempt_id".into(), request.reference.clone());
+    metadata.insert(PROTOCOL.into(), "adyen".into());
+    metadata.insert(MERCHANT_ACCOUNT.into(), request.merchant_account.clone());
+    let params = CreateParams {
+        amount: request.amount.value,
+        currency: request.amount.currency.to_ascii_lowercase(),
+        payment_method: Some(token),
+        confirm: true,
+        description: None,
+        metadata,
+        fingerprint,
+    };
+    let key = match req
+        .headers()
+        .get("Idempotency-Key")
+        .and_then(|v| v.to_str().ok())
+    {
+        None => None,
+        Some(key) => match sb.store.begin(key, &params.fingerprint) {
+            Begin::Fresh => Some(key.to_owned()),
+            Begin::Replay(stored) => return answer(&stored),
+            // Adyen: another request under the same key, or one still running.
+            Begin::Mismatch => {
+                return validation("704", "request already processed or in progress")
+            }
+            Begin::InFlight => {
+                return error(
+                    StatusCode::CONFLICT,
+                    "704",
+                    "request in progress",
+                    "validation",
+                )
+            }
+        },
+    };
+    match charge(&sb, params, Some(behaviour), key).await {
+        Some(stored) => answer(&stored),
+        None => server_error(),
+    }
+}
+
+/// The Adyen answer to a charge recorded in the Stripe face's words.
+fn answer(stored: &StoredResponse) -> HttpResponse {
+    let body: Value = serde_json::from_slice(&stored.body).unwrap_or(Value::Null);
+    let intent = serde_json::from_value::<PaymentIntent>(body.clone())
+        .ok()
+        .or_else(|| {
+            serde_json::from_value::<ErrorBody>(body)
+                .ok()?
+                .error
+                .payment_intent
+        });
+    match intent {
+        Some(intent) => HttpResponse::Ok().json(payment_response(&intent)),
+        None if stored.status >= 500 => server_error(),
+        None => validation("000", "the request was refused"),
+    }
+}
+
+/// A payment as Adyen's payments response shows it.
+fn payment_response(intent: &PaymentIntent) -> Value {
+    let reference = intent
+        .metadata
+        .get("attempt_id")
+        .cloned()
+        .unwrap_or_default();
+    let amount = json!({"value": intent.amount, "currency": intent.currency.to_ascii_uppercase()});
+    let mut response = json!({
+        "pspReference": intent.id,
+        "merchantReference": reference,
+        "amount": amount,
+    });
+    let (code, refusal) = match intent.status.as_str() {
+        "succeeded" => ("Authorised", None),
+        "processing" => ("Received", None),
+        "canceled" => ("Cancelled", None),
+        "requires_payment_method" => ("Refused", Some(refusal(intent))),
+        _ => ("Pending", None),
+    };
+    response["resultCode"] = json!(code);
+    if let Some((reason, reason_code)) = refusal {
+        response["refusalReason"] = json!(reason);
+        response["refusalReasonCode"] = json!(reason_code);
+    }
+    response
+}
+
+/// Adyen's refusal reason and code for a declined intent.
+fn refusal(intent: &PaymentIntent) -> (String, &'static str) {
+    let error = intent.last_payment_error.as_ref();
+    let code = match error.and_then(|e| e.decline_code.as_deref()) {
+        Some("insufficient_funds") => "12",
+        _ => "2",
+    };
+    let reason = error
+        .and_then(|e| e.message.clone())
+        .unwrap_or_else(|| "Refused".into());
+    (reason, code)
+}
+
+#[derive(Deserialize)]
+struct FindParams {
+    reference: Option<String>,
+}
+
+async fn find_payments(
+    sb: web::Data<Sandbox>,
+    req: HttpRequest,
+    params: web::Query<FindParams>,
+) -> HttpResponse {
+    if let Some(refused) = refuse_unauthorized(&sb, &req) {
+        return refused;
+    }
+    tokio::time::sleep(sb.config.latency()).await;
+    let Some(reference) = params.reference.as_deref() else {
+        return validation("100", "reference is required");
+    };
+    let data: Vec<Value> = sb
+        .store
+        .filter(|i| {
+            is_adyen(i) && i.metadata.get("attempt_id").map(String::as_str) == Some(reference)
+        })
+        .iter()
+        .map(payment_response)
+        .collect();
+    HttpResponse::Ok().json(json!({ "data": data }))
+}
+
+async fn get_payment(
+    sb: web::Data<Sandbox>,
+    req: HttpRequest,
+    psp: web::Path<String>,
+) -> HttpResponse {
+    if let Some(refused) = refuse_unauthorized(&sb, &req) {
+        return refused;
+    }
+    tokio::time::sleep(sb.config.latency()).await;
+    match sb.store.get(&psp).filter(is_adyen) {
+        Some(intent) => HttpResponse::Ok().json(payment_response(&intent)),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "payment_not_found",
+            "no such payment",
+            "validation",
+        ),
+    }
+}
+
+/// The signed notification a Stripe `kind` event about `intent` stands for, if any.
+pub(super) fn notification(
+    config: &SandboxConfig,
+    kind: &str,
+    intent: &PaymentIntent,
+) -> Option<Vec<u8>> {
+    let (success, reason) = match kind {
+        "payment_intent.succeeded" => ("true", String::new()),
+        "payment_intent.payment_failed" => ("false", refusal(intent).0),
+        // Adyen says nothing until the authorisation is decided.
+        _ => return None,
+    };
+    let mut item = json!({
+        "additionalData": {},
+        "amount": {"value": intent.amount, "currency": intent.currency.to_ascii_uppercase()},
+        "eventCode": "AUTHORISATION",
+        "eventDate": Utc::now().to_rfc3339(),
+        "merchantAccountCode": intent.metadata.get(MERCHANT_ACCOUNT).cloned().unwrap_or_default(),
+        "merchantReference": intent.metadata.get("attempt_id").cloned().unwrap_or_default(),
+        "pspReference": intent.id,
+        "paymentMethod": "visa",
+        "reason": reason,
+        "success": success,
+    });
+    let signature = sign_item(&item, config.adyen_hmac_key.expose())?;
+    item["additionalData"]["hmacSignature"] = json!(signature);
+    serde_json::to_vec(&json!({
+        "live": "false",
+        "notificationItems": [{"NotificationRequestItem": item}],
+    }))
+    .ok()
+}
+
+/// `Some(401)` unless `X-API-Key` is the sandbox's secret.
+fn refuse_unauthorized(sb: &Sandbox, req: &HttpRequest) -> Option<HttpResponse> {
+    let presented = req.headers().get("X-API-Key").map(|v| v.as_bytes());
+    match presented {
+        Some(key) if bool::from(key.ct_eq(sb.config.secret.as_bytes())) => None,
+        _ => Some(error(
+            StatusCode::UNAUTHORIZED,
+            "000",
+            "HTTP Status Response - Unauthorized",
+            "security",
+        )),
+    }
+}
+
+/// Adyen's error body.
+fn error(status: StatusCode, code: &str, message: &str, kind: &str) -> HttpResponse {
+    HttpResponse::build(status).json(json!({
+        "status": status.as_u16(),
+        "errorCode": code,
+        "message": message,
+        "errorType": kind,
+    }))
+}
+
+fn validation(code: &str, message: &str) -> HttpResponse {
+    error(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        code,
+        message,
+        "validation",
+    )
+}
+
+fn server_error() -> HttpResponse {
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "905",
+        "An unknown error occurred (sandbox fault).",
+        "internal",
+    )
+}
