@@ -255,14 +255,6 @@ async fn answers_that_leave_doubt_are_unknown_and_sent_once() {
     let service_error = |status: u16, code: &str, kind: &str| json!({"status": status, "errorCode": code, "message": "m", "errorType": kind});
     let cases = [
         (
-            "401",
-            ResponseTemplate::new(401).set_body_json(service_error(401, "000", "security")),
-        ),
-        (
-            "403",
-            ResponseTemplate::new(403).set_body_json(service_error(403, "010", "security")),
-        ),
-        (
             "409",
             ResponseTemplate::new(409).set_body_json(service_error(409, "704", "validation")),
         ),
@@ -293,6 +285,23 @@ async fn answers_that_leave_doubt_are_unknown_and_sent_once() {
             Some(1),
             "{name}: the adapter never retries on its own"
         );
+    }
+}
+
+#[tokio::test]
+async fn a_payment_refused_for_our_credentials_was_not_processed() {
+    for (status, code) in [(401, "000"), (403, "010")] {
+        let body =
+            json!({"status": status, "errorCode": code, "message": "m", "errorType": "security"});
+        let (call, server) =
+            create_answered_with(ResponseTemplate::new(status).set_body_json(body)).await;
+        assert!(
+            matches!(call.outcome, ProviderOutcome::Unavailable { .. }),
+            "{status}: {:?}",
+            call.outcome
+        );
+        assert_eq!(call.http_status, Some(status));
+        assert_eq!(server.received_requests().await.map(|r| r.len()), Some(1));
     }
 }
 

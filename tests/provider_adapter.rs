@@ -225,11 +225,6 @@ async fn answers_that_leave_doubt_are_unknown_and_sent_once() {
             "400 idempotency_error",
             ResponseTemplate::new(400).set_body_json(idempotency),
         ),
-        (
-            "401",
-            ResponseTemplate::new(401)
-                .set_body_json(json!({"error": {"type": "invalid_request_error"}})),
-        ),
         ("409", ResponseTemplate::new(409).set_body_json(in_flight)),
         (
             "429",
@@ -259,6 +254,25 @@ async fn answers_that_leave_doubt_are_unknown_and_sent_once() {
             Some(1),
             "{name}: the adapter never retries on its own"
         );
+    }
+}
+
+#[tokio::test]
+async fn a_create_refused_for_our_credentials_was_not_processed() {
+    for status in [401, 403] {
+        let (call, server) = create_answered_with(
+            ResponseTemplate::new(status).set_body_json(
+                json!({"error": {"type": "invalid_request_error", "message": "Invalid API Key provided"}}),
+            ),
+        )
+        .await;
+        assert!(
+            matches!(call.outcome, ProviderOutcome::Unavailable { .. }),
+            "{status}: {:?}",
+            call.outcome
+        );
+        assert_eq!(call.http_status, Some(status));
+        assert_eq!(server.received_requests().await.map(|r| r.len()), Some(1));
     }
 }
 

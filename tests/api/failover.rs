@@ -89,6 +89,34 @@ async fn a_provider_refusing_connections_fails_over_to_the_next_under_the_same_k
 }
 
 #[tokio::test]
+async fn a_provider_refusing_our_credentials_fails_over_and_charges_once() {
+    let app = TestApp::spawn_config(|config| {
+        config.two_providers = Some(patient());
+        config.provider_a_secret = Some("sk_test_rotated_away".into());
+    })
+    .await;
+    let paid = app.pay_checkout("rotated", "pm_card_visa").await;
+    assert_eq!(paid["payment"]["status"], "succeeded", "{paid}");
+    assert_eq!(paid["payment"]["provider"], "b");
+    let order_id = paid["order"]["id"].as_str().unwrap();
+    assert_eq!(app.charges_on_both(order_id), (0, 1));
+    let order = app.order(order_id).await;
+    let first = order["payments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["provider"] == "a")
+        .cloned()
+        .expect("the attempt on a");
+    assert_eq!(first["status"], "failed");
+    assert_eq!(first["failure_code"], "provider_unavailable");
+    let story = app.story(first["id"].as_str().unwrap()).await;
+    let call = &story["provider_calls"][0];
+    assert_eq!(call["http_status"], 401, "{story}");
+    assert_eq!(call["outcome"], "unavailable");
+}
+
+#[tokio::test]
 async fn an_unknown_outcome_or_a_decline_never_fails_over() {
     let app = two_providers(patient()).await;
     // The reconciler alone settles them, so the answers are the providers' own.

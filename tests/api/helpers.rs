@@ -316,6 +316,9 @@ pub struct TestConfig {
     /// door the test can shut, spoken to as Stripe, and `b`, a second sandbox spoken to as
     /// Adyen (the failover tests), with this circuit.
     pub two_providers: Option<CircuitSettings>,
+    /// The secret payorch presents to `a` when it is not the sandbox's own (a key that was
+    /// rotated at the provider: every call is refused `401`).
+    pub provider_a_secret: Option<payorch::secret::Secret>,
 }
 
 /// The second provider of a two-provider app, and the door in front of the first.
@@ -341,6 +344,7 @@ impl Default for TestConfig {
             webhook_secrets: vec![TEST_WEBHOOK_SECRET.into()],
             demo_checkout: true,
             two_providers: None,
+            provider_a_secret: None,
         }
     }
 }
@@ -359,7 +363,10 @@ async fn start_app(
         timeout: config.provider_timeout,
         ..StripeConfig::new(
             url,
-            config.sandbox.secret.clone(),
+            config
+                .provider_a_secret
+                .clone()
+                .unwrap_or_else(|| config.sandbox.secret.clone()),
             config
                 .webhook_secrets
                 .iter()

@@ -106,8 +106,17 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
             summary(body)
         )),
         429 => unknown(format!("HTTP 429 (rate limited): {}", summary(body))),
-        // Credentials or permissions: an answer about our configuration, not about the
-        // charge. An earlier send under the same key may have charged, so it proves nothing.
+        // Credentials or permissions: the provider refused *this* request before processing
+        // it, for a reason of our configuration, not the payer's. For a charge's first send
+        // that is the explicit "not processed" that lets a payment fail over (docs/DESIGN.md,
+        // "Failover"); for a resend it proves nothing about an earlier send, which the flow
+        // and the reconciler read as unknown. A lookup or a refund so answered stays unknown.
+        401 | 403 if matches!(call, Call::Create) => ProviderOutcome::Unavailable {
+            reason: format!(
+                "HTTP {status} (not authorised, not processed): {}",
+                summary(body)
+            ),
+        },
         401 | 403 => unknown(format!("HTTP {status} (not authorised): {}", summary(body))),
         408 => unknown(format!("HTTP 408 (request timeout): {}", summary(body))),
         404 if matches!(call, Call::Retrieve | Call::RetrieveRefund)
