@@ -45,10 +45,12 @@ pub struct Search {
 const ID_VERSUS_ROW: Duration = Duration::minutes(1);
 
 /// Up to `limit` attempts matching `search`, newest first, after `starting_after` (an attempt
-/// id from the previous page).
+/// id from the previous page). A charge id is looked for among `providers`' attempts (the
+/// configured ones).
 pub async fn search(
     conn: &mut AsyncPgConnection,
     search: &Search,
+    providers: &[String],
     limit: i64,
     starting_after: Option<PaymentId>,
 ) -> QueryResult<Vec<PaymentAttempt>> {
@@ -88,7 +90,11 @@ pub async fn search(
         query = query.filter(payment_attempts::idempotency_key.eq(key.clone()));
     }
     if let Some(charge) = &search.provider_payment_id {
-        query = query.filter(payment_attempts::provider_payment_id.eq(charge.clone()));
+        // A charge id is unique per provider: naming every configured provider lets the
+        // search use the `(provider, provider_payment_id)` index instead of walking ids.
+        query = query
+            .filter(payment_attempts::provider.eq_any(providers.to_vec()))
+            .filter(payment_attempts::provider_payment_id.eq(charge.clone()));
     }
     if let Some(from) = search.created_from {
         query = query

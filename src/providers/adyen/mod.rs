@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use reqwest::{header, Method, Url};
 
-use super::stripe::{transport_unknown, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
+use super::stripe::{transport_outcome, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
 use super::{
     ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, RefundRequest, WebhookError,
     WebhookEvent,
@@ -169,13 +169,13 @@ impl AdyenProvider {
     ) -> ProviderCall {
         let started = Instant::now();
         let (outcome, http_status) = match request.send().await {
-            Err(e) => (transport_unknown(&e), None),
+            Err(e) => (transport_outcome(&e), None),
             Ok(response) => {
                 let status = response.status().as_u16();
                 match response.bytes().await {
                     Ok(body) => (map(status, &body), Some(status)),
                     // The status line came but the body did not: the charge may exist.
-                    Err(e) => (transport_unknown(&e), Some(status)),
+                    Err(e) => (transport_outcome(&e), Some(status)),
                 }
             }
         };

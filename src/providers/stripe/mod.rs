@@ -143,13 +143,13 @@ impl StripeProvider {
         let started = Instant::now();
         let response = request.bearer_auth(self.secret.expose()).send().await;
         let (outcome, http_status) = match response {
-            Err(e) => (transport_unknown(&e), None),
+            Err(e) => (transport_outcome(&e), None),
             Ok(response) => {
                 let status = response.status().as_u16();
                 match response.bytes().await {
                     Ok(body) => (map(status, &body), Some(status)),
                     // The status line came but the body did not: the charge may exist.
-                    Err(e) => (transport_unknown(&e), Some(status)),
+                    Err(e) => (transport_outcome(&e), Some(status)),
                 }
             }
         };
@@ -173,7 +173,7 @@ impl StripeProvider {
 /// What a request that got no HTTP answer tells: nothing, unless the connection itself was
 /// never made (refused, unreachable, or no TCP/TLS handshake within the connect timeout),
 /// in which case not one byte of the request was sent.
-pub(crate) fn transport_unknown(e: &reqwest::Error) -> ProviderOutcome {
+pub(crate) fn transport_outcome(e: &reqwest::Error) -> ProviderOutcome {
     if e.is_connect() {
         return ProviderOutcome::Unavailable {
             reason: format!("connect error: {}", error_chain(e)),
@@ -181,8 +181,6 @@ pub(crate) fn transport_unknown(e: &reqwest::Error) -> ProviderOutcome {
     }
     let kind = if e.is_timeout() {
         "timeout"
-    } else if e.is_connect() {
-        "connect error"
     } else if e.is_body() || e.is_decode() {
         "response body error"
     } else {
