@@ -47,6 +47,15 @@ impl<K: Eq + Hash, V: Clone> BoundedMap<K, V> {
         entries.insert(key, value);
     }
 
+    /// Forgets `key`.
+    pub fn remove<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        self.lock().remove(key);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, V>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }

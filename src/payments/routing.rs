@@ -4,13 +4,14 @@
 //! asks the database at most once per merchant per `ttl`; a change made on another replica
 //! applies within that bound.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
+use crate::bounded_map::BoundedMap;
 use crate::db::pool::PoolError;
 use crate::db::schema::merchant_routing;
 use crate::db::DbPool;
@@ -115,17 +116,20 @@ pub enum RoutingError {
 /// A merchant's routing (or that it has none) and when it was read.
 type Entry = (Instant, Option<Arc<Routing>>);
 
-/// Merchants' routings as recently read.
+/// Merchants' routings as recently read, for at most this many merchants at once.
 pub struct RoutingCache {
     ttl: Duration,
-    entries: RwLock<HashMap<MerchantId, Entry>>,
+    entries: BoundedMap<MerchantId, Entry>,
 }
+
+/// Merchants whose routing one replica remembers; past it, it starts again from none.
+const REMEMBERED_MERCHANTS: usize = 100_000;
 
 impl RoutingCache {
     pub fn new(ttl: Duration) -> Self {
         RoutingCache {
             ttl,
-            entries: RwLock::default(),
+            entries: BoundedMap::new(REMEMBERED_MERCHANTS),
         }
     }
 
@@ -135,29 +139,19 @@ impl RoutingCache {
         pool: &DbPool,
         merchant: MerchantId,
     ) -> Result<Option<Arc<Routing>>, RoutingError> {
-        if let Some((at, routing)) = self
-            .entries
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&merchant)
-        {
+        if let Some((at, routing)) = self.entries.get(&merchant) {
             if at.elapsed() < self.ttl {
-                return Ok(routing.clone());
+                return Ok(routing);
             }
         }
         let routing = load(&mut *pool.get().await?, merchant).await?.map(Arc::new);
         self.entries
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
             .insert(merchant, (Instant::now(), routing.clone()));
         Ok(routing)
     }
 
     /// Forget the merchant's routing here (after this replica changed it).
     pub fn forget(&self, merchant: MerchantId) {
-        self.entries
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&merchant);
+        self.entries.remove(&merchant);
     }
 }
