@@ -1,14 +1,19 @@
 //! The sandbox over real HTTP, driven through the Stripe adapter and raw requests: the
 //! payment_method table (README, "Commands"), Stripe's idempotency semantics, faults, the
-//! ledger and signed webhooks (docs/DESIGN.md, "Webhooks").
+//! ledger and signed webhooks (docs/DESIGN.md, "Webhooks"); and the Adyen face's refunds,
+//! driven through the Adyen adapter, with the same semantics and signed notifications.
 
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use futures_util::future::join_all;
+use payorch::providers::adyen::notification::{verify_delivery, REFUND};
+use payorch::providers::adyen::{
+    outcome_for_response, refund_request, AdyenConfig, AdyenProvider, Call, HmacKey,
+};
 use payorch::providers::stripe::IntentStatus;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
-use payorch::providers::{ChargeRequest, PaymentProvider, ProviderOutcome};
+use payorch::providers::{ChargeRequest, PaymentProvider, ProviderOutcome, RefundRequest};
 use payorch::sandbox::{self, LedgerEntry, SandboxConfig, SandboxHandle};
 use serde_json::Value;
 use wiremock::matchers::{method, path};
@@ -986,5 +991,250 @@ async fn list_confirm_and_cancel_behave_as_stripes() {
     assert_eq!(status, 400);
     assert_eq!(refused["error"]["code"], "payment_intent_unexpected_state");
     assert_eq!(charges_for(&sandbox.ledger(), "to_cancel").len(), 0);
+    sandbox.stop().await;
+}
+
+// --- the Adyen face's refunds -------------------------------------------------------
+
+const MERCHANT_ACCOUNT: &str = "SandboxTestAccount";
+
+fn adyen_adapter(sandbox: &SandboxHandle) -> AdyenProvider {
+    AdyenProvider::new(AdyenConfig::new(
+        sandbox.base_url(),
+        SECRET,
+        MERCHANT_ACCOUNT,
+        vec![sandbox.adyen_hmac_key()],
+    ))
+    .expect("adapter config")
+}
+
+/// An Adyen payment of 1999 (eur) made through payorch's adapter: its pspReference.
+async fn adyen_paid(adapter: &AdyenProvider, payment_method: &str, attempt: &str) -> String {
+    match adapter
+        .create_charge(&charge(payment_method, attempt))
+        .await
+        .outcome
+    {
+        ProviderOutcome::Succeeded { provider_id } => provider_id,
+        other => panic!("{payment_method}: {other:?}"),
+    }
+}
+
+/// A refund of `amount` of the payment `psp`, as payorch asks for one.
+fn adyen_refund(psp: &str, refund_id: &str, amount: i64) -> RefundRequest {
+    RefundRequest {
+        provider_payment_id: psp.into(),
+        amount,
+        currency: "eur".into(),
+        idempotency_key: format!("key_{refund_id}"),
+        refund_id: refund_id.into(),
+        payment_id: "pay_refunded".into(),
+        merchant_id: "mer_test".into(),
+        reason: None,
+    }
+}
+
+/// A raw refund request with the adapter's body, under `key`, with `api_key` as
+/// `X-API-Key` (none: no header): (status, body).
+async fn raw_adyen_refund(
+    client: &reqwest::Client,
+    sandbox: &SandboxHandle,
+    key: &str,
+    api_key: Option<&str>,
+    request: &RefundRequest,
+) -> (u16, Vec<u8>) {
+    let mut call = client
+        .post(format!(
+            "{}/v71/payments/{}/refunds",
+            sandbox.base_url(),
+            request.provider_payment_id
+        ))
+        .header("Idempotency-Key", key)
+        .json(&refund_request(request, MERCHANT_ACCOUNT));
+    if let Some(api_key) = api_key {
+        call = call.header("X-API-Key", api_key);
+    }
+    let response = call.send().await.expect("sandbox answers");
+    let status = response.status().as_u16();
+    (status, response.bytes().await.expect("body").to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adyen_refunds_replay_by_key_refuse_other_parameters_and_more_than_is_left() {
+    let sandbox = start(fast()).await;
+    let adapter = adyen_adapter(&sandbox);
+    let client = reqwest::Client::new();
+    let psp = adyen_paid(&adapter, "pm_card_visa", "a_refunded").await;
+
+    let first = adyen_refund(&psp, "re_first", 1500);
+    let (status, body) = raw_adyen_refund(&client, &sandbox, "rk-1", Some(SECRET), &first).await;
+    assert_eq!(status, 201);
+    let answer: Value = serde_json::from_slice(&body).expect("json");
+    let refund_psp = answer["pspReference"].as_str().expect("a pspReference");
+    assert_eq!(answer["status"], "received");
+    assert_eq!(answer["paymentPspReference"], psp.as_str());
+    assert_eq!(answer["reference"], "re_first");
+    assert_eq!(answer["merchantAccount"], MERCHANT_ACCOUNT);
+    assert_eq!(
+        answer["amount"],
+        serde_json::json!({"value": 1500, "currency": "EUR"})
+    );
+    assert_eq!(
+        outcome_for_response(Call::CreateRefund, status, &body),
+        ProviderOutcome::Pending {
+            provider_id: Some(refund_psp.to_owned())
+        }
+    );
+
+    // The same key and body: the first answer, byte for byte, and no second refund.
+    let again = raw_adyen_refund(&client, &sandbox, "rk-1", Some(SECRET), &first).await;
+    assert_eq!(again, (status, body.clone()));
+    // The same key with another amount: Adyen's 704, which payorch reads as unknown.
+    let other = adyen_refund(&psp, "re_first", 1000);
+    let (status, refused) = raw_adyen_refund(&client, &sandbox, "rk-1", Some(SECRET), &other).await;
+    assert_eq!(status, 422);
+    let refused: Value = serde_json::from_slice(&refused).expect("json");
+    assert_eq!(refused["errorCode"], "704");
+    // More than is left (499): refused, nothing made, and payorch reads it as failed.
+    let too_much = adyen_refund(&psp, "re_too_much", 500);
+    let (status, refused) =
+        raw_adyen_refund(&client, &sandbox, "rk-2", Some(SECRET), &too_much).await;
+    assert_eq!(status, 422);
+    assert!(matches!(
+        outcome_for_response(Call::CreateRefund, status, &refused),
+        ProviderOutcome::Failed { .. }
+    ));
+    let refused: Value = serde_json::from_slice(&refused).expect("json");
+    assert_eq!(refused["errorCode"], "137");
+    assert!(
+        refused["message"].as_str().unwrap().contains("(499)"),
+        "{refused}"
+    );
+    // What is left is refunded.
+    let rest = adapter
+        .create_refund(&adyen_refund(&psp, "re_rest", 499))
+        .await;
+    assert!(
+        matches!(rest.outcome, ProviderOutcome::Pending { .. }),
+        "{rest:?}"
+    );
+
+    // Without the API key, or with another: 401, nothing made, nothing shown.
+    let last = adyen_refund(&psp, "re_unauthorised", 1);
+    for api_key in [None, Some("sk_test_wrong")] {
+        let (status, _) = raw_adyen_refund(&client, &sandbox, "rk-3", api_key, &last).await;
+        assert_eq!(status, 401, "{api_key:?}");
+    }
+    let unauthorised = client
+        .get(format!("{}/v71/refunds/{refund_psp}", sandbox.base_url()))
+        .send()
+        .await
+        .expect("sandbox answers");
+    assert_eq!(unauthorised.status(), 401);
+
+    // The status checks answer in the adapter's words.
+    assert_eq!(
+        adapter.retrieve_refund(refund_psp).await.outcome,
+        ProviderOutcome::Succeeded {
+            provider_id: refund_psp.to_owned()
+        }
+    );
+    assert!(matches!(
+        adapter.find_refund(&psp, "re_first").await.outcome,
+        ProviderOutcome::Succeeded { .. }
+    ));
+    assert_eq!(
+        adapter.find_refund(&psp, "re_never").await.outcome,
+        ProviderOutcome::NotFound
+    );
+    assert!(matches!(
+        adapter.find_refund("pi_unknown", "re_first").await.outcome,
+        ProviderOutcome::Unknown { .. }
+    ));
+
+    // The ledger: two Adyen refunds, under payorch's refund ids, adding up to the charge.
+    let refunds = sandbox.refunds();
+    let listed: Vec<(&str, Option<&str>, i64)> = refunds
+        .iter()
+        .map(|r| (r.protocol.as_str(), r.refund_id.as_deref(), r.amount))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("adyen", Some("re_first"), 1500),
+            ("adyen", Some("re_rest"), 499)
+        ]
+    );
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adyen_refund_notifications_are_signed_and_name_payorchs_refund() {
+    let hook = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/webhooks/adyen"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("[accepted]"))
+        .mount(&hook)
+        .await;
+    let sandbox = start(fast()).await;
+    sandbox.set_notification_url(Some(format!("{}/v1/webhooks/adyen", hook.uri())));
+    let adapter = adyen_adapter(&sandbox);
+    // The payment carries the refund fault: its refunds fail after `--processing-ms`.
+    let failing = adyen_paid(&adapter, "pm_card_visa+sandbox_failure", "a_refund_fails").await;
+    let refunded = adyen_paid(&adapter, "pm_card_visa", "a_refund_succeeds").await;
+    let unknown_fault = adapter
+        .create_charge(&charge("pm_card_visa+sandbox_nope", "a_no_such_fault"))
+        .await;
+    assert!(
+        matches!(&unknown_fault.outcome, ProviderOutcome::Failed { message, .. } if message.contains("sandbox_lost_response")),
+        "{unknown_fault:?}"
+    );
+    adapter
+        .create_refund(&adyen_refund(&failing, "re_fails", 1000))
+        .await;
+    adapter
+        .create_refund(&adyen_refund(&refunded, "re_succeeds", 1000))
+        .await;
+
+    // Two authorisations, then one REFUND each, every item signed as payorch verifies it.
+    let key = HmacKey::from_hex(sandbox.adyen_hmac_key().expose()).expect("a hex key");
+    let notices = eventually("refund notifications", async || {
+        let requests = hook.received_requests().await.unwrap_or_default();
+        let notices: Vec<_> = requests
+            .iter()
+            .flat_map(|r| {
+                verify_delivery(&r.body, std::slice::from_ref(&key), Utc::now())
+                    .expect("every item correctly signed")
+            })
+            .filter(|event| event.event_type == REFUND)
+            .collect();
+        (notices.len() >= 2).then_some(notices)
+    })
+    .await;
+    assert_eq!(notices.len(), 2, "{notices:?}");
+    for (payment, refund_id, succeeded) in [
+        (&refunded, "re_succeeds", true),
+        (&failing, "re_fails", false),
+    ] {
+        let event = notices
+            .iter()
+            .find(|e| e.provider_id == *payment)
+            .expect("a notification about the payment");
+        let notice = event.refund.as_ref().expect("a refund notice");
+        assert_eq!(notice.refund_id.as_deref(), Some(refund_id));
+        assert_eq!(notice.amount, 1000);
+        assert_eq!(
+            matches!(notice.outcome, ProviderOutcome::Succeeded { .. }),
+            succeeded,
+            "{notice:?}"
+        );
+        // The status check says what the notification said.
+        let checked = adapter.retrieve_refund(&notice.provider_refund_id).await;
+        assert_eq!(
+            matches!(checked.outcome, ProviderOutcome::Succeeded { .. }),
+            succeeded,
+            "{checked:?}"
+        );
+    }
     sandbox.stop().await;
 }

@@ -9,8 +9,13 @@
 //!   `Refused` (with `refusalReason`), `Received` (processing); a 500 for the edge faults.
 //! - `GET /v71/payments/{pspReference}`, `GET /v71/payments?reference=…`: the status checks
 //!   payorch's adapter makes (Adyen itself offers none; see docs/DESIGN.md).
+//! - Refunds: `adyen_refunds`.
 //! - Notifications: `AUTHORISATION` (success `true`/`false`) to `--adyen-notification-url`,
 //!   each item signed with Adyen's HMAC under `--adyen-hmac-key`.
+//!
+//! A `storedPaymentMethodId` may carry a refund fault after a `+`
+//! (`pm_card_visa+sandbox_lost_response`): the payment is made as its token says, and each of
+//! its refunds gets that fault (`adyen_refunds` says why the payment carries it).
 
 use std::collections::BTreeMap;
 
@@ -25,6 +30,7 @@ use subtle::ConstantTimeEq;
 use super::behaviour::Behaviour;
 use super::config::SandboxConfig;
 use super::params::CreateParams;
+use super::refunds::Fault;
 use super::roll;
 use super::routes::charge;
 use super::store::{Begin, StoredResponse};
@@ -32,25 +38,33 @@ use super::Sandbox;
 use crate::providers::adyen::sign_item;
 use crate::providers::stripe::wire::{ErrorBody, PaymentIntent};
 
-/// The metadata mark of an intent made through the Adyen face.
-const PROTOCOL: &str = "sandbox_protocol";
-/// The merchant account a payment was made for, kept for its notifications.
-const MERCHANT_ACCOUNT: &str = "sandbox_merchant_account";
+/// The metadata mark of an intent (or a refund) made through the Adyen face.
+pub(super) const PROTOCOL: &str = "sandbox_protocol";
+/// The merchant account a payment (or a refund) was made for, kept for its notifications.
+pub(super) const MERCHANT_ACCOUNT: &str = "sandbox_merchant_account";
+/// The refund fault a payment's `storedPaymentMethodId` named after its `+`.
+pub(super) const REFUND_FAULT: &str = "sandbox_refund_fault";
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v71/payments", web::post().to(create_payment))
+    cfg.configure(super::adyen_refunds::configure)
+        .route("/v71/payments", web::post().to(create_payment))
         .route("/v71/payments", web::get().to(find_payments))
         .route("/v71/payments/{psp}", web::get().to(get_payment));
 }
 
 /// Whether `intent` was made through the Adyen face.
 pub(super) fn is_adyen(intent: &PaymentIntent) -> bool {
-    intent.metadata.get(PROTOCOL).map(String::as_str) == Some("adyen")
+    is_marked_adyen(&intent.metadata)
 }
 
-/// The protocol a ledger entry came through.
-pub(super) fn protocol_of(intent: &PaymentIntent) -> &'static str {
-    if is_adyen(intent) {
+/// Whether the metadata of an intent or a refund marks it as made through the Adyen face.
+pub(super) fn is_marked_adyen(metadata: &BTreeMap<String, String>) -> bool {
+    metadata.get(PROTOCOL).map(String::as_str) == Some("adyen")
+}
+
+/// The protocol a ledger entry (a charge or a refund, by its metadata) came through.
+pub(super) fn protocol_of(metadata: &BTreeMap<String, String>) -> &'static str {
+    if is_marked_adyen(metadata) {
         "adyen"
     } else {
         "stripe"
@@ -89,27 +103,35 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
     if roll(sb.config.error_rate) {
         return server_error();
     }
-    let (request, fingerprint) = match serde_json::from_slice::<Value>(&body)
-        .and_then(|v| Ok((serde_json::from_value::<PaymentRequest>(v.clone())?, v)))
-    {
-        // serde_json's maps are sorted: the same JSON in any key order is the same request.
-        Ok((request, value)) => (request, value.to_string()),
-        Err(e) => {
-            return validation(
-                "702",
-                &format!("Structure of PaymentRequest is invalid: {e}"),
-            )
-        }
+    let (request, fingerprint) = match parse::<PaymentRequest>(&body, "PaymentRequest") {
+        Ok(parsed) => parsed,
+        Err(refused) => return *refused,
     };
     if request.amount.value < 1 || request.merchant_account.is_empty() {
         return validation("137", "Invalid amount or merchant account");
     }
-    let Some(token) = request.payment_method.stored_payment_method_id.clone() else {
+    let Some(stored_id) = request.payment_method.stored_payment_method_id.clone() else {
         return validation(
             "129",
             "paymentMethod.storedPaymentMethodId is required here",
         );
     };
+    let (token, refund_fault) = match stored_id.split_once('+') {
+        Some((token, fault)) => (token.to_owned(), Some(fault.to_owned())),
+        None => (stored_id, None),
+    };
+    if let Some(fault) = refund_fault
+        .as_deref()
+        .filter(|f| Fault::from_token(f).is_none())
+    {
+        return validation(
+            "803",
+            &format!(
+                "No such refund fault: {fault}; after the `+` name one of {}",
+                Fault::tokens()
+            ),
+        );
+    }
     let behaviour = Behaviour::for_payment_method(&token);
     let Some(behaviour) = behaviour else {
         return validation("803", &format!("No such stored payment method: {token}"));
@@ -121,6 +143,9 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
     metadata.insert("attempt_id".into(), request.reference.clone());
     metadata.insert(PROTOCOL.into(), "adyen".into());
     metadata.insert(MERCHANT_ACCOUNT.into(), request.merchant_account.clone());
+    if let Some(fault) = refund_fault {
+        metadata.insert(REFUND_FAULT.into(), fault);
+    }
     let params = CreateParams {
         amount: request.amount.value,
         currency: request.amount.currency.to_ascii_lowercase(),
@@ -130,33 +155,66 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
         metadata,
         fingerprint,
     };
-    let key = match req
-        .headers()
-        .get("Idempotency-Key")
-        .and_then(|v| v.to_str().ok())
-    {
-        None => None,
-        Some(key) => match sb.store.begin(key, &params.fingerprint) {
-            Begin::Fresh => Some(key.to_owned()),
-            Begin::Replay(stored) => return answer(&stored),
-            // Adyen: another request under the same key, or one still running.
-            Begin::Mismatch => {
-                return validation("704", "request already processed or in progress")
-            }
-            Begin::InFlight => {
-                return error(
-                    StatusCode::CONFLICT,
-                    "704",
-                    "request in progress",
-                    "validation",
-                )
-            }
-        },
+    let key = match begin_keyed(&sb, &req, &params.fingerprint, answer) {
+        Ok(key) => key,
+        Err(refused) => return *refused,
     };
     match charge(&sb, params, Some(behaviour), key).await {
         Some(stored) => answer(&stored),
         None => server_error(),
     }
+}
+
+/// The body as a `T` (named `name` in Adyen's words when it is not one) and its
+/// fingerprint: serde_json's maps are sorted, so the same JSON in any key order is the same
+/// request.
+pub(super) fn parse<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    name: &str,
+) -> Result<(T, String), Box<HttpResponse>> {
+    serde_json::from_slice::<Value>(body)
+        .and_then(|value| {
+            Ok((
+                serde_json::from_value::<T>(value.clone())?,
+                value.to_string(),
+            ))
+        })
+        .map_err(|e| {
+            Box::new(validation(
+                "702",
+                &format!("Structure of {name} is invalid: {e}"),
+            ))
+        })
+}
+
+/// Takes the request's `Idempotency-Key` for a fresh run (`Ok(None)` without one), or gives
+/// Adyen's answer to a key used before: the first answer again (made by `replay` from what
+/// was recorded), or error 704 for another request under the key or one still running.
+pub(super) fn begin_keyed(
+    sb: &Sandbox,
+    req: &HttpRequest,
+    fingerprint: &str,
+    replay: fn(&StoredResponse) -> HttpResponse,
+) -> Result<Option<String>, Box<HttpResponse>> {
+    let Some(key) = req
+        .headers()
+        .get("Idempotency-Key")
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Ok(None);
+    };
+    let refused = match sb.store.begin(key, fingerprint) {
+        Begin::Fresh => return Ok(Some(key.to_owned())),
+        Begin::Replay(stored) => replay(&stored),
+        Begin::Mismatch => validation("704", "request already processed or in progress"),
+        Begin::InFlight => error(
+            StatusCode::CONFLICT,
+            "704",
+            "request in progress",
+            "validation",
+        ),
+    };
+    Err(Box::new(refused))
 }
 
 /// The Adyen answer to a charge recorded in the Stripe face's words.
@@ -278,7 +336,7 @@ pub(super) fn notification(
         // Adyen says nothing until the authorisation is decided.
         _ => return None,
     };
-    let mut item = json!({
+    let item = json!({
         "additionalData": {},
         "amount": {"value": intent.amount, "currency": intent.currency.to_ascii_uppercase()},
         "eventCode": "AUTHORISATION",
@@ -290,6 +348,11 @@ pub(super) fn notification(
         "reason": reason,
         "success": success,
     });
+    delivery(config, item)
+}
+
+/// A delivery of one notification item, signed with Adyen's HMAC under `--adyen-hmac-key`.
+pub(super) fn delivery(config: &SandboxConfig, mut item: Value) -> Option<Vec<u8>> {
     let signature = sign_item(&item, config.adyen_hmac_key.expose())?;
     item["additionalData"]["hmacSignature"] = json!(signature);
     serde_json::to_vec(&json!({
@@ -300,7 +363,7 @@ pub(super) fn notification(
 }
 
 /// `Some(401)` unless `X-API-Key` is the sandbox's secret.
-fn refuse_unauthorized(sb: &Sandbox, req: &HttpRequest) -> Option<HttpResponse> {
+pub(super) fn refuse_unauthorized(sb: &Sandbox, req: &HttpRequest) -> Option<HttpResponse> {
     let presented = req.headers().get("X-API-Key").map(|v| v.as_bytes());
     match presented {
         Some(key) if bool::from(key.ct_eq(sb.config.secret.as_bytes())) => None,
@@ -314,7 +377,7 @@ fn refuse_unauthorized(sb: &Sandbox, req: &HttpRequest) -> Option<HttpResponse> 
 }
 
 /// Adyen's error body.
-fn error(status: StatusCode, code: &str, message: &str, kind: &str) -> HttpResponse {
+pub(super) fn error(status: StatusCode, code: &str, message: &str, kind: &str) -> HttpResponse {
     HttpResponse::build(status).json(json!({
         "status": status.as_u16(),
         "errorCode": code,
@@ -323,7 +386,7 @@ fn error(status: StatusCode, code: &str, message: &str, kind: &str) -> HttpRespo
     }))
 }
 
-fn validation(code: &str, message: &str) -> HttpResponse {
+pub(super) fn validation(code: &str, message: &str) -> HttpResponse {
     error(
         StatusCode::UNPROCESSABLE_ENTITY,
         code,
@@ -332,7 +395,7 @@ fn validation(code: &str, message: &str) -> HttpResponse {
     )
 }
 
-fn server_error() -> HttpResponse {
+pub(super) fn server_error() -> HttpResponse {
     error(
         StatusCode::INTERNAL_SERVER_ERROR,
         "905",

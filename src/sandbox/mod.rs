@@ -1,8 +1,8 @@
 //! The provider simulator (docs/DESIGN.md, "The provider protocol"): the Stripe
 //! PaymentIntents protocol with Stripe's idempotency semantics, fault injection, signed
-//! webhooks and a ledger of real charges; and on the same port, under `/v71/`, an Adyen
-//! Checkout face over the same charges, fault tokens and ledger, with Adyen's signed
-//! notifications.
+//! webhooks and a ledger of real charges and refunds; and on the same port, under `/v71/`,
+//! an Adyen Checkout face over the same charges, refunds, fault tokens and ledger, with
+//! Adyen's signed notifications.
 //!
 //! Fault model: faults happen at the "edge", around an API that behaves correctly.
 //! `pm_sandbox_error_before` and `--error-rate` fail before the API sees the request (no
@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod adyen;
+mod adyen_refunds;
 mod behaviour;
 mod config;
 mod params;
@@ -67,6 +68,23 @@ impl Sandbox {
             }
         } else {
             self.webhooks.emit(kind, intent, cause);
+        }
+    }
+
+    /// Tell the merchant what happened to `refund`, in the protocol it was made through: a
+    /// Stripe `kind` event, or the Adyen `REFUND` notification once its outcome is known.
+    fn announce_refund(
+        &self,
+        kind: &str,
+        refund: &crate::providers::stripe::wire::Refund,
+        cause: Option<webhooks::Cause>,
+    ) {
+        if adyen::is_marked_adyen(&refund.metadata) {
+            if let Some(body) = adyen_refunds::notification(&self.config, refund) {
+                self.notifications.send(body);
+            }
+        } else {
+            self.webhooks.emit_refund(kind, refund, cause);
         }
     }
 

@@ -8,7 +8,8 @@
 //! (the refund is `pending`, and succeeds after `--processing-ms`) and `failure` (`pending`,
 //! then `failed` with `expired_or_canceled_card` after `--processing-ms`: nothing went back).
 //! Each change is also a signed webhook: `refund.created`, then `refund.updated` or
-//! `refund.failed`.
+//! `refund.failed`. The Adyen face's refunds (`adyen_refunds`) are made here too, with the
+//! same faults, and announced in Adyen's words.
 
 use std::collections::BTreeMap;
 
@@ -29,7 +30,7 @@ use crate::providers::stripe::wire::{ApiError, Refund};
 
 /// What a refund's `metadata[sandbox_fault]` asks the sandbox to do wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
+pub(super) enum Fault {
     ErrorBefore,
     ErrorAfter,
     LostResponse,
@@ -39,27 +40,47 @@ enum Fault {
 }
 
 impl Fault {
+    /// Every fault by its name.
+    const NAMED: [(&'static str, Fault); 6] = [
+        ("error_before", Fault::ErrorBefore),
+        ("error_after", Fault::ErrorAfter),
+        ("lost_response", Fault::LostResponse),
+        ("slow", Fault::Slow),
+        ("pending", Fault::Pending),
+        ("failure", Fault::Failure),
+    ];
+
     fn parse(value: &str) -> Option<Fault> {
-        match value {
-            "error_before" => Some(Fault::ErrorBefore),
-            "error_after" => Some(Fault::ErrorAfter),
-            "lost_response" => Some(Fault::LostResponse),
-            "slow" => Some(Fault::Slow),
-            "pending" => Some(Fault::Pending),
-            "failure" => Some(Fault::Failure),
-            _ => None,
-        }
+        Self::NAMED
+            .iter()
+            .find(|(name, _)| *name == value)
+            .map(|(_, fault)| *fault)
+    }
+
+    /// The fault a token (`sandbox_` and the fault's name) names.
+    pub(super) fn from_token(token: &str) -> Option<Fault> {
+        token.strip_prefix("sandbox_").and_then(Fault::parse)
+    }
+
+    /// Every token [`Fault::from_token`] knows, for an error that names them.
+    pub(super) fn tokens() -> String {
+        let tokens: Vec<String> = Self::NAMED
+            .iter()
+            .map(|(name, _)| format!("sandbox_{name}"))
+            .collect();
+        tokens.join(", ")
     }
 }
 
-/// `POST /v1/refunds` form parameters.
-struct RefundParams {
-    payment_intent: String,
-    amount: Option<i64>,
-    reason: Option<String>,
-    metadata: BTreeMap<String, String>,
-    fault: Option<Fault>,
-    fingerprint: String,
+/// A refund asked for: `POST /v1/refunds` form parameters, or what the Adyen face read.
+pub(super) struct RefundParams {
+    pub payment_intent: String,
+    pub amount: Option<i64>,
+    pub reason: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub fault: Option<Fault>,
+    /// Every parameter: what "the same parameters" means for idempotency.
+    pub fingerprint: String,
 }
 
 impl RefundParams {
@@ -109,11 +130,10 @@ impl RefundParams {
                 "Missing required param: payment_intent.".into(),
             )
         })?;
-        let fault = metadata
-            .get("sandbox_fault")
-            .map(String::as_str)
-            .or_else(|| metadata.get("reason")?.strip_prefix("sandbox_"))
-            .and_then(Fault::parse);
+        let fault = match metadata.get("sandbox_fault") {
+            Some(name) => Fault::parse(name),
+            None => metadata.get("reason").and_then(|r| Fault::from_token(r)),
+        };
         pairs.sort();
         let fingerprint = serde_json::to_string(&pairs).unwrap_or_default();
         Ok(RefundParams {
@@ -152,6 +172,21 @@ async fn create_refund(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
         Ok(key) => key,
         Err(answer) => return *answer,
     };
+    match make(&sb, params, key.clone()).await {
+        Some(stored) => respond(&stored, key.as_deref(), false),
+        None => api_error_500(),
+    }
+}
+
+/// A refund whose key (if any) was begun: made, then the edge faults after it, as both
+/// protocols share them (`routes::charge` is the same for charges). `None`: answer a 500 in
+/// the protocol's own words (the refund and its answer are recorded under the key, or the
+/// task failed and the key is free).
+pub(super) async fn make(
+    sb: &web::Data<Sandbox>,
+    params: RefundParams,
+    key: Option<String>,
+) -> Option<StoredResponse> {
     let fault = params.fault;
     // Its own task, as a charge is: a client that hangs up cannot leave it half done.
     let task = sb
@@ -164,16 +199,16 @@ async fn create_refund(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
             if let Some(key) = &key {
                 sb.store.abandon(key);
             }
-            return api_error_500();
+            return None;
         }
     };
     match fault {
         Some(Fault::LostResponse) => {
             sb.wait_for_shutdown().await;
-            api_error_500()
+            None
         }
-        Some(Fault::ErrorAfter) => api_error_500(),
-        _ => respond(&stored, key.as_deref(), false),
+        Some(Fault::ErrorAfter) => None,
+        _ => Some(stored),
     }
 }
 
@@ -212,8 +247,7 @@ async fn execute(
                 request_id: random_id("req"),
                 idempotency_key: key.clone(),
             };
-            sb.webhooks
-                .emit_refund("refund.created", &refund, Some(cause));
+            sb.announce_refund("refund.created", &refund, Some(cause));
             if refund.status == "pending" {
                 let failed = params.fault == Some(Fault::Failure);
                 schedule_settlement(&sb, refund.id.clone(), failed);
@@ -239,7 +273,7 @@ fn schedule_settlement(sb: &std::sync::Arc<Sandbox>, id: String, fails: bool) {
             ("succeeded", None, "refund.updated")
         };
         if let Some(refund) = sb_task.store.settle_refund(&id, "pending", to, reason) {
-            sb_task.webhooks.emit_refund(kind, &refund, None);
+            sb_task.announce_refund(kind, &refund, None);
         }
     });
 }

@@ -42,6 +42,8 @@ impl LedgerEntry {
 /// each payment netted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefundEntry {
+    /// The protocol the refund came through: `stripe` or `adyen`.
+    pub protocol: String,
     pub provider_id: String,
     pub payment_intent: String,
     pub idempotency_key: Option<String>,
@@ -353,6 +355,7 @@ impl Store {
             .map(|stored| {
                 let refund = &stored.refund;
                 RefundEntry {
+                    protocol: super::adyen::protocol_of(&refund.metadata).to_owned(),
                     provider_id: refund.id.clone(),
                     payment_intent: refund.payment_intent.clone().unwrap_or_default(),
                     idempotency_key: stored.idempotency_key.clone(),
@@ -376,7 +379,7 @@ impl Store {
             .map(|s| {
                 let pi = &s.intent;
                 LedgerEntry {
-                    protocol: super::adyen::protocol_of(pi).to_owned(),
+                    protocol: super::adyen::protocol_of(&pi.metadata).to_owned(),
                     provider_id: pi.id.clone(),
                     idempotency_key: s.idempotency_key.clone(),
                     attempt_id: pi.metadata.get("attempt_id").cloned(),

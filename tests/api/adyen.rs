@@ -1,7 +1,8 @@
 //! payorch paying through the sandbox's Adyen face (README, "Routing and failover"): the
 //! same fault tokens end the same way as through Stripe, notifications settle payments, and
 //! a notification is applied once however often and in whatever order it comes, and never
-//! with a bad signature.
+//! with a bad signature. Refunds of Adyen payments (README, "Refunds") settle by their
+//! notification or the reconciler's status check, once, and never past what was taken.
 
 use std::time::Duration;
 
@@ -9,8 +10,9 @@ use serde_json::{json, Value};
 
 use payorch::providers::adyen::sign_item;
 
-use crate::helpers::TestApp;
+use crate::helpers::{assert_problem, eventually, TestApp};
 use crate::payments::Route;
+use crate::refunds::asleep;
 
 impl TestApp {
     /// Routes this merchant's payments to `providers`, in order.
@@ -200,4 +202,253 @@ async fn a_notification_duplicated_and_reordered_is_applied_once_and_a_bad_signa
     assert_eq!(authorisation["deliveries"], 5, "{authorisation}");
     assert!(outcomes.contains(&"conflict"), "{outcomes:?}");
     assert_eq!(app.charges_for(id), 1);
+}
+
+// --- refunds -----------------------------------------------------------------------
+
+/// A payment of 4200 (eur) that succeeded through the Adyen face.
+async fn paid_through_adyen(app: &TestApp, key: &str, method: &str) -> Value {
+    let (status, payment) = app.pay(Route::Checkout, key, method).await;
+    assert_eq!(status, 201, "{payment}");
+    assert_eq!(payment["provider"], "adyen", "{payment}");
+    assert_eq!(payment["status"], "succeeded", "{payment}");
+    payment
+}
+
+impl TestApp {
+    /// Whether the refund `id` reaches `status` within `limit`.
+    async fn refund_ends(&self, id: &str, status: &str, limit: Duration) -> bool {
+        eventually(limit, || async {
+            self.get_refund(id).await["status"] == status
+        })
+        .await
+    }
+
+    /// The sandbox's refunds of `payment`'s charge: the ground truth of what it was asked.
+    fn provider_refunds(&self, payment: &Value) -> Vec<payorch::sandbox::RefundEntry> {
+        let charge = payment["provider_payment_id"].as_str().unwrap();
+        self.sandbox
+            .refunds()
+            .into_iter()
+            .filter(|r| r.payment_intent == charge)
+            .collect()
+    }
+}
+
+/// `(to, source)` of the last move of `payment`'s refund timeline.
+async fn last_refund_move(app: &TestApp, payment: &str) -> (String, String) {
+    let story = app.story(payment).await;
+    let last = story["refund_timeline"].as_array().unwrap().last().unwrap();
+    (
+        last["to"].as_str().unwrap().to_owned(),
+        last["source"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn an_adyen_refund_is_settled_by_its_notification_once_and_never_past_what_is_left() {
+    // The reconciler asleep: only the REFUND notification can settle the refunds.
+    let app = TestApp::spawn_config(|config| asleep(&mut config.settings)).await;
+    app.route_to(&["adyen"]).await;
+    let payment = paid_through_adyen(&app, "refund-by-notification", "pm_card_visa").await;
+    let id = payment["id"].as_str().unwrap();
+
+    let refund = app
+        .refunded(id, "adyen-refund", json!({"amount": 1500}))
+        .await;
+    // Adyen answers `received`; its notification races the answer (webhook delay 0).
+    assert!(
+        matches!(refund["status"].as_str(), Some("pending" | "succeeded")),
+        "{refund}"
+    );
+    let refund_id = refund["id"].as_str().unwrap();
+    assert!(
+        app.refund_ends(refund_id, "succeeded", Duration::from_secs(15))
+            .await,
+        "{}",
+        app.get_refund(refund_id).await
+    );
+    assert_eq!(
+        last_refund_move(&app, id).await,
+        ("succeeded".to_owned(), "webhook".to_owned())
+    );
+    let story = app.story(id).await;
+    let notices: Vec<&Value> = story["webhook_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event_type"] == "REFUND")
+        .collect();
+    assert_eq!(notices.len(), 1, "{story}");
+    assert_eq!(notices[0]["outcome"], "applied", "{story}");
+
+    // The ledger shows it once, as an Adyen refund, under payorch's refund id.
+    let made = app.provider_refunds(&payment);
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(
+        (
+            made[0].protocol.as_str(),
+            made[0].refund_id.as_deref(),
+            made[0].amount,
+            made[0].status.as_str()
+        ),
+        ("adyen", Some(refund_id), 1500, "succeeded")
+    );
+    assert_eq!(
+        made[0].provider_id,
+        app.get_refund(refund_id).await["provider_refund_id"]
+    );
+    let ledger: Value = reqwest::get(format!("{}/__sandbox/ledger", app.sandbox.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ledger["refunds"][0]["protocol"], "adyen", "{ledger}");
+
+    // More than is left is refused; what is left is not, and then nothing is.
+    let response = app
+        .refund(id, "adyen-too-much", json!({"amount": 2701}))
+        .await;
+    let problem = assert_problem(response, 409, "refund_exceeds_payment").await;
+    assert_eq!(problem["amount_refundable"], 2700);
+    let rest = app.refunded(id, "adyen-rest", json!({})).await;
+    assert_eq!(rest["amount"], 2700);
+    let rest_id = rest["id"].as_str().unwrap();
+    assert!(
+        app.refund_ends(rest_id, "succeeded", Duration::from_secs(15))
+            .await
+    );
+    let response = app.refund(id, "adyen-nothing-left", json!({})).await;
+    assert_problem(response, 409, "refund_exceeds_payment").await;
+    assert_eq!(app.provider_refunds(&payment).len(), 2);
+    assert_eq!(app.refunded_by_provider(&payment), 4200);
+    assert_eq!(app.payment(id).await["amount_refunded"], 4200);
+}
+
+#[tokio::test]
+async fn with_notifications_off_the_reconciler_settles_an_adyen_refund_by_its_status_check() {
+    let app = TestApp::spawn().await;
+    app.route_to(&["adyen"]).await;
+    app.sandbox.set_notification_url(None);
+    let payment = paid_through_adyen(&app, "refund-by-reconciler", "pm_card_visa").await;
+    let id = payment["id"].as_str().unwrap();
+    let refund = app
+        .refunded(id, "quiet-refund", json!({"amount": 1000}))
+        .await;
+    assert_eq!(refund["status"], "pending", "{refund}");
+    let refund_id = refund["id"].as_str().unwrap();
+    assert!(
+        app.refund_ends(refund_id, "succeeded", Duration::from_secs(15))
+            .await,
+        "{}",
+        app.get_refund(refund_id).await
+    );
+    assert_eq!(
+        last_refund_move(&app, id).await,
+        ("succeeded".to_owned(), "reconciler".to_owned())
+    );
+    let story = app.story(id).await;
+    assert!(
+        story["provider_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["operation"] == "retrieve_refund" && c["outcome"] == "succeeded"),
+        "{story}"
+    );
+    assert_eq!(app.provider_refunds(&payment).len(), 1);
+    assert_eq!(app.refunded_by_provider(&payment), 1000);
+}
+
+/// `(refund fault, carried by the payment; the refund's final status and failure code; what
+/// went back)`.
+const REFUND_FAULTS: [(&str, &str, Option<&str>, i64); 4] = [
+    ("sandbox_lost_response", "succeeded", None, 1000),
+    ("sandbox_error_after", "succeeded", None, 1000),
+    ("sandbox_pending", "succeeded", None, 1000),
+    ("sandbox_failure", "failed", Some("refund_failed"), 0),
+];
+
+#[tokio::test]
+async fn every_refund_fault_through_adyen_ends_with_exactly_one_refund() {
+    let app = TestApp::spawn().await;
+    app.route_to(&["adyen"]).await;
+    // The reconciler alone: by a resend under the refund's key, then the status check.
+    app.sandbox.set_notification_url(None);
+    for (fault, last, code, back) in REFUND_FAULTS {
+        let payment = paid_through_adyen(&app, fault, &format!("pm_card_visa+{fault}")).await;
+        let id = payment["id"].as_str().unwrap();
+        let refund = app
+            .refunded(id, &format!("refund-{fault}"), json!({"amount": 1000}))
+            .await;
+        assert_eq!(refund["status"], "pending", "{fault}: {refund}");
+        let refund_id = refund["id"].as_str().unwrap();
+        let ended = app
+            .refund_ends(refund_id, last, Duration::from_secs(20))
+            .await;
+        let now = app.get_refund(refund_id).await;
+        assert!(ended, "{fault}: {now}");
+        assert_eq!(now["failure_code"].as_str(), code, "{fault}: {now}");
+        assert_eq!(app.provider_refunds(&payment).len(), 1, "{fault}: once");
+        assert_eq!(app.refunded_by_provider(&payment), back, "{fault}");
+        assert_eq!(app.payment(id).await["amount_refunded"], back, "{fault}");
+    }
+}
+
+#[tokio::test]
+async fn past_the_key_window_an_adyen_refund_is_looked_for_among_the_payments_refunds() {
+    // A key window of 1 s stands for the provider's day of keys.
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.key_window = Duration::from_secs(1);
+    })
+    .await;
+    app.route_to(&["adyen"]).await;
+    app.sandbox.set_notification_url(None);
+
+    // Made, its answer lost: found in the list by payorch's refund id.
+    let payment = paid_through_adyen(&app, "listed", "pm_card_visa+sandbox_lost_response").await;
+    let id = payment["id"].as_str().unwrap();
+    let refund = app.refunded(id, "listed-refund", json!({})).await;
+    let refund_id = refund["id"].as_str().unwrap();
+    assert!(
+        app.refund_ends(refund_id, "succeeded", Duration::from_secs(20))
+            .await,
+        "{}",
+        app.get_refund(refund_id).await
+    );
+    assert_eq!(app.provider_refunds(&payment).len(), 1);
+    assert_eq!(app.refunded_by_provider(&payment), 4200);
+    let story = app.story(id).await;
+    assert!(
+        story["provider_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["operation"] == "search" && c["outcome"] == "succeeded"),
+        "{story}"
+    );
+
+    // Never made (a 500 before the sandbox saw it): not in the list, so no record, and its
+    // amount is free again.
+    let payment = paid_through_adyen(&app, "unlisted", "pm_card_visa+sandbox_error_before").await;
+    let id = payment["id"].as_str().unwrap();
+    let refund = app
+        .refunded(id, "unlisted-refund", json!({"amount": 1000}))
+        .await;
+    let refund_id = refund["id"].as_str().unwrap();
+    assert!(
+        app.refund_ends(refund_id, "failed", Duration::from_secs(20))
+            .await
+    );
+    assert_eq!(
+        app.get_refund(refund_id).await["failure_code"],
+        "provider_no_record"
+    );
+    assert!(app.provider_refunds(&payment).is_empty());
+    let response = app
+        .refund(id, "unlisted-too-much", json!({"amount": 4201}))
+        .await;
+    let problem = assert_problem(response, 409, "refund_exceeds_payment").await;
+    assert_eq!(problem["amount_refundable"], 4200);
 }

@@ -10,7 +10,7 @@ use crate::helpers::{assert_problem, assert_refused_by, eventually, TestApp};
 use crate::payments::Route;
 
 /// The reconciler asleep for the whole test: something else must finish the refunds.
-fn asleep(settings: &mut payorch::app::AppSettings) {
+pub fn asleep(settings: &mut payorch::app::AppSettings) {
     settings.reconciler.interval = Duration::from_secs(3600);
     settings.reconciler.backoff = vec![Duration::from_secs(3600)];
 }
@@ -26,7 +26,7 @@ async fn paid(app: &TestApp, key: &str) -> Value {
 }
 
 impl TestApp {
-    async fn refund(&self, payment: &str, key: &str, body: Value) -> reqwest::Response {
+    pub async fn refund(&self, payment: &str, key: &str, body: Value) -> reqwest::Response {
         self.post_keyed(
             &self.merchant_key,
             &format!("/v1/payments/{payment}/refunds"),
@@ -37,7 +37,7 @@ impl TestApp {
     }
 
     /// A refund that must be made: its `201` body.
-    async fn refunded(&self, payment: &str, key: &str, body: Value) -> Value {
+    pub async fn refunded(&self, payment: &str, key: &str, body: Value) -> Value {
         let response = self.refund(payment, key, body).await;
         assert_eq!(response.status(), 201);
         let location = response.headers()["location"].to_str().unwrap().to_owned();
@@ -49,7 +49,7 @@ impl TestApp {
         refund
     }
 
-    async fn get_refund(&self, id: &str) -> Value {
+    pub async fn get_refund(&self, id: &str) -> Value {
         self.get_as(&self.merchant_key, &format!("/v1/refunds/{id}"))
             .await
             .json()
@@ -68,7 +68,7 @@ impl TestApp {
     }
 
     /// What the sandbox gave back for `payment`'s charge, succeeded or on its way.
-    fn refunded_by_provider(&self, payment: &Value) -> i64 {
+    pub fn refunded_by_provider(&self, payment: &Value) -> i64 {
         let charge = payment["provider_payment_id"].as_str().unwrap();
         self.sandbox
             .refunds()
