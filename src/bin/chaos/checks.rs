@@ -1,0 +1,409 @@
+//! What a run must show, read from the database and the sandbox's ledger once the reconciler
+//! has finished: the provider's money and payorch's rows agree, and nothing is left open.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Deserialize;
+use serde_json::Value;
+use tokio_postgres::NoTls;
+
+use crate::clients::Intent;
+
+/// A payment attempt as the database holds it.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub id: String,
+    pub order_id: String,
+    pub key: Option<String>,
+    pub status: String,
+    pub amount: i64,
+    pub provider_payment_id: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Refund {
+    pub id: String,
+    pub payment_id: String,
+    pub status: String,
+    pub amount: i64,
+    pub provider_refund_id: Option<String>,
+}
+
+/// One charge in the sandbox's ledger (`GET /__sandbox/ledger`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Charge {
+    pub provider_id: String,
+    pub attempt_id: Option<String>,
+    pub order_id: Option<String>,
+    pub amount: i64,
+    pub status: String,
+}
+
+impl Charge {
+    fn is_charged(&self) -> bool {
+        matches!(self.status.as_str(), "succeeded" | "processing")
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LedgerRefund {
+    pub provider_id: String,
+    pub payment_intent: String,
+    pub amount: i64,
+    pub status: String,
+}
+
+impl LedgerRefund {
+    fn is_refunded(&self) -> bool {
+        matches!(self.status.as_str(), "succeeded" | "pending")
+    }
+}
+
+/// Everything the checks read.
+#[derive(Debug, Default)]
+pub struct Facts {
+    pub attempts: Vec<Attempt>,
+    pub refunds: Vec<Refund>,
+    /// Each attempt's timeline, oldest first: (from, to).
+    pub attempt_events: HashMap<String, Vec<(Option<String>, String)>>,
+    pub refund_events: HashMap<String, Vec<(Option<String>, String)>>,
+    pub charges: Vec<Charge>,
+    pub ledger_refunds: Vec<LedgerRefund>,
+    pub keys_in_flight: i64,
+}
+
+/// Counts of what went wrong; all zero in a good run.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Findings {
+    /// Charges beyond the first of one order, or of one attempt.
+    pub double_charges: usize,
+    /// Charges the database has no succeeded attempt for (or names another charge or order).
+    pub charges_without_attempt: usize,
+    /// Succeeded attempts the provider has no charge for.
+    pub paid_without_charge: usize,
+    /// Payments refunded (or holding refunds) beyond their amount, in the database or at the
+    /// provider.
+    pub refunds_over_payment: usize,
+    /// Succeeded refunds one side has and the other does not.
+    pub refunds_disagreeing: usize,
+    /// Intents (and refunds) with no final answer, or whose payment the database lacks.
+    pub lost_intents: usize,
+    /// Intents (and refunds) told of two different payments (refunds), or with two attempts.
+    pub split_intents: usize,
+    /// Final answers a client got that the database contradicts.
+    pub answers_contradicted: usize,
+    /// Attempts and refunds still `created` or `pending`.
+    pub pending_left: usize,
+    pub keys_in_flight: usize,
+    /// Attempts and refunds whose timeline does not lead from `created` to their status.
+    pub broken_timelines: usize,
+}
+
+impl Findings {
+    pub fn total(&self) -> usize {
+        self.double_charges
+            + self.charges_without_attempt
+            + self.paid_without_charge
+            + self.refunds_over_payment
+            + self.refunds_disagreeing
+            + self.lost_intents
+            + self.split_intents
+            + self.answers_contradicted
+            + self.pending_left
+            + self.keys_in_flight
+            + self.broken_timelines
+    }
+}
+
+pub fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
+    let mut found = Findings {
+        keys_in_flight: facts.keys_in_flight.max(0) as usize,
+        ..Findings::default()
+    };
+    let attempts: HashMap<&str, &Attempt> =
+        facts.attempts.iter().map(|a| (a.id.as_str(), a)).collect();
+
+    // The provider's side: one charge per order and per attempt, each one an attempt's.
+    let charged: Vec<&Charge> = facts.charges.iter().filter(|c| c.is_charged()).collect();
+    let owners: [fn(&Charge) -> Option<String>; 2] =
+        [|c| c.order_id.clone(), |c| c.attempt_id.clone()];
+    for key in owners {
+        let mut per: HashMap<Option<String>, usize> = HashMap::new();
+        for charge in &charged {
+            *per.entry(key(charge)).or_default() += 1;
+        }
+        found.double_charges += per
+            .iter()
+            .filter(|(owner, _)| owner.is_some())
+            .map(|(_, n)| n - 1)
+            .sum::<usize>();
+    }
+    let charge_ids: BTreeSet<&str> = charged.iter().map(|c| c.provider_id.as_str()).collect();
+    found.charges_without_attempt = charged
+        .iter()
+        .filter(|charge| {
+            !charge
+                .attempt_id
+                .as_deref()
+                .and_then(|id| attempts.get(id))
+                .is_some_and(|a| {
+                    a.status == "succeeded"
+                        && a.provider_payment_id.as_deref() == Some(&charge.provider_id)
+                        && charge.order_id.as_deref() == Some(&a.order_id)
+                })
+        })
+        .count();
+    found.paid_without_charge = facts
+        .attempts
+        .iter()
+        .filter(|a| a.status == "succeeded")
+        .filter(|a| {
+            !a.provider_payment_id
+                .as_deref()
+                .is_some_and(|id| charge_ids.contains(id))
+        })
+        .count();
+
+    // Refunds: never past the payment, on either side; the same succeeded refunds on both.
+    let mut held: HashMap<&str, i64> = HashMap::new();
+    for refund in facts.refunds.iter().filter(|r| r.status != "failed") {
+        *held.entry(refund.payment_id.as_str()).or_default() += refund.amount;
+    }
+    found.refunds_over_payment += held
+        .iter()
+        .filter(|(payment, amount)| attempts.get(*payment).is_none_or(|a| **amount > a.amount))
+        .count();
+    let charge_amounts: HashMap<&str, i64> = charged
+        .iter()
+        .map(|c| (c.provider_id.as_str(), c.amount))
+        .collect();
+    let mut given_back: HashMap<&str, i64> = HashMap::new();
+    for refund in facts.ledger_refunds.iter().filter(|r| r.is_refunded()) {
+        *given_back
+            .entry(refund.payment_intent.as_str())
+            .or_default() += refund.amount;
+    }
+    found.refunds_over_payment += given_back
+        .iter()
+        .filter(|(charge, amount)| charge_amounts.get(*charge).is_none_or(|a| **amount > *a))
+        .count();
+    let ours: BTreeSet<&str> = facts
+        .refunds
+        .iter()
+        .filter(|r| r.status == "succeeded")
+        .filter_map(|r| r.provider_refund_id.as_deref())
+        .collect();
+    let theirs: BTreeSet<&str> = facts
+        .ledger_refunds
+        .iter()
+        .filter(|r| r.status == "succeeded")
+        .map(|r| r.provider_id.as_str())
+        .collect();
+    found.refunds_disagreeing = ours.symmetric_difference(&theirs).count()
+        + facts
+            .refunds
+            .iter()
+            .filter(|r| r.status == "succeeded" && r.provider_refund_id.is_none())
+            .count();
+
+    // What the clients were told, against the database.
+    let mut per_key: HashMap<&str, usize> = HashMap::new();
+    for attempt in &facts.attempts {
+        if let Some(key) = &attempt.key {
+            *per_key.entry(key.as_str()).or_default() += 1;
+        }
+    }
+    let refunds: HashMap<&str, &Refund> =
+        facts.refunds.iter().map(|r| (r.id.as_str(), r)).collect();
+    for intent in intents {
+        if intent.payment_ids.len() > 1 || per_key.get(intent.key.as_str()).copied() > Some(1) {
+            found.split_intents += 1;
+        }
+        let attempt = intent
+            .payment_ids
+            .first()
+            .and_then(|id| attempts.get(id.as_str()));
+        match (&intent.status, attempt) {
+            (Some(told), Some(attempt)) if *told != attempt.status => {
+                found.answers_contradicted += 1
+            }
+            (Some(_), Some(_)) => {}
+            _ => found.lost_intents += 1,
+        }
+        for refund in &intent.refunds {
+            if refund.refund_ids.len() > 1 {
+                found.split_intents += 1;
+            }
+            let stored = refund
+                .refund_ids
+                .first()
+                .and_then(|id| refunds.get(id.as_str()));
+            match (refund.outcome.as_deref(), stored) {
+                (None, _) => found.lost_intents += 1,
+                (Some(told @ ("succeeded" | "failed")), Some(stored)) if told != stored.status => {
+                    found.answers_contradicted += 1
+                }
+                (Some("succeeded" | "failed"), None) => found.lost_intents += 1,
+                _ => {}
+            }
+        }
+    }
+
+    // Nothing open; every row's story leads from `created` to where it is.
+    found.pending_left = facts
+        .attempts
+        .iter()
+        .map(|a| a.status.as_str())
+        .chain(facts.refunds.iter().map(|r| r.status.as_str()))
+        .filter(|s| matches!(*s, "created" | "pending"))
+        .count();
+    found.broken_timelines = facts
+        .attempts
+        .iter()
+        .filter(|a| !leads_to(facts.attempt_events.get(&a.id), &a.status))
+        .count()
+        + facts
+            .refunds
+            .iter()
+            .filter(|r| !leads_to(facts.refund_events.get(&r.id), &r.status))
+            .count();
+    found
+}
+
+/// A timeline starts `created`, each move starts where the last one ended, and the last ends
+/// at `status`.
+fn leads_to(events: Option<&Vec<(Option<String>, String)>>, status: &str) -> bool {
+    let Some(events) = events else { return false };
+    let mut at: Option<&str> = None;
+    for (from, to) in events {
+        if from.as_deref() != at {
+            return false;
+        }
+        at = Some(to);
+    }
+    at == Some(status) && events.first().is_some_and(|(_, to)| to == "created")
+}
+
+/// Reads the facts: the database at `database_url`, the ledger at `sandbox_url`.
+pub async fn gather(database_url: &str, sandbox_url: &str) -> Result<Facts, String> {
+    let (db, connection) = tokio_postgres::connect(database_url, NoTls)
+        .await
+        .map_err(|e| format!("the database: {e}"))?;
+    tokio::spawn(connection);
+    let sql = |e: tokio_postgres::Error| format!("reading the database: {e}");
+    let mut facts = Facts::default();
+    for row in db
+        .query(
+            "SELECT 'pay_' || replace(id::text, '-', ''), 'ord_' || replace(order_id::text, '-', ''),
+                    idempotency_key, status::text, amount::bigint, provider_payment_id
+               FROM payment_attempts",
+            &[],
+        )
+        .await
+        .map_err(sql)?
+    {
+        facts.attempts.push(Attempt {
+            id: row.get(0),
+            order_id: row.get(1),
+            key: row.get(2),
+            status: row.get(3),
+            amount: row.get(4),
+            provider_payment_id: row.get(5),
+        });
+    }
+    for row in db
+        .query(
+            "SELECT 're_' || replace(id::text, '-', ''), 'pay_' || replace(payment_id::text, '-', ''),
+                    status::text, amount::bigint, provider_refund_id
+               FROM refunds",
+            &[],
+        )
+        .await
+        .map_err(sql)?
+    {
+        facts.refunds.push(Refund {
+            id: row.get(0),
+            payment_id: row.get(1),
+            status: row.get(2),
+            amount: row.get(3),
+            provider_refund_id: row.get(4),
+        });
+    }
+    for (prefix, table, column, into) in [
+        (
+            "pay_",
+            "attempt_events",
+            "attempt_id",
+            &mut facts.attempt_events,
+        ),
+        (
+            "re_",
+            "refund_events",
+            "refund_id",
+            &mut facts.refund_events,
+        ),
+    ] {
+        let query = format!(
+            "SELECT '{prefix}' || replace({column}::text, '-', ''), from_status::text, to_status::text
+               FROM {table} ORDER BY {column}, id"
+        );
+        for row in db.query(&query, &[]).await.map_err(sql)? {
+            into.entry(row.get(0))
+                .or_default()
+                .push((row.get(1), row.get(2)));
+        }
+    }
+    facts.keys_in_flight = db
+        .query_one(
+            "SELECT count(*) FROM idempotency_keys WHERE state = 'in_flight'",
+            &[],
+        )
+        .await
+        .map_err(sql)?
+        .get(0);
+
+    let ledger: Value = reqwest::get(format!("{sandbox_url}/__sandbox/ledger"))
+        .await
+        .map_err(|e| format!("the ledger: {e}"))?
+        .json()
+        .await
+        .map_err(|e| format!("the ledger: {e}"))?;
+    facts.charges = serde_json::from_value(ledger["data"].clone())
+        .map_err(|e| format!("the ledger's charges: {e}"))?;
+    facts.ledger_refunds = serde_json::from_value(ledger["refunds"].clone())
+        .map_err(|e| format!("the ledger's refunds: {e}"))?;
+    Ok(facts)
+}
+
+/// Attempts and refunds still open, for waiting on the reconciler.
+pub async fn open_rows(database_url: &str) -> Result<i64, String> {
+    let (db, connection) = tokio_postgres::connect(database_url, NoTls)
+        .await
+        .map_err(|e| format!("the database: {e}"))?;
+    tokio::spawn(connection);
+    let row = db
+        .query_one(
+            "SELECT (SELECT count(*) FROM payment_attempts WHERE status IN ('created', 'pending'))
+                  + (SELECT count(*) FROM refunds WHERE status IN ('created', 'pending'))",
+            &[],
+        )
+        .await
+        .map_err(|e| format!("reading the database: {e}"))?;
+    Ok(row.get(0))
+}
+
+/// How many charges and refunds the provider made, by status, for the report.
+pub fn ledger_summary(facts: &Facts) -> BTreeMap<String, usize> {
+    let mut summary = BTreeMap::new();
+    for charge in &facts.charges {
+        *summary
+            .entry(format!("charges {}", charge.status))
+            .or_default() += 1;
+    }
+    for refund in &facts.ledger_refunds {
+        *summary
+            .entry(format!("refunds {}", refund.status))
+            .or_default() += 1;
+    }
+    summary
+}

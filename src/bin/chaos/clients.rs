@@ -1,0 +1,341 @@
+//! Clients that retry like real ones: each logical checkout keeps its `Idempotency-Key` and
+//! asks again — after a cut connection, a `503`, a `409` in flight or a `pending` answer —
+//! until it has a final answer. Every answer is kept, so the checks can see whether one
+//! intent was ever told about two payments.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// The payment methods of the run, in turn: mostly cards that pay, and each of the sandbox's
+/// faults (README, "Commands": `payorch sandbox --help`).
+const METHODS: [&str; 20] = [
+    "pm_card_visa",
+    "pm_sandbox_lost_response",
+    "pm_card_visa",
+    "pm_card_mastercard",
+    "pm_sandbox_error_after",
+    "pm_card_visa",
+    "pm_card_chargeDeclined",
+    "pm_sandbox_slow",
+    "pm_card_visa",
+    "pm_sandbox_processing",
+    "pm_card_visa",
+    "pm_sandbox_error_before",
+    "pm_card_visa",
+    "pm_card_chargeDeclinedInsufficientFunds",
+    "pm_sandbox_lost_response",
+    "pm_card_visa",
+    "pm_sandbox_error_after",
+    "pm_card_visa",
+    "pm_sandbox_processing",
+    "pm_card_visa",
+];
+
+/// The refund faults, in turn (`reason` names the sandbox fault; README, "Refunds").
+const REFUND_REASONS: [Option<&str>; 6] = [
+    None,
+    Some("sandbox_lost_response"),
+    Some("sandbox_error_after"),
+    Some("sandbox_pending"),
+    Some("sandbox_error_before"),
+    Some("sandbox_failure"),
+];
+
+/// How long one logical request may take before its intent counts as lost.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Where the clients send their requests.
+#[derive(Clone)]
+pub struct Targets {
+    pub urls: Vec<String>,
+    /// Send each request to two replicas at the same instant.
+    pub duplicate: bool,
+}
+
+/// What the clients saw, for the result table.
+#[derive(Default)]
+pub struct Tally {
+    pub requests: AtomicUsize,
+    /// Requests sent again under the same key: after a cut connection, a `5xx`, a `409` in
+    /// flight, a `429` or a `pending` answer.
+    pub retries: AtomicUsize,
+    pub cut: AtomicUsize,
+    pub unavailable: AtomicUsize,
+    pub server_errors: AtomicUsize,
+    pub done: AtomicUsize,
+    /// Answers no client should get: a `4xx` other than the expected refusals, or a body
+    /// that is not the resource. At most a few kept for the report.
+    pub unexpected: Mutex<Vec<String>>,
+    pub unexpected_count: AtomicUsize,
+}
+
+impl Tally {
+    fn unexpected(&self, what: String) {
+        self.unexpected_count.fetch_add(1, Ordering::Relaxed);
+        let mut kept = self
+            .unexpected
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if kept.len() < 5 {
+            kept.push(what);
+        }
+    }
+}
+
+/// One logical checkout, and the refunds asked of it, as the client saw them.
+#[derive(Debug, Default, Clone)]
+pub struct Intent {
+    pub key: String,
+    pub method: &'static str,
+    /// Every payment id any answer named.
+    pub payment_ids: BTreeSet<String>,
+    /// The final status, if one came before the deadline.
+    pub status: Option<String>,
+    pub refunds: Vec<RefundIntent>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct RefundIntent {
+    pub key: String,
+    pub refund_ids: BTreeSet<String>,
+    /// `succeeded`, `failed`, or the code of a final refusal (`refund_exceeds_payment`).
+    pub outcome: Option<String>,
+}
+
+/// Runs `intents` logical checkouts on `clients` concurrent clients.
+pub async fn run(
+    targets: Targets,
+    api_key: String,
+    intents: usize,
+    clients: usize,
+    tally: Arc<Tally>,
+) -> Vec<Intent> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .pool_idle_timeout(Duration::from_secs(5))
+        .build()
+        .expect("an HTTP client");
+    let next = Arc::new(AtomicUsize::new(0));
+    let run_id = format!("{:x}", chrono::Utc::now().timestamp_millis());
+    let mut workers = Vec::new();
+    for _ in 0..clients {
+        let client = Client {
+            http: http.clone(),
+            targets: targets.clone(),
+            api_key: api_key.clone(),
+            tally: tally.clone(),
+        };
+        let next = next.clone();
+        let run_id = run_id.clone();
+        workers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= intents {
+                    break mine;
+                }
+                mine.push(client.intent(&run_id, i).await);
+                client.tally.done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for worker in workers {
+        all.extend(worker.await.unwrap_or_default());
+    }
+    all
+}
+
+struct Client {
+    http: reqwest::Client,
+    targets: Targets,
+    api_key: String,
+    tally: Arc<Tally>,
+}
+
+/// One answer, reduced to what a client acts on.
+enum Answer {
+    /// `2xx` with the resource.
+    Resource(Value),
+    /// A refusal that is final for this key (`409 refund_exceeds_payment`, or an answer no
+    /// client should get).
+    Refused(String),
+    /// Ask again with the same key.
+    Again,
+}
+
+impl Client {
+    async fn intent(&self, run_id: &str, i: usize) -> Intent {
+        let method = METHODS[i % METHODS.len()];
+        let amount = 1000 + i as i64;
+        let mut intent = Intent {
+            key: format!("chaos-{run_id}-{i}"),
+            method,
+            ..Intent::default()
+        };
+        let body = json!({"amount": amount, "currency": "usd", "payment_method": method});
+        let payment = self
+            .until_final(&intent.key, "/v1/checkout", &body, |answer| {
+                let payment = &answer["payment"];
+                if let Some(id) = payment["id"].as_str() {
+                    intent.payment_ids.insert(id.to_owned());
+                }
+                final_status(payment)
+            })
+            .await;
+        intent.status = payment.clone().and_then(|p| p.ok());
+        // Every fourth paid intent asks for half back, with the refund faults in turn; every
+        // eighth then asks for all of it, which is refused unless the first refund failed.
+        let (Some(Ok(status)), Some(id)) = (&payment, intent.payment_ids.first().cloned()) else {
+            return intent;
+        };
+        if status != "succeeded" || !i.is_multiple_of(4) {
+            return intent;
+        }
+        let reason = REFUND_REASONS[(i / 4) % REFUND_REASONS.len()];
+        let half = json!({"amount": amount / 2, "reason": reason});
+        intent
+            .refunds
+            .push(self.refund(&intent.key, &id, "a", &half).await);
+        if i.is_multiple_of(8) {
+            let all = json!({ "amount": amount });
+            intent
+                .refunds
+                .push(self.refund(&intent.key, &id, "b", &all).await);
+        }
+        intent
+    }
+
+    async fn refund(&self, key: &str, payment: &str, n: &str, body: &Value) -> RefundIntent {
+        let mut refund = RefundIntent {
+            key: format!("{key}-refund-{n}"),
+            ..RefundIntent::default()
+        };
+        let outcome = self
+            .until_final(
+                &refund.key,
+                &format!("/v1/payments/{payment}/refunds"),
+                body,
+                |answer| {
+                    if let Some(id) = answer["id"].as_str() {
+                        refund.refund_ids.insert(id.to_owned());
+                    }
+                    final_status(answer)
+                },
+            )
+            .await;
+        refund.outcome = outcome.map(|o| o.unwrap_or_else(|refused| refused));
+        refund
+    }
+
+    /// POSTs `body` under `key` until `judge` finds a final status in an answer, or a final
+    /// refusal comes. `None` past the deadline.
+    async fn until_final(
+        &self,
+        key: &str,
+        path: &str,
+        body: &Value,
+        mut judge: impl FnMut(&Value) -> Option<String>,
+    ) -> Option<Result<String, String>> {
+        let started = Instant::now();
+        let mut round = 0usize;
+        while started.elapsed() < DEADLINE {
+            if round > 0 {
+                self.tally.retries.fetch_add(1, Ordering::Relaxed);
+            }
+            let answers = self.send(round, key, path, body).await;
+            round += 1;
+            let mut verdict = None;
+            for answer in answers {
+                match answer {
+                    Answer::Resource(value) => {
+                        if let Some(status) = judge(&value) {
+                            verdict = Some(Ok(status));
+                        }
+                    }
+                    Answer::Refused(code) => verdict = verdict.or(Some(Err(code))),
+                    Answer::Again => {}
+                }
+            }
+            if verdict.is_some() {
+                return verdict;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        None
+    }
+
+    /// One round: to one replica, or the same request to two at the same instant.
+    async fn send(&self, round: usize, key: &str, path: &str, body: &Value) -> Vec<Answer> {
+        let urls = &self.targets.urls;
+        let first = &urls[round % urls.len()];
+        if !self.targets.duplicate || urls.len() < 2 {
+            return vec![self.post(first, key, path, body).await];
+        }
+        let second = &urls[(round + 1) % urls.len()];
+        let (a, b) = tokio::join!(
+            self.post(first, key, path, body),
+            self.post(second, key, path, body)
+        );
+        vec![a, b]
+    }
+
+    async fn post(&self, base: &str, key: &str, path: &str, body: &Value) -> Answer {
+        self.tally.requests.fetch_add(1, Ordering::Relaxed);
+        let sent = self
+            .http
+            .post(format!("{base}{path}"))
+            .bearer_auth(&self.api_key)
+            .header("Idempotency-Key", key)
+            .json(body)
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(_) => {
+                self.tally.cut.fetch_add(1, Ordering::Relaxed);
+                return Answer::Again;
+            }
+        };
+        let status = response.status().as_u16();
+        let Ok(value) = response.json::<Value>().await else {
+            // The connection was cut mid-body.
+            self.tally.cut.fetch_add(1, Ordering::Relaxed);
+            return Answer::Again;
+        };
+        let code = value["code"].as_str().unwrap_or_default();
+        match status {
+            200 | 201 => Answer::Resource(value),
+            503 => {
+                self.tally.unavailable.fetch_add(1, Ordering::Relaxed);
+                Answer::Again
+            }
+            409 if code == "idempotency_key_in_use" => Answer::Again,
+            429 => Answer::Again,
+            409 if code == "refund_exceeds_payment" => Answer::Refused(code.to_owned()),
+            500..=599 => {
+                self.tally.server_errors.fetch_add(1, Ordering::Relaxed);
+                self.tally.unexpected(format!("{status} {code} on {path}"));
+                Answer::Again
+            }
+            // Anything else is final for this key, and a failure of the run.
+            _ => {
+                let what = format!("{status} {code} on {path}");
+                self.tally.unexpected(what.clone());
+                Answer::Refused(what)
+            }
+        }
+    }
+}
+
+/// `succeeded` or `failed`; `None` while the resource is still open.
+fn final_status(resource: &Value) -> Option<String> {
+    match resource["status"].as_str() {
+        Some(status @ ("succeeded" | "failed")) => Some(status.to_owned()),
+        _ => None,
+    }
+}

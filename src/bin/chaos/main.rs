@@ -1,0 +1,273 @@
+//! The chaos runs behind RELIABILITY.md: payorch's promise — one intent, at most one charge —
+//! checked for the whole system while `serve` is killed with SIGKILL, while replicas race
+//! each other for the same request, and while the database restarts.
+//!
+//!     cargo build --release --bins
+//!     cargo run --release --bin chaos -- kill        # one serve, killed every few seconds
+//!     cargo run --release --bin chaos -- replicas    # three serves, duplicates, a database restart
+//!
+//! Exits 1 when a check fails, keeping the run's folder (logs, database) for a look.
+
+mod checks;
+mod clients;
+mod world;
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, ValueEnum};
+use tokio::task::JoinHandle;
+
+use clients::{Intent, Tally, Targets};
+use world::World;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Scenario {
+    /// One `serve`, killed with SIGKILL every few seconds and started again.
+    Kill,
+    /// Three `serve` replicas on one database, each request sent to two of them at the same
+    /// instant, every reconciler running; PostgreSQL restarted once mid-run.
+    Replicas,
+}
+
+#[derive(Debug, Parser)]
+#[command(about = "Chaos runs: payorch under kills, racing replicas and a database restart")]
+struct Args {
+    #[arg(value_enum)]
+    scenario: Scenario,
+    /// Logical checkouts, each retried under its own key until it has a final answer.
+    #[arg(long, default_value_t = 1000)]
+    intents: usize,
+    /// Clients sending at the same time.
+    #[arg(long, default_value_t = 8)]
+    clients: usize,
+    /// `kill`: the mean time between two kills, in ms (each pause is 0.5× to 1.5× of it).
+    #[arg(long, default_value_t = 3000)]
+    kill_every_ms: u64,
+    /// `replicas`: how long PostgreSQL stays down, in ms.
+    #[arg(long, default_value_t = 3000)]
+    database_down_ms: u64,
+    /// The `payorch` binary (default: the one next to this program).
+    #[arg(long)]
+    payorch: Option<PathBuf>,
+}
+
+/// What the run did to the system.
+#[derive(Debug, Default)]
+struct Disturbed {
+    kills: usize,
+    database_restarts: usize,
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    match run(&args).await {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(1),
+        Err(why) => {
+            eprintln!("chaos: {why}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// `Ok(false)` when a check failed.
+async fn run(args: &Args) -> Result<bool, String> {
+    let payorch = match &args.payorch {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| e.to_string())?
+            .with_file_name("payorch"),
+    };
+    if !payorch.exists() {
+        return Err(format!(
+            "no payorch binary at {}: run `cargo build --release --bins` first",
+            payorch.display()
+        ));
+    }
+    let replicas = match args.scenario {
+        Scenario::Kill => 1,
+        Scenario::Replicas => 3,
+    };
+    let started = Instant::now();
+    let mut world = World::start(&payorch, replicas).await?;
+    eprintln!("chaos: run folder {}", world.root.display());
+    let targets = Targets {
+        urls: world.replicas.iter().map(|r| r.url.clone()).collect(),
+        duplicate: matches!(args.scenario, Scenario::Replicas),
+    };
+    let tally = Arc::new(Tally::default());
+    let clients = tokio::spawn(clients::run(
+        targets,
+        world.api_key.clone(),
+        args.intents,
+        args.clients,
+        tally.clone(),
+    ));
+    let disturbed = match disturb(args, &mut world, &clients, &tally).await {
+        Ok(disturbed) => disturbed,
+        Err(why) => {
+            clients.abort();
+            world.stop(true).await;
+            return Err(why);
+        }
+    };
+    let intents: Vec<Intent> = clients.await.map_err(|e| e.to_string())?;
+    let load_secs = started.elapsed().as_secs_f64();
+
+    // Every replica up, then the reconcilers finish what the clients left open.
+    for n in 0..world.replicas.len() {
+        if !world.is_running(n) {
+            world.start_replica(n).await?;
+        }
+    }
+    let settled = settle(&world.database_url, Duration::from_secs(300)).await;
+    let facts = checks::gather(&world.database_url, &world.sandbox_url).await?;
+    let found = checks::judge(&facts, &intents);
+    let rss = world.peak_rss_mib();
+
+    let server_errors = tally.server_errors.load(Ordering::Relaxed);
+    let unexpected = tally.unexpected_count.load(Ordering::Relaxed);
+    let good = found.total() == 0 && server_errors == 0 && unexpected == 0 && settled.is_some();
+    report(
+        args, &disturbed, &tally, &intents, &found, &facts, rss, load_secs, settled,
+    );
+    if good {
+        world.stop(false).await;
+    } else {
+        eprintln!(
+            "chaos: FAILED; logs and database kept in {}",
+            world.root.display()
+        );
+        world.stop(true).await;
+    }
+    Ok(good)
+}
+
+/// The scenario's disturbance, for as long as the clients run.
+async fn disturb(
+    args: &Args,
+    world: &mut World,
+    clients: &JoinHandle<Vec<Intent>>,
+    tally: &Tally,
+) -> Result<Disturbed, String> {
+    let mut disturbed = Disturbed::default();
+    match args.scenario {
+        Scenario::Kill => loop {
+            let mean = args.kill_every_ms.max(100);
+            let pause = rand::random_range(mean / 2..=mean * 3 / 2);
+            if !pause_while(clients, Duration::from_millis(pause)).await {
+                break;
+            }
+            world.kill_replica(0).await;
+            disturbed.kills += 1;
+            let down = rand::random_range(100..=800);
+            tokio::time::sleep(Duration::from_millis(down)).await;
+            world.start_replica(0).await?;
+        },
+        Scenario::Replicas => {
+            // Once a third of the intents is done, so requests are in flight on every side.
+            while tally.done.load(Ordering::Relaxed) < args.intents / 3 {
+                if !pause_while(clients, Duration::from_millis(50)).await {
+                    return Ok(disturbed);
+                }
+            }
+            world
+                .restart_database(Duration::from_millis(args.database_down_ms))
+                .await?;
+            disturbed.database_restarts += 1;
+        }
+    }
+    Ok(disturbed)
+}
+
+/// Sleeps `pause`; `false` as soon as the clients are done.
+async fn pause_while(clients: &JoinHandle<Vec<Intent>>, pause: Duration) -> bool {
+    let until = Instant::now() + pause;
+    while Instant::now() < until {
+        if clients.is_finished() {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    !clients.is_finished()
+}
+
+/// Waits until no attempt or refund is open; how long that took, or `None` past `limit`.
+async fn settle(database_url: &str, limit: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if checks::open_rows(database_url).await == Ok(0) {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    None
+}
+
+#[allow(clippy::too_many_arguments)]
+fn report(
+    args: &Args,
+    disturbed: &Disturbed,
+    tally: &Tally,
+    intents: &[Intent],
+    found: &checks::Findings,
+    facts: &checks::Facts,
+    rss_mib: f64,
+    load_secs: f64,
+    settled: Option<Duration>,
+) {
+    let n = |counter: &std::sync::atomic::AtomicUsize| counter.load(Ordering::Relaxed);
+    let refunds: usize = intents.iter().map(|i| i.refunds.len()).sum();
+    println!(
+        "| scenario | intents | refunds asked | clients | kills | database restarts | requests | retries | cut connections | 503s | 500s | double charges | lost intents | pending left | peak RSS |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| {:?} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB |",
+        args.scenario,
+        intents.len(),
+        refunds,
+        args.clients,
+        disturbed.kills,
+        disturbed.database_restarts,
+        n(&tally.requests),
+        n(&tally.retries),
+        n(&tally.cut),
+        n(&tally.unavailable),
+        n(&tally.server_errors),
+        found.double_charges,
+        found.lost_intents,
+        found.pending_left,
+        rss_mib,
+    );
+    println!();
+    println!("checks (each must be 0): {found:?}");
+    let mut statuses = std::collections::BTreeMap::<String, usize>::new();
+    for intent in intents {
+        let status = intent.status.as_deref().unwrap_or("no answer");
+        *statuses
+            .entry(format!("{} {status}", intent.method))
+            .or_default() += 1;
+    }
+    println!("intents by payment method and final status: {statuses:?}");
+    println!("provider ledger: {:?}", checks::ledger_summary(facts));
+    println!(
+        "load {load_secs:.0} s; reconciler finished the rest in {}",
+        settled.map_or("(not within the limit)".into(), |d| format!(
+            "{:.1} s",
+            d.as_secs_f64()
+        ))
+    );
+    for what in tally
+        .unexpected
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .iter()
+    {
+        println!("unexpected answer: {what}");
+    }
+}

@@ -1,0 +1,353 @@
+//! The processes of a run: a private PostgreSQL cluster with real fsync, the sandbox provider
+//! in a process of its own (it must outlive every `serve` it charges for), and the `serve`
+//! replicas, which the run kills with SIGKILL and starts again on the same port.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use payorch::db::cluster::{ClusterOptions, PrivateCluster};
+use payorch::db::{create_database_if_missing, DATABASE_NAME};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The provider secret and webhook secret the sandbox and every replica share.
+const PROVIDER_SECRET: &str = "sk_test_chaos";
+const WEBHOOK_SECRET: &str = "whsec_chaos";
+
+/// Settings that make the reconciler finish a run in seconds rather than the production
+/// defaults' minutes; each is a flag a deployment may set the same way (README,
+/// "Configuration").
+const SERVE_SETTINGS: &[&str] = &[
+    "--workers",
+    "2",
+    "--idempotency-lease-secs",
+    "4",
+    "--provider-timeout-ms",
+    "3000",
+    "--reconciler-interval-ms",
+    "200",
+    "--reconcile-backoff-secs",
+    "1",
+    // Past it payorch searches instead of resending, which is always safe; the sandbox keeps
+    // its keys for ever, so a short window only makes payorch more careful.
+    "--provider-key-window-secs",
+    "10",
+    "--provider-search-delay-secs",
+    "5",
+    "--max-new-keys-per-minute",
+    "1000000",
+];
+
+pub struct World {
+    payorch: PathBuf,
+    /// Logs and data folders of the run; kept when a check fails.
+    pub root: PathBuf,
+    cluster: Arc<Mutex<PrivateCluster>>,
+    pub database_url: String,
+    pub sandbox_url: String,
+    _sandbox: Child,
+    pub replicas: Vec<Replica>,
+    pub api_key: String,
+    /// Highest VmHWM seen of any `serve` process, in KiB, by pid.
+    peaks: Arc<Mutex<HashMap<u32, u64>>>,
+    /// The pid of each running replica, by index, for the sampler.
+    live: Arc<Mutex<HashMap<usize, u32>>>,
+}
+
+pub struct Replica {
+    pub url: String,
+    port: u16,
+    data_dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl World {
+    /// Starts the cluster, migrates, makes the merchant, starts the sandbox (its webhooks go
+    /// to the first replica) and `replicas` copies of `serve`.
+    pub async fn start(payorch: &Path, replicas: usize) -> Result<World, String> {
+        let root = std::env::temp_dir().join(format!(
+            "payorch-chaos-{}-{}",
+            std::process::id(),
+            chrono::Utc::now().format("%H%M%S")
+        ));
+        std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+        let options = ClusterOptions {
+            data_dir: root.join("db"),
+            ephemeral: false,
+        };
+        let cluster = tokio::task::spawn_blocking(move || PrivateCluster::start(&options))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("the private cluster: {e}"))?;
+        create_database_if_missing(&cluster.database_url("postgres"), DATABASE_NAME)
+            .await
+            .map_err(|e| format!("the database: {e}"))?;
+        let database_url = cluster.database_url(DATABASE_NAME);
+        run(payorch, &["migrate", "--database-url", &database_url]).await?;
+        let made = run(
+            payorch,
+            &[
+                "merchant",
+                "create",
+                "--name",
+                "chaos",
+                "--json",
+                "--database-url",
+                &database_url,
+            ],
+        )
+        .await?;
+        let api_key = serde_json::from_str::<serde_json::Value>(&made)
+            .ok()
+            .and_then(|v| v["api_key"].as_str().map(str::to_owned))
+            .ok_or_else(|| format!("`merchant create` printed no api_key: {made}"))?;
+
+        let replicas: Vec<Replica> = (0..replicas)
+            .map(|n| {
+                let port = free_port()?;
+                Ok(Replica {
+                    url: format!("http://127.0.0.1:{port}"),
+                    port,
+                    data_dir: root.join(format!("replica-{n}")),
+                    log: root.join(format!("replica-{n}.log")),
+                    child: None,
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        let (sandbox, sandbox_url) = start_sandbox(
+            payorch,
+            &format!("{}/v1/webhooks/stripe", replicas[0].url),
+            &root.join("sandbox.log"),
+        )
+        .await?;
+        let mut world = World {
+            payorch: payorch.to_owned(),
+            root,
+            cluster: Arc::new(Mutex::new(cluster)),
+            database_url,
+            sandbox_url,
+            _sandbox: sandbox,
+            replicas,
+            api_key,
+            peaks: Arc::default(),
+            live: Arc::default(),
+        };
+        for n in 0..world.replicas.len() {
+            world.start_replica(n).await?;
+        }
+        world.watch_memory();
+        Ok(world)
+    }
+
+    /// Starts replica `n` (again) on its port and waits until it is ready.
+    pub async fn start_replica(&mut self, n: usize) -> Result<(), String> {
+        let replica = &mut self.replicas[n];
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&replica.log)
+            .map_err(|e| format!("{}: {e}", replica.log.display()))?;
+        let child = Command::new(&self.payorch)
+            .arg("serve")
+            .args(["--bind", &format!("127.0.0.1:{}", replica.port)])
+            .arg("--data-dir")
+            .arg(&replica.data_dir)
+            .args(["--database-url", &self.database_url])
+            .args(["--provider-url", &self.sandbox_url])
+            .args(["--provider-secret", PROVIDER_SECRET])
+            .args(["--webhook-secret", WEBHOOK_SECRET])
+            .args(SERVE_SETTINGS)
+            .stdout(Stdio::from(log.try_clone().map_err(|e| e.to_string())?))
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("start {}: {e}", self.payorch.display()))?;
+        if let Some(pid) = child.id() {
+            lock(&self.live).insert(n, pid);
+        }
+        replica.child = Some(child);
+        wait_ready(&replica.url).await
+    }
+
+    /// SIGKILL for replica `n`: no shutdown, no flush, requests cut mid-flight.
+    pub async fn kill_replica(&mut self, n: usize) {
+        lock(&self.live).remove(&n);
+        if let Some(mut child) = self.replicas[n].child.take() {
+            if let Some(pid) = child.id() {
+                note_peak(&self.peaks, pid);
+            }
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+    }
+
+    pub fn is_running(&self, n: usize) -> bool {
+        self.replicas[n].child.is_some()
+    }
+
+    /// Stops PostgreSQL (fast shutdown: every session ended), waits `down`, starts it again.
+    pub async fn restart_database(&self, down: Duration) -> Result<(), String> {
+        let cluster = self.cluster.clone();
+        tokio::task::spawn_blocking(move || lock(&cluster).stop())
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("stopping PostgreSQL: {e}"))?;
+        tokio::time::sleep(down).await;
+        let cluster = self.cluster.clone();
+        tokio::task::spawn_blocking(move || lock(&cluster).restart())
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("starting PostgreSQL again: {e}"))
+    }
+
+    /// The highest peak RSS of any `serve` process of the run, in MiB.
+    pub fn peak_rss_mib(&self) -> f64 {
+        for replica in &self.replicas {
+            if let Some(pid) = replica.child.as_ref().and_then(Child::id) {
+                note_peak(&self.peaks, pid);
+            }
+        }
+        let peaks = lock(&self.peaks);
+        peaks.values().copied().max().unwrap_or(0) as f64 / 1024.0
+    }
+
+    /// Stops every process; the cluster last. The run's folder is removed unless `keep`.
+    pub async fn stop(mut self, keep: bool) {
+        for n in 0..self.replicas.len() {
+            self.kill_replica(n).await;
+        }
+        let cluster = self.cluster.clone();
+        let _ = tokio::task::spawn_blocking(move || lock(&cluster).stop()).await;
+        if !keep {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+
+    /// A sampler that keeps the peak RSS of every live replica, also of those killed later.
+    fn watch_memory(&self) {
+        let peaks = self.peaks.clone();
+        let live = self.live.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let pids: Vec<u32> = lock(&live).values().copied().collect();
+                for pid in pids {
+                    note_peak(&peaks, pid);
+                }
+            }
+        });
+    }
+}
+
+fn note_peak(peaks: &Mutex<HashMap<u32, u64>>, pid: u32) {
+    if let Some(kib) = peak_rss_kib(pid) {
+        let mut peaks = lock(peaks);
+        let seen = peaks.entry(pid).or_default();
+        *seen = (*seen).max(kib);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs a `payorch` command to its end and returns what it printed.
+async fn run(payorch: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(payorch)
+        .args(args)
+        .output()
+        .await
+        .map_err(|e| format!("{}: {e}", payorch.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`payorch {}` failed: {}",
+            args[..2.min(args.len())].join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `payorch sandbox` on a port of its own; its first line says where it listens. Its webhooks
+/// are duplicated now and then and may arrive out of order.
+async fn start_sandbox(
+    payorch: &Path,
+    webhook_url: &str,
+    log: &Path,
+) -> Result<(Child, String), String> {
+    let mut child = Command::new(payorch)
+        .args(["sandbox", "--bind", "127.0.0.1:0"])
+        .args(["--secret", PROVIDER_SECRET])
+        .args(["--webhook-url", webhook_url])
+        .args(["--webhook-secret", WEBHOOK_SECRET])
+        .args(["--slow-ms", "1500", "--processing-ms", "1000"])
+        .args(["--webhook-duplicate-rate", "0.1", "--webhook-reorder"])
+        .args(["--webhook-max-attempts", "20", "--webhook-retry-ms", "300"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(
+            File::create(log).map_err(|e| format!("{}: {e}", log.display()))?,
+        ))
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("start the sandbox: {e}"))?;
+    let stdout = child.stdout.take().ok_or("the sandbox has no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .map_err(|_| "the sandbox never said where it listens".to_owned())?
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    let url = first.rsplit(' ').next().unwrap_or_default().to_owned();
+    if !url.starts_with("http://") {
+        return Err(format!("the sandbox said {first:?}"));
+    }
+    // Keep reading, so a full pipe never stops the sandbox.
+    let mut rest = tokio::fs::File::create(log.with_extension("out"))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = rest.write_all(format!("{line}\n").as_bytes()).await;
+        }
+    });
+    Ok((child, url))
+}
+
+async fn wait_ready(url: &str) -> Result<(), String> {
+    let client = reqwest::Client::new();
+    for _ in 0..300 {
+        let ready = client
+            .get(format!("{url}/health/ready"))
+            .timeout(Duration::from_secs(1))
+            .send()
+            .await;
+        if ready.is_ok_and(|r| r.status().is_success()) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("{url} never became ready"))
+}
+
+/// A port nobody listens on now; the replica binds it a moment later.
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| e.to_string())
+}
+
+/// `VmHWM` (peak resident set) of `pid`, in KiB.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
