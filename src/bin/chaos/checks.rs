@@ -70,6 +70,9 @@ pub struct Facts {
     pub charges: Vec<Charge>,
     pub ledger_refunds: Vec<LedgerRefund>,
     pub keys_in_flight: i64,
+    /// How attempts were finished, by the source of their final move (`provider_response`,
+    /// `webhook`, `reconciler`, …): the report shows which recovery paths the run took.
+    pub finished_by: BTreeMap<String, i64>,
 }
 
 /// Counts of what went wrong; all zero in a good run.
@@ -361,6 +364,17 @@ pub async fn gather(database_url: &str, sandbox_url: &str) -> Result<Facts, Stri
         .await
         .map_err(sql)?
         .get(0);
+    for row in db
+        .query(
+            "SELECT source::text, count(*) FROM attempt_events
+              WHERE to_status IN ('succeeded', 'failed') GROUP BY 1",
+            &[],
+        )
+        .await
+        .map_err(sql)?
+    {
+        facts.finished_by.insert(row.get(0), row.get(1));
+    }
 
     let ledger: Value = reqwest::get(format!("{sandbox_url}/__sandbox/ledger"))
         .await
@@ -406,4 +420,193 @@ pub fn ledger_summary(facts: &Facts) -> BTreeMap<String, usize> {
             .or_default() += 1;
     }
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clients::RefundIntent;
+
+    /// A run where everything is right: two paid intents, one declined, one refund.
+    fn good() -> (Facts, Vec<Intent>) {
+        let attempt = |n: u8, status: &str, charge: Option<&str>| Attempt {
+            id: format!("pay_{n}"),
+            order_id: format!("ord_{n}"),
+            key: Some(format!("k{n}")),
+            status: status.into(),
+            amount: 1000,
+            provider_payment_id: charge.map(str::to_owned),
+        };
+        let charge = |n: u8, status: &str| Charge {
+            provider_id: format!("pi_{n}"),
+            attempt_id: Some(format!("pay_{n}")),
+            order_id: Some(format!("ord_{n}")),
+            amount: 1000,
+            status: status.into(),
+        };
+        let story = |to: &str| {
+            vec![
+                (None, "created".to_owned()),
+                (Some("created".to_owned()), to.to_owned()),
+            ]
+        };
+        let facts = Facts {
+            attempts: vec![
+                attempt(1, "succeeded", Some("pi_1")),
+                attempt(2, "succeeded", Some("pi_2")),
+                attempt(3, "failed", Some("pi_3")),
+            ],
+            refunds: vec![Refund {
+                id: "re_1".into(),
+                payment_id: "pay_1".into(),
+                status: "succeeded".into(),
+                amount: 500,
+                provider_refund_id: Some("pyr_1".into()),
+            }],
+            attempt_events: HashMap::from([
+                ("pay_1".into(), story("succeeded")),
+                ("pay_2".into(), story("succeeded")),
+                ("pay_3".into(), story("failed")),
+            ]),
+            refund_events: HashMap::from([("re_1".into(), story("succeeded"))]),
+            charges: vec![
+                charge(1, "succeeded"),
+                charge(2, "succeeded"),
+                charge(3, "requires_payment_method"),
+            ],
+            ledger_refunds: vec![LedgerRefund {
+                provider_id: "pyr_1".into(),
+                payment_intent: "pi_1".into(),
+                amount: 500,
+                status: "succeeded".into(),
+            }],
+            keys_in_flight: 0,
+            finished_by: BTreeMap::new(),
+        };
+        let intent = |n: u8, status: &str| Intent {
+            key: format!("k{n}"),
+            method: "pm_card_visa",
+            payment_ids: BTreeSet::from([format!("pay_{n}")]),
+            status: Some(status.into()),
+            refunds: Vec::new(),
+        };
+        let mut intents = vec![
+            intent(1, "succeeded"),
+            intent(2, "succeeded"),
+            intent(3, "failed"),
+        ];
+        intents[0].refunds.push(RefundIntent {
+            key: "k1-refund".into(),
+            refund_ids: BTreeSet::from(["re_1".to_owned()]),
+            outcome: Some("succeeded".into()),
+        });
+        (facts, intents)
+    }
+
+    fn found(change: impl FnOnce(&mut Facts, &mut Vec<Intent>)) -> Findings {
+        let (mut facts, mut intents) = good();
+        change(&mut facts, &mut intents);
+        judge(&facts, &intents)
+    }
+
+    #[test]
+    fn a_good_run_finds_nothing() {
+        assert_eq!(found(|_, _| {}), Findings::default());
+    }
+
+    #[test]
+    fn a_second_charge_of_one_order_is_a_double_charge_and_has_no_attempt() {
+        let findings = found(|facts, _| {
+            let mut again = facts.charges[0].clone();
+            again.provider_id = "pi_1b".into();
+            facts.charges.push(again);
+        });
+        // Once per order and once per attempt: both saw two charges.
+        assert_eq!(findings.double_charges, 2);
+        assert_eq!(findings.charges_without_attempt, 1);
+    }
+
+    #[test]
+    fn a_charge_of_a_failed_attempt_or_of_nobody_is_found() {
+        let findings = found(|facts, _| {
+            facts.charges[2].status = "succeeded".into();
+            facts.charges.push(Charge {
+                provider_id: "pi_stray".into(),
+                attempt_id: None,
+                order_id: None,
+                amount: 1,
+                status: "processing".into(),
+            });
+        });
+        assert_eq!(findings.charges_without_attempt, 2);
+        assert_eq!(findings.double_charges, 0);
+    }
+
+    #[test]
+    fn a_succeeded_attempt_without_its_charge_is_found() {
+        let findings = found(|facts, _| facts.charges.remove(1).provider_id.clear());
+        assert_eq!(findings.paid_without_charge, 1);
+    }
+
+    #[test]
+    fn refunds_past_the_payment_are_found_on_either_side() {
+        let findings = found(|facts, _| {
+            facts.refunds[0].amount = 1001;
+            facts.ledger_refunds[0].amount = 1001;
+        });
+        assert_eq!(findings.refunds_over_payment, 2);
+        let findings = found(|facts, _| {
+            facts.ledger_refunds[0].provider_id = "pyr_other".into();
+        });
+        assert_eq!(findings.refunds_disagreeing, 2);
+    }
+
+    #[test]
+    fn open_rows_and_keys_in_flight_are_left_pending() {
+        let findings = found(|facts, _| {
+            facts.refunds[0].status = "pending".into();
+            facts.keys_in_flight = 1;
+        });
+        assert_eq!(findings.pending_left, 1);
+        assert_eq!(findings.keys_in_flight, 1);
+        // Its story ends at `succeeded`, not where it is.
+        assert_eq!(findings.broken_timelines, 1);
+    }
+
+    #[test]
+    fn a_timeline_with_a_gap_or_none_at_all_is_broken() {
+        let findings = found(|facts, _| {
+            facts
+                .attempt_events
+                .get_mut("pay_1")
+                .unwrap()
+                .insert(1, (Some("pending".into()), "pending".into()));
+            facts.attempt_events.remove("pay_2");
+        });
+        assert_eq!(findings.broken_timelines, 2);
+    }
+
+    #[test]
+    fn intents_told_of_two_payments_lost_or_contradicted_are_found() {
+        let findings = found(|facts, intents| {
+            intents[0].payment_ids.insert("pay_9".into());
+            intents[1].status = None;
+            intents[2].status = Some("succeeded".into());
+            facts.attempts[1].key = Some("k3".into());
+        });
+        // Intent 1 was told of two payments; intent 3's key made two attempts.
+        assert_eq!(findings.split_intents, 2);
+        assert_eq!(findings.lost_intents, 1);
+        assert_eq!(findings.answers_contradicted, 1);
+    }
+
+    #[test]
+    fn a_refund_never_answered_or_unknown_to_the_database_is_lost() {
+        let findings = found(|_, intents| {
+            intents[0].refunds[0].outcome = None;
+        });
+        assert_eq!(findings.lost_intents, 1);
+        let findings = found(|facts, _| facts.refunds[0].id = "re_other".into());
+        assert_eq!(findings.lost_intents, 1);
+    }
 }

@@ -255,8 +255,9 @@ fn report(
     }
     println!("intents by payment method and final status: {statuses:?}");
     println!("provider ledger: {:?}", checks::ledger_summary(facts));
+    println!("attempts finished by: {:?}", facts.finished_by);
     println!(
-        "load {load_secs:.0} s; reconciler finished the rest in {}",
+        "load {load_secs:.0} s; after it, open attempts and refunds were closed in {}",
         settled.map_or("(not within the limit)".into(), |d| format!(
             "{:.1} s",
             d.as_secs_f64()

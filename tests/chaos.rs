@@ -1,0 +1,71 @@
+//! Short chaos runs end to end: the `chaos` driver (RELIABILITY.md has the full runs) against
+//! real `serve` and `payorch sandbox` processes and a private PostgreSQL cluster of its own.
+//! The driver's checks are tested for failing in its own unit tests (`cargo test --bin chaos`);
+//! these show that the whole system passes them under kills, duplicates and a database restart.
+
+use std::process::Command;
+use std::sync::Mutex;
+
+/// One run at a time: each starts a cluster, a sandbox and its replicas.
+static ONE_RUN: Mutex<()> = Mutex::new(());
+
+/// Runs the driver; its result row as (column, value) pairs.
+fn chaos(args: &[&str]) -> Vec<(String, String)> {
+    let _one = ONE_RUN
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let out = Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .args(args)
+        .args(["--payorch", env!("CARGO_BIN_EXE_payorch")])
+        .output()
+        .expect("run the chaos driver");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the run found something wrong:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = stdout.lines().filter(|l| l.starts_with('|'));
+    let cells = |line: Option<&str>| -> Vec<String> {
+        line.unwrap_or_default()
+            .split('|')
+            .map(|c| c.trim().to_owned())
+            .filter(|c| !c.is_empty())
+            .collect()
+    };
+    let header = cells(lines.next());
+    let row = cells(lines.nth(1));
+    assert_eq!(header.len(), row.len(), "{stdout}");
+    header.into_iter().zip(row).collect()
+}
+
+fn column<'a>(row: &'a [(String, String)], name: &str) -> &'a str {
+    &row.iter().find(|(c, _)| c == name).expect(name).1
+}
+
+#[test]
+fn serve_killed_again_and_again_charges_every_intent_at_most_once() {
+    let row = chaos(&[
+        "kill",
+        "--intents",
+        "40",
+        "--clients",
+        "8",
+        "--kill-every-ms",
+        "1000",
+    ]);
+    assert_eq!(column(&row, "intents"), "40");
+    assert_ne!(column(&row, "kills"), "0", "{row:?}");
+    for zero in ["500s", "double charges", "lost intents", "pending left"] {
+        assert_eq!(column(&row, zero), "0", "{zero}: {row:?}");
+    }
+}
+
+#[test]
+fn replicas_racing_for_each_request_through_a_database_restart_charge_once() {
+    let row = chaos(&["replicas", "--intents", "30", "--clients", "8"]);
+    assert_eq!(column(&row, "database restarts"), "1", "{row:?}");
+    for zero in ["500s", "double charges", "lost intents", "pending left"] {
+        assert_eq!(column(&row, zero), "0", "{zero}: {row:?}");
+    }
+}
