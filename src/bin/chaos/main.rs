@@ -92,9 +92,25 @@ async fn run(args: &Args) -> Result<bool, String> {
         Scenario::Kill => 1,
         Scenario::Replicas => 3,
     };
-    let started = Instant::now();
     let mut world = World::start(&payorch, replicas).await?;
     eprintln!("chaos: run folder {}", world.root.display());
+    let outcome = exercise(args, &mut world).await;
+    // The processes and the cluster go in every case; the folder stays for a look unless
+    // the run was good.
+    let good = matches!(outcome, Ok(true));
+    if !good {
+        eprintln!(
+            "chaos: FAILED; logs and database kept in {}",
+            world.root.display()
+        );
+    }
+    world.stop(!good).await;
+    outcome
+}
+
+/// The clients and the disturbance, then the reconcilers, then the checks and the report.
+async fn exercise(args: &Args, world: &mut World) -> Result<bool, String> {
+    let started = Instant::now();
     let targets = Targets {
         urls: world.replicas.iter().map(|r| r.url.clone()).collect(),
         duplicate: matches!(args.scenario, Scenario::Replicas),
@@ -107,11 +123,10 @@ async fn run(args: &Args) -> Result<bool, String> {
         args.clients,
         tally.clone(),
     ));
-    let disturbed = match disturb(args, &mut world, &clients, &tally).await {
+    let disturbed = match disturb(args, world, &clients, &tally).await {
         Ok(disturbed) => disturbed,
         Err(why) => {
             clients.abort();
-            world.stop(true).await;
             return Err(why);
         }
     };
@@ -128,23 +143,12 @@ async fn run(args: &Args) -> Result<bool, String> {
     let facts = checks::gather(&world.database_url, &world.sandbox_url).await?;
     let found = checks::judge(&facts, &intents);
     let rss = world.peak_rss_mib();
-
-    let server_errors = tally.server_errors.load(Ordering::Relaxed);
-    let unexpected = tally.unexpected_count.load(Ordering::Relaxed);
-    let good = found.total() == 0 && server_errors == 0 && unexpected == 0 && settled.is_some();
     report(
         args, &disturbed, &tally, &intents, &found, &facts, rss, load_secs, settled,
     );
-    if good {
-        world.stop(false).await;
-    } else {
-        eprintln!(
-            "chaos: FAILED; logs and database kept in {}",
-            world.root.display()
-        );
-        world.stop(true).await;
-    }
-    Ok(good)
+    let server_errors = tally.server_errors.load(Ordering::Relaxed);
+    let unexpected = tally.unexpected_count.load(Ordering::Relaxed);
+    Ok(found.total() == 0 && server_errors == 0 && unexpected == 0 && settled.is_some())
 }
 
 /// The scenario's disturbance, for as long as the clients run.

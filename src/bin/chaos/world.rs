@@ -85,10 +85,31 @@ impl World {
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("the private cluster: {e}"))?;
-        create_database_if_missing(&cluster.database_url("postgres"), DATABASE_NAME)
+        let cluster = Arc::new(Mutex::new(cluster));
+        let started = World::start_on(payorch, root, cluster.clone(), replicas).await;
+        if started.is_err() {
+            // The processes went with their handles; the cluster is not stopped on drop.
+            let _ = tokio::task::spawn_blocking(move || lock(&cluster).stop()).await;
+        }
+        started
+    }
+
+    async fn start_on(
+        payorch: &Path,
+        root: PathBuf,
+        cluster: Arc<Mutex<PrivateCluster>>,
+        replicas: usize,
+    ) -> Result<World, String> {
+        let (maintenance_url, database_url) = {
+            let cluster = lock(&cluster);
+            (
+                cluster.database_url("postgres"),
+                cluster.database_url(DATABASE_NAME),
+            )
+        };
+        create_database_if_missing(&maintenance_url, DATABASE_NAME)
             .await
             .map_err(|e| format!("the database: {e}"))?;
-        let database_url = cluster.database_url(DATABASE_NAME);
         run(payorch, &["migrate", "--database-url", &database_url]).await?;
         let made = run(
             payorch,
@@ -129,7 +150,7 @@ impl World {
         let mut world = World {
             payorch: payorch.to_owned(),
             root,
-            cluster: Arc::new(Mutex::new(cluster)),
+            cluster,
             database_url,
             sandbox_url,
             _sandbox: sandbox,
