@@ -89,7 +89,8 @@ pub struct Findings {
     pub refunds_over_payment: usize,
     /// Succeeded refunds one side has and the other does not.
     pub refunds_disagreeing: usize,
-    /// Intents (and refunds) with no final answer, or whose payment the database lacks.
+    /// Intents (and refunds) with no final answer (unless abandoned), or whose payment the
+    /// database lacks.
     pub lost_intents: usize,
     /// Intents (and refunds) told of two different payments (refunds), or with two attempts.
     pub split_intents: usize,
@@ -231,6 +232,13 @@ pub fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
                 found.answers_contradicted += 1
             }
             (Some(_), Some(_)) => {}
+            // Abandoned before a final answer: what it was told of must exist; the rest is
+            // the database's to show (nothing open, one attempt per key).
+            (None, found_attempt) if intent.abandoned => {
+                if !intent.payment_ids.is_empty() && found_attempt.is_none() {
+                    found.lost_intents += 1
+                }
+            }
             _ => found.lost_intents += 1,
         }
         for refund in &intent.refunds {
@@ -486,6 +494,7 @@ mod tests {
         let intent = |n: u8, status: &str| Intent {
             key: format!("k{n}"),
             method: "pm_card_visa",
+            abandoned: false,
             payment_ids: BTreeSet::from([format!("pay_{n}")]),
             status: Some(status.into()),
             refunds: Vec::new(),
@@ -598,6 +607,21 @@ mod tests {
         assert_eq!(findings.split_intents, 2);
         assert_eq!(findings.lost_intents, 1);
         assert_eq!(findings.answers_contradicted, 1);
+    }
+
+    #[test]
+    fn an_abandoned_intent_is_lost_only_if_what_it_was_told_of_is_gone() {
+        let findings = found(|_, intents| {
+            intents[0].abandoned = true;
+            intents[0].status = None;
+        });
+        assert_eq!(findings.lost_intents, 0);
+        let findings = found(|facts, intents| {
+            intents[0].abandoned = true;
+            intents[0].status = None;
+            facts.attempts[0].id = "pay_other".into();
+        });
+        assert!(findings.lost_intents >= 1, "{findings:?}");
     }
 
     #[test]

@@ -48,6 +48,12 @@ const REFUND_REASONS: [Option<&str>; 6] = [
 /// How long one logical request may take before its intent counts as lost.
 const DEADLINE: Duration = Duration::from_secs(120);
 
+/// One intent in seven is abandoned after its first request, answered or not, as by a payer
+/// who closes the page: whatever it left open is the reconciler's to finish.
+fn abandons(i: usize) -> bool {
+    i % 7 == 3
+}
+
 /// Where the clients send their requests.
 #[derive(Clone)]
 pub struct Targets {
@@ -91,6 +97,8 @@ impl Tally {
 pub struct Intent {
     pub key: String,
     pub method: &'static str,
+    /// Sent once and never asked about again.
+    pub abandoned: bool,
     /// Every payment id any answer named.
     pub payment_ids: BTreeSet<String>,
     /// The final status, if one came before the deadline.
@@ -175,11 +183,13 @@ impl Client {
         let mut intent = Intent {
             key: format!("chaos-{run_id}-{i}"),
             method,
+            abandoned: abandons(i),
             ..Intent::default()
         };
         let body = json!({"amount": amount, "currency": "usd", "payment_method": method});
+        let rounds = if intent.abandoned { 1 } else { usize::MAX };
         let payment = self
-            .until_final(&intent.key, "/v1/checkout", &body, |answer| {
+            .until_final(&intent.key, "/v1/checkout", &body, rounds, |answer| {
                 let payment = &answer["payment"];
                 if let Some(id) = payment["id"].as_str() {
                     intent.payment_ids.insert(id.to_owned());
@@ -220,6 +230,7 @@ impl Client {
                 &refund.key,
                 &format!("/v1/payments/{payment}/refunds"),
                 body,
+                usize::MAX,
                 |answer| {
                     if let Some(id) = answer["id"].as_str() {
                         refund.refund_ids.insert(id.to_owned());
@@ -233,17 +244,18 @@ impl Client {
     }
 
     /// POSTs `body` under `key` until `judge` finds a final status in an answer, or a final
-    /// refusal comes. `None` past the deadline.
+    /// refusal comes. `None` past the deadline or after `rounds` rounds.
     async fn until_final(
         &self,
         key: &str,
         path: &str,
         body: &Value,
+        rounds: usize,
         mut judge: impl FnMut(&Value) -> Option<String>,
     ) -> Option<Result<String, String>> {
         let started = Instant::now();
         let mut round = 0usize;
-        while started.elapsed() < DEADLINE {
+        while started.elapsed() < DEADLINE && round < rounds {
             if round > 0 {
                 self.tally.retries.fetch_add(1, Ordering::Relaxed);
             }

@@ -54,6 +54,17 @@ struct Args {
     payorch: Option<PathBuf>,
 }
 
+/// How the run ended: its length, what the clients left open, how long the reconcilers took
+/// to close it, and the largest `serve` process.
+#[derive(Debug, Clone, Copy)]
+struct Ending {
+    load_secs: f64,
+    /// Attempts and refunds open when the clients were done (-1: unknown).
+    open_after_load: i64,
+    settled: Option<Duration>,
+    rss_mib: f64,
+}
+
 /// What the run did to the system.
 #[derive(Debug, Default)]
 struct Disturbed {
@@ -132,6 +143,7 @@ async fn exercise(args: &Args, world: &mut World) -> Result<bool, String> {
     };
     let intents: Vec<Intent> = clients.await.map_err(|e| e.to_string())?;
     let load_secs = started.elapsed().as_secs_f64();
+    let open_after_load = checks::open_rows(&world.database_url).await.unwrap_or(-1);
 
     // Every replica up, then the reconcilers finish what the clients left open.
     for n in 0..world.replicas.len() {
@@ -144,7 +156,18 @@ async fn exercise(args: &Args, world: &mut World) -> Result<bool, String> {
     let found = checks::judge(&facts, &intents);
     let rss = world.peak_rss_mib();
     report(
-        args, &disturbed, &tally, &intents, &found, &facts, rss, load_secs, settled,
+        args,
+        &disturbed,
+        &tally,
+        &intents,
+        &found,
+        &facts,
+        &Ending {
+            load_secs,
+            open_after_load,
+            settled,
+            rss_mib: rss,
+        },
     );
     let server_errors = tally.server_errors.load(Ordering::Relaxed);
     let unexpected = tally.unexpected_count.load(Ordering::Relaxed);
@@ -212,7 +235,6 @@ async fn settle(database_url: &str, limit: Duration) -> Option<Duration> {
     None
 }
 
-#[allow(clippy::too_many_arguments)]
 fn report(
     args: &Args,
     disturbed: &Disturbed,
@@ -220,20 +242,25 @@ fn report(
     intents: &[Intent],
     found: &checks::Findings,
     facts: &checks::Facts,
-    rss_mib: f64,
-    load_secs: f64,
-    settled: Option<Duration>,
+    ending: &Ending,
 ) {
+    let Ending {
+        load_secs,
+        open_after_load,
+        settled,
+        rss_mib,
+    } = *ending;
     let n = |counter: &std::sync::atomic::AtomicUsize| counter.load(Ordering::Relaxed);
     let refunds: usize = intents.iter().map(|i| i.refunds.len()).sum();
     println!(
-        "| scenario | intents | refunds asked | clients | kills | database restarts | requests | retries | cut connections | 503s | 500s | double charges | lost intents | pending left | peak RSS |"
+        "| scenario | intents | abandoned | refunds asked | clients | kills | database restarts | requests | retries | cut connections | 503s | 500s | double charges | lost intents | pending left | peak RSS |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     println!(
-        "| {:?} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB |",
+        "| {:?} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB |",
         args.scenario,
         intents.len(),
+        intents.iter().filter(|i| i.abandoned).count(),
         refunds,
         args.clients,
         disturbed.kills,
@@ -261,7 +288,7 @@ fn report(
     println!("provider ledger: {:?}", checks::ledger_summary(facts));
     println!("attempts finished by: {:?}", facts.finished_by);
     println!(
-        "load {load_secs:.0} s; after it, open attempts and refunds were closed in {}",
+        "load {load_secs:.0} s; after it {open_after_load} attempts and refunds were open, and the reconcilers closed them in {}",
         settled.map_or("(not within the limit)".into(), |d| format!(
             "{:.1} s",
             d.as_secs_f64()
