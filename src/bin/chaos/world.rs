@@ -246,6 +246,10 @@ impl World {
         let cluster = self.cluster.clone();
         let _ = tokio::task::spawn_blocking(move || lock(&cluster).stop()).await;
         if !keep {
+            // The cluster lives in the run's folder unless its socket path would be too long
+            // there; then it is in the temp dir, and goes too.
+            let cluster_root = lock(&self.cluster).root().to_owned();
+            let _ = std::fs::remove_dir_all(&cluster_root);
             let _ = std::fs::remove_dir_all(&self.root);
         }
     }
