@@ -99,7 +99,7 @@ pub fn contains_card_number(text: &str) -> bool {
     if bytes.is_ascii() && bytes.iter().filter(|b| b.is_ascii_digit()).count() < 13 {
         return false;
     }
-    let text = without_uuids(text);
+    let text = without_hex_words(text);
     let mut number = Number::default();
     for c in text.chars() {
         match classify(c) {
@@ -117,29 +117,46 @@ pub fn contains_card_number(text: &str) -> bool {
     number.holds_card()
 }
 
-/// `text` with each hex UUID (`8-4-4-4-12`, on its own, not inside a longer hex word) read
-/// as one word. Its digit groups are hex, never a card number, yet now and then a random one
-/// holds a run of groups of at most six digits, ended by letters, that passes the card checks
-/// (`bf656202-2791-4080-9a6b-…`): such an `Idempotency-Key` from `crypto.randomUUID()` was
-/// refused about once in 1,500 keys (a simulation of 2,000,000 random UUIDs: 1,348).
-fn without_uuids(text: &str) -> Cow<'_, str> {
-    const LEN: usize = 36;
+/// `text` with each hex identifier read as one word: a UUID (`8-4-4-4-12`), or a run of 32
+/// or more hex characters (a UUID without its dashes, a hash, a random token), each not part
+/// of a longer hex run. Their digit groups are hex, never a card number, yet random ones hold
+/// runs that pass the card checks between letters surprisingly often: of random
+/// `Idempotency-Key`s, about one UUID in 1,500 (`656202-2791-4080-9` in
+/// `bf656202-2791-4080-9a6b-…`) and one 32-hex key in 2,000 were refused (simulations of
+/// 2,000,000 and 500,000 keys). A card number glued to hex letters into such a run is the price.
+fn without_hex_words(text: &str) -> Cow<'_, str> {
+    const UUID_LEN: usize = 36;
+    const HEX_WORD: usize = 32;
     let bytes = text.as_bytes();
     let hex_at = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_hexdigit);
     let mut masked: Option<String> = None;
     let (mut copied, mut at) = (0, 0);
-    while at + LEN <= bytes.len() {
-        let uuid =
-            is_uuid(&bytes[at..at + LEN]) && (at == 0 || !hex_at(at - 1)) && !hex_at(at + LEN);
-        if !uuid {
+    while at < bytes.len() {
+        if !hex_at(at) || (at > 0 && hex_at(at - 1)) {
             at += 1;
             continue;
         }
-        // `at` and `at + LEN` are on char boundaries: the span is ASCII.
+        // `at` starts a run of hex characters.
+        let run = bytes[at..]
+            .iter()
+            .take_while(|b| b.is_ascii_hexdigit())
+            .count();
+        let uuid = bytes
+            .get(at..at + UUID_LEN)
+            .is_some_and(|span| is_uuid(span) && !hex_at(at + UUID_LEN));
+        let word = if uuid {
+            UUID_LEN
+        } else if run >= HEX_WORD {
+            run
+        } else {
+            at += run;
+            continue;
+        };
+        // `at` and `at + word` are on char boundaries: the word is ASCII.
         let out = masked.get_or_insert_with(|| String::with_capacity(text.len()));
         out.push_str(&text[copied..at]);
-        out.push_str("uuid");
-        at += LEN;
+        out.push_str("id");
+        at += word;
         copied = at;
     }
     match masked {
@@ -417,6 +434,25 @@ mod tests {
         // Not a UUID: one hex digit more, or one group short.
         assert!(contains_card_number(&format!("{unlucky}0")));
         assert!(contains_card_number("41111111-1111-4115-abcd"));
+    }
+
+    #[test]
+    fn a_long_hex_token_is_never_taken_for_a_card_number_but_does_not_hide_one() {
+        // Random keys once refused (`uuid4().hex`, `token_hex(20)`).
+        for random in [
+            "4895950225784242838dc544c1058e1e",
+            "7928dc2ae4434338828673a436036363",
+            "BAD3A8B73F30478413362965C9AA023DB72A4C1F",
+            "key_bad3a8b73f30478413362965c9aa023db72a4c1f",
+        ] {
+            assert!(!contains_card_number(random), "{random}");
+        }
+        assert!(contains_card_number(
+            "4895950225784242838dc544c1058e1e 4242-4242-4242-4242"
+        ));
+        // Shorter than an identifier: a card number between hex letters is still found.
+        assert!(contains_card_number("4242424242424242abcdef012345678"));
+        assert!(contains_card_number("ab4242424242424242cd"));
     }
 
     #[test]
