@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use serde::Deserialize;
+use payorch::sandbox::{LedgerEntry, RefundEntry};
 use serde_json::Value;
 use tokio_postgres::NoTls;
 
@@ -29,36 +29,6 @@ pub struct Refund {
     pub provider_refund_id: Option<String>,
 }
 
-/// One charge in the sandbox's ledger (`GET /__sandbox/ledger`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct Charge {
-    pub provider_id: String,
-    pub attempt_id: Option<String>,
-    pub order_id: Option<String>,
-    pub amount: i64,
-    pub status: String,
-}
-
-impl Charge {
-    fn is_charged(&self) -> bool {
-        matches!(self.status.as_str(), "succeeded" | "processing")
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct LedgerRefund {
-    pub provider_id: String,
-    pub payment_intent: String,
-    pub amount: i64,
-    pub status: String,
-}
-
-impl LedgerRefund {
-    fn is_refunded(&self) -> bool {
-        matches!(self.status.as_str(), "succeeded" | "pending")
-    }
-}
-
 /// Everything the checks read.
 #[derive(Debug, Default)]
 pub struct Facts {
@@ -67,8 +37,8 @@ pub struct Facts {
     /// Each attempt's timeline, oldest first: (from, to).
     pub attempt_events: HashMap<String, Vec<(Option<String>, String)>>,
     pub refund_events: HashMap<String, Vec<(Option<String>, String)>>,
-    pub charges: Vec<Charge>,
-    pub ledger_refunds: Vec<LedgerRefund>,
+    pub charges: Vec<LedgerEntry>,
+    pub ledger_refunds: Vec<RefundEntry>,
     pub keys_in_flight: i64,
     /// How attempts were finished, by the source of their final move (`provider_response`,
     /// `webhook`, `reconciler`, …): the report shows which recovery paths the run took.
@@ -128,8 +98,8 @@ pub fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
         facts.attempts.iter().map(|a| (a.id.as_str(), a)).collect();
 
     // The provider's side: one charge per order and per attempt, each one an attempt's.
-    let charged: Vec<&Charge> = facts.charges.iter().filter(|c| c.is_charged()).collect();
-    let owners: [fn(&Charge) -> Option<String>; 2] =
+    let charged: Vec<&LedgerEntry> = facts.charges.iter().filter(|c| c.is_charged()).collect();
+    let owners: [fn(&LedgerEntry) -> Option<String>; 2] =
         [|c| c.order_id.clone(), |c| c.attempt_id.clone()];
     for key in owners {
         let mut per: HashMap<Option<String>, usize> = HashMap::new();
@@ -295,12 +265,19 @@ fn leads_to(events: Option<&Vec<(Option<String>, String)>>, status: &str) -> boo
     at == Some(status) && events.first().is_some_and(|(_, to)| to == "created")
 }
 
-/// Reads the facts: the database at `database_url`, the ledger at `sandbox_url`.
-pub async fn gather(database_url: &str, sandbox_url: &str) -> Result<Facts, String> {
+/// A connection to the run's database, its driver spawned (a fresh one each time: the database
+/// may have restarted since the last).
+async fn connect(database_url: &str) -> Result<tokio_postgres::Client, String> {
     let (db, connection) = tokio_postgres::connect(database_url, NoTls)
         .await
         .map_err(|e| format!("the database: {e}"))?;
     tokio::spawn(connection);
+    Ok(db)
+}
+
+/// Reads the facts: the database at `database_url`, the ledger at `sandbox_url`.
+pub async fn gather(database_url: &str, sandbox_url: &str) -> Result<Facts, String> {
+    let db = connect(database_url).await?;
     let sql = |e: tokio_postgres::Error| format!("reading the database: {e}");
     let mut facts = Facts::default();
     for row in db
@@ -399,10 +376,7 @@ pub async fn gather(database_url: &str, sandbox_url: &str) -> Result<Facts, Stri
 
 /// Attempts and refunds still open, for waiting on the reconciler.
 pub async fn open_rows(database_url: &str) -> Result<i64, String> {
-    let (db, connection) = tokio_postgres::connect(database_url, NoTls)
-        .await
-        .map_err(|e| format!("the database: {e}"))?;
-    tokio::spawn(connection);
+    let db = connect(database_url).await?;
     let row = db
         .query_one(
             "SELECT (SELECT count(*) FROM payment_attempts WHERE status IN ('created', 'pending'))
@@ -435,6 +409,23 @@ mod tests {
     use super::*;
     use crate::clients::RefundIntent;
 
+    /// A charge in processing that names no attempt and no order.
+    fn stray_charge() -> LedgerEntry {
+        LedgerEntry {
+            protocol: "stripe".into(),
+            provider_id: "pi_stray".into(),
+            idempotency_key: None,
+            attempt_id: None,
+            order_id: None,
+            merchant_id: None,
+            amount: 1,
+            currency: "usd".into(),
+            payment_method: None,
+            status: "processing".into(),
+            created: 0,
+        }
+    }
+
     /// A run where everything is right: two paid intents, one declined, one refund.
     fn good() -> (Facts, Vec<Intent>) {
         let attempt = |n: u8, status: &str, charge: Option<&str>| Attempt {
@@ -445,12 +436,13 @@ mod tests {
             amount: 1000,
             provider_payment_id: charge.map(str::to_owned),
         };
-        let charge = |n: u8, status: &str| Charge {
+        let charge = |n: u8, status: &str| LedgerEntry {
             provider_id: format!("pi_{n}"),
             attempt_id: Some(format!("pay_{n}")),
             order_id: Some(format!("ord_{n}")),
             amount: 1000,
             status: status.into(),
+            ..stray_charge()
         };
         let story = |to: &str| {
             vec![
@@ -482,11 +474,16 @@ mod tests {
                 charge(2, "succeeded"),
                 charge(3, "requires_payment_method"),
             ],
-            ledger_refunds: vec![LedgerRefund {
+            ledger_refunds: vec![RefundEntry {
+                protocol: "stripe".into(),
                 provider_id: "pyr_1".into(),
                 payment_intent: "pi_1".into(),
+                idempotency_key: None,
+                refund_id: Some("re_1".into()),
                 amount: 500,
+                currency: "usd".into(),
                 status: "succeeded".into(),
+                created: 0,
             }],
             keys_in_flight: 0,
             finished_by: BTreeMap::new(),
@@ -539,13 +536,7 @@ mod tests {
     fn a_charge_of_a_failed_attempt_or_of_nobody_is_found() {
         let findings = found(|facts, _| {
             facts.charges[2].status = "succeeded".into();
-            facts.charges.push(Charge {
-                provider_id: "pi_stray".into(),
-                attempt_id: None,
-                order_id: None,
-                amount: 1,
-                status: "processing".into(),
-            });
+            facts.charges.push(stray_charge());
         });
         assert_eq!(findings.charges_without_attempt, 2);
         assert_eq!(findings.double_charges, 0);

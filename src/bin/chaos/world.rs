@@ -7,6 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -53,8 +54,8 @@ pub struct World {
     _sandbox: Child,
     pub replicas: Vec<Replica>,
     pub api_key: String,
-    /// Highest VmHWM seen of any `serve` process, in KiB, by pid.
-    peaks: Arc<Mutex<HashMap<u32, u64>>>,
+    /// Highest VmHWM seen of any `serve` process, in KiB.
+    peak: Arc<AtomicU64>,
     /// The pid of each running replica, by index, for the sampler.
     live: Arc<Mutex<HashMap<usize, u32>>>,
 }
@@ -156,7 +157,7 @@ impl World {
             _sandbox: sandbox,
             replicas,
             api_key,
-            peaks: Arc::default(),
+            peak: Arc::default(),
             live: Arc::default(),
         };
         for n in 0..world.replicas.len() {
@@ -201,7 +202,7 @@ impl World {
         lock(&self.live).remove(&n);
         if let Some(mut child) = self.replicas[n].child.take() {
             if let Some(pid) = child.id() {
-                note_peak(&self.peaks, pid);
+                note_peak(&self.peak, pid);
             }
             let _ = child.start_kill();
             let _ = child.wait().await;
@@ -231,11 +232,10 @@ impl World {
     pub fn peak_rss_mib(&self) -> f64 {
         for replica in &self.replicas {
             if let Some(pid) = replica.child.as_ref().and_then(Child::id) {
-                note_peak(&self.peaks, pid);
+                note_peak(&self.peak, pid);
             }
         }
-        let peaks = lock(&self.peaks);
-        peaks.values().copied().max().unwrap_or(0) as f64 / 1024.0
+        self.peak.load(Ordering::Relaxed) as f64 / 1024.0
     }
 
     /// Stops every process; the cluster last. The run's folder is removed unless `keep`.
@@ -256,25 +256,23 @@ impl World {
 
     /// A sampler that keeps the peak RSS of every live replica, also of those killed later.
     fn watch_memory(&self) {
-        let peaks = self.peaks.clone();
+        let peak = self.peak.clone();
         let live = self.live.clone();
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 let pids: Vec<u32> = lock(&live).values().copied().collect();
                 for pid in pids {
-                    note_peak(&peaks, pid);
+                    note_peak(&peak, pid);
                 }
             }
         });
     }
 }
 
-fn note_peak(peaks: &Mutex<HashMap<u32, u64>>, pid: u32) {
+fn note_peak(peak: &AtomicU64, pid: u32) {
     if let Some(kib) = peak_rss_kib(pid) {
-        let mut peaks = lock(peaks);
-        let seen = peaks.entry(pid).or_default();
-        *seen = (*seen).max(kib);
+        peak.fetch_max(kib, Ordering::Relaxed);
     }
 }
 
