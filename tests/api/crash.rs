@@ -20,16 +20,18 @@ use crate::helpers::{
 use crate::payments::checkout_body;
 use crate::serve::wait_ready;
 
-/// A slow charge, a lease of 6 s, and the server crashed while the charge is in flight.
+/// A slow charge, a lease of 60 s, and the server crashed while the charge is in flight.
 async fn crash_mid_payment(reconciler_interval: Duration) -> (TestApp, String) {
     let mut app = TestApp::spawn_config(|config| {
         config.sandbox.slow_ms = 1000;
         config.provider_timeout = Duration::from_secs(2);
         config.settings.reconciler.interval = reconciler_interval;
-        // A duplicate waits briefly, so a retry inside the lease is told to come back; the
-        // lease outlasts the crash and restart even on a loaded machine.
+        // A duplicate waits briefly, so a retry inside the lease is told to come back. The
+        // lease outlasts the crash and restart however loaded the machine is (a 6 s lease
+        // once ran out before the first retry); a test that needs it over ends it in the
+        // database rather than waiting for the clock.
         config.settings.idempotency.wait = Duration::from_millis(200);
-        config.settings.idempotency.lease = Duration::from_secs(6);
+        config.settings.idempotency.lease = Duration::from_secs(60);
     })
     .await;
     let request = app
@@ -85,7 +87,17 @@ async fn a_retry_after_a_crash_resumes_the_same_attempt_and_charges_once() {
     let early = retry(&app).await;
     assert_problem(early, 409, "idempotency_key_in_use").await;
 
-    // The lease is 6 s; well past it the retry must have taken over.
+    // Once the lease has run out, the retry takes over. The lease's end is moved to now
+    // instead of waiting 60 s; the claim compares it with the database's clock.
+    let mut conn = app.db.connect().await;
+    let ended = diesel::sql_query(
+        "UPDATE idempotency_keys SET locked_until = now() \
+         WHERE key = 'crash' AND state = 'in_flight'",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(ended, 1, "the dead request's key is still in flight");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let resumed = loop {
         let response = retry(&app).await;
