@@ -164,14 +164,7 @@ pub async fn search_payments(
     tracing::info!(support_key = %key_name, ?search, "support search");
     let mut conn = state.pool.get().await?;
     // One more than asked tells whether another page exists.
-    let mut found = support::search(
-        &mut conn,
-        &search,
-        &state.payments.providers.names(),
-        limit + 1,
-        starting_after,
-    )
-    .await?;
+    let mut found = support::search(&mut conn, &search, limit + 1, starting_after).await?;
     let has_more = found.len() as i64 > limit;
     found.truncate(limit as usize);
     Ok(HttpResponse::Ok().json(PaymentPage {

@@ -45,15 +45,18 @@ pub struct Search {
 const ID_VERSUS_ROW: Duration = Duration::minutes(1);
 
 /// Up to `limit` attempts matching `search`, newest first, after `starting_after` (an attempt
-/// id from the previous page). A charge id is looked for among `providers`' attempts (the
-/// configured ones).
+/// id from the previous page). A charge id is looked for among the attempts of every provider
+/// an attempt names, configured or not any more.
 pub async fn search(
     conn: &mut AsyncPgConnection,
     search: &Search,
-    providers: &[String],
     limit: i64,
     starting_after: Option<PaymentId>,
 ) -> QueryResult<Vec<PaymentAttempt>> {
+    let providers = match search.provider_payment_id {
+        Some(_) => providers_of_attempts(conn).await?,
+        None => Vec::new(),
+    };
     let mut query = payment_attempts::table
         .select(AttemptRow::as_select())
         .order(payment_attempts::id.desc())
@@ -90,10 +93,10 @@ pub async fn search(
         query = query.filter(payment_attempts::idempotency_key.eq(key.clone()));
     }
     if let Some(charge) = &search.provider_payment_id {
-        // A charge id is unique per provider: naming every configured provider lets the
-        // search use the `(provider, provider_payment_id)` index instead of walking ids.
+        // A charge id is unique per provider: naming every provider lets the search use the
+        // `(provider, provider_payment_id)` index instead of walking ids.
         query = query
-            .filter(payment_attempts::provider.eq_any(providers.to_vec()))
+            .filter(payment_attempts::provider.eq_any(providers))
             .filter(payment_attempts::provider_payment_id.eq(charge.clone()));
     }
     if let Some(from) = search.created_from {
@@ -112,6 +115,30 @@ pub async fn search(
         .into_iter()
         .map(Into::into)
         .collect())
+}
+
+/// Every provider some attempt names, in a few index probes however many attempts there are:
+/// the `(provider, …)` index is read from one provider to the next instead of row by row.
+/// Not the configured providers: a charge made through a provider since removed from the
+/// configuration must still be found by its id.
+async fn providers_of_attempts(conn: &mut AsyncPgConnection) -> QueryResult<Vec<String>> {
+    #[derive(QueryableByName)]
+    struct Provider {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        provider: String,
+    }
+    let found: Vec<Provider> = diesel::sql_query(
+        "WITH RECURSIVE named(provider) AS ( \
+             (SELECT provider FROM payment_attempts ORDER BY provider LIMIT 1) \
+             UNION ALL \
+             SELECT (SELECT a.provider FROM payment_attempts a WHERE a.provider > named.provider \
+                     ORDER BY a.provider LIMIT 1) \
+             FROM named WHERE named.provider IS NOT NULL) \
+         SELECT provider FROM named WHERE provider IS NOT NULL",
+    )
+    .load(conn)
+    .await?;
+    Ok(found.into_iter().map(|p| p.provider).collect())
 }
 
 /// The smallest UUIDv7 made at `at` (every id made then or later is at least this).

@@ -493,3 +493,41 @@ async fn the_story_of_a_lost_response_the_reconciler_finished_is_complete() {
     assert_eq!(story["idempotency_key"]["unresolved"], false);
     assert_eq!(app.charges_for(&id), 1);
 }
+
+#[tokio::test]
+async fn a_charge_of_a_provider_no_longer_configured_is_found_by_its_id() {
+    use diesel::sql_types::Uuid as SqlUuid;
+    use diesel_async::RunQueryDsl;
+
+    let app = TestApp::spawn().await;
+    // A payment made through `retired_psp`, a provider this replica's configuration no longer
+    // names, written as the payment flow writes it (the triggers move its order along).
+    let (order, attempt) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let mut conn = app.db.connect().await;
+    for statement in [
+        "INSERT INTO orders (merchant_id, id, amount, currency) VALUES ($1, $2, 1500, 'eur')",
+        "INSERT INTO payment_attempts (merchant_id, order_id, id, status, amount, currency, \
+             payment_method, provider, provider_idempotency_key, next_check_at) \
+         VALUES ($1, $2, $3, 'created', 1500, 'eur', 'pm_card_visa', 'retired_psp', \
+             'payorch_retired_1', now())",
+        "UPDATE payment_attempts SET status = 'succeeded', provider_payment_id = 'ch_retired_1' \
+         WHERE merchant_id = $1 AND order_id = $2 AND id = $3",
+    ] {
+        diesel::sql_query(statement)
+            .bind::<SqlUuid, _>(app.merchant_id.0)
+            .bind::<SqlUuid, _>(order)
+            .bind::<SqlUuid, _>(attempt)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+
+    assert_eq!(
+        app.search("&provider_payment_id=ch_retired_1").await,
+        [format!("pay_{}", attempt.simple())]
+    );
+    assert!(app
+        .search("&provider_payment_id=ch_never_made")
+        .await
+        .is_empty());
+}
