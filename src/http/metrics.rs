@@ -33,6 +33,7 @@ pub async fn record_request(
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    state.payments.publish_circuits();
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(state.metrics.render(&state.pool))

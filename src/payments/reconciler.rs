@@ -43,11 +43,7 @@ pub async fn run(pool: DbPool, payments: Arc<Payments>, mut stop: watch::Receive
             }
         };
         let claimed = claimed + reconcile_due_refunds(&pool, &payments).await;
-        for provider in payments.providers.iter() {
-            payments
-                .metrics
-                .circuit(&provider.name, provider.circuit.state());
-        }
+        payments.publish_circuits();
         if let Err(err) = refresh_gauges(&pool, &payments).await {
             tracing::debug!(error = %err, "could not count unresolved attempts");
         }

@@ -38,6 +38,16 @@ impl Payments {
     pub fn adapter(&self, provider: &str) -> Arc<dyn PaymentProvider> {
         self.providers.adapter(provider)
     }
+
+    /// Sets each provider's circuit gauge to its circuit's state now. Called by the
+    /// reconciler every round and by `/metrics` before it answers, so a scrape sees a circuit
+    /// that opened between rounds (or while the reconciler sleeps).
+    pub fn publish_circuits(&self) {
+        for provider in self.providers.iter() {
+            self.metrics
+                .circuit(&provider.name, provider.circuit.state());
+        }
+    }
 }
 
 /// The charge as the provider sees it: the same on every resend.

@@ -195,6 +195,32 @@ async fn an_open_circuit_sends_nothing_and_fails_over_at_once() {
     assert_eq!(not_sent, 2, "payments 3 and 4 met an open circuit");
 }
 
+#[tokio::test]
+async fn a_scrape_sees_a_circuit_open_while_the_reconciler_sleeps() {
+    let app = TestApp::spawn_config(|config| {
+        config.two_providers = Some(CircuitSettings {
+            threshold: 2,
+            cool_down: Duration::from_secs(60),
+        });
+        config.settings.reconciler.interval = Duration::from_secs(3600);
+    })
+    .await;
+    let gauge = |provider: &str, state: u8| {
+        format!(r#"payorch_provider_circuit_state{{provider="{provider}"}} {state}"#)
+    };
+    let text = app.get("/metrics").await.text().await.unwrap();
+    assert!(text.contains(&gauge("a", 0)), "{text}");
+    app.door().shut();
+    for i in 0..2 {
+        app.pay_checkout(&format!("c{i}"), "pm_card_visa").await;
+    }
+    // Two refused sends opened `a`'s circuit; the reconciler has not run since.
+    let text = app.get("/metrics").await.text().await.unwrap();
+    for line in [gauge("a", 2), gauge("b", 0)] {
+        assert!(text.contains(&line), "missing {line}\n{text}");
+    }
+}
+
 /// The verdict `provider_unavailable` needs proof that the refused send was the attempt's
 /// only one. A resend announced under the row lock in between (a resumed request, the
 /// reconciler) may have charged, so a refused send seen afterwards must leave the attempt open.
