@@ -708,6 +708,40 @@ async fn reorder_delivers_the_later_status_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_webhook_urls_take_the_deliveries_in_turn() {
+    let (first, second) = (receiver().await, receiver().await);
+    let sandbox = start(SandboxConfig {
+        webhook_url: Some(format!(
+            "{}/v1/webhooks/stripe, {}/v1/webhooks/stripe",
+            first.uri(),
+            second.uri()
+        )),
+        ..fast()
+    })
+    .await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    for n in 0..4 {
+        adapter
+            .create_charge(&charge("pm_card_visa", &format!("a_turn_{n}")))
+            .await;
+    }
+    let on_first = wait_for_deliveries(&first, &adapter, 2).await;
+    let on_second = wait_for_deliveries(&second, &adapter, 2).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(deliveries(&first, &adapter).await.len(), 2);
+    assert_eq!(deliveries(&second, &adapter).await.len(), 2);
+    let mut ids: Vec<String> = on_first.into_iter().chain(on_second).map(|d| d.0).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        4,
+        "each event once, on one receiver or the other"
+    );
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_delay_holds_the_first_delivery_back() {
     let hook = receiver().await;
     let sandbox = start(SandboxConfig {

@@ -30,7 +30,8 @@ pub struct SandboxConfig {
     #[arg(long = "secret", env = "PAYORCH_PROVIDER_SECRET", default_value = DEFAULT_SECRET)]
     pub secret: Secret,
 
-    /// Where to POST signed webhook events; none → events are not delivered.
+    /// Where to POST signed webhook events: one URL, or several comma-separated that take
+    /// the tries in turn (replicas behind a load balancer); none → events are not delivered.
     #[arg(long = "webhook-url", env = "PAYORCH_SANDBOX_WEBHOOK_URL")]
     pub webhook_url: Option<String>,
 

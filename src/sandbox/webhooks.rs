@@ -2,6 +2,7 @@
 //! (duplication, reordering, delay) and retries with exponential backoff on non-2xx or
 //! transport errors.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -37,7 +38,11 @@ pub(super) enum Signing {
 }
 
 struct Target {
-    url: RwLock<Option<String>>,
+    /// Where deliveries go, each try to the next in turn: one receiver, or the replicas
+    /// behind a load balancer, where a retry may reach another replica than the first try.
+    /// Empty: events are not delivered.
+    urls: RwLock<Vec<String>>,
+    next: AtomicUsize,
     signing: Signing,
     client: reqwest::Client,
     delay: Duration,
@@ -49,12 +54,36 @@ struct Target {
 }
 
 impl Target {
+    /// The URL for the next try, taking the configured ones in turn.
     fn url(&self) -> Option<String> {
-        self.url
+        let urls = self
+            .urls
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if urls.is_empty() {
+            return None;
+        }
+        let turn = self.next.fetch_add(1, Ordering::Relaxed);
+        Some(urls[turn % urls.len()].clone())
+    }
+
+    fn delivers(&self) -> bool {
+        !self
+            .urls
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+            .is_empty()
     }
+}
+
+/// `url`, or several comma-separated.
+fn urls(url: Option<&str>) -> Vec<String> {
+    url.into_iter()
+        .flat_map(|urls| urls.split(','))
+        .map(str::trim)
+        .filter(|url| !url.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The sending side, held by the request handlers.
@@ -79,7 +108,8 @@ impl Webhooks {
             .build()
             .map_err(std::io::Error::other)?;
         let target = Arc::new(Target {
-            url: RwLock::new(url),
+            urls: RwLock::new(urls(url.as_deref())),
+            next: AtomicUsize::new(0),
             signing,
             client,
             delay: Duration::from_millis(config.webhook_delay_ms),
@@ -97,12 +127,13 @@ impl Webhooks {
         Ok(Self { tx, target })
     }
 
+    /// Where deliveries go from now on: one URL, several comma-separated, or none.
     pub(super) fn set_url(&self, url: Option<String>) {
         *self
             .target
-            .url
+            .urls
             .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = url;
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = urls(url.as_deref());
     }
 
     /// Queue a `kind` event (`refund.created`, `refund.updated`, `refund.failed`) about
@@ -125,12 +156,7 @@ impl Webhooks {
 
     /// Queue a `kind` event about `object` in Stripe's event envelope.
     fn enqueue<O: Serialize>(&self, kind: &str, object: O, cause: Option<Cause>) {
-        let delivered = self
-            .target
-            .url
-            .read()
-            .map(|url| url.is_some())
-            .unwrap_or(false);
+        let delivered = self.target.delivers();
         let event = Event {
             pending_webhooks: i64::from(delivered),
             request: Some(match cause {

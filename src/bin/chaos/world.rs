@@ -69,8 +69,9 @@ pub struct Replica {
 }
 
 impl World {
-    /// Starts the cluster, migrates, makes the merchant, starts the sandbox (its webhooks go
-    /// to the first replica) and `replicas` copies of `serve`.
+    /// Starts the cluster, migrates, makes the merchant, starts the sandbox (its webhooks
+    /// reach the replicas in turn, as through a load balancer) and `replicas` copies of
+    /// `serve`.
     pub async fn start(payorch: &Path, replicas: usize) -> Result<World, String> {
         let root = std::env::temp_dir().join(format!(
             "payorch-chaos-{}-{}",
@@ -142,12 +143,12 @@ impl World {
                 })
             })
             .collect::<Result<_, String>>()?;
-        let (sandbox, sandbox_url) = start_sandbox(
-            payorch,
-            &format!("{}/v1/webhooks/stripe", replicas[0].url),
-            &root.join("sandbox.log"),
-        )
-        .await?;
+        let webhook_urls: Vec<String> = replicas
+            .iter()
+            .map(|replica| format!("{}/v1/webhooks/stripe", replica.url))
+            .collect();
+        let (sandbox, sandbox_url) =
+            start_sandbox(payorch, &webhook_urls.join(","), &root.join("sandbox.log")).await?;
         let mut world = World {
             payorch: payorch.to_owned(),
             root,
@@ -300,16 +301,17 @@ async fn run(payorch: &Path, args: &[&str]) -> Result<String, String> {
 }
 
 /// `payorch sandbox` on a port of its own; its first line says where it listens. Its webhooks
-/// are duplicated now and then and may arrive out of order.
+/// go to `webhook_urls` (comma-separated) in turn, are duplicated now and then and may arrive
+/// out of order.
 async fn start_sandbox(
     payorch: &Path,
-    webhook_url: &str,
+    webhook_urls: &str,
     log: &Path,
 ) -> Result<(Child, String), String> {
     let mut child = Command::new(payorch)
         .args(["sandbox", "--bind", "127.0.0.1:0"])
         .args(["--secret", PROVIDER_SECRET])
-        .args(["--webhook-url", webhook_url])
+        .args(["--webhook-url", webhook_urls])
         .args(["--webhook-secret", WEBHOOK_SECRET])
         .args(["--slow-ms", "1500", "--processing-ms", "1000"])
         .args(["--webhook-duplicate-rate", "0.1", "--webhook-reorder"])
