@@ -1,5 +1,9 @@
-//! Transactions by hand: the key store opens one while claiming a key and hands it on to the
-//! caller's work, which diesel-async's closure-scoped `transaction` cannot express.
+//! Transactions by hand: begin, commit, and a rollback whose failure only costs the connection.
+//! Every caller runs its work through [`in_transaction`]. `begin_transaction`, `commit`,
+//! `rollback` and `finish_transaction` are public from when a key's claim opened a
+//! transaction and handed it on to the caller's work, which diesel-async's closure-scoped
+//! `transaction` cannot express; a claim is one autocommit statement now (README,
+//! "Idempotency"), and nothing outside this file calls them.
 
 use diesel::QueryResult;
 use diesel_async::{AsyncConnection, AsyncPgConnection, TransactionManager};

@@ -201,7 +201,8 @@ pub fn provider_idempotency_key(id: PaymentId) -> String {
     format!("payorch_{id}")
 }
 
-/// Why an attempt could not be made. Read after the failed transaction is rolled back.
+/// Why an attempt could not be made. Read after the refused claim statement, which recorded
+/// nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// The order already has a `created` or `pending` attempt.
@@ -214,8 +215,8 @@ pub enum Refusal {
 }
 
 /// Whether a failed insert of an attempt is the database refusing it by invariant 1, 2 or 5
-/// (the order has an open or a succeeded attempt, or is not awaiting payment): the
-/// transaction is spoilt; ask [`why_refused`] once it is rolled back.
+/// (the order has an open or a succeeded attempt, or is not awaiting payment): the statement
+/// failed whole; ask [`why_refused`] in the next one.
 pub fn refuses_attempt(kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
     matches!(
         (kind, constraint),
@@ -420,10 +421,13 @@ impl CallKind {
     }
 }
 
-/// The open statuses as an SQL list, for `status IN …` in hand-written statements: with
-/// [`final_statuses!`] and [`AttemptStatus::is_final`], the one place the code names them. The
-/// migrations' partial indexes name the same list, and the reconciler's queue must match
-/// `payment_attempts_due`'s predicate word for word for the planner to use it.
+/// The open statuses as an SQL list, for `status IN …` in the hand-written statements about
+/// attempts (the reconciler's queue and gauges, support's searches, the settling of a key).
+/// The migrations' partial indexes name the same list, and the reconciler's queue must match
+/// `payment_attempts_due`'s predicate word for word for the planner to use it. Not the only
+/// place the statuses are spelt out: diesel filters (`why_refused`, `before_resend` here,
+/// support's open refunds) and the refunds' statements, whose statuses are the same words,
+/// write them too; the test below holds only these two lists to [`AttemptStatus::is_final`].
 macro_rules! open_statuses {
     () => {
         "('created', 'pending')"

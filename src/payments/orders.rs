@@ -1,5 +1,6 @@
 //! Orders: what the payer buys. `awaiting_payment → processing → paid`,
-//! `processing → awaiting_payment` (the attempt failed), `awaiting_payment → canceled`.
+//! `processing → awaiting_payment` (the attempt failed), `awaiting_payment → canceled`, and
+//! once refunds give money back `paid → partially_refunded → refunded` (or `paid → refunded`).
 //! The transitions are written once here and enforced again by a trigger in the database.
 
 use std::collections::BTreeMap;
@@ -152,7 +153,8 @@ impl Order {
             merchant_id: MerchantId(row.merchant_id),
             amount: row.amount,
             currency: row.currency,
-            // The column's CHECK admits only the four statuses.
+            // Read strictly already (`OrderStatus`'s `FromSql`); the `order_status` domain
+            // admits the same six statuses.
             status: row.status,
             merchant_reference: row.merchant_reference,
             description: row.description,
