@@ -11,6 +11,7 @@ pub mod db;
 pub mod http;
 pub mod idempotency;
 pub mod ids;
+pub mod jitter;
 pub mod payments;
 pub mod provider_specs;
 pub mod providers;

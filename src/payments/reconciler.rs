@@ -306,7 +306,7 @@ mod tests {
     #[test]
     fn backoff_follows_the_schedule_then_stays_hourly() {
         let settings = ReconcilerSettings::default();
-        let waits: Vec<u64> = (0..8).map(|n| settings.wait_after(n).as_secs()).collect();
+        let waits: Vec<u64> = (0..8).map(|n| settings.nominal_wait(n).as_secs()).collect();
         assert_eq!(waits, [5, 15, 60, 300, 900, 3600, 3600, 3600]);
     }
 }

@@ -11,7 +11,8 @@ pub const NO_RECORD: &str = "provider_no_record";
 pub struct ReconcilerSettings {
     /// How often each replica looks for due attempts.
     pub interval: Duration,
-    /// Wait before the first, second, … check; the last one repeats.
+    /// Nominal wait before the first, second, … check; the last one repeats. Each actual wait
+    /// is drawn from 0.8–1.2 × its nominal one (`wait_after`).
     pub backoff: Vec<Duration>,
     /// How long the provider keeps idempotency keys, minus a margin: inside it, a resend with
     /// the same key is safe and tells the truth.
@@ -45,8 +46,15 @@ impl Default for ReconcilerSettings {
 }
 
 impl ReconcilerSettings {
-    /// The wait before check number `checks + 1`.
+    /// The wait before check number `checks + 1`: its nominal wait, jittered (see
+    /// `crate::jitter`), so that attempts checked together — all those a provider outage left
+    /// open — are not all checked together again.
     pub fn wait_after(&self, checks: i32) -> Duration {
+        crate::jitter::jittered(self.nominal_wait(checks))
+    }
+
+    /// The schedule's wait before check number `checks + 1`, without jitter.
+    pub fn nominal_wait(&self, checks: i32) -> Duration {
         let index = (checks.max(0) as usize).min(self.backoff.len().saturating_sub(1));
         self.backoff
             .get(index)
@@ -82,4 +90,50 @@ pub(super) fn pg_interval(d: Duration) -> diesel::pg::data_types::PgInterval {
 
 pub(super) fn to_chrono(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::hours(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_wait_is_jittered_around_its_nominal_one() {
+        let settings = ReconcilerSettings::default();
+        for checks in 0..8 {
+            let nominal = settings.nominal_wait(checks);
+            let waits: Vec<Duration> = (0..100).map(|_| settings.wait_after(checks)).collect();
+            for wait in &waits {
+                assert!(
+                    nominal.mul_f64(0.8) <= *wait && *wait <= nominal.mul_f64(1.2),
+                    "check {checks}: {wait:?} is not within 0.8–1.2 × {nominal:?}"
+                );
+            }
+            assert!(
+                waits.iter().any(|wait| *wait != waits[0]),
+                "check {checks}: 100 waits of {:?}, all the same",
+                waits[0]
+            );
+        }
+    }
+
+    #[test]
+    fn the_chrono_waits_are_jittered_too() {
+        let settings = ReconcilerSettings::default();
+        let firsts: Vec<chrono::Duration> = (0..100).map(|_| settings.first_check()).collect();
+        let nexts: Vec<chrono::Duration> = (0..100).map(|_| settings.next_check(2)).collect();
+        for first in &firsts {
+            assert!(
+                (chrono::Duration::seconds(4)..=chrono::Duration::seconds(6)).contains(first),
+                "{first:?}"
+            );
+        }
+        for next in &nexts {
+            assert!(
+                (chrono::Duration::seconds(48)..=chrono::Duration::seconds(72)).contains(next),
+                "{next:?}"
+            );
+        }
+        assert!(firsts.iter().any(|first| *first != firsts[0]));
+        assert!(nexts.iter().any(|next| *next != nexts[0]));
+    }
 }

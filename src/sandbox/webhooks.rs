@@ -1,6 +1,6 @@
 //! Signed webhook delivery (docs/DESIGN.md, "Webhooks"), with the sandbox's fault knobs
-//! (duplication, reordering, delay) and retries with exponential backoff on non-2xx or
-//! transport errors.
+//! (duplication, reordering, delay) and retries with jittered exponential backoff on non-2xx
+//! or transport errors.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -267,17 +267,24 @@ async fn deliver_in_order(target: Arc<Target>, batch: Vec<Bytes>, shutdown: watc
     }
 }
 
-/// Tries 2..=max_attempts with doubling backoff, until one is accepted.
+/// Tries 2..=max_attempts with doubling, jittered backoff, until one is accepted.
 async fn retry(target: Arc<Target>, body: Bytes) {
-    let mut backoff = target.retry;
-    for attempt in 2..=target.max_attempts {
-        tokio::time::sleep(backoff).await;
-        backoff = backoff.saturating_mul(2);
+    for (attempt, wait) in (2..=target.max_attempts).zip(retry_waits(target.retry)) {
+        tokio::time::sleep(wait).await;
         if try_once(&target, &body, attempt).await {
             return;
         }
     }
     tracing::warn!("webhook given up after {} attempts", target.max_attempts);
+}
+
+/// The waits before the second, third, … try: `first`, doubling each time, each drawn from
+/// 0.8–1.2 × its nominal value (`crate::jitter`). Events refused together — every event of a
+/// receiver's outage — then come back spread out, as from a real provider, instead of as one
+/// burst per round; the doubling stays in order, and no retry is immediate.
+fn retry_waits(first: Duration) -> impl Iterator<Item = Duration> {
+    std::iter::successors(Some(first), |nominal| Some(nominal.saturating_mul(2)))
+        .map(crate::jitter::jittered)
 }
 
 /// One signed POST; true when the receiver answered 2xx, or when there is nowhere to send.
@@ -307,5 +314,42 @@ async fn try_once(target: &Target, body: &Bytes, attempt: u32) -> bool {
             tracing::warn!(%url, attempt, error = %e, "webhook delivery failed");
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_waits_double_within_their_bounds() {
+        let first = Duration::from_millis(1000);
+        for _ in 0..50 {
+            let waits: Vec<Duration> = retry_waits(first).take(6).collect();
+            for (n, wait) in waits.iter().enumerate() {
+                let nominal = first * 2u32.pow(n as u32);
+                assert!(
+                    nominal.mul_f64(0.8) <= *wait && *wait <= nominal.mul_f64(1.2),
+                    "wait {n}: {wait:?} is not within 0.8–1.2 × {nominal:?}"
+                );
+            }
+            assert!(waits.windows(2).all(|pair| pair[0] < pair[1]), "{waits:?}");
+        }
+    }
+
+    #[test]
+    fn events_refused_together_do_not_retry_together() {
+        let firsts: Vec<Duration> = (0..100)
+            .map(|_| {
+                retry_waits(Duration::from_millis(1000))
+                    .next()
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert!(
+            firsts.iter().any(|wait| *wait != firsts[0]),
+            "100 events all wait {:?} before their first retry",
+            firsts[0]
+        );
     }
 }
