@@ -85,6 +85,7 @@ pub fn document() -> Value {
             for operation in item.values_mut().filter_map(Value::as_object_mut) {
                 complete_responses(operation);
                 describe_idempotency_key(operation);
+                describe_page_limit(operation);
             }
         }
     }
@@ -97,6 +98,9 @@ pub fn document() -> Value {
         if let Some(schema) = schemas.get_mut("CreatePaymentBody") {
             require(schema, &["payment_method"]);
             schema["properties"]["payment_method"] = payment_method_schema();
+        }
+        if let Some(schema) = schemas.get_mut("CreateRefundBody") {
+            describe_refund_fields(schema);
         }
     }
     doc
@@ -212,6 +216,38 @@ fn describe_idempotency_key(operation: &mut Map<String, Value>) {
             });
         }
     }
+}
+
+/// A list's `limit`, as `http::page_limit` takes it: 1 to 100, 20 when not given.
+fn describe_page_limit(operation: &mut Map<String, Value>) {
+    let Some(parameters) = operation
+        .get_mut("parameters")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for parameter in parameters {
+        if parameter["name"] == "limit" && parameter["in"] == "query" {
+            parameter["schema"] = json!({
+                "type": "integer", "format": "int64", "minimum": 1, "maximum": 100, "default": 20
+            });
+        }
+    }
+}
+
+/// A refund's body, as its handler reads it: `amount` as [`crate::payments::money::Amount`]
+/// takes it (absent or `null`: all that is left), `reason` as long as a description.
+fn describe_refund_fields(schema: &mut Value) {
+    schema["additionalProperties"] = Value::Bool(false);
+    let properties = &mut schema["properties"];
+    properties["amount"] = json!({
+        "type": ["integer", "null"], "format": "int64", "minimum": 1, "maximum": MAX_AMOUNT,
+        "description": "minor units; absent or null: all that is left to refund"
+    });
+    properties["reason"] = json!({
+        "type": ["string", "null"], "maxLength": MAX_DESCRIPTION_LEN,
+        "description": "free text for the merchant's records"
+    });
 }
 
 fn describe_order_fields(schema: &mut Value, checkout: bool) {

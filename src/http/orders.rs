@@ -18,13 +18,15 @@ use crate::idempotency::{Claimed, KeyedRequest, KeyedWork, Operation, RecordAs};
 use crate::ids::OrderId;
 use crate::payments::attempts::attempts_of_order;
 use crate::payments::keyed::{CancelOrder, CreateOrder, Resources};
+use crate::payments::money::MinorUnits;
 use crate::payments::orders::{self, NewOrder, OrderError};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateOrderBody {
     /// Minor units (cents), 1 to 10^12.
-    amount: Option<i64>,
+    #[schema(value_type = Option<i64>)]
+    amount: Option<MinorUnits>,
     /// ISO 4217, any case; stored lowercase.
     currency: Option<String>,
     /// Your own reference; unique per merchant for ever.
@@ -36,7 +38,7 @@ pub struct CreateOrderBody {
 
 impl CreateOrderBody {
     pub fn new(
-        amount: Option<i64>,
+        amount: Option<MinorUnits>,
         currency: Option<String>,
         merchant_reference: Option<String>,
         description: Option<String>,

@@ -17,6 +17,7 @@ use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::PaymentId;
 use crate::payments::flow::{self, Paid, Target};
+use crate::payments::money::MinorUnits;
 use crate::payments::payment_method::PaymentMethodToken;
 use crate::payments::refunds::refunds_of_payment;
 use crate::payments::PaymentAttempt;
@@ -32,7 +33,8 @@ pub struct CreatePaymentBody {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckoutBody {
-    amount: Option<i64>,
+    #[schema(value_type = Option<i64>)]
+    amount: Option<MinorUnits>,
     currency: Option<String>,
     merchant_reference: Option<String>,
     description: Option<String>,

@@ -15,7 +15,8 @@ use crate::http::views::Refund;
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::{PaymentId, RefundId};
-use crate::payments::money::Amount;
+use crate::payments::money::{Amount, MinorUnits};
+use crate::payments::orders::MAX_DESCRIPTION_LEN;
 use crate::payments::refunds::{self, RefundError};
 use crate::payments::Source;
 
@@ -23,8 +24,9 @@ use crate::payments::Source;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRefundBody {
-    /// In minor units, at least 1; default: all that is left to refund.
-    amount: Option<i64>,
+    /// In minor units, 1 to 10^12; default: all that is left to refund.
+    #[schema(value_type = Option<i64>)]
+    amount: Option<MinorUnits>,
     /// Free text for the merchant's records, up to 1000 characters.
     reason: Option<String>,
 }
@@ -75,14 +77,18 @@ pub async fn create_refund(
     let payment_id = parse_payment_id(&path)?;
     let fields = read_body::<CreateRefundBody>(&body)?;
     let mut errors = Vec::new();
-    if let Some(Err(message)) = fields.amount.map(Amount::parse) {
-        errors.push(FieldError::new("/amount", message));
-    }
+    let amount = match fields.amount.map(Amount::parse).transpose() {
+        Ok(amount) => amount.map(Amount::get),
+        Err(message) => {
+            errors.push(FieldError::new("/amount", message));
+            None
+        }
+    };
     let reason = fields.reason.as_deref().map(str::trim);
-    if reason.is_some_and(|r| r.chars().count() > 1000) {
+    if reason.is_some_and(|r| r.chars().count() > MAX_DESCRIPTION_LEN) {
         errors.push(FieldError::new(
             "/reason",
-            "must be at most 1000 characters",
+            format!("must be at most {MAX_DESCRIPTION_LEN} characters"),
         ));
     }
     if !errors.is_empty() {
@@ -95,7 +101,7 @@ pub async fn create_refund(
         &state.payments,
         &keyed,
         payment_id,
-        fields.amount,
+        amount,
         reason.filter(|r| !r.is_empty()),
     )
     .await

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::attempts::{AttemptStatus, PaymentAttempt};
-use super::money::{Amount, Currency};
+use super::money::{Amount, Currency, MinorUnits};
 use super::text;
 use crate::db::schema::orders;
 use crate::ids::{MerchantId, OrderId};
@@ -180,7 +180,7 @@ pub type FieldProblems = Vec<(String, String)>;
 
 impl NewOrder {
     pub fn parse(
-        amount: Option<i64>,
+        amount: Option<MinorUnits>,
         currency: Option<&str>,
         merchant_reference: Option<String>,
         description: Option<String>,

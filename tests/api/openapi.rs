@@ -160,3 +160,54 @@ async fn request_schemas_say_what_the_server_accepts() {
         .unwrap()
         .contains(&Value::from("payment_method")));
 }
+
+/// Every number a request may hold is documented with the range the server enforces: an
+/// amount (order, checkout, refund) 1 to 10^12, a list's `limit` 1 to 100; and the server
+/// takes the ends of each range and refuses past them.
+#[tokio::test]
+async fn numbers_in_requests_are_documented_with_the_range_the_server_enforces() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let schemas = &doc["components"]["schemas"];
+    for name in ["CreateOrderBody", "CheckoutBody", "CreateRefundBody"] {
+        let amount = &schemas[name]["properties"]["amount"];
+        assert_eq!(amount["minimum"], 1, "{name}: {amount}");
+        assert_eq!(amount["maximum"], 1_000_000_000_000_i64, "{name}: {amount}");
+        assert_eq!(amount["format"], "int64", "{name}: {amount}");
+    }
+    let refund = &schemas["CreateRefundBody"];
+    assert_eq!(refund["additionalProperties"], false, "{refund}");
+    assert_eq!(
+        refund["properties"]["reason"]["maxLength"], 1000,
+        "{refund}"
+    );
+
+    for path in [
+        "/v1/support/merchants",
+        "/v1/support/payments",
+        "/v1/support/needs-a-human",
+    ] {
+        let limit = doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "limit")
+            .unwrap_or_else(|| panic!("{path} documents limit"))
+            .clone();
+        assert_eq!(limit["in"], "query", "{path}");
+        assert_eq!(limit["schema"]["minimum"], 1, "{path}: {limit}");
+        assert_eq!(limit["schema"]["maximum"], 100, "{path}: {limit}");
+        for taken in [1, 100] {
+            let response = app
+                .get_as(&app.support_key, &format!("{path}?limit={taken}"))
+                .await;
+            assert_eq!(response.status(), 200, "{path}?limit={taken}");
+        }
+        for refused in [0, 101] {
+            let response = app
+                .get_as(&app.support_key, &format!("{path}?limit={refused}"))
+                .await;
+            assert_problem(response, 422, "validation_failed").await;
+        }
+    }
+}

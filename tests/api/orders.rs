@@ -504,3 +504,78 @@ async fn metrics_count_idempotency_outcomes() {
         assert!(text.contains(&line), "{line} missing in\n{text}");
     }
 }
+
+/// The problem of a body whose amount is refused, and the field it names.
+async fn refused_amount(response: reqwest::Response) -> Vec<String> {
+    let problem = assert_problem(response, 422, "validation_failed").await;
+    problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The OpenAPI document gives `amount` JSON Schema's `integer`, which is any number with no
+/// fraction: `23295.0` and `2.3295e4` are the amount 23295 for an order and for a checkout
+/// alike. A number with a fraction, or past what the server holds, is a refused amount (`422`
+/// naming `/amount`), not an unreadable body.
+#[tokio::test]
+async fn an_amount_is_any_json_number_without_a_fraction() {
+    let app = TestApp::spawn().await;
+    for (n, written) in ["23295.0", "2.3295e4", "232950e-1"].into_iter().enumerate() {
+        let order = app
+            .post_keyed(
+                &app.merchant_key,
+                "/v1/orders",
+                Some(&format!("order-{n}")),
+                Some(format!(r#"{{"amount": {written}, "currency": "eur"}}"#)),
+            )
+            .await;
+        assert_eq!(order.status(), 201, "{written}");
+        let order: Value = order.json().await.unwrap();
+        assert_eq!(order["amount"], 23295, "{written}");
+
+        let checkout = app
+            .post_keyed(
+                &app.merchant_key,
+                "/v1/checkout",
+                Some(&format!("checkout-{n}")),
+                Some(format!(
+                    r#"{{"amount": {written}, "currency": "eur", "payment_method": "pm_card_visa"}}"#
+                )),
+            )
+            .await;
+        assert_eq!(checkout.status(), 201, "{written}");
+        let checkout: Value = checkout.json().await.unwrap();
+        assert_eq!(checkout["order"]["amount"], 23295, "{written}");
+        assert_eq!(checkout["payment"]["amount"], 23295, "{written}");
+        assert_eq!(checkout["payment"]["status"], "succeeded", "{written}");
+    }
+    assert_eq!(app.charges(), 3);
+
+    for written in ["23295.5", "0.5", "1e13", "1e300", "18446744073709551616"] {
+        let order = app
+            .post_keyed(
+                &app.merchant_key,
+                "/v1/orders",
+                Some("refused"),
+                Some(format!(r#"{{"amount": {written}, "currency": "eur"}}"#)),
+            )
+            .await;
+        assert_eq!(refused_amount(order).await, ["/amount"], "{written}");
+        let checkout = app
+            .post_keyed(
+                &app.merchant_key,
+                "/v1/checkout",
+                Some("refused"),
+                Some(format!(
+                    r#"{{"amount": {written}, "currency": "eur", "payment_method": "pm_card_visa"}}"#
+                )),
+            )
+            .await;
+        assert_eq!(refused_amount(checkout).await, ["/amount"], "{written}");
+    }
+    assert_eq!(app.count_rows().await, (6, 6));
+    assert_eq!(app.charges(), 3);
+}

@@ -600,3 +600,45 @@ async fn support_asks_the_provider_about_an_open_refund_now() {
         .await;
     assert_problem(unknown, 404, "not_found").await;
 }
+
+/// A refund's `amount` is JSON Schema's `integer`, as the OpenAPI document says: `23295.0` is
+/// 23295. One with a fraction is refused naming `/amount`, and nothing goes back.
+#[tokio::test]
+async fn a_refund_amount_is_any_json_number_without_a_fraction() {
+    let app = TestApp::spawn().await;
+    let checkout = app
+        .checkout(
+            "paid-23295",
+            &json!({"amount": 23295, "currency": "eur", "payment_method": "pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(checkout.status(), 201);
+    let payment = checkout.json::<Value>().await.unwrap()["payment"].clone();
+    let id = payment["id"].as_str().unwrap();
+
+    let response = app
+        .post_keyed(
+            &app.merchant_key,
+            &format!("/v1/payments/{id}/refunds"),
+            Some("fraction"),
+            Some(r#"{"amount": 23295.5}"#.into()),
+        )
+        .await;
+    let problem = assert_problem(response, 422, "validation_failed").await;
+    assert_eq!(problem["errors"][0]["field"], "/amount", "{problem}");
+    assert_eq!(app.refunded_by_provider(&payment), 0);
+
+    let response = app
+        .post_keyed(
+            &app.merchant_key,
+            &format!("/v1/payments/{id}/refunds"),
+            Some("point-zero"),
+            Some(r#"{"amount": 23295.0}"#.into()),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    let refund: Value = response.json().await.unwrap();
+    assert_eq!(refund["amount"], 23295);
+    assert_eq!(refund["status"], "succeeded");
+    assert_eq!(app.refunded_by_provider(&payment), 23295);
+}
