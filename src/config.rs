@@ -311,6 +311,11 @@ pub struct IdempotencyArgs {
     /// How often the reaper looks for expired keys.
     #[arg(long, env = "PAYORCH_REAPER_INTERVAL_SECS", default_value_t = 60)]
     pub reaper_interval_secs: u64,
+    /// How long, from its first use, a key that made a payment or refund is remembered: past
+    /// its TTL a retry with it answers 409 idempotency_key_expired until then, never charging
+    /// again; after it the key is free.
+    #[arg(long, env = "PAYORCH_IDEMPOTENCY_HORIZON_SECS", default_value_t = 30 * 24 * 3600)]
+    pub idempotency_horizon_secs: u64,
 }
 
 impl IdempotencyArgs {
@@ -327,6 +332,7 @@ impl IdempotencyArgs {
     pub fn reaper(&self) -> ReaperSettings {
         ReaperSettings {
             interval: Duration::from_secs(self.reaper_interval_secs.max(1)),
+            horizon: Duration::from_secs(self.idempotency_horizon_secs),
             ..ReaperSettings::default()
         }
     }

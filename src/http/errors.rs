@@ -11,8 +11,8 @@ use serde::Serialize;
 use std::time::Duration;
 
 use crate::db::pool::PoolError;
-use crate::idempotency::{IdempotencyError, KeyError};
-use crate::ids::{OrderId, PaymentId};
+use crate::idempotency::{ExpiredKey, IdempotencyError, KeyError};
+use crate::ids::{OrderId, PaymentId, RefundId};
 use crate::payments::attempts::Refusal;
 use crate::payments::event_log::LogError;
 use crate::payments::flow::PayError;
@@ -66,6 +66,8 @@ pub enum ApiError {
     IdempotencyKeyInUse { retry_after: Duration },
     #[error("this Idempotency-Key was already used with another request (other body or endpoint); use a new key for a new request")]
     IdempotencyKeyReused,
+    #[error("{}", expired_detail(.0))]
+    IdempotencyKeyExpired(Box<ExpiredKey>),
     #[error("too many new Idempotency-Keys this minute; retry after Retry-After seconds")]
     RateLimited { retry_after: Duration },
     #[error("`{field}` looks like a card number; payorch never accepts card data, send a provider payment method token instead")]
@@ -106,6 +108,29 @@ pub enum ApiError {
     BodyTimeout { limit: Duration },
 }
 
+/// The public name of what an expired key made: its object, its id and where to read it.
+fn expired_resource(expired: &ExpiredKey) -> (&'static str, String, String) {
+    if expired.resource_type == "refund" {
+        let id = RefundId(expired.resource_id).to_string();
+        ("refund", id.clone(), format!("/v1/refunds/{id}"))
+    } else {
+        let id = PaymentId(expired.resource_id).to_string();
+        ("payment", id.clone(), format!("/v1/payments/{id}"))
+    }
+}
+
+fn expired_detail(expired: &ExpiredKey) -> String {
+    let (object, id, path) = expired_resource(expired);
+    let status = expired
+        .status
+        .as_deref()
+        .map_or_else(String::new, |status| format!(", now {status},"));
+    format!(
+        "this Idempotency-Key is past its lifetime; it made {object} {id}{status} and nothing was \
+         done again: read its outcome with GET {path}, and send a new key only for a new {object}"
+    )
+}
+
 /// The problem+json body. Extra members (`errors`, resource ids) are flattened in.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Problem {
@@ -135,6 +160,7 @@ impl ApiError {
             ApiError::IdempotencyKeyInvalid => "idempotency_key_invalid",
             ApiError::IdempotencyKeyInUse { .. } => "idempotency_key_in_use",
             ApiError::IdempotencyKeyReused => "idempotency_key_reused",
+            ApiError::IdempotencyKeyExpired(_) => "idempotency_key_expired",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::RawCardDataForbidden { .. } => "raw_card_data_forbidden",
             ApiError::MerchantReferenceExists { .. } => "merchant_reference_exists",
@@ -167,6 +193,7 @@ impl ApiError {
             ApiError::IdempotencyKeyInvalid => "Idempotency-Key invalid",
             ApiError::IdempotencyKeyInUse { .. } => "Idempotency-Key in use",
             ApiError::IdempotencyKeyReused => "Idempotency-Key reused",
+            ApiError::IdempotencyKeyExpired(_) => "Idempotency-Key expired",
             ApiError::RateLimited { .. } => "Rate limited",
             ApiError::RawCardDataForbidden { .. } => "Raw card data forbidden",
             ApiError::MerchantReferenceExists { .. } => "Merchant reference exists",
@@ -235,6 +262,22 @@ impl ApiError {
                     serde_json::json!(amount_refundable),
                 );
             }
+            ApiError::IdempotencyKeyExpired(expired) => {
+                let (object, id, path) = expired_resource(expired);
+                extra.insert("resource_type".into(), serde_json::json!(object));
+                extra.insert("resource_id".into(), serde_json::json!(id));
+                extra.insert("resource_status".into(), serde_json::json!(expired.status));
+                extra.insert("resource_url".into(), serde_json::json!(path));
+                if let Some(order_id) = expired.order_id {
+                    extra.insert("order_id".into(), serde_json::json!(OrderId(order_id)));
+                }
+                if let Some(payment_id) = expired.payment_id {
+                    extra.insert(
+                        "payment_id".into(),
+                        serde_json::json!(PaymentId(payment_id)),
+                    );
+                }
+            }
             _ => {}
         }
         extra
@@ -266,6 +309,7 @@ impl ResponseError for ApiError {
             | ApiError::IdempotencyKeyInvalid
             | ApiError::WebhookSignatureInvalid(_) => StatusCode::BAD_REQUEST,
             ApiError::IdempotencyKeyInUse { .. }
+            | ApiError::IdempotencyKeyExpired(_)
             | ApiError::MerchantReferenceExists { .. }
             | ApiError::OrderNotCancelable { .. }
             | ApiError::PaymentInProgress { .. }
@@ -377,6 +421,7 @@ impl From<IdempotencyError> for ApiError {
                 ApiError::IdempotencyKeyInUse { retry_after }
             }
             IdempotencyError::Reused => ApiError::IdempotencyKeyReused,
+            IdempotencyError::Expired(expired) => ApiError::IdempotencyKeyExpired(expired),
             IdempotencyError::RateLimited { retry_after } => ApiError::RateLimited { retry_after },
             IdempotencyError::Database(err) => err.into(),
             IdempotencyError::Unavailable(err) => err.into(),

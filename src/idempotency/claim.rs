@@ -22,6 +22,10 @@
 //! - A key in flight: the transaction-scoped advisory lock tells "someone is in this
 //!   statement right now" apart without blocking on the unique index; a committed in-flight
 //!   key (a payment between its two transactions) carries a lease. The caller polls.
+//! - A key past its TTL whose work is final: an order's or a cancel's is deleted and opened
+//!   afresh; a payment's or refund's is never done again, and answers
+//!   `409 idempotency_key_expired` naming what it made, until its horizon ends (README, "A
+//!   key's life"). A key whose payment or refund is still open never expires.
 //!
 //! The key insert has no `ON CONFLICT`: if another request committed the same key between
 //! this statement's snapshot and its lock, the insert fails on the primary key and the claim
@@ -38,8 +42,8 @@ use diesel_async::RunQueryDsl;
 use serde_json::Value;
 
 use super::recent::Finished;
-use super::takeover::{delete_expired, take_over};
-use super::{IdempotencyError, IdempotencySettings, StoredKey};
+use super::takeover::{free_expired, take_over};
+use super::{ExpiredKey, IdempotencyError, IdempotencySettings, StoredKey};
 use super::{KeyedRequest, Keys};
 use crate::db::DbPool;
 
@@ -115,11 +119,22 @@ pub async fn claim(
         Ok(Claimed::Replay { .. }) => "replayed",
         Err(IdempotencyError::InUse { .. }) => "in_use",
         Err(IdempotencyError::Reused) => "reused_mismatch",
+        Err(IdempotencyError::Expired(_)) => "expired",
         Err(IdempotencyError::RateLimited { .. }) => "rate_limited",
         Err(IdempotencyError::Database(_) | IdempotencyError::Unavailable(_)) => "error",
     };
-    keys.metrics.observe(label, started.elapsed());
+    let waited = started.elapsed();
+    keys.metrics.observe(request.operation, label, waited);
     tracing::Span::current().record("idempotency_outcome", label);
+    // One line per keyed request, for support and on-call: what the key came to, and where.
+    tracing::info!(
+        outcome = label,
+        route = request.operation.route(),
+        merchant = %request.merchant_id,
+        key = request.key.as_str(),
+        waited_ms = waited.as_millis() as u64,
+        "keyed request"
+    );
     outcome
 }
 
@@ -239,8 +254,8 @@ async fn claim_loop(
                 allowed = false;
                 continue;
             }
-            Round::Expired => {
-                delete_expired(&mut *pool.get().await?, request).await?;
+            Round::Free => {
+                free_expired(&mut *pool.get().await?, request).await?;
                 continue;
             }
             Round::Orphaned { current } => {
@@ -313,7 +328,7 @@ fn claim_statement<'f>(
         "WITH lock AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($1) AS got), \
          found AS MATERIALIZED ( \
              SELECT operation, fingerprint, state, locked_until, recovery_point, resource_type, \
-                    resource_id, response_status, expires_at \
+                    resource_id, response_status, expires_at, unresolved \
              FROM idempotency_keys WHERE merchant_id = $2 AND key = $3), \
          go AS MATERIALIZED ( \
              SELECT 1 AS go FROM lock WHERE got AND $4 AND NOT EXISTS (SELECT 1 FROM found)), \
@@ -328,10 +343,11 @@ fn claim_statement<'f>(
              FROM done RETURNING 1) \
          SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded, \
                 found.operation, found.fingerprint, found.state, found.locked_until, \
-                found.response_status, found.resource_id, found.expires_at, \
+                found.response_status, found.resource_type, found.resource_id, \
+                found.expires_at, found.unresolved, \
                 (SELECT resource_id FROM done) AS made, \
                 {fresh} AS fresh, \
-                CASE WHEN found.state = 'completed' OR found.locked_until < now() \
+                CASE WHEN found.state <> 'in_flight' OR found.locked_until < now() \
                      THEN {replay} END AS current \
          FROM lock LEFT JOIN found ON true",
         ctes = work.ctes(),
@@ -359,6 +375,11 @@ fn claim_statement<'f>(
         .bind::<BigInt, _>(settings.ttl(request.operation).as_millis() as i64);
     work.bind(query)
 }
+
+/// The resource types of keys that moved money, and so are retired past their TTL instead
+/// of freed (migrations `…_key_retirement`, `idempotency_key_made_money_move`).
+const PAYMENT_ATTEMPT: &str = "payment_attempt";
+const REFUND: &str = "refund";
 
 /// The advisory lock naming this `(merchant, key)`; a collision only costs a short wait.
 fn lock_key(request: &KeyedRequest) -> i64 {
@@ -388,10 +409,14 @@ struct ClaimRow {
     locked_until: Option<DateTime<Utc>>,
     #[diesel(sql_type = Nullable<Int2>)]
     response_status: Option<i16>,
+    #[diesel(sql_type = Nullable<Text>)]
+    resource_type: Option<String>,
     #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
     resource_id: Option<uuid::Uuid>,
     #[diesel(sql_type = Nullable<Timestamptz>)]
     expires_at: Option<DateTime<Utc>>,
+    #[diesel(sql_type = Nullable<Bool>)]
+    unresolved: Option<bool>,
     /// The resource the work made, when it ran.
     #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
     made: Option<uuid::Uuid>,
@@ -409,7 +434,8 @@ enum Round {
     },
     /// Nobody has the key and the work did not run.
     Nothing,
-    Expired,
+    /// The key's time is up and it may be opened afresh: delete it and claim again.
+    Free,
     /// In flight past its lease: whoever held it died.
     Orphaned {
         current: Value,
@@ -434,14 +460,31 @@ fn judge(row: ClaimRow, request: &KeyedRequest) -> Result<Round, IdempotencyErro
             Round::Busy { lease_ends: None }
         });
     };
+    let now = Utc::now();
+    // Past its lifetime (and a completed key only once its work is final), the key no longer
+    // answers for the request that made it, whatever this one's body: see the module comment.
+    let past_ttl = match state.as_str() {
+        "expired" => true,
+        "completed" => row.unresolved == Some(false) && expires_at <= now,
+        _ => false,
+    };
+    if past_ttl {
+        let made_money_move =
+            matches!(row.resource_type.as_deref(), Some(PAYMENT_ATTEMPT | REFUND));
+        return match (made_money_move, state.as_str()) {
+            (true, "expired") if expires_at <= now => Ok(Round::Free),
+            (true, _) => Err(IdempotencyError::Expired(Box::new(ExpiredKey::read(
+                row.resource_type.unwrap_or_default(),
+                row.resource_id.unwrap_or_default(),
+                row.current.as_ref().unwrap_or(&Value::Null),
+            )))),
+            (false, _) => Ok(Round::Free),
+        };
+    }
     if fingerprint != request.fingerprint.as_slice() || operation != request.operation.as_str() {
         return Err(IdempotencyError::Reused);
     }
-    let now = Utc::now();
     if state == "completed" {
-        if expires_at <= now {
-            return Ok(Round::Expired);
-        }
         return Ok(Round::Replay {
             status: row.response_status.map_or(200, |s| s as u16),
             current: row.current.unwrap_or(Value::Null),

@@ -24,7 +24,7 @@ pub use fingerprint::{fingerprint, Fingerprint};
 pub use key::{IdempotencyKey, KeyError};
 pub use quota::NewKeyQuota;
 pub use recent::RecentKeys;
-pub use request::{IdempotencyError, KeyedRequest, Recorded, StoredKey};
+pub use request::{ExpiredKey, IdempotencyError, KeyedRequest, Recorded, StoredKey};
 pub use settings::IdempotencySettings;
 
 /// Everything a claim needs besides the database: the settings, the quota of new keys (shared
@@ -47,6 +47,17 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// The route the operation is asked for by: the label of its metrics and log lines.
+    pub fn route(self) -> &'static str {
+        match self {
+            Operation::CreateOrder => "/v1/orders",
+            Operation::CancelOrder => "/v1/orders/{id}/cancel",
+            Operation::CreatePayment => "/v1/orders/{id}/payments",
+            Operation::Checkout => "/v1/checkout",
+            Operation::CreateRefund => "/v1/payments/{id}/refunds",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::CreateOrder => "create_order",
@@ -58,22 +69,23 @@ impl Operation {
     }
 }
 
-/// Idempotency outcomes (`created`, `replayed`, `in_use`, `reused_mismatch`, `taken_over`,
-/// `rate_limited`, and `declined`: the work refused and nothing was recorded), the time spent
-/// claiming a key, and the size of the key table.
+/// Idempotency outcomes by route (`created`, `replayed`, `in_use`, `reused_mismatch`,
+/// `expired`, `taken_over`, `rate_limited`, and `declined`: the work refused and nothing was
+/// recorded), the time spent claiming a key, and the size of the key table.
 pub struct IdempotencyMetrics {
     outcomes: IntCounterVec,
     wait: HistogramVec,
     pub keys: IntGauge,
     pub reaped: prometheus::IntCounter,
+    pub retired: prometheus::IntCounter,
 }
 
 impl IdempotencyMetrics {
     pub fn new() -> prometheus::Result<Self> {
         Ok(IdempotencyMetrics {
             outcomes: IntCounterVec::new(
-                Opts::new("idempotency_requests_total", "Keyed requests by outcome"),
-                &["outcome"],
+                Opts::new("idempotency_requests_total", "Keyed requests by route and outcome"),
+                &["route", "outcome"],
             )?,
             wait: HistogramVec::new(
                 HistogramOpts::new(
@@ -90,6 +102,10 @@ impl IdempotencyMetrics {
                 "idempotency_keys_reaped_total",
                 "Expired idempotency keys deleted",
             )?,
+            retired: prometheus::IntCounter::new(
+                "idempotency_keys_retired_total",
+                "Keys of payments and refunds past their TTL, kept to answer 409 idempotency_key_expired",
+            )?,
         })
     }
 
@@ -100,11 +116,14 @@ impl IdempotencyMetrics {
         registry.register(Box::new(self.outcomes.clone()))?;
         registry.register(Box::new(self.wait.clone()))?;
         registry.register(Box::new(self.keys.clone()))?;
-        registry.register(Box::new(self.reaped.clone()))
+        registry.register(Box::new(self.reaped.clone()))?;
+        registry.register(Box::new(self.retired.clone()))
     }
 
-    pub fn observe(&self, outcome: &str, waited: Duration) {
-        self.outcomes.with_label_values(&[outcome]).inc();
+    pub fn observe(&self, operation: Operation, outcome: &str, waited: Duration) {
+        self.outcomes
+            .with_label_values(&[operation.route(), outcome])
+            .inc();
         self.wait
             .with_label_values(&[outcome])
             .observe(waited.as_secs_f64());

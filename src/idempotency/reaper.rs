@@ -1,6 +1,12 @@
-//! The key reaper: a worker in every replica that deletes expired keys in small batches.
+//! The key reaper: a worker in every replica that ends keys past their TTL in small batches.
 //! `FOR UPDATE SKIP LOCKED` lets replicas share the work; a key whose work is unresolved
-//! (a payment still pending) is never deleted, whatever its age.
+//! (a payment still pending) is never touched, whatever its age.
+//!
+//! A key that made an order or a cancel is deleted at its TTL. A key that made a payment or
+//! refund is first retired (`expired`: the stored response goes, the resource it names stays,
+//! and a retry answers `409 idempotency_key_expired`) until the end of its horizon, and only
+//! then deleted (README, "A key's life"). The database refuses any other order
+//! (migrations `…_key_retirement`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +24,8 @@ use crate::db::DbPool;
 pub struct ReaperSettings {
     pub interval: Duration,
     pub batch: i64,
+    /// How long after its first use a key that made a payment or refund is remembered.
+    pub horizon: Duration,
 }
 
 impl Default for ReaperSettings {
@@ -25,6 +33,7 @@ impl Default for ReaperSettings {
         ReaperSettings {
             interval: Duration::from_secs(60),
             batch: 500,
+            horizon: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }
@@ -38,8 +47,13 @@ pub async fn run(
 ) {
     loop {
         match reap_once(&pool, &settings, &metrics).await {
-            Ok(0) => {}
-            Ok(deleted) => tracing::info!(deleted, "reaped expired idempotency keys"),
+            Ok(Reaped {
+                retired: 0,
+                deleted: 0,
+            }) => {}
+            Ok(Reaped { retired, deleted }) => {
+                tracing::info!(retired, deleted, "reaped expired idempotency keys")
+            }
             Err(err) => {
                 tracing::warn!(error = %err, "idempotency key reaper failed; retrying later")
             }
@@ -51,19 +65,40 @@ pub async fn run(
     }
 }
 
-/// Deletes every expired key, one small batch (one short transaction) at a time.
+/// What one round of the reaper did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reaped {
+    /// Keys of payments and refunds past their TTL, now `expired`.
+    pub retired: usize,
+    /// Keys deleted: of orders and cancels past their TTL, and expired ones past their horizon.
+    pub deleted: usize,
+}
+
+/// Retires, then deletes, every key whose time is up, one small batch (one short
+/// transaction) at a time.
 pub async fn reap_once(
     pool: &DbPool,
     settings: &ReaperSettings,
     metrics: &IdempotencyMetrics,
-) -> Result<usize, String> {
+) -> Result<Reaped, String> {
     let mut conn = pool.get().await.map_err(|e| e.to_string())?;
-    let mut total = 0;
+    let mut reaped = Reaped::default();
+    let horizon_ms = settings.horizon.as_millis().min(i64::MAX as u128) as i64;
     loop {
-        let deleted = reap_expired(&mut conn, settings.batch)
+        let retired = retire_expired(&mut conn, settings.batch, horizon_ms)
             .await
             .map_err(|e| e.to_string())?;
-        total += deleted;
+        reaped.retired += retired;
+        metrics.retired.inc_by(retired as u64);
+        if (retired as i64) < settings.batch {
+            break;
+        }
+    }
+    loop {
+        let deleted = delete_expired(&mut conn, settings.batch)
+            .await
+            .map_err(|e| e.to_string())?;
+        reaped.deleted += deleted;
         metrics.reaped.inc_by(deleted as u64);
         if (deleted as i64) < settings.batch {
             break;
@@ -72,18 +107,46 @@ pub async fn reap_once(
     if let Ok(keys) = estimated_key_count(&mut conn).await {
         metrics.keys.set(keys);
     }
-    Ok(total)
+    Ok(reaped)
 }
 
-/// Deletes up to `batch` expired, resolved keys; replicas share the work without waiting on
-/// each other. Returns how many went.
-pub async fn reap_expired(conn: &mut AsyncPgConnection, batch: i64) -> QueryResult<usize> {
+/// Retires up to `batch` keys of payments and refunds past their TTL whose work is final:
+/// the response goes, the resource stays, and the key is kept until `horizon_ms` after its
+/// first use. The work is read from the resource itself, as the database's guard does, so a
+/// batch never fails on a key whose flag says otherwise. Returns how many were retired.
+pub async fn retire_expired(
+    conn: &mut AsyncPgConnection,
+    batch: i64,
+    horizon_ms: i64,
+) -> QueryResult<usize> {
+    diesel::sql_query(
+        "UPDATE idempotency_keys k SET state = 'expired', response_status = NULL, \
+             response_body = NULL, locked_until = NULL, \
+             expires_at = greatest(k.created_at + $2 * interval '1 millisecond', k.expires_at), \
+             updated_at = now() \
+         FROM ( \
+             SELECT merchant_id, key FROM idempotency_keys i \
+             WHERE state <> 'in_flight' AND state = 'completed' AND NOT unresolved \
+               AND expires_at < now() AND idempotency_key_made_money_move(i) AND NOT idempotency_key_work_is_open(i) \
+             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) due \
+         WHERE k.merchant_id = due.merchant_id AND k.key = due.key",
+    )
+    .bind::<BigInt, _>(batch)
+    .bind::<BigInt, _>(horizon_ms)
+    .execute(conn)
+    .await
+}
+
+/// Deletes up to `batch` keys whose time is up: keys of orders and cancels past their TTL,
+/// and retired keys past their horizon. Returns how many went; their keys are free again.
+pub async fn delete_expired(conn: &mut AsyncPgConnection, batch: i64) -> QueryResult<usize> {
     diesel::sql_query(
         "DELETE FROM idempotency_keys k USING ( \
-             SELECT merchant_id, key FROM idempotency_keys \
-             WHERE state = 'completed' AND NOT unresolved AND expires_at < now() \
-             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) expired \
-         WHERE k.merchant_id = expired.merchant_id AND k.key = expired.key",
+             SELECT merchant_id, key FROM idempotency_keys i \
+             WHERE state <> 'in_flight' AND NOT unresolved AND expires_at < now() \
+               AND (state = 'expired' OR NOT idempotency_key_made_money_move(i)) \
+             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) gone \
+         WHERE k.merchant_id = gone.merchant_id AND k.key = gone.key",
     )
     .bind::<BigInt, _>(batch)
     .execute(conn)

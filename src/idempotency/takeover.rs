@@ -1,24 +1,32 @@
-//! The statements a claim falls back on (see [`claim`](super::claim)): deleting a key whose
+//! The statements a claim falls back on (see [`claim`](super::claim)): freeing a key whose
 //! time is up, and taking over a key whose request died in flight.
 
 use chrono::Utc;
 use diesel::prelude::*;
+use diesel::sql_types::{Text, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::{IdempotencySettings, KeyedRequest, StoredKey};
 use crate::db::schema::idempotency_keys;
 
-/// Deletes the key if it has expired (a late retry of a reaped-soon key), so the next claim
-/// opens it afresh.
-pub async fn delete_expired(
+/// Deletes the key if its time is up, so the next claim opens it afresh: a key of an order or
+/// a cancel past its TTL, or a retired key past its horizon. Never a key whose work is open,
+/// nor one of a payment or refund that is not retired yet (the reaper's
+/// [`retire_expired`](super::reaper::retire_expired) comes first; the database refuses it too).
+pub async fn free_expired(
     conn: &mut AsyncPgConnection,
     request: &KeyedRequest,
 ) -> QueryResult<usize> {
-    diesel::delete(idempotency_keys::table.find((request.merchant_id.0, request.key.as_str())))
-        .filter(idempotency_keys::state.eq("completed"))
-        .filter(idempotency_keys::expires_at.le(diesel::dsl::now))
-        .execute(conn)
-        .await
+    diesel::sql_query(
+        "DELETE FROM idempotency_keys i \
+         WHERE merchant_id = $1 AND key = $2 AND NOT unresolved AND expires_at <= now() \
+           AND (state = 'expired' \
+                OR (state = 'completed' AND NOT idempotency_key_made_money_move(i)))",
+    )
+    .bind::<SqlUuid, _>(request.merchant_id.0)
+    .bind::<Text, _>(request.key.as_str())
+    .execute(conn)
+    .await
 }
 
 /// Extends the lease of an in-flight key whose lease ran out, if nobody else did first.

@@ -15,6 +15,7 @@ mod errors;
 mod failover;
 mod health;
 mod hostile_input;
+mod key_lifetime;
 mod migrations;
 mod openapi;
 mod orders;

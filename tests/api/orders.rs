@@ -299,7 +299,7 @@ async fn merchant_reference_is_unique_for_ever_even_after_its_key_is_reaped() {
     let reaped = payorch::idempotency::reaper::reap_once(&pool, &Default::default(), &metrics)
         .await
         .unwrap();
-    assert_eq!(reaped, 1);
+    assert_eq!(reaped.deleted, 1);
     assert_eq!(app.count_rows().await, (1, 0));
     let again = app.create_order("ref-1", &body).await;
     let problem = assert_problem(again, 409, "merchant_reference_exists").await;
@@ -330,11 +330,12 @@ async fn reaper_deletes_in_batches_and_spares_live_and_unresolved_keys() {
     let settings = payorch::idempotency::reaper::ReaperSettings {
         interval: Duration::from_secs(60),
         batch: 2,
+        ..Default::default()
     };
     let reaped = payorch::idempotency::reaper::reap_once(&pool, &settings, &metrics)
         .await
         .unwrap();
-    assert_eq!(reaped, 4);
+    assert_eq!(reaped.deleted, 4);
     let left: Vec<String> = idempotency_keys::table
         .select(idempotency_keys::key)
         .order(idempotency_keys::key)
@@ -500,7 +501,9 @@ async fn metrics_count_idempotency_outcomes() {
         .await;
     let text = app.get("/metrics").await.text().await.unwrap();
     for outcome in ["created", "replayed", "reused_mismatch"] {
-        let line = format!("payorch_idempotency_requests_total{{outcome=\"{outcome}\"}} 1");
+        let line = format!(
+            "payorch_idempotency_requests_total{{outcome=\"{outcome}\",route=\"/v1/orders\"}} 1"
+        );
         assert!(text.contains(&line), "{line} missing in\n{text}");
     }
 }
