@@ -94,7 +94,7 @@ fn answer<T: Serialize>(paid: &Paid, body: &T) -> HttpResponse {
     responses(
         (status = 201, body = Payment, description = "the attempt, `succeeded`, `failed` (a decline) or `pending` (poll `Location`); or replayed with `Idempotent-Replayed: true`"),
         (status = 404, body = crate::http::errors::Problem),
-        (status = 409, body = crate::http::errors::Problem, description = "payment_in_progress, order_already_paid (both name `payment_id`), order_not_payable, idempotency_key_in_use"),
+        (status = 409, body = crate::http::errors::Problem, description = "payment_in_progress, order_already_paid (both name `payment_id`), order_not_payable, idempotency_key_in_use, idempotency_key_expired (the key is past its lifetime and its payment or refund final: names `resource_id`, `resource_status`, `resource_url`; nothing is done again)"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused, raw_card_data_forbidden"),
     ))]
 pub async fn create_payment(
@@ -137,7 +137,7 @@ pub(crate) async fn pay_order(
     security(("bearer" = [])),
     responses(
         (status = 201, body = CheckoutResult, description = "the order and its attempt; replayed with `Idempotent-Replayed: true`"),
-        (status = 409, body = crate::http::errors::Problem, description = "merchant_reference_exists, idempotency_key_in_use"),
+        (status = 409, body = crate::http::errors::Problem, description = "merchant_reference_exists, idempotency_key_in_use, idempotency_key_expired (the key is past its lifetime and its payment or refund final: names `resource_id`, `resource_status`, `resource_url`; nothing is done again)"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused, raw_card_data_forbidden"),
     ))]
 pub async fn checkout(

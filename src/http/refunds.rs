@@ -62,7 +62,7 @@ fn problem(err: RefundError, payment_id: PaymentId) -> ApiError {
     responses(
         (status = 201, body = Refund, description = "the refund, `succeeded`, `failed` or `pending` (poll `Location`); or replayed with `Idempotent-Replayed: true`"),
         (status = 404, body = crate::http::errors::Problem),
-        (status = 409, body = crate::http::errors::Problem, description = "payment_not_refundable, refund_exceeds_payment (names `amount_refundable`), idempotency_key_in_use"),
+        (status = 409, body = crate::http::errors::Problem, description = "payment_not_refundable, refund_exceeds_payment (names `amount_refundable`), idempotency_key_in_use, idempotency_key_expired (the key is past its lifetime and its payment or refund final: names `resource_id`, `resource_status`, `resource_url`; nothing is done again)"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused"),
     ))]
 pub async fn create_refund(
