@@ -3,6 +3,8 @@
 //! test says so and passes locally; under `CI=true` it fails instead, so CI always runs it.
 //! Screenshots are saved under `target/tmp/screenshots/`.
 
+pub mod cdp;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -108,7 +110,12 @@ pub async fn show(client: &Client, id: &str) {
 
 /// The text of `#id` once it contains `wanted`, within a deadline.
 pub async fn text_with(client: &Client, id: &str, wanted: &str) -> String {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    text_within(client, id, wanted, Duration::from_secs(10)).await
+}
+
+/// [`text_with`] for what comes only after one of the page's own deadlines.
+pub async fn text_within(client: &Client, id: &str, wanted: &str, limit: Duration) -> String {
+    let deadline = tokio::time::Instant::now() + limit;
     let mut text = String::new();
     while tokio::time::Instant::now() < deadline {
         if let Ok(element) = client.find(Locator::Id(id)).await {

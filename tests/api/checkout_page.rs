@@ -3,6 +3,7 @@
 //! record of the key each payment was made under. Screenshots of each state are saved under
 //! `target/tmp/screenshots/`.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fantoccini::actions::{
@@ -12,7 +13,8 @@ use fantoccini::key::Key;
 use fantoccini::{Client, Locator};
 use serde_json::{json, Value};
 
-use crate::browser::{browser, devtools, run, screenshot, text_with};
+use crate::browser::cdp::PageSocket;
+use crate::browser::{browser, devtools, run, screenshot, text_with, text_within};
 use crate::helpers::{assert_problem, TestApp, TestConfig};
 
 /// Waits until the page's phase (`ready`, `paying`, `checking`, `paid`, …) is `wanted`.
@@ -97,6 +99,98 @@ async fn order_of(app: &TestApp, id: &str) -> Value {
 async fn key_of_payment(app: &TestApp, id: &str) -> String {
     let story = app.story(id).await;
     story["idempotency_key_name"].as_str().unwrap().to_owned()
+}
+
+/// The `id` of the element that has keyboard focus.
+async fn focused(client: &Client) -> Value {
+    run(
+        client,
+        "return document.activeElement && document.activeElement.id",
+    )
+    .await
+}
+
+/// The `value` of the element that has keyboard focus.
+async fn focused_value(client: &Client) -> Value {
+    run(
+        client,
+        "return document.activeElement && document.activeElement.value",
+    )
+    .await
+}
+
+/// What the test does to an answer to a payment request, once the server has sent it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fate {
+    /// Never delivered, never failed: a half-open connection.
+    Held,
+    /// The connection is reset after the answer was sent.
+    Reset,
+    Delivered,
+}
+
+/// One answer the interceptor paused: its status, whether the server replayed it
+/// (`Idempotent-Replayed: true`), and what was done to it.
+type Paused = (u64, bool, Fate);
+
+/// Pauses every answer to a payment request of `client`'s page at the DevTools `Fetch`
+/// domain's Response stage, when the server has sent it (so whatever it says is committed),
+/// and does to the n-th what `fates[n]` says; later ones are delivered. The task runs until
+/// aborted; the record says what it paused and did.
+async fn intercept_answers(
+    client: &Client,
+    page: &str,
+    fates: Vec<Fate>,
+) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<Paused>>>) {
+    let mut socket = PageSocket::connect(client, page).await;
+    socket
+        .call(
+            "Fetch.enable",
+            json!({"patterns": [{
+                "urlPattern": "*/checkout/demo/orders/*/payments",
+                "requestStage": "Response",
+            }]}),
+        )
+        .await;
+    let record = Arc::new(Mutex::new(Vec::new()));
+    let seen = record.clone();
+    let task = tokio::spawn(async move {
+        while let Some(event) = socket.event().await {
+            if event["method"] != "Fetch.requestPaused" {
+                continue;
+            }
+            let paused = &event["params"];
+            let request = paused["requestId"].clone();
+            let replayed = paused["responseHeaders"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|h| {
+                    h["name"]
+                        .as_str()
+                        .unwrap_or("")
+                        .eq_ignore_ascii_case("idempotent-replayed")
+                        && h["value"] == "true"
+                });
+            let status = paused["responseStatusCode"].as_u64().unwrap_or(0);
+            let n = seen.lock().unwrap().len();
+            let fate = fates.get(n).copied().unwrap_or(Fate::Delivered);
+            seen.lock().unwrap().push((status, replayed, fate));
+            match fate {
+                Fate::Held => {}
+                Fate::Reset => {
+                    let params = json!({"requestId": request, "errorReason": "ConnectionReset"});
+                    socket.send("Fetch.failRequest", params).await;
+                }
+                Fate::Delivered => {
+                    socket
+                        .send("Fetch.continueRequest", json!({"requestId": request}))
+                        .await;
+                }
+            }
+        }
+    });
+    (task, record)
 }
 
 /// The receipt's payment id, once the receipt shows; checks the receipt names the order.
@@ -213,6 +307,11 @@ async fn a_lost_response_shows_checking_status_until_the_reconciler_knows() {
         Some("true")
     );
     assert!(!button.is_enabled().await.unwrap(), "no paying again");
+    assert_eq!(
+        focused(&client).await,
+        "status",
+        "focus went with the form's lock"
+    );
     screenshot(&client, "checkout-3-checking-status").await;
 
     let payment = receipt(&client, &order).await;
@@ -301,6 +400,82 @@ async fn a_request_the_network_dropped_is_retried_with_the_same_key() {
 }
 
 #[tokio::test]
+async fn an_answer_lost_after_the_server_paid_is_asked_for_again_under_the_same_key() {
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let order = open(&client, &app, None).await;
+    let key = stored_key(&client, &order).await;
+    // The first answer never comes (a connection gone half-open after the server paid); the
+    // second, asked for under the same key, is lost to a reset; the third gets through.
+    let (interceptor, paused) =
+        intercept_answers(&client, &order, vec![Fate::Held, Fate::Reset]).await;
+    click_pay(&client).await;
+    text_with(&client, "status", "Processing…").await;
+    // Only the page's own deadline on the first request ends the wait.
+    text_within(
+        &client,
+        "status",
+        "Payment succeeded",
+        Duration::from_secs(60),
+    )
+    .await;
+    let payment = text_with(&client, "receipt-payment", "pay_").await;
+    assert_eq!(receipt(&client, &order).await, payment);
+    screenshot(&client, "checkout-9-answer-lost-after-paying").await;
+    interceptor.abort();
+    assert_eq!(
+        *paused.lock().unwrap(),
+        [
+            (201, false, Fate::Held),
+            (201, true, Fate::Reset),
+            (201, true, Fate::Delivered)
+        ],
+        "the server paid at the first request and replayed that answer to the next two"
+    );
+    assert_eq!(app.charges_for_order(&order), 1);
+    let payments = order_of(&app, &order).await["payments"].clone();
+    assert_eq!(payments.as_array().unwrap().len(), 1, "{payments}");
+    assert_eq!(payments[0]["id"], payment);
+    assert_eq!(key_of_payment(&app, &payment).await, key);
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn back_after_paying_shows_the_receipt_not_the_form() {
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let order = open(&client, &app, None).await;
+    // Left with its form ready, this page stays in the browser's back-forward cache as it is.
+    run(&client, "window.leftWithTheForm = true; return null").await;
+    // The payer comes to the checkout again (the shop's link) and pays there.
+    client.goto(&app.url("/checkout")).await.unwrap();
+    wait_phase(&client, "ready").await;
+    assert_eq!(text_with(&client, "order-id", "ord_").await, order);
+    click_pay(&client).await;
+    let payment = receipt(&client, &order).await;
+
+    client.back().await.unwrap();
+    assert_eq!(
+        run(&client, "return window.leftWithTheForm === true").await,
+        true,
+        "the first page came back from the back-forward cache, as it was left"
+    );
+    wait_phase(&client, "paid").await;
+    assert_eq!(receipt(&client, &order).await, payment);
+    let form = client.find(Locator::Id("pay-form")).await.unwrap();
+    assert!(!form.is_displayed().await.unwrap(), "no form to pay again");
+    screenshot(&client, "checkout-10-back-after-paying").await;
+    assert_eq!(app.charges_for_order(&order), 1);
+    let payments = order_of(&app, &order).await["payments"].clone();
+    assert_eq!(payments.as_array().unwrap().len(), 1, "{payments}");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
 async fn two_tabs_paying_one_order_charge_once() {
     let Some((_driver, client)) = browser().await else {
         return;
@@ -348,6 +523,11 @@ async fn a_decline_shows_why_and_the_next_card_is_a_new_intent() {
     let status = text_with(&client, "status", "Declined").await;
     assert!(status.contains("Nothing was charged"), "{status}");
     wait_phase(&client, "ready").await;
+    assert_eq!(
+        focused_value(&client).await,
+        "pm_card_chargeDeclined",
+        "focus is back on the form, on the card that was declined"
+    );
     screenshot(&client, "checkout-7-declined").await;
     let next_key = stored_key(&client, &order).await;
     assert_ne!(next_key, declined_key, "a new intent, a new key");

@@ -5,9 +5,18 @@
 // double click, a reload or a second tab all send the same key and the server charges at most
 // once. Only a final status (succeeded, or failed with nothing taken) ends an intent; only then
 // may a new one, with a new key, begin.
+//
+// Every request has a deadline: on a half-open connection (a phone between networks) an
+// answer may never come, and a request given up on is sent again under the same key, so
+// giving up costs nothing.
 "use strict";
 
-const RETRIES = 3; // resends after a network failure or a 5xx before "Checking status…"
+// A payment request: longer than the server's own bound on a provider call (10 s by default,
+// README "Configuration"), so a slow provider's answer is waited for, not cut off.
+const PAY_DEADLINE_MS = 15000;
+// Every other request (a status poll, loading or making the order): database work only.
+const QUICK_DEADLINE_MS = 8000;
+const RETRIES = 3; // resends after a network failure, a deadline or a 5xx before "Checking status…"
 const FIRST_DELAY_MS = 400;
 const LONGEST_DELAY_MS = 5000;
 const ORDER_KEY = "payorch.checkout.order"; // the order this browser is paying
@@ -64,7 +73,26 @@ function endIntent() {
 
 // ---- talking to the server ---------------------------------------------------------------
 
-const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+// The waits between tries, cut short by `resumeNow`.
+const sleepers = new Set();
+
+function sleep(ms) {
+  return new Promise((done) => {
+    const wake = () => {
+      clearTimeout(timer);
+      sleepers.delete(wake);
+      done();
+    };
+    const timer = setTimeout(wake, ms);
+    sleepers.add(wake);
+  });
+}
+
+/// Sends whatever is waiting to be sent again now, not at the end of its backoff: the network
+/// or the payer is back (`online`, the page visible again or restored by the back button).
+function resumeNow() {
+  for (const wake of [...sleepers]) wake();
+}
 
 /// Exponential backoff with jitter, so clients that failed together do not retry together.
 function backoff(round, retryAfterSecs) {
@@ -73,23 +101,35 @@ function backoff(round, retryAfterSecs) {
   return Math.max(jittered, (retryAfterSecs || 0) * 1000);
 }
 
-async function call(method, path, key, body) {
+/// One request, given up (it throws, as a network failure does) when no whole answer has
+/// come within `deadline` ms.
+async function call(method, path, { key, body, deadline }) {
   const headers = { Accept: "application/json" };
   if (key) headers["Idempotency-Key"] = key;
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    cache: "no-store",
-  });
-  let json = null;
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), deadline);
   try {
-    json = await response.json();
-  } catch {
-    json = null;
+    const response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: "no-store",
+      signal: controller.signal,
+    });
+    // A body cut off (or past the deadline) throws here: the answer was lost, so the request
+    // is sent again. Only a whole body that is not JSON (a proxy's error page) reads as null.
+    const text = await response.text();
+    let json = null;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = null;
+    }
+    return { status: response.status, json, retryAfter: Number(response.headers.get("Retry-After")) };
+  } finally {
+    clearTimeout(timer);
   }
-  return { status: response.status, json, retryAfter: Number(response.headers.get("Retry-After")) };
 }
 
 const transient = (answer) =>
@@ -99,16 +139,17 @@ const transient = (answer) =>
   (answer.status === 409 && answer.json && answer.json.code === "idempotency_key_in_use");
 
 /// Sends one keyed request until it has a definite answer: the same key every time, so
-/// however often it goes out, it happens once. A network failure or 5xx is retried
-/// `RETRIES` times with backoff; after that, and while the first request is still running
-/// (`409 idempotency_key_in_use`), the page says "Checking status…" and keeps asking with the
-/// same key, more slowly: the answer it gets is the first request's, never a second charge.
-async function sendUntilAnswered(path, key, body, onChecking) {
+/// however often it goes out, it happens once. A network failure, a request past its
+/// `deadline` or a 5xx is retried `RETRIES` times with backoff; after that, and while the first
+/// request is still running (`409 idempotency_key_in_use`), the page says "Checking status…"
+/// and keeps asking with the same key, more slowly: the answer it gets is the first request's,
+/// never a second charge.
+async function sendUntilAnswered(path, key, body, deadline, onChecking) {
   let failures = 0;
   for (let round = 0; ; round += 1) {
     let answer = null;
     try {
-      answer = await call("POST", path, key, body);
+      answer = await call("POST", path, { key, body, deadline });
     } catch {
       answer = null;
     }
@@ -128,7 +169,7 @@ async function sendUntilAnswered(path, key, body, onChecking) {
 async function read(path) {
   for (let round = 0; ; round += 1) {
     try {
-      const answer = await call("GET", path);
+      const answer = await call("GET", path, { deadline: QUICK_DEADLINE_MS });
       if (answer.status < 500) return answer;
     } catch {
       // retried below
@@ -157,11 +198,23 @@ function showOrder() {
   $("order-id").textContent = order.id;
 }
 
+/// The form locked while a payment is under way. Keyboard focus moves to the status, which
+/// says what happens, rather than being lost with the disabled button; once only, so a payer
+/// who moves it elsewhere while the page checks keeps it there.
 function lock() {
+  if (button.getAttribute("aria-busy") === "true") return;
   fields.disabled = true;
   button.disabled = true;
   button.setAttribute("aria-busy", "true");
   button.textContent = "Processing…";
+  // An empty status is not shown, and what is not shown cannot take focus.
+  if (!$("status").textContent) say("Processing…");
+  $("status").focus();
+}
+
+/// Focus back on the form for the next try: the chosen card, where the keyboard chooses another.
+function focusForm() {
+  (form.querySelector("input:checked") || form.querySelector("input") || button).focus();
 }
 
 /// Only after a final status that took nothing: the payer may try again, as a new intent.
@@ -206,6 +259,7 @@ function showDeclined(payment) {
   const reason = (payment.failure_message || payment.failure_code || "the card was declined")
     .replace(/[.\s]+$/, "");
   say(`Declined: ${reason}. Nothing was charged. Choose another card and try again.`, "error");
+  focusForm();
 }
 
 /// A request refused before anything was charged (a bad field, a canceled order).
@@ -225,6 +279,7 @@ function showRefusal(answer) {
   const named = (problem.errors || []).map((e) => `${e.field} ${e.message}`).join("; ");
   const why = named || problem.detail || `the payment was refused (${answer.status})`;
   say(`Not paid: ${why}. Nothing was charged.`, "error");
+  focusForm();
 }
 
 // ---- paying ---------------------------------------------------------------------------------
@@ -274,7 +329,8 @@ async function payIntent(intent, why = "Processing…") {
   say(why);
   const path = `/checkout/demo/orders/${encodeURIComponent(order.id)}/payments`;
   const answer = await sendUntilAnswered(
-    path, intent.key, { payment_method: intent.payment_method }, () => checking(intent.payment_id),
+    path, intent.key, { payment_method: intent.payment_method }, PAY_DEADLINE_MS,
+    () => checking(intent.payment_id),
   );
   await handle(answer);
 }
@@ -323,7 +379,7 @@ async function openOrder() {
       key = crypto.randomUUID();
       localStorage.setItem(NEW_ORDER_KEY, key);
     }
-    const made = await sendUntilAnswered("/checkout/demo/orders", key, {}, () =>
+    const made = await sendUntilAnswered("/checkout/demo/orders", key, {}, QUICK_DEADLINE_MS, () =>
       say("Checking status…"));
     if (made.status !== 201 && made.status !== 200) return made;
     localStorage.removeItem(NEW_ORDER_KEY);
@@ -336,11 +392,17 @@ async function openOrder() {
 
 async function start() {
   say("Loading your order…");
-  const answer = await openOrder();
+  show(await openOrder());
+}
+
+/// The page for `answer`, the order as the server has it now: its receipt, the payment still
+/// under way, the form, or why it cannot be paid here.
+function show(answer) {
   if (answer.status !== 200) {
     const problem = answer.json || {};
     localStorage.removeItem(ORDER_KEY);
     setPhase("closed");
+    form.hidden = true;
     say(problem.detail || `The order could not be loaded (${answer.status}).`, "error");
     $("new-order").hidden = problem.code === "demo_checkout_off";
     return;
@@ -361,5 +423,24 @@ async function start() {
   unlock();
   say("");
 }
+
+/// The back (or forward) button brought back the page as it was left, from the browser's
+/// memory; the order may have been paid since, e.g. on a later visit to this page. A form is
+/// asked about again before it may pay; work under way goes on at once.
+async function restored() {
+  if (phase !== "ready") return resumeNow();
+  setPhase("loading");
+  fields.disabled = true;
+  button.disabled = true;
+  show(await read(`/checkout/demo/orders/${encodeURIComponent(order.id)}`));
+}
+
+window.addEventListener("pageshow", (event) => {
+  if (event.persisted) restored();
+});
+window.addEventListener("online", resumeNow);
+document.addEventListener("visibilitychange", () => {
+  if (document.visibilityState === "visible") resumeNow();
+});
 
 start();
