@@ -142,6 +142,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(
             resource("/v1/support/payments", "GET").route(web::get().to(support::search_payments)),
         )
+        // Before `{id}`, which would take `stats` for a payment id.
+        .service(
+            resource("/v1/support/payments/stats", "GET")
+                .route(web::get().to(support::stats::payment_stats)),
+        )
         .service(
             resource("/v1/support/payments/{id}", "GET")
                 .route(web::get().to(support::payment_story)),

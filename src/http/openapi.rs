@@ -31,6 +31,7 @@ use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
         routing::get_routing,
         routing::put_routing,
         support::search_payments,
+        support::stats::payment_stats,
         support::payment_story,
         support::reconcile_now,
         support::needs_a_human,

@@ -2,6 +2,8 @@
 //! provider about it now, and list what needs a human (README, "Support"). Support keys only;
 //! every read and action is logged with the key's name.
 
+pub mod stats;
+
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -16,6 +18,7 @@ use crate::payments::attempts::find_attempt;
 use crate::payments::reconciler;
 use crate::payments::support::{self, Search};
 use crate::payments::{AttemptStatus, Source};
+use crate::providers::registry::is_valid_name;
 
 /// The support key's name, for the log of what its holder did; a merchant key is refused.
 pub(crate) async fn support_key_name(
@@ -40,6 +43,9 @@ pub struct SearchParams {
     merchant_reference: Option<String>,
     /// `created`, `pending`, `succeeded` or `failed`.
     status: Option<String>,
+    /// The provider the attempt was sent to (`stripe`, `adyen`, …), also one since removed
+    /// from the configuration.
+    provider: Option<String>,
     /// The merchant's Idempotency-Key that made the attempt.
     idempotency_key: Option<String>,
     /// The provider's charge id (`pi_…`).
@@ -97,6 +103,14 @@ fn status(raw: &str) -> Result<AttemptStatus, String> {
     AttemptStatus::parse(raw).ok_or_else(|| "must be created, pending, succeeded or failed".into())
 }
 
+fn provider(raw: &str) -> Result<String, String> {
+    if is_valid_name(raw) {
+        Ok(raw.to_owned())
+    } else {
+        Err("must be a provider name: 1 to 32 of a-z, 0-9, '-' and '_'".into())
+    }
+}
+
 fn text(raw: &str) -> Result<String, String> {
     if raw.is_empty() || raw.len() > 255 {
         Err("must be 1 to 255 characters".into())
@@ -134,6 +148,7 @@ pub async fn search_payments(
             text,
         ),
         status: checked.parse("status", p.status.as_deref(), status),
+        provider: checked.parse("provider", p.provider.as_deref(), provider),
         idempotency_key: checked.parse("idempotency_key", p.idempotency_key.as_deref(), text),
         provider_payment_id: checked.parse(
             "provider_payment_id",

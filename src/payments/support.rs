@@ -6,6 +6,8 @@
 //! stable and unique keyset cursor, and a time range becomes an id range the primary key and
 //! `payment_attempts_id` can scan.
 
+pub mod stats;
+
 use chrono::{DateTime, Duration, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
@@ -29,6 +31,8 @@ pub struct Search {
     /// Unique per merchant, so only searched together with `merchant_id`.
     pub merchant_reference: Option<String>,
     pub status: Option<AttemptStatus>,
+    /// The provider the attempt was sent to, configured or not any more.
+    pub provider: Option<String>,
     /// The client's Idempotency-Key that made the attempt.
     pub idempotency_key: Option<String>,
     pub provider_payment_id: Option<String>,
@@ -88,6 +92,11 @@ pub async fn search(
                 open_statuses!()
             )));
         }
+    }
+    if let Some(provider) = &search.provider {
+        // Providers are few and each takes a share of the traffic: walking ids newest first
+        // meets a provider's attempts soon (a rare one is better found with another filter).
+        query = query.filter(payment_attempts::provider.eq(provider.clone()));
     }
     if let Some(key) = &search.idempotency_key {
         query = query.filter(payment_attempts::idempotency_key.eq(key.clone()));

@@ -82,6 +82,7 @@ async fn every_route_is_documented_with_problem_json_errors() {
         ("post", "/v1/webhooks/{provider}"),
         ("get", "/v1/support/merchants"),
         ("get", "/v1/support/payments"),
+        ("get", "/v1/support/payments/stats"),
         ("get", "/v1/support/payments/{id}"),
         ("post", "/v1/support/payments/{id}/reconcile"),
         ("get", "/v1/support/needs-a-human"),

@@ -531,3 +531,318 @@ async fn a_charge_of_a_provider_no_longer_configured_is_found_by_its_id() {
         .await
         .is_empty());
 }
+
+impl TestApp {
+    /// Pays `method` through `provider` (by routing this merchant to it alone); the attempt.
+    pub async fn pay_through(&self, provider: &str, key: &str, method: &str) -> Value {
+        self.route_to(&[provider]).await;
+        let (status, attempt) = self.pay(Route::Checkout, key, method).await;
+        assert_eq!(status, 201, "{attempt}");
+        assert_eq!(attempt["provider"], provider, "{attempt}");
+        attempt
+    }
+
+    /// `GET /v1/support/payments/stats` with `query`, which must answer 200.
+    async fn stats(&self, query: &str) -> Value {
+        let response = self
+            .support_get(&format!("/v1/support/payments/stats{query}"))
+            .await;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+}
+
+/// `(provider, status) → count` of a stats answer's `counts` or `totals` list.
+fn counts(list: &Value) -> Vec<(String, String, i64)> {
+    list.as_array()
+        .expect("a list of counts")
+        .iter()
+        .map(|c| {
+            (
+                c["provider"].as_str().unwrap().to_string(),
+                c["status"].as_str().unwrap().to_string(),
+                c["count"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn count(provider: &str, status: &str, n: i64) -> (String, String, i64) {
+    (provider.to_string(), status.to_string(), n)
+}
+
+/// What the console opens on: every merchant's latest payments, newest first, a page at a
+/// time, narrowed by status and by provider.
+#[tokio::test]
+async fn the_latest_payments_are_listed_newest_first_by_page_and_by_status_and_provider() {
+    let app = TestApp::spawn().await;
+    let mut made = Vec::new();
+    for (provider, key, method) in [
+        ("stripe", "latest-1", "pm_card_visa"),
+        ("adyen", "latest-2", "pm_card_visa"),
+        ("stripe", "latest-3", "pm_card_chargeDeclined"),
+        ("adyen", "latest-4", "pm_card_chargeDeclined"),
+        ("stripe", "latest-5", "pm_card_visa"),
+    ] {
+        made.push(app.pay_through(provider, key, method).await);
+    }
+    let (_, other_key) = app.other_merchant().await;
+    let other: Value = app
+        .post_keyed(
+            &other_key,
+            "/v1/checkout",
+            Some("latest-other"),
+            Some(
+                json!({"amount": 100, "currency": "usd", "payment_method": "pm_card_visa"})
+                    .to_string(),
+            ),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    made.push(other["payment"].clone());
+    let id = |p: &Value| p["id"].as_str().unwrap().to_string();
+    let newest_first: Vec<String> = made.iter().rev().map(id).collect();
+
+    assert_eq!(app.search("").await, newest_first);
+    assert_eq!(app.search_all("", 2).await, newest_first, "pages of two");
+    let first_page: Value = app
+        .support_get("/v1/support/payments?limit=4")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first_page["has_more"], true);
+    let second_page: Value = app
+        .support_get(&format!(
+            "/v1/support/payments?limit=4&starting_after={}",
+            first_page["data"][3]["id"].as_str().unwrap()
+        ))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(second_page["has_more"], false);
+    assert_eq!(
+        second_page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(id)
+            .collect::<Vec<_>>(),
+        newest_first[4..]
+    );
+
+    assert_eq!(
+        app.search("&provider=adyen").await,
+        [id(&made[3]), id(&made[1])]
+    );
+    assert_eq!(
+        app.search("&status=failed").await,
+        [id(&made[3]), id(&made[2])]
+    );
+    assert_eq!(
+        app.search("&status=succeeded&provider=stripe").await,
+        [id(&made[5]), id(&made[4]), id(&made[0])]
+    );
+    assert_eq!(
+        app.search_all("&status=succeeded&provider=stripe", 1).await,
+        [id(&made[5]), id(&made[4]), id(&made[0])]
+    );
+    assert!(app.search("&provider=retired_psp").await.is_empty());
+}
+
+/// The console's chart: each provider's attempts of the window by status now, in buckets, as
+/// payments made through the API left them.
+#[tokio::test]
+async fn stats_count_the_window_s_payments_by_provider_and_status() {
+    use diesel::sql_types::{Timestamptz, Uuid as SqlUuid};
+    use diesel_async::RunQueryDsl;
+
+    let app = app_without_reconciler().await;
+    for (n, method) in ["pm_card_visa", "pm_card_visa", "pm_card_chargeDeclined"]
+        .into_iter()
+        .enumerate()
+    {
+        app.pay_through("stripe", &format!("stats-s{n}"), method)
+            .await;
+    }
+    let lost = app
+        .pay_through("stripe", "stats-lost", "pm_sandbox_lost_response")
+        .await;
+    assert_eq!(lost["status"], "pending");
+    for (n, method) in [
+        "pm_card_visa",
+        "pm_card_chargeDeclined",
+        "pm_card_chargeDeclined",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        app.pay_through("adyen", &format!("stats-a{n}"), method)
+            .await;
+    }
+    // Outside the hour: made two hours ago (as the payment flow writes an attempt, with an id
+    // of its time), through a provider no longer configured.
+    let two_hours_ago = chrono::Utc::now() - chrono::Duration::hours(2);
+    let old_id = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
+        uuid::NoContext,
+        two_hours_ago.timestamp() as u64,
+        0,
+    ));
+    let mut conn = app.db.connect().await;
+    let old_order = uuid::Uuid::now_v7();
+    diesel::sql_query(
+        "INSERT INTO orders (merchant_id, id, amount, currency) VALUES ($1, $2, 1500, 'eur')",
+    )
+    .bind::<SqlUuid, _>(app.merchant_id.0)
+    .bind::<SqlUuid, _>(old_order)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    diesel::sql_query(
+        "INSERT INTO payment_attempts (merchant_id, order_id, id, status, amount, currency, \
+             payment_method, provider, provider_idempotency_key, next_check_at, created_at) \
+         VALUES ($1, $2, $3, 'created', 1500, 'eur', 'pm_card_visa', 'retired_psp', \
+             'payorch_retired_old', now(), $4)",
+    )
+    .bind::<SqlUuid, _>(app.merchant_id.0)
+    .bind::<SqlUuid, _>(old_order)
+    .bind::<SqlUuid, _>(old_id)
+    .bind::<Timestamptz, _>(two_hours_ago)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+
+    let stats = app.stats("").await;
+    assert_eq!(stats["object"], "payment_stats");
+    assert_eq!(stats["window_seconds"], 3600);
+    assert_eq!(stats["bucket_seconds"], 60);
+    assert_eq!(stats["providers"], json!(["stripe", "adyen"]), "{stats}");
+    let totals = counts(&stats["totals"]);
+    assert_eq!(
+        totals,
+        [
+            count("stripe", "pending", 1),
+            count("stripe", "succeeded", 2),
+            count("stripe", "failed", 1),
+            count("adyen", "succeeded", 1),
+            count("adyen", "failed", 2),
+        ],
+        "{stats}"
+    );
+    let buckets = stats["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), 60);
+    let starts: Vec<chrono::DateTime<chrono::Utc>> = buckets
+        .iter()
+        .map(|b| b["start"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(
+        stats["from"]
+            .as_str()
+            .unwrap()
+            .parse::<chrono::DateTime<chrono::Utc>>()
+            .unwrap(),
+        starts[0]
+    );
+    assert!(starts
+        .windows(2)
+        .all(|w| w[1] - w[0] == chrono::Duration::minutes(1)));
+    assert_eq!(starts[0].timestamp() % 60, 0, "aligned to the minute");
+    // Every payment above was made in the last minute or two: in the last buckets, the same
+    // as the totals once added up.
+    let mut added: Vec<(String, String, i64)> = Vec::new();
+    for (n, bucket) in buckets.iter().enumerate() {
+        for (provider, status, n_made) in counts(&bucket["counts"]) {
+            assert!(n >= 57, "bucket {n} of 60 holds a recent payment: {stats}");
+            match added
+                .iter_mut()
+                .find(|(p, s, _)| *p == provider && *s == status)
+            {
+                Some(total) => total.2 += n_made,
+                None => added.push((provider, status, n_made)),
+            }
+        }
+    }
+    added.sort();
+    let mut sorted = totals.clone();
+    sorted.sort();
+    assert_eq!(added, sorted);
+
+    // A three-hour window takes in the old attempt and names its provider after the
+    // configured ones; the default width for three hours is five minutes.
+    let stats = app.stats("?window=3h").await;
+    assert_eq!(stats["bucket_seconds"], 300);
+    assert_eq!(stats["buckets"].as_array().unwrap().len(), 36);
+    assert_eq!(
+        stats["providers"],
+        json!(["stripe", "adyen", "retired_psp"])
+    );
+    assert!(counts(&stats["totals"]).contains(&count("retired_psp", "created", 1)));
+
+    // Support's reconcile moves the pending one: counted as it is now.
+    app.reconcile(lost["id"].as_str().unwrap()).await;
+    let stats = app.stats("?window=15m&bucket=5m").await;
+    assert_eq!(stats["buckets"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        counts(&stats["totals"])[..2],
+        [
+            count("stripe", "succeeded", 3),
+            count("stripe", "failed", 1)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn stats_are_for_support_keys_and_bad_parameters_are_each_named() {
+    let app = TestApp::spawn().await;
+    app.stats("?window=1h").await;
+    let response = app
+        .get_as(&app.merchant_key, "/v1/support/payments/stats")
+        .await;
+    assert_problem(response, 403, "forbidden").await;
+    let response = app
+        .get_as(&app.merchant_key, "/v1/support/payments/stats?window=lots")
+        .await;
+    assert_problem(response, 403, "forbidden").await;
+
+    for (query, wanted) in [
+        ("window=2d&bucket=7s", vec!["window", "bucket"]),
+        ("window=25h", vec!["window"]),
+        ("window=0m", vec!["window"]),
+        ("window=1h&bucket=7m", vec!["bucket"]),
+        ("window=15m&bucket=1h", vec!["bucket"]),
+        ("window=-1h&bucket=m", vec!["window", "bucket"]),
+    ] {
+        let response = app
+            .support_get(&format!("/v1/support/payments/stats?{query}"))
+            .await;
+        let problem = assert_problem(response, 422, "validation_failed").await;
+        let fields: Vec<&str> = problem["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["field"].as_str().unwrap())
+            .collect();
+        assert_eq!(fields, wanted, "{query}: {problem}");
+    }
+    let response = app
+        .support_get("/v1/support/payments/stats?window=1h&provider=stripe")
+        .await;
+    assert_problem(response, 400, "invalid_request").await;
+
+    let response = app
+        .support_get("/v1/support/payments?provider=Not%20A%20Provider&status=lost")
+        .await;
+    let problem = assert_problem(response, 422, "validation_failed").await;
+    let fields: HashSet<&str> = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, HashSet::from(["provider", "status"]));
+}
