@@ -6,9 +6,9 @@ use std::time::Duration;
 use fantoccini::Locator;
 use serde_json::json;
 
-use crate::browser::{browser, screenshot, show, text_with};
+use crate::browser::{browser, run, screenshot, show, text_with};
 
-use crate::helpers::TestApp;
+use crate::helpers::{eventually, TestApp};
 use crate::payments::Route;
 
 #[tokio::test]
@@ -118,5 +118,184 @@ async fn a_support_person_finds_a_stuck_payment_sees_its_story_and_reconciles_it
 
     client.set_window_size(390, 844).await.unwrap();
     screenshot(&client, "console-5-phone").await;
+    client.close().await.unwrap();
+}
+
+/// The ids of the rows of the latest payments, top to bottom.
+async fn latest_rows(client: &fantoccini::Client) -> Vec<String> {
+    let rows = run(
+        client,
+        "return [...document.querySelectorAll('#latest-list tr')].map(r => r.dataset.payment)",
+    )
+    .await;
+    serde_json::from_value(rows).unwrap()
+}
+
+/// Waits until the latest payments show exactly `wanted`, in order.
+async fn latest_rows_become(client: &fantoccini::Client, wanted: &[String]) {
+    let shown = eventually(Duration::from_secs(10), || async {
+        latest_rows(client).await == wanted
+    })
+    .await;
+    assert!(
+        shown,
+        "the latest payments show {:?}, not {wanted:?}",
+        latest_rows(client).await
+    );
+}
+
+/// What the chart draws: `(provider, status, count)` for each bar segment, added up over the
+/// buckets, in series order.
+async fn charted(client: &fantoccini::Client) -> Vec<(String, String, i64)> {
+    let drawn = run(
+        client,
+        "const chart = document.getElementById('chart-svg');
+         if (!chart) return null;
+         return [...chart.querySelectorAll('g.series')].map(g => [g.dataset.provider,
+           [...g.querySelectorAll('rect')].map(r => [r.dataset.status, Number(r.dataset.count)])]);",
+    )
+    .await;
+    let series: Vec<(String, Vec<(String, i64)>)> = match drawn {
+        serde_json::Value::Null => return Vec::new(),
+        drawn => serde_json::from_value(drawn).unwrap(),
+    };
+    let mut totals: Vec<(String, String, i64)> = Vec::new();
+    for (provider, bars) in series {
+        if bars.is_empty() {
+            totals.push((provider.clone(), "none".into(), 0));
+        }
+        for (status, count) in bars {
+            match totals
+                .iter_mut()
+                .find(|(p, s, _)| *p == provider && *s == status)
+            {
+                Some(total) => total.2 += count,
+                None => totals.push((provider.clone(), status, count)),
+            }
+        }
+    }
+    totals
+}
+
+#[tokio::test]
+async fn the_console_opens_on_the_latest_payments_and_the_last_hour_by_provider() {
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let mut made = Vec::new();
+    for (provider, key, method) in [
+        ("stripe", "console-1", "pm_card_visa"),
+        ("stripe", "console-2", "pm_card_chargeDeclined"),
+        ("adyen", "console-3", "pm_card_visa"),
+        ("adyen", "console-4", "pm_card_chargeDeclined"),
+        ("stripe", "console-5", "pm_card_visa"),
+    ] {
+        let attempt = app.pay_through(provider, key, method).await;
+        made.push(attempt["id"].as_str().unwrap().to_string());
+    }
+    let newest_first: Vec<String> = made.iter().rev().cloned().collect();
+
+    client.goto(&app.url("/console")).await.unwrap();
+    let key = client.find(Locator::Id("key")).await.unwrap();
+    key.send_keys(&app.support_key).await.unwrap();
+    key.send_keys("\u{E007}").await.unwrap();
+    latest_rows_become(&client, &newest_first).await;
+    let first = text_with(&client, "latest-list", &made[4]).await;
+    assert!(first.contains("€42.00"), "{first}");
+
+    let drawn = eventually(Duration::from_secs(10), || async {
+        !charted(&client).await.is_empty()
+    })
+    .await;
+    assert!(drawn, "the chart is drawn");
+    let wanted = |p: &str, s: &str, n: i64| (p.to_string(), s.to_string(), n);
+    assert_eq!(
+        charted(&client).await,
+        [
+            wanted("stripe", "succeeded", 2),
+            wanted("stripe", "failed", 1),
+            wanted("adyen", "succeeded", 1),
+            wanted("adyen", "failed", 1),
+        ]
+    );
+    let totals = text_with(&client, "chart-totals", "adyen").await;
+    assert!(
+        totals.contains("stripe: 2 succeeded, 1 failed (33 % failed)"),
+        "{totals}"
+    );
+    screenshot(&client, "console-6-latest-and-chart").await;
+
+    // Narrowed to failed payments, then to Adyen's: the list follows each filter.
+    client
+        .find(Locator::Id("filter-status"))
+        .await
+        .unwrap()
+        .select_by_value("failed")
+        .await
+        .unwrap();
+    latest_rows_become(&client, &[made[3].clone(), made[1].clone()]).await;
+    client
+        .find(Locator::Id("filter-provider"))
+        .await
+        .unwrap()
+        .select_by_value("adyen")
+        .await
+        .unwrap();
+    latest_rows_become(&client, std::slice::from_ref(&made[3])).await;
+    show(&client, "latest").await;
+    screenshot(&client, "console-7-failed-adyen").await;
+
+    // A row opens that payment's story.
+    client
+        .find(Locator::Css(&format!(
+            "#latest-list a[href='#{}']",
+            made[3]
+        )))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let summary = text_with(&client, "summary", &made[3]).await;
+    assert!(summary.contains("console-4"), "{summary}");
+    let timeline = text_with(&client, "timeline", "provider call").await;
+    assert!(timeline.contains("create by api: failed"), "{timeline}");
+    show(&client, "story").await;
+    screenshot(&client, "console-8-story-from-the-list").await;
+
+    // Without filters every payment is back, on one page: no older ones to offer.
+    client
+        .find(Locator::Id("filter-status"))
+        .await
+        .unwrap()
+        .select_by_value("")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Id("filter-provider"))
+        .await
+        .unwrap()
+        .select_by_value("")
+        .await
+        .unwrap();
+    latest_rows_become(&client, &newest_first).await;
+    let more = client.find(Locator::Id("latest-more")).await.unwrap();
+    assert!(!more.is_displayed().await.unwrap());
+
+    // On a phone the page never scrolls sideways: the table scrolls in its own box, the
+    // chart is redrawn to the new width, long ids in the story wrap.
+    client.set_window_size(390, 844).await.unwrap();
+    let fits = eventually(Duration::from_secs(10), || async {
+        run(
+            &client,
+            "const page = document.documentElement; return page.scrollWidth <= page.clientWidth",
+        )
+        .await
+            == true
+    })
+    .await;
+    screenshot(&client, "console-9-phone-latest").await;
+    assert!(fits, "the page is wider than a phone");
     client.close().await.unwrap();
 }

@@ -61,12 +61,18 @@ function statusBadge(status) {
   return el("span", { class: `status ${status}` }, status);
 }
 
-function paymentLink(payment) {
-  const link = el("a", { href: `#${payment.id}` }, payment.id);
+// A payment id that opens the payment's story.
+function storyLink(id) {
+  const link = el("a", { href: `#${id}` }, id);
   link.addEventListener("click", (event) => {
     event.preventDefault();
-    showStory(payment.id);
+    showStory(id);
   });
+  return link;
+}
+
+function paymentLink(payment) {
+  const link = storyLink(payment.id);
   const amount = payment.currency ? ` ${money(payment.amount, payment.currency)} · ` : " ";
   return el("li", {}, link, " ", statusBadge(payment.status), amount, when(payment.created_at));
 }
@@ -216,7 +222,8 @@ async function reconcile() {
     const now = { succeeded: "succeeded", failed: "failed", pending: "is still pending",
       created: "is still not confirmed" }[payment.status] || `is ${payment.status}`;
     $("reconcile-result").textContent = `Asked the provider: the payment ${now}.`;
-    await Promise.all([showResults(false), loadAttention()]);
+    replaceLatestRow(payment);
+    await Promise.all([showResults(false), loadAttention(), loadStats()]);
   } catch (err) {
     $("reconcile-result").textContent = err.message;
   } finally {
@@ -248,7 +255,168 @@ async function loadAttention() {
   }
 }
 
+// The latest payments of every merchant, newest first, a page at a time: what the console
+// opens on. The filters are the search API's own; "Older payments" asks for the page after
+// the last row shown, so rows made meanwhile never shift the pages.
+const PAGE = 20;
+let latestCursor = null;
+let latestGeneration = 0;
+
+function latestPath(after) {
+  const params = new URLSearchParams({ limit: String(PAGE) });
+  const status = $("filter-status").value;
+  const provider = $("filter-provider").value;
+  if (status) params.set("status", status);
+  if (provider) params.set("provider", provider);
+  if (after) params.set("starting_after", after);
+  return `/v1/support/payments?${params}`;
+}
+
+function latestRow(p) {
+  const failure = p.failure_code ? el("span", { class: "failure" }, ` ${p.failure_code}`) : null;
+  return el("tr", { "data-payment": p.id },
+    el("td", { class: "when" }, when(p.created_at)),
+    el("td", {}, storyLink(p.id)),
+    el("td", {}, statusBadge(p.status), failure),
+    el("td", { class: "amount" }, money(p.amount, p.currency)),
+    el("td", {}, p.provider),
+    el("td", {}, el("code", {}, p.merchant_id)));
+}
+
+function replaceLatestRow(payment) {
+  const row = document.querySelector(`#latest-list tr[data-payment="${CSS.escape(payment.id)}"]`);
+  if (row) row.replaceWith(latestRow(payment));
+}
+
+async function loadLatest(fromNewest) {
+  // A later request (a filter changed meanwhile) wins over an earlier one still in flight.
+  const generation = ++latestGeneration;
+  const list = $("latest-list");
+  const more = $("latest-more");
+  more.setAttribute("aria-busy", "true");
+  try {
+    const page = await api("GET", latestPath(fromNewest ? null : latestCursor));
+    if (generation !== latestGeneration) return;
+    const rows = page.data.map(latestRow);
+    if (fromNewest) list.replaceChildren(...rows); else list.append(...rows);
+    if (page.data.length) latestCursor = page.data[page.data.length - 1].id;
+    else if (fromNewest) latestCursor = null;
+    more.hidden = !page.has_more;
+    const shown = list.children.length;
+    $("latest-status").textContent = shown === 0 ? "No payment matches these filters." :
+      `${shown} payment(s) shown, newest first${page.has_more ? "; older ones follow" : ""}.`;
+  } catch (err) {
+    if (generation === latestGeneration) $("latest-status").textContent = err.message;
+  } finally {
+    more.removeAttribute("aria-busy");
+  }
+}
+
+// The last hour by provider: one lane per provider, a column per minute stacked by status.
+const SVG_NS = "http://www.w3.org/2000/svg";
+const STACK = ["succeeded", "created", "pending", "failed"];
+let statsTimer = null;
+
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, String(value));
+  for (const child of children) node.append(child instanceof Node ? child : String(child));
+  return node;
+}
+
+function clock(iso) {
+  return new Date(iso).toISOString().slice(11, 16);
+}
+
+function per(seconds) {
+  return seconds === 60 ? "a minute" : seconds % 3600 === 0 ? `per ${seconds / 3600} h` : `per ${seconds / 60} min`;
+}
+
+// Drawn at the width it is shown at, so its text keeps the page's size; redrawn on resize.
+let shownStats = null;
+
+function drawChart(stats) {
+  shownStats = stats;
+  const width = Math.max(240, Math.round($("chart").clientWidth || 720));
+  const lane = 44;
+  const gap = 22;
+  const n = stats.buckets.length;
+  const step = width / n;
+  const height = stats.providers.length * (lane + gap) + 20;
+  const chart = svg("svg", { id: "chart-svg", viewBox: `0 0 ${width} ${height}`, role: "img",
+    "aria-labelledby": "chart-title", "aria-describedby": "chart-totals" });
+  stats.providers.forEach((provider, row) => {
+    const top = row * (lane + gap) + gap;
+    const columns = stats.buckets.map((b) => b.counts.filter((c) => c.provider === provider));
+    const peak = Math.max(1, ...columns.map((cs) => cs.reduce((sum, c) => sum + c.count, 0)));
+    const series = svg("g", { class: "series", "data-provider": provider },
+      svg("text", { x: 0, y: top - 7, class: "lane-label" },
+        `${provider} · up to ${peak} ${per(stats.bucket_seconds)}`),
+      svg("line", { x1: 0, x2: width, y1: top + lane, y2: top + lane, class: "axis" }));
+    columns.forEach((counts, i) => {
+      let y = top + lane;
+      for (const status of STACK) {
+        const count = counts.find((c) => c.status === status);
+        if (!count) continue;
+        // At least a pixel, so a single failure among many successes still shows.
+        const h = Math.max(1, (count.count / peak) * lane);
+        y -= h;
+        const start = stats.buckets[i].start;
+        series.append(svg("rect", { x: i * step + 0.5, y, width: Math.max(1, step - 1), height: h,
+          class: status, "data-status": status, "data-count": count.count, "data-start": start },
+        svg("title", {}, `${clock(start)} UTC, ${provider}: ${count.count} ${status}`)));
+      }
+    });
+    chart.append(series);
+  });
+  chart.append(
+    svg("text", { x: 0, y: height - 4, class: "tick" }, `${clock(stats.from)} UTC`),
+    svg("text", { x: width, y: height - 4, class: "tick", "text-anchor": "end" }, "now"));
+  $("chart").replaceChildren(chart);
+}
+
+// The same numbers as words, each provider with a button that lists its payments.
+function drawTotals(stats) {
+  $("chart-totals").replaceChildren(...stats.providers.map((provider) => {
+    const mine = stats.totals.filter((t) => t.provider === provider);
+    const all = mine.reduce((sum, t) => sum + t.count, 0);
+    const failed = mine.filter((t) => t.status === "failed").reduce((sum, t) => sum + t.count, 0);
+    const text = all === 0 ? "no payment" : mine.map((t) => `${t.count} ${t.status}`).join(", ") +
+      (failed ? ` (${Math.round((100 * failed) / all)} % failed)` : "");
+    const show = el("button", { type: "button", class: "link" }, `List ${provider}'s payments`);
+    show.addEventListener("click", () => {
+      $("filter-provider").value = provider;
+      loadLatest(true);
+      $("latest-title").scrollIntoView();
+    });
+    return el("li", { "data-provider": provider }, el("strong", {}, provider), `: ${text} `, show);
+  }));
+}
+
+// The provider filter offers every provider the stats name, and keeps the one chosen.
+function offerProviders(providers) {
+  const select = $("filter-provider");
+  const chosen = select.value;
+  const names = [...new Set([...providers, ...(chosen ? [chosen] : [])])];
+  select.replaceChildren(el("option", { value: "" }, "any"),
+    ...names.map((name) => el("option", { value: name }, name)));
+  select.value = chosen;
+}
+
+async function loadStats() {
+  try {
+    const stats = await api("GET", "/v1/support/payments/stats?window=1h");
+    drawChart(stats);
+    drawTotals(stats);
+    offerProviders(stats.providers);
+  } catch (err) {
+    $("chart").replaceChildren(el("p", {}, err.message));
+  }
+}
+
 function forget() {
+  clearInterval(statsTimer);
+  statsTimer = null;
   sessionStorage.removeItem(KEY);
   $("work").hidden = true;
   $("forget").hidden = true;
@@ -261,7 +429,13 @@ function start() {
   $("forget").hidden = false;
   $("work").hidden = false;
   $("query").focus();
+  loadStats();
+  loadLatest(true);
   loadAttention();
+  clearInterval(statsTimer);
+  statsTimer = setInterval(() => {
+    if (!document.hidden) loadStats();
+  }, 60_000);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -275,5 +449,18 @@ document.addEventListener("DOMContentLoaded", () => {
   $("forget").addEventListener("click", forget);
   $("search-form").addEventListener("submit", search);
   $("reconcile").addEventListener("click", reconcile);
+  $("latest-filters").addEventListener("submit", (event) => {
+    event.preventDefault();
+    loadLatest(true);
+    loadStats();
+  });
+  $("filter-status").addEventListener("change", () => loadLatest(true));
+  $("filter-provider").addEventListener("change", () => loadLatest(true));
+  $("latest-more").addEventListener("click", () => loadLatest(false));
+  let redraw = 0;
+  window.addEventListener("resize", () => {
+    cancelAnimationFrame(redraw);
+    redraw = requestAnimationFrame(() => shownStats && drawChart(shownStats));
+  });
   if (sessionStorage.getItem(KEY)) start(); else forget();
 });
