@@ -188,6 +188,8 @@ async fn start_sandbox(
         // Made up at start, like the API key: the sandbox and the app share the process.
         adyen_hmac_key: hex::encode(rand::random::<[u8; 32]>()).into(),
         webhook_delay_ms: args.provider.sandbox_webhook_delay_ms,
+        keep_intents: args.provider.sandbox_keep_intents,
+        keep_answers: args.provider.sandbox_keep_answers,
         ..SandboxConfig::default()
     };
     let handle = sandbox::start(config).await?;

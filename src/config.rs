@@ -200,6 +200,14 @@ pub struct ProviderArgs {
     /// racing the API answer).
     #[arg(long, env = "PAYORCH_SANDBOX_WEBHOOK_DELAY_MS", default_value_t = crate::sandbox::DEFAULT_WEBHOOK_DELAY_MS)]
     pub sandbox_webhook_delay_ms: u64,
+    /// Intents (and refunds) the in-process sandbox keeps; older ones it forgets and counts
+    /// (README, "The sandbox's memory").
+    #[arg(long, env = "PAYORCH_SANDBOX_KEEP_INTENTS", default_value_t = crate::sandbox::DEFAULT_KEEP_INTENTS, value_parser = crate::sandbox::parse_keep_intents)]
+    pub sandbox_keep_intents: usize,
+    /// Answers the in-process sandbox replays byte for byte; past them a replay answers
+    /// what the key made, as it is now.
+    #[arg(long, env = "PAYORCH_SANDBOX_KEEP_ANSWERS", default_value_t = crate::sandbox::DEFAULT_KEEP_ANSWERS)]
+    pub sandbox_keep_answers: usize,
     /// Longest wait for a connection to the provider.
     #[arg(
         long,

@@ -1028,6 +1028,210 @@ async fn list_confirm_and_cancel_behave_as_stripes() {
     sandbox.stop().await;
 }
 
+// --- the sandbox's memory (README, "The sandbox's memory") -----------------------------
+
+/// A sandbox that keeps `intents` intents (and refunds) and `answers` answers.
+fn keeping(intents: usize, answers: usize) -> SandboxConfig {
+    SandboxConfig {
+        keep_intents: intents,
+        keep_answers: answers,
+        ..fast()
+    }
+}
+
+async fn paid(adapter: &StripeProvider, attempt: &str) -> String {
+    match adapter
+        .create_charge(&charge("pm_card_visa", attempt))
+        .await
+        .outcome
+    {
+        ProviderOutcome::Succeeded { provider_id } => provider_id,
+        other => panic!("{attempt}: {other:?}"),
+    }
+}
+
+async fn ledger_json(sandbox: &SandboxHandle) -> Value {
+    reqwest::get(format!("{}/__sandbox/ledger", sandbox.base_url()))
+        .await
+        .expect("answer")
+        .json()
+        .await
+        .expect("json")
+}
+
+fn is_unknown(call: &payorch::providers::ProviderCall) -> bool {
+    matches!(call.outcome, ProviderOutcome::Unknown { .. }) && call.http_status == Some(410)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_window_the_ledger_lists_what_it_keeps_and_counts_what_it_forgot() {
+    let sandbox = start(keeping(3, 2)).await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    let nothing = ledger_json(&sandbox).await;
+    assert_eq!(nothing["forgotten"]["intents"], 0, "{nothing}");
+    assert_eq!(nothing["forgotten"]["since"], Value::Null, "{nothing}");
+    for attempt in ["w0", "w1", "w2", "w3", "w4"] {
+        paid(&adapter, attempt).await;
+    }
+    let ledger = ledger_json(&sandbox).await;
+    let kept: Vec<&str> = ledger["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|e| e["attempt_id"].as_str())
+        .collect();
+    assert_eq!(kept, ["w2", "w3", "w4"], "{ledger}");
+    assert_eq!(ledger["window"]["intents"], 3, "{ledger}");
+    assert_eq!(ledger["window"]["answers"], 2, "{ledger}");
+    let forgotten = &ledger["forgotten"];
+    assert_eq!(forgotten["intents"], 2, "{ledger}");
+    assert_eq!(forgotten["entries"], 2, "{ledger}");
+    assert_eq!(forgotten["charged"], 2, "{ledger}");
+    assert_eq!(forgotten["refunds"], 0, "{ledger}");
+    let now = Utc::now().timestamp();
+    for at in ["since", "created_up_to"] {
+        let when = forgotten[at].as_i64().unwrap_or_default();
+        assert!((now - 60..=now).contains(&when), "{at}: {ledger}");
+    }
+    // In process, the same.
+    assert_eq!(sandbox.forgotten().charged, 2);
+    assert_eq!(sandbox.ledger().len(), 3);
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_charge_is_never_answered_as_one_never_made() {
+    let sandbox = start(keeping(2, 2)).await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    let first = paid(&adapter, "f0").await;
+    assert!(!is_unknown(&adapter.find_by_attempt("f_never").await));
+    paid(&adapter, "f1").await;
+    paid(&adapter, "f2").await;
+
+    // payorch's reconciler must not read "no record" (and fail a charged payment): the
+    // answers leave it unknown.
+    assert!(is_unknown(&adapter.retrieve(&first).await));
+    assert!(is_unknown(&adapter.find_by_attempt("f0").await));
+    // Nor can a search tell a never-made charge from a forgotten one any more.
+    assert!(is_unknown(&adapter.find_by_attempt("f_never").await));
+    // An id it never made is still one it never made.
+    assert_eq!(
+        adapter.retrieve("pi_doesnotexist").await.outcome,
+        ProviderOutcome::NotFound
+    );
+    let (status, body) = raw(
+        &reqwest::Client::new(),
+        &sandbox,
+        reqwest::Method::GET,
+        &format!("/v1/payment_intents/{first}"),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 410);
+    assert_eq!(body["error"]["code"], "sandbox_forgotten", "{body}");
+    // A refund of it is refused as it is: nothing went back.
+    let refund = adapter
+        .create_refund(&RefundRequest {
+            provider_payment_id: first,
+            amount: 100,
+            currency: "eur".into(),
+            idempotency_key: "key_re_forgotten".into(),
+            refund_id: "re_forgotten".into(),
+            payment_id: "pay_forgotten".into(),
+            merchant_id: "mer_test".into(),
+            reason: None,
+        })
+        .await;
+    assert!(
+        matches!(&refund.outcome, ProviderOutcome::Failed { code, .. } if code == "sandbox_forgotten"),
+        "{refund:?}"
+    );
+    assert!(sandbox.refunds().is_empty());
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inside_the_window_retrieve_search_and_replay_answer_as_before() {
+    let sandbox = start(keeping(3, 1)).await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    let client = reqwest::Client::new();
+    let form = visa_form("in_window");
+    let (status, first, replayed) = raw_create(&client, &sandbox, "k_in", &as_refs(&form)).await;
+    assert_eq!((status, replayed), (200, None));
+    let again = raw_create(&client, &sandbox, "k_in", &as_refs(&form)).await;
+    assert_eq!(again, (200, first.clone(), Some("true".into())));
+
+    // Another key's answer takes the one answer kept; the intent is still kept, so the replay
+    // is made from it: the same bytes, and still no second charge.
+    raw_create(&client, &sandbox, "k_other", &as_refs(&visa_form("other"))).await;
+    let again = raw_create(&client, &sandbox, "k_in", &as_refs(&form)).await;
+    assert_eq!(again, (200, first.clone(), Some("true".into())));
+    let mut other_amount = form.clone();
+    other_amount[0].1 = "501".into();
+    let (status, _, _) = raw_create(&client, &sandbox, "k_in", &as_refs(&other_amount)).await;
+    assert_eq!(status, 400, "the key still knows its parameters");
+    assert_eq!(charges_for(&sandbox.ledger(), "in_window").len(), 1);
+
+    let id = serde_json::from_slice::<Value>(&first).expect("json")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let succeeded = ProviderOutcome::Succeeded {
+        provider_id: id.clone(),
+    };
+    assert_eq!(adapter.retrieve(&id).await.outcome, succeeded);
+    assert_eq!(
+        adapter.find_by_attempt("in_window").await.outcome,
+        succeeded
+    );
+    let ledger = ledger_json(&sandbox).await;
+    assert_eq!(ledger["window"]["answers"], 1, "{ledger}");
+    assert_eq!(ledger["forgotten"]["intents"], 0, "{ledger}");
+    assert_eq!(sandbox.forgotten(), payorch::sandbox::Forgotten::default());
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_charge_whose_refunds_were_forgotten_gives_no_list_rather_than_a_short_one() {
+    let sandbox = start(keeping(2, 2)).await;
+    let adapter = adapter(&sandbox, Duration::from_secs(5));
+    let id = paid(&adapter, "r0").await;
+    let refund = |n: usize, amount: i64| RefundRequest {
+        provider_payment_id: id.clone(),
+        amount,
+        currency: "eur".into(),
+        idempotency_key: format!("key_re_{n}"),
+        refund_id: format!("re_{n}"),
+        payment_id: "pay_r0".into(),
+        merchant_id: "mer_test".into(),
+        reason: None,
+    };
+    for n in 0..3 {
+        let call = adapter.create_refund(&refund(n, 100)).await;
+        assert!(
+            matches!(call.outcome, ProviderOutcome::Succeeded { .. }),
+            "{call:?}"
+        );
+    }
+    let ledger = ledger_json(&sandbox).await;
+    assert_eq!(
+        ledger["refunds"].as_array().map(Vec::len),
+        Some(2),
+        "{ledger}"
+    );
+    assert_eq!(ledger["forgotten"]["refunds"], 1, "{ledger}");
+    assert_eq!(ledger["forgotten"]["intents"], 0, "{ledger}");
+    // The first refund is no longer listed: a search for it must not say "never made".
+    assert!(is_unknown(&adapter.find_refund(&id, "re_0").await));
+    // What the forgotten refund took back still counts: 1999 - 300 is left, not 1999 - 200.
+    let call = adapter.create_refund(&refund(3, 1700)).await;
+    assert!(
+        matches!(&call.outcome, ProviderOutcome::Failed { code, .. } if code == "amount_too_large"),
+        "{call:?}"
+    );
+    sandbox.stop().await;
+}
+
 // --- the Adyen face's refunds -------------------------------------------------------
 
 const MERCHANT_ACCOUNT: &str = "SandboxTestAccount";

@@ -29,11 +29,13 @@ use subtle::ConstantTimeEq;
 
 use super::behaviour::Behaviour;
 use super::config::SandboxConfig;
+use super::kept::KeptIntent;
 use super::params::CreateParams;
 use super::refunds::Fault;
 use super::roll;
-use super::routes::charge;
-use super::store::{Begin, StoredResponse};
+use super::routes::FORGOTTEN;
+use super::routes::{charge, replayed};
+use super::store::{Begin, Lookup, StoredResponse};
 use super::Sandbox;
 use crate::providers::adyen::sign_item;
 use crate::providers::stripe::wire::{ErrorBody, PaymentIntent};
@@ -205,7 +207,7 @@ pub(super) fn begin_keyed(
     };
     let refused = match sb.store.begin(key, fingerprint) {
         Begin::Fresh => return Ok(Some(key.to_owned())),
-        Begin::Replay(stored) => replay(&stored),
+        Begin::Replay(recorded) => replay(&replayed(recorded)),
         Begin::Mismatch => validation("704", "request already processed or in progress"),
         Begin::InFlight => error(
             StatusCode::CONFLICT,
@@ -293,14 +295,22 @@ async fn find_payments(
     let Some(reference) = params.reference.as_deref() else {
         return validation("100", "reference is required");
     };
-    let data: Vec<Value> = sb
-        .store
-        .filter(|i| {
-            is_adyen(i) && i.metadata.get("attempt_id").map(String::as_str) == Some(reference)
-        })
-        .iter()
-        .map(payment_response)
-        .collect();
+    let by_reference = |intent: &KeptIntent| {
+        intent.metadata(PROTOCOL) == Some("adyen")
+            && intent.metadata("attempt_id") == Some(reference)
+    };
+    // One reference is one attempt's: a handful at most.
+    let (found, _) = sb.store.search(by_reference, 0, usize::MAX);
+    let forgotten = sb.store.forgotten();
+    if found.is_empty() && forgotten.intents > 0 {
+        return gone(&format!(
+            "Nothing kept has this reference, but the sandbox has forgotten {} payments, any \
+             of which could: it cannot say that none does.",
+            forgotten.intents
+        ));
+    }
+    // Oldest first, as made.
+    let data: Vec<Value> = found.iter().rev().map(payment_response).collect();
     HttpResponse::Ok().json(json!({ "data": data }))
 }
 
@@ -313,15 +323,40 @@ async fn get_payment(
         return refused;
     }
     tokio::time::sleep(sb.config.latency()).await;
-    match sb.store.get(&psp).filter(is_adyen) {
-        Some(intent) => HttpResponse::Ok().json(payment_response(&intent)),
-        None => error(
+    match payment(&sb, &psp) {
+        Lookup::Found(intent) => HttpResponse::Ok().json(payment_response(&intent)),
+        Lookup::Forgotten => gone(&forgotten_payment(&sb, &psp)),
+        Lookup::Missing => error(
             StatusCode::NOT_FOUND,
             "payment_not_found",
             "no such payment",
             "validation",
         ),
     }
+}
+
+/// The payment `psp` made through this face.
+pub(super) fn payment(sb: &Sandbox, psp: &str) -> Lookup<PaymentIntent> {
+    match sb.store.get(psp) {
+        Lookup::Found(intent) if is_adyen(&intent) => Lookup::Found(intent),
+        Lookup::Found(_) | Lookup::Missing => Lookup::Missing,
+        Lookup::Forgotten => Lookup::Forgotten,
+    }
+}
+
+/// Why the sandbox cannot answer about payment `psp` (README, "The sandbox's memory").
+pub(super) fn forgotten_payment(sb: &Sandbox, psp: &str) -> String {
+    format!(
+        "The sandbox no longer keeps payment {psp}: it keeps the last {} (--keep-intents); GET \
+         /__sandbox/ledger counts what it forgot.",
+        sb.store.window().intents
+    )
+}
+
+/// `410` for what the sandbox made and no longer keeps: not the `404` of "never made". Any
+/// answer to a lookup but a 2xx says nothing to payorch's adapter.
+pub(super) fn gone(message: &str) -> HttpResponse {
+    error(StatusCode::GONE, FORGOTTEN, message, "validation")
 }
 
 /// The signed notification a Stripe `kind` event about `intent` stands for, if any.

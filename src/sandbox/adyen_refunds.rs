@@ -31,12 +31,12 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::adyen::{
-    begin_keyed, delivery, error, is_adyen, is_marked_adyen, parse, refuse_unauthorized,
-    server_error, validation, MERCHANT_ACCOUNT, PROTOCOL, REFUND_FAULT,
+    begin_keyed, delivery, error, forgotten_payment, gone, is_marked_adyen, parse, payment,
+    refuse_unauthorized, server_error, validation, MERCHANT_ACCOUNT, PROTOCOL, REFUND_FAULT,
 };
 use super::config::SandboxConfig;
 use super::refunds::{make, Fault, RefundParams};
-use super::store::StoredResponse;
+use super::store::{Lookup, StoredResponse};
 use super::{roll, Sandbox};
 use crate::providers::adyen::notification::REFUND;
 use crate::providers::adyen::wire::{Amount, RefundList, RefundRequest, RefundResponse};
@@ -69,12 +69,20 @@ async fn create_refund(
         Ok(parsed) => parsed,
         Err(refused) => return *refused,
     };
-    let Some(payment) = sb.store.get(&psp).filter(is_adyen) else {
-        let message = format!(
-            "Original pspReference required for this operation: refund a payment made \
-             through this API ({psp} is none)"
-        );
-        return validation("167", &message);
+    let payment = match payment(&sb, &psp) {
+        Lookup::Found(payment) => payment,
+        // Adyen's refusal: nothing was refunded, which is true of this request.
+        Lookup::Forgotten => {
+            let message = format!("{} Nothing was refunded.", forgotten_payment(&sb, &psp));
+            return validation("167", &message);
+        }
+        Lookup::Missing => {
+            let message = format!(
+                "Original pspReference required for this operation: refund a payment made \
+                 through this API ({psp} is none)"
+            );
+            return validation("167", &message);
+        }
     };
     let account = payment.metadata.get(MERCHANT_ACCOUNT);
     if account != Some(&request.merchant_account) {
@@ -175,11 +183,13 @@ fn status_now(refund: &Refund) -> &'static str {
     }
 }
 
-/// The Adyen face's refund `psp`, if there is one.
-fn adyen_refund(sb: &Sandbox, psp: &str) -> Option<Refund> {
-    sb.store
-        .get_refund(psp)
-        .filter(|refund| is_marked_adyen(&refund.metadata))
+/// The Adyen face's refund `psp`.
+fn adyen_refund(sb: &Sandbox, psp: &str) -> Lookup<Refund> {
+    match sb.store.get_refund(psp) {
+        Lookup::Found(refund) if is_marked_adyen(&refund.metadata) => Lookup::Found(refund),
+        Lookup::Found(_) | Lookup::Missing => Lookup::Missing,
+        Lookup::Forgotten => Lookup::Forgotten,
+    }
 }
 
 async fn get_refund(
@@ -192,8 +202,14 @@ async fn get_refund(
     }
     tokio::time::sleep(sb.config.latency()).await;
     match adyen_refund(&sb, &psp) {
-        Some(refund) => HttpResponse::Ok().json(refund_response(&refund, status_now(&refund))),
-        None => error(
+        Lookup::Found(refund) => {
+            HttpResponse::Ok().json(refund_response(&refund, status_now(&refund)))
+        }
+        Lookup::Forgotten => gone(&format!(
+            "The sandbox no longer keeps refund {psp}: it keeps the last {} (--keep-intents).",
+            sb.store.window().intents
+        )),
+        Lookup::Missing => error(
             StatusCode::NOT_FOUND,
             "refund_not_found",
             "no such refund",
@@ -220,17 +236,25 @@ async fn find_refunds(
         return refused;
     }
     tokio::time::sleep(sb.config.latency()).await;
-    if sb.store.get(&psp).filter(is_adyen).is_none() {
-        return error(
-            StatusCode::NOT_FOUND,
-            "payment_not_found",
-            "no such payment",
-            "validation",
-        );
-    }
-    let data = sb
-        .store
-        .refunds_of_intent(&psp)
+    let refunds = match payment(&sb, &psp) {
+        Lookup::Found(_) => sb.store.refunds_of_intent(&psp),
+        Lookup::Forgotten => Lookup::Forgotten,
+        Lookup::Missing => Lookup::Missing,
+    };
+    let refunds = match refunds {
+        Lookup::Found(refunds) => refunds,
+        // Some of its refunds may be missing from a list now: no list rather than a short one.
+        Lookup::Forgotten => return gone(&forgotten_payment(&sb, &psp)),
+        Lookup::Missing => {
+            return error(
+                StatusCode::NOT_FOUND,
+                "payment_not_found",
+                "no such payment",
+                "validation",
+            )
+        }
+    };
+    let data = refunds
         .iter()
         .filter(|refund| is_marked_adyen(&refund.metadata))
         .filter(|refund| {

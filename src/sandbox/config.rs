@@ -1,5 +1,6 @@
 //! The sandbox's knobs: every flag has an environment variable.
 
+use super::store::Window;
 use crate::secret::Secret;
 use std::time::Duration;
 
@@ -14,6 +15,10 @@ pub(super) const DEFAULT_PROCESSING_MS: u64 = 1000;
 pub(super) const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 6;
 pub(super) const DEFAULT_WEBHOOK_RETRY_MS: u64 = 1000;
 pub(super) const DEFAULT_WEBHOOK_REORDER_WINDOW_MS: u64 = 2500;
+/// How many intents (and refunds) the sandbox keeps, and how many answers byte for byte
+/// (README, "The sandbox's memory"): about 30 MB at most between them.
+pub const DEFAULT_KEEP_INTENTS: usize = 50_000;
+pub const DEFAULT_KEEP_ANSWERS: usize = 5_000;
 /// A provider queues an event when it answers and delivers it moments later, so its webhook
 /// usually reaches the merchant after the API answer. 0 sends each event the instant the
 /// charge is made, racing the answer: the tests use that, the hardest case.
@@ -101,6 +106,16 @@ pub struct SandboxConfig {
     /// First retry delay after a failed delivery; doubles on each further failure.
     #[arg(long = "webhook-retry-ms", env = "PAYORCH_SANDBOX_WEBHOOK_RETRY_MS", default_value_t = DEFAULT_WEBHOOK_RETRY_MS)]
     pub webhook_retry_ms: u64,
+
+    /// Intents kept (and refunds, counted apart): older ones are forgotten, with their keys,
+    /// and counted in the ledger's `forgotten`.
+    #[arg(long = "keep-intents", env = "PAYORCH_SANDBOX_KEEP_INTENTS", default_value_t = DEFAULT_KEEP_INTENTS, value_parser = parse_keep_intents)]
+    pub keep_intents: usize,
+
+    /// Answers kept byte for byte under their idempotency keys; past them a replay answers
+    /// what the key made, as it is now.
+    #[arg(long = "keep-answers", env = "PAYORCH_SANDBOX_KEEP_ANSWERS", default_value_t = DEFAULT_KEEP_ANSWERS)]
+    pub keep_answers: usize,
 }
 
 impl Default for SandboxConfig {
@@ -123,6 +138,8 @@ impl Default for SandboxConfig {
             webhook_delay_ms: DEFAULT_WEBHOOK_DELAY_MS,
             webhook_max_attempts: DEFAULT_WEBHOOK_MAX_ATTEMPTS,
             webhook_retry_ms: DEFAULT_WEBHOOK_RETRY_MS,
+            keep_intents: DEFAULT_KEEP_INTENTS,
+            keep_answers: DEFAULT_KEEP_ANSWERS,
         }
     }
 }
@@ -138,6 +155,23 @@ impl SandboxConfig {
 
     pub(crate) fn latency(&self) -> Duration {
         Duration::from_millis(self.latency_ms)
+    }
+
+    pub(crate) fn window(&self) -> Window {
+        Window {
+            intents: self.keep_intents,
+            answers: self.keep_answers,
+        }
+    }
+}
+
+/// `--keep-intents`: at least one, as a window of none would forget a charge before it is
+/// answered.
+pub fn parse_keep_intents(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a whole number")),
     }
 }
 
@@ -170,6 +204,19 @@ mod tests {
             return;
         }
         assert_eq!(parsed.ok(), Some(SandboxConfig::default()));
+    }
+
+    #[test]
+    fn a_window_of_no_intents_is_refused() {
+        assert!(Cli::try_parse_from(["sandbox", "--keep-intents", "0"]).is_err());
+        let parsed = Cli::try_parse_from(["sandbox", "--keep-intents", "7", "--keep-answers", "0"]);
+        assert_eq!(
+            parsed.ok().map(|c| c.sandbox.window()),
+            Some(Window {
+                intents: 7,
+                answers: 0
+            })
+        );
     }
 
     #[test]

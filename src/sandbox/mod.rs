@@ -26,15 +26,21 @@ mod adyen;
 mod adyen_refunds;
 mod behaviour;
 mod config;
+mod kept;
+mod packed;
 mod params;
 mod refunds;
 mod routes;
+mod serial;
 mod store;
 mod webhooks;
 
 pub use behaviour::Behaviour;
-pub use config::{SandboxConfig, DEFAULT_WEBHOOK_DELAY_MS};
-pub use store::{LedgerEntry, RefundEntry};
+pub use config::{
+    parse_keep_intents, SandboxConfig, DEFAULT_KEEP_ANSWERS, DEFAULT_KEEP_INTENTS,
+    DEFAULT_WEBHOOK_DELAY_MS,
+};
+pub use store::{Forgotten, LedgerEntry, RefundEntry, Window};
 
 use store::Store;
 use webhooks::{Signing, Webhooks};
@@ -143,14 +149,20 @@ impl SandboxHandle {
         self.addr
     }
 
-    /// Every confirmed PaymentIntent, oldest first (the same as `GET /__sandbox/ledger`).
+    /// Every confirmed PaymentIntent kept, oldest first (the same as `GET /__sandbox/ledger`);
+    /// [`SandboxHandle::forgotten`] counts the rest.
     pub fn ledger(&self) -> Vec<LedgerEntry> {
         self.state.store.ledger()
     }
 
-    /// Every refund the sandbox made, in order.
+    /// Every refund kept, in order.
     pub fn refunds(&self) -> Vec<RefundEntry> {
         self.state.store.refund_ledger()
+    }
+
+    /// What the sandbox no longer keeps: the ledger's `forgotten`.
+    pub fn forgotten(&self) -> Forgotten {
+        self.state.store.forgotten()
     }
 
     /// Where webhooks go from now on; `None` stops delivery.
@@ -214,8 +226,8 @@ pub async fn start(config: SandboxConfig) -> std::io::Result<SandboxHandle> {
         shutdown_rx,
     )?;
     let state = Arc::new(Sandbox {
+        store: Store::new(config.window()),
         config,
-        store: Store::default(),
         webhooks,
         notifications,
         rt,

@@ -20,10 +20,10 @@ use chrono::Utc;
 
 use super::params::{metadata_key, ParamError};
 use super::routes::{
-    api_error_500, begin_keyed, error, invalid_request, json, refuse_unauthorized, respond,
-    stored_error, stored_json,
+    api_error_500, begin_keyed, error, forgotten, invalid_request, json, refuse_unauthorized,
+    respond, stored_error, stored_json, FORGOTTEN,
 };
-use super::store::{RefundRefused, StoredResponse};
+use super::store::{Lookup, RefundRefused, StoredResponse};
 use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};
 use crate::providers::stripe::wire::{ApiError, Refund};
@@ -227,8 +227,8 @@ async fn execute(
     let made = sb.store.refund(
         &params.payment_intent,
         params.amount,
-        |amount, intent| Refund {
-            id: random_id("re"),
+        |id, amount, intent| Refund {
+            id,
             object: "refund".into(),
             amount,
             currency: intent.currency.clone(),
@@ -239,7 +239,7 @@ async fn execute(
             metadata: params.metadata.clone(),
             created: Utc::now().timestamp(),
         },
-        key.clone(),
+        key.as_deref(),
     );
     let stored = match made {
         Ok(refund) => {
@@ -254,7 +254,10 @@ async fn execute(
             }
             stored_json(StatusCode::OK, &refund)
         }
-        Err(refused) => stored_error(StatusCode::BAD_REQUEST, refusal(&params, refused)),
+        Err(refused) => {
+            let (status, error) = refusal(&sb, &params, refused);
+            stored_error(status, error)
+        }
     };
     if let Some(key) = &key {
         sb.store.finish(key, stored.clone());
@@ -278,11 +281,22 @@ fn schedule_settlement(sb: &std::sync::Arc<Sandbox>, id: String, fails: bool) {
     });
 }
 
-fn refusal(params: &RefundParams, refused: RefundRefused) -> ApiError {
+fn refusal(sb: &Sandbox, params: &RefundParams, refused: RefundRefused) -> (StatusCode, ApiError) {
     let (code, message, param) = match refused {
         RefundRefused::NoSuchIntent => (
             "resource_missing",
             format!("No such payment_intent: '{}'", params.payment_intent),
+            Some("payment_intent"),
+        ),
+        // Nothing was refunded now, and the sandbox cannot say what the charge had left.
+        RefundRefused::Forgotten => (
+            FORGOTTEN,
+            format!(
+                "The sandbox no longer keeps payment_intent '{}' (it keeps the last {} \
+                 intents, --keep-intents): nothing was refunded.",
+                params.payment_intent,
+                sb.store.window().intents
+            ),
             Some("payment_intent"),
         ),
         RefundRefused::NotCharged { status } => (
@@ -301,14 +315,20 @@ fn refusal(params: &RefundParams, refused: RefundRefused) -> ApiError {
             Some("amount"),
         ),
     };
-    ApiError {
+    let status = if code == FORGOTTEN {
+        StatusCode::GONE
+    } else {
+        StatusCode::BAD_REQUEST
+    };
+    let error = ApiError {
         kind: "invalid_request_error".into(),
         code: Some(code.into()),
         decline_code: None,
         message: Some(message),
         param: param.map(str::to_owned),
         payment_intent: None,
-    }
+    };
+    (status, error)
 }
 
 #[derive(serde::Deserialize)]
@@ -328,7 +348,12 @@ async fn list_refunds(
     }
     tokio::time::sleep(sb.config.latency()).await;
     let data = match &params.payment_intent {
-        Some(intent) => sb.store.refunds_of_intent(intent),
+        Some(intent) => match sb.store.refunds_of_intent(intent) {
+            Lookup::Found(refunds) => refunds,
+            // The list would miss refunds the sandbox forgot: no list rather than a short one.
+            Lookup::Forgotten => return forgotten(&sb, "payment_intent", intent),
+            Lookup::Missing => Vec::new(),
+        },
         None => Vec::new(),
     };
     json(
@@ -347,8 +372,9 @@ async fn retrieve_refund(
     }
     tokio::time::sleep(sb.config.latency()).await;
     match sb.store.get_refund(&id) {
-        Some(refund) => json(StatusCode::OK, &refund),
-        None => error(
+        Lookup::Found(refund) => json(StatusCode::OK, &refund),
+        Lookup::Forgotten => forgotten(&sb, "id", &id),
+        Lookup::Missing => error(
             StatusCode::NOT_FOUND,
             ApiError {
                 kind: "invalid_request_error".into(),

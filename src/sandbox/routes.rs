@@ -11,8 +11,9 @@ use serde::Serialize;
 use subtle::ConstantTimeEq;
 
 use super::behaviour::Behaviour;
+use super::kept::KeptIntent;
 use super::params::{parse_query, Clause, CreateParams, ParamError};
-use super::store::{Begin, StoredResponse};
+use super::store::{Begin, Cursor, Lookup, Replay, StoredResponse};
 use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};
 use crate::providers::stripe::wire::{
@@ -125,14 +126,23 @@ async fn execute(
         request_id: random_id("req"),
         idempotency_key: key.clone(),
     });
-    let new_intent = |params: &CreateParams, status: &str| {
-        let mut intent = new_intent(params, status);
-        if let Some(base) = &base {
-            intent.id = base.id.clone();
+    // A new intent, or `base` confirmed, in its place; `fill` finishes it.
+    let keep = |status: &str, confirmed: bool, fill: &dyn Fn(&mut PaymentIntent)| match &base {
+        Some(base) => {
+            let mut intent = new_intent(base.id.clone(), &params, status);
             intent.client_secret = base.client_secret.clone();
             intent.created = base.created;
+            fill(&mut intent);
+            if !sb.store.restore(&intent, key.as_deref(), confirmed) {
+                tracing::warn!(id = %intent.id, "sandbox intent forgotten while being confirmed");
+            }
+            intent
         }
-        intent
+        None => sb.store.create(key.as_deref(), confirmed, |id| {
+            let mut intent = new_intent(id, &params, status);
+            fill(&mut intent);
+            intent
+        }),
     };
     let stored = match (behaviour, params.payment_method.as_deref()) {
         (None, Some(token)) => stored_error(
@@ -153,44 +163,33 @@ async fn execute(
             }),
             _,
         ) if params.confirm => {
-            let mut intent = new_intent(&params, "requires_payment_method");
-            intent.last_payment_error = Some(LastPaymentError {
-                kind: "card_error".into(),
-                code: Some("card_declined".into()),
-                decline_code: Some(decline_code.into()),
-                message: Some(message.into()),
-            });
-            sb.store.insert(intent.clone(), key.clone(), true);
-            sb.announce("payment_intent.payment_failed", &intent, cause.clone());
-            stored_error(
-                StatusCode::PAYMENT_REQUIRED,
-                ApiError {
+            let intent = keep("requires_payment_method", true, &|intent| {
+                intent.last_payment_error = Some(LastPaymentError {
                     kind: "card_error".into(),
                     code: Some("card_declined".into()),
                     decline_code: Some(decline_code.into()),
                     message: Some(message.into()),
-                    param: None,
-                    payment_intent: Some(intent),
-                },
-            )
+                });
+            });
+            sb.announce("payment_intent.payment_failed", &intent, cause.clone());
+            intent_answer(intent)
         }
         (Some(Behaviour::Processing), _) if params.confirm => {
-            let intent = new_intent(&params, "processing");
-            sb.store.insert(intent.clone(), key.clone(), true);
+            let intent = keep("processing", true, &|_| {});
             sb.announce("payment_intent.processing", &intent, cause.clone());
             schedule_settlement(&sb, intent.id.clone());
-            stored_json(StatusCode::OK, &intent)
+            intent_answer(intent)
         }
         (Some(behaviour), _) if params.confirm => {
             if behaviour == Behaviour::Slow {
                 tokio::time::sleep(sb.config.slow()).await;
             }
-            let mut intent = new_intent(&params, "succeeded");
-            intent.amount_received = intent.amount;
-            intent.latest_charge = Some(random_id("ch"));
-            sb.store.insert(intent.clone(), key.clone(), true);
+            let intent = keep("succeeded", true, &|intent| {
+                intent.amount_received = intent.amount;
+                intent.latest_charge = Some(random_id("ch"));
+            });
             sb.announce("payment_intent.succeeded", &intent, cause.clone());
-            stored_json(StatusCode::OK, &intent)
+            intent_answer(intent)
         }
         _ => {
             // Not confirmed: an intent that waits, nothing charged, not in the ledger.
@@ -199,15 +198,42 @@ async fn execute(
             } else {
                 "requires_payment_method"
             };
-            let intent = new_intent(&params, status);
-            sb.store.insert(intent.clone(), key.clone(), false);
-            stored_json(StatusCode::OK, &intent)
+            intent_answer(keep(status, false, &|_| {}))
         }
     };
     if let Some(key) = &key {
         sb.store.finish(key, stored.clone());
     }
     stored
+}
+
+/// What a create or confirm that made `intent` answers: the intent, or for a declined one
+/// Stripe's 402 `card_error` naming it. A replay past the recorded answers is made here too,
+/// so it is the same bytes while the intent has not changed.
+fn intent_answer(intent: PaymentIntent) -> StoredResponse {
+    match intent.last_payment_error.clone() {
+        Some(declined) if intent.status == "requires_payment_method" => stored_error(
+            StatusCode::PAYMENT_REQUIRED,
+            ApiError {
+                kind: declined.kind,
+                code: declined.code,
+                decline_code: declined.decline_code,
+                message: declined.message,
+                param: None,
+                payment_intent: Some(intent),
+            },
+        ),
+        _ => stored_json(StatusCode::OK, &intent),
+    }
+}
+
+/// What a replay answers, in the Stripe face's words (the Adyen face translates).
+pub(super) fn replayed(replay: Replay) -> StoredResponse {
+    match replay {
+        Replay::Recorded(stored) => stored,
+        Replay::Intent(intent) => intent_answer(*intent),
+        Replay::Refund(refund) => stored_json(StatusCode::OK, &refund),
+    }
 }
 
 /// A `processing` intent succeeds after `--processing-ms`, with its webhook.
@@ -221,8 +247,8 @@ fn schedule_settlement(sb: &Arc<Sandbox>, id: String) {
     });
 }
 
-fn new_intent(params: &CreateParams, status: &str) -> PaymentIntent {
-    let id = random_id("pi");
+/// An intent with the store's `id` (`Store::create`).
+fn new_intent(id: String, params: &CreateParams, status: &str) -> PaymentIntent {
     let client_secret = Some(format!("{id}_{}", random_id("secret")));
     PaymentIntent {
         client_secret,
@@ -259,8 +285,9 @@ async fn retrieve_intent(
     }
     tokio::time::sleep(sb.config.latency()).await;
     match sb.store.get(&id) {
-        Some(intent) => json(StatusCode::OK, &intent),
-        None => no_such_intent(&id),
+        Lookup::Found(intent) => json(StatusCode::OK, &intent),
+        Lookup::Forgotten => forgotten(&sb, "payment_intent", &id),
+        Lookup::Missing => no_such_intent(&id),
     }
 }
 
@@ -312,12 +339,16 @@ async fn search_intents(
         },
     };
     // Stripe lists search results newest first.
-    let mut data = sb
-        .store
-        .filter(|intent| clauses.iter().all(|c| matches(c, intent)));
-    data.reverse();
-    let total = data.len();
-    let data: Vec<PaymentIntent> = data.into_iter().skip(offset).take(limit).collect();
+    let (data, total) = sb.store.search(
+        |intent| clauses.iter().all(|c| matches(c, intent)),
+        offset,
+        limit,
+    );
+    if total == 0 {
+        if let Some(refused) = search_forgotten(&sb) {
+            return refused;
+        }
+    }
     let has_more = offset + data.len() < total;
     json(
         StatusCode::OK,
@@ -348,36 +379,21 @@ async fn list_intents(
         return refused;
     }
     let limit = params.limit.unwrap_or(10).clamp(1, 100);
-    let mut all = sb.store.filter(|_| true);
-    all.reverse();
-    let position = |id: &str| all.iter().position(|intent| intent.id == id);
-    let missing = |param: &str, id: &str| {
-        invalid_request(ParamError::new(
-            "resource_missing",
-            param,
-            format!("No such payment_intent: '{id}'"),
-        ))
+    let (cursor, param) = match (&params.starting_after, &params.ending_before) {
+        (Some(after), _) => (Cursor::After(after), "starting_after"),
+        (None, Some(before)) => (Cursor::Before(before), "ending_before"),
+        (None, None) => (Cursor::Newest, ""),
     };
-    let (data, has_more) = match (&params.starting_after, &params.ending_before) {
-        (Some(after), _) => match position(after) {
-            Some(at) => {
-                let rest = &all[at + 1..];
-                (
-                    rest.iter().take(limit).cloned().collect(),
-                    rest.len() > limit,
-                )
-            }
-            None => return missing("starting_after", after),
-        },
-        (None, Some(before)) => match position(before) {
-            Some(at) => {
-                let earlier = &all[..at];
-                let from = earlier.len().saturating_sub(limit);
-                (earlier[from..].to_vec(), from > 0)
-            }
-            None => return missing("ending_before", before),
-        },
-        (None, None) => (all.iter().take(limit).cloned().collect(), all.len() > limit),
+    let (data, has_more) = match sb.store.list(cursor, limit) {
+        Lookup::Found(page) => page,
+        Lookup::Forgotten => return forgotten(&sb, param, page_id(&params)),
+        Lookup::Missing => {
+            return invalid_request(ParamError::new(
+                "resource_missing",
+                param,
+                format!("No such payment_intent: '{}'", page_id(&params)),
+            ))
+        }
     };
     json(
         StatusCode::OK,
@@ -388,6 +404,15 @@ async fn list_intents(
             url: "/v1/payment_intents".into(),
         },
     )
+}
+
+/// The id a page of the list starts at.
+fn page_id(params: &ListParams) -> &str {
+    let id = params
+        .starting_after
+        .as_ref()
+        .or(params.ending_before.as_ref());
+    id.map(String::as_str).unwrap_or_default()
 }
 
 /// `POST /v1/payment_intents/{id}/confirm`: an intent made without `confirm=true` is charged
@@ -401,8 +426,10 @@ async fn confirm_intent(
     if let Some(refused) = refuse_unauthorized(&sb, &req) {
         return refused;
     }
-    let Some(intent) = sb.store.get(&id) else {
-        return no_such_intent(&id);
+    let intent = match sb.store.get(&id) {
+        Lookup::Found(intent) => intent,
+        Lookup::Forgotten => return forgotten(&sb, "intent", &id),
+        Lookup::Missing => return no_such_intent(&id),
     };
     let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&body).unwrap_or_default();
     let payment_method = form
@@ -468,8 +495,9 @@ async fn cancel_intent(
         .find(|(name, _)| name == "cancellation_reason")
         .map(|(_, value)| value);
     match sb.store.cancel(&id, reason) {
-        None => no_such_intent(&id),
-        Some(Ok(intent)) => {
+        Lookup::Missing => no_such_intent(&id),
+        Lookup::Forgotten => forgotten(&sb, "intent", &id),
+        Lookup::Found(Ok(intent)) => {
             sb.announce(
                 "payment_intent.canceled",
                 &intent,
@@ -480,12 +508,59 @@ async fn cancel_intent(
             );
             json(StatusCode::OK, &intent)
         }
-        Some(Err(_)) => match sb.store.get(&id) {
-            Some(intent) => unexpected_state(&intent, "cancel"),
-            None => no_such_intent(&id),
-        },
+        Lookup::Found(Err(intent)) => unexpected_state(&intent, "cancel"),
     }
 }
+
+/// The answer about an intent or refund the sandbox made and no longer keeps (README, "The
+/// sandbox's memory"): `410`, never the `404` that would say it was never made. payorch reads
+/// it, as any refused lookup, as saying nothing about the charge.
+pub(super) fn forgotten(sb: &Sandbox, param: &str, id: &str) -> HttpResponse {
+    let window = sb.store.window().intents;
+    error(
+        StatusCode::GONE,
+        ApiError {
+            kind: "invalid_request_error".into(),
+            code: Some(FORGOTTEN.into()),
+            decline_code: None,
+            message: Some(format!(
+                "The sandbox no longer keeps '{id}': it keeps the last {window} intents and \
+                 the last {window} refunds (--keep-intents); GET /__sandbox/ledger counts what \
+                 it forgot."
+            )),
+            param: Some(param.to_owned()).filter(|p| !p.is_empty()),
+            payment_intent: None,
+        },
+    )
+}
+
+/// `410` for a search that found nothing once intents have been forgotten: the answer could
+/// have been among them, and an empty list would say there is none.
+pub(super) fn search_forgotten(sb: &Sandbox) -> Option<HttpResponse> {
+    let forgotten = sb.store.forgotten();
+    if forgotten.intents == 0 {
+        return None;
+    }
+    let up_to = forgotten.created_up_to.unwrap_or_default();
+    Some(error(
+        StatusCode::GONE,
+        ApiError {
+            kind: "invalid_request_error".into(),
+            code: Some(FORGOTTEN.into()),
+            decline_code: None,
+            message: Some(format!(
+                "Nothing kept matches, but the sandbox has forgotten {} intents (made up to \
+                 {up_to}, Unix time), any of which could have: it cannot say that none does.",
+                forgotten.intents
+            )),
+            param: Some("query".into()),
+            payment_intent: None,
+        },
+    ))
+}
+
+/// The error code of [`forgotten`] and [`search_forgotten`].
+pub(super) const FORGOTTEN: &str = "sandbox_forgotten";
 
 fn no_such_intent(id: &str) -> HttpResponse {
     error(
@@ -519,13 +594,13 @@ fn unexpected_state(intent: &PaymentIntent, action: &str) -> HttpResponse {
     )
 }
 
-fn matches(clause: &Clause, intent: &PaymentIntent) -> bool {
+fn matches(clause: &Clause, intent: &KeptIntent) -> bool {
     match clause {
-        Clause::Metadata { key, value } => intent.metadata.get(key) == Some(value),
+        Clause::Metadata { key, value } => intent.metadata(key) == Some(value.as_str()),
         Clause::Field { field, value } => match field.as_str() {
-            "status" => &intent.status == value,
-            "currency" => &intent.currency == value,
-            "amount" => intent.amount.to_string() == *value,
+            "status" => intent.status() == value,
+            "currency" => intent.currency() == value,
+            "amount" => intent.amount().to_string() == *value,
             _ => false,
         },
     }
@@ -534,9 +609,14 @@ fn matches(clause: &Clause, intent: &PaymentIntent) -> bool {
 #[derive(Serialize)]
 struct LedgerList {
     object: &'static str,
+    /// Every confirmed intent kept.
     data: Vec<super::LedgerEntry>,
-    /// Every refund: with `data`, what each payment netted.
+    /// Every refund kept: with `data`, what each payment netted.
     refunds: Vec<super::RefundEntry>,
+    /// How much is kept.
+    window: super::Window,
+    /// What is no longer kept: with `data` and `refunds`, everything there was.
+    forgotten: super::Forgotten,
 }
 
 /// The ground truth for tests; unauthenticated, like any simulator back door.
@@ -547,6 +627,8 @@ async fn ledger(sb: web::Data<Sandbox>) -> HttpResponse {
             object: "list",
             data: sb.store.ledger(),
             refunds: sb.store.refund_ledger(),
+            window: sb.store.window(),
+            forgotten: sb.store.forgotten(),
         },
     )
 }
@@ -624,7 +706,7 @@ pub(super) fn begin_keyed(
     if let Some(key) = &key {
         let refused = match sb.store.begin(key, fingerprint) {
             Begin::Fresh => None,
-            Begin::Replay(stored) => Some(respond(&stored, Some(key), true)),
+            Begin::Replay(replay) => Some(respond(&replayed(replay), Some(key), true)),
             Begin::Mismatch => Some(idempotency_mismatch(key)),
             Begin::InFlight => Some(idempotency_in_flight(key)),
         };
