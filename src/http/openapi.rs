@@ -152,11 +152,16 @@ fn complete_responses(operation: &mut Map<String, Value>) {
             ("422", "validation_failed, raw_card_data_forbidden"),
         ]);
     }
+    // Every keyed operation is a merchant's write, which a support key may not make.
     if keyed {
         add.extend([
             (
                 "400",
                 "idempotency_key_missing, idempotency_key_invalid, duplicate_header",
+            ),
+            (
+                "403",
+                "forbidden: a support key; only the merchant's own key may do this",
             ),
             (
                 "409",

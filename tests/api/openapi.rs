@@ -212,3 +212,50 @@ async fn numbers_in_requests_are_documented_with_the_range_the_server_enforces()
         }
     }
 }
+
+/// A support key may not make a merchant's write: every keyed operation answers it `403
+/// forbidden`, and the document lists that `403`.
+#[tokio::test]
+async fn a_merchant_write_by_a_support_key_is_a_documented_403() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    for (path, documented, body) in [
+        (
+            "/v1/orders",
+            "/v1/orders",
+            r#"{"amount": 100, "currency": "eur"}"#,
+        ),
+        (
+            "/v1/checkout",
+            "/v1/checkout",
+            r#"{"amount": 100, "currency": "eur", "payment_method": "pm_card_visa"}"#,
+        ),
+        (
+            "/v1/orders/ord_00000000000070008000000000000000/cancel",
+            "/v1/orders/{id}/cancel",
+            "",
+        ),
+        (
+            "/v1/orders/ord_00000000000070008000000000000000/payments",
+            "/v1/orders/{id}/payments",
+            r#"{"payment_method": "pm_card_visa"}"#,
+        ),
+        (
+            "/v1/payments/pay_00000000000070008000000000000000/refunds",
+            "/v1/payments/{id}/refunds",
+            "{}",
+        ),
+    ] {
+        let operation = &doc["paths"][documented]["post"];
+        assert!(
+            operation["responses"]["403"].is_object(),
+            "{documented} documents 403"
+        );
+        let body = (!body.is_empty()).then(|| body.to_owned());
+        let response = app
+            .post_keyed(&app.support_key, path, Some("support-tries"), body)
+            .await;
+        assert_problem(response, 403, "forbidden").await;
+    }
+    assert_eq!(app.charges(), 0);
+}
