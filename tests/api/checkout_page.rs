@@ -329,13 +329,15 @@ async fn a_reload_in_the_middle_resumes_the_same_payment() {
     let Some((_driver, client)) = browser().await else {
         return;
     };
-    let app = TestApp::spawn().await;
+    // The provider takes 5 s to answer, so that even on a loaded machine the reloaded page
+    // comes back while the payment is still on its way.
+    let app = TestApp::spawn_config(|config| config.sandbox.slow_ms = 5000).await;
     let order = open(&client, &app, None).await;
     let key = stored_key(&client, &order).await;
     choose(&client, "pm_sandbox_slow").await;
     click_pay(&client).await;
     text_with(&client, "status", "Processing…").await;
-    // The provider takes 1.5 s to answer; the payer reloads before it does.
+    // The payer reloads before the provider answers.
     tokio::time::sleep(Duration::from_millis(300)).await;
     client.refresh().await.unwrap();
     let url = client.current_url().await.unwrap();
