@@ -816,6 +816,8 @@ async fn stats_are_for_support_keys_and_bad_parameters_are_each_named() {
         ("window=1h&bucket=7m", vec!["bucket"]),
         ("window=15m&bucket=1h", vec!["bucket"]),
         ("window=-1h&bucket=m", vec!["window", "bucket"]),
+        // A unit that is not one byte long: named, not a dropped connection.
+        ("window=1%C2%80&bucket=%C2%80", vec!["window", "bucket"]),
     ] {
         let response = app
             .support_get(&format!("/v1/support/payments/stats?{query}"))

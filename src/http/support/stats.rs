@@ -73,7 +73,12 @@ pub struct StatsCount {
 /// `15m`, `1h`: a whole number of minutes or hours.
 fn span(raw: &str) -> Result<Duration, String> {
     let wrong = || "must be a whole number of minutes or hours, like 15m or 1h".to_owned();
-    let (digits, unit) = raw.split_at(raw.len().saturating_sub(1));
+    // The unit is the last character, which may be any character at all: split before it,
+    // never inside it.
+    let Some((at, _)) = raw.char_indices().next_back() else {
+        return Err(wrong());
+    };
+    let (digits, unit) = raw.split_at(at);
     if digits.is_empty() || digits.len() > 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(wrong());
     }
