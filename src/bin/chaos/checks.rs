@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use payorch::sandbox::{LedgerEntry, RefundEntry};
+use payorch::sandbox::{Forgotten, LedgerEntry, RefundEntry};
 use serde_json::Value;
 use tokio_postgres::NoTls;
 
@@ -371,6 +371,17 @@ pub async fn gather(database_url: &str, sandbox_url: &str) -> Result<Facts, Stri
         .map_err(|e| format!("the ledger's charges: {e}"))?;
     facts.ledger_refunds = serde_json::from_value(ledger["refunds"].clone())
         .map_err(|e| format!("the ledger's refunds: {e}"))?;
+    // A ledger that forgot some of the run cannot judge it: what it no longer lists would
+    // read as never charged (README, "The sandbox's memory").
+    let forgotten: Forgotten = serde_json::from_value(ledger["forgotten"].clone())
+        .map_err(|e| format!("the ledger's forgotten: {e}"))?;
+    if forgotten != Forgotten::default() {
+        return Err(format!(
+            "the sandbox forgot {} intents and {} refunds of this run (raise its \
+             --keep-intents): its ledger cannot judge it",
+            forgotten.intents, forgotten.refunds
+        ));
+    }
     Ok(facts)
 }
 
