@@ -685,10 +685,25 @@ impl Inner {
         }
     }
 
-    /// Forgets `key` if it is the key of `made` (a key can be used afresh once forgotten).
+    /// Forgets `key` if it is the key of `made` (a key can be used afresh once forgotten),
+    /// unless its request still runs or its answer is still kept: a duplicate must wait for
+    /// the one, and gets the other; the key goes when that answer does.
     fn forget_key(&mut self, key: &str, made: Made) {
-        if self.keys.get(key).is_some_and(|entry| entry.made == made) {
+        if self
+            .keys
+            .get(key)
+            .is_some_and(|entry| entry.made == made && matches!(entry.answer, Answer::Dropped))
+        {
             self.keys.remove(key);
+        }
+    }
+
+    /// Whether what a key made is no longer kept.
+    fn is_forgotten(&self, made: Made) -> bool {
+        match made {
+            Made::Nothing => false,
+            Made::Intent(serial) => serial < self.first_intent,
+            Made::Refund(serial) => serial < self.first_refund,
         }
     }
 
@@ -731,7 +746,7 @@ impl Inner {
     }
 
     /// The oldest recorded answer is no longer kept: its key replays what it made, or, if it
-    /// made nothing, is forgotten.
+    /// made nothing or what it made is forgotten, is forgotten too.
     fn drop_oldest_answer(&mut self) {
         let Some((key, number)) = self.answers.pop_front() else {
             return;
@@ -743,9 +758,10 @@ impl Inner {
         if !matches!(entry.answer, Answer::Recorded { number: n, .. } if n == number) {
             return;
         }
-        if entry.made == Made::Nothing {
+        let made = entry.made;
+        if made == Made::Nothing || self.is_forgotten(made) {
             self.keys.remove(&key);
-        } else {
+        } else if let Some(entry) = self.keys.get_mut(&key) {
             entry.answer = Answer::Dropped;
         }
     }
@@ -856,9 +872,10 @@ mod tests {
 
     #[test]
     fn past_the_window_an_intent_its_key_and_its_refunds_are_forgotten_and_counted() {
-        let store = store(2, 10);
+        let store = store(2, 0);
         assert_eq!(store.begin("k0", "a"), Begin::Fresh);
         let first = store.create(Some("k0"), true, intent);
+        store.finish("k0", answer("first"));
         let refunded = store
             .refund(&first.id, Some(100), refund, None)
             .expect("refunded");
@@ -894,6 +911,26 @@ mod tests {
             Begin::Fresh,
             "the key went with its intent"
         );
+    }
+
+    #[test]
+    fn a_key_outlives_its_forgotten_intent_while_it_runs_and_while_its_answer_is_kept() {
+        let store = store(1, 1);
+        assert_eq!(store.begin("slow", "a"), Begin::Fresh);
+        store.create(Some("slow"), true, intent);
+        store.create(None, true, intent);
+        // Its intent is forgotten, but the request has not answered: a duplicate waits.
+        assert_eq!(store.begin("slow", "a"), Begin::InFlight);
+        store.finish("slow", answer("first"));
+        assert_eq!(
+            store.begin("slow", "a"),
+            Begin::Replay(Replay::Recorded(answer("first")))
+        );
+        // Once that answer goes too, so does the key.
+        assert_eq!(store.begin("next", "a"), Begin::Fresh);
+        store.finish("next", answer("next"));
+        assert_eq!(store.begin("slow", "a"), Begin::Fresh);
+        assert_eq!(store.lock().keys.len(), 2, "slow (afresh) and next");
     }
 
     #[test]
