@@ -16,10 +16,10 @@ pub(super) const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 6;
 pub(super) const DEFAULT_WEBHOOK_RETRY_MS: u64 = 1000;
 pub(super) const DEFAULT_WEBHOOK_REORDER_WINDOW_MS: u64 = 2500;
 /// How many intents (and refunds) the sandbox keeps, and how many answers byte for byte
-/// (README, "The sandbox's memory"): about 20 MB between them, so that `serve` on its
-/// defaults stays well under 100 MB however long it runs (BENCHMARKS.md).
-pub const DEFAULT_KEEP_INTENTS: usize = 25_000;
-pub const DEFAULT_KEEP_ANSWERS: usize = 2_000;
+/// (README, "The sandbox's memory"): about 10 MB between them, so that `serve` on its
+/// defaults stays under 100 MB however long it runs (BENCHMARKS.md, "Memory of serve").
+pub const DEFAULT_KEEP_INTENTS: usize = 10_000;
+pub const DEFAULT_KEEP_ANSWERS: usize = 1_000;
 /// A provider queues an event when it answers and delivers it moments later, so its webhook
 /// usually reaches the merchant after the API answer. 0 sends each event the instant the
 /// charge is made, racing the answer: the tests use that, the hardest case.
