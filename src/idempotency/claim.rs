@@ -490,12 +490,65 @@ fn judge(row: ClaimRow, request: &KeyedRequest) -> Result<Round, IdempotencyErro
             current: row.current.unwrap_or(Value::Null),
         });
     }
-    match row.locked_until {
-        Some(until) if until > now => Ok(Round::Busy {
-            lease_ends: Some(until),
-        }),
-        _ => Ok(Round::Orphaned {
-            current: row.current.unwrap_or(Value::Null),
-        }),
+    // The lease is over only if the statement itself saw it over (it read `current` then):
+    // judged by this clock alone, a lease that ran out between the statement's `now()` and
+    // here would hand a takeover no resource to resume.
+    match (row.locked_until, row.current) {
+        (Some(until), Some(current)) if until <= now => Ok(Round::Orphaned { current }),
+        (None, Some(current)) => Ok(Round::Orphaned { current }),
+        (until, _) => Ok(Round::Busy { lease_ends: until }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::idempotency::{fingerprint, IdempotencyKey, Operation};
+    use crate::ids::MerchantId;
+
+    fn request() -> KeyedRequest {
+        KeyedRequest {
+            merchant_id: MerchantId(uuid::Uuid::now_v7()),
+            key: IdempotencyKey::parse(Some(b"k")).unwrap(),
+            operation: Operation::CreateRefund,
+            fingerprint: fingerprint("POST", "/v1/payments/p/refunds", None),
+        }
+    }
+
+    /// A key in flight whose lease ends at `locked_until`, as the claim statement read it.
+    fn in_flight(
+        request: &KeyedRequest,
+        locked_until: DateTime<Utc>,
+        current: Option<Value>,
+    ) -> ClaimRow {
+        ClaimRow {
+            got: true,
+            recorded: false,
+            operation: Some(request.operation.as_str().into()),
+            fingerprint: Some(request.fingerprint.as_slice().to_vec()),
+            state: Some("in_flight".into()),
+            locked_until: Some(locked_until),
+            response_status: None,
+            resource_type: Some(REFUND.into()),
+            resource_id: Some(uuid::Uuid::now_v7()),
+            expires_at: Some(Utc::now() + chrono::Duration::hours(1)),
+            unresolved: Some(true),
+            made: None,
+            fresh: None,
+            current,
+        }
+    }
+
+    #[test]
+    fn a_lease_the_statement_still_saw_running_is_waited_for_not_taken_over() {
+        // The lease ran out between the statement's `now()` and the judging: the statement
+        // read no resource, so there is nothing to resume yet; the next round takes it over.
+        let request = request();
+        let ended = Utc::now() - chrono::Duration::milliseconds(5);
+        let round = judge(in_flight(&request, ended, None), &request).unwrap();
+        assert!(matches!(round, Round::Busy { .. }));
+        let current = serde_json::json!({"refund": {"id": "x"}});
+        let round = judge(in_flight(&request, ended, Some(current.clone())), &request).unwrap();
+        assert!(matches!(round, Round::Orphaned { current: c } if c == current));
     }
 }
