@@ -300,18 +300,26 @@ async fn a_lost_response_shows_checking_status_until_the_reconciler_knows() {
     choose(&client, "pm_sandbox_lost_response").await;
     click_pay(&client).await;
     text_with(&client, "status", "Checking status…").await;
-    let waiting = text_with(&client, "waiting-payment", "pay_").await;
+    // A resend that met the first request still in flight (409) shows "Checking status…"
+    // before the payment's id is known; the next resend under the key brings it.
+    let waiting = text_within(&client, "waiting-payment", "pay_", Duration::from_secs(40)).await;
     let button = client.find(Locator::Id("pay")).await.unwrap();
     assert_eq!(
         button.attr("aria-busy").await.unwrap().as_deref(),
         Some("true")
     );
     assert!(!button.is_enabled().await.unwrap(), "no paying again");
-    assert_eq!(
-        focused(&client).await,
-        "status",
-        "focus went with the form's lock"
-    );
+    // Focus on the status, where it went with the form's lock (and where the page puts it
+    // back if a redraw dropped it to the page itself).
+    let mut focus = Value::Null;
+    for _ in 0..100 {
+        focus = focused(&client).await;
+        if focus == "status" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(focus, "status", "focus went with the form's lock");
     screenshot(&client, "checkout-3-checking-status").await;
 
     let payment = receipt(&client, &order).await;

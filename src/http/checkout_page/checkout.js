@@ -233,6 +233,9 @@ function checking(paymentId) {
   setPhase("checking");
   lock();
   say("Checking status…");
+  // Focus that fell back to the page itself (its element redrawn or hidden meanwhile) goes
+  // to the status again; focus the payer put somewhere stays there.
+  if (!document.activeElement || document.activeElement === document.body) $("status").focus();
   $("waiting").hidden = false;
   if (paymentId) $("waiting-payment").textContent = paymentId;
 }
