@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-READY_WITHIN_SECS = 600  # the first `cargo run --release` may still compile
+READY_WITHIN_SECS = 2400  # a clean clone's first `cargo run --release` compiles everything
 STOP_WITHIN_SECS = 60
 
 
