@@ -96,7 +96,9 @@ mkdir "$work/done"
 SOAK_API_KEY=$api_key SOAK_SHARE=$((checkouts / threads)) SOAK_DONE=$work/done \
   wrk -t"$threads" -c"$conns" -d24h --latency -s "$work/soak.lua" "$base_url" >"$work/wrk" 2>&1 &
 wrk_pid=$!
-while [ "$(find "$work/done" -type f | wc -l)" -lt "$threads" ] && kill -0 "$wrk_pid" 2>/dev/null; do
+while [ "$(find "$work/done" -type f | wc -l)" -lt "$threads" ]; do
+  kill -0 "$wrk_pid" 2>/dev/null || break
+  kill -0 "$serve_pid" 2>/dev/null || { echo "serve died:" >&2; tail -20 "$work/serve.log" >&2; exit 1; }
   sleep 1
 done
 kill -INT "$wrk_pid" 2>/dev/null || true
