@@ -517,20 +517,13 @@ async fn cancel_intent(
 /// it, as any refused lookup, as saying nothing about the charge.
 pub(super) fn forgotten(sb: &Sandbox, param: &str, id: &str) -> HttpResponse {
     let window = sb.store.window().intents;
-    error(
-        StatusCode::GONE,
-        ApiError {
-            kind: "invalid_request_error".into(),
-            code: Some(FORGOTTEN.into()),
-            decline_code: None,
-            message: Some(format!(
-                "The sandbox no longer keeps '{id}': it keeps the last {window} intents and \
-                 the last {window} refunds (--keep-intents); GET /__sandbox/ledger counts what \
-                 it forgot."
-            )),
-            param: Some(param.to_owned()).filter(|p| !p.is_empty()),
-            payment_intent: None,
-        },
+    gone(
+        format!(
+            "The sandbox no longer keeps '{id}': it keeps the last {window} intents and \
+             the last {window} refunds (--keep-intents); GET /__sandbox/ledger counts what \
+             it forgot."
+        ),
+        param,
     )
 }
 
@@ -542,21 +535,29 @@ pub(super) fn search_forgotten(sb: &Sandbox) -> Option<HttpResponse> {
         return None;
     }
     let up_to = forgotten.created_up_to.unwrap_or_default();
-    Some(error(
+    Some(gone(
+        format!(
+            "Nothing kept matches, but the sandbox has forgotten {} intents (made up to \
+             {up_to}, Unix time), any of which could have: it cannot say that none does.",
+            forgotten.intents
+        ),
+        "query",
+    ))
+}
+
+/// The `410 sandbox_forgotten` of [`forgotten`] and [`search_forgotten`], about `param`.
+fn gone(message: String, param: &str) -> HttpResponse {
+    error(
         StatusCode::GONE,
         ApiError {
             kind: "invalid_request_error".into(),
             code: Some(FORGOTTEN.into()),
             decline_code: None,
-            message: Some(format!(
-                "Nothing kept matches, but the sandbox has forgotten {} intents (made up to \
-                 {up_to}, Unix time), any of which could have: it cannot say that none does.",
-                forgotten.intents
-            )),
-            param: Some("query".into()),
+            message: Some(message),
+            param: Some(param.to_owned()).filter(|p| !p.is_empty()),
             payment_intent: None,
         },
-    ))
+    )
 }
 
 /// The error code of [`forgotten`] and [`search_forgotten`].
