@@ -5,8 +5,12 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::dev::{Server, ServerHandle};
-use actix_web::{middleware::from_fn, web, App, HttpServer};
+use actix_http::error::DispatchError;
+use actix_http::{HttpService, Protocol};
+use actix_service::{fn_service, map_config, IntoServiceFactory, ServiceFactoryExt};
+use actix_web::dev::{AppConfig, Server, ServerHandle};
+use actix_web::rt::net::TcpStream;
+use actix_web::{middleware::from_fn, web, App};
 use tracing_actix_web::TracingLogger;
 
 use tokio::sync::watch;
@@ -14,7 +18,7 @@ use tokio::task::JoinHandle;
 
 use crate::accounts::CallerCache;
 use crate::db::{build_pool, DbPool, PoolSettings};
-use crate::http::connections::{ClientLimits, ConnectionBudget};
+use crate::http::connections::{BudgetedStream, ClientLimits, ConnectionBudget};
 use crate::http::{self, middleware as mw, AppState};
 use crate::idempotency::reaper::{self, ReaperSettings};
 use crate::idempotency::{quota, IdempotencyMetrics, IdempotencySettings, Keys, NewKeyQuota};
@@ -50,6 +54,9 @@ pub struct AppSettings {
     pub quota_sync: Duration,
     /// What one client may hold: connections, and time to send a request.
     pub clients: ClientLimits,
+    /// How long a stopping server waits for the answers in progress: longer than a provider
+    /// call may take, so that no checkout is cut between its charge and its answer.
+    pub drain: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +79,8 @@ pub struct Application {
     server: Server,
     state: web::Data<AppState>,
     workers: Vec<JoinHandle<()>>,
-    stop_workers: watch::Sender<bool>,
+    stop_workers: Arc<watch::Sender<bool>>,
+    drain: Duration,
 }
 
 impl Application {
@@ -138,40 +146,20 @@ impl Application {
             )),
             tokio::spawn(reconciler::run(pool, payments, stop)),
         ];
-        let server_state = state.clone();
-        let budget = ConnectionBudget::new(settings.clients.clone());
-        let server = HttpServer::new(move || {
-            App::new()
-                .app_data(server_state.clone())
-                .wrap(from_fn(mw::read_body_in_time))
-                .wrap(from_fn(http::metrics::record_request))
-                .wrap(from_fn(mw::request_id_header))
-                .wrap(TracingLogger::<mw::PayorchRootSpan>::new())
-                .wrap(from_fn(mw::check_request_head))
-                .configure(http::configure)
-                .default_service(web::to(http::not_found))
-        })
-        .workers(settings.workers.max(1))
-        .on_connect(move |connection, extensions| budget.on_connect(connection, extensions))
-        // Per worker; the budget above holds the total across workers.
-        .max_connections(settings.clients.max_connections.max(1))
-        .client_request_timeout(settings.clients.header_timeout)
-        // `serve` owns signal handling, so the database is stopped after the server.
-        .disable_signals()
-        .shutdown_timeout(10)
-        .listen(listener)
-        .map_err(|source| AppError::Bind {
-            bind: settings.bind.clone(),
-            source,
-        })?
-        .run();
+        let server = serve_http(settings, listener, local, state.clone()).map_err(|source| {
+            AppError::Bind {
+                bind: settings.bind.clone(),
+                source,
+            }
+        })?;
         Ok(Application {
             port: local.port(),
             host: local.ip().to_string(),
             server,
             state,
             workers,
-            stop_workers,
+            stop_workers: Arc::new(stop_workers),
+            drain: settings.drain,
         })
     }
 
@@ -198,8 +186,17 @@ impl Application {
         self.server.handle()
     }
 
-    /// Serves until the server is stopped through its [`handle`](Self::handle), then stops
-    /// the background workers.
+    /// What stops this application gracefully, from another task while it runs.
+    pub fn stopper(&self) -> Stopper {
+        Stopper {
+            server: self.server.handle(),
+            workers: self.stop_workers.clone(),
+            drain: self.drain,
+        }
+    }
+
+    /// Serves until the server is stopped through its [`handle`](Self::handle) or a
+    /// [`Stopper`], then waits for the background workers to stop.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let served = self.server.await;
         let _ = self.stop_workers.send(true);
@@ -208,4 +205,98 @@ impl Application {
         }
         served
     }
+}
+
+/// Stops an [`Application`] for a rolling deploy (README, "Stopping and rolling deploys").
+pub struct Stopper {
+    server: ServerHandle,
+    workers: Arc<watch::Sender<bool>>,
+    drain: Duration,
+}
+
+impl Stopper {
+    /// The longest [`stop`](Self::stop) waits for requests in progress.
+    pub fn drain(&self) -> Duration {
+        self.drain
+    }
+
+    /// Stops accepting connections at once and tells the background workers to stop after
+    /// the unit of work in hand (a reconciler round, a reaper batch); then waits, up to the
+    /// drain time, for the requests in progress to be answered, each on a connection that is
+    /// closed after its answer.
+    pub async fn stop(&self) {
+        let _ = self.workers.send(true);
+        self.server.stop(true).await;
+    }
+}
+
+/// The HTTP server on `listener`: actix-web's `HttpServer`, put together from its parts so
+/// that every connection is counted in the [`ConnectionBudget`] from its accept until its
+/// client closes it ([`BudgetedStream`]); a connection over budget is closed unread.
+///
+/// Stopped through its handle with `graceful = true` (`serve` on SIGTERM), it accepts
+/// nothing more, tells every connection to close after the answer in progress (idle
+/// keep-alive connections close at once), and waits up to `settings.drain` for those answers
+/// before closing what is left (README, "Stopping and rolling deploys").
+fn serve_http(
+    settings: &AppSettings,
+    listener: TcpListener,
+    local: std::net::SocketAddr,
+    state: web::Data<AppState>,
+) -> std::io::Result<Server> {
+    let budget = ConnectionBudget::new(settings.clients.clone());
+    let header_timeout = settings.clients.header_timeout;
+    let builder = actix_server::Server::build();
+    let draining = builder.graceful_shutdown_signal();
+    builder
+        .workers(settings.workers.max(1))
+        // Per worker; the budget holds the total across workers.
+        .max_concurrent_connections(settings.clients.max_connections.max(1))
+        // `serve` owns signal handling, so the database is stopped after the server.
+        .disable_signals()
+        .shutdown_timeout(settings.drain.as_secs().max(1))
+        .listen("payorch", listener, move || {
+            let budget = budget.clone();
+            let draining = draining.clone();
+            let app = App::new()
+                .app_data(state.clone())
+                .wrap(from_fn(http::admission::admit))
+                .wrap(from_fn(mw::read_body_in_time))
+                .wrap(from_fn(http::metrics::record_request))
+                .wrap(from_fn(mw::request_id_header))
+                .wrap(TracingLogger::<mw::PayorchRootSpan>::new())
+                .wrap(from_fn(mw::check_request_head))
+                .configure(http::configure)
+                .default_service(web::to(http::not_found))
+                .into_factory()
+                .map_err(|err| err.error_response());
+            let http = HttpService::build()
+                .client_request_timeout(header_timeout)
+                .local_addr(local)
+                // Hidden in actix-http's docs, but how actix-web's own `HttpServer` tells
+                // connections the server is stopping; pinned by Cargo.lock.
+                .graceful_shutdown_signal(move || {
+                    let draining = draining.clone();
+                    async move { draining.notified().await }
+                })
+                // No code reads the configured host or address (a request's own `Host`
+                // header is what is used), so the default configuration serves.
+                .finish(map_config(app, |_| AppConfig::default()));
+            fn_service(move |io: TcpStream| {
+                let budget = budget.clone();
+                async move {
+                    let peer = io.peer_addr().ok();
+                    match budget.admit(peer.map(|p| p.ip())) {
+                        Some(slot) => Ok((BudgetedStream::new(io, slot), Protocol::Http1, peer)),
+                        // Dropping the stream closes it, before a byte of it is read.
+                        None => Err(DispatchError::Io(std::io::Error::new(
+                            std::io::ErrorKind::ConnectionRefused,
+                            "over the connection budget",
+                        ))),
+                    }
+                }
+            })
+            .and_then(http)
+        })
+        .map(|builder| builder.run())
 }

@@ -70,6 +70,16 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
             provider_timeout.as_millis()
         )));
     }
+    let least_drain = provider_timeout + settings.pool.acquire_timeout;
+    if settings.drain <= least_drain {
+        return Err(CommandError(format!(
+            "the drain time ({} s) must be longer than the provider timeout plus the database \
+             acquire timeout ({} ms), or stopping could cut a checkout between its charge and \
+             its answer",
+            settings.drain.as_secs(),
+            least_drain.as_millis()
+        )));
+    }
     let applied = run_migrations(database.url()).await?;
     tracing::info!(applied = applied.len(), "database migrated");
 
@@ -256,12 +266,16 @@ async fn run_server(
             .write_all(banner.as_bytes())
             .and_then(|()| stdout.flush());
     }
-    let handle = app.handle();
+    let stopper = app.stopper();
     let server = tokio::spawn(app.run_until_stopped());
     shutdown_signal().await;
-    tracing::info!("shutting down");
-    handle.stop(true).await;
+    tracing::info!(
+        drain_secs = stopper.drain().as_secs(),
+        "stopping: no new connections; answering the requests in progress"
+    );
+    stopper.stop().await;
     server.await??;
+    tracing::info!("stopped: every request in progress was answered or the drain time ran out");
     Ok(())
 }
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use ipnet::IpNet;
 
 use crate::app::AppSettings;
 use crate::db::PoolSettings;
@@ -159,6 +160,31 @@ pub struct ServeArgs {
     /// Longest a client may take to send a request's headers; then the connection is closed.
     #[arg(long, env = "PAYORCH_HEADER_TIMEOUT_MS", default_value_t = 5_000)]
     pub header_timeout_ms: u64,
+    /// Addresses (or CIDR ranges), comma-separated, with no per-address connection limit:
+    /// your reverse proxy or load balancer and your provider's webhook senders. They still
+    /// count in `--max-connections` (README, "Slow and greedy clients").
+    #[arg(
+        long = "connection-budget-exempt",
+        env = "PAYORCH_CONNECTION_BUDGET_EXEMPT",
+        value_delimiter = ',',
+        default_value = "127.0.0.1,::1",
+        value_parser = parse_ip_net
+    )]
+    pub connection_budget_exempt: Vec<IpNet>,
+    /// On SIGTERM or Ctrl-C: how long `serve` waits for the requests in progress, after it
+    /// has stopped accepting connections, before it closes what is left. Must be longer
+    /// than `--provider-timeout-ms` plus `--db-acquire-timeout-ms` (README, "Stopping and
+    /// rolling deploys").
+    #[arg(long, env = "PAYORCH_DRAIN_SECS", default_value_t = 20)]
+    pub drain_secs: u64,
+}
+
+/// `10.0.0.1` or `10.0.0.0/8`.
+fn parse_ip_net(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("`{text}` is neither an address nor a CIDR range"))
 }
 
 /// The payment providers; without `--provider` or `--provider-url`, an in-process sandbox.
@@ -364,10 +390,12 @@ impl ServeArgs {
             clients: ClientLimits {
                 max_connections: self.max_connections,
                 max_connections_per_ip: self.max_connections_per_ip,
+                exempt: self.connection_budget_exempt.clone(),
                 body_timeout: Duration::from_millis(self.body_timeout_ms.max(1)),
                 header_timeout: Duration::from_millis(self.header_timeout_ms.max(1)),
             }
             .fitted_to_open_files(),
+            drain: Duration::from_secs(self.drain_secs),
         }
     }
 }

@@ -171,6 +171,7 @@ pub fn app_settings() -> AppSettings {
         auth_cache_ttl: std::time::Duration::from_secs(5),
         quota_sync: std::time::Duration::from_secs(1),
         clients: Default::default(),
+        drain: std::time::Duration::from_secs(20),
     }
 }
 

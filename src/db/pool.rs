@@ -1,9 +1,14 @@
 //! The connection pool: diesel-async connections in a deadpool, each set up with our
 //! `application_name` and `statement_timeout` so a stuck query cannot hold a request for ever,
-//! and with generic plans for prepared statements.
+//! and with generic plans for prepared statements. It keeps the pace at which it hands
+//! connections out, so that admission control can tell how long a newcomer would wait
+//! (src/http/admission.rs).
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+pub use deadpool::Status;
 use diesel::ConnectionError;
 pub use diesel_async::pooled_connection::deadpool::PoolError;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
@@ -13,8 +18,104 @@ use diesel_async::pooled_connection::{
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::FutureExt;
 
-pub type DbPool = Pool<AsyncPgConnection>;
 pub type DbConn = Object<AsyncPgConnection>;
+
+/// The pool of database connections; cheap to clone (all clones share one pool).
+#[derive(Clone)]
+pub struct DbPool {
+    pool: Pool<AsyncPgConnection>,
+    pace: Arc<Pace>,
+    acquire_timeout: Duration,
+}
+
+impl std::fmt::Debug for DbPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbPool")
+            .field("status", &self.pool.status())
+            .finish()
+    }
+}
+
+impl DbPool {
+    /// A connection, waiting at most the acquire timeout for one; then `PoolError::Timeout`.
+    pub async fn get(&self) -> Result<DbConn, PoolError> {
+        let conn = self.pool.get().await?;
+        self.pace.handed_out(self.pool.status().waiting > 0);
+        Ok(conn)
+    }
+
+    pub fn status(&self) -> Status {
+        self.pool.status()
+    }
+
+    pub fn acquire_timeout(&self) -> Duration {
+        self.acquire_timeout
+    }
+
+    /// How long a request asking for a connection now would wait for it: the requests
+    /// queued ahead of it, each served at the pace the pool has lately kept while it had a
+    /// queue. Zero while a connection is free.
+    pub fn expected_wait(&self) -> Duration {
+        let waiting = self.pool.status().waiting;
+        if waiting == 0 {
+            return Duration::ZERO;
+        }
+        self.pace.interval() * (waiting as u32).saturating_add(1)
+    }
+}
+
+/// How fast the pool hands connections out while requests queue for them: the time between
+/// two hand-outs, averaged, in nanoseconds since `origin`. Atomics without a lock: a lost
+/// update between two racing requests only blurs an estimate.
+#[derive(Debug)]
+struct Pace {
+    origin: Instant,
+    last_hand_out: AtomicU64,
+    /// Exponentially weighted (1/8 per hand-out); 0 until a queue has been seen.
+    interval: AtomicU64,
+}
+
+impl Pace {
+    fn new() -> Self {
+        Pace {
+            origin: Instant::now(),
+            last_hand_out: AtomicU64::new(0),
+            interval: AtomicU64::new(0),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+
+    /// One connection handed out; `queued`: others were still waiting, so the time since the
+    /// last hand-out is the pace of a busy pool, not idleness.
+    fn handed_out(&self, queued: bool) {
+        let now = self.now();
+        let last = self.last_hand_out.swap(now, Ordering::Relaxed);
+        if queued && last > 0 {
+            let sample = now.saturating_sub(last);
+            let old = self.interval.load(Ordering::Relaxed);
+            let new = if old == 0 {
+                sample
+            } else {
+                old - old / 8 + sample / 8
+            };
+            self.interval.store(new, Ordering::Relaxed);
+        }
+    }
+
+    /// The pace, or the time since the last hand-out if that is longer: a pool that has
+    /// handed nothing out for a while (every connection held by slow statements, or the
+    /// database gone) is that slow now, whatever its average says.
+    fn interval(&self) -> Duration {
+        let since_last = self
+            .now()
+            .saturating_sub(self.last_hand_out.load(Ordering::Relaxed));
+        let average = self.interval.load(Ordering::Relaxed);
+        Duration::from_nanos(average.max(since_last))
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct PoolSettings {
@@ -63,12 +164,46 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
         .boxed()
     });
     let manager = AsyncDieselConnectionManager::new_with_config(database_url, manager_config);
-    Pool::builder(manager)
+    let pool = Pool::builder(manager)
         .max_size(settings.max_size)
         .runtime(deadpool::Runtime::Tokio1)
         .wait_timeout(Some(settings.acquire_timeout))
         .create_timeout(Some(settings.acquire_timeout))
         .recycle_timeout(Some(settings.acquire_timeout))
         .build()
-        .map_err(|err| err.to_string())
+        .map_err(|err| err.to_string())?;
+    Ok(DbPool {
+        pool,
+        pace: Arc::new(Pace::new()),
+        acquire_timeout: settings.acquire_timeout,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pace_is_that_of_hand_outs_with_a_queue_or_the_silence_since_the_last() {
+        let pace = Pace::new();
+        pace.handed_out(false);
+        std::thread::sleep(Duration::from_millis(20));
+        pace.handed_out(false);
+        assert_eq!(
+            pace.interval.load(Ordering::Relaxed),
+            0,
+            "no queue, no pace: idle time is not slowness"
+        );
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(2));
+            pace.handed_out(true);
+        }
+        let busy = Duration::from_nanos(pace.interval.load(Ordering::Relaxed));
+        assert!(busy >= Duration::from_millis(2), "{busy:?}");
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            pace.interval() >= Duration::from_millis(50),
+            "a pool silent for 50 ms is at least that slow"
+        );
+    }
 }

@@ -56,6 +56,10 @@ pub enum ApiError {
     ValidationFailed(Vec<FieldError>),
     #[error("the database is unavailable")]
     Unavailable,
+    /// More requests than the database pool can serve within its acquire timeout: refused
+    /// on arrival, before anything was read or written (src/http/admission.rs).
+    #[error("overloaded: answering more requests than the database can serve in time")]
+    Overloaded { retry_after: Duration },
     #[error("this request needs an Idempotency-Key header")]
     IdempotencyKeyMissing,
     #[error(
@@ -155,7 +159,7 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::ValidationFailed(_) => "validation_failed",
-            ApiError::Unavailable => "unavailable",
+            ApiError::Unavailable | ApiError::Overloaded { .. } => "unavailable",
             ApiError::IdempotencyKeyMissing => "idempotency_key_missing",
             ApiError::IdempotencyKeyInvalid => "idempotency_key_invalid",
             ApiError::IdempotencyKeyInUse { .. } => "idempotency_key_in_use",
@@ -188,7 +192,7 @@ impl ApiError {
             ApiError::NotFound(_) => "Not found",
             ApiError::PayloadTooLarge { .. } => "Request body too large",
             ApiError::ValidationFailed(_) => "Validation failed",
-            ApiError::Unavailable => "Temporarily unavailable",
+            ApiError::Unavailable | ApiError::Overloaded { .. } => "Temporarily unavailable",
             ApiError::IdempotencyKeyMissing => "Idempotency-Key missing",
             ApiError::IdempotencyKeyInvalid => "Idempotency-Key invalid",
             ApiError::IdempotencyKeyInUse { .. } => "Idempotency-Key in use",
@@ -221,6 +225,11 @@ impl ApiError {
             }
             ApiError::Unavailable => format!(
                 "the database cannot be reached; nothing was changed, retry after {UNAVAILABLE_RETRY_AFTER_SECS} s"
+            ),
+            ApiError::Overloaded { retry_after } => format!(
+                "payorch has more requests in hand than its database can serve in time; \
+                 nothing was read or changed, retry after {} s with the same Idempotency-Key",
+                retry_after.as_secs().max(1)
             ),
             ApiError::Internal(_) => {
                 "an unexpected error happened; it is logged with this response's X-Request-Id".into()
@@ -304,7 +313,7 @@ impl ResponseError for ApiError {
             ApiError::NotFound(_) | ApiError::DemoCheckoutOff => StatusCode::NOT_FOUND,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::ValidationFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable | ApiError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::IdempotencyKeyMissing
             | ApiError::IdempotencyKeyInvalid
             | ApiError::WebhookSignatureInvalid(_) => StatusCode::BAD_REQUEST,
@@ -345,7 +354,8 @@ impl ResponseError for ApiError {
                 response.insert_header((header::RETRY_AFTER, UNAVAILABLE_RETRY_AFTER_SECS as u64));
             }
             ApiError::IdempotencyKeyInUse { retry_after }
-            | ApiError::RateLimited { retry_after } => {
+            | ApiError::RateLimited { retry_after }
+            | ApiError::Overloaded { retry_after } => {
                 response.insert_header((header::RETRY_AFTER, retry_after.as_secs().max(1)));
             }
             _ => {}

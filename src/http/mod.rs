@@ -1,5 +1,6 @@
 //! The HTTP surface: routes, extractors and the problem+json rendering of every error.
 
+pub mod admission;
 pub mod assets;
 pub mod auth;
 pub mod card_data;

@@ -47,6 +47,10 @@ pub async fn run(pool: DbPool, payments: Arc<Payments>, mut stop: watch::Receive
         if let Err(err) = refresh_gauges(&pool, &payments).await {
             tracing::debug!(error = %err, "could not count unresolved attempts");
         }
+        // Stopping: the round in hand is done, so no attempt is left claimed mid-check.
+        if *stop.borrow() {
+            return;
+        }
         // A full batch means more may be due: go on at once.
         if claimed as i64 >= settings.batch {
             continue;

@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
 };
 
 use crate::db::DbPool;
@@ -17,6 +18,7 @@ pub struct Metrics {
     pool_idle: IntGauge,
     pool_waiting: IntGauge,
     pool_max: IntGauge,
+    pool_expected_wait: Gauge,
 }
 
 impl Metrics {
@@ -42,6 +44,11 @@ impl Metrics {
             pool_idle: gauge("db_pool_idle", "Idle database connections")?,
             pool_waiting: gauge("db_pool_waiting", "Requests waiting for a connection")?,
             pool_max: gauge("db_pool_max", "Largest pool size allowed")?,
+            pool_expected_wait: Gauge::new(
+                "db_pool_expected_wait_seconds",
+                "How long a request arriving now would wait for a connection; past the \
+                 acquire timeout, requests are refused 503 on arrival",
+            )?,
             registry,
         };
         metrics.register(Box::new(metrics.http_requests.clone()))?;
@@ -54,6 +61,7 @@ impl Metrics {
         ] {
             metrics.register(Box::new(g.clone()))?;
         }
+        metrics.register(Box::new(metrics.pool_expected_wait.clone()))?;
         Ok(metrics)
     }
 
@@ -82,6 +90,8 @@ impl Metrics {
         self.pool_idle.set(status.available as i64);
         self.pool_waiting.set(status.waiting as i64);
         self.pool_max.set(status.max_size as i64);
+        self.pool_expected_wait
+            .set(pool.expected_wait().as_secs_f64());
         let mut out = Vec::new();
         let encoder = TextEncoder::new();
         if let Err(err) = encoder.encode(&self.registry.gather(), &mut out) {

@@ -299,6 +299,7 @@ pub fn test_settings() -> AppSettings {
         auth_cache_ttl: Duration::from_millis(200),
         quota_sync: Duration::from_millis(100),
         clients: ClientLimits::default(),
+        drain: Duration::from_secs(20),
     }
 }
 

@@ -301,3 +301,117 @@ async fn no_demo_merchant_is_kept_when_its_keys_cannot_be_saved() {
     terminate(child).await;
     let _ = std::fs::remove_dir_all(&parent);
 }
+
+/// One client of the drain test: checkouts on one keep-alive connection until the server
+/// stops answering. Every key it sent, and the status of each answer it got.
+async fn checkouts_until_stopped(
+    creds: Credentials,
+    method: &'static str,
+    prefix: String,
+    stop_after: Option<usize>,
+) -> Vec<(String, Option<u16>)> {
+    let client = reqwest::Client::new();
+    let mut sent = Vec::new();
+    for n in 0.. {
+        if stop_after.is_some_and(|last| n >= last) {
+            break;
+        }
+        let key = format!("{prefix}-{n}");
+        let answer = client
+            .post(format!("{}/v1/checkout", creds.base_url))
+            .bearer_auth(&creds.api_key)
+            .header("Idempotency-Key", &key)
+            .json(&serde_json::json!({"amount": 100, "currency": "eur", "payment_method": method}))
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await;
+        let status = answer.ok().map(|r| r.status().as_u16());
+        sent.push((key, status));
+        if status.is_none() {
+            break;
+        }
+    }
+    sent
+}
+
+#[tokio::test]
+async fn a_sigterm_under_load_cuts_no_checkout() {
+    let db = TestDatabase::empty().await;
+    let data_dir = temp_dir("serve-drain");
+    let mut child = serve_on_url(&data_dir, &db.url, &[]);
+    let creds = wait_ready(&data_dir, "").await;
+    // Checkouts whose provider call takes 3 s at the in-process sandbox, and a steady stream
+    // of quick ones on keep-alive connections.
+    let slow: Vec<_> = (0..4)
+        .map(|i| {
+            tokio::spawn(checkouts_until_stopped(
+                creds.clone(),
+                "pm_sandbox_slow",
+                format!("slow{i}"),
+                Some(1),
+            ))
+        })
+        .collect();
+    let quick: Vec<_> = (0..4)
+        .map(|i| {
+            tokio::spawn(checkouts_until_stopped(
+                creds.clone(),
+                "pm_card_visa",
+                format!("quick{i}"),
+                None,
+            ))
+        })
+        .collect();
+    let at_provider = "payment_attempts WHERE status IN ('created', 'pending') \
+                       AND payment_method = 'pm_sandbox_slow'";
+    assert!(
+        crate::helpers::eventually(Duration::from_secs(20), || async {
+            db.count(at_provider).await == 4
+        })
+        .await,
+        "the slow checkouts are at the provider"
+    );
+    let pid = child.id().expect("a running child") as i32;
+    // SAFETY: sends SIGTERM to our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+
+    // Every checkout in flight at the signal is answered, the slow ones included: the
+    // in-process sandbox is kept up until they are done.
+    for client in slow {
+        let sent = client.await.unwrap();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].1, Some(201), "a slow checkout in flight: {sent:?}");
+    }
+    let mut answered = std::collections::BTreeSet::new();
+    for client in quick {
+        for (key, status) in client.await.unwrap() {
+            match status {
+                Some(201) => {
+                    answered.insert(key);
+                }
+                Some(other) => panic!("{key} answered {other} while stopping"),
+                // Sent after the server stopped reading: refused or never read.
+                None => {}
+            }
+        }
+    }
+    let status = tokio::time::timeout(Duration::from_secs(40), child.wait())
+        .await
+        .expect("serve exits once drained")
+        .unwrap();
+    assert!(status.success(), "clean exit: {status}");
+
+    // Nothing cut: every key the database knows was answered, and every attempt is final.
+    let open = "payment_attempts WHERE status IN ('created', 'pending')";
+    assert_eq!(db.count(open).await, 0, "no attempt left open");
+    let in_flight = "idempotency_keys WHERE state = 'in_flight'";
+    assert_eq!(db.count(in_flight).await, 0, "no key left in flight");
+    let quick_keys = "idempotency_keys WHERE key LIKE 'quick%'";
+    assert_eq!(
+        db.count(quick_keys).await,
+        answered.len() as i64,
+        "every quick checkout the server took was answered"
+    );
+    assert!(!answered.is_empty());
+    let _ = std::fs::remove_dir_all(&data_dir);
+}

@@ -128,11 +128,17 @@ fn open_files(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count())
 }
 
-/// Opens a connection that sends a webhook's headers and one byte of a 1000-byte body, then
-/// nothing more.
+/// The flood's address: on the loopback network, but not this machine's own `127.0.0.1`,
+/// which has no per-address budget of its own (a local proxy's address).
+const FLOOD_FROM: [u8; 4] = [127, 0, 0, 3];
+
+/// Opens a connection from [`FLOOD_FROM`] that sends a webhook's headers and one byte of a
+/// 1000-byte body, then nothing more.
 async fn slow_body(to: SocketAddr) -> Option<TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4().ok()?;
+    socket.bind(SocketAddr::from((FLOOD_FROM, 0))).ok()?;
     // Bounded: a server that has stopped accepting leaves connects hanging in its backlog.
-    let connect = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(to));
+    let connect = tokio::time::timeout(Duration::from_secs(2), socket.connect(to));
     let mut stream = connect.await.ok()?.ok()?;
     let head = "POST /v1/webhooks/stripe HTTP/1.1\r\nHost: payorch\r\n\
                 Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{";
