@@ -200,6 +200,7 @@ async fn start_sandbox(
         webhook_delay_ms: args.provider.sandbox_webhook_delay_ms,
         keep_intents: args.provider.sandbox_keep_intents,
         keep_answers: args.provider.sandbox_keep_answers,
+        slow_ms: args.provider.sandbox_slow_ms,
         ..SandboxConfig::default()
     };
     let handle = sandbox::start(config).await?;

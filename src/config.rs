@@ -234,6 +234,9 @@ pub struct ProviderArgs {
     /// what the key made, as it is now.
     #[arg(long, env = "PAYORCH_SANDBOX_KEEP_ANSWERS", default_value_t = crate::sandbox::DEFAULT_KEEP_ANSWERS)]
     pub sandbox_keep_answers: usize,
+    /// How long the in-process sandbox takes to answer a `pm_sandbox_slow` charge.
+    #[arg(long, env = "PAYORCH_SANDBOX_SLOW_MS", default_value_t = crate::sandbox::DEFAULT_SLOW_MS)]
+    pub sandbox_slow_ms: u64,
     /// Longest wait for a connection to the provider.
     #[arg(
         long,

@@ -10,7 +10,7 @@ pub(super) const DEFAULT_SECRET: &str = "sk_test_sandbox";
 pub(super) const DEFAULT_WEBHOOK_SECRET: &str = "whsec_sandbox";
 pub(super) const DEFAULT_ADYEN_HMAC_KEY: &str =
     "44782def547aaa06c910c43932b1eb0c71fc68d9d0c057550c48ec2acf6ba056";
-pub(super) const DEFAULT_SLOW_MS: u64 = 3000;
+pub const DEFAULT_SLOW_MS: u64 = 3000;
 pub(super) const DEFAULT_PROCESSING_MS: u64 = 1000;
 pub(super) const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 6;
 pub(super) const DEFAULT_WEBHOOK_RETRY_MS: u64 = 1000;

@@ -37,7 +37,7 @@ mod webhooks;
 
 pub use behaviour::Behaviour;
 pub use config::{
-    parse_keep_intents, SandboxConfig, DEFAULT_KEEP_ANSWERS, DEFAULT_KEEP_INTENTS,
+    parse_keep_intents, SandboxConfig, DEFAULT_KEEP_ANSWERS, DEFAULT_KEEP_INTENTS, DEFAULT_SLOW_MS,
     DEFAULT_WEBHOOK_DELAY_MS,
 };
 pub use store::{Forgotten, LedgerEntry, RefundEntry, Window};

@@ -9,7 +9,7 @@ use std::time::Duration;
 use actix_web::web::Bytes;
 use chrono::Utc;
 use serde::Serialize;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::time::Instant;
 
 use super::config::SandboxConfig;
@@ -24,6 +24,18 @@ pub(super) struct Cause {
     pub request_id: String,
     pub idempotency_key: Option<String>,
 }
+
+/// Most deliveries in flight at once, as a provider's sender pool has: past it, events wait
+/// their turn in the sandbox's memory (a few hundred bytes each), not as connections and
+/// requests at the receiver. Without it, a receiver slower than the charges it is told about
+/// gets one more connection per waiting event, thousands under load (BENCHMARKS.md, "Load
+/// curve").
+const MAX_DELIVERIES_IN_FLIGHT: usize = 32;
+
+/// How long an idle connection to the receiver is kept for the next delivery: under the
+/// 5 s after which actix-web closes an idle keep-alive connection, so a delivery does not
+/// start on a connection the receiver is closing.
+const IDLE_CONNECTION: Duration = Duration::from_secs(4);
 
 /// The API version the sandbox claims in events, a real Stripe version.
 const API_VERSION: &str = "2024-06-20";
@@ -45,6 +57,8 @@ struct Target {
     next: AtomicUsize,
     signing: Signing,
     client: reqwest::Client,
+    /// [`MAX_DELIVERIES_IN_FLIGHT`] permits; a try holds one.
+    in_flight: Semaphore,
     delay: Duration,
     max_attempts: u32,
     retry: Duration,
@@ -105,6 +119,8 @@ impl Webhooks {
             .connect_timeout(Duration::from_secs(2))
             .timeout(Duration::from_secs(10))
             .user_agent("Stripe/1.0 (+https://stripe.com/docs/webhooks)")
+            .pool_max_idle_per_host(MAX_DELIVERIES_IN_FLIGHT)
+            .pool_idle_timeout(IDLE_CONNECTION)
             .build()
             .map_err(std::io::Error::other)?;
         let target = Arc::new(Target {
@@ -112,6 +128,7 @@ impl Webhooks {
             next: AtomicUsize::new(0),
             signing,
             client,
+            in_flight: Semaphore::new(MAX_DELIVERIES_IN_FLIGHT),
             delay: Duration::from_millis(config.webhook_delay_ms),
             max_attempts: config.webhook_max_attempts.max(1),
             retry: Duration::from_millis(config.webhook_retry_ms),
@@ -177,7 +194,7 @@ impl Webhooks {
             api_version: Some(API_VERSION.to_owned()),
             data: EventData { object },
         };
-        match serde_json::to_vec_pretty(&event) {
+        match serde_json::to_vec(&event) {
             // The dispatcher only goes away at shutdown, when losing events is expected.
             Ok(body) => {
                 let _ = self.tx.send(Bytes::from(body));
@@ -290,6 +307,10 @@ fn retry_waits(first: Duration) -> impl Iterator<Item = Duration> {
 /// One signed POST; true when the receiver answered 2xx, or when there is nowhere to send.
 /// Each try is signed afresh, as Stripe does, so a late retry is not refused for its age.
 async fn try_once(target: &Target, body: &Bytes, attempt: u32) -> bool {
+    // Never closed, so a permit always comes; dropped with the try.
+    let Ok(_permit) = target.in_flight.acquire().await else {
+        return false;
+    };
     let Some(url) = target.url() else {
         tracing::debug!("no webhook URL configured; event dropped");
         return true;

@@ -338,10 +338,24 @@ async fn checkouts_until_stopped(
 async fn a_sigterm_under_load_cuts_no_checkout() {
     let db = TestDatabase::empty().await;
     let data_dir = temp_dir("serve-drain");
-    let mut child = serve_on_url(&data_dir, &db.url, &[]);
+    // Provider calls that take 12 s at the in-process sandbox, under a provider timeout of
+    // 15 s: longer than the 10 s a stopping server used to wait. The drain's default, 20 s,
+    // is longer than that timeout and the pool's 2 s.
+    let mut child = serve_on_url(
+        &data_dir,
+        &db.url,
+        &[
+            "--sandbox-slow-ms",
+            "12000",
+            "--provider-timeout-ms",
+            "15000",
+            "--idempotency-lease-secs",
+            "40",
+        ],
+    );
     let creds = wait_ready(&data_dir, "").await;
-    // Checkouts whose provider call takes 3 s at the in-process sandbox, and a steady stream
-    // of quick ones on keep-alive connections.
+    // Checkouts of that slow kind, and a steady stream of quick ones on keep-alive
+    // connections.
     let slow: Vec<_> = (0..4)
         .map(|i| {
             tokio::spawn(checkouts_until_stopped(
@@ -395,7 +409,7 @@ async fn a_sigterm_under_load_cuts_no_checkout() {
             }
         }
     }
-    let status = tokio::time::timeout(Duration::from_secs(40), child.wait())
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
         .await
         .expect("serve exits once drained")
         .unwrap();
