@@ -1,7 +1,7 @@
 //! The connection pool: diesel-async connections in a deadpool, each set up with our
 //! `application_name` and `statement_timeout` so a stuck query cannot hold a request for ever,
-//! and with generic plans for prepared statements. It keeps the pace at which it hands
-//! connections out, so that admission control can tell how long a newcomer would wait
+//! and with generic plans for prepared statements. It keeps what requests lately waited for a
+//! connection, so that admission control can tell how long a newcomer would wait
 //! (src/http/admission.rs).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,8 +39,9 @@ impl std::fmt::Debug for DbPool {
 impl DbPool {
     /// A connection, waiting at most the acquire timeout for one; then `PoolError::Timeout`.
     pub async fn get(&self) -> Result<DbConn, PoolError> {
+        let asked = Instant::now();
         let conn = self.pool.get().await?;
-        self.pace.handed_out(self.pool.status().waiting > 0);
+        self.pace.handed_out(asked.elapsed());
         Ok(conn)
     }
 
@@ -52,27 +53,28 @@ impl DbPool {
         self.acquire_timeout
     }
 
-    /// How long a request asking for a connection now would wait for it: the requests
-    /// queued ahead of it, each served at the pace the pool has lately kept while it had a
-    /// queue. Zero while a connection is free.
+    /// How long a request asking for a connection now would wait for it: zero while none
+    /// queues; else what the last requests waited, or the time since the pool last handed a
+    /// connection out if that is longer (every connection held by slow statements, or the
+    /// database gone: whoever is first in the queue has waited that long already).
     pub fn expected_wait(&self) -> Duration {
-        let waiting = self.pool.status().waiting;
-        if waiting == 0 {
+        if self.pool.status().waiting == 0 {
             return Duration::ZERO;
         }
-        self.pace.interval() * (waiting as u32).saturating_add(1)
+        self.pace.expected_wait()
     }
 }
 
-/// How fast the pool hands connections out while requests queue for them: the time between
-/// two hand-outs, averaged, in nanoseconds since `origin`. Atomics without a lock: a lost
-/// update between two racing requests only blurs an estimate.
+/// What the last requests waited for a connection, averaged, and when one was last handed
+/// out; in nanoseconds (since `origin`). Atomics without a lock: a lost update between two
+/// racing requests only blurs an estimate.
 #[derive(Debug)]
 struct Pace {
     origin: Instant,
     last_hand_out: AtomicU64,
-    /// Exponentially weighted (1/8 per hand-out); 0 until a queue has been seen.
-    interval: AtomicU64,
+    /// Exponentially weighted, 1/16 per hand-out: at a thousand checkouts a second it
+    /// follows the queue within milliseconds.
+    wait: AtomicU64,
 }
 
 impl Pace {
@@ -80,7 +82,7 @@ impl Pace {
         Pace {
             origin: Instant::now(),
             last_hand_out: AtomicU64::new(0),
-            interval: AtomicU64::new(0),
+            wait: AtomicU64::new(0),
         }
     }
 
@@ -88,32 +90,21 @@ impl Pace {
         self.origin.elapsed().as_nanos() as u64
     }
 
-    /// One connection handed out; `queued`: others were still waiting, so the time since the
-    /// last hand-out is the pace of a busy pool, not idleness.
-    fn handed_out(&self, queued: bool) {
-        let now = self.now();
-        let last = self.last_hand_out.swap(now, Ordering::Relaxed);
-        if queued && last > 0 {
-            let sample = now.saturating_sub(last);
-            let old = self.interval.load(Ordering::Relaxed);
-            let new = if old == 0 {
-                sample
-            } else {
-                old - old / 8 + sample / 8
-            };
-            self.interval.store(new, Ordering::Relaxed);
-        }
+    /// A connection handed out to a request that waited `waited` for it.
+    fn handed_out(&self, waited: Duration) {
+        self.last_hand_out.store(self.now(), Ordering::Relaxed);
+        let sample = waited.as_nanos() as u64;
+        let old = self.wait.load(Ordering::Relaxed);
+        self.wait
+            .store(old - old / 16 + sample / 16, Ordering::Relaxed);
     }
 
-    /// The pace, or the time since the last hand-out if that is longer: a pool that has
-    /// handed nothing out for a while (every connection held by slow statements, or the
-    /// database gone) is that slow now, whatever its average says.
-    fn interval(&self) -> Duration {
+    fn expected_wait(&self) -> Duration {
         let since_last = self
             .now()
             .saturating_sub(self.last_hand_out.load(Ordering::Relaxed));
-        let average = self.interval.load(Ordering::Relaxed);
-        Duration::from_nanos(average.max(since_last))
+        let waited = self.wait.load(Ordering::Relaxed);
+        Duration::from_nanos(waited.max(since_last))
     }
 }
 
@@ -184,26 +175,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pace_is_that_of_hand_outs_with_a_queue_or_the_silence_since_the_last() {
+    fn the_expected_wait_is_what_requests_lately_waited_or_the_silence_since_the_last() {
         let pace = Pace::new();
-        pace.handed_out(false);
-        std::thread::sleep(Duration::from_millis(20));
-        pace.handed_out(false);
-        assert_eq!(
-            pace.interval.load(Ordering::Relaxed),
-            0,
-            "no queue, no pace: idle time is not slowness"
-        );
-        for _ in 0..3 {
-            std::thread::sleep(Duration::from_millis(2));
-            pace.handed_out(true);
+        for _ in 0..200 {
+            pace.handed_out(Duration::from_millis(800));
         }
-        let busy = Duration::from_nanos(pace.interval.load(Ordering::Relaxed));
-        assert!(busy >= Duration::from_millis(2), "{busy:?}");
+        let busy = pace.expected_wait();
+        assert!(
+            busy > Duration::from_millis(750) && busy <= Duration::from_millis(800),
+            "{busy:?}"
+        );
+        for _ in 0..200 {
+            pace.handed_out(Duration::ZERO);
+        }
+        assert!(
+            pace.wait.load(Ordering::Relaxed) < Duration::from_millis(1).as_nanos() as u64,
+            "short waits bring it down again"
+        );
         std::thread::sleep(Duration::from_millis(50));
         assert!(
-            pace.interval() >= Duration::from_millis(50),
-            "a pool silent for 50 ms is at least that slow"
+            pace.expected_wait() >= Duration::from_millis(50),
+            "a pool silent for 50 ms keeps its first waiter waiting at least that long"
         );
     }
 }

@@ -1,9 +1,11 @@
 //! Admission control in front of the database pool (README, "Overload").
 //!
 //! A request that needs the database is refused on arrival with `503 unavailable` and a
-//! `Retry-After` when the pool could not serve it within its acquire timeout: queueing it
-//! would only make it, and every request behind it, wait seconds for the same `503`, while
-//! its connection and buffers pile up in memory. The refusal is quick and reads and writes
+//! `Retry-After` when the pool could not serve it within its acquire timeout: when requests
+//! have lately waited more than half of it for a connection (a checkout asks twice), or
+//! the pool has handed none out for that long while requests queue. Queueing it would only
+//! make it, and every request behind it, wait seconds for the same `503`, while its
+//! connection and buffers pile up in memory. The refusal is quick and reads and writes
 //! nothing, so a retry with the same `Idempotency-Key` is always safe.
 //!
 //! The check is made once, before the handler runs. A request admitted is never refused
@@ -46,15 +48,16 @@ fn needs_database(path: &str) -> bool {
     path.starts_with("/v1/") || path.starts_with("/checkout/demo/")
 }
 
-/// `Some` when a newcomer would wait longer than the acquire timeout for a connection.
+/// `Some` when a newcomer would wait longer than half the acquire timeout for a connection:
+/// a checkout asks for one twice, before and after the provider call.
 fn refusal(pool: &DbPool) -> Option<ApiError> {
     let wait = pool.expected_wait();
-    if wait <= pool.acquire_timeout() {
+    if wait <= pool.acquire_timeout() / 2 {
         return None;
     }
     warn_now_and_then(wait);
     // By then the queue ahead of it has been served, if no more came.
-    let retry_after = Duration::from_secs(wait.as_secs_f64().ceil() as u64);
+    let retry_after = Duration::from_secs(wait.as_secs_f64().ceil().max(1.0) as u64);
     Some(ApiError::Overloaded { retry_after })
 }
 
