@@ -137,7 +137,8 @@ fn complete_responses(operation: &mut Map<String, Value>) {
             ("401", "unauthenticated: no live key"),
             (
                 "503",
-                "unavailable: the database cannot be reached; retry after Retry-After",
+                "unavailable: the database cannot be reached, or more requests wait for it than \
+                 it can serve in time (refused on arrival, nothing done); retry after Retry-After",
             ),
         ]);
     }
