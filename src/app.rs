@@ -272,6 +272,9 @@ fn serve_http(
                 .map_err(|err| err.error_response());
             let http = HttpService::build()
                 .client_request_timeout(header_timeout)
+                // As actix-web's `HttpServer` has it: a closing connection's shutdown may
+                // take a second before it is dropped.
+                .client_disconnect_timeout(Duration::from_secs(1))
                 .local_addr(local)
                 // Hidden in actix-http's docs, but how actix-web's own `HttpServer` tells
                 // connections the server is stopping; pinned by Cargo.lock.

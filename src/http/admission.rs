@@ -12,8 +12,7 @@
 //! later: the statements that finish a claimed key wait for their connection like any other,
 //! and the queue they wait in is the one this check keeps short.
 
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -23,6 +22,7 @@ use actix_web::{web, Error, ResponseError};
 use crate::db::DbPool;
 use crate::http::errors::ApiError;
 use crate::http::AppState;
+use crate::telemetry::once_a_second::OnceASecond;
 
 /// Refuses a request that needs the database when the pool's queue is past what it can
 /// serve within its acquire timeout.
@@ -61,26 +61,16 @@ fn refusal(pool: &DbPool) -> Option<ApiError> {
     Some(ApiError::Overloaded { retry_after })
 }
 
-/// A warning a second at most, with how many were refused since the last one: a crowd
-/// refused at a few thousand a second must not also flood the log.
+/// Refusals come by the thousand a second in a crowd: one warning a second says how many.
 fn warn_now_and_then(wait: Duration) {
-    static LAST: Mutex<(Option<Instant>, u64)> = Mutex::new((None, 0));
-    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
-    last.1 += 1;
-    if last
-        .0
-        .is_some_and(|at| at.elapsed() < Duration::from_secs(1))
-    {
-        return;
+    static REFUSALS: OnceASecond = OnceASecond::new();
+    if let Some(refused) = REFUSALS.count() {
+        tracing::warn!(
+            refused,
+            expected_wait_ms = wait.as_millis() as u64,
+            "requests refused: the database pool is overloaded"
+        );
     }
-    let refused = std::mem::take(&mut last.1);
-    last.0 = Some(Instant::now());
-    drop(last);
-    tracing::warn!(
-        refused,
-        expected_wait_ms = wait.as_millis() as u64,
-        "requests refused: the database pool is overloaded"
-    );
 }
 
 #[cfg(test)]

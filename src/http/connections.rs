@@ -13,9 +13,11 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ipnet::IpNet;
+
+use crate::telemetry::once_a_second::OnceASecond;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Limits on what one client can hold.
@@ -119,21 +121,13 @@ fn raise_open_file_limit() -> Option<u64> {
 pub struct ConnectionBudget {
     limits: ClientLimits,
     open: Mutex<Open>,
-    refusals: Mutex<Refusals>,
+    refusals: OnceASecond,
 }
 
 #[derive(Debug, Default)]
 struct Open {
     total: usize,
     by_ip: HashMap<IpAddr, usize>,
-}
-
-/// Refusals since the last warning: one line a second, however many, so that a client
-/// hammering at its budget cannot flood the log.
-#[derive(Debug, Default)]
-struct Refusals {
-    since_warning: u64,
-    warned_at: Option<Instant>,
 }
 
 /// A connection's place in the budget, given back when dropped. The stream that carries it
@@ -157,7 +151,7 @@ impl ConnectionBudget {
         Arc::new(ConnectionBudget {
             limits,
             open: Mutex::new(Open::default()),
-            refusals: Mutex::new(Refusals::default()),
+            refusals: OnceASecond::new(),
         })
     }
 
@@ -204,23 +198,13 @@ impl ConnectionBudget {
     }
 
     fn refused(&self, peer: Option<IpAddr>, whose: &str) {
-        let mut refusals = self.refusals.lock().unwrap_or_else(|e| e.into_inner());
-        refusals.since_warning += 1;
-        let now = Instant::now();
-        if refusals
-            .warned_at
-            .is_some_and(|at| now.duration_since(at) < Duration::from_secs(1))
-        {
-            return;
+        if let Some(refused) = self.refusals.count() {
+            tracing::warn!(
+                peer = ?peer,
+                refused,
+                "connection refused: over {whose} connection budget"
+            );
         }
-        let refused = std::mem::take(&mut refusals.since_warning);
-        refusals.warned_at = Some(now);
-        drop(refusals);
-        tracing::warn!(
-            peer = ?peer,
-            refused,
-            "connection refused: over {whose} connection budget"
-        );
     }
 
     /// Connections open now.

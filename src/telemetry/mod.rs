@@ -2,6 +2,7 @@
 //! info) and the metrics registry.
 
 pub mod metrics;
+pub mod once_a_second;
 
 use tracing_subscriber::{fmt, EnvFilter};
 
