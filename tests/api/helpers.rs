@@ -508,6 +508,18 @@ impl TestApp {
     /// they are, and the background workers stop.
     pub async fn crash(&self) {
         self.handle.stop(false).await;
+        // A forced stop only tells the worker threads to stop; on a loaded machine a request
+        // could go on a moment longer. Dead means every handle on its pool dropped, so every
+        // connection of it closed.
+        let ours = "pg_stat_activity WHERE application_name = 'payorch' \
+                    AND datname = current_database()";
+        assert!(
+            eventually(Duration::from_secs(30), || async {
+                self.db.count(ours).await == 0
+            })
+            .await,
+            "the crashed server's requests were dropped"
+        );
     }
 
     /// A new server on the same database and sandbox (after [`crash`](Self::crash)).
