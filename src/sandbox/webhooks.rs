@@ -2,6 +2,7 @@
 //! (duplication, reordering, delay) and retries with jittered exponential backoff on non-2xx
 //! or transport errors.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -26,7 +27,7 @@ pub(super) struct Cause {
 }
 
 /// Most deliveries in flight at once, as a provider's sender pool has: past it, events wait
-/// their turn in the sandbox's memory (a few hundred bytes each), not as connections and
+/// their turn in the sandbox's memory (their body, about a kilobyte), not as connections and
 /// requests at the receiver. Without it, a receiver slower than the charges it is told about
 /// gets one more connection per waiting event, thousands under load (BENCHMARKS.md, "Load
 /// curve").
@@ -204,24 +205,41 @@ impl Webhooks {
     }
 }
 
-/// Hand each event to its own delivery task, or, when reordering, collect events for a
-/// window and deliver the batch newest first.
+/// Hold each event for the configured delay, then queue it for the senders; or, when
+/// reordering, collect events for a window and deliver the batch newest first.
 async fn dispatch(
     mut rx: mpsc::UnboundedReceiver<Bytes>,
     target: Arc<Target>,
     shutdown: watch::Receiver<bool>,
 ) {
+    // A fixed crew of senders rather than a task per event: an event waiting its turn is
+    // then only its body in this queue (BENCHMARKS.md, "Load curve").
+    let (ready_tx, ready_rx) = mpsc::unbounded_channel::<Bytes>();
+    let ready_rx = Arc::new(tokio::sync::Mutex::new(ready_rx));
+    for _ in 0..MAX_DELIVERIES_IN_FLIGHT {
+        tokio::spawn(until_shutdown(
+            shutdown.clone(),
+            send_ready(target.clone(), ready_rx.clone(), shutdown.clone()),
+        ));
+    }
+    // Events in the order they came, each with the moment its delay is over: one delay for
+    // all, so the earliest is always first.
+    let mut delayed: VecDeque<(Instant, Bytes)> = VecDeque::new();
     let mut held: Vec<Bytes> = Vec::new();
     let mut flush_at: Option<Instant> = None;
     loop {
-        let deadline = flush_at;
-        let flush = async move {
-            match deadline {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
+        let flush = sleep_until_or_never(flush_at);
+        let next_due = sleep_until_or_never(delayed.front().map(|(at, _)| *at));
         tokio::select! {
+            () = next_due => {
+                let now = Instant::now();
+                while delayed.front().is_some_and(|(at, _)| *at <= now) {
+                    if let Some((_, body)) = delayed.pop_front() {
+                        // The senders live as long as this loop.
+                        let _ = ready_tx.send(body);
+                    }
+                }
+            }
             () = flush => {
                 let batch: Vec<Bytes> = held.drain(..).rev().collect();
                 tokio::spawn(until_shutdown(
@@ -236,11 +254,9 @@ async fn dispatch(
                     held.push(body);
                     flush_at.get_or_insert_with(|| Instant::now() + target.reorder_window);
                 } else {
+                    let at = Instant::now() + target.delay;
                     for _ in 0..target.copies() {
-                        tokio::spawn(until_shutdown(
-                            shutdown.clone(),
-                            deliver_one(target.clone(), body.clone()),
-                        ));
+                        delayed.push_back((at, body.clone()));
                     }
                 }
             }
@@ -259,13 +275,31 @@ impl Target {
     }
 }
 
-/// Deliver one event: after the configured delay, first try, then retries.
-async fn deliver_one(target: Arc<Target>, body: Bytes) {
-    tokio::time::sleep(target.delay).await;
-    if try_once(&target, &body, 1).await {
-        return;
+/// `at`, or never.
+async fn sleep_until_or_never(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
-    retry(target, body).await;
+}
+
+/// One of the senders: tries the next event whose delay is over; a refused event retries on
+/// its own task, so the queue behind it keeps moving.
+async fn send_ready(
+    target: Arc<Target>,
+    queue: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Bytes>>>,
+    shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let next = queue.lock().await.recv().await;
+        let Some(body) = next else { return };
+        if !try_once(&target, &body, 1).await {
+            tokio::spawn(until_shutdown(
+                shutdown.clone(),
+                retry(target.clone(), body),
+            ));
+        }
+    }
 }
 
 /// First tries of a batch strictly one after another, so the receiver sees the batch
