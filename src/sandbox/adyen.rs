@@ -27,29 +27,27 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
+use super::answers::{replayed, FORGOTTEN};
 use super::behaviour::Behaviour;
+use super::charges::charge;
 use super::config::SandboxConfig;
 use super::kept::KeptIntent;
 use super::params::CreateParams;
+use super::protocol::{is_marked_adyen, PROTOCOL};
 use super::refunds::Fault;
 use super::roll;
-use super::routes::FORGOTTEN;
-use super::routes::{charge, replayed};
 use super::store::{Begin, Lookup, StoredResponse};
 use super::Sandbox;
 use crate::providers::adyen::sign_item;
 use crate::providers::stripe::wire::{ErrorBody, PaymentIntent};
 
-/// The metadata mark of an intent (or a refund) made through the Adyen face.
-pub(super) const PROTOCOL: &str = "sandbox_protocol";
 /// The merchant account a payment (or a refund) was made for, kept for its notifications.
 pub(super) const MERCHANT_ACCOUNT: &str = "sandbox_merchant_account";
 /// The refund fault a payment's `storedPaymentMethodId` named after its `+`.
 pub(super) const REFUND_FAULT: &str = "sandbox_refund_fault";
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.configure(super::adyen_refunds::configure)
-        .route("/v71/payments", web::post().to(create_payment))
+    cfg.route("/v71/payments", web::post().to(create_payment))
         .route("/v71/payments", web::get().to(find_payments))
         .route("/v71/payments/{psp}", web::get().to(get_payment));
 }
@@ -57,20 +55,6 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
 /// Whether `intent` was made through the Adyen face.
 pub(super) fn is_adyen(intent: &PaymentIntent) -> bool {
     is_marked_adyen(&intent.metadata)
-}
-
-/// Whether the metadata of an intent or a refund marks it as made through the Adyen face.
-pub(super) fn is_marked_adyen(metadata: &BTreeMap<String, String>) -> bool {
-    metadata.get(PROTOCOL).map(String::as_str) == Some("adyen")
-}
-
-/// The protocol a ledger entry (a charge or a refund, by its metadata) came through.
-pub(super) fn protocol_of(metadata: &BTreeMap<String, String>) -> &'static str {
-    if is_marked_adyen(metadata) {
-        "adyen"
-    } else {
-        "stripe"
-    }
 }
 
 #[derive(Deserialize)]

@@ -31,10 +31,11 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::adyen::{
-    begin_keyed, delivery, error, forgotten_payment, gone, is_marked_adyen, parse, payment,
-    refuse_unauthorized, server_error, validation, MERCHANT_ACCOUNT, PROTOCOL, REFUND_FAULT,
+    begin_keyed, delivery, error, forgotten_payment, gone, parse, payment, refuse_unauthorized,
+    server_error, validation, MERCHANT_ACCOUNT, REFUND_FAULT,
 };
 use super::config::SandboxConfig;
+use super::protocol::{is_marked_adyen, PROTOCOL};
 use super::refunds::{make, Fault, RefundParams};
 use super::store::{Lookup, StoredResponse};
 use super::{roll, Sandbox};

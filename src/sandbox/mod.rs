@@ -24,11 +24,14 @@ use tokio::task::JoinHandle;
 
 mod adyen;
 mod adyen_refunds;
+mod answers;
 mod behaviour;
+mod charges;
 mod config;
 mod kept;
 mod packed;
 mod params;
+mod protocol;
 mod refunds;
 mod routes;
 mod serial;
@@ -85,7 +88,7 @@ impl Sandbox {
         refund: &crate::providers::stripe::wire::Refund,
         cause: Option<webhooks::Cause>,
     ) {
-        if adyen::is_marked_adyen(&refund.metadata) {
+        if protocol::is_marked_adyen(&refund.metadata) {
             if let Some(body) = adyen_refunds::notification(&self.config, refund) {
                 self.notifications.send(body);
             }
@@ -205,6 +208,17 @@ impl SandboxHandle {
     }
 }
 
+/// Every route of both faces, in the order actix tries them: the charge first (each pattern
+/// with a `{…}` costs a regex match), then refunds, then the Adyen face; the ledger and the
+/// answer to an unknown route with the payment intents' routes. Registered here, above the
+/// faces, so that no face module imports another to be reached.
+fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.configure(routes::configure)
+        .configure(refunds::configure)
+        .configure(adyen_refunds::configure)
+        .configure(adyen::configure);
+}
+
 /// Bind, spawn the server and its background tasks on the current runtime, return at once.
 pub async fn start(config: SandboxConfig) -> std::io::Result<SandboxHandle> {
     let listener = std::net::TcpListener::bind(&config.bind)?;
@@ -234,17 +248,13 @@ pub async fn start(config: SandboxConfig) -> std::io::Result<SandboxHandle> {
         shutdown,
     });
     let data = web::Data::from(state.clone());
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
-            .configure(routes::configure)
-    })
-    .workers(2)
-    // The host process owns signals; `stop` ends the server.
-    .disable_signals()
-    .shutdown_timeout(1)
-    .listen(listener)?
-    .run();
+    let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(configure))
+        .workers(2)
+        // The host process owns signals; `stop` ends the server.
+        .disable_signals()
+        .shutdown_timeout(1)
+        .listen(listener)?
+        .run();
     let server_handle = server.handle();
     let task = tokio::spawn(server);
     tracing::info!(%addr, "sandbox provider listening");

@@ -18,11 +18,11 @@ use actix_web::web::{self, Bytes};
 use actix_web::{HttpRequest, HttpResponse};
 use chrono::Utc;
 
-use super::params::{metadata_key, ParamError};
-use super::routes::{
+use super::answers::{
     api_error_500, begin_keyed, error, forgotten, invalid_request, json, refuse_unauthorized,
     respond, stored_error, stored_json, FORGOTTEN,
 };
+use super::params::{metadata_key, ParamError};
 use super::store::{Lookup, RefundRefused, StoredResponse};
 use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::kept::KeptIntent;
+use super::protocol::protocol_of;
 use super::serial;
 use crate::providers::stripe::wire::{PaymentIntent, Refund};
 
@@ -588,7 +589,7 @@ impl Store {
             .map(|kept| {
                 let refund = &kept.refund;
                 RefundEntry {
-                    protocol: super::adyen::protocol_of(&refund.metadata).to_owned(),
+                    protocol: protocol_of(&refund.metadata).to_owned(),
                     provider_id: refund.id.clone(),
                     payment_intent: refund.payment_intent.clone().unwrap_or_default(),
                     idempotency_key: kept.key.as_deref().map(str::to_owned),
@@ -611,7 +612,7 @@ impl Store {
             .map(|kept| {
                 let pi = kept.intent();
                 LedgerEntry {
-                    protocol: super::adyen::protocol_of(&pi.metadata).to_owned(),
+                    protocol: protocol_of(&pi.metadata).to_owned(),
                     idempotency_key: kept.ledger_key().map(str::to_owned),
                     attempt_id: pi.metadata.get("attempt_id").cloned(),
                     order_id: pi.metadata.get("order_id").cloned(),

@@ -1,0 +1,190 @@
+//! The charge both of the sandbox's faces make (Stripe's payment intents and Adyen's
+//! payments): the intent, the outcome its payment method asks for, the webhook, the answer
+//! recorded under the key, and the faults at the edge after it.
+
+use std::sync::Arc;
+
+use actix_web::http::StatusCode;
+use actix_web::web;
+use chrono::Utc;
+
+use super::answers::{intent_answer, stored_error};
+use super::behaviour::Behaviour;
+use super::params::CreateParams;
+use super::store::StoredResponse;
+use super::webhooks::Cause;
+use super::{random_id, roll, Sandbox};
+use crate::providers::stripe::wire::{ApiError, LastPaymentError, PaymentIntent};
+
+/// A confirmed create whose key (if any) was begun: the charge, then the edge faults after
+/// it, as both protocols share them. `None`: answer a 500 in the protocol's own words (the
+/// charge and its answer are recorded under the key, or the task failed and the key is free).
+pub(super) async fn charge(
+    sb: &web::Data<Sandbox>,
+    params: CreateParams,
+    behaviour: Option<Behaviour>,
+    key: Option<String>,
+) -> Option<StoredResponse> {
+    // The charge runs as its own task on the sandbox's runtime, so a client that hangs up
+    // (or times out) cannot leave a half-done charge or a key stuck in flight.
+    let task = sb.rt.spawn(execute(
+        sb.clone().into_inner(),
+        params,
+        behaviour,
+        key.clone(),
+        None,
+    ));
+    let stored = match task.await {
+        Ok(stored) => stored,
+        Err(e) => {
+            tracing::error!(error = %e, "sandbox charge task failed");
+            if let Some(key) = &key {
+                sb.store.abandon(key);
+            }
+            return None;
+        }
+    };
+    // Edge failures after the result was recorded: the charge stands and a resend with
+    // the same key gets the recorded answer.
+    if behaviour == Some(Behaviour::LostResponse) || roll(sb.config.lost_response_rate) {
+        sb.wait_for_shutdown().await;
+        return None;
+    }
+    if behaviour == Some(Behaviour::ErrorAfter) {
+        return None;
+    }
+    Some(stored)
+}
+
+/// Create the intent (or confirm `base`, an intent made earlier), charge per its behaviour,
+/// record the answer under the key.
+pub(super) async fn execute(
+    sb: Arc<Sandbox>,
+    params: CreateParams,
+    behaviour: Option<Behaviour>,
+    key: Option<String>,
+    base: Option<PaymentIntent>,
+) -> StoredResponse {
+    let cause = Some(Cause {
+        request_id: random_id("req"),
+        idempotency_key: key.clone(),
+    });
+    // A new intent, or `base` confirmed, in its place; `fill` finishes it.
+    let keep = |status: &str, confirmed: bool, fill: &dyn Fn(&mut PaymentIntent)| match &base {
+        Some(base) => {
+            let mut intent = new_intent(base.id.clone(), &params, status);
+            intent.client_secret = base.client_secret.clone();
+            intent.created = base.created;
+            fill(&mut intent);
+            if !sb.store.restore(&intent, key.as_deref(), confirmed) {
+                tracing::warn!(id = %intent.id, "sandbox intent forgotten while being confirmed");
+            }
+            intent
+        }
+        None => sb.store.create(key.as_deref(), confirmed, |id| {
+            let mut intent = new_intent(id, &params, status);
+            fill(&mut intent);
+            intent
+        }),
+    };
+    let stored = match (behaviour, params.payment_method.as_deref()) {
+        (None, Some(token)) => stored_error(
+            StatusCode::BAD_REQUEST,
+            ApiError {
+                kind: "invalid_request_error".into(),
+                code: Some("resource_missing".into()),
+                decline_code: None,
+                message: Some(format!("No such PaymentMethod: '{token}'")),
+                param: Some("payment_method".into()),
+                payment_intent: None,
+            },
+        ),
+        (
+            Some(Behaviour::Decline {
+                decline_code,
+                message,
+            }),
+            _,
+        ) if params.confirm => {
+            let intent = keep("requires_payment_method", true, &|intent| {
+                intent.last_payment_error = Some(LastPaymentError {
+                    kind: "card_error".into(),
+                    code: Some("card_declined".into()),
+                    decline_code: Some(decline_code.into()),
+                    message: Some(message.into()),
+                });
+            });
+            sb.announce("payment_intent.payment_failed", &intent, cause.clone());
+            intent_answer(intent)
+        }
+        (Some(Behaviour::Processing), _) if params.confirm => {
+            let intent = keep("processing", true, &|_| {});
+            sb.announce("payment_intent.processing", &intent, cause.clone());
+            schedule_settlement(&sb, intent.id.clone());
+            intent_answer(intent)
+        }
+        (Some(behaviour), _) if params.confirm => {
+            if behaviour == Behaviour::Slow {
+                tokio::time::sleep(sb.config.slow()).await;
+            }
+            let intent = keep("succeeded", true, &|intent| {
+                intent.amount_received = intent.amount;
+                intent.latest_charge = Some(random_id("ch"));
+            });
+            sb.announce("payment_intent.succeeded", &intent, cause.clone());
+            intent_answer(intent)
+        }
+        _ => {
+            // Not confirmed: an intent that waits, nothing charged, not in the ledger.
+            let status = if params.payment_method.is_some() {
+                "requires_confirmation"
+            } else {
+                "requires_payment_method"
+            };
+            intent_answer(keep(status, false, &|_| {}))
+        }
+    };
+    if let Some(key) = &key {
+        sb.store.finish(key, stored.clone());
+    }
+    stored
+}
+
+/// A `processing` intent succeeds after `--processing-ms`, with its webhook.
+fn schedule_settlement(sb: &Arc<Sandbox>, id: String) {
+    let sb_task = sb.clone();
+    sb.spawn(async move {
+        tokio::time::sleep(sb_task.config.processing()).await;
+        if let Some(intent) = sb_task.store.transition(&id, "processing", "succeeded") {
+            sb_task.announce("payment_intent.succeeded", &intent, None);
+        }
+    });
+}
+
+/// An intent with the store's `id` (`Store::create`).
+fn new_intent(id: String, params: &CreateParams, status: &str) -> PaymentIntent {
+    let client_secret = Some(format!("{id}_{}", random_id("secret")));
+    PaymentIntent {
+        client_secret,
+        id,
+        object: "payment_intent".into(),
+        amount: params.amount,
+        amount_received: 0,
+        currency: params.currency.clone(),
+        status: status.into(),
+        payment_method: params.payment_method.clone(),
+        metadata: params.metadata.clone(),
+        last_payment_error: None,
+        latest_charge: None,
+        description: params.description.clone(),
+        capture_method: "automatic".into(),
+        confirmation_method: "automatic".into(),
+        created: Utc::now().timestamp(),
+        livemode: false,
+        payment_method_types: vec!["card".into()],
+        amount_capturable: 0,
+        next_action: None,
+        canceled_at: None,
+        cancellation_reason: None,
+    }
+}
