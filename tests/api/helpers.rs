@@ -508,9 +508,9 @@ impl TestApp {
     /// they are, and the background workers stop.
     pub async fn crash(&self) {
         self.handle.stop(false).await;
-        // A forced stop only tells the worker threads to stop; on a loaded machine a request
-        // could go on a moment longer. Dead means every handle on its pool dropped, so every
-        // connection of it closed.
+        // A forced stop only tells the worker threads to stop; a test that restarts must not
+        // race what is left of the old server. Dead means every handle on its pool dropped,
+        // so every connection of it closed.
         let ours = "pg_stat_activity WHERE application_name = 'payorch' \
                     AND datname = current_database()";
         assert!(
