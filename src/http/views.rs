@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::accounts;
 use crate::ids::{MerchantId, OrderId, PaymentId, RefundId};
 use crate::payments::attempts::{LoggedCall, TimelineEntry};
-use crate::payments::orders::OrderStatus;
+use crate::payments::status::OrderStatus;
 use crate::payments::support::{self, Conflict, KeyState};
 use crate::payments::webhooks::RecordedEvent;
 use crate::payments::{orders, refunds, AttemptStatus, PaymentAttempt};

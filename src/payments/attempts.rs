@@ -15,62 +15,7 @@ use uuid::Uuid;
 
 use crate::db::schema::{attempt_events, orders, payment_attempts, provider_calls};
 use crate::ids::{MerchantId, OrderId, PaymentId};
-use crate::payments::orders::OrderStatus;
-
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    diesel::deserialize::FromSqlRow,
-    utoipa::ToSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[diesel(sql_type = diesel::sql_types::Text)]
-pub enum AttemptStatus {
-    /// Recorded; the provider call may not have gone out yet.
-    Created,
-    /// The provider has or may have the charge; its outcome is not known yet.
-    Pending,
-    Succeeded,
-    Failed,
-}
-
-impl AttemptStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttemptStatus::Created => "created",
-            AttemptStatus::Pending => "pending",
-            AttemptStatus::Succeeded => "succeeded",
-            AttemptStatus::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "created" => AttemptStatus::Created,
-            "pending" => AttemptStatus::Pending,
-            "succeeded" => AttemptStatus::Succeeded,
-            "failed" => AttemptStatus::Failed,
-            _ => return None,
-        })
-    }
-
-    pub fn is_final(self) -> bool {
-        matches!(self, AttemptStatus::Succeeded | AttemptStatus::Failed)
-    }
-
-    pub fn can_become(self, next: AttemptStatus) -> bool {
-        use AttemptStatus::*;
-        matches!(
-            (self, next),
-            (Created, Pending | Succeeded | Failed) | (Pending, Succeeded | Failed)
-        )
-    }
-}
+use crate::payments::status::{AttemptStatus, OrderStatus};
 
 /// Who moved an attempt; kept on every timeline row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -127,18 +72,6 @@ pub struct PaymentAttempt {
     /// Until when a create of it may still be on its way to the provider; every sender
     /// moves it forward before sending (docs/DESIGN.md, "No record, early").
     pub sending_until: DateTime<Utc>,
-}
-
-/// Read strictly: a status the code does not know is an error, never a guess.
-impl diesel::deserialize::FromSql<diesel::sql_types::Text, diesel::pg::Pg> for AttemptStatus {
-    fn from_sql(bytes: diesel::pg::PgValue<'_>) -> diesel::deserialize::Result<Self> {
-        let text = <String as diesel::deserialize::FromSql<
-            diesel::sql_types::Text,
-            diesel::pg::Pg,
-        >>::from_sql(bytes)?;
-        AttemptStatus::parse(&text)
-            .ok_or_else(|| format!("unknown payment attempt status {text:?}").into())
-    }
 }
 
 /// The row as the table holds it; [`PaymentAttempt`] is how it is shown. Also read from
@@ -445,7 +378,7 @@ pub(crate) use final_statuses;
 
 #[cfg(test)]
 mod tests {
-    use super::AttemptStatus::*;
+    use crate::payments::status::AttemptStatus::*;
 
     /// Each status is in exactly one of the SQL lists, the one `is_final` says.
     #[test]

@@ -8,10 +8,11 @@ use diesel::sql_types::{BigInt, Bool, Jsonb, Text, Timestamptz, Uuid as SqlUuid}
 use diesel::{OptionalExtension, QueryableByName};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use super::attempts::{AttemptRow, AttemptStatus, CallKind, PaymentAttempt, Source};
+use super::attempts::{AttemptRow, CallKind, PaymentAttempt, Source};
 use super::keyed::{NewAttempt, ATTEMPT_TIMELINE_AND_DONE};
 use super::metrics::PaymentMetrics;
 use super::service::settle_key;
+use super::status::AttemptStatus;
 use super::transition::{apply, log_call, Decision};
 use crate::db::sql::Sql;
 use crate::db::transaction::in_transaction;

@@ -323,7 +323,7 @@ async fn finish(
     };
     payments.finals.remember(&attempt);
     Ok(Paid {
-        order: order.map(|order| order.following(&attempt)),
+        order: order.map(|order| order.following(attempt.status, attempt.updated_at)),
         attempt,
         status: 201,
         replayed: false,

@@ -15,7 +15,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::attempts::{provider_idempotency_key, refuses_attempt, AttemptRow, PaymentAttempt};
-use super::orders::{NewOrder, Order, OrderRow, OrderStatus};
+use super::orders::{NewOrder, Order, OrderRow};
+use super::status::OrderStatus;
 use crate::idempotency::{KeyedWork, RecordAs};
 use crate::ids::{OrderId, PaymentId};
 

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
-use super::attempts::{AttemptStatus, CallKind, Source};
+use super::attempts::{CallKind, Source};
+use super::status::AttemptStatus;
 use crate::providers::circuit::CircuitState;
 use crate::providers::ProviderCall;
 

@@ -16,10 +16,12 @@ pub mod reconciler_settings;
 pub mod refunds;
 pub mod routing;
 pub mod service;
+pub mod status;
 pub mod support;
 pub mod text;
 pub mod transition;
 pub mod webhooks;
 
-pub use attempts::{AttemptStatus, PaymentAttempt, Source};
+pub use attempts::{PaymentAttempt, Source};
 pub use service::Payments;
+pub use status::AttemptStatus;

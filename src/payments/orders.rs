@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use uuid::Uuid;
 
-use super::attempts::{AttemptStatus, PaymentAttempt};
 use super::money::{Amount, Currency, MinorUnits};
+use super::status::{AttemptStatus, OrderStatus};
 use super::text;
 use crate::db::schema::orders;
 use crate::ids::{MerchantId, OrderId};
@@ -22,69 +22,6 @@ pub const MAX_METADATA_KEY_LEN: usize = 40;
 pub const MAX_METADATA_VALUE_LEN: usize = 500;
 pub const MAX_REFERENCE_LEN: usize = 255;
 pub const MAX_DESCRIPTION_LEN: usize = 1000;
-
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    diesel::deserialize::FromSqlRow,
-    utoipa::ToSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[diesel(sql_type = diesel::sql_types::Text)]
-pub enum OrderStatus {
-    AwaitingPayment,
-    Processing,
-    Paid,
-    Canceled,
-    /// Paid, and part of it given back by succeeded refunds.
-    PartiallyRefunded,
-    /// Paid, and all of it given back.
-    Refunded,
-}
-
-impl OrderStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OrderStatus::AwaitingPayment => "awaiting_payment",
-            OrderStatus::Processing => "processing",
-            OrderStatus::Paid => "paid",
-            OrderStatus::Canceled => "canceled",
-            OrderStatus::PartiallyRefunded => "partially_refunded",
-            OrderStatus::Refunded => "refunded",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "awaiting_payment" => OrderStatus::AwaitingPayment,
-            "processing" => OrderStatus::Processing,
-            "paid" => OrderStatus::Paid,
-            "canceled" => OrderStatus::Canceled,
-            "partially_refunded" => OrderStatus::PartiallyRefunded,
-            "refunded" => OrderStatus::Refunded,
-            _ => return None,
-        })
-    }
-
-    pub fn can_become(self, next: OrderStatus) -> bool {
-        use OrderStatus::*;
-        matches!(
-            (self, next),
-            (AwaitingPayment, Processing)
-                | (AwaitingPayment, Canceled)
-                | (Processing, Paid)
-                | (Processing, AwaitingPayment)
-                | (Paid, PartiallyRefunded)
-                | (Paid, Refunded)
-                | (PartiallyRefunded, Refunded)
-        )
-    }
-}
 
 /// An order (the API shows it as `http::views::Order`).
 #[derive(Debug, Clone)]
@@ -99,17 +36,6 @@ pub struct Order {
     pub metadata: BTreeMap<String, String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-}
-
-/// Read strictly: a status the code does not know is an error, never a guess.
-impl diesel::deserialize::FromSql<diesel::sql_types::Text, diesel::pg::Pg> for OrderStatus {
-    fn from_sql(bytes: diesel::pg::PgValue<'_>) -> diesel::deserialize::Result<Self> {
-        let text = <String as diesel::deserialize::FromSql<
-            diesel::sql_types::Text,
-            diesel::pg::Pg,
-        >>::from_sql(bytes)?;
-        OrderStatus::parse(&text).ok_or_else(|| format!("unknown order status {text:?}").into())
-    }
 }
 
 /// The row as the table holds it; [`Order`] is what the code works with. Also read from `to_jsonb`
@@ -130,19 +56,20 @@ pub struct OrderRow {
 }
 
 impl Order {
-    /// The order as the database left it once `attempt` made its last move: the triggers of
-    /// the `payment_attempts` migration move the order in the attempt's own statement
-    /// (`processing` when it is made, `paid` or `awaiting_payment` when it ends, with
-    /// `updated_at` the same transaction time as the attempt's), so it need not be read again.
-    pub fn following(mut self, attempt: &PaymentAttempt) -> Self {
-        let status = match attempt.status {
+    /// The order as the database left it once its attempt made its last move, to `attempt`
+    /// at `at`: the triggers of the `payment_attempts` migration move the order in the
+    /// attempt's own statement (`processing` when it is made, `paid` or `awaiting_payment`
+    /// when it ends, with `updated_at` the same transaction time as the attempt's), so it
+    /// need not be read again.
+    pub fn following(mut self, attempt: AttemptStatus, at: DateTime<Utc>) -> Self {
+        let status = match attempt {
             AttemptStatus::Created | AttemptStatus::Pending => OrderStatus::Processing,
             AttemptStatus::Succeeded => OrderStatus::Paid,
             AttemptStatus::Failed => OrderStatus::AwaitingPayment,
         };
         if status != self.status {
             self.status = status;
-            self.updated_at = attempt.updated_at;
+            self.updated_at = at;
         }
         self
     }

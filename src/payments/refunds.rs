@@ -24,9 +24,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::attempts::{find_attempt, AttemptStatus, CallKind, Source};
+use super::attempts::{find_attempt, CallKind, Source};
 use super::reconciler_settings::{pg_interval, NO_RECORD};
 use super::service::Payments;
+use super::status::AttemptStatus;
 use super::transition::{decide, log_refund_call, Decision};
 use crate::db::schema::{refund_events, refunds};
 use crate::db::sql::Sql;

@@ -15,10 +15,11 @@ use uuid::Uuid;
 
 use super::attempts::{
     attempts_of_order, find_attempt, open_statuses, provider_calls_of, timeline, AttemptRow,
-    AttemptStatus, LoggedCall, PaymentAttempt, TimelineEntry,
+    LoggedCall, PaymentAttempt, TimelineEntry,
 };
 use super::orders::{find_order, Order};
 use super::refunds::{refund_timeline, refunds_of_payment, Refund, RefundRow, RefundTimelineEntry};
+use super::status::AttemptStatus;
 use super::webhooks::{events_of, RecordedEvent};
 use crate::db::schema::{idempotency_keys, orders, payment_attempts, refunds, webhook_events};
 use crate::ids::{MerchantId, OrderId, PaymentId};

@@ -8,10 +8,10 @@ use diesel::OptionalExtension;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::attempts::{
-    final_statuses, find_attempt, open_statuses, AttemptRow, AttemptStatus, CallKind,
-    PaymentAttempt, Source,
+    final_statuses, find_attempt, open_statuses, AttemptRow, CallKind, PaymentAttempt, Source,
 };
 use super::metrics::PaymentMetrics;
+use super::status::AttemptStatus;
 use crate::ids::{MerchantId, PaymentId, RefundId};
 use crate::providers::{ProviderCall, ProviderOutcome};
 

@@ -754,7 +754,7 @@ async fn payment_metrics_count_transitions_and_provider_calls() {
 #[tokio::test]
 async fn a_status_the_code_does_not_know_is_an_error_not_a_guess() {
     use diesel::sql_types::Text;
-    use payorch::payments::orders::OrderStatus;
+    use payorch::payments::status::OrderStatus;
     use payorch::payments::AttemptStatus;
 
     #[derive(diesel::QueryableByName, Debug)]

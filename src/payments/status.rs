@@ -1,0 +1,151 @@
+//! The statuses of the two state machines, orders' and attempts', with their allowed moves:
+//! apart from both, because each follows the other (an order moves with its attempt; an
+//! attempt refused by its order says the order's status) and neither file need import the
+//! other for it. The database holds the same moves again (the `orders` and
+//! `payment_attempts` migrations).
+
+use serde::{Deserialize, Serialize};
+
+/// An attempt's status: `created → pending → succeeded | failed`, and
+/// `created → succeeded | failed`.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    diesel::deserialize::FromSqlRow,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+#[diesel(sql_type = diesel::sql_types::Text)]
+pub enum AttemptStatus {
+    /// Recorded; the provider call may not have gone out yet.
+    Created,
+    /// The provider has or may have the charge; its outcome is not known yet.
+    Pending,
+    Succeeded,
+    Failed,
+}
+
+impl AttemptStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptStatus::Created => "created",
+            AttemptStatus::Pending => "pending",
+            AttemptStatus::Succeeded => "succeeded",
+            AttemptStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "created" => AttemptStatus::Created,
+            "pending" => AttemptStatus::Pending,
+            "succeeded" => AttemptStatus::Succeeded,
+            "failed" => AttemptStatus::Failed,
+            _ => return None,
+        })
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, AttemptStatus::Succeeded | AttemptStatus::Failed)
+    }
+
+    pub fn can_become(self, next: AttemptStatus) -> bool {
+        use AttemptStatus::*;
+        matches!(
+            (self, next),
+            (Created, Pending | Succeeded | Failed) | (Pending, Succeeded | Failed)
+        )
+    }
+}
+
+/// Read strictly: a status the code does not know is an error, never a guess.
+impl diesel::deserialize::FromSql<diesel::sql_types::Text, diesel::pg::Pg> for AttemptStatus {
+    fn from_sql(bytes: diesel::pg::PgValue<'_>) -> diesel::deserialize::Result<Self> {
+        let text = <String as diesel::deserialize::FromSql<
+            diesel::sql_types::Text,
+            diesel::pg::Pg,
+        >>::from_sql(bytes)?;
+        AttemptStatus::parse(&text)
+            .ok_or_else(|| format!("unknown payment attempt status {text:?}").into())
+    }
+}
+
+/// An order's status.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    diesel::deserialize::FromSqlRow,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+#[diesel(sql_type = diesel::sql_types::Text)]
+pub enum OrderStatus {
+    AwaitingPayment,
+    Processing,
+    Paid,
+    Canceled,
+    /// Paid, and part of it given back by succeeded refunds.
+    PartiallyRefunded,
+    /// Paid, and all of it given back.
+    Refunded,
+}
+
+impl OrderStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderStatus::AwaitingPayment => "awaiting_payment",
+            OrderStatus::Processing => "processing",
+            OrderStatus::Paid => "paid",
+            OrderStatus::Canceled => "canceled",
+            OrderStatus::PartiallyRefunded => "partially_refunded",
+            OrderStatus::Refunded => "refunded",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "awaiting_payment" => OrderStatus::AwaitingPayment,
+            "processing" => OrderStatus::Processing,
+            "paid" => OrderStatus::Paid,
+            "canceled" => OrderStatus::Canceled,
+            "partially_refunded" => OrderStatus::PartiallyRefunded,
+            "refunded" => OrderStatus::Refunded,
+            _ => return None,
+        })
+    }
+
+    pub fn can_become(self, next: OrderStatus) -> bool {
+        use OrderStatus::*;
+        matches!(
+            (self, next),
+            (AwaitingPayment, Processing)
+                | (AwaitingPayment, Canceled)
+                | (Processing, Paid)
+                | (Processing, AwaitingPayment)
+                | (Paid, PartiallyRefunded)
+                | (Paid, Refunded)
+                | (PartiallyRefunded, Refunded)
+        )
+    }
+}
+
+/// Read strictly: a status the code does not know is an error, never a guess.
+impl diesel::deserialize::FromSql<diesel::sql_types::Text, diesel::pg::Pg> for OrderStatus {
+    fn from_sql(bytes: diesel::pg::PgValue<'_>) -> diesel::deserialize::Result<Self> {
+        let text = <String as diesel::deserialize::FromSql<
+            diesel::sql_types::Text,
+            diesel::pg::Pg,
+        >>::from_sql(bytes)?;
+        OrderStatus::parse(&text).ok_or_else(|| format!("unknown order status {text:?}").into())
+    }
+}
