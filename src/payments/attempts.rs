@@ -170,26 +170,34 @@ pub async fn why_refused(
     merchant_id: MerchantId,
     order_id: OrderId,
 ) -> QueryResult<Option<Refusal>> {
-    let status: Option<String> = orders::table
+    // Read strictly (`OrderStatus`'s `FromSql`): a status the code does not know is an
+    // error, not an order that is not there.
+    let status: Option<OrderStatus> = orders::table
         .find((merchant_id.0, order_id.0))
         .select(orders::status)
         .first(conn)
         .await
         .optional()?;
-    let Some(status) = status.as_deref().and_then(OrderStatus::parse) else {
+    let Some(status) = status else {
         return Ok(Some(Refusal::OrderNotFound));
     };
-    let blocking: Option<(Uuid, String)> = payment_attempts::table
+    let in_the_way = [
+        AttemptStatus::Created,
+        AttemptStatus::Pending,
+        AttemptStatus::Succeeded,
+    ]
+    .map(AttemptStatus::as_str);
+    let blocking: Option<(Uuid, AttemptStatus)> = payment_attempts::table
         .filter(payment_attempts::merchant_id.eq(merchant_id.0))
         .filter(payment_attempts::order_id.eq(order_id.0))
-        .filter(payment_attempts::status.eq_any(["created", "pending", "succeeded"]))
+        .filter(payment_attempts::status.eq_any(in_the_way))
         .select((payment_attempts::id, payment_attempts::status))
         .order(payment_attempts::created_at.desc())
         .first(conn)
         .await
         .optional()?;
     Ok(match (status, blocking) {
-        (_, Some((id, s))) if s == "succeeded" => Some(Refusal::AlreadyPaid(PaymentId(id))),
+        (_, Some((id, AttemptStatus::Succeeded))) => Some(Refusal::AlreadyPaid(PaymentId(id))),
         (_, Some((id, _))) => Some(Refusal::InProgress(PaymentId(id))),
         (OrderStatus::AwaitingPayment, None) => None,
         (other, None) => Some(Refusal::NotPayable(other)),

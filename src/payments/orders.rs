@@ -50,9 +50,32 @@ pub struct OrderRow {
     status: OrderStatus,
     merchant_reference: Option<String>,
     description: Option<String>,
-    metadata: serde_json::Value,
+    #[diesel(deserialize_as = StrictMetadata)]
+    metadata: BTreeMap<String, String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+}
+
+/// An order's `metadata` column read strictly: anything but an object of strings is an
+/// error, never an order shown without its metadata. (Read from `to_jsonb`, the row's
+/// `BTreeMap` is strict by itself.)
+#[derive(diesel::deserialize::FromSqlRow)]
+pub struct StrictMetadata(BTreeMap<String, String>);
+
+impl diesel::deserialize::FromSql<diesel::sql_types::Jsonb, diesel::pg::Pg> for StrictMetadata {
+    fn from_sql(bytes: diesel::pg::PgValue<'_>) -> diesel::deserialize::Result<Self> {
+        let value = <serde_json::Value as diesel::deserialize::FromSql<
+            diesel::sql_types::Jsonb,
+            diesel::pg::Pg,
+        >>::from_sql(bytes)?;
+        Ok(StrictMetadata(serde_json::from_value(value)?))
+    }
+}
+
+impl From<StrictMetadata> for BTreeMap<String, String> {
+    fn from(metadata: StrictMetadata) -> Self {
+        metadata.0
+    }
 }
 
 impl Order {
@@ -85,7 +108,7 @@ impl Order {
             status: row.status,
             merchant_reference: row.merchant_reference,
             description: row.description,
-            metadata: serde_json::from_value(row.metadata).unwrap_or_default(),
+            metadata: row.metadata,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }

@@ -70,10 +70,16 @@ pub async fn load(
         .first(conn)
         .await
         .optional()?;
-    Ok(row.map(|(providers, currencies)| Routing {
+    let Some((providers, currencies)) = row else {
+        return Ok(None);
+    };
+    // Written only by `save`, from the same type: anything else is an error, never a routing
+    // quietly without its currency overrides.
+    let currencies = serde_json::from_value(currencies)
+        .map_err(|err| diesel::result::Error::DeserializationError(Box::new(err)))?;
+    Ok(Some(Routing {
         providers,
-        // Written only by `save`, from the same type; anything else reads as no overrides.
-        currencies: serde_json::from_value(currencies).unwrap_or_default(),
+        currencies,
     }))
 }
 

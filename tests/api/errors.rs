@@ -62,3 +62,52 @@ async fn unknown_query_parameter_is_400_invalid_request() {
         .await;
     assert_problem(response, 400, "invalid_request").await;
 }
+
+/// What the database holds is read strictly: a stored value the code cannot read is an error
+/// someone must look at, never a resource shown without the part that did not fit.
+#[tokio::test]
+async fn stored_metadata_or_routing_that_does_not_fit_is_an_error_not_a_silent_default() {
+    use diesel_async::RunQueryDsl;
+    let app = TestApp::spawn().await;
+    let created: serde_json::Value = app
+        .post_keyed(
+            &app.merchant_key,
+            "/v1/orders",
+            Some("strict-metadata"),
+            Some(r#"{"amount": 1500, "currency": "eur", "metadata": {"size": "L"}}"#.into()),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let order = created["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/orders/{order}");
+    let shown: serde_json::Value = app
+        .get_as(&app.merchant_key, &path)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["metadata"]["size"], "L");
+
+    // The database admits any JSON object; the API only ever writes strings.
+    let mut conn = app.db.connect().await;
+    diesel::sql_query("UPDATE orders SET metadata = '{\"size\": 42}'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let response = app.get_as(&app.merchant_key, &path).await;
+    assert_problem(response, 500, "internal_error").await;
+
+    diesel::sql_query(format!(
+        "INSERT INTO merchant_routing (merchant_id, providers, currencies, updated_by) \
+         VALUES ('{}', ARRAY['stripe'], '{{\"EUR\": \"stripe\"}}', 'test')",
+        app.merchant_id.0
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let routing = format!("/v1/merchants/{}/routing", app.merchant_id);
+    let response = app.get_as(&app.merchant_key, &routing).await;
+    assert_problem(response, 500, "internal_error").await;
+}
