@@ -149,8 +149,8 @@ pub struct ServeArgs {
     /// Most client connections open at once (lowered to fit the open-file limit).
     #[arg(long, env = "PAYORCH_MAX_CONNECTIONS", default_value_t = 10_000)]
     pub max_connections: usize,
-    /// Most connections open at once from one client address (0: no limit; behind a proxy,
-    /// every client has the proxy's address).
+    /// Most connections open at once from one client address, but those listed in
+    /// `--connection-budget-exempt` (0: no limit).
     #[arg(long, env = "PAYORCH_MAX_CONNECTIONS_PER_IP", default_value_t = 256)]
     pub max_connections_per_ip: usize,
     /// Longest a request body may take to arrive after its headers; then `408` and the

@@ -5,8 +5,9 @@
 //! have lately waited more than half of it for a connection (a checkout asks twice), or
 //! the pool has handed none out for that long while requests queue. Queueing it would only
 //! make it, and every request behind it, wait seconds for the same `503`, while its
-//! connection and buffers pile up in memory. The refusal is quick and reads and writes
-//! nothing, so a retry with the same `Idempotency-Key` is always safe.
+//! connection and buffers pile up in memory. The refusal is quick, before any of the request's
+//! work (its body is read, nothing else), so a retry with the same `Idempotency-Key` is
+//! always safe.
 //!
 //! The check is made once, before the handler runs. A request admitted is never refused
 //! later: the statements that finish a claimed key wait for their connection like any other,

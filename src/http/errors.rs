@@ -228,7 +228,7 @@ impl ApiError {
             ),
             ApiError::Overloaded { retry_after } => format!(
                 "payorch has more requests in hand than its database can serve in time; \
-                 nothing was read or changed, retry after {} s with the same Idempotency-Key",
+                 nothing was done, retry after {} s with the same Idempotency-Key",
                 retry_after.as_secs().max(1)
             ),
             ApiError::Internal(_) => {
