@@ -40,6 +40,9 @@ impl DbPool {
     /// A connection, waiting at most the acquire timeout for one; then `PoolError::Timeout`.
     pub async fn get(&self) -> Result<DbConn, PoolError> {
         let asked = Instant::now();
+        if self.pool.status().waiting == 0 {
+            self.pace.no_queue();
+        }
         let conn = self.pool.get().await?;
         self.pace.handed_out(asked.elapsed());
         Ok(conn)
@@ -54,9 +57,9 @@ impl DbPool {
     }
 
     /// How long a request asking for a connection now would wait for it: zero while none
-    /// queues; else what the last requests waited, or the time since the pool last handed a
-    /// connection out if that is longer (every connection held by slow statements, or the
-    /// database gone: whoever is first in the queue has waited that long already).
+    /// queues; else what the last requests waited, or how long the queue has gone without a
+    /// connection handed out if that is longer (every connection held by slow statements, or
+    /// the database gone: whoever is first in the queue has waited that long already).
     pub fn expected_wait(&self) -> Duration {
         if self.pool.status().waiting == 0 {
             return Duration::ZERO;
@@ -65,13 +68,16 @@ impl DbPool {
     }
 }
 
-/// What the last requests waited for a connection, averaged, and when one was last handed
-/// out; in nanoseconds (since `origin`). Atomics without a lock: a lost update between two
-/// racing requests only blurs an estimate.
+/// What the last requests waited for a connection, averaged; when one was last handed out,
+/// and when a request last found no queue; in nanoseconds (since `origin`). Atomics without
+/// a lock: a lost update between two racing requests only blurs an estimate.
 #[derive(Debug)]
 struct Pace {
     origin: Instant,
     last_hand_out: AtomicU64,
+    /// A queue is no older than this: a burst after a quiet hour, waiting while the pool
+    /// opens connections, is not an hour late.
+    last_no_queue: AtomicU64,
     /// Exponentially weighted, 1/16 per hand-out: at a thousand checkouts a second it
     /// follows the queue within milliseconds.
     wait: AtomicU64,
@@ -82,12 +88,18 @@ impl Pace {
         Pace {
             origin: Instant::now(),
             last_hand_out: AtomicU64::new(0),
+            last_no_queue: AtomicU64::new(0),
             wait: AtomicU64::new(0),
         }
     }
 
     fn now(&self) -> u64 {
         self.origin.elapsed().as_nanos() as u64
+    }
+
+    /// A request found nobody waiting for a connection.
+    fn no_queue(&self) {
+        self.last_no_queue.store(self.now(), Ordering::Relaxed);
     }
 
     /// A connection handed out to a request that waited `waited` for it.
@@ -100,9 +112,11 @@ impl Pace {
     }
 
     fn expected_wait(&self) -> Duration {
-        let since_last = self
-            .now()
-            .saturating_sub(self.last_hand_out.load(Ordering::Relaxed));
+        let quiet_since = self
+            .last_hand_out
+            .load(Ordering::Relaxed)
+            .max(self.last_no_queue.load(Ordering::Relaxed));
+        let since_last = self.now().saturating_sub(quiet_since);
         let waited = self.wait.load(Ordering::Relaxed);
         Duration::from_nanos(waited.max(since_last))
     }
@@ -196,6 +210,30 @@ mod tests {
         assert!(
             pace.expected_wait() >= Duration::from_millis(50),
             "a pool silent for 50 ms keeps its first waiter waiting at least that long"
+        );
+    }
+
+    #[test]
+    fn a_burst_after_a_quiet_spell_is_not_as_late_as_the_spell_was_long() {
+        // A minute, not an hour: a freshly booted machine's monotonic clock starts at zero.
+        let quiet = Duration::from_secs(60);
+        let pace = Pace {
+            origin: Instant::now()
+                .checked_sub(quiet)
+                .expect("a minute of monotonic clock"),
+            ..Pace::new()
+        };
+        pace.last_hand_out.store(1, Ordering::Relaxed);
+        assert!(
+            pace.expected_wait() >= quiet,
+            "nothing handed out for a minute"
+        );
+        // A request finds no queue; the next ones queue while connections open.
+        pace.no_queue();
+        assert!(
+            pace.expected_wait() < quiet / 2,
+            "{:?}",
+            pace.expected_wait()
         );
     }
 }
