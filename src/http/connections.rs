@@ -213,7 +213,8 @@ impl ConnectionBudget {
     }
 
     /// Connections open now from `ip` (0 for an exempt address: it is not counted apart).
-    pub fn open_from(&self, ip: IpAddr) -> usize {
+    #[cfg(test)]
+    fn open_from(&self, ip: IpAddr) -> usize {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         open.by_ip.get(&ip).copied().unwrap_or(0)
     }

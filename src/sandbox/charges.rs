@@ -25,25 +25,14 @@ pub(super) async fn charge(
     behaviour: Option<Behaviour>,
     key: Option<String>,
 ) -> Option<StoredResponse> {
-    // The charge runs as its own task on the sandbox's runtime, so a client that hangs up
-    // (or times out) cannot leave a half-done charge or a key stuck in flight.
-    let task = sb.rt.spawn(execute(
+    let work = execute(
         sb.clone().into_inner(),
         params,
         behaviour,
         key.clone(),
         None,
-    ));
-    let stored = match task.await {
-        Ok(stored) => stored,
-        Err(e) => {
-            tracing::error!(error = %e, "sandbox charge task failed");
-            if let Some(key) = &key {
-                sb.store.abandon(key);
-            }
-            return None;
-        }
-    };
+    );
+    let stored = sb.run_whole("charge", key.as_deref(), work).await?;
     // Edge failures after the result was recorded: the charge stands and a resend with
     // the same key gets the recorded answer.
     if behaviour == Some(Behaviour::LostResponse) || roll(sb.config.lost_response_rate) {

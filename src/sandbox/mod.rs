@@ -97,6 +97,27 @@ impl Sandbox {
         }
     }
 
+    /// Runs `work`, a change made under `key`, as its own task on the sandbox's runtime, so a
+    /// client that hangs up (or times out) cannot leave it half done or its key stuck in
+    /// flight; `None` when the task failed (`what` names it in the log), the key freed.
+    async fn run_whole(
+        &self,
+        what: &str,
+        key: Option<&str>,
+        work: impl Future<Output = store::StoredResponse> + Send + 'static,
+    ) -> Option<store::StoredResponse> {
+        match self.rt.spawn(work).await {
+            Ok(stored) => Some(stored),
+            Err(e) => {
+                tracing::error!(error = %e, "sandbox {what} task failed");
+                if let Some(key) = key {
+                    self.store.abandon(key);
+                }
+                None
+            }
+        }
+    }
+
     /// Run `fut` on the sandbox runtime until it finishes or the sandbox stops.
     fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) {
         self.rt

@@ -188,20 +188,8 @@ pub(super) async fn make(
     key: Option<String>,
 ) -> Option<StoredResponse> {
     let fault = params.fault;
-    // Its own task, as a charge is: a client that hangs up cannot leave it half done.
-    let task = sb
-        .rt
-        .spawn(execute(sb.clone().into_inner(), params, key.clone()));
-    let stored = match task.await {
-        Ok(stored) => stored,
-        Err(e) => {
-            tracing::error!(error = %e, "sandbox refund task failed");
-            if let Some(key) = &key {
-                sb.store.abandon(key);
-            }
-            return None;
-        }
-    };
+    let work = execute(sb.clone().into_inner(), params, key.clone());
+    let stored = sb.run_whole("refund", key.as_deref(), work).await?;
     match fault {
         Some(Fault::LostResponse) => {
             sb.wait_for_shutdown().await;
