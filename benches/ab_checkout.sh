@@ -16,6 +16,7 @@ set -euo pipefail
 a_bin=$(realpath "${1:?usage: ab_checkout.sh BIN_A BIN_B [rounds] [seconds]}")
 b_bin=$(realpath "${2:?usage: ab_checkout.sh BIN_A BIN_B [rounds] [seconds]}")
 rounds=${3:-5}
+here=$(dirname "$(realpath "$0")")
 seconds=${4:-5}
 conns=${C:-16}
 admin=${DATABASE_ADMIN_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}
@@ -33,26 +34,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-# A fresh key per request: `<thread>-<12 hex>-<counter>`.
-cat >"$work/keys.lua" <<'LUA'
-local counter, threads = 0, 0
-local body = '{"amount":100,"currency":"usd","payment_method":"pm_card_visa"}'
-local auth = os.getenv("AB_API_KEY")
-function setup(thread) threads = threads + 1; thread:set("n", threads) end
-function init(args)
-  local f = io.open("/dev/urandom", "rb"); local r = f:read(6); f:close()
-  prefix = string.format("%d-%s-", n, (r:gsub(".", function(c) return string.format("%02x", c:byte()) end)))
-end
-request = function()
-  counter = counter + 1
-  return wrk.format("POST", "/v1/checkout", {
-    ["Content-Type"] = "application/json",
-    ["Authorization"] = "Bearer " .. auth,
-    ["Idempotency-Key"] = prefix .. counter,
-  }, body)
-end
-LUA
 
 # start NAME BIN PORT EXTRA_FLAGS SQL_FILE
 start() {
@@ -80,8 +61,9 @@ ticks_per_second=$(getconf CLK_TCK)
 run() {
   local before after
   before=$(busy_ticks)
-  AB_API_KEY=$(jq -r .api_key "$work/$1/credentials.json") \
-    wrk -t2 -c"$conns" -d"${seconds}s" -s "$work/keys.lua" "http://127.0.0.1:$2" >"$work/wrk" 2>&1
+  CHECKOUT_API_KEY=$(jq -r .api_key "$work/$1/credentials.json") \
+    wrk -t2 -c"$conns" -d"${seconds}s" -s "$here/checkout_fresh_keys.lua" "http://127.0.0.1:$2" \
+    >"$work/wrk" 2>&1
   after=$(busy_ticks)
   awk -v busy=$((after - before)) -v hz="$ticks_per_second" '
     /requests in/ { n = $1 } /Requests\/sec/ { rps = $2 } /Non-2xx/ { bad = $5 }

@@ -12,6 +12,7 @@
 # flags). Needs wrk, jq, curl.
 set -euo pipefail
 bin=$(realpath "${1:-target/release/payorch}")
+here=$(dirname "$(realpath "$0")")
 checkouts=${2:-1000000}
 conns=${C:-16}
 every=${EVERY:-5}
@@ -35,25 +36,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A fresh key per request, `<thread>-<12 hex>-<counter>`; each thread stops after its share.
-cat >"$work/soak.lua" <<'LUA'
-local counter, answered, threads = 0, 0, 0
-local body = '{"amount":100,"currency":"usd","payment_method":"pm_card_visa"}'
-local auth = os.getenv("SOAK_API_KEY")
+# A fresh key per request (checkout_fresh_keys.lua); each thread stops after its share.
+{
+  cat "$here/checkout_fresh_keys.lua"
+  cat <<'LUA'
+local answered = 0
 local share = tonumber(os.getenv("SOAK_SHARE"))
-function setup(thread) threads = threads + 1; thread:set("n", threads) end
-function init(args)
-  local f = io.open("/dev/urandom", "rb"); local r = f:read(6); f:close()
-  prefix = string.format("%d-%s-", n, (r:gsub(".", function(c) return string.format("%02x", c:byte()) end)))
-end
-request = function()
-  counter = counter + 1
-  return wrk.format("POST", "/v1/checkout", {
-    ["Content-Type"] = "application/json",
-    ["Authorization"] = "Bearer " .. auth,
-    ["Idempotency-Key"] = prefix .. counter,
-  }, body)
-end
 -- wrk runs for its -d whatever its threads do: a thread done with its share says so in a
 -- file, and the script interrupts wrk (which then prints its summary) once all have.
 response = function(status, headers, body)
@@ -64,6 +52,7 @@ response = function(status, headers, body)
   end
 end
 LUA
+} >"$work/soak.lua"
 
 # Embedded defaults: no DATABASE_URL, no provider flags. Only the new-key quota is lifted, as
 # one merchant opens every key here.
@@ -93,7 +82,7 @@ start=$(date +%s)
 sampler_pid=$!
 
 mkdir "$work/done"
-SOAK_API_KEY=$api_key SOAK_SHARE=$((checkouts / threads)) SOAK_DONE=$work/done \
+CHECKOUT_API_KEY=$api_key SOAK_SHARE=$((checkouts / threads)) SOAK_DONE=$work/done \
   wrk -t"$threads" -c"$conns" -d24h --latency -s "$work/soak.lua" "$base_url" >"$work/wrk" 2>&1 &
 wrk_pid=$!
 while [ "$(find "$work/done" -type f | wc -l)" -lt "$threads" ]; do
