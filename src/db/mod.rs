@@ -6,6 +6,9 @@ pub mod migrations;
 pub mod pool;
 pub mod schema;
 pub mod sql;
+pub mod statement;
+#[cfg(test)]
+pub(crate) mod snapshot;
 pub mod transaction;
 
 use std::path::PathBuf;

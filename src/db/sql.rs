@@ -53,6 +53,33 @@ impl<'f> Sql<'f> {
     }
 }
 
+impl<'f> Sql<'f> {
+    /// How many values are bound so far.
+    pub(super) fn bound(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The same values under another text (see `db::statement`).
+    pub(super) fn with_text(self, text: &str) -> Self {
+        Sql {
+            pieces: split(text),
+            values: self.values,
+        }
+    }
+
+    /// The text as the database receives it, `$n` and all: what the statement snapshots
+    /// compare.
+    pub fn text(&self) -> String {
+        self.pieces
+            .iter()
+            .map(|piece| match piece {
+                Piece::Text(text) => text.clone(),
+                Piece::Param(i) => format!("${}", i + 1),
+            })
+            .collect()
+    }
+}
+
 /// `text` cut at every `$n`.
 fn split(text: &str) -> Vec<Piece> {
     let mut pieces = Vec::new();
