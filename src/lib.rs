@@ -11,11 +11,12 @@ pub mod db;
 pub mod http;
 pub mod idempotency;
 pub mod ids;
-pub mod jitter;
 pub mod payments;
 pub mod provider_specs;
 pub mod providers;
 pub mod sandbox;
-pub mod secret;
 pub mod telemetry;
 pub mod wiring;
+
+// Shared with the sandbox provider, so kept in `payorch-wire`; here where they always stood.
+pub use payorch_wire::{jitter, secret};

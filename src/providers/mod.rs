@@ -13,8 +13,11 @@ use chrono::{DateTime, Utc};
 pub mod adyen;
 pub mod circuit;
 pub mod registry;
-pub mod signature;
 pub mod stripe;
+
+// Stripe-Signature webhook signing and verification, and why a webhook is refused: shared
+// with the sandbox, which signs what payorch verifies (`payorch-wire`).
+pub use payorch_wire::{signature, WebhookError};
 
 /// One charge as payorch asks for it. `idempotency_key` is the attempt's provider key,
 /// the same on every resend.
@@ -144,24 +147,6 @@ pub struct RefundNotice {
     pub provider_refund_id: String,
     pub outcome: ProviderOutcome,
     pub amount: i64,
-}
-
-/// Why a webhook was refused. Any of these → `400`, nothing stored.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum WebhookError {
-    #[error("missing signature header")]
-    MissingHeader,
-    #[error("malformed signature header: {0}")]
-    MalformedHeader(String),
-    #[error("signature timestamp {timestamp} is outside the tolerance of {tolerance_secs} s")]
-    TimestampOutsideTolerance { timestamp: i64, tolerance_secs: u64 },
-    #[error("no signature matches any webhook secret")]
-    NoMatchingSignature,
-    /// An Adyen notification item without `additionalData.hmacSignature` (its pspReference).
-    #[error("notification item {0:?} carries no hmacSignature")]
-    UnsignedItem(String),
-    #[error("event body is not a valid event: {0}")]
-    BadJson(String),
 }
 
 /// A payment provider, as payorch's payment flow and reconciler see it.

@@ -129,6 +129,12 @@ pub struct ServiceError {
     pub psp_reference: Option<String>,
 }
 
+/// The event codes payorch acts on (the sandbox sends them); other items are recorded
+/// `ignored`.
+pub const AUTHORISATION: &str = "AUTHORISATION";
+pub const REFUND: &str = "REFUND";
+pub const REFUND_FAILED: &str = "REFUND_FAILED";
+
 /// A notification delivery: `{"live": "false", "notificationItems": [...]}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

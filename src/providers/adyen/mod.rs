@@ -17,10 +17,11 @@ use crate::secret::Secret;
 
 mod mapping;
 pub mod notification;
-pub mod wire;
 
 pub use mapping::{outcome_for_payment, outcome_for_refund, outcome_for_response, Call};
 pub use notification::{event_id, sign_item, signing_string, HmacKey};
+// Adyen's JSON shapes, shared with the sandbox (`payorch-wire`).
+pub use payorch_wire::adyen as wire;
 
 /// The Checkout API version every path starts with.
 pub const API_VERSION: &str = "v71";

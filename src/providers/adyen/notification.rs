@@ -1,98 +1,20 @@
 //! Adyen notification webhooks: HMAC verification of every item and parsing into
 //! [`WebhookEvent`]s (docs/DESIGN.md, "The provider protocol").
 //!
-//! Adyen signs each notification item, not the delivery: `additionalData.hmacSignature` is
-//! base64(HMAC-SHA256) of
-//! `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success`
-//! under a hex-encoded key, missing fields as empty strings. Any one configured key may
-//! match, so keys can be rotated without downtime; one item unsigned or wrongly signed
-//! refuses the whole delivery.
-
-use std::fmt;
+//! Adyen signs each notification item, not the delivery (the scheme, shared with the sandbox
+//! that signs with it, is `payorch_wire::adyen_hmac`). Any one configured key may match, so
+//! keys can be rotated without downtime; one item unsigned or wrongly signed refuses the
+//! whole delivery.
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 
 use super::wire::NotificationRequestItem;
 use crate::providers::{ProviderOutcome, RefundNotice, WebhookError, WebhookEvent};
 
-type HmacSha256 = Hmac<Sha256>;
-
-/// The notification item's field that carries its signature, inside `additionalData`.
-pub const SIGNATURE_FIELD: &str = "hmacSignature";
-
-/// The event codes payorch acts on; other items are recorded `ignored`.
-pub const AUTHORISATION: &str = "AUTHORISATION";
-pub const REFUND: &str = "REFUND";
-pub const REFUND_FAILED: &str = "REFUND_FAILED";
-
-/// A decoded HMAC key. Its `Debug` never shows the bytes, so a provider holding keys can
-/// be logged safely.
-#[derive(Clone, PartialEq, Eq)]
-pub struct HmacKey(Vec<u8>);
-
-impl HmacKey {
-    /// The key from its hex form (as Adyen's Customer Area shows it); `None` if it is empty
-    /// or not hex.
-    pub fn from_hex(hex_key: &str) -> Option<Self> {
-        hex::decode(hex_key.trim())
-            .ok()
-            .filter(|bytes| !bytes.is_empty())
-            .map(HmacKey)
-    }
-
-    fn mac(&self, item: &NotificationRequestItem) -> HmacSha256 {
-        let mut mac = HmacSha256::new_from_slice(&self.0)
-            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-        mac.update(signing_string(item).as_bytes());
-        mac
-    }
-
-    /// The base64 signature of `item` under this key.
-    pub fn sign(&self, item: &NotificationRequestItem) -> String {
-        BASE64.encode(self.mac(item).finalize().into_bytes())
-    }
-
-    /// Whether `signature` (base64) is `item`'s signature under this key, compared in
-    /// constant time.
-    fn verifies(&self, item: &NotificationRequestItem, signature: &[u8]) -> bool {
-        self.mac(item).verify_slice(signature).is_ok()
-    }
-}
-
-impl fmt::Debug for HmacKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("HmacKey([redacted])")
-    }
-}
-
-/// The text Adyen signs for a notification item.
-pub fn signing_string(item: &NotificationRequestItem) -> String {
-    let amount = item.amount.clone().unwrap_or_default();
-    [
-        item.psp_reference.as_str(),
-        item.original_reference.as_str(),
-        item.merchant_account_code.as_str(),
-        item.merchant_reference.as_str(),
-        &amount.value.map(|v| v.to_string()).unwrap_or_default(),
-        amount.currency.as_deref().unwrap_or_default(),
-        item.event_code.as_str(),
-        item.success.as_str(),
-    ]
-    .join(":")
-}
-
-/// The base64 `hmacSignature` of a notification item (the object under
-/// `NotificationRequestItem`) under a hex-encoded key; `None` if the key is not hex or the
-/// item is not a notification item. The sandbox signs its notifications with this.
-pub fn sign_item(item: &serde_json::Value, hex_key: &str) -> Option<String> {
-    let key = HmacKey::from_hex(hex_key)?;
-    let item = serde_json::from_value::<NotificationRequestItem>(item.clone()).ok()?;
-    Some(key.sign(&item))
-}
+pub use payorch_wire::adyen::{AUTHORISATION, REFUND, REFUND_FAILED};
+pub use payorch_wire::adyen_hmac::{sign_item, signing_string, HmacKey, SIGNATURE_FIELD};
 
 /// The id payorch records a notification item under. Adyen has no event id; its
 /// documentation identifies a notification by pspReference, eventCode and success, and a

@@ -16,10 +16,11 @@ use super::{
 
 mod intent_status;
 mod mapping;
-pub mod wire;
 
 pub use intent_status::IntentStatus;
 pub use mapping::{outcome_for_intent, outcome_for_response, outcome_for_status, Call};
+// Stripe's JSON shapes, shared with the sandbox (`payorch-wire`).
+pub use payorch_wire::stripe as wire;
 
 /// The default timeouts of a provider call (README, "Configuration").
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
