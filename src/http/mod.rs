@@ -30,7 +30,7 @@ use actix_web::{error::JsonPayloadError, web, HttpRequest};
 use crate::accounts::CallerCache;
 use crate::db::DbPool;
 use crate::idempotency::{claim, Claimed, IdempotencyError, KeyedRequest, KeyedWork, Keys};
-use crate::payments::flow::PayContext;
+use crate::payments::attempts::pay::PayContext;
 use crate::payments::Payments;
 use errors::ApiError;
 

@@ -17,8 +17,9 @@ use crate::http::views::{self, Order, Payment};
 use crate::idempotency::{Claimed, KeyedRequest, KeyedWork, Operation, RecordAs};
 use crate::ids::OrderId;
 use crate::payments::attempts::attempts_of_order;
-use crate::payments::keyed::{CancelOrder, CreateOrder, Resources};
+use crate::payments::attempts::keyed::Resources;
 use crate::payments::money::MinorUnits;
+use crate::payments::orders::keyed::{CancelOrder, CreateOrder};
 use crate::payments::orders::{self, NewOrder, OrderError};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -16,7 +16,7 @@ use crate::http::views::{Order, Payment, PaymentWithRefunds};
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::PaymentId;
-use crate::payments::flow::{self, Paid, Target};
+use crate::payments::attempts::pay::{self, Paid, Target};
 use crate::payments::money::MinorUnits;
 use crate::payments::payment_method::PaymentMethodToken;
 use crate::payments::refunds::refunds_of_payment;
@@ -121,7 +121,7 @@ pub(crate) async fn pay_order(
     let payment_method = parse_payment_method(read_body::<CreatePaymentBody>(body)?.payment_method)
         .map_err(|e| ApiError::ValidationFailed(vec![e]))?;
     let keyed = keyed_request(req, merchant_id, key, Operation::CreatePayment, Some(body));
-    let paid = flow::pay(
+    let paid = pay::pay(
         &state.pay_context(),
         &keyed,
         &Target::Order(order_id),
@@ -172,7 +172,7 @@ pub async fn checkout(
         }
     };
     let keyed = keyed_request(&req, merchant_id, key, Operation::Checkout, Some(&body));
-    let paid = flow::pay(
+    let paid = pay::pay(
         &state.pay_context(),
         &keyed,
         &Target::NewOrder(new_order),

@@ -95,7 +95,7 @@ pub async fn create_refund(
         return Err(ApiError::ValidationFailed(errors));
     }
     let keyed = keyed_request(&req, merchant_id, key, Operation::CreateRefund, Some(&body));
-    let refunded = refunds::refund(
+    let refunded = refunds::refund::refund(
         &state.pool,
         &state.idempotency,
         &state.payments,
@@ -147,7 +147,7 @@ pub async fn reconcile_refund(
     // The reconciler's own check, recorded with source `support`: pressed twice at once, at
     // most two harmless calls (a retrieve, or a resend under the refund's own key), and the
     // refund's row lock lets only one of them move it.
-    let refund = refunds::check(&state.pool, &state.payments, refund, Source::Support)
+    let refund = refunds::reconcile::check(&state.pool, &state.payments, refund, Source::Support)
         .await
         .map_err(|err| problem(err, payment_id))?;
     Ok(HttpResponse::Ok().json(Refund::from(refund)))

@@ -6,18 +6,18 @@ use std::sync::Arc;
 
 use diesel_async::AsyncPgConnection;
 
+use super::attempts::final_attempts::FinalAttempts;
 use super::attempts::PaymentAttempt;
 use super::event_log::EventLog;
-use super::final_attempts::FinalAttempts;
 use super::metrics::PaymentMetrics;
-use super::reconciler_settings::ReconcilerSettings;
+use super::reconciler::settings::ReconcilerSettings;
 use super::routing::RoutingCache;
 use crate::idempotency::completion::complete_for_resource;
 use crate::idempotency::Recorded;
 use crate::providers::registry::Providers;
 use crate::providers::{ChargeRequest, PaymentProvider};
 
-const RESOURCE_TYPE: &str = super::keyed::PAYMENT_ATTEMPT;
+const RESOURCE_TYPE: &str = super::attempts::keyed::PAYMENT_ATTEMPT;
 
 /// What the payment flow, the reconciler and the webhooks share.
 pub struct Payments {

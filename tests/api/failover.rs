@@ -228,8 +228,8 @@ async fn a_scrape_sees_a_circuit_open_while_the_reconciler_sleeps() {
 async fn a_refused_send_never_fails_an_attempt_another_sender_announced() {
     use diesel::prelude::*;
     use payorch::db::schema::payment_attempts;
+    use payorch::payments::attempts::failover::fail_unreached;
     use payorch::payments::attempts::{before_resend, find_attempt};
-    use payorch::payments::failover::fail_unreached;
     use payorch::providers::{ProviderCall, ProviderOutcome};
 
     let app = two_providers(patient()).await;

@@ -15,7 +15,7 @@ use payorch::db::{ClusterOptions, PoolSettings, PrivateCluster};
 use payorch::http::connections::ClientLimits;
 use payorch::idempotency::IdempotencySettings;
 use payorch::ids::MerchantId;
-use payorch::payments::reconciler_settings::ReconcilerSettings;
+use payorch::payments::reconciler::settings::ReconcilerSettings;
 use payorch::providers::adyen::{AdyenConfig, AdyenProvider};
 use payorch::providers::circuit::CircuitSettings;
 use payorch::providers::registry::Providers;

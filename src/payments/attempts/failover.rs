@@ -8,14 +8,14 @@ use diesel::sql_types::{BigInt, Bool, Jsonb, Text, Timestamptz, Uuid as SqlUuid}
 use diesel::{OptionalExtension, QueryableByName};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use super::attempts::{AttemptRow, CallKind, PaymentAttempt, Source};
 use super::keyed::{NewAttempt, ATTEMPT_TIMELINE_AND_DONE};
-use super::metrics::PaymentMetrics;
-use super::service::settle_key;
-use super::status::AttemptStatus;
 use super::transition::{apply, log_call, Decision};
+use super::{AttemptRow, CallKind, PaymentAttempt, Source};
 use crate::db::sql::Sql;
 use crate::db::transaction::in_transaction;
+use crate::payments::metrics::PaymentMetrics;
+use crate::payments::service::settle_key;
+use crate::payments::status::AttemptStatus;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
 /// The failure code of an attempt whose provider could not be reached: nothing was sent.

@@ -6,7 +6,7 @@
 //! exactly what a read would return, for as long as it is remembered. Open attempts are never
 //! remembered.
 
-use super::attempts::PaymentAttempt;
+use super::PaymentAttempt;
 use crate::bounded_map::BoundedMap;
 use crate::ids::PaymentId;
 

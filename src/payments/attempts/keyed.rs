@@ -1,6 +1,7 @@
-//! The keyed operations (create an order, cancel it, make a payment attempt, checkout) as
-//! the SQL that runs inside the claim statement of [`crate::idempotency::claim`], so that a
-//! new key, its work and its record are one statement and one round trip.
+//! The keyed operations that make a payment attempt (pay an order, checkout) as the SQL that
+//! runs inside the claim statement of [`crate::idempotency::claim`], so that a new key, its
+//! work and its record are one statement and one round trip. An order's own (create, cancel)
+//! are [`crate::payments::orders::keyed`].
 //!
 //! Each work returns a `jsonb` object `{"order": …, "attempt": …}` of the rows it made (from
 //! `RETURNING`), and each replay the same object of the rows as they are now; [`Resources`]
@@ -10,24 +11,20 @@
 use crate::db::sql::Sql;
 use chrono::{DateTime, Utc};
 use diesel::result::DatabaseErrorKind;
-use diesel::sql_types::{BigInt, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::sql_types::{Text, Timestamptz, Uuid as SqlUuid};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::attempts::{provider_idempotency_key, refuses_attempt, AttemptRow, PaymentAttempt};
-use super::orders::{NewOrder, Order, OrderRow};
-use super::status::OrderStatus;
+use super::{provider_idempotency_key, refuses_attempt, AttemptRow, PaymentAttempt};
 use crate::idempotency::{KeyedWork, RecordAs};
 use crate::ids::{OrderId, PaymentId};
+use crate::payments::orders::keyed::{is_reference_taken, CreateOrder, INSERT_ORDER};
+use crate::payments::orders::{Order, OrderRow};
 
 /// The key's recovery point once the attempt exists (recorded with it, in one statement).
 pub const ATTEMPT_CREATED: &str = "attempt_created";
-pub const ORDER: &str = "order";
 pub const PAYMENT_ATTEMPT: &str = "payment_attempt";
 
-/// The order a key names, as it is now (`$2` merchant).
-const ORDER_NOW: &str = "(SELECT to_jsonb(o) FROM orders o \
-     WHERE o.merchant_id = $2 AND o.id = found.resource_id)";
 /// The attempt a key names, as it is now.
 const ATTEMPT_NOW: &str = "(SELECT to_jsonb(a) FROM payment_attempts a \
      WHERE a.merchant_id = $2 AND a.id = found.resource_id)";
@@ -35,12 +32,6 @@ const ATTEMPT_NOW: &str = "(SELECT to_jsonb(a) FROM payment_attempts a \
 const ATTEMPTS_ORDER_NOW: &str = "(SELECT to_jsonb(o) FROM orders o JOIN payment_attempts a \
      ON a.merchant_id = o.merchant_id AND a.order_id = o.id \
      WHERE a.merchant_id = $2 AND a.id = found.resource_id)";
-
-/// `made_order`: a new order from `go`, parameters `$14`–`$19`.
-const INSERT_ORDER: &str = "made_order AS ( \
-     INSERT INTO orders (merchant_id, id, amount, currency, merchant_reference, description, \
-         metadata) \
-     SELECT $2, $14, $15, $16, $17, $18, $19 FROM go RETURNING *)";
 
 /// The first timeline row of `made_attempt`, and the key's resource.
 pub(super) const ATTEMPT_TIMELINE_AND_DONE: &str = "timeline AS ( \
@@ -72,99 +63,6 @@ impl Resources {
             self.attempt.map(Into::into),
             self.order.map(Order::from_row),
         )
-    }
-}
-
-fn is_reference_taken(kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
-    matches!(kind, DatabaseErrorKind::UniqueViolation)
-        && constraint == Some("orders_merchant_reference_key")
-}
-
-/// `POST /v1/orders`.
-pub struct CreateOrder<'a> {
-    id: OrderId,
-    order: &'a NewOrder,
-    metadata: Value,
-}
-
-impl<'a> CreateOrder<'a> {
-    pub fn new(order: &'a NewOrder) -> Self {
-        CreateOrder {
-            id: OrderId::new(),
-            order,
-            metadata: serde_json::to_value(&order.metadata).unwrap_or_default(),
-        }
-    }
-
-    fn bind_order<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
-        query
-            .bind::<SqlUuid, _>(self.id.0)
-            .bind::<BigInt, _>(self.order.amount.get())
-            .bind::<Text, _>(self.order.currency.as_str())
-            .bind::<Nullable<Text>, _>(self.order.merchant_reference.as_deref())
-            .bind::<Nullable<Text>, _>(self.order.description.as_deref())
-            .bind::<Jsonb, _>(&self.metadata)
-    }
-}
-
-impl KeyedWork for CreateOrder<'_> {
-    fn resource_type(&self) -> &'static str {
-        ORDER
-    }
-    fn record_as(&self) -> RecordAs {
-        RecordAs::Completed { status: 201 }
-    }
-    fn ctes(&self) -> String {
-        format!("{INSERT_ORDER}, done AS (SELECT id AS resource_id FROM made_order)")
-    }
-    fn fresh(&self) -> String {
-        "jsonb_build_object('order', (SELECT to_jsonb(m) FROM made_order m))".into()
-    }
-    fn replay(&self) -> String {
-        format!("jsonb_build_object('order', {ORDER_NOW})")
-    }
-    fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
-        self.bind_order(query)
-    }
-    fn is_refusal(&self, kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
-        is_reference_taken(kind, constraint)
-    }
-}
-
-/// `POST /v1/orders/{id}/cancel`: `awaiting_payment → canceled`, by a conditional update
-/// (whoever moves the order first wins). Declined when the order is not awaiting payment.
-pub struct CancelOrder {
-    pub id: OrderId,
-}
-
-impl KeyedWork for CancelOrder {
-    fn resource_type(&self) -> &'static str {
-        ORDER
-    }
-    fn record_as(&self) -> RecordAs {
-        RecordAs::Completed { status: 200 }
-    }
-    fn ctes(&self) -> String {
-        format!(
-            "made_order AS ( \
-                 UPDATE orders SET status = 'canceled' \
-                 WHERE merchant_id = $2 AND id = $14 AND status = '{}' \
-                   AND EXISTS (SELECT 1 FROM go) RETURNING *), \
-             done AS (SELECT id AS resource_id FROM made_order)",
-            OrderStatus::AwaitingPayment.as_str()
-        )
-    }
-    fn fresh(&self) -> String {
-        "jsonb_build_object('order', (SELECT to_jsonb(m) FROM made_order m))".into()
-    }
-    fn replay(&self) -> String {
-        format!("jsonb_build_object('order', {ORDER_NOW})")
-    }
-    fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
-        query.bind::<SqlUuid, _>(self.id.0)
-    }
-    fn is_refusal(&self, _: &DatabaseErrorKind, _: Option<&str>) -> bool {
-        false
     }
 }
 

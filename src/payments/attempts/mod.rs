@@ -6,6 +6,12 @@
 //! provider keys and charge ids, and triggers that refuse any other move and keep the order
 //! in step (see the `payment_attempts` migration).
 
+pub mod failover;
+pub mod final_attempts;
+pub mod keyed;
+pub mod pay;
+pub mod transition;
+
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::result::DatabaseErrorKind;

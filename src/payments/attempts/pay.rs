@@ -16,22 +16,20 @@
 use chrono::Utc;
 use diesel_async::AsyncPgConnection;
 
-use super::attempts::{
-    before_resend, find_attempt, why_refused, CallKind, PaymentAttempt, Refusal,
-};
 use super::failover::{fail_over, fail_unreached};
-use super::keyed::{Checkout, CreateOrder, NewAttempt, PayOrder, Resources, ATTEMPT_CREATED};
-use super::orders::{find_order, order_with_reference, NewOrder, Order, OrderError};
-use super::payment_method::PaymentMethodToken;
-use super::routing::{route, RoutingError};
-use super::service::{charge_request, settle_key, Payments};
+use super::keyed::{Checkout, NewAttempt, PayOrder, Resources, ATTEMPT_CREATED};
 use super::transition::{apply, record_answer};
-use super::Source;
+use super::{before_resend, find_attempt, why_refused, CallKind, PaymentAttempt, Refusal, Source};
 use crate::db::pool::PoolError;
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::idempotency::{claim, Claimed, IdempotencyError, KeyedRequest, Keys};
 use crate::ids::OrderId;
+use crate::payments::orders::keyed::CreateOrder;
+use crate::payments::orders::{find_order, order_with_reference, NewOrder, Order, OrderError};
+use crate::payments::payment_method::PaymentMethodToken;
+use crate::payments::routing::{route, RoutingError};
+use crate::payments::service::{charge_request, settle_key, Payments};
 use crate::providers::registry::NamedProvider;
 use crate::providers::{ProviderCall, ProviderOutcome};
 

@@ -7,12 +7,12 @@ use diesel::sql_types::{Integer, Nullable, SmallInt, Text, Timestamptz, Uuid as 
 use diesel::OptionalExtension;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use super::attempts::{
+use super::{
     final_statuses, find_attempt, open_statuses, AttemptRow, CallKind, PaymentAttempt, Source,
 };
-use super::metrics::PaymentMetrics;
-use super::status::AttemptStatus;
 use crate::ids::{MerchantId, PaymentId, RefundId};
+use crate::payments::metrics::PaymentMetrics;
+use crate::payments::status::AttemptStatus;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
 /// What an outcome means for an attempt in a given status.

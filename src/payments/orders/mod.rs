@@ -3,6 +3,8 @@
 //! once refunds give money back `paid → partially_refunded → refunded` (or `paid → refunded`).
 //! The transitions are written once here and enforced again by a trigger in the database.
 
+pub mod keyed;
+
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -11,11 +13,11 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::money::{Amount, Currency, MinorUnits};
-use super::status::{AttemptStatus, OrderStatus};
-use super::text;
 use crate::db::schema::orders;
 use crate::ids::{MerchantId, OrderId};
+use crate::payments::money::{Amount, Currency, MinorUnits};
+use crate::payments::status::{AttemptStatus, OrderStatus};
+use crate::payments::text;
 
 pub const MAX_METADATA_KEYS: usize = 50;
 pub const MAX_METADATA_KEY_LEN: usize = 40;

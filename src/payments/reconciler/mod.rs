@@ -21,14 +21,16 @@ use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;
 use tokio::sync::watch;
 
-use super::attempts::{before_resend, find_attempt, open_statuses, quiet_before, CallKind};
-use super::attempts::{AttemptRow, PaymentAttempt, Source};
-use super::reconciler_settings::{pg_interval, to_chrono, ReconcilerSettings, NO_RECORD};
-use super::refunds;
-use super::service::{charge_request, settle_key, Payments};
-use super::transition::{apply, log_call};
+pub mod settings;
+
+use self::settings::{pg_interval, to_chrono, ReconcilerSettings, NO_RECORD};
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
+use crate::payments::attempts::transition::{apply, log_call};
+use crate::payments::attempts::{before_resend, find_attempt, open_statuses, quiet_before};
+use crate::payments::attempts::{AttemptRow, CallKind, PaymentAttempt, Source};
+use crate::payments::refunds;
+use crate::payments::service::{charge_request, settle_key, Payments};
 use crate::providers::{ProviderCall, ProviderOutcome};
 
 /// Runs until `stop` turns true.
@@ -97,7 +99,7 @@ pub async fn reconcile_due(
 /// Returns how many were claimed.
 async fn reconcile_due_refunds(pool: &DbPool, payments: &Arc<Payments>) -> usize {
     let settings = &payments.reconciler;
-    let due = match refunds::claim_due(pool, settings.claim, settings.batch).await {
+    let due = match refunds::reconcile::claim_due(pool, settings.claim, settings.batch).await {
         Ok(due) => due,
         Err(err) => {
             tracing::warn!(error = %err, "reconciler round of refunds failed");
@@ -111,7 +113,9 @@ async fn reconcile_due_refunds(pool: &DbPool, payments: &Arc<Payments>) -> usize
         let payments = payments.clone();
         checks.spawn(async move {
             let id = refund.id;
-            if let Err(err) = refunds::check(&pool, &payments, refund, Source::Reconciler).await {
+            if let Err(err) =
+                refunds::reconcile::check(&pool, &payments, refund, Source::Reconciler).await
+            {
                 tracing::warn!(refund = %id, error = %err, "reconciler check of a refund failed");
             }
         });

@@ -84,11 +84,11 @@ impl ReconcilerSettings {
 }
 
 /// A duration as a PostgreSQL `interval` parameter (the queues' claim windows, alert ages).
-pub(super) fn pg_interval(d: Duration) -> diesel::pg::data_types::PgInterval {
+pub(in crate::payments) fn pg_interval(d: Duration) -> diesel::pg::data_types::PgInterval {
     diesel::pg::data_types::PgInterval::from_microseconds(d.as_micros().min(i64::MAX as u128) as i64)
 }
 
-pub(super) fn to_chrono(d: Duration) -> chrono::Duration {
+pub(in crate::payments) fn to_chrono(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::hours(1))
 }
 

@@ -13,16 +13,19 @@ use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
-use super::attempts::{
+use crate::db::schema::{idempotency_keys, orders, payment_attempts, refunds, webhook_events};
+use crate::ids::{MerchantId, OrderId, PaymentId};
+use crate::payments::attempts::{
     attempts_of_order, find_attempt, open_statuses, provider_calls_of, timeline, AttemptRow,
     LoggedCall, PaymentAttempt, TimelineEntry,
 };
-use super::orders::{find_order, Order};
-use super::refunds::{refund_timeline, refunds_of_payment, Refund, RefundRow, RefundTimelineEntry};
-use super::status::AttemptStatus;
-use super::webhooks::{events_of, RecordedEvent};
-use crate::db::schema::{idempotency_keys, orders, payment_attempts, refunds, webhook_events};
-use crate::ids::{MerchantId, OrderId, PaymentId};
+use crate::payments::orders::{find_order, Order};
+use crate::payments::reconciler::settings::NO_RECORD;
+use crate::payments::refunds::{
+    refund_timeline, refunds_of_payment, Refund, RefundRow, RefundTimelineEntry,
+};
+use crate::payments::status::AttemptStatus;
+use crate::payments::webhooks::{events_of, RecordedEvent};
 
 /// The filters of a search; every one given must hold.
 #[derive(Debug, Clone, Default)]
@@ -279,7 +282,7 @@ pub async fn needs_a_human(
         .load::<AttemptRow>(conn)
         .await?;
     let no_record = payment_attempts::table
-        .filter(payment_attempts::failure_code.eq(super::reconciler_settings::NO_RECORD))
+        .filter(payment_attempts::failure_code.eq(NO_RECORD))
         .order(payment_attempts::id.desc())
         .limit(limit)
         .select(AttemptRow::as_select())

@@ -1,0 +1,350 @@
+//! An event about a payment attempt: looked at with its attempt, judged, and recorded with
+//! its effect.
+
+use chrono::Utc;
+use diesel::prelude::*;
+use diesel::sql_types::{Bool, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use super::outcome::{EventOutcome, ReceiveError, Received};
+use crate::db::sql::Sql;
+use crate::db::DbPool;
+use crate::ids::{EventId, PaymentId};
+use crate::payments::attempts::transition::{decide, move_of, move_then, settle_key_cte, Decision};
+use crate::payments::attempts::{AttemptRow, PaymentAttempt, Source};
+use crate::payments::event_log::{EventLog, EventRow};
+use crate::payments::service::Payments;
+use crate::providers::WebhookEvent;
+
+/// Looks at the event and its attempt (one statement), judges, then writes the event row
+/// with its effect (one statement). An event that moves an attempt is inserted `FROM` the
+/// conditional update, so it is recorded exactly when the move happened; if the attempt
+/// moved in between, nothing was written and the event is judged again.
+///
+/// A connection is taken only for each statement: an event on its way to the event log holds
+/// none while it waits for its batch.
+pub(super) async fn record_once(
+    pool: &DbPool,
+    payments: &Payments,
+    provider: &str,
+    event: &WebhookEvent,
+) -> Result<Received, ReceiveError> {
+    // Bounded: a round that writes nothing means another writer moved the attempt first,
+    // and an attempt makes at most two moves.
+    for round in 0..4 {
+        // A later round means the attempt moved meanwhile: read it again.
+        let seen = match (round == 0)
+            .then(|| remembered(payments, provider, event))
+            .flatten()
+        {
+            Some(seen) => seen,
+            None => look(&mut *pool.get().await?, provider, event)
+                .await?
+                .known()?,
+        };
+        if seen.recorded {
+            return Ok(Received::Duplicate);
+        }
+        let new = NewEvent {
+            id: EventId::new(),
+            provider,
+            event,
+        };
+        let charge_owner = seen.charge_owner;
+        let Some(attempt) = seen.attempt else {
+            let outcome = if event.acted_on {
+                EventOutcome::UnknownAttempt
+            } else {
+                EventOutcome::Ignored
+            };
+            let detail = format!("no attempt for {}", event.provider_id);
+            return new
+                .insert(&payments.event_log, outcome, &detail, None)
+                .await;
+        };
+        // The adapter says what an event means only for the kinds payorch acts on.
+        let outcome = match event.outcome.clone() {
+            Some(outcome) => outcome,
+            None => {
+                let detail = format!("{} is not acted on", event.event_type);
+                return new
+                    .insert(
+                        &payments.event_log,
+                        EventOutcome::Ignored,
+                        &detail,
+                        Some(&attempt),
+                    )
+                    .await;
+            }
+        };
+        // A signed event is still only the provider's word about *some* charge: one that
+        // does not match what payorch asked for must not settle this attempt.
+        if let Some(detail) = disagreement(provider, &attempt, event, charge_owner) {
+            return new
+                .insert(
+                    &payments.event_log,
+                    EventOutcome::Conflict,
+                    &detail,
+                    Some(&attempt),
+                )
+                .await;
+        }
+        let was = attempt.status;
+        let decision = decide(was, &outcome);
+        let Some(change) = move_of(was, &decision) else {
+            // Only a final attempt writes nothing, and a final attempt never changes: what
+            // the event is to it stays true without a lock.
+            let now = was.as_str();
+            let (result, detail) = match decision {
+                Decision::Conflict => (
+                    EventOutcome::Conflict,
+                    format!("says {} but the attempt is {now}", outcome.label()),
+                ),
+                _ => (EventOutcome::Stale, format!("attempt is already {now}")),
+            };
+            return new
+                .insert(&payments.event_log, result, &detail, Some(&attempt))
+                .await;
+        };
+        let detail = match &decision {
+            Decision::Move { to, .. } => format!("{} → {}", was.as_str(), to.as_str()),
+            _ => format!("still {}", was.as_str()),
+        };
+        // An open attempt keeps the reconciler's schedule; the event is one more answer.
+        let next_check = attempt
+            .next_check_at
+            .unwrap_or_else(|| Utc::now() + payments.reconciler.first_check());
+        let more = format!(
+            "{}, \
+             recorded AS ( \
+                 INSERT INTO webhook_events (id, provider, provider_event_id, event_type, \
+                     outcome, detail, merchant_id, attempt_id, payload, provider_created_at) \
+                 SELECT $12, $13, $14, $15, 'applied', $16, merchant_id, id, $17, $18 \
+                 FROM moved \
+                 ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING 1)",
+            settle_key_cte(false)
+        );
+        let query = move_then(
+            &attempt,
+            change,
+            Source::Webhook,
+            next_check,
+            &more,
+            "SELECT EXISTS (SELECT 1 FROM recorded) AS recorded FROM moved",
+        )
+        .bind::<Nullable<Text>, _>(attempt.idempotency_key.as_deref())
+        .bind::<SqlUuid, _>(new.id.0)
+        .bind::<Text, _>(provider)
+        .bind::<Text, _>(&event.id)
+        .bind::<Text, _>(&event.event_type)
+        .bind::<Text, _>(&detail)
+        .bind::<Jsonb, _>(&event.raw)
+        .bind::<Timestamptz, _>(event.created);
+        #[derive(QueryableByName)]
+        struct Written {
+            #[diesel(sql_type = Bool)]
+            recorded: bool,
+        }
+        let mut conn = pool.get().await?;
+        let written = match query.get_result::<Written>(&mut conn).await.optional() {
+            // Another attempt took this charge id since the look: look again, and find it.
+            Err(diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::UniqueViolation,
+                info,
+            )) if info.constraint_name() == Some("payment_attempts_provider_payment") => continue,
+            other => other?,
+        };
+        match written {
+            Some(written) if written.recorded => {
+                if let Decision::Move { to, .. } = &decision {
+                    payments.metrics.transition(was, *to, Source::Webhook);
+                }
+                return Ok(Received::Recorded {
+                    id: new.id,
+                    outcome: EventOutcome::Applied,
+                });
+            }
+            // A copy of this event was recorded first; re-applying what leaves the status
+            // as it is (a provider id, the next check) changed nothing.
+            Some(_) => return Ok(Received::Duplicate),
+            None => continue,
+        }
+    }
+    Err(ReceiveError::Database(
+        diesel::result::Error::RollbackTransaction,
+    ))
+}
+
+/// Whether the event was recorded before, and the attempt it is about: by the attempt id
+/// payorch put in the charge's metadata, else by the provider's charge id.
+#[derive(QueryableByName)]
+struct Seen {
+    #[diesel(sql_type = Bool)]
+    recorded: bool,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    attempt: Option<serde_json::Value>,
+    /// The attempt that already holds the event's charge id, if any.
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    charge_owner: Option<uuid::Uuid>,
+}
+
+impl Seen {
+    fn known(self) -> diesel::QueryResult<Known> {
+        let attempt = self
+            .attempt
+            .map(|value| {
+                serde_json::from_value::<AttemptRow>(value)
+                    .map(Into::into)
+                    .map_err(|err| diesel::result::Error::DeserializationError(err.into()))
+            })
+            .transpose()?;
+        Ok(Known {
+            recorded: self.recorded,
+            attempt,
+            charge_owner: self.charge_owner.map(PaymentId),
+        })
+    }
+}
+
+/// What the event is judged against: read by [`look`], or remembered.
+struct Known {
+    /// Known to be recorded already (a remembered attempt says `false` and lets the insert's
+    /// `ON CONFLICT` find a copy).
+    recorded: bool,
+    attempt: Option<PaymentAttempt>,
+    charge_owner: Option<PaymentId>,
+}
+
+/// The event's attempt, when this replica saw it finish and it holds the event's charge id:
+/// a final attempt never changes, and the charge id is unique per provider, so this is what
+/// [`look`] would read. Anything less certain is read.
+fn remembered(payments: &Payments, provider: &str, event: &WebhookEvent) -> Option<Known> {
+    let id = event.attempt_id.as_deref()?.parse::<PaymentId>().ok()?;
+    let attempt = payments.finals.get(id)?;
+    let holds_charge = attempt.provider == provider
+        && attempt.provider_payment_id.as_deref() == Some(event.provider_id.as_str());
+    holds_charge.then_some(Known {
+        recorded: false,
+        charge_owner: Some(attempt.id),
+        attempt: Some(attempt),
+    })
+}
+
+async fn look(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    event: &WebhookEvent,
+) -> diesel::QueryResult<Seen> {
+    let by_metadata = event
+        .attempt_id
+        .as_deref()
+        .and_then(|id| id.parse::<PaymentId>().ok());
+    Sql::new(
+        "WITH owner AS MATERIALIZED ( \
+             SELECT a.id, to_jsonb(a) AS row FROM payment_attempts a \
+             WHERE a.provider = $1 AND a.provider_payment_id = $4) \
+         SELECT EXISTS (SELECT 1 FROM webhook_events \
+                        WHERE provider = $1 AND provider_event_id = $2) AS recorded, \
+                coalesce((SELECT to_jsonb(a) FROM payment_attempts a WHERE a.id = $3), \
+                         (SELECT row FROM owner)) AS attempt, \
+                (SELECT id FROM owner) AS charge_owner",
+    )
+    .bind::<Text, _>(provider)
+    .bind::<Text, _>(&event.id)
+    .bind::<Nullable<SqlUuid>, _>(by_metadata.map(|id| id.0))
+    .bind::<Text, _>(&event.provider_id)
+    .get_result(conn)
+    .await
+}
+
+/// Why `event` cannot be about `attempt`, if it cannot: another provider, another amount or
+/// currency, or a charge id other than the one the attempt has (or one another attempt
+/// already has).
+fn disagreement(
+    provider: &str,
+    attempt: &PaymentAttempt,
+    event: &WebhookEvent,
+    charge_owner: Option<PaymentId>,
+) -> Option<String> {
+    if attempt.provider != provider {
+        return Some(format!(
+            "comes from provider {provider} but the attempt went to {}",
+            attempt.provider
+        ));
+    }
+    if let Some(amount) = event.amount.filter(|&a| a != attempt.amount) {
+        return Some(format!(
+            "says amount {amount} but the attempt is for {}",
+            attempt.amount
+        ));
+    }
+    if let Some(currency) = event
+        .currency
+        .as_deref()
+        .filter(|c| !c.eq_ignore_ascii_case(&attempt.currency))
+    {
+        return Some(format!(
+            "says currency {currency} but the attempt is in {}",
+            attempt.currency
+        ));
+    }
+    if let Some(known) = attempt
+        .provider_payment_id
+        .as_deref()
+        .filter(|&known| known != event.provider_id)
+    {
+        return Some(format!(
+            "names charge {} but the attempt's charge is {known}",
+            event.provider_id
+        ));
+    }
+    if charge_owner.is_some_and(|owner| owner != attempt.id) {
+        return Some(format!(
+            "names charge {}, which belongs to another attempt",
+            event.provider_id
+        ));
+    }
+    None
+}
+
+/// An event about to be recorded.
+struct NewEvent<'a> {
+    id: EventId,
+    provider: &'a str,
+    event: &'a WebhookEvent,
+}
+
+impl NewEvent<'_> {
+    /// Records an event that changes no attempt, unless a copy was recorded first; in the
+    /// event log's next batch.
+    async fn insert(
+        &self,
+        log: &EventLog,
+        outcome: EventOutcome,
+        detail: &str,
+        attempt: Option<&PaymentAttempt>,
+    ) -> Result<Received, ReceiveError> {
+        let recorded = log
+            .record(EventRow {
+                id: self.id.0,
+                provider: self.provider.to_owned(),
+                provider_event_id: self.event.id.clone(),
+                event_type: self.event.event_type.clone(),
+                outcome: outcome.as_str(),
+                detail: detail.to_owned(),
+                merchant_id: attempt.map(|a| a.merchant_id.0),
+                attempt_id: attempt.map(|a| a.id.0),
+                payload: self.event.raw.clone(),
+                provider_created_at: self.event.created,
+            })
+            .await?;
+        Ok(if recorded {
+            Received::Recorded {
+                id: self.id,
+                outcome,
+            }
+        } else {
+            Received::Duplicate
+        })
+    }
+}

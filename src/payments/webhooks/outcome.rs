@@ -1,0 +1,56 @@
+//! What a delivery of a provider event did.
+
+use serde::Serialize;
+
+use crate::db::pool::PoolError;
+use crate::ids::EventId;
+use crate::payments::event_log::LogError;
+
+/// What an event did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventOutcome {
+    /// Moved the attempt, or added to an attempt still open (its provider id).
+    Applied,
+    /// Arrived after the attempt had already moved to, or past, what it says.
+    Stale,
+    /// Contradicts the attempt's final status (`payment_failed` after `succeeded`), or what
+    /// payorch asked for (another amount, currency or charge id): not applied, counted for a
+    /// human to look at.
+    Conflict,
+    /// Names no attempt payorch knows.
+    UnknownAttempt,
+    /// A type payorch does not act on.
+    Ignored,
+}
+
+impl EventOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventOutcome::Applied => "applied",
+            EventOutcome::Stale => "stale",
+            EventOutcome::Conflict => "conflict",
+            EventOutcome::UnknownAttempt => "unknown_attempt",
+            EventOutcome::Ignored => "ignored",
+        }
+    }
+}
+
+/// The answer to one delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Received {
+    /// First delivery: recorded with what it did.
+    Recorded { id: EventId, outcome: EventOutcome },
+    /// Delivered before: nothing changed.
+    Duplicate,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiveError {
+    #[error(transparent)]
+    Unavailable(#[from] PoolError),
+    #[error(transparent)]
+    Database(#[from] diesel::result::Error),
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
