@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use diesel_async::{AsyncConnection, AsyncPgConnection};
+use payorch_sandbox::{self as sandbox, SandboxConfig, SandboxHandle};
 use serde_json::json;
 
 use crate::accounts;
@@ -18,7 +19,6 @@ use crate::credentials::{self, Credentials, DemoAccount, OnMissingKeys};
 use crate::db::migrations::run_migrations;
 use crate::db::Database;
 use crate::providers::stripe::StripeProvider;
-use crate::sandbox::{self, SandboxConfig, SandboxHandle};
 use crate::secret::Secret;
 use crate::wiring::{self, Webhooks};
 

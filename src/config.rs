@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use ipnet::IpNet;
+use payorch_sandbox::SandboxConfig;
 
 use crate::app::AppSettings;
 use crate::db::PoolSettings;
@@ -15,7 +16,6 @@ use crate::idempotency::IdempotencySettings;
 use crate::payments::reconciler_settings::ReconcilerSettings;
 use crate::provider_specs::ProviderSpec;
 use crate::providers::stripe::StripeConfig;
-use crate::sandbox::SandboxConfig;
 use crate::secret::Secret;
 
 #[derive(Debug, Parser)]
@@ -224,18 +224,18 @@ pub struct ProviderArgs {
     pub sandbox_bind: String,
     /// How long after a charge the in-process sandbox delivers its webhook (0: at once,
     /// racing the API answer).
-    #[arg(long, env = "PAYORCH_SANDBOX_WEBHOOK_DELAY_MS", default_value_t = crate::sandbox::DEFAULT_WEBHOOK_DELAY_MS)]
+    #[arg(long, env = "PAYORCH_SANDBOX_WEBHOOK_DELAY_MS", default_value_t = payorch_sandbox::DEFAULT_WEBHOOK_DELAY_MS)]
     pub sandbox_webhook_delay_ms: u64,
     /// Intents (and refunds) the in-process sandbox keeps; older ones it forgets and counts
     /// (README, "The sandbox's memory").
-    #[arg(long, env = "PAYORCH_SANDBOX_KEEP_INTENTS", default_value_t = crate::sandbox::DEFAULT_KEEP_INTENTS, value_parser = crate::sandbox::parse_keep_intents)]
+    #[arg(long, env = "PAYORCH_SANDBOX_KEEP_INTENTS", default_value_t = payorch_sandbox::DEFAULT_KEEP_INTENTS, value_parser = payorch_sandbox::parse_keep_intents)]
     pub sandbox_keep_intents: usize,
     /// Answers the in-process sandbox replays byte for byte; past them a replay answers
     /// what the key made, as it is now.
-    #[arg(long, env = "PAYORCH_SANDBOX_KEEP_ANSWERS", default_value_t = crate::sandbox::DEFAULT_KEEP_ANSWERS)]
+    #[arg(long, env = "PAYORCH_SANDBOX_KEEP_ANSWERS", default_value_t = payorch_sandbox::DEFAULT_KEEP_ANSWERS)]
     pub sandbox_keep_answers: usize,
     /// How long the in-process sandbox takes to answer a `pm_sandbox_slow` charge.
-    #[arg(long, env = "PAYORCH_SANDBOX_SLOW_MS", default_value_t = crate::sandbox::DEFAULT_SLOW_MS)]
+    #[arg(long, env = "PAYORCH_SANDBOX_SLOW_MS", default_value_t = payorch_sandbox::DEFAULT_SLOW_MS)]
     pub sandbox_slow_ms: u64,
     /// Longest wait for a connection to the provider.
     #[arg(
@@ -406,11 +406,11 @@ impl ServeArgs {
 #[cfg(test)]
 mod secrets_in_debug {
     use clap::Parser;
+    use payorch_sandbox::SandboxConfig;
 
     use super::Cli;
     use crate::credentials::Credentials;
     use crate::providers::stripe::StripeConfig;
-    use crate::sandbox::SandboxConfig;
 
     #[test]
     fn no_config_shows_a_secret_in_debug_output() {

@@ -14,7 +14,6 @@ pub mod ids;
 pub mod payments;
 pub mod provider_specs;
 pub mod providers;
-pub mod sandbox;
 pub mod telemetry;
 pub mod wiring;
 

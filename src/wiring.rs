@@ -3,13 +3,14 @@
 
 use std::sync::Arc;
 
+use payorch_sandbox::SandboxHandle;
+
 use crate::app::{AppError, AppSettings, Application};
 use crate::providers::adyen::{AdyenConfig, AdyenProvider, AdyenSetupError};
 use crate::providers::circuit::CircuitSettings;
 use crate::providers::registry::{Providers, RegistryError};
 use crate::providers::stripe::{StripeConfig, StripeProvider, StripeSetupError};
 use crate::providers::PaymentProvider;
-use crate::sandbox::SandboxHandle;
 
 /// The merchant account the in-process sandbox's Adyen face is paid under.
 pub const SANDBOX_MERCHANT_ACCOUNT: &str = "PayorchSandbox";

@@ -14,7 +14,7 @@ use payorch::providers::adyen::{
 use payorch::providers::stripe::IntentStatus;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::providers::{ChargeRequest, PaymentProvider, ProviderOutcome, RefundRequest};
-use payorch::sandbox::{self, LedgerEntry, SandboxConfig, SandboxHandle};
+use payorch_sandbox::{self as sandbox, LedgerEntry, SandboxConfig, SandboxHandle};
 use serde_json::Value;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -1187,7 +1187,7 @@ async fn inside_the_window_retrieve_search_and_replay_answer_as_before() {
     let ledger = ledger_json(&sandbox).await;
     assert_eq!(ledger["window"]["answers"], 1, "{ledger}");
     assert_eq!(ledger["forgotten"]["intents"], 0, "{ledger}");
-    assert_eq!(sandbox.forgotten(), payorch::sandbox::Forgotten::default());
+    assert_eq!(sandbox.forgotten(), payorch_sandbox::Forgotten::default());
     sandbox.stop().await;
 }
 

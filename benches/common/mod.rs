@@ -20,8 +20,8 @@ use payorch::idempotency::IdempotencySettings;
 use payorch::ids::MerchantId;
 use payorch::providers::signature;
 use payorch::providers::stripe::StripeConfig;
-use payorch::sandbox::{self, SandboxConfig, SandboxHandle};
 use payorch::wiring::{self, Webhooks};
+use payorch_sandbox::{self as sandbox, SandboxConfig, SandboxHandle};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -225,7 +225,7 @@ impl TestApp {
     }
 
     /// The sandbox's refunds of `payment`'s charge: the ground truth of what it was asked.
-    fn provider_refunds(&self, payment: &Value) -> Vec<payorch::sandbox::RefundEntry> {
+    fn provider_refunds(&self, payment: &Value) -> Vec<payorch_sandbox::RefundEntry> {
         let charge = payment["provider_payment_id"].as_str().unwrap();
         self.sandbox
             .refunds()

@@ -29,7 +29,7 @@ fn patient() -> CircuitSettings {
 }
 
 impl TestApp {
-    fn b(&self) -> &payorch::sandbox::SandboxHandle {
+    fn b(&self) -> &payorch_sandbox::SandboxHandle {
         &self.second.as_ref().expect("two providers").sandbox
     }
 

@@ -21,8 +21,8 @@ use payorch::providers::circuit::CircuitSettings;
 use payorch::providers::registry::Providers;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::providers::PaymentProvider;
-use payorch::sandbox::{self, SandboxConfig, SandboxHandle};
 use payorch::wiring::{self, Webhooks};
+use payorch_sandbox::{self as sandbox, SandboxConfig, SandboxHandle};
 
 use crate::door::Door;
 

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use payorch::sandbox::{Forgotten, LedgerEntry, RefundEntry};
+use payorch_sandbox::{Forgotten, LedgerEntry, RefundEntry};
 use serde_json::Value;
 use tokio_postgres::NoTls;
 

@@ -15,9 +15,9 @@ use tokio::time::Instant;
 
 use super::config::SandboxConfig;
 use super::{random_id, roll, until_shutdown};
-use crate::providers::signature;
-use crate::providers::stripe::wire::{Event, EventData, EventRequest, PaymentIntent, Refund};
-use crate::secret::Secret;
+use payorch_wire::secret::Secret;
+use payorch_wire::signature;
+use payorch_wire::stripe::{Event, EventData, EventRequest, PaymentIntent, Refund};
 
 /// The API request that caused an event.
 #[derive(Debug, Clone)]
@@ -330,12 +330,12 @@ async fn retry(target: Arc<Target>, body: Bytes) {
 }
 
 /// The waits before the second, third, … try: `first`, doubling each time, each drawn from
-/// 0.8–1.2 × its nominal value (`crate::jitter`). Events refused together — every event of a
-/// receiver's outage — then come back spread out, as from a real provider, instead of as one
-/// burst per round; the doubling stays in order, and no retry is immediate.
+/// 0.8–1.2 × its nominal value (`payorch_wire::jitter`). Events refused together — every
+/// event of a receiver's outage — then come back spread out, as from a real provider, instead
+/// of as one burst per round; the doubling stays in order, and no retry is immediate.
 fn retry_waits(first: Duration) -> impl Iterator<Item = Duration> {
     std::iter::successors(Some(first), |nominal| Some(nominal.saturating_mul(2)))
-        .map(crate::jitter::jittered)
+        .map(payorch_wire::jitter::jittered)
 }
 
 /// One signed POST; true when the receiver answered 2xx, or when there is nowhere to send.

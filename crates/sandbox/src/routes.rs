@@ -17,7 +17,7 @@ use super::params::{parse_query, Clause, CreateParams, ParamError};
 use super::store::{Cursor, Lookup};
 use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};
-use crate::providers::stripe::wire::{ApiError, ListResult, PaymentIntent, SearchResult};
+use payorch_wire::stripe::{ApiError, ListResult, PaymentIntent, SearchResult};
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {
     // The charge first: actix tries routes in order, and each pattern with a `{…}` in it

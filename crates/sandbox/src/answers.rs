@@ -12,7 +12,7 @@ use subtle::ConstantTimeEq;
 use super::params::ParamError;
 use super::store::{Begin, Replay, StoredResponse};
 use super::{random_id, Sandbox};
-use crate::providers::stripe::wire::{ApiError, ErrorBody, PaymentIntent};
+use payorch_wire::stripe::{ApiError, ErrorBody, PaymentIntent};
 
 /// The answer about an intent or refund the sandbox made and no longer keeps (README, "The
 /// sandbox's memory"): `410`, never the `404` that would say it was never made. payorch reads

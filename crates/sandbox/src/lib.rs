@@ -1,3 +1,4 @@
+#![warn(unreachable_pub)]
 //! The provider simulator (docs/DESIGN.md, "The provider protocol"): the Stripe
 //! PaymentIntents protocol with Stripe's idempotency semantics, fault injection, signed
 //! webhooks and a ledger of real charges and refunds; and on the same port, under `/v71/`,
@@ -16,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use actix_web::{dev::ServerHandle, web, App, HttpServer};
 
-use crate::secret::Secret;
+use payorch_wire::secret::Secret;
 use rand::distr::{Alphanumeric, SampleString};
 use rand::Rng;
 use tokio::sync::watch;
@@ -68,7 +69,7 @@ impl Sandbox {
     fn announce(
         &self,
         kind: &str,
-        intent: &crate::providers::stripe::wire::PaymentIntent,
+        intent: &payorch_wire::stripe::PaymentIntent,
         cause: Option<webhooks::Cause>,
     ) {
         if adyen::is_adyen(intent) {
@@ -85,7 +86,7 @@ impl Sandbox {
     fn announce_refund(
         &self,
         kind: &str,
-        refund: &crate::providers::stripe::wire::Refund,
+        refund: &payorch_wire::stripe::Refund,
         cause: Option<webhooks::Cause>,
     ) {
         if protocol::is_marked_adyen(&refund.metadata) {

@@ -26,7 +26,7 @@ use super::params::{metadata_key, ParamError};
 use super::store::{Lookup, RefundRefused, StoredResponse};
 use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};
-use crate::providers::stripe::wire::{ApiError, Refund};
+use payorch_wire::stripe::{ApiError, Refund};
 
 /// What a refund's `metadata[sandbox_fault]` asks the sandbox to do wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

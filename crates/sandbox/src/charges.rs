@@ -14,7 +14,7 @@ use super::params::CreateParams;
 use super::store::StoredResponse;
 use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};
-use crate::providers::stripe::wire::{ApiError, LastPaymentError, PaymentIntent};
+use payorch_wire::stripe::{ApiError, LastPaymentError, PaymentIntent};
 
 /// A confirmed create whose key (if any) was begun: the charge, then the edge faults after
 /// it, as both protocols share them. `None`: answer a 500 in the protocol's own words (the

@@ -39,9 +39,9 @@ use super::protocol::{is_marked_adyen, PROTOCOL};
 use super::refunds::{make, Fault, RefundParams};
 use super::store::{Lookup, StoredResponse};
 use super::{roll, Sandbox};
-use crate::providers::adyen::notification::REFUND;
-use crate::providers::adyen::wire::{Amount, RefundList, RefundRequest, RefundResponse};
-use crate::providers::stripe::wire::{ErrorBody, Refund};
+use payorch_wire::adyen::REFUND;
+use payorch_wire::adyen::{Amount, RefundList, RefundRequest, RefundResponse};
+use payorch_wire::stripe::{ErrorBody, Refund};
 
 /// The refund metadata key of payorch's refund id (the request's `reference`), which the
 /// ledger reads as the Stripe face's refunds carry it.

@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 use super::kept::KeptIntent;
 use super::protocol::protocol_of;
 use super::serial;
-use crate::providers::stripe::wire::{PaymentIntent, Refund};
+use payorch_wire::stripe::{PaymentIntent, Refund};
 
 /// One confirmed PaymentIntent, as `GET /__sandbox/ledger` lists it: the ground truth of
 /// what the simulated card network saw. `status` says whether money moved (`succeeded`),

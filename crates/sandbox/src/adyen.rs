@@ -38,8 +38,8 @@ use super::refunds::Fault;
 use super::roll;
 use super::store::{Begin, Lookup, StoredResponse};
 use super::Sandbox;
-use crate::providers::adyen::sign_item;
-use crate::providers::stripe::wire::{ErrorBody, PaymentIntent};
+use payorch_wire::adyen_hmac::sign_item;
+use payorch_wire::stripe::{ErrorBody, PaymentIntent};
 
 /// The merchant account a payment (or a refund) was made for, kept for its notifications.
 pub(super) const MERCHANT_ACCOUNT: &str = "sandbox_merchant_account";

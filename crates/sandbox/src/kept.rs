@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::packed::Packed;
-use crate::providers::stripe::wire::{LastPaymentError, PaymentIntent};
+use payorch_wire::stripe::{LastPaymentError, PaymentIntent};
 
 /// The optional strings of an intent, in packing order after id, status and currency.
 const PAYMENT_METHOD: u8 = 1;

@@ -1,7 +1,7 @@
 //! The sandbox's knobs: every flag has an environment variable.
 
 use super::store::Window;
-use crate::secret::Secret;
+use payorch_wire::secret::Secret;
 use std::time::Duration;
 
 /// Defaults, shared by the flags and by [`Default`] so the two cannot drift.
