@@ -16,7 +16,7 @@ use crate::ids::{OrderId, PaymentId, RefundId};
 use crate::payments::attempts::pay::PayError;
 use crate::payments::attempts::Refusal;
 use crate::payments::event_log::LogError;
-use crate::payments::orders::OrderError;
+use crate::payments::orders::{FieldProblems, OrderError};
 use crate::payments::reconciler::ReconcileError;
 use crate::payments::webhooks::ReceiveError;
 
@@ -34,6 +34,18 @@ impl FieldError {
             field: field.into(),
             message: message.into(),
         }
+    }
+}
+
+impl ApiError {
+    /// `validation_failed` with the field problems the domain found, in its order.
+    pub fn validation_failed(problems: FieldProblems) -> Self {
+        ApiError::ValidationFailed(
+            problems
+                .into_iter()
+                .map(|(field, message)| FieldError::new(field, message))
+                .collect(),
+        )
     }
 }
 
@@ -442,6 +454,8 @@ impl From<IdempotencyError> for ApiError {
 impl From<OrderError> for ApiError {
     fn from(err: OrderError) -> Self {
         match err {
+            OrderError::Invalid(problems) => ApiError::validation_failed(problems),
+            OrderError::Idempotency(err) => err.into(),
             OrderError::MerchantReferenceExists(order_id) => {
                 ApiError::MerchantReferenceExists { order_id }
             }
@@ -449,7 +463,9 @@ impl From<OrderError> for ApiError {
             OrderError::NotCancelable(status) => ApiError::OrderNotCancelable {
                 status: status.as_str(),
             },
+            OrderError::Unavailable(err) => err.into(),
             OrderError::Database(err) => err.into(),
+            OrderError::Inconsistent(what) => ApiError::Internal(what),
         }
     }
 }
@@ -457,6 +473,7 @@ impl From<OrderError> for ApiError {
 impl From<PayError> for ApiError {
     fn from(err: PayError) -> Self {
         match err {
+            PayError::Invalid(problems) => ApiError::validation_failed(problems),
             PayError::Idempotency(err) => err.into(),
             PayError::Refused(Refusal::InProgress(payment_id)) => {
                 ApiError::PaymentInProgress { payment_id }

@@ -29,8 +29,8 @@ use actix_web::{error::JsonPayloadError, web, HttpRequest};
 
 use crate::accounts::CallerCache;
 use crate::db::DbPool;
-use crate::idempotency::{claim, Claimed, IdempotencyError, KeyedRequest, KeyedWork, Keys};
-use crate::payments::attempts::pay::PayContext;
+use crate::idempotency::{KeyedRequest, Keys};
+use crate::payments::service::Context;
 use crate::payments::Payments;
 use errors::ApiError;
 
@@ -53,21 +53,16 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn pay_context(&self) -> PayContext<'_> {
-        PayContext {
+    /// What a keyed use case (an order's command, a payment, a refund) enters the domain with:
+    /// this request's key and what the client asked for, read but not validated.
+    pub fn context<'a, I>(&'a self, keyed: &'a KeyedRequest, input: I) -> Context<'a, I> {
+        Context {
             pool: &self.pool,
             keys: &self.idempotency,
             payments: &self.payments,
+            keyed,
+            input,
         }
-    }
-
-    /// Claims `keyed`'s key and does `work` under it (one statement).
-    pub async fn claim(
-        &self,
-        keyed: &KeyedRequest,
-        work: &dyn KeyedWork,
-    ) -> Result<Claimed, IdempotencyError> {
-        claim(&self.pool, &self.idempotency, keyed, work).await
     }
 }
 

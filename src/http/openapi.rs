@@ -242,8 +242,9 @@ fn describe_page_limit(operation: &mut Map<String, Value>) {
     }
 }
 
-/// A refund's body, as its handler reads it: `amount` as [`crate::payments::money::Amount`]
-/// takes it (absent or `null`: all that is left), `reason` as long as a description.
+/// A refund's body, as the refund validates it (`payments::refunds::refund`): `amount` as
+/// [`crate::payments::money::Amount`] takes it (absent or `null`: all that is left), `reason`
+/// as long as a description.
 fn describe_refund_fields(schema: &mut Value) {
     schema["additionalProperties"] = Value::Bool(false);
     let properties = &mut schema["properties"];

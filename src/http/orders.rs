@@ -7,20 +7,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::accounts::Caller;
-use crate::http::errors::{ApiError, FieldError};
+use crate::http::errors::ApiError;
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::strict_json::StrictJson;
 use crate::http::AppState;
-use diesel_async::AsyncPgConnection;
 
 use crate::http::views::{self, Order, Payment};
-use crate::idempotency::{Claimed, KeyedRequest, KeyedWork, Operation, RecordAs};
+use crate::idempotency::Operation;
 use crate::ids::OrderId;
 use crate::payments::attempts::attempts_of_order;
-use crate::payments::attempts::keyed::Resources;
 use crate::payments::money::MinorUnits;
-use crate::payments::orders::keyed::{CancelOrder, CreateOrder};
-use crate::payments::orders::{self, NewOrder, OrderError};
+use crate::payments::orders::command::{self, OrderAnswer, OrderCommand};
+use crate::payments::orders::{self, OrderFields};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -37,39 +35,15 @@ pub struct CreateOrderBody {
     metadata: Option<BTreeMap<String, String>>,
 }
 
-impl CreateOrderBody {
-    pub fn new(
-        amount: Option<MinorUnits>,
-        currency: Option<String>,
-        merchant_reference: Option<String>,
-        description: Option<String>,
-        metadata: Option<BTreeMap<String, String>>,
-    ) -> Self {
-        CreateOrderBody {
-            amount,
-            currency,
-            merchant_reference,
-            description,
-            metadata,
+impl From<CreateOrderBody> for OrderFields {
+    fn from(body: CreateOrderBody) -> Self {
+        OrderFields {
+            amount: body.amount,
+            currency: body.currency,
+            merchant_reference: body.merchant_reference,
+            description: body.description,
+            metadata: body.metadata,
         }
-    }
-
-    pub fn into_new_order(self) -> Result<NewOrder, ApiError> {
-        NewOrder::parse(
-            self.amount,
-            self.currency.as_deref(),
-            self.merchant_reference,
-            self.description,
-            self.metadata,
-        )
-        .map_err(|problems| {
-            ApiError::ValidationFailed(
-                problems
-                    .into_iter()
-                    .map(|(field, message)| FieldError::new(field, message))
-                    .collect(),
-            )
-        })
     }
 }
 
@@ -80,47 +54,17 @@ pub fn parse_order_id(raw: &str) -> Result<OrderId, ApiError> {
     Ok(id)
 }
 
+/// The order as made, or, replayed, under the first status as it is now.
+fn answer(done: OrderAnswer) -> HttpResponse {
+    respond(done.status, &Order::from(done.order), done.replayed)
+}
+
 /// An order with its payment attempts, newest first.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct OrderWithPayments {
     #[serde(flatten)]
     order: Order,
     payments: Vec<Payment>,
-}
-
-/// Runs a database-only order operation once per key, in one statement, and answers with
-/// the order: as made, or, replayed, under the first status as it is now. `declined` says
-/// why the work did nothing.
-async fn keyed_order_operation(
-    state: &AppState,
-    keyed: &KeyedRequest,
-    work: &dyn KeyedWork,
-    declined: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<ApiError, ApiError>,
-) -> Result<HttpResponse, ApiError> {
-    let order = |value| {
-        Resources::read(value)
-            .map_err(|err| ApiError::Internal(format!("an order read back does not fit: {err}")))?
-            .order()
-            .map(Order::from)
-            .ok_or_else(|| ApiError::Internal("an order key names no order".into()))
-    };
-    match state.claim(keyed, work).await? {
-        Claimed::Done { fresh } => {
-            let status = match work.record_as() {
-                RecordAs::Completed { status } => status,
-                RecordAs::InFlight { .. } => 201,
-            };
-            Ok(respond(status, &order(fresh)?, false))
-        }
-        Claimed::Replay { status, current } => Ok(respond(status, &order(current)?, true)),
-        Claimed::Declined { .. } => {
-            let mut conn = state.pool.get().await?;
-            Err(declined(&mut conn).await?)
-        }
-        Claimed::TakenOver { .. } => {
-            Err(ApiError::Internal("an order key was left in flight".into()))
-        }
-    }
 }
 
 #[utoipa::path(post, path = "/v1/orders", tag = "orders",
@@ -152,19 +96,10 @@ pub(crate) async fn make_order(
 ) -> Result<HttpResponse, ApiError> {
     let merchant_id = caller.merchant_for_write()?;
     let key = idempotency_key(req)?;
-    let new_order = read_body::<CreateOrderBody>(body)?.into_new_order()?;
+    let fields = OrderFields::from(read_body::<CreateOrderBody>(body)?);
     let keyed = keyed_request(req, merchant_id, key, Operation::CreateOrder, Some(body));
-    keyed_order_operation(state, &keyed, &CreateOrder::new(&new_order), async |conn| {
-        // Only the reference can refuse a new order: ids are fresh UUIDv7s.
-        let reference = new_order.merchant_reference.as_deref().unwrap_or_default();
-        Ok(
-            match orders::order_with_reference(conn, merchant_id, reference).await? {
-                Some(id) => OrderError::MerchantReferenceExists(id).into(),
-                None => ApiError::Internal("a refused order reference has no order".into()),
-            },
-        )
-    })
-    .await
+    let command = OrderCommand::Create(fields);
+    Ok(answer(command::run(&state.context(&keyed, command)).await?))
 }
 
 #[utoipa::path(get, path = "/v1/orders/{id}", tag = "orders",
@@ -221,13 +156,6 @@ pub async fn cancel_order(
     let key = idempotency_key(&req)?;
     let id = parse_order_id(&path)?;
     let keyed = keyed_request(&req, merchant_id, key, Operation::CancelOrder, None);
-    keyed_order_operation(&state, &keyed, &CancelOrder { id }, async |conn| {
-        Ok(
-            match orders::find_order(conn, Some(merchant_id), id).await? {
-                None => OrderError::NotFound.into(),
-                Some(order) => OrderError::NotCancelable(order.status).into(),
-            },
-        )
-    })
-    .await
+    let command = OrderCommand::Cancel(id);
+    Ok(answer(command::run(&state.context(&keyed, command)).await?))
 }

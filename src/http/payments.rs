@@ -8,17 +8,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::accounts::Caller;
-use crate::http::errors::{ApiError, FieldError};
+use crate::http::errors::ApiError;
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
-use crate::http::orders::{parse_order_id, CreateOrderBody};
+use crate::http::orders::parse_order_id;
 use crate::http::strict_json::StrictJson;
 use crate::http::views::{Order, Payment, PaymentWithRefunds};
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::PaymentId;
-use crate::payments::attempts::pay::{self, Paid, Target};
+use crate::payments::attempts::pay::{self, Paid, PayInput, PayTarget};
 use crate::payments::money::MinorUnits;
-use crate::payments::payment_method::PaymentMethodToken;
+use crate::payments::orders::OrderFields;
 use crate::payments::refunds::refunds_of_payment;
 use crate::payments::PaymentAttempt;
 
@@ -47,13 +47,6 @@ pub struct CheckoutBody {
 pub struct CheckoutResult {
     order: Order,
     payment: Payment,
-}
-
-/// `payment_method`, required, as a provider token.
-fn parse_payment_method(raw: Option<String>) -> Result<PaymentMethodToken, FieldError> {
-    let field = "/payment_method";
-    let raw = raw.ok_or_else(|| FieldError::new(field, "is required"))?;
-    PaymentMethodToken::parse(&raw).map_err(|message| FieldError::new(field, message))
 }
 
 /// The payment id of a path; it also goes on the request's log lines.
@@ -118,16 +111,12 @@ pub(crate) async fn pay_order(
     let merchant_id = caller.merchant_for_write()?;
     let key = idempotency_key(req)?;
     let order_id = parse_order_id(order_id)?;
-    let payment_method = parse_payment_method(read_body::<CreatePaymentBody>(body)?.payment_method)
-        .map_err(|e| ApiError::ValidationFailed(vec![e]))?;
+    let input = PayInput {
+        target: PayTarget::Order(order_id),
+        payment_method: read_body::<CreatePaymentBody>(body)?.payment_method,
+    };
     let keyed = keyed_request(req, merchant_id, key, Operation::CreatePayment, Some(body));
-    let paid = pay::pay(
-        &state.pay_context(),
-        &keyed,
-        &Target::Order(order_id),
-        &payment_method,
-    )
-    .await?;
+    let paid = pay::pay(&state.context(&keyed, input)).await?;
     Ok(answer(&paid, &Payment::from(paid.attempt.clone())))
 }
 
@@ -149,36 +138,19 @@ pub async fn checkout(
     let merchant_id = caller.merchant_for_write()?;
     let key = idempotency_key(&req)?;
     let fields = read_body::<CheckoutBody>(&body)?;
-    let payment_method = parse_payment_method(fields.payment_method);
-    let new_order = CreateOrderBody::new(
-        fields.amount,
-        fields.currency,
-        fields.merchant_reference,
-        fields.description,
-        fields.metadata,
-    )
-    .into_new_order();
-    // Every field problem at once, order and payment method alike.
-    let (new_order, payment_method) = match (new_order, payment_method) {
-        (Ok(order), Ok(method)) => (order, method),
-        (order, method) => {
-            let mut problems = match order {
-                Err(ApiError::ValidationFailed(problems)) => problems,
-                Err(other) => return Err(other),
-                Ok(_) => Vec::new(),
-            };
-            problems.extend(method.err());
-            return Err(ApiError::ValidationFailed(problems));
-        }
+    // Validated by the domain: every field problem at once, order and payment method alike.
+    let input = PayInput {
+        target: PayTarget::NewOrder(OrderFields {
+            amount: fields.amount,
+            currency: fields.currency,
+            merchant_reference: fields.merchant_reference,
+            description: fields.description,
+            metadata: fields.metadata,
+        }),
+        payment_method: fields.payment_method,
     };
     let keyed = keyed_request(&req, merchant_id, key, Operation::Checkout, Some(&body));
-    let paid = pay::pay(
-        &state.pay_context(),
-        &keyed,
-        &Target::NewOrder(new_order),
-        &payment_method,
-    )
-    .await?;
+    let paid = pay::pay(&state.context(&keyed, input)).await?;
     let order = paid
         .order
         .clone()

@@ -6,7 +6,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
 use crate::accounts::Caller;
-use crate::http::errors::{ApiError, FieldError};
+use crate::http::errors::ApiError;
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::payments::parse_payment_id;
 use crate::http::strict_json::StrictJson;
@@ -15,8 +15,8 @@ use crate::http::views::Refund;
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::{PaymentId, RefundId};
-use crate::payments::money::{Amount, MinorUnits};
-use crate::payments::orders::MAX_DESCRIPTION_LEN;
+use crate::payments::money::MinorUnits;
+use crate::payments::refunds::refund::{self, RefundInput};
 use crate::payments::refunds::{self, RefundError};
 use crate::payments::Source;
 
@@ -37,6 +37,7 @@ fn refund_location(id: RefundId) -> String {
 
 fn problem(err: RefundError, payment_id: PaymentId) -> ApiError {
     match err {
+        RefundError::Invalid(problems) => ApiError::validation_failed(problems),
         RefundError::Idempotency(err) => err.into(),
         RefundError::PaymentNotFound => ApiError::NotFound("payment"),
         RefundError::NotRefundable { status } => ApiError::PaymentNotRefundable {
@@ -76,36 +77,15 @@ pub async fn create_refund(
     let key = idempotency_key(&req)?;
     let payment_id = parse_payment_id(&path)?;
     let fields = read_body::<CreateRefundBody>(&body)?;
-    let mut errors = Vec::new();
-    let amount = match fields.amount.map(Amount::parse).transpose() {
-        Ok(amount) => amount.map(Amount::get),
-        Err(message) => {
-            errors.push(FieldError::new("/amount", message));
-            None
-        }
-    };
-    let reason = fields.reason.as_deref().map(str::trim);
-    if reason.is_some_and(|r| r.chars().count() > MAX_DESCRIPTION_LEN) {
-        errors.push(FieldError::new(
-            "/reason",
-            format!("must be at most {MAX_DESCRIPTION_LEN} characters"),
-        ));
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::ValidationFailed(errors));
-    }
-    let keyed = keyed_request(&req, merchant_id, key, Operation::CreateRefund, Some(&body));
-    let refunded = refunds::refund::refund(
-        &state.pool,
-        &state.idempotency,
-        &state.payments,
-        &keyed,
+    let input = RefundInput {
         payment_id,
-        amount,
-        reason.filter(|r| !r.is_empty()),
-    )
-    .await
-    .map_err(|err| problem(err, payment_id))?;
+        amount: fields.amount,
+        reason: fields.reason,
+    };
+    let keyed = keyed_request(&req, merchant_id, key, Operation::CreateRefund, Some(&body));
+    let refunded = refund::refund(&state.context(&keyed, input))
+        .await
+        .map_err(|err| problem(err, payment_id))?;
     let id = refunded.refund.id;
     tracing::Span::current().record("refund", tracing::field::display(id));
     let mut response = respond(

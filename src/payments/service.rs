@@ -1,6 +1,7 @@
 //! What the payment flow, the reconciler and the webhooks share: the provider and the
 //! settings they act with, and the steps each of them takes on an attempt (the charge as the
-//! provider sees it, the completion of the key that made a final attempt).
+//! provider sees it, the completion of the key that made a final attempt); and the context
+//! every keyed use case enters the domain with ([`Context`]).
 
 use std::sync::Arc;
 
@@ -12,12 +13,27 @@ use super::event_log::EventLog;
 use super::metrics::PaymentMetrics;
 use super::reconciler::settings::ReconcilerSettings;
 use super::routing::RoutingCache;
+use crate::db::DbPool;
 use crate::idempotency::completion::complete_for_resource;
-use crate::idempotency::Recorded;
+use crate::idempotency::{KeyedRequest, Keys, Recorded};
 use crate::providers::registry::Providers;
 use crate::providers::{ChargeRequest, PaymentProvider};
 
 const RESOURCE_TYPE: &str = super::attempts::keyed::PAYMENT_ATTEMPT;
+
+/// What a keyed request brings into the domain, built the same way for every use case that
+/// enters by one function: an order's ([`crate::payments::orders::command::run`]), a payment's
+/// ([`crate::payments::attempts::pay::pay`]) and a refund's
+/// ([`crate::payments::refunds::refund::refund`]). `input` is what the client asked for, read
+/// but not validated: the use case validates it, and answers every field problem at once.
+pub struct Context<'a, I> {
+    pub pool: &'a DbPool,
+    pub keys: &'a Keys,
+    pub payments: &'a Payments,
+    /// The request's merchant, key, operation and fingerprint.
+    pub keyed: &'a KeyedRequest,
+    pub input: I,
+}
 
 /// What the payment flow, the reconciler and the webhooks share.
 pub struct Payments {

@@ -54,10 +54,6 @@ impl Resources {
         serde_json::from_value(value)
     }
 
-    pub fn order(self) -> Option<Order> {
-        self.order.map(Order::from_row)
-    }
-
     pub fn attempt_and_order(self) -> (Option<PaymentAttempt>, Option<Order>) {
         (
             self.attempt.map(Into::into),

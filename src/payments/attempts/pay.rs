@@ -1,5 +1,6 @@
 //! The payment flow (docs/DESIGN.md, "A payment: two transactions and one provider call"),
-//! behind `POST /v1/orders/{id}/payments` and `POST /v1/checkout`:
+//! behind `POST /v1/orders/{id}/payments` and `POST /v1/checkout`, entered by [`pay`] with one
+//! [`PayContext`] (as an order's commands and a refund enter): the fields are validated, then
 //!
 //! 1. Transaction 1, one statement (the claim of [`crate::idempotency::claim`] with the work
 //!    of [`super::keyed`]): the key, the attempt `created`, its timeline row (and the order
@@ -22,29 +23,41 @@ use super::transition::{apply, record_answer};
 use super::{before_resend, find_attempt, why_refused, CallKind, PaymentAttempt, Refusal, Source};
 use crate::db::pool::PoolError;
 use crate::db::transaction::in_transaction;
-use crate::db::DbPool;
-use crate::idempotency::{claim, Claimed, IdempotencyError, KeyedRequest, Keys};
+use crate::idempotency::{claim, Claimed, IdempotencyError, KeyedRequest};
 use crate::ids::OrderId;
 use crate::payments::orders::keyed::CreateOrder;
-use crate::payments::orders::{find_order, order_with_reference, NewOrder, Order, OrderError};
+use crate::payments::orders::{find_order, order_with_reference, FieldProblems};
+use crate::payments::orders::{NewOrder, Order, OrderError, OrderFields};
 use crate::payments::payment_method::PaymentMethodToken;
 use crate::payments::routing::{route, RoutingError};
-use crate::payments::service::{charge_request, settle_key, Payments};
+use crate::payments::service::{charge_request, settle_key, Context, Payments};
 use crate::providers::registry::NamedProvider;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
-/// Everything one payment request needs.
-pub struct PayContext<'a> {
-    pub pool: &'a DbPool,
-    pub keys: &'a Keys,
-    pub payments: &'a Payments,
+/// Everything one payment request needs: what to pay, and with what, is its input.
+pub type PayContext<'a> = Context<'a, PayInput>;
+
+/// A payment request as the client sent it, read but not yet validated.
+#[derive(Debug, Clone)]
+pub struct PayInput {
+    pub target: PayTarget,
+    /// The provider's payment method token; required.
+    pub payment_method: Option<String>,
 }
 
-/// What to pay for.
-pub enum Target {
+/// What to pay for, as the client named it.
+#[derive(Debug, Clone)]
+pub enum PayTarget {
     /// An existing order (`POST /v1/orders/{id}/payments`).
     Order(OrderId),
-    /// A new order, made in the same statement as its attempt (`POST /v1/checkout`).
+    /// A new order of these fields, made in the same statement as its attempt
+    /// (`POST /v1/checkout`).
+    NewOrder(OrderFields),
+}
+
+/// What to pay for, validated.
+enum Target {
+    Order(OrderId),
     NewOrder(NewOrder),
 }
 
@@ -61,6 +74,8 @@ pub struct Paid {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PayError {
+    #[error("the request's fields do not hold: {0:?}")]
+    Invalid(FieldProblems),
     #[error(transparent)]
     Idempotency(#[from] IdempotencyError),
     #[error("the order cannot take a new attempt: {0:?}")]
@@ -90,13 +105,38 @@ impl From<serde_json::Error> for PayError {
     }
 }
 
-/// Pays `target` with `payment_method`, once per key.
-pub async fn pay(
-    ctx: &PayContext<'_>,
-    keyed: &KeyedRequest,
-    target: &Target,
-    payment_method: &PaymentMethodToken,
-) -> Result<Paid, PayError> {
+/// The target and the payment method, or every field problem at once: a new order's, then
+/// the payment method's.
+fn validate(input: &PayInput) -> Result<(Target, PaymentMethodToken), PayError> {
+    let mut problems = FieldProblems::new();
+    let target = match &input.target {
+        PayTarget::Order(id) => Some(Target::Order(*id)),
+        PayTarget::NewOrder(fields) => match fields.validate() {
+            Ok(order) => Some(Target::NewOrder(order)),
+            Err(order_problems) => {
+                problems.extend(order_problems);
+                None
+            }
+        },
+    };
+    let field = "/payment_method";
+    let payment_method = match input.payment_method.as_deref() {
+        None => Err((field.to_owned(), "is required".to_owned())),
+        Some(raw) => PaymentMethodToken::parse(raw).map_err(|message| (field.to_owned(), message)),
+    };
+    match (target, payment_method) {
+        (Some(target), Ok(method)) => Ok((target, method)),
+        (_, method) => {
+            problems.extend(method.err());
+            Err(PayError::Invalid(problems))
+        }
+    }
+}
+
+/// Pays the context's target with its payment method, once per key.
+pub async fn pay(ctx: &PayContext<'_>) -> Result<Paid, PayError> {
+    let (target, payment_method) = validate(&ctx.input)?;
+    let (keyed, target, payment_method) = (ctx.keyed, &target, &payment_method);
     let route = route_for(ctx, keyed, target).await?;
     let first = route
         .first()

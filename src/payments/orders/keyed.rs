@@ -5,20 +5,34 @@
 //! order as [`CreateOrder`] does.
 //!
 //! Each work returns a `jsonb` object `{"order": …}` of the row it made (from `RETURNING`),
-//! and each replay the same object of the row as it is now. Ids are made here (UUIDv7), so
+//! and each replay the same object of the row as it is now; [`read_order`] reads it. Ids are made here (UUIDv7), so
 //! the statement needs nothing back from the database before it runs.
 
 use diesel::result::DatabaseErrorKind;
 use diesel::sql_types::{BigInt, Jsonb, Nullable, Text, Uuid as SqlUuid};
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::NewOrder;
+use super::{NewOrder, Order, OrderRow};
 use crate::db::sql::Sql;
 use crate::idempotency::{KeyedWork, RecordAs};
 use crate::ids::OrderId;
 use crate::payments::status::OrderStatus;
 
 pub const ORDER: &str = "order";
+
+/// The order a claim statement returned, made or as it is now (none from a `null`).
+pub fn read_order(value: Value) -> serde_json::Result<Option<Order>> {
+    #[derive(Deserialize)]
+    struct Made {
+        order: Option<OrderRow>,
+    }
+    if value.is_null() {
+        return Ok(None);
+    }
+    let made: Made = serde_json::from_value(value)?;
+    Ok(made.order.map(Order::from_row))
+}
 
 /// The order a key names, as it is now (`$2` merchant).
 const ORDER_NOW: &str = "(SELECT to_jsonb(o) FROM orders o \

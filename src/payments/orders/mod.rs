@@ -3,6 +3,7 @@
 //! once refunds give money back `paid → partially_refunded → refunded` (or `paid → refunded`).
 //! The transitions are written once here and enforced again by a trigger in the database.
 
+pub mod command;
 pub mod keyed;
 
 use std::collections::BTreeMap;
@@ -13,7 +14,9 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Deserialize;
 use uuid::Uuid;
 
+use crate::db::pool::PoolError;
 use crate::db::schema::orders;
+use crate::idempotency::IdempotencyError;
 use crate::ids::{MerchantId, OrderId};
 use crate::payments::money::{Amount, Currency, MinorUnits};
 use crate::payments::status::{AttemptStatus, OrderStatus};
@@ -222,8 +225,36 @@ impl NewOrder {
     }
 }
 
+/// An order's fields as the client sent them, read but not yet validated
+/// ([`OrderFields::validate`]).
+#[derive(Debug, Clone, Default)]
+pub struct OrderFields {
+    pub amount: Option<MinorUnits>,
+    pub currency: Option<String>,
+    pub merchant_reference: Option<String>,
+    pub description: Option<String>,
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
+impl OrderFields {
+    /// The order to create, or every field problem at once.
+    pub fn validate(&self) -> Result<NewOrder, FieldProblems> {
+        NewOrder::parse(
+            self.amount,
+            self.currency.as_deref(),
+            self.merchant_reference.clone(),
+            self.description.clone(),
+            self.metadata.clone(),
+        )
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum OrderError {
+    #[error("the request's fields do not hold: {0:?}")]
+    Invalid(FieldProblems),
+    #[error(transparent)]
+    Idempotency(#[from] IdempotencyError),
     #[error("merchant_reference is already used by order {0}")]
     MerchantReferenceExists(OrderId),
     #[error("no such order")]
@@ -231,7 +262,11 @@ pub enum OrderError {
     #[error("the order is {} and cannot be canceled", .0.as_str())]
     NotCancelable(OrderStatus),
     #[error(transparent)]
+    Unavailable(#[from] PoolError),
+    #[error(transparent)]
     Database(#[from] diesel::result::Error),
+    #[error("{0}")]
+    Inconsistent(String),
 }
 
 /// The order that holds `reference`, once an insert was refused for it.

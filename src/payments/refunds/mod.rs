@@ -30,6 +30,7 @@ use crate::db::schema::{refund_events, refunds};
 use crate::idempotency::IdempotencyError;
 use crate::ids::{MerchantId, OrderId, PaymentId, RefundId};
 use crate::payments::attempts::find_attempt;
+use crate::payments::orders::FieldProblems;
 use crate::payments::status::AttemptStatus;
 use crate::providers::RefundRequest;
 
@@ -122,6 +123,8 @@ pub fn provider_refund_key(id: RefundId) -> String {
 /// Why a refund was not made.
 #[derive(Debug, thiserror::Error)]
 pub enum RefundError {
+    #[error("the request's fields do not hold: {0:?}")]
+    Invalid(FieldProblems),
     #[error(transparent)]
     Idempotency(#[from] IdempotencyError),
     #[error("no such payment")]

@@ -1,5 +1,7 @@
-//! The refund flow, behind `POST /v1/payments/{id}/refunds`: the claim statement with
-//! [`CreateRefund`], the provider call, then its outcome ([`super::record`]).
+//! The refund flow, behind `POST /v1/payments/{id}/refunds`, entered by [`refund`] with one
+//! [`RefundContext`] (as an order's commands and a payment enter): the fields are validated,
+//! then the claim statement with [`CreateRefund`], the provider call, then its outcome
+//! ([`super::record`]).
 
 use chrono::Utc;
 use diesel_async::AsyncPgConnection;
@@ -8,22 +10,57 @@ use super::keyed::{read_refund, CreateRefund};
 use super::record::{record, settle_key};
 use super::{refund_request, Refund, RefundError, Refunded, REFUND_CREATED};
 use crate::db::DbPool;
-use crate::idempotency::{claim, Claimed, KeyedRequest, Keys};
+use crate::idempotency::{claim, Claimed};
 use crate::ids::{MerchantId, PaymentId};
 use crate::payments::attempts::{find_attempt, CallKind, Source};
-use crate::payments::service::Payments;
+use crate::payments::money::{Amount, MinorUnits};
+use crate::payments::orders::{FieldProblems, MAX_DESCRIPTION_LEN};
+use crate::payments::service::{Context, Payments};
 use crate::payments::status::AttemptStatus;
 
-/// Refunds `amount` (`None`: what is left) of payment `payment_id`, once per key.
-pub async fn refund(
-    pool: &DbPool,
-    keys: &Keys,
-    payments: &Payments,
-    keyed: &KeyedRequest,
-    payment_id: PaymentId,
-    amount: Option<i64>,
-    reason: Option<&str>,
-) -> Result<Refunded, RefundError> {
+/// Everything one refund request needs: what to give back is its input.
+pub type RefundContext<'a> = Context<'a, RefundInput>;
+
+/// A refund request as the client sent it, read but not yet validated.
+#[derive(Debug, Clone)]
+pub struct RefundInput {
+    /// The succeeded attempt to give money back from.
+    pub payment_id: PaymentId,
+    /// In minor units, 1 to 10^12; `None`: all that is left to refund.
+    pub amount: Option<MinorUnits>,
+    /// Free text for the merchant's records, up to 1000 characters once trimmed.
+    pub reason: Option<String>,
+}
+
+/// The amount (`None`: what is left) and the reason (trimmed; empty is none), or every field
+/// problem at once.
+fn validate(input: &RefundInput) -> Result<(Option<i64>, Option<&str>), RefundError> {
+    let mut problems = FieldProblems::new();
+    let amount = match input.amount.map(Amount::parse).transpose() {
+        Ok(amount) => amount.map(Amount::get),
+        Err(message) => {
+            problems.push(("/amount".into(), message));
+            None
+        }
+    };
+    let reason = input.reason.as_deref().map(str::trim);
+    if reason.is_some_and(|r| r.chars().count() > MAX_DESCRIPTION_LEN) {
+        problems.push((
+            "/reason".into(),
+            format!("must be at most {MAX_DESCRIPTION_LEN} characters"),
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(RefundError::Invalid(problems));
+    }
+    Ok((amount, reason.filter(|r| !r.is_empty())))
+}
+
+/// Refunds the context's amount (`None`: what is left) of its payment, once per key.
+pub async fn refund(ctx: &RefundContext<'_>) -> Result<Refunded, RefundError> {
+    let (amount, reason) = validate(&ctx.input)?;
+    let (pool, keys, payments, keyed) = (ctx.pool, ctx.keys, ctx.payments, ctx.keyed);
+    let payment_id = ctx.input.payment_id;
     let lease =
         chrono::Duration::from_std(keys.settings.lease).unwrap_or(chrono::Duration::seconds(30));
     let work = CreateRefund::new(payment_id, amount, reason, Utc::now() + lease);

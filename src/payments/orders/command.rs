@@ -1,0 +1,110 @@
+//! An order's own use cases, behind `POST /v1/orders` and `POST /v1/orders/{id}/cancel`: one
+//! entry ([`run`]) taking one context ([`OrderContext`]), as a payment
+//! ([`crate::payments::attempts::pay::pay`]) and a refund
+//! ([`crate::payments::refunds::refund::refund`]) enter. Each command is database-only: its
+//! work runs once per key, in the claim statement ([`super::keyed`]), and the answer is the
+//! order as made, or, replayed, under the first status as it is now.
+
+use diesel_async::AsyncPgConnection;
+
+use super::keyed::{read_order, CancelOrder, CreateOrder};
+use super::{find_order, order_with_reference, Order, OrderError, OrderFields};
+use crate::idempotency::{claim, Claimed, KeyedWork, RecordAs};
+use crate::ids::OrderId;
+use crate::payments::service::Context;
+
+/// Everything one order request needs: the command is its input.
+pub type OrderContext<'a> = Context<'a, OrderCommand>;
+
+/// What to do with an order.
+#[derive(Debug, Clone)]
+pub enum OrderCommand {
+    /// `POST /v1/orders`: make one of these fields.
+    Create(OrderFields),
+    /// `POST /v1/orders/{id}/cancel`.
+    Cancel(OrderId),
+}
+
+/// The answer to an order request.
+#[derive(Debug)]
+pub struct OrderAnswer {
+    /// The order as made, or, replayed, as it is now.
+    pub order: Order,
+    pub status: u16,
+    pub replayed: bool,
+}
+
+/// Runs the context's command once per key.
+pub async fn run(ctx: &OrderContext<'_>) -> Result<OrderAnswer, OrderError> {
+    let merchant_id = ctx.keyed.merchant_id;
+    match &ctx.input {
+        OrderCommand::Create(fields) => {
+            let new_order = fields.validate().map_err(OrderError::Invalid)?;
+            keyed(ctx, &CreateOrder::new(&new_order), async |conn| {
+                // Only the reference can refuse a new order: ids are fresh UUIDv7s.
+                let reference = new_order.merchant_reference.as_deref().unwrap_or_default();
+                Ok(
+                    match order_with_reference(conn, merchant_id, reference).await? {
+                        Some(id) => OrderError::MerchantReferenceExists(id),
+                        None => OrderError::Inconsistent(
+                            "a refused order reference has no order".into(),
+                        ),
+                    },
+                )
+            })
+            .await
+        }
+        OrderCommand::Cancel(id) => {
+            let id = *id;
+            keyed(ctx, &CancelOrder { id }, async |conn| {
+                Ok(match find_order(conn, Some(merchant_id), id).await? {
+                    None => OrderError::NotFound,
+                    Some(order) => OrderError::NotCancelable(order.status),
+                })
+            })
+            .await
+        }
+    }
+}
+
+/// Runs a database-only order operation once per key, in one statement, and answers with
+/// the order: as made, or, replayed, under the first status as it is now. `declined` says
+/// why the work did nothing.
+async fn keyed(
+    ctx: &OrderContext<'_>,
+    work: &dyn KeyedWork,
+    declined: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<OrderError, OrderError>,
+) -> Result<OrderAnswer, OrderError> {
+    let order = |value| {
+        read_order(value)
+            .map_err(|err| {
+                OrderError::Inconsistent(format!("an order read back does not fit: {err}"))
+            })?
+            .ok_or_else(|| OrderError::Inconsistent("an order key names no order".into()))
+    };
+    match claim(ctx.pool, ctx.keys, ctx.keyed, work).await? {
+        Claimed::Done { fresh } => {
+            let status = match work.record_as() {
+                RecordAs::Completed { status } => status,
+                RecordAs::InFlight { .. } => 201,
+            };
+            Ok(OrderAnswer {
+                order: order(fresh)?,
+                status,
+                replayed: false,
+            })
+        }
+        Claimed::Replay { status, current } => Ok(OrderAnswer {
+            order: order(current)?,
+            status,
+            replayed: true,
+        }),
+        Claimed::Declined { .. } => {
+            let mut conn = ctx.pool.get().await?;
+            Err(declined(&mut conn).await?)
+        }
+        Claimed::TakenOver { .. } => Err(OrderError::Inconsistent(
+            "an order key was left in flight".into(),
+        )),
+    }
+}
