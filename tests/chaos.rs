@@ -1,10 +1,12 @@
-//! Short chaos runs end to end: the `chaos` driver (RELIABILITY.md has the full runs) against
-//! real `serve` and `payorch sandbox` processes and a private PostgreSQL cluster of its own.
-//! The driver's checks are tested for failing in its own unit tests (`cargo test --bin chaos`);
-//! these show that the whole system passes them under kills, duplicates and a database restart.
+//! Short chaos runs end to end: the chaos driver (`payorch-chaos`, the `chaos` binary's
+//! library, called here in-process; RELIABILITY.md has the full runs) against real `serve` and
+//! `payorch sandbox` processes and a private PostgreSQL cluster of its own. The driver's checks
+//! are tested for failing in its own unit tests (`cargo test -p payorch-chaos`); these show
+//! that the whole system passes them under kills, duplicates and a database restart.
 
-use std::process::Command;
 use std::sync::Mutex;
+
+use clap::Parser;
 
 /// One run at a time: each starts a cluster, a sandbox and its replicas.
 static ONE_RUN: Mutex<()> = Mutex::new(());
@@ -14,18 +16,19 @@ fn chaos(args: &[&str]) -> Vec<(String, String)> {
     let _one = ONE_RUN
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let out = Command::new(env!("CARGO_BIN_EXE_chaos"))
-        .args(args)
-        .args(["--payorch", env!("CARGO_BIN_EXE_payorch")])
-        .output()
-        .expect("run the chaos driver");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the run found something wrong:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut lines = stdout.lines().filter(|l| l.starts_with('|'));
+    let words = ["chaos"].into_iter().chain(args.iter().copied());
+    let args = payorch_chaos::Args::try_parse_from(
+        words.chain(["--payorch", env!("CARGO_BIN_EXE_payorch")]),
+    )
+    .expect("the driver's arguments");
+    let run = tokio::runtime::Runtime::new()
+        .expect("a runtime for the driver")
+        .block_on(payorch_chaos::run(&args))
+        .unwrap_or_else(|why| panic!("the run could not be made: {why}"));
+    // What the driver says on stderr (its run folder, kept when a check fails) is the test's.
+    let report = &run.report;
+    assert!(run.good, "the run found something wrong:\n{report}");
+    let mut lines = report.lines().filter(|l| l.starts_with('|'));
     let cells = |line: Option<&str>| -> Vec<String> {
         line.unwrap_or_default()
             .split('|')
@@ -35,7 +38,7 @@ fn chaos(args: &[&str]) -> Vec<(String, String)> {
     };
     let header = cells(lines.next());
     let row = cells(lines.nth(1));
-    assert_eq!(header.len(), row.len(), "{stdout}");
+    assert_eq!(header.len(), row.len(), "{report}");
     header.into_iter().zip(row).collect()
 }
 

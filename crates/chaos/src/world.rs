@@ -44,24 +44,26 @@ const SERVE_SETTINGS: &[&str] = &[
     "1000000",
 ];
 
-pub struct World {
+pub(crate) struct World {
     payorch: PathBuf,
     /// Logs and data folders of the run; kept when a check fails.
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     cluster: Arc<Mutex<PrivateCluster>>,
-    pub database_url: String,
-    pub sandbox_url: String,
+    pub(crate) database_url: String,
+    pub(crate) sandbox_url: String,
     _sandbox: Child,
-    pub replicas: Vec<Replica>,
-    pub api_key: String,
+    pub(crate) replicas: Vec<Replica>,
+    pub(crate) api_key: String,
     /// Highest VmHWM seen of any `serve` process, in KiB.
     peak: Arc<AtomicU64>,
     /// The pid of each running replica, by index, for the sampler.
     live: Arc<Mutex<HashMap<usize, u32>>>,
+    /// The sampler, stopped with the run (a run may be one of several in a process).
+    sampler: Option<tokio::task::JoinHandle<()>>,
 }
 
-pub struct Replica {
-    pub url: String,
+pub(crate) struct Replica {
+    pub(crate) url: String,
     port: u16,
     data_dir: PathBuf,
     log: PathBuf,
@@ -72,10 +74,14 @@ impl World {
     /// Starts the cluster, migrates, makes the merchant, starts the sandbox (its webhooks
     /// reach the replicas in turn, as through a load balancer) and `replicas` copies of
     /// `serve`.
-    pub async fn start(payorch: &Path, replicas: usize) -> Result<World, String> {
+    pub(crate) async fn start(payorch: &Path, replicas: usize) -> Result<World, String> {
+        // Runs one after the other in one process (tests/chaos.rs) each get a folder of their
+        // own, also when one fails fast and keeps its folder.
+        static RUNS: AtomicU64 = AtomicU64::new(0);
         let root = std::env::temp_dir().join(format!(
-            "payorch-chaos-{}-{}",
+            "payorch-chaos-{}-{}-{}",
             std::process::id(),
+            RUNS.fetch_add(1, Ordering::Relaxed),
             chrono::Utc::now().format("%H%M%S")
         ));
         std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
@@ -160,6 +166,7 @@ impl World {
             api_key,
             peak: Arc::default(),
             live: Arc::default(),
+            sampler: None,
         };
         for n in 0..world.replicas.len() {
             world.start_replica(n).await?;
@@ -169,7 +176,7 @@ impl World {
     }
 
     /// Starts replica `n` (again) on its port and waits until it is ready.
-    pub async fn start_replica(&mut self, n: usize) -> Result<(), String> {
+    pub(crate) async fn start_replica(&mut self, n: usize) -> Result<(), String> {
         let replica = &mut self.replicas[n];
         let log = OpenOptions::new()
             .create(true)
@@ -199,7 +206,7 @@ impl World {
     }
 
     /// SIGKILL for replica `n`: no shutdown, no flush, requests cut mid-flight.
-    pub async fn kill_replica(&mut self, n: usize) {
+    pub(crate) async fn kill_replica(&mut self, n: usize) {
         lock(&self.live).remove(&n);
         if let Some(mut child) = self.replicas[n].child.take() {
             if let Some(pid) = child.id() {
@@ -210,12 +217,12 @@ impl World {
         }
     }
 
-    pub fn is_running(&self, n: usize) -> bool {
+    pub(crate) fn is_running(&self, n: usize) -> bool {
         self.replicas[n].child.is_some()
     }
 
     /// Stops PostgreSQL (fast shutdown: every session ended), waits `down`, starts it again.
-    pub async fn restart_database(&self, down: Duration) -> Result<(), String> {
+    pub(crate) async fn restart_database(&self, down: Duration) -> Result<(), String> {
         let cluster = self.cluster.clone();
         tokio::task::spawn_blocking(move || lock(&cluster).stop())
             .await
@@ -230,7 +237,7 @@ impl World {
     }
 
     /// The highest peak RSS of any `serve` process of the run, in MiB.
-    pub fn peak_rss_mib(&self) -> f64 {
+    pub(crate) fn peak_rss_mib(&self) -> f64 {
         for replica in &self.replicas {
             if let Some(pid) = replica.child.as_ref().and_then(Child::id) {
                 note_peak(&self.peak, pid);
@@ -240,7 +247,10 @@ impl World {
     }
 
     /// Stops every process; the cluster last. The run's folder is removed unless `keep`.
-    pub async fn stop(mut self, keep: bool) {
+    pub(crate) async fn stop(mut self, keep: bool) {
+        if let Some(sampler) = self.sampler.take() {
+            sampler.abort();
+        }
         for n in 0..self.replicas.len() {
             self.kill_replica(n).await;
         }
@@ -256,10 +266,10 @@ impl World {
     }
 
     /// A sampler that keeps the peak RSS of every live replica, also of those killed later.
-    fn watch_memory(&self) {
+    fn watch_memory(&mut self) {
         let peak = self.peak.clone();
         let live = self.live.clone();
-        tokio::spawn(async move {
+        self.sampler = Some(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 let pids: Vec<u32> = lock(&live).values().copied().collect();
@@ -267,7 +277,7 @@ impl World {
                     note_peak(&peak, pid);
                 }
             }
-        });
+        }));
     }
 }
 

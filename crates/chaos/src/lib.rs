@@ -1,17 +1,23 @@
+#![warn(unreachable_pub)]
 //! The chaos runs behind RELIABILITY.md: payorch's promise — one intent, at most one charge —
 //! checked for the whole system while `serve` is killed with SIGKILL, while replicas race
 //! each other for the same request, and while the database restarts.
 //!
-//!     cargo build --release --bins
-//!     cargo run --release --bin chaos -- kill        # one serve, killed every few seconds
-//!     cargo run --release --bin chaos -- replicas    # three serves, duplicates, a database restart
+//! ```text
+//! cargo build --release --bins
+//! cargo run --release --bin chaos -- kill        # one serve, killed every few seconds
+//! cargo run --release --bin chaos -- replicas    # three serves, duplicates, a database restart
+//! ```
 //!
-//! Exits 1 when a check fails, keeping the run's folder (logs, database) for a look.
+//! A run that finds something wrong keeps its folder (logs, database) for a look. The `chaos`
+//! binary prints what [`run`] reports and exits 1 when a check failed; payorch's tests/chaos.rs
+//! calls [`run`] in-process, with the `payorch` binary Cargo built for its tests.
 
 mod checks;
 mod clients;
 mod world;
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -32,9 +38,13 @@ enum Scenario {
     Replicas,
 }
 
+/// What to run: the `chaos` binary's command line.
 #[derive(Debug, Parser)]
-#[command(about = "Chaos runs: payorch under kills, racing replicas and a database restart")]
-struct Args {
+#[command(
+    name = "chaos",
+    about = "Chaos runs: payorch under kills, racing replicas and a database restart"
+)]
+pub struct Args {
     #[arg(value_enum)]
     scenario: Scenario,
     /// Logical checkouts, each retried under its own key until it has a final answer.
@@ -72,21 +82,17 @@ struct Disturbed {
     database_restarts: usize,
 }
 
-#[tokio::main]
-async fn main() {
-    let args = Args::parse();
-    match run(&args).await {
-        Ok(true) => {}
-        Ok(false) => std::process::exit(1),
-        Err(why) => {
-            eprintln!("chaos: {why}");
-            std::process::exit(2);
-        }
-    }
+/// A finished run: whether every check held, and what the run found, as the `chaos` binary
+/// prints it (a table of one row, then the details).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    pub good: bool,
+    pub report: String,
 }
 
-/// `Ok(false)` when a check failed.
-async fn run(args: &Args) -> Result<bool, String> {
+/// Runs `args`' scenario end to end; `Err` when the run itself could not be made (no
+/// `payorch` binary, a process that would not start).
+pub async fn run(args: &Args) -> Result<Run, String> {
     let payorch = match &args.payorch {
         Some(path) => path.clone(),
         None => std::env::current_exe()
@@ -108,7 +114,7 @@ async fn run(args: &Args) -> Result<bool, String> {
     let outcome = exercise(args, &mut world).await;
     // The processes and the cluster go in every case; the folder stays for a look unless
     // the run was good.
-    let good = matches!(outcome, Ok(true));
+    let good = matches!(outcome, Ok(Run { good: true, .. }));
     if !good {
         eprintln!(
             "chaos: FAILED; logs and database kept in {}",
@@ -120,7 +126,7 @@ async fn run(args: &Args) -> Result<bool, String> {
 }
 
 /// The clients and the disturbance, then the reconcilers, then the checks and the report.
-async fn exercise(args: &Args, world: &mut World) -> Result<bool, String> {
+async fn exercise(args: &Args, world: &mut World) -> Result<Run, String> {
     let started = Instant::now();
     let targets = Targets {
         urls: world.replicas.iter().map(|r| r.url.clone()).collect(),
@@ -155,7 +161,7 @@ async fn exercise(args: &Args, world: &mut World) -> Result<bool, String> {
     let facts = checks::gather(&world.database_url, &world.sandbox_url).await?;
     let found = checks::judge(&facts, &intents);
     let rss = world.peak_rss_mib();
-    report(
+    let report = report(
         args,
         &disturbed,
         &tally,
@@ -171,7 +177,10 @@ async fn exercise(args: &Args, world: &mut World) -> Result<bool, String> {
     );
     let server_errors = tally.server_errors.load(Ordering::Relaxed);
     let unexpected = tally.unexpected_count.load(Ordering::Relaxed);
-    Ok(found.total() == 0 && server_errors == 0 && unexpected == 0 && settled.is_some())
+    Ok(Run {
+        good: found.total() == 0 && server_errors == 0 && unexpected == 0 && settled.is_some(),
+        report,
+    })
 }
 
 /// The scenario's disturbance, for as long as the clients run.
@@ -243,7 +252,14 @@ fn report(
     found: &checks::Findings,
     facts: &checks::Facts,
     ending: &Ending,
-) {
+) -> String {
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    macro_rules! say {
+        ($($arg:tt)*) => {
+            let _ = writeln!(out, $($arg)*);
+        };
+    }
     let Ending {
         load_secs,
         open_after_load,
@@ -252,11 +268,11 @@ fn report(
     } = *ending;
     let n = |counter: &std::sync::atomic::AtomicUsize| counter.load(Ordering::Relaxed);
     let refunds: usize = intents.iter().map(|i| i.refunds.len()).sum();
-    println!(
+    say!(
         "| scenario | intents | abandoned | refunds asked | clients | kills | database restarts | requests | retries | cut connections | 503s | 500s | double charges | lost intents | pending left | peak RSS |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    println!(
+    say!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    say!(
         "| {:?} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB |",
         args.scenario,
         intents.len(),
@@ -275,8 +291,8 @@ fn report(
         found.pending_left,
         rss_mib,
     );
-    println!();
-    println!("checks (each must be 0): {found:?}");
+    say!();
+    say!("checks (each must be 0): {found:?}");
     let mut statuses = std::collections::BTreeMap::<String, usize>::new();
     for intent in intents {
         let status = intent.status.as_deref().unwrap_or("no answer");
@@ -284,10 +300,10 @@ fn report(
             .entry(format!("{} {status}", intent.method))
             .or_default() += 1;
     }
-    println!("intents by payment method and final status: {statuses:?}");
-    println!("provider ledger: {:?}", checks::ledger_summary(facts));
-    println!("attempts finished by: {:?}", facts.finished_by);
-    println!(
+    say!("intents by payment method and final status: {statuses:?}");
+    say!("provider ledger: {:?}", checks::ledger_summary(facts));
+    say!("attempts finished by: {:?}", facts.finished_by);
+    say!(
         "load {load_secs:.0} s; after it {open_after_load} attempts and refunds were open, and the reconcilers closed them in {}",
         settled.map_or("(not within the limit)".into(), |d| format!(
             "{:.1} s",
@@ -300,6 +316,7 @@ fn report(
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .iter()
     {
-        println!("unexpected answer: {what}");
+        say!("unexpected answer: {what}");
     }
+    out
 }

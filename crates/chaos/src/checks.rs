@@ -11,70 +11,70 @@ use crate::clients::Intent;
 
 /// A payment attempt as the database holds it.
 #[derive(Debug, Clone)]
-pub struct Attempt {
-    pub id: String,
-    pub order_id: String,
-    pub key: Option<String>,
-    pub status: String,
-    pub amount: i64,
-    pub provider_payment_id: Option<String>,
+pub(crate) struct Attempt {
+    pub(crate) id: String,
+    pub(crate) order_id: String,
+    pub(crate) key: Option<String>,
+    pub(crate) status: String,
+    pub(crate) amount: i64,
+    pub(crate) provider_payment_id: Option<String>,
 }
 
 #[derive(Debug, Clone)]
-pub struct Refund {
-    pub id: String,
-    pub payment_id: String,
-    pub status: String,
-    pub amount: i64,
-    pub provider_refund_id: Option<String>,
+pub(crate) struct Refund {
+    pub(crate) id: String,
+    pub(crate) payment_id: String,
+    pub(crate) status: String,
+    pub(crate) amount: i64,
+    pub(crate) provider_refund_id: Option<String>,
 }
 
 /// Everything the checks read.
 #[derive(Debug, Default)]
-pub struct Facts {
-    pub attempts: Vec<Attempt>,
-    pub refunds: Vec<Refund>,
+pub(crate) struct Facts {
+    pub(crate) attempts: Vec<Attempt>,
+    pub(crate) refunds: Vec<Refund>,
     /// Each attempt's timeline, oldest first: (from, to).
-    pub attempt_events: HashMap<String, Vec<(Option<String>, String)>>,
-    pub refund_events: HashMap<String, Vec<(Option<String>, String)>>,
-    pub charges: Vec<LedgerEntry>,
-    pub ledger_refunds: Vec<RefundEntry>,
-    pub keys_in_flight: i64,
+    pub(crate) attempt_events: HashMap<String, Vec<(Option<String>, String)>>,
+    pub(crate) refund_events: HashMap<String, Vec<(Option<String>, String)>>,
+    pub(crate) charges: Vec<LedgerEntry>,
+    pub(crate) ledger_refunds: Vec<RefundEntry>,
+    pub(crate) keys_in_flight: i64,
     /// How attempts were finished, by the source of their final move (`provider_response`,
     /// `webhook`, `reconciler`, …): the report shows which recovery paths the run took.
-    pub finished_by: BTreeMap<String, i64>,
+    pub(crate) finished_by: BTreeMap<String, i64>,
 }
 
 /// Counts of what went wrong; all zero in a good run.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Findings {
+pub(crate) struct Findings {
     /// Charges beyond the first of one order, or of one attempt.
-    pub double_charges: usize,
+    pub(crate) double_charges: usize,
     /// Charges the database has no succeeded attempt for (or names another charge or order).
-    pub charges_without_attempt: usize,
+    pub(crate) charges_without_attempt: usize,
     /// Succeeded attempts the provider has no charge for.
-    pub paid_without_charge: usize,
+    pub(crate) paid_without_charge: usize,
     /// Payments refunded (or holding refunds) beyond their amount, in the database or at the
     /// provider.
-    pub refunds_over_payment: usize,
+    pub(crate) refunds_over_payment: usize,
     /// Succeeded refunds one side has and the other does not.
-    pub refunds_disagreeing: usize,
+    pub(crate) refunds_disagreeing: usize,
     /// Intents (and refunds) with no final answer (unless abandoned), or whose payment the
     /// database lacks.
-    pub lost_intents: usize,
+    pub(crate) lost_intents: usize,
     /// Intents (and refunds) told of two different payments (refunds), or with two attempts.
-    pub split_intents: usize,
+    pub(crate) split_intents: usize,
     /// Final answers a client got that the database contradicts.
-    pub answers_contradicted: usize,
+    pub(crate) answers_contradicted: usize,
     /// Attempts and refunds still `created` or `pending`.
-    pub pending_left: usize,
-    pub keys_in_flight: usize,
+    pub(crate) pending_left: usize,
+    pub(crate) keys_in_flight: usize,
     /// Attempts and refunds whose timeline does not lead from `created` to their status.
-    pub broken_timelines: usize,
+    pub(crate) broken_timelines: usize,
 }
 
 impl Findings {
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.double_charges
             + self.charges_without_attempt
             + self.paid_without_charge
@@ -89,7 +89,7 @@ impl Findings {
     }
 }
 
-pub fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
+pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
     let mut found = Findings {
         keys_in_flight: facts.keys_in_flight.max(0) as usize,
         ..Findings::default()
@@ -276,7 +276,7 @@ async fn connect(database_url: &str) -> Result<tokio_postgres::Client, String> {
 }
 
 /// Reads the facts: the database at `database_url`, the ledger at `sandbox_url`.
-pub async fn gather(database_url: &str, sandbox_url: &str) -> Result<Facts, String> {
+pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Facts, String> {
     let db = connect(database_url).await?;
     let sql = |e: tokio_postgres::Error| format!("reading the database: {e}");
     let mut facts = Facts::default();
@@ -386,7 +386,7 @@ pub async fn gather(database_url: &str, sandbox_url: &str) -> Result<Facts, Stri
 }
 
 /// Attempts and refunds still open, for waiting on the reconciler.
-pub async fn open_rows(database_url: &str) -> Result<i64, String> {
+pub(crate) async fn open_rows(database_url: &str) -> Result<i64, String> {
     let db = connect(database_url).await?;
     let row = db
         .query_one(
@@ -400,7 +400,7 @@ pub async fn open_rows(database_url: &str) -> Result<i64, String> {
 }
 
 /// How many charges and refunds the provider made, by status, for the report.
-pub fn ledger_summary(facts: &Facts) -> BTreeMap<String, usize> {
+pub(crate) fn ledger_summary(facts: &Facts) -> BTreeMap<String, usize> {
     let mut summary = BTreeMap::new();
     for charge in &facts.charges {
         *summary

@@ -56,27 +56,27 @@ fn abandons(i: usize) -> bool {
 
 /// Where the clients send their requests.
 #[derive(Clone)]
-pub struct Targets {
-    pub urls: Vec<String>,
+pub(crate) struct Targets {
+    pub(crate) urls: Vec<String>,
     /// Send each request to two replicas at the same instant.
-    pub duplicate: bool,
+    pub(crate) duplicate: bool,
 }
 
 /// What the clients saw, for the result table.
 #[derive(Default)]
-pub struct Tally {
-    pub requests: AtomicUsize,
+pub(crate) struct Tally {
+    pub(crate) requests: AtomicUsize,
     /// Requests sent again under the same key: after a cut connection, a `5xx`, a `409` in
     /// flight, a `429` or a `pending` answer.
-    pub retries: AtomicUsize,
-    pub cut: AtomicUsize,
-    pub unavailable: AtomicUsize,
-    pub server_errors: AtomicUsize,
-    pub done: AtomicUsize,
+    pub(crate) retries: AtomicUsize,
+    pub(crate) cut: AtomicUsize,
+    pub(crate) unavailable: AtomicUsize,
+    pub(crate) server_errors: AtomicUsize,
+    pub(crate) done: AtomicUsize,
     /// Answers no client should get: a `4xx` other than the expected refusals, or a body
     /// that is not the resource. At most a few kept for the report.
-    pub unexpected: Mutex<Vec<String>>,
-    pub unexpected_count: AtomicUsize,
+    pub(crate) unexpected: Mutex<Vec<String>>,
+    pub(crate) unexpected_count: AtomicUsize,
 }
 
 impl Tally {
@@ -94,28 +94,28 @@ impl Tally {
 
 /// One logical checkout, and the refunds asked of it, as the client saw them.
 #[derive(Debug, Default, Clone)]
-pub struct Intent {
-    pub key: String,
-    pub method: &'static str,
+pub(crate) struct Intent {
+    pub(crate) key: String,
+    pub(crate) method: &'static str,
     /// Sent once and never asked about again.
-    pub abandoned: bool,
+    pub(crate) abandoned: bool,
     /// Every payment id any answer named.
-    pub payment_ids: BTreeSet<String>,
+    pub(crate) payment_ids: BTreeSet<String>,
     /// The final status, if one came before the deadline.
-    pub status: Option<String>,
-    pub refunds: Vec<RefundIntent>,
+    pub(crate) status: Option<String>,
+    pub(crate) refunds: Vec<RefundIntent>,
 }
 
 #[derive(Debug, Default, Clone)]
-pub struct RefundIntent {
-    pub key: String,
-    pub refund_ids: BTreeSet<String>,
+pub(crate) struct RefundIntent {
+    pub(crate) key: String,
+    pub(crate) refund_ids: BTreeSet<String>,
     /// `succeeded`, `failed`, or the code of a final refusal (`refund_exceeds_payment`).
-    pub outcome: Option<String>,
+    pub(crate) outcome: Option<String>,
 }
 
 /// Runs `intents` logical checkouts on `clients` concurrent clients.
-pub async fn run(
+pub(crate) async fn run(
     targets: Targets,
     api_key: String,
     intents: usize,
