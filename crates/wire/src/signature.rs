@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::WebhookError;
+use crate::webhook_error::WebhookError;
 
 type HmacSha256 = Hmac<Sha256>;
 
