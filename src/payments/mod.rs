@@ -3,20 +3,24 @@
 //!
 //! Folders by use case; the shared vocabulary (`status`, `money`, `text`, `payment_method`,
 //! `routing`, `event_log`, `metrics`) and what the flow, the reconciler and webhooks share
-//! (`service`) stay flat beside them:
+//! (`service`) stay flat beside them. Orders, payments and refunds each enter by one function
+//! taking one [`service::Context`] (the pool, the idempotency keys, [`Payments`], the keyed
+//! request, and the input as the client sent it, validated here):
 //!
-//! - `orders`: an order (its rows and reads), and its keyed work ([`orders::keyed`]: create,
-//!   cancel).
-//! - `attempts`: a payment attempt (its rows and reads), the payment flow
-//!   ([`attempts::pay`]), its keyed work ([`attempts::keyed`]: pay an order, checkout), the
+//! - `orders`: an order (its rows and reads); enters by [`orders::command::run`]
+//!   (`OrderContext`: create, cancel), whose keyed work is [`orders::keyed`].
+//! - `attempts`: a payment attempt (its rows and reads); enters by [`attempts::pay::pay`]
+//!   (`PayContext`: pay an order, checkout), whose keyed work is [`attempts::keyed`]; the
 //!   decision on a provider's answer and its recording ([`attempts::transition`]), failover,
 //!   and the final attempts a replica remembers.
-//! - `refunds`, mirroring attempts: a refund (its rows and reads), the refund flow
-//!   ([`refunds::refund`]), its keyed work ([`refunds::keyed`]), the recording of an outcome
-//!   ([`refunds::record`]) and the reconciler's part ([`refunds::reconcile`]).
-//! - `webhooks`: verified provider events, recorded once and applied.
-//! - `reconciler`: the worker that finds the truth about open attempts and refunds, and its
-//!   settings.
+//! - `refunds`, mirroring attempts: a refund (its rows and reads); enters by
+//!   [`refunds::refund::refund`] (`RefundContext`), whose keyed work is [`refunds::keyed`]; the
+//!   recording of an outcome ([`refunds::record`]) and the reconciler's part
+//!   ([`refunds::reconcile`]).
+//! - `webhooks`: verified provider events, recorded once and applied; enters by
+//!   [`webhooks::receive`].
+//! - `reconciler`: the worker that finds the truth about open attempts and refunds
+//!   ([`reconciler::run`]), and its settings.
 //! - `support`: what support staff ask of payments.
 
 pub mod attempts;

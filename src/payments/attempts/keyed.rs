@@ -1,5 +1,5 @@
 //! The keyed operations that make a payment attempt (pay an order, checkout) as the SQL that
-//! runs inside the claim statement of [`crate::idempotency::claim`], so that a new key, its
+//! runs inside the claim statement of [`crate::idempotency::claim()`], so that a new key, its
 //! work and its record are one statement and one round trip. An order's own (create, cancel)
 //! are [`crate::payments::orders::keyed`].
 //!

@@ -2,7 +2,7 @@
 //! behind `POST /v1/orders/{id}/payments` and `POST /v1/checkout`, entered by [`pay`] with one
 //! [`PayContext`] (as an order's commands and a refund enter): the fields are validated, then
 //!
-//! 1. Transaction 1, one statement (the claim of [`crate::idempotency::claim`] with the work
+//! 1. Transaction 1, one statement (the claim of [`crate::idempotency::claim()`] with the work
 //!    of [`super::keyed`]): the key, the attempt `created`, its timeline row (and the order
 //!    made or moved to `processing` by the database), committed before the provider hears
 //!    of it.

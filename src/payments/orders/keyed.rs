@@ -1,5 +1,5 @@
 //! The keyed operations on an order alone (create it, cancel it) as the SQL that runs inside
-//! the claim statement of [`crate::idempotency::claim`], so that a new key, its work and its
+//! the claim statement of [`crate::idempotency::claim()`], so that a new key, its work and its
 //! record are one statement and one round trip. A new order made with its first attempt
 //! (`POST /v1/checkout`) is [`crate::payments::attempts::keyed::Checkout`], which inserts the
 //! order as [`CreateOrder`] does.

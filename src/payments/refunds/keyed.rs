@@ -1,5 +1,5 @@
 //! A refund's keyed operation (`POST /v1/payments/{id}/refunds`, step 1) as the SQL that runs
-//! inside the claim statement of [`crate::idempotency::claim`]: the refund, its timeline row
+//! inside the claim statement of [`crate::idempotency::claim()`]: the refund, its timeline row
 //! and the key in one statement.
 
 use chrono::{DateTime, Utc};

@@ -2,7 +2,7 @@
 //! succeeded attempt, under the same guarantees as a charge.
 //!
 //! The flow is the payment flow's:
-//! 1. One statement (the claim of [`crate::idempotency::claim`] with [`keyed::CreateRefund`]): the
+//! 1. One statement (the claim of [`crate::idempotency::claim()`] with [`keyed::CreateRefund`]): the
 //!    key, the refund `created` and its timeline row, committed before the provider hears of
 //!    it. The refunds migration's trigger holds the refund's amount on its payment's row in
 //!    that same statement, or refuses it: never more back than was taken, whatever races.
