@@ -5,10 +5,10 @@ pub mod cluster;
 pub mod migrations;
 pub mod pool;
 pub mod schema;
-pub mod sql;
-pub mod statement;
 #[cfg(test)]
 pub(crate) mod snapshot;
+pub mod sql;
+pub mod statement;
 pub mod transaction;
 
 use std::path::PathBuf;

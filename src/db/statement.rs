@@ -28,6 +28,13 @@ use diesel::sql_types::HasSqlType;
 
 use super::sql::Sql;
 
+/// The span a statement runs in, `db.statement`, named: with the claim's
+/// (`idempotency.claim`) and the provider calls' (`provider.call`), a slow request's time
+/// reads from one trace (README, "Tracing"). Run the statement's future `.instrument(…)`ed.
+pub fn span(name: &'static str) -> tracing::Span {
+    tracing::info_span!("db.statement", statement = name)
+}
+
 /// A placeholder handed out by [`Statement::bind`]; becomes `$n` in the finished text. Copy
 /// it into as many places of the text as need the value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

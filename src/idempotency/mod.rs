@@ -4,8 +4,8 @@
 //! of expired keys.
 
 pub mod claim;
-pub mod completion;
 pub mod fingerprint;
+pub mod in_flight;
 pub mod key;
 pub mod quota;
 pub mod reaper;
@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts};
 
-pub use claim::{claim, Claimed, KeyedWork, RecordAs};
+pub use claim::{claim, ClaimParams, Keyed, KeyedWork, RecordAs};
 pub use fingerprint::{fingerprint, Fingerprint};
+pub use in_flight::{InFlightKey, KeyState, RecoveryPoint, ResourceType};
 pub use key::{IdempotencyKey, KeyError};
 pub use quota::NewKeyQuota;
 pub use recent::RecentKeys;

@@ -17,7 +17,7 @@ use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use super::IdempotencyMetrics;
+use super::{IdempotencyMetrics, KeyState};
 use crate::db::DbPool;
 
 #[derive(Debug, Clone)]
@@ -119,18 +119,22 @@ pub async fn retire_expired(
     batch: i64,
     horizon_ms: i64,
 ) -> QueryResult<usize> {
-    diesel::sql_query(
-        "UPDATE idempotency_keys k SET state = 'expired', response_status = NULL, \
+    // `state <> 'in_flight'` is the predicate of the partial index the reaper scans.
+    diesel::sql_query(format!(
+        "UPDATE idempotency_keys k SET state = {expired}, response_status = NULL, \
              response_body = NULL, locked_until = NULL, \
              expires_at = greatest(k.created_at + $2 * interval '1 millisecond', k.expires_at), \
              updated_at = now() \
          FROM ( \
              SELECT merchant_id, key FROM idempotency_keys i \
-             WHERE state <> 'in_flight' AND state = 'completed' AND NOT unresolved \
+             WHERE state <> {in_flight} AND state = {completed} AND NOT unresolved \
                AND expires_at < now() AND idempotency_key_made_money_move(i) AND NOT idempotency_key_work_is_open(i) \
              ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) due \
          WHERE k.merchant_id = due.merchant_id AND k.key = due.key",
-    )
+        expired = KeyState::Expired.sql(),
+        in_flight = KeyState::InFlight.sql(),
+        completed = KeyState::Completed.sql(),
+    ))
     .bind::<BigInt, _>(batch)
     .bind::<BigInt, _>(horizon_ms)
     .execute(conn)
@@ -140,14 +144,16 @@ pub async fn retire_expired(
 /// Deletes up to `batch` keys whose time is up: keys of orders and cancels past their TTL,
 /// and retired keys past their horizon. Returns how many went; their keys are free again.
 pub async fn delete_expired(conn: &mut AsyncPgConnection, batch: i64) -> QueryResult<usize> {
-    diesel::sql_query(
+    diesel::sql_query(format!(
         "DELETE FROM idempotency_keys k USING ( \
              SELECT merchant_id, key FROM idempotency_keys i \
-             WHERE state <> 'in_flight' AND NOT unresolved AND expires_at < now() \
-               AND (state = 'expired' OR NOT idempotency_key_made_money_move(i)) \
+             WHERE state <> {in_flight} AND NOT unresolved AND expires_at < now() \
+               AND (state = {expired} OR NOT idempotency_key_made_money_move(i)) \
              ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) gone \
          WHERE k.merchant_id = gone.merchant_id AND k.key = gone.key",
-    )
+        in_flight = KeyState::InFlight.sql(),
+        expired = KeyState::Expired.sql(),
+    ))
     .bind::<BigInt, _>(batch)
     .execute(conn)
     .await

@@ -35,7 +35,7 @@ pub struct StoredKey {
 #[derive(Debug, Clone)]
 pub struct Recorded {
     pub status: u16,
-    pub resource_type: &'static str,
+    pub resource_type: super::ResourceType,
     pub resource_id: Uuid,
     /// The work behind it is still open (a pending payment): the key must outlive its TTL.
     pub unresolved: bool,

@@ -6,8 +6,9 @@ use diesel::prelude::*;
 use diesel::sql_types::{Text, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use super::{IdempotencySettings, KeyedRequest, StoredKey};
+use super::{IdempotencySettings, KeyState, KeyedRequest, StoredKey};
 use crate::db::schema::idempotency_keys;
+use crate::db::statement::Statement;
 
 /// Deletes the key if its time is up, so the next claim opens it afresh: a key of an order or
 /// a cancel past its TTL, or a retired key past its horizon. Never a key whose work is open,
@@ -17,16 +18,18 @@ pub async fn free_expired(
     conn: &mut AsyncPgConnection,
     request: &KeyedRequest,
 ) -> QueryResult<usize> {
-    diesel::sql_query(
-        "DELETE FROM idempotency_keys i \
-         WHERE merchant_id = $1 AND key = $2 AND NOT unresolved AND expires_at <= now() \
-           AND (state = 'expired' \
-                OR (state = 'completed' AND NOT idempotency_key_made_money_move(i)))",
-    )
-    .bind::<SqlUuid, _>(request.merchant_id.0)
-    .bind::<Text, _>(request.key.as_str())
-    .execute(conn)
-    .await
+    let mut q = Statement::new();
+    let merchant = q.bind::<SqlUuid, _>(request.merchant_id.0);
+    let key = q.bind::<Text, _>(request.key.as_str());
+    q.push(format_args!(
+        "DELETE FROM idempotency_keys i
+WHERE merchant_id = {merchant} AND key = {key} AND NOT unresolved AND expires_at <= now()
+  AND (state = {expired}
+       OR (state = {completed} AND NOT idempotency_key_made_money_move(i)))",
+        expired = KeyState::Expired.sql(),
+        completed = KeyState::Completed.sql(),
+    ));
+    q.finish().execute(conn).await
 }
 
 /// Extends the lease of an in-flight key whose lease ran out, if nobody else did first.
@@ -38,7 +41,7 @@ pub async fn take_over(
     let lease_end = Utc::now()
         + chrono::Duration::from_std(settings.lease).unwrap_or(chrono::Duration::seconds(30));
     diesel::update(idempotency_keys::table.find((request.merchant_id.0, request.key.as_str())))
-        .filter(idempotency_keys::state.eq("in_flight"))
+        .filter(idempotency_keys::state.eq(KeyState::InFlight.as_str()))
         .filter(idempotency_keys::locked_until.lt(diesel::dsl::now))
         .set((
             idempotency_keys::locked_until.eq(lease_end),

@@ -14,12 +14,10 @@ use super::metrics::PaymentMetrics;
 use super::reconciler::settings::ReconcilerSettings;
 use super::routing::RoutingCache;
 use crate::db::DbPool;
-use crate::idempotency::completion::complete_for_resource;
-use crate::idempotency::{KeyedRequest, Keys, Recorded};
+use crate::idempotency::in_flight::complete_for_resource;
+use crate::idempotency::{KeyedRequest, Keys, Recorded, ResourceType};
 use crate::providers::registry::Providers;
 use crate::providers::{ChargeRequest, PaymentProvider};
-
-const RESOURCE_TYPE: &str = super::attempts::keyed::PAYMENT_ATTEMPT;
 
 /// What a keyed request brings into the domain, built the same way for every use case that
 /// enters by one function: an order's ([`crate::payments::orders::command::run`]), a payment's
@@ -99,7 +97,7 @@ pub async fn settle_key(
 pub fn recorded(attempt: &PaymentAttempt) -> Recorded {
     Recorded {
         status: 201,
-        resource_type: RESOURCE_TYPE,
+        resource_type: ResourceType::PaymentAttempt,
         resource_id: attempt.id.0,
         unresolved: !attempt.status.is_final(),
     }

@@ -54,6 +54,12 @@ impl AttemptStatus {
         matches!(self, AttemptStatus::Succeeded | AttemptStatus::Failed)
     }
 
+    /// As an SQL literal, for a statement's text where the status is fixed (a fixed value
+    /// keeps one plan; a status that varies is bound).
+    pub fn sql(self) -> String {
+        format!("'{}'", self.as_str())
+    }
+
     pub fn can_become(self, next: AttemptStatus) -> bool {
         use AttemptStatus::*;
         matches!(
@@ -122,6 +128,11 @@ impl OrderStatus {
             "refunded" => OrderStatus::Refunded,
             _ => return None,
         })
+    }
+
+    /// As an SQL literal (see [`AttemptStatus::sql`]).
+    pub fn sql(self) -> String {
+        format!("'{}'", self.as_str())
     }
 
     pub fn can_become(self, next: OrderStatus) -> bool {

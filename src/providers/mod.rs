@@ -14,6 +14,7 @@ pub mod adyen;
 pub mod circuit;
 pub mod registry;
 pub mod stripe;
+pub mod traced;
 
 // Stripe-Signature webhook signing and verification, and why a webhook is refused: shared
 // with the sandbox, which signs what payorch verifies (`payorch-wire`).

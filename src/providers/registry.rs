@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::circuit::{Circuit, CircuitSettings};
+use super::traced::Traced;
 use super::{
     ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, RefundRequest, WebhookError,
     WebhookEvent,
@@ -62,8 +63,8 @@ impl Providers {
                 return Err(RegistryError::Duplicate(name));
             }
             named.push(NamedProvider {
+                adapter: Traced::wrap(&name, adapter),
                 name,
-                adapter,
                 circuit: Circuit::new(circuit.clone()),
             });
         }
@@ -75,8 +76,8 @@ impl Providers {
         let name = adapter.name().to_owned();
         Providers {
             list: vec![NamedProvider {
+                adapter: Traced::wrap(&name, adapter),
                 name,
-                adapter,
                 circuit: Circuit::new(CircuitSettings::default()),
             }],
         }

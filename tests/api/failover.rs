@@ -228,6 +228,10 @@ async fn a_scrape_sees_a_circuit_open_while_the_reconciler_sleeps() {
 async fn a_refused_send_never_fails_an_attempt_another_sender_announced() {
     use diesel::prelude::*;
     use payorch::db::schema::payment_attempts;
+    use payorch::idempotency::{
+        fingerprint, IdempotencyKey, InFlightKey, KeyedRequest, Operation, RecoveryPoint,
+        ResourceType,
+    };
     use payorch::payments::attempts::failover::fail_unreached;
     use payorch::payments::attempts::{before_resend, find_attempt};
     use payorch::providers::{ProviderCall, ProviderOutcome};
@@ -275,12 +279,25 @@ async fn a_refused_send_never_fails_an_attempt_another_sender_announced() {
             http_status: None,
             latency: Duration::ZERO,
         };
-        let verdict = fail_unreached(&mut conn, &metrics, &first_read, &refused)
+        // The key the paying request holds, as this test plays that request.
+        let request = KeyedRequest {
+            merchant_id: first_read.merchant_id,
+            key: IdempotencyKey::parse(Some(b"announced")).unwrap(),
+            operation: Operation::Checkout,
+            fingerprint: fingerprint("POST", "/v1/checkout", None),
+        };
+        let key = InFlightKey::held_by_test(
+            &request,
+            ResourceType::PaymentAttempt,
+            id.0,
+            RecoveryPoint::AttemptCreated,
+        );
+        let verdict = fail_unreached(&mut conn, &metrics, &first_read, &refused, key)
             .await
             .unwrap();
         assert!(
-            verdict.is_none(),
-            "no verdict once another send was announced"
+            verdict.is_err(),
+            "no verdict once another send was announced: the key is handed back"
         );
         let now = find_attempt(&mut conn, None, id).await.unwrap().unwrap();
         assert_ne!(now.status.as_str(), "failed");

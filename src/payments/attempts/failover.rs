@@ -3,18 +3,20 @@
 //! never reached its provider fails over: nothing was sent, so nothing can be charged under
 //! it, ever. An unknown outcome or a decline never does.
 
-use chrono::Utc;
-use diesel::sql_types::{BigInt, Bool, Jsonb, Text, Timestamptz, Uuid as SqlUuid};
+use chrono::{DateTime, Utc};
+use diesel::sql_types::{Bool, Timestamptz, Uuid as SqlUuid};
 use diesel::{OptionalExtension, QueryableByName};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use super::keyed::{NewAttempt, ATTEMPT_TIMELINE_AND_DONE};
+use super::keyed::fail_over::next_attempt;
+use super::keyed::NewAttempt;
 use super::transition::{apply, log_call, Decision};
-use super::{AttemptRow, CallKind, PaymentAttempt, Source};
+use super::{CallKind, PaymentAttempt, Source};
 use crate::db::sql::Sql;
 use crate::db::transaction::in_transaction;
+use crate::idempotency::InFlightKey;
 use crate::payments::metrics::PaymentMetrics;
-use crate::payments::service::settle_key;
+use crate::payments::service::recorded;
 use crate::payments::status::AttemptStatus;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
@@ -34,37 +36,68 @@ pub fn unavailable_outcome(call: &ProviderCall) -> ProviderOutcome {
     }
 }
 
+/// What a failover came to.
+#[derive(Debug)]
+pub enum FailedOver {
+    /// `attempt` failed `provider_unavailable` and the order's next attempt was made; the
+    /// client's key is in flight on it now.
+    To(Box<PaymentAttempt>, InFlightKey),
+    /// The attempt or the key were no longer as read: nothing was written, and the key is
+    /// handed back.
+    NotAsRead(InFlightKey),
+}
+
 /// In one transaction: `attempt` (still `created`, its first send refused by `call`)
 /// fails `provider_unavailable` with its timeline row and its call logged; the order's next
 /// attempt, `next`, is made with its own timeline row; and the Idempotency-Key `key` that
-/// made the first now names the second, with a fresh lease. `None` if the attempt or the
-/// key were no longer as read: then nothing was written.
+/// made the first now names the second, with a fresh lease ending at `lease_end`.
 pub async fn fail_over(
     conn: &mut AsyncPgConnection,
     metrics: &PaymentMetrics,
     attempt: &PaymentAttempt,
     call: &ProviderCall,
     next: &NewAttempt<'_>,
-    key: &str,
-) -> diesel::QueryResult<Option<PaymentAttempt>> {
+    key: InFlightKey,
+    lease_end: DateTime<Utc>,
+) -> diesel::QueryResult<FailedOver> {
     let done = in_transaction(conn, async |conn| {
-        if !still_unsent(conn, attempt).await? {
+        if !failed_here(conn, metrics, attempt, call).await? {
             return Err(diesel::result::Error::RollbackTransaction);
         }
-        let applied = apply(
-            conn,
-            metrics,
-            attempt.clone(),
-            &unavailable_outcome(call),
-            Source::ProviderResponse,
-            Utc::now(),
-        )
-        .await?;
-        let failed_here = matches!(applied.decision, Decision::Move { .. })
-            && applied.attempt.status == AttemptStatus::Failed;
-        if !failed_here {
-            return Err(diesel::result::Error::RollbackTransaction);
-        }
+        let made = next_attempt(conn, attempt, next, &key, lease_end).await?;
+        made.ok_or(diesel::result::Error::RollbackTransaction)
+    })
+    .await;
+    match done {
+        Ok((made, moved)) => Ok(FailedOver::To(Box::new(made), moved)),
+        Err(diesel::result::Error::RollbackTransaction) => Ok(FailedOver::NotAsRead(key)),
+        Err(err) => Err(err),
+    }
+}
+
+/// Inside the caller's transaction: `attempt`, still unsent, fails `provider_unavailable`
+/// with its call logged. Whether it did (the caller rolls back if not).
+async fn failed_here(
+    conn: &mut AsyncPgConnection,
+    metrics: &PaymentMetrics,
+    attempt: &PaymentAttempt,
+    call: &ProviderCall,
+) -> diesel::QueryResult<bool> {
+    if !still_unsent(conn, attempt).await? {
+        return Ok(false);
+    }
+    let applied = apply(
+        conn,
+        metrics,
+        attempt.clone(),
+        &unavailable_outcome(call),
+        Source::ProviderResponse,
+        Utc::now(),
+    )
+    .await?;
+    let failed = matches!(applied.decision, Decision::Move { .. })
+        && applied.attempt.status == AttemptStatus::Failed;
+    if failed {
         log_call(
             conn,
             attempt.merchant_id,
@@ -75,28 +108,22 @@ pub async fn fail_over(
             None,
         )
         .await?;
-        let made = next_attempt(conn, attempt, next, key).await?;
-        made.ok_or(diesel::result::Error::RollbackTransaction)
-    })
-    .await;
-    match done {
-        Ok(made) => Ok(Some(made)),
-        Err(diesel::result::Error::RollbackTransaction) => Ok(None),
-        Err(err) => Err(err),
     }
+    Ok(failed)
 }
 
 /// In one transaction: `attempt` (still `created`, its first send refused by `call`) fails
 /// `provider_unavailable` with its call logged and its key completed, when no provider is
-/// left to fail over to. `None` if another sender may have sent it meanwhile (see
-/// [`still_unsent`]): then nothing was written, and the caller must treat its answer as
-/// unknown.
+/// left to fail over to. `Err(key)`, handed back, if another sender may have sent it
+/// meanwhile (see [`still_unsent`]): then nothing was written, and the caller must treat its
+/// answer as unknown.
 pub async fn fail_unreached(
     conn: &mut AsyncPgConnection,
     metrics: &PaymentMetrics,
     attempt: &PaymentAttempt,
     call: &ProviderCall,
-) -> diesel::QueryResult<Option<PaymentAttempt>> {
+    key: InFlightKey,
+) -> diesel::QueryResult<Result<PaymentAttempt, InFlightKey>> {
     let done = in_transaction(conn, async |conn| {
         if !still_unsent(conn, attempt).await? {
             return Err(diesel::result::Error::RollbackTransaction);
@@ -120,13 +147,13 @@ pub async fn fail_unreached(
             None,
         )
         .await?;
-        settle_key(conn, &applied.attempt).await?;
+        key.complete(conn, &recorded(&applied.attempt)).await?;
         Ok(applied.attempt)
     })
     .await;
     match done {
-        Ok(failed) => Ok(Some(failed)),
-        Err(diesel::result::Error::RollbackTransaction) => Ok(None),
+        Ok(failed) => Ok(Ok(failed)),
+        Err(diesel::result::Error::RollbackTransaction) => Ok(Err(key)),
         Err(err) => Err(err),
     }
 }
@@ -146,10 +173,11 @@ async fn still_unsent(
         #[diesel(sql_type = Bool)]
         unsent: bool,
     }
-    let row: Option<Unsent> = Sql::new(
-        "SELECT (status = 'created' AND sending_until = $3) AS unsent FROM payment_attempts \
-         WHERE merchant_id = $1 AND id = $2 FOR UPDATE",
-    )
+    let row: Option<Unsent> = Sql::new(&format!(
+        "SELECT (status = {created} AND sending_until = $3) AS unsent FROM payment_attempts \
+             WHERE merchant_id = $1 AND id = $2 FOR UPDATE",
+        created = AttemptStatus::Created.sql()
+    ))
     .bind::<SqlUuid, _>(attempt.merchant_id.0)
     .bind::<SqlUuid, _>(attempt.id.0)
     .bind::<Timestamptz, _>(attempt.sending_until)
@@ -157,46 +185,4 @@ async fn still_unsent(
     .await
     .optional()?;
     Ok(row.is_some_and(|r| r.unsent))
-}
-
-/// The new attempt with its timeline row, and the key moved onto it: one statement.
-async fn next_attempt(
-    conn: &mut AsyncPgConnection,
-    failed: &PaymentAttempt,
-    next: &NewAttempt<'_>,
-    key: &str,
-) -> diesel::QueryResult<Option<PaymentAttempt>> {
-    #[derive(QueryableByName)]
-    struct Made {
-        #[diesel(sql_type = Jsonb)]
-        attempt: serde_json::Value,
-        #[diesel(sql_type = BigInt)]
-        repointed: i64,
-    }
-    let sql = format!(
-        "WITH go AS (SELECT 1), {insert}, {ATTEMPT_TIMELINE_AND_DONE}, \
-         repointed AS ( \
-             UPDATE idempotency_keys SET resource_id = (SELECT id FROM made_attempt), \
-                 locked_until = $8, updated_at = now() \
-             WHERE merchant_id = $2 AND key = $3 AND state = 'in_flight' \
-               AND resource_type = 'payment_attempt' AND resource_id = $9 RETURNING 1) \
-         SELECT to_jsonb(m) AS attempt, (SELECT count(*) FROM repointed) AS repointed \
-         FROM made_attempt m",
-        insert = NewAttempt::insert("go", "$1", 4),
-    );
-    let query = Sql::new(&sql)
-        .bind::<SqlUuid, _>(failed.order_id.0)
-        .bind::<SqlUuid, _>(failed.merchant_id.0)
-        .bind::<Text, _>(key);
-    let made: Made = next
-        .bind(query)
-        .bind::<SqlUuid, _>(failed.id.0)
-        .get_result(conn)
-        .await?;
-    if made.repointed != 1 {
-        return Ok(None);
-    }
-    let row: AttemptRow = serde_json::from_value(made.attempt)
-        .map_err(|e| diesel::result::Error::DeserializationError(Box::new(e)))?;
-    Ok(Some(row.into()))
 }

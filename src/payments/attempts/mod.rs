@@ -35,6 +35,11 @@ pub enum Source {
 }
 
 impl Source {
+    /// As an SQL literal, for a statement whose source is fixed.
+    pub fn sql(self) -> String {
+        format!("'{}'", self.as_str())
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Api => "api",
@@ -391,8 +396,36 @@ macro_rules! final_statuses {
 pub(crate) use final_statuses;
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::payments::status::AttemptStatus::*;
+
+    /// A `created` attempt, as the claim statement makes one (for statements' snapshots).
+    pub(crate) fn an_attempt() -> super::PaymentAttempt {
+        let now = chrono::Utc::now();
+        let id = crate::ids::PaymentId::new();
+        super::PaymentAttempt {
+            id,
+            merchant_id: crate::ids::MerchantId(uuid::Uuid::nil()),
+            order_id: crate::ids::OrderId::new(),
+            status: Created,
+            amount: 1999,
+            currency: "EUR".into(),
+            payment_method: "pm_card_visa".into(),
+            provider: "sandbox".into(),
+            provider_idempotency_key: super::provider_idempotency_key(id),
+            provider_payment_id: None,
+            failure_code: None,
+            failure_message: None,
+            next_check_at: Some(now),
+            created_at: now,
+            updated_at: now,
+            finished_at: None,
+            idempotency_key: Some("k".into()),
+            checks: 0,
+            refund_held: 0,
+            sending_until: now,
+        }
+    }
 
     /// Each status is in exactly one of the SQL lists, the one `is_final` says.
     #[test]

@@ -17,20 +17,24 @@
 use chrono::Utc;
 use diesel_async::AsyncPgConnection;
 
+use super::failover::FailedOver;
 use super::failover::{fail_over, fail_unreached};
-use super::keyed::{Checkout, NewAttempt, PayOrder, Resources, ATTEMPT_CREATED};
-use super::transition::{apply, record_answer};
+use super::keyed::record_answer::{record_answer, Answered};
+use super::keyed::{Checkout, NewAttempt, PayOrder};
+use super::transition::apply;
 use super::{before_resend, find_attempt, why_refused, CallKind, PaymentAttempt, Refusal, Source};
 use crate::db::pool::PoolError;
 use crate::db::transaction::in_transaction;
-use crate::idempotency::{claim, Claimed, IdempotencyError, KeyedRequest};
+use crate::idempotency::{
+    claim, IdempotencyError, InFlightKey, Keyed, KeyedRequest, RecoveryPoint,
+};
 use crate::ids::OrderId;
 use crate::payments::orders::keyed::CreateOrder;
 use crate::payments::orders::{find_order, order_with_reference, FieldProblems};
 use crate::payments::orders::{NewOrder, Order, OrderError, OrderFields};
 use crate::payments::payment_method::PaymentMethodToken;
 use crate::payments::routing::{route, RoutingError};
-use crate::payments::service::{charge_request, settle_key, Context, Payments};
+use crate::payments::service::{charge_request, recorded, Context, Payments};
 use crate::providers::registry::NamedProvider;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
@@ -167,14 +171,15 @@ pub async fn pay(ctx: &PayContext<'_>) -> Result<Paid, PayError> {
             }
         };
         match claimed {
-            Claimed::Done { fresh } => {
+            Keyed::Made { made, key } => {
                 ctx.payments.metrics.created();
-                let (attempt, order) = Resources::read(fresh)?.attempt_and_order();
+                let key = key.ok_or_else(|| missing("was not left in flight"))?;
+                let (attempt, order) = made.attempt_and_order();
                 let attempt = attempt.ok_or_else(|| missing("made no attempt"))?;
-                return finish(ctx, keyed, attempt, order, &route, true).await;
+                return finish(ctx, key, attempt, order, &route, true).await;
             }
-            Claimed::Replay { status, current } => {
-                let (attempt, order) = Resources::read(current)?.attempt_and_order();
+            Keyed::Replayed { status, current } => {
+                let (attempt, order) = current.attempt_and_order();
                 return Ok(Paid {
                     attempt: attempt.ok_or_else(|| missing("names no attempt"))?,
                     order,
@@ -182,26 +187,26 @@ pub async fn pay(ctx: &PayContext<'_>) -> Result<Paid, PayError> {
                     replayed: true,
                 });
             }
-            Claimed::TakenOver { stored, current } if stored.recovery_point == ATTEMPT_CREATED => {
+            Keyed::Resumed { current, key } => {
+                if key.recovery_point() != RecoveryPoint::AttemptCreated {
+                    return Err(PayError::Inconsistent(format!(
+                        "a payment key in flight at recovery point {}",
+                        key.recovery_point().as_str()
+                    )));
+                }
                 // An earlier request made the attempt and died: resume it, never make another.
                 tracing::info!("resuming a payment whose request did not finish");
-                let (attempt, order) = Resources::read(current)?.attempt_and_order();
+                let (attempt, order) = current.attempt_and_order();
                 let attempt = attempt.ok_or_else(|| missing("names no attempt"))?;
                 let attempt = before_resuming(ctx, attempt).await?;
-                return finish(ctx, keyed, attempt, order, &route, false).await;
+                return finish(ctx, key, attempt, order, &route, false).await;
             }
-            Claimed::TakenOver { stored, .. } => {
-                return Err(PayError::Inconsistent(format!(
-                    "a payment key in flight at recovery point {}",
-                    stored.recovery_point
-                )))
-            }
-            Claimed::Declined { refusal: None } => {
+            Keyed::Declined { refusal: None } => {
                 return Err(missing("was declined without a refusal"));
             }
             // Refusals are not recorded: nothing happened, and a retry with this key is
             // judged afresh.
-            Claimed::Declined { refusal: Some(_) } => {
+            Keyed::Declined { refusal: Some(_) } => {
                 let mut conn = ctx.pool.get().await?;
                 match target {
                     Target::Order(order_id) => {
@@ -301,7 +306,7 @@ async fn reference_taken(
 /// `route` (docs/DESIGN.md, "Failover").
 async fn finish(
     ctx: &PayContext<'_>,
-    keyed: &KeyedRequest,
+    mut key: InFlightKey,
     mut attempt: PaymentAttempt,
     order: Option<Order>,
     route: &[&NamedProvider],
@@ -312,7 +317,7 @@ async fn finish(
         if attempt.status.is_final() {
             // Finished while its request was away (a webhook); its key may not know yet.
             let mut conn = ctx.pool.get().await?;
-            settle_key(&mut conn, &attempt).await?;
+            key.complete(&mut conn, &recorded(&attempt)).await?;
             break attempt;
         }
         let call = send(payments, &attempt).await;
@@ -322,8 +327,8 @@ async fn finish(
         let unreached = fresh && matches!(call.outcome, ProviderOutcome::Unavailable { .. });
         if unreached {
             if let Some(next) = next_after(route, &attempt.provider) {
-                let new =
-                    NewAttempt::new(&attempt.payment_method, &next.name, Utc::now() + lease(ctx));
+                let lease_end = Utc::now() + lease(ctx);
+                let new = NewAttempt::new(&attempt.payment_method, &next.name, lease_end);
                 let mut conn = ctx.pool.get().await?;
                 let moved = fail_over(
                     &mut conn,
@@ -331,33 +336,42 @@ async fn finish(
                     &attempt,
                     &call,
                     &new,
-                    keyed.key.as_str(),
+                    key,
+                    lease_end,
                 )
                 .await?;
-                if let Some(next_attempt) = moved {
-                    tracing::info!(from = %attempt.provider, to = %next.name,
-                        "provider not reached: failing over");
-                    payments.metrics.failover(&attempt.provider, &next.name);
-                    payments.metrics.created();
-                    attempt = next_attempt;
-                    continue;
+                match moved {
+                    FailedOver::To(next_attempt, moved_key) => {
+                        tracing::info!(from = %attempt.provider, to = %next.name,
+                            "provider not reached: failing over");
+                        payments.metrics.failover(&attempt.provider, &next.name);
+                        payments.metrics.created();
+                        attempt = *next_attempt;
+                        key = moved_key;
+                        continue;
+                    }
+                    FailedOver::NotAsRead(handed_back) => key = handed_back,
                 }
             }
         }
         let outcome = if unreached {
             let mut conn = ctx.pool.get().await?;
-            match fail_unreached(&mut conn, &payments.metrics, &attempt, &call).await? {
-                Some(failed) => break failed,
+            match fail_unreached(&mut conn, &payments.metrics, &attempt, &call, key).await? {
+                Ok(failed) => break failed,
                 // Another sender announced a send of this attempt while ours was refused:
                 // that one may have charged, so ours proves nothing.
-                None => ProviderOutcome::Unknown {
-                    reason: "not reached, but another send of this attempt was under way".into(),
-                },
+                Err(handed_back) => {
+                    key = handed_back;
+                    ProviderOutcome::Unknown {
+                        reason: "not reached, but another send of this attempt was under way"
+                            .into(),
+                    }
+                }
             }
         } else {
             call.outcome.clone()
         };
-        break record(ctx, keyed, attempt, &call, &outcome).await?;
+        break record(ctx, key, attempt, &call, &outcome).await?;
     };
     payments.finals.remember(&attempt);
     Ok(Paid {
@@ -404,7 +418,7 @@ fn next_after<'p>(route: &[&'p NamedProvider], name: &str) -> Option<&'p NamedPr
 /// statement; or, if a webhook moved the attempt first, judged against what it is now.
 async fn record(
     ctx: &PayContext<'_>,
-    keyed: &KeyedRequest,
+    key: InFlightKey,
     attempt: PaymentAttempt,
     call: &ProviderCall,
     outcome: &ProviderOutcome,
@@ -412,19 +426,20 @@ async fn record(
     let payments = ctx.payments;
     let next_check = Utc::now() + payments.reconciler.first_check();
     let mut conn = ctx.pool.get().await?;
-    let recorded = record_answer(
+    let answered = record_answer(
         &mut conn,
         &payments.metrics,
         &attempt,
         call,
         outcome,
         next_check,
-        keyed.key.as_str(),
+        key,
     )
     .await?;
-    if let Some(attempt) = recorded {
-        return Ok(attempt);
-    }
+    let key = match answered {
+        Answered::Moved(attempt) => return Ok(*attempt),
+        Answered::NotAsRead(key) => key,
+    };
     // Someone moved the attempt first (a webhook): judge the answer against what it is now.
     // The call is logged already. A final attempt was settled, key and all, by whoever
     // finished it, so there is nothing left to write.
@@ -444,7 +459,7 @@ async fn record(
             next_check,
         )
         .await?;
-        settle_key(conn, &applied.attempt).await?;
+        key.complete(conn, &recorded(&applied.attempt)).await?;
         Ok::<_, PayError>(applied.attempt)
     })
     .await

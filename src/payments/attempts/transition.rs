@@ -1,15 +1,14 @@
 //! The one place that decides what a provider's word does to an attempt, used alike by the
 //! payment flow, the reconciler and webhooks; and the conditional update that applies it.
 
-use crate::db::sql::Sql;
+use crate::db::statement::{span, Statement};
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Integer, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::OptionalExtension;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use tracing::Instrument;
 
-use super::{
-    final_statuses, find_attempt, open_statuses, AttemptRow, CallKind, PaymentAttempt, Source,
-};
+use super::{find_attempt, AttemptRow, CallKind, PaymentAttempt, Source};
 use crate::ids::{MerchantId, PaymentId, RefundId};
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::status::AttemptStatus;
@@ -135,19 +134,6 @@ pub async fn apply(
     Err(diesel::result::Error::RollbackTransaction)
 }
 
-/// The conditional update of an attempt (on the status it was read with, `$3`) and, when the
-/// status changes, its timeline row: `$1` merchant, `$2` attempt, `$4` new status, `$5`
-/// provider id, `$6`/`$7` failure code and message, `$8` next check, `$9` source, `$10`
-/// detail. Statements append their own CTEs after it and end in `SELECT * FROM moved`.
-const MOVE_CTES: &str = "WITH moved AS ( \
-         UPDATE payment_attempts SET status = $4, \
-             provider_payment_id = coalesce(provider_payment_id, $5), \
-             failure_code = $6, failure_message = $7, next_check_at = $8 \
-         WHERE merchant_id = $1 AND id = $2 AND status = $3 RETURNING *), \
-     logged AS ( \
-         INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source, detail) \
-         SELECT merchant_id, id, $3, status, $9, $10 FROM moved WHERE status <> $3)";
-
 /// What a [`Decision`] that changes the row writes.
 #[derive(Clone, Copy)]
 pub(crate) struct Change<'a> {
@@ -186,9 +172,16 @@ pub(crate) fn move_of(current: AttemptStatus, decision: &Decision) -> Option<Cha
     }
 }
 
-/// Binds [`MOVE_CTES`]' ten parameters.
-fn bind_move<'f>(
-    query: Sql<'f>,
+/// The CTEs `moved` (the conditional update of `attempt`, on the status it was read with)
+/// and `logged` (its timeline row, when the status changes), which open every statement that
+/// moves an attempt: [`move_attempt`] here, transaction 2
+/// ([`super::keyed::record_answer`]) and a webhook's
+/// ([`crate::payments::webhooks::keyed::apply_to_attempt`]). Statements append their own CTEs
+/// after it, which may read `moved`. `payment_attempts_guard_transition` refuses any move the
+/// state machine does not allow, and a final attempt never changes (docs/DESIGN.md,
+/// "Attempts").
+pub(crate) fn move_ctes<'f>(
+    q: &mut Statement<'f>,
     attempt: &'f PaymentAttempt,
     Change {
         to,
@@ -198,37 +191,27 @@ fn bind_move<'f>(
     }: Change<'f>,
     source: Source,
     next_check_at: DateTime<Utc>,
-) -> Sql<'f> {
-    query
-        .bind::<SqlUuid, _>(attempt.merchant_id.0)
-        .bind::<SqlUuid, _>(attempt.id.0)
-        .bind::<Text, _>(attempt.status.as_str())
-        .bind::<Text, _>(to.as_str())
-        .bind::<Nullable<Text>, _>(provider_payment_id)
-        .bind::<Nullable<Text>, _>(failure.map(|f| f.0.as_str()))
-        .bind::<Nullable<Text>, _>(failure.map(|f| f.1.as_str()))
-        .bind::<Nullable<Timestamptz>, _>((!to.is_final()).then_some(next_check_at))
-        .bind::<Text, _>(source.as_str())
-        .bind::<Nullable<Text>, _>((!detail.is_empty()).then_some(detail))
-}
-
-/// A statement that makes the conditional update and its timeline row, then runs `more`
-/// (further CTEs, which may read `moved`, with parameters from `$11` on; empty for none) and
-/// ends in `select`. Bind the further parameters on the result.
-pub(crate) fn move_then<'f>(
-    attempt: &'f PaymentAttempt,
-    change: Change<'f>,
-    source: Source,
-    next_check_at: DateTime<Utc>,
-    more: &str,
-    select: &str,
-) -> Sql<'f> {
-    let sql = if more.is_empty() {
-        format!("{MOVE_CTES} {select}")
-    } else {
-        format!("{MOVE_CTES}, {more} {select}")
-    };
-    bind_move(Sql::new(&sql), attempt, change, source, next_check_at)
+) {
+    let merchant = q.bind::<SqlUuid, _>(attempt.merchant_id.0);
+    let id = q.bind::<SqlUuid, _>(attempt.id.0);
+    let was = q.bind::<Text, _>(attempt.status.as_str());
+    let to_param = q.bind::<Text, _>(to.as_str());
+    let provider_id = q.bind::<Nullable<Text>, _>(provider_payment_id);
+    let code = q.bind::<Nullable<Text>, _>(failure.map(|f| f.0.as_str()));
+    let message = q.bind::<Nullable<Text>, _>(failure.map(|f| f.1.as_str()));
+    let next_check = q.bind::<Nullable<Timestamptz>, _>((!to.is_final()).then_some(next_check_at));
+    let source = q.bind::<Text, _>(source.as_str());
+    let detail = q.bind::<Nullable<Text>, _>((!detail.is_empty()).then_some(detail));
+    q.push(format_args!(
+        "WITH moved AS (
+    UPDATE payment_attempts SET status = {to_param},
+        provider_payment_id = coalesce(provider_payment_id, {provider_id}),
+        failure_code = {code}, failure_message = {message}, next_check_at = {next_check}
+    WHERE merchant_id = {merchant} AND id = {id} AND status = {was} RETURNING *),
+logged AS (
+    INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source, detail)
+    SELECT merchant_id, id, {was}, status, {source}, {detail} FROM moved WHERE status <> {was})"
+    ));
 }
 
 /// The conditional update and its timeline row. `None` if the attempt was no longer in the
@@ -240,102 +223,20 @@ async fn move_attempt(
     source: Source,
     next_check_at: DateTime<Utc>,
 ) -> diesel::QueryResult<Option<PaymentAttempt>> {
-    let row: Option<AttemptRow> = move_then(
-        attempt,
-        change,
-        source,
-        next_check_at,
-        "",
-        "SELECT * FROM moved",
-    )
-    .get_result(conn)
-    .await
-    .optional()?;
+    let mut q = Statement::new();
+    move_ctes(&mut q, attempt, change, source, next_check_at);
+    q.push("\nSELECT * FROM moved");
+    let row: Option<AttemptRow> = q
+        .finish()
+        .get_result(conn)
+        .instrument(span("move_attempt"))
+        .await
+        .optional()?;
     Ok(row.map(Into::into))
 }
 
-/// The CTE `settled`: completes the key (`$11`) that made the moved attempt, unless it was
-/// completed already and its attempt resolved, so a replay answers `201` with the attempt as
-/// it is then. `while_open`: also while the attempt stays open (then `unresolved`, so the key
-/// outlives its TTL), as the request's own answer does; otherwise only once it is final, as
-/// anyone else finishing the attempt does.
-pub(crate) fn settle_key_cte(while_open: bool) -> String {
-    let moved = if while_open {
-        "SELECT 1 FROM moved"
-    } else {
-        concat!("SELECT 1 FROM moved WHERE status IN ", final_statuses!())
-    };
-    format!(
-        "settled AS ( \
-             UPDATE idempotency_keys SET state = 'completed', locked_until = NULL, \
-                 recovery_point = 'finished', response_status = 201, \
-                 unresolved = (SELECT status IN {open} FROM moved), \
-                 updated_at = now() \
-             WHERE merchant_id = $1 AND key = $11 AND resource_type = 'payment_attempt' \
-               AND resource_id = $2 AND (state = 'in_flight' OR unresolved) \
-               AND EXISTS ({moved}))",
-        open = open_statuses!()
-    )
-}
-
-/// The provider's answer to our own create, in **one statement** (transaction 2 of
-/// docs/DESIGN.md, "A payment: two transactions and one provider call"):
-/// the call log, the attempt's move and its timeline row, and the completion of the key
-/// `idempotency_key` that made it. `outcome` is what the answer means (the call's own, or
-/// for a first send that never reached the provider, `provider_unavailable`). `None` if the
-/// attempt was not as read (a webhook was faster, or it is already final): then only the
-/// call was logged, and the caller applies the answer the general way ([`apply`]).
-pub async fn record_answer(
-    conn: &mut AsyncPgConnection,
-    metrics: &PaymentMetrics,
-    attempt: &PaymentAttempt,
-    call: &ProviderCall,
-    outcome: &ProviderOutcome,
-    next_check_at: DateTime<Utc>,
-    idempotency_key: &str,
-) -> diesel::QueryResult<Option<PaymentAttempt>> {
-    let decision = decide(attempt.status, outcome);
-    let Some(change) = move_of(attempt.status, &decision) else {
-        log_call(
-            conn,
-            attempt.merchant_id,
-            attempt.id,
-            CallKind::Create,
-            Source::Api,
-            call,
-            None,
-        )
-        .await?;
-        return Ok(None);
-    };
-    let more = format!(
-        "{}, \
-         called AS ( \
-             INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome, \
-                 http_status, latency_ms, detail) \
-             VALUES ($1, $2, $12, $13, $14, $15, $16, $17))",
-        settle_key_cte(true)
-    );
-    let logged = CallRecord::of(CallKind::Create, Source::Api, call);
-    let query = move_then(
-        attempt,
-        change,
-        Source::ProviderResponse,
-        next_check_at,
-        &more,
-        "SELECT * FROM moved",
-    )
-    .bind::<Text, _>(idempotency_key);
-    let row: Option<AttemptRow> = logged.bind(query).get_result(conn).await.optional()?;
-    let moved: Option<PaymentAttempt> = row.map(Into::into);
-    if let (Some(_), Decision::Move { to, .. }) = (&moved, &decision) {
-        metrics.transition(attempt.status, *to, Source::ProviderResponse);
-    }
-    Ok(moved)
-}
-
 /// A provider call as its log row holds it.
-struct CallRecord {
+pub(crate) struct CallRecord {
     kind: CallKind,
     source: Source,
     outcome: &'static str,
@@ -345,7 +246,7 @@ struct CallRecord {
 }
 
 impl CallRecord {
-    fn of(kind: CallKind, source: Source, call: &ProviderCall) -> Self {
+    pub(crate) fn of(kind: CallKind, source: Source, call: &ProviderCall) -> Self {
         let detail = match &call.outcome {
             ProviderOutcome::Failed { code, message, .. } => Some(format!("{code}: {message}")),
             ProviderOutcome::Unknown { reason } | ProviderOutcome::Unavailable { reason } => {
@@ -363,15 +264,16 @@ impl CallRecord {
         }
     }
 
-    /// Binds operation, source, outcome, HTTP status, latency and detail, in that order.
-    fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f> {
-        query
-            .bind::<Text, _>(self.kind.as_str())
-            .bind::<Text, _>(self.source.as_str())
-            .bind::<Text, _>(self.outcome)
-            .bind::<Nullable<SmallInt>, _>(self.http_status)
-            .bind::<Integer, _>(self.latency_ms)
-            .bind::<Nullable<Text>, _>(self.detail.as_deref())
+    /// Binds operation, source, outcome, HTTP status, latency and detail, and gives their
+    /// placeholders as the tail of a `provider_calls` row's values.
+    pub(crate) fn values<'f>(&'f self, q: &mut Statement<'f>) -> String {
+        let kind = q.bind::<Text, _>(self.kind.as_str());
+        let source = q.bind::<Text, _>(self.source.as_str());
+        let outcome = q.bind::<Text, _>(self.outcome);
+        let status = q.bind::<Nullable<SmallInt>, _>(self.http_status);
+        let latency = q.bind::<Integer, _>(self.latency_ms);
+        let detail = q.bind::<Nullable<Text>, _>(self.detail.as_deref());
+        format!("{kind}, {source}, {outcome}, {status}, {latency}, {detail}")
     }
 }
 
@@ -393,13 +295,15 @@ pub async fn log_call(
             None => format!("asked by {who}"),
         });
     }
-    let query = Sql::new(
-        "INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome, \
-             http_status, latency_ms, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-    )
-    .bind::<SqlUuid, _>(merchant_id.0)
-    .bind::<SqlUuid, _>(attempt_id.0);
-    record.bind(query).execute(conn).await.map(|_| ())
+    let mut q = Statement::new();
+    let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
+    let attempt = q.bind::<SqlUuid, _>(attempt_id.0);
+    let values = record.values(&mut q);
+    q.push(format_args!(
+        "INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome,
+    http_status, latency_ms, detail) VALUES ({merchant}, {attempt}, {values})"
+    ));
+    q.finish().execute(conn).await.map(|_| ())
 }
 
 /// Appends a provider call about refund `refund_id` of attempt `attempt_id` to the call
@@ -414,14 +318,16 @@ pub async fn log_refund_call(
     call: &ProviderCall,
 ) -> diesel::QueryResult<()> {
     let record = CallRecord::of(kind, source, call);
-    let query = Sql::new(
-        "INSERT INTO provider_calls (merchant_id, attempt_id, refund_id, operation, source, \
-             outcome, http_status, latency_ms, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-    )
-    .bind::<SqlUuid, _>(merchant_id.0)
-    .bind::<SqlUuid, _>(attempt_id.0)
-    .bind::<SqlUuid, _>(refund_id.0);
-    record.bind(query).execute(conn).await.map(|_| ())
+    let mut q = Statement::new();
+    let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
+    let attempt = q.bind::<SqlUuid, _>(attempt_id.0);
+    let refund = q.bind::<SqlUuid, _>(refund_id.0);
+    let values = record.values(&mut q);
+    q.push(format_args!(
+        "INSERT INTO provider_calls (merchant_id, attempt_id, refund_id, operation, source,
+    outcome, http_status, latency_ms, detail) VALUES ({merchant}, {attempt}, {refund}, {values})"
+    ));
+    q.finish().execute(conn).await.map(|_| ())
 }
 
 #[cfg(test)]

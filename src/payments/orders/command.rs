@@ -7,9 +7,9 @@
 
 use diesel_async::AsyncPgConnection;
 
-use super::keyed::{read_order, CancelOrder, CreateOrder};
+use super::keyed::{CancelOrder, CreateOrder, OrderMade};
 use super::{find_order, order_with_reference, Order, OrderError, OrderFields};
-use crate::idempotency::{claim, Claimed, KeyedWork, RecordAs};
+use crate::idempotency::{claim, Keyed, KeyedWork, RecordAs};
 use crate::ids::OrderId;
 use crate::payments::service::Context;
 
@@ -70,40 +70,38 @@ pub async fn run(ctx: &OrderContext<'_>) -> Result<OrderAnswer, OrderError> {
 /// Runs a database-only order operation once per key, in one statement, and answers with
 /// the order: as made, or, replayed, under the first status as it is now. `declined` says
 /// why the work did nothing.
-async fn keyed(
+async fn keyed<W: KeyedWork<Made = OrderMade>>(
     ctx: &OrderContext<'_>,
-    work: &dyn KeyedWork,
+    work: &W,
     declined: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<OrderError, OrderError>,
 ) -> Result<OrderAnswer, OrderError> {
-    let order = |value| {
-        read_order(value)
-            .map_err(|err| {
-                OrderError::Inconsistent(format!("an order read back does not fit: {err}"))
-            })?
+    let order = |made: OrderMade| {
+        made.order()
             .ok_or_else(|| OrderError::Inconsistent("an order key names no order".into()))
     };
     match claim(ctx.pool, ctx.keys, ctx.keyed, work).await? {
-        Claimed::Done { fresh } => {
-            let status = match work.record_as() {
-                RecordAs::Completed { status } => status,
-                RecordAs::InFlight { .. } => 201,
+        Keyed::Made { made, key: None } => {
+            let RecordAs::Completed { status } = work.record_as() else {
+                return Err(OrderError::Inconsistent(
+                    "an order key was left in flight".into(),
+                ));
             };
             Ok(OrderAnswer {
-                order: order(fresh)?,
+                order: order(made)?,
                 status,
                 replayed: false,
             })
         }
-        Claimed::Replay { status, current } => Ok(OrderAnswer {
+        Keyed::Replayed { status, current } => Ok(OrderAnswer {
             order: order(current)?,
             status,
             replayed: true,
         }),
-        Claimed::Declined { .. } => {
+        Keyed::Declined { .. } => {
             let mut conn = ctx.pool.get().await?;
             Err(declined(&mut conn).await?)
         }
-        Claimed::TakenOver { .. } => Err(OrderError::Inconsistent(
+        Keyed::Made { key: Some(_), .. } | Keyed::Resumed { .. } => Err(OrderError::Inconsistent(
             "an order key was left in flight".into(),
         )),
     }

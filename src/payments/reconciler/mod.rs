@@ -31,6 +31,7 @@ use crate::payments::attempts::{before_resend, find_attempt, open_statuses, quie
 use crate::payments::attempts::{AttemptRow, CallKind, PaymentAttempt, Source};
 use crate::payments::refunds;
 use crate::payments::service::{charge_request, settle_key, Payments};
+use crate::payments::status::AttemptStatus;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
 /// Runs until `stop` turns true.
@@ -287,13 +288,15 @@ pub async fn refresh_gauges(pool: &DbPool, payments: &Payments) -> Result<(), Re
         overdue: i64,
     }
     let mut conn = pool.get().await?;
-    let counts: Unresolved = diesel::sql_query(concat!(
-        "SELECT count(*) FILTER (WHERE status = 'created') AS created, \
-                count(*) FILTER (WHERE status = 'pending') AS pending, \
+    let counts: Unresolved = diesel::sql_query(format!(
+        "SELECT count(*) FILTER (WHERE status = {created}) AS created, \
+                count(*) FILTER (WHERE status = {pending}) AS pending, \
                 coalesce(extract(epoch FROM now() - min(created_at)), 0)::bigint AS oldest_seconds, \
                 count(*) FILTER (WHERE created_at < now() - $1) AS overdue \
-         FROM payment_attempts WHERE status IN ",
-        open_statuses!()
+         FROM payment_attempts WHERE status IN {open}",
+        created = AttemptStatus::Created.sql(),
+        pending = AttemptStatus::Pending.sql(),
+        open = open_statuses!(),
     ))
     .bind::<Interval, _>(pg_interval(payments.reconciler.alert_after))
     .get_result(&mut conn)

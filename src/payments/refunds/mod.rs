@@ -34,10 +34,6 @@ use crate::payments::orders::FieldProblems;
 use crate::payments::status::AttemptStatus;
 use crate::providers::RefundRequest;
 
-/// The key's resource type and recovery point once the refund exists.
-pub const REFUND: &str = "refund";
-pub const REFUND_CREATED: &str = "refund_created";
-
 /// A refund.
 #[derive(Debug, Clone)]
 pub struct Refund {

@@ -8,6 +8,7 @@ use diesel_async::RunQueryDsl;
 use super::record::record;
 use super::{refund_request, Refund, RefundError, RefundRow};
 use crate::db::DbPool;
+use crate::payments::attempts::open_statuses;
 use crate::payments::attempts::{CallKind, Source};
 use crate::payments::reconciler::settings::{pg_interval, NO_RECORD};
 use crate::payments::service::Payments;
@@ -21,14 +22,17 @@ pub async fn claim_due(
     limit: i64,
 ) -> Result<Vec<Refund>, RefundError> {
     let mut conn = pool.get().await?;
-    let rows: Vec<RefundRow> = diesel::sql_query(
+    // A refund's statuses are an attempt's (docs/DESIGN.md, "Refunds").
+    let rows: Vec<RefundRow> = diesel::sql_query(concat!(
         "UPDATE refunds r SET next_check_at = now() + $1, checks = r.checks + 1 \
          FROM (SELECT merchant_id, id FROM refunds \
-               WHERE status IN ('created', 'pending') AND next_check_at <= now() \
+               WHERE status IN ",
+        open_statuses!(),
+        " AND next_check_at <= now() \
                ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED) due \
          WHERE r.merchant_id = due.merchant_id AND r.id = due.id \
-         RETURNING r.*",
-    )
+         RETURNING r.*"
+    ))
     .bind::<Interval, _>(pg_interval(claim))
     .bind::<BigInt, _>(limit)
     .load(&mut conn)
@@ -86,5 +90,14 @@ pub async fn check(
     };
     let next_check = Utc::now() + settings.next_check(refund.checks);
     let mut conn = pool.get().await?;
-    record(&mut conn, refund, &call, kind, (source, source), next_check).await
+    record(
+        &mut conn,
+        refund,
+        &call,
+        kind,
+        (source, source),
+        next_check,
+        None,
+    )
+    .await
 }

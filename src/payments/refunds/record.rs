@@ -7,34 +7,40 @@ use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use super::{Refund, RefundError, RefundRow, REFUND};
+use super::{Refund, RefundError, RefundRow};
 use crate::db::schema::refunds;
 use crate::db::transaction::in_transaction;
-use crate::idempotency::{completion::complete_for_resource, Recorded};
+use crate::idempotency::in_flight::complete_for_resource;
+use crate::idempotency::{InFlightKey, Recorded, ResourceType};
 use crate::ids::RefundId;
 use crate::payments::attempts::transition::{decide, log_refund_call, Decision};
-use crate::payments::attempts::{CallKind, Source};
+use crate::payments::attempts::{open_statuses, CallKind, Source};
 use crate::providers::{ProviderCall, RefundNotice};
 
-/// Completes the key that made `refund`, once its outcome is known (or records that it is
-/// still open, so the key outlives its TTL).
-pub(super) async fn settle_key(conn: &mut AsyncPgConnection, refund: &Refund) -> QueryResult<()> {
+/// What a refund's key records: `201` and its refund, which a replay shows as it is then. An
+/// open refund keeps its key from being reaped.
+pub(super) fn recorded(refund: &Refund) -> Recorded {
+    Recorded {
+        status: 201,
+        resource_type: ResourceType::Refund,
+        resource_id: refund.id.0,
+        unresolved: !refund.status.is_final(),
+    }
+}
+
+/// Completes the key that made `refund`, for whoever finished it other than its request (the
+/// reconciler, a refund event), once its outcome is known (or records that it is still open,
+/// so the key outlives its TTL).
+async fn settle_key(conn: &mut AsyncPgConnection, refund: &Refund) -> QueryResult<()> {
     match &refund.idempotency_key {
-        Some(key) => {
-            let recorded = Recorded {
-                status: 201,
-                resource_type: REFUND,
-                resource_id: refund.id.0,
-                unresolved: !refund.status.is_final(),
-            };
-            complete_for_resource(conn, refund.merchant_id, key, &recorded).await
-        }
+        Some(key) => complete_for_resource(conn, refund.merchant_id, key, &recorded(refund)).await,
         None => Ok(()),
     }
 }
 
 /// What a provider call said about `refund`, in one transaction: the move (decided as an
-/// attempt's would be) with its timeline row, the key, and the call log. The refund is read
+/// attempt's would be) with its timeline row, the key (`key`, the request's own, consumed; or,
+/// for the reconciler, the refund's by its resource), and the call log. The refund is read
 /// again under its row lock and judged as it is now; the call is logged after, because its
 /// row's foreign key share-locks the refund, and two checks that each took that first would
 /// deadlock on the update.
@@ -45,6 +51,7 @@ pub(super) async fn record(
     kind: CallKind,
     (moved_by, called_by): (Source, Source),
     next_check_at: DateTime<Utc>,
+    key: Option<InFlightKey>,
 ) -> Result<Refund, RefundError> {
     in_transaction(conn, async |conn| {
         let current: Refund = refunds::table
@@ -56,7 +63,10 @@ pub(super) async fn record(
             .into();
         let decision = decide(current.status, &call.outcome);
         let moved = apply(conn, current, decision, moved_by, next_check_at).await?;
-        settle_key(conn, &moved).await?;
+        match &key {
+            Some(key) => key.complete(conn, &recorded(&moved)).await?,
+            None => settle_key(conn, &moved).await?,
+        }
         log_refund_call(
             conn,
             moved.merchant_id,
@@ -90,13 +100,16 @@ async fn apply(
             detail,
         } => {
             let (code, message) = failure.unzip();
-            let row: RefundRow = diesel::sql_query(
+            // A refund's statuses are an attempt's (docs/DESIGN.md, "Refunds").
+            let row: RefundRow = diesel::sql_query(concat!(
                 "UPDATE refunds SET status = $3, \
                      provider_refund_id = COALESCE(provider_refund_id, $4), \
                      failure_code = $5, failure_message = $6, \
-                     next_check_at = CASE WHEN $3 IN ('created', 'pending') THEN $7 END \
-                 WHERE merchant_id = $1 AND id = $2 RETURNING *",
-            )
+                     next_check_at = CASE WHEN $3 IN ",
+                open_statuses!(),
+                " THEN $7 END \
+                 WHERE merchant_id = $1 AND id = $2 RETURNING *"
+            ))
             .bind::<SqlUuid, _>(current.merchant_id.0)
             .bind::<SqlUuid, _>(current.id.0)
             .bind::<Text, _>(to.as_str())

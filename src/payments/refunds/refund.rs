@@ -6,11 +6,11 @@
 use chrono::Utc;
 use diesel_async::AsyncPgConnection;
 
-use super::keyed::{read_refund, CreateRefund};
-use super::record::{record, settle_key};
-use super::{refund_request, Refund, RefundError, Refunded, REFUND_CREATED};
+use super::keyed::{CreateRefund, RefundMade};
+use super::record::{record, recorded};
+use super::{refund_request, Refund, RefundError, Refunded};
 use crate::db::DbPool;
-use crate::idempotency::{claim, Claimed};
+use crate::idempotency::{claim, InFlightKey, Keyed, RecoveryPoint};
 use crate::ids::{MerchantId, PaymentId};
 use crate::payments::attempts::{find_attempt, CallKind, Source};
 use crate::payments::money::{Amount, MinorUnits};
@@ -64,25 +64,32 @@ pub async fn refund(ctx: &RefundContext<'_>) -> Result<Refunded, RefundError> {
     let lease =
         chrono::Duration::from_std(keys.settings.lease).unwrap_or(chrono::Duration::seconds(30));
     let work = CreateRefund::new(payment_id, amount, reason, Utc::now() + lease);
+    let refund = |made: RefundMade| {
+        made.refund()
+            .ok_or_else(|| RefundError::Inconsistent("a refund key names no refund".into()))
+    };
     match claim(pool, keys, keyed, &work).await? {
-        Claimed::Done { fresh } => {
-            let refund = read_refund(fresh)?;
-            finish(pool, payments, refund).await
-        }
-        Claimed::Replay { status, current } => Ok(Refunded {
-            refund: read_refund(current)?,
+        Keyed::Made {
+            made,
+            key: Some(key),
+        } => finish(pool, payments, refund(made)?, key).await,
+        Keyed::Replayed { status, current } => Ok(Refunded {
+            refund: refund(current)?,
             status,
             replayed: true,
         }),
-        Claimed::TakenOver { stored, current } if stored.recovery_point == REFUND_CREATED => {
+        Keyed::Resumed { current, key } if key.recovery_point() == RecoveryPoint::RefundCreated => {
             // An earlier request made the refund and died: resume it, never make another.
-            finish(pool, payments, read_refund(current)?).await
+            finish(pool, payments, refund(current)?, key).await
         }
-        Claimed::TakenOver { stored, .. } => Err(RefundError::Inconsistent(format!(
+        Keyed::Resumed { key, .. } => Err(RefundError::Inconsistent(format!(
             "a refund key in flight at recovery point {}",
-            stored.recovery_point
+            key.recovery_point().as_str()
         ))),
-        Claimed::Declined { .. } => {
+        Keyed::Made { key: None, .. } => Err(RefundError::Inconsistent(
+            "a refund key was not left in flight".into(),
+        )),
+        Keyed::Declined { .. } => {
             let mut conn = pool.get().await?;
             Err(why_refused(&mut conn, keyed.merchant_id, payment_id).await?)
         }
@@ -113,10 +120,11 @@ async fn finish(
     pool: &DbPool,
     payments: &Payments,
     refund: Refund,
+    key: InFlightKey,
 ) -> Result<Refunded, RefundError> {
     let refund = if refund.status.is_final() {
         let mut conn = pool.get().await?;
-        settle_key(&mut conn, &refund).await?;
+        key.complete(&mut conn, &recorded(&refund)).await?;
         refund
     } else {
         let request = {
@@ -136,6 +144,7 @@ async fn finish(
             CallKind::CreateRefund,
             (Source::ProviderResponse, Source::Api),
             next_check,
+            Some(key),
         )
         .await?
     };

@@ -3,18 +3,21 @@
 
 use chrono::Utc;
 use diesel::prelude::*;
-use diesel::sql_types::{Bool, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::sql_types::{Bool, Jsonb, Nullable, Text, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
+use super::keyed::apply_to_attempt;
 use super::outcome::{EventOutcome, ReceiveError, Received};
 use crate::db::sql::Sql;
+use crate::db::statement::span;
 use crate::db::DbPool;
 use crate::ids::{EventId, PaymentId};
-use crate::payments::attempts::transition::{decide, move_of, move_then, settle_key_cte, Decision};
+use crate::payments::attempts::transition::{decide, move_of, Decision};
 use crate::payments::attempts::{AttemptRow, PaymentAttempt, Source};
 use crate::payments::event_log::{EventLog, EventRow};
 use crate::payments::service::Payments;
 use crate::providers::WebhookEvent;
+use tracing::Instrument;
 
 /// Looks at the event and its attempt (one statement), judges, then writes the event row
 /// with its effect (one statement). An event that moves an attempt is inserted `FROM` the
@@ -114,39 +117,21 @@ pub(super) async fn record_once(
         let next_check = attempt
             .next_check_at
             .unwrap_or_else(|| Utc::now() + payments.reconciler.first_check());
-        let more = format!(
-            "{}, \
-             recorded AS ( \
-                 INSERT INTO webhook_events (id, provider, provider_event_id, event_type, \
-                     outcome, detail, merchant_id, attempt_id, payload, provider_created_at) \
-                 SELECT $12, $13, $14, $15, 'applied', $16, merchant_id, id, $17, $18 \
-                 FROM moved \
-                 ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING 1)",
-            settle_key_cte(false)
+        let query = apply_to_attempt(
+            &attempt, change, next_check, new.id, provider, event, &detail,
         );
-        let query = move_then(
-            &attempt,
-            change,
-            Source::Webhook,
-            next_check,
-            &more,
-            "SELECT EXISTS (SELECT 1 FROM recorded) AS recorded FROM moved",
-        )
-        .bind::<Nullable<Text>, _>(attempt.idempotency_key.as_deref())
-        .bind::<SqlUuid, _>(new.id.0)
-        .bind::<Text, _>(provider)
-        .bind::<Text, _>(&event.id)
-        .bind::<Text, _>(&event.event_type)
-        .bind::<Text, _>(&detail)
-        .bind::<Jsonb, _>(&event.raw)
-        .bind::<Timestamptz, _>(event.created);
         #[derive(QueryableByName)]
         struct Written {
             #[diesel(sql_type = Bool)]
             recorded: bool,
         }
         let mut conn = pool.get().await?;
-        let written = match query.get_result::<Written>(&mut conn).await.optional() {
+        let written = match query
+            .get_result::<Written>(&mut conn)
+            .instrument(span("webhook_apply"))
+            .await
+            .optional()
+        {
             // Another attempt took this charge id since the look: look again, and find it.
             Err(diesel::result::Error::DatabaseError(
                 diesel::result::DatabaseErrorKind::UniqueViolation,

@@ -9,6 +9,7 @@
 //! nothing.
 
 mod attempt_event;
+pub mod keyed;
 mod outcome;
 mod refund_event;
 

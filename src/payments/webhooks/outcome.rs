@@ -25,6 +25,11 @@ pub enum EventOutcome {
 }
 
 impl EventOutcome {
+    /// As an SQL literal, for a statement that records a fixed outcome.
+    pub fn sql(self) -> String {
+        format!("'{}'", self.as_str())
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             EventOutcome::Applied => "applied",

@@ -2,16 +2,8 @@
 //! in the same statement.
 //!
 //! Every keyed request starts with one SQL statement, run on its own (autocommit, so it is
-//! its own transaction) and built like this:
-//!
-//! ```sql
-//! WITH lock  AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($1) AS got),
-//!      found AS MATERIALIZED (SELECT … FROM idempotency_keys WHERE merchant_id = $2 AND key = $3),
-//!      go    AS MATERIALIZED (SELECT 1 FROM lock WHERE got AND $4 AND NOT EXISTS (SELECT 1 FROM found)),
-//!      <the work's CTEs, which run only FROM go, ending in `done (resource_id)`>,
-//!      recorded AS (INSERT INTO idempotency_keys … SELECT … FROM done RETURNING 1)
-//! SELECT lock.got, <recorded?>, found.*, <the fresh resources>, <the replayed resources>
-//! ```
+//! its own transaction): see [`statement`] for its frame and `tests/sql/claim_*.sql` for the
+//! whole text of each operation's.
 //!
 //! - A new key: the work runs and the key is inserted **from the work's result**, so the
 //!   key row exists exactly when the work happened. A refusal by the database (a unique
@@ -31,69 +23,144 @@
 //! this statement's snapshot and its lock, the insert fails on the primary key and the claim
 //! simply runs again (and then replays).
 
+mod statement;
+
+#[cfg(test)]
+pub(crate) mod snapshot {
+    //! The claim statement's text for a statement snapshot (`db::snapshot`).
+
+    use super::{claim_statement, KeyedWork};
+    use crate::db::sql::Sql;
+    use crate::idempotency::{
+        fingerprint, IdempotencyKey, IdempotencySettings, KeyedRequest, Operation,
+    };
+    use crate::ids::MerchantId;
+
+    /// The claim statement of `operation` for `work`, under a made-up key.
+    pub(crate) fn claim_text<W: KeyedWork>(operation: Operation, work: &W) -> Sql<'static> {
+        let request = KeyedRequest {
+            merchant_id: MerchantId(uuid::Uuid::nil()),
+            key: IdempotencyKey::parse(Some(b"k")).expect("a key"),
+            operation,
+            fingerprint: fingerprint("POST", operation.route(), None),
+        };
+        let sql = claim_statement(&IdempotencySettings::default(), &request, work, true);
+        // Only its text is read: the values may go.
+        Sql::new(&sql.text())
+    }
+}
+
 use std::time::{Duration, Instant};
 
-use crate::db::sql::Sql;
 use chrono::{DateTime, Utc};
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
-use diesel::sql_types::{BigInt, Bool, Bytea, Int2, Jsonb, Nullable, Text, Timestamptz};
-use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use statement::ClaimParams;
+use statement::{claim_statement, replay_statement, ClaimRow};
+
+use super::in_flight::{InFlightKey, KeyState, RecoveryPoint, ResourceType};
 use super::recent::Finished;
 use super::takeover::{free_expired, take_over};
-use super::{ExpiredKey, IdempotencyError, IdempotencySettings, StoredKey};
+use super::{ExpiredKey, IdempotencyError, IdempotencySettings};
 use super::{KeyedRequest, Keys};
+use crate::db::statement::{span, Param, Statement};
 use crate::db::DbPool;
+use tracing::Instrument;
 
 /// How the key of a finished piece of work is recorded.
 #[derive(Debug, Clone, Copy)]
 pub enum RecordAs {
     /// Database-only work: finished in the same statement; a replay answers `status`.
     Completed { status: u16 },
-    /// A payment between its two transactions: in flight under a lease, at `recovery_point`,
-    /// completed by transaction 2 (or by whoever finishes the attempt).
-    InFlight { recovery_point: &'static str },
+    /// A payment or refund between its two transactions: in flight under a lease, at
+    /// `recovery_point`, finished by the statement that records its answer (which consumes
+    /// the [`InFlightKey`] the claim hands out), or by whoever finishes the work.
+    InFlight { recovery_point: RecoveryPoint },
 }
 
-/// The work a key protects, as SQL that runs inside the claim statement.
+/// The work a key protects, as SQL that runs inside the claim statement. Each fragment binds
+/// its own values on the [`Statement`] and writes the placeholders it gets back.
 pub trait KeyedWork: Sync {
-    /// The resource the key names (`order`, `payment_attempt`).
-    fn resource_type(&self) -> &'static str;
+    /// What the work made, and what a replay reads: the `jsonb` object of [`Self::fresh`] and
+    /// [`Self::replay`], decoded once, here.
+    type Made: DeserializeOwned + Default;
+    /// The resource the key names.
+    fn resource_type(&self) -> ResourceType;
     fn record_as(&self) -> RecordAs;
     /// CTEs (each `name AS (…)`, comma-separated, no leading `WITH`) that do the work only
     /// when the relation `go` has its row, and end in a CTE `done` with one column
-    /// `resource_id uuid`, one row exactly when the work happened.
-    fn ctes(&self) -> String;
+    /// `resource_id uuid`, one row exactly when the work happened. They may use the claim's
+    /// merchant and key.
+    fn ctes<'f>(&'f self, q: &mut Statement<'f>, claim: &ClaimParams);
     /// A `jsonb` expression: what the work made, read from its CTEs' `RETURNING`.
-    fn fresh(&self) -> String;
+    fn fresh(&self, q: &mut Statement<'_>);
     /// A `jsonb` expression: the resource(s) of the finished key as they are now, read
-    /// through `found.resource_id` and the merchant `$2`, and nothing else (it also runs
-    /// alone, for a key this replica remembers).
-    fn replay(&self) -> String;
-    /// Binds the work's parameters, `$14` onwards, in order. The work may also use the
-    /// claim's `$2` (the merchant id) and `$3` (the key).
-    fn bind<'f>(&'f self, query: Sql<'f>) -> Sql<'f>;
+    /// through `found.resource_id` and the merchant, and nothing else (it also runs alone,
+    /// for a key this replica remembers).
+    fn replay(&self, q: &mut Statement<'_>, merchant: Param);
     /// Whether a failed statement is the database refusing the work (an invariant), which is
     /// answered to the client and never recorded.
     fn is_refusal(&self, kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool;
 }
 
-/// What claiming a key came to.
+/// What claiming a key came to, with the work's resources decoded. Every use case (orders,
+/// payments, refunds) answers from this one shape.
 #[derive(Debug)]
-pub enum Claimed {
-    /// The work ran and its key was recorded with it; `fresh` is what it made.
-    Done { fresh: Value },
+pub enum Keyed<T> {
+    /// The work ran now and its key was recorded with it. `key`: the key still in flight,
+    /// when the work stays open (a payment, a refund) — the statement recording its answer
+    /// consumes it; `None` when the key was completed in the same statement.
+    Made { made: T, key: Option<InFlightKey> },
     /// A request with this key finished before: answer `status` with `current`, the
     /// resource as it is now.
-    Replay { status: u16, current: Value },
+    Replayed { status: u16, current: T },
     /// An earlier request died holding the key and its lease ran out: it is ours now, to
-    /// resume from its recovery point. `current` is its resource as it is now.
-    TakenOver { stored: StoredKey, current: Value },
+    /// resume from `key`'s recovery point. `current` is its resource as it is now.
+    Resumed { current: T, key: InFlightKey },
     /// The work declined: it found nothing to do (no row matched), or the database refused
     /// it (`refusal`). Nothing was recorded and no other request holds the key.
     Declined { refusal: Option<DieselError> },
+}
+
+impl<T> Keyed<T> {
+    /// The label of metrics and the log line.
+    fn label(&self) -> &'static str {
+        match self {
+            Keyed::Made { .. } => "created",
+            Keyed::Declined { .. } => "declined",
+            Keyed::Resumed { .. } => "taken_over",
+            Keyed::Replayed { .. } => "replayed",
+        }
+    }
+}
+
+/// What a round of the claim came to, before decoding.
+enum Claimed {
+    Done {
+        fresh: Value,
+        made: Option<uuid::Uuid>,
+    },
+    Replay {
+        status: u16,
+        current: Value,
+    },
+    TakenOver {
+        taken: TakenKey,
+        current: Value,
+    },
+    Declined {
+        refusal: Option<DieselError>,
+    },
+}
+
+/// The key a takeover extended, as its row says.
+struct TakenKey {
+    resource_type: Option<String>,
+    resource_id: Option<uuid::Uuid>,
+    recovery_point: String,
 }
 
 /// Claims `request`'s key and, if it is new, does `work` in the same statement. Waits up
@@ -101,28 +168,35 @@ pub enum Claimed {
 /// polls. A new key takes a slot of the merchant's per-minute quota; past it the key is
 /// still looked up (a replay is answered), but no work runs and the answer is `429`. A key
 /// this replica saw finished is answered by reading its resource only.
-pub async fn claim(
+pub async fn claim<W: KeyedWork>(
     pool: &DbPool,
     keys: &Keys,
     request: &KeyedRequest,
-    work: &dyn KeyedWork,
-) -> Result<Claimed, IdempotencyError> {
+    work: &W,
+) -> Result<Keyed<W::Made>, IdempotencyError> {
     let started = Instant::now();
-    let outcome = match keys.recent.get(request) {
-        Some(finished) => replay_remembered(pool, request, work, finished).await,
-        None => claim_new(pool, keys, request, work, started).await,
+    let claim_span = tracing::info_span!(
+        "idempotency.claim",
+        operation = request.operation.as_str(),
+        outcome = tracing::field::Empty,
+    );
+    let outcome = async {
+        let claimed = match keys.recent.get(request) {
+            Some(finished) => replay_remembered(pool, request, work, finished).await,
+            None => claim_new(pool, keys, request, work, started).await,
+        };
+        claimed.and_then(|claimed| decode(request, work, claimed))
     };
+    let outcome = outcome.instrument(claim_span.clone()).await;
     let label = match &outcome {
-        Ok(Claimed::Done { .. }) => "created",
-        Ok(Claimed::Declined { .. }) => "declined",
-        Ok(Claimed::TakenOver { .. }) => "taken_over",
-        Ok(Claimed::Replay { .. }) => "replayed",
+        Ok(keyed) => keyed.label(),
         Err(IdempotencyError::InUse { .. }) => "in_use",
         Err(IdempotencyError::Reused) => "reused_mismatch",
         Err(IdempotencyError::Expired(_)) => "expired",
         Err(IdempotencyError::RateLimited { .. }) => "rate_limited",
         Err(IdempotencyError::Database(_) | IdempotencyError::Unavailable(_)) => "error",
     };
+    claim_span.record("outcome", label);
     let waited = started.elapsed();
     keys.metrics.observe(request.operation, label, waited);
     tracing::Span::current().record("idempotency_outcome", label);
@@ -138,11 +212,80 @@ pub async fn claim(
     outcome
 }
 
-async fn claim_new(
+/// The round's resources read into the work's type, and a key in flight handed out as its
+/// token.
+fn decode<W: KeyedWork>(
+    request: &KeyedRequest,
+    work: &W,
+    claimed: Claimed,
+) -> Result<Keyed<W::Made>, IdempotencyError> {
+    let read = |value: Value| -> Result<W::Made, IdempotencyError> {
+        if value.is_null() {
+            return Ok(W::Made::default());
+        }
+        serde_json::from_value(value).map_err(|err| unreadable(format!("its resources: {err}")))
+    };
+    Ok(match claimed {
+        Claimed::Done { fresh, made } => {
+            let key = match (work.record_as(), made) {
+                (RecordAs::Completed { .. }, _) => None,
+                (RecordAs::InFlight { recovery_point }, Some(id)) => Some(InFlightKey::new(
+                    request,
+                    work.resource_type(),
+                    id,
+                    recovery_point,
+                )),
+                (RecordAs::InFlight { .. }, None) => {
+                    return Err(unreadable("no resource made".into()))
+                }
+            };
+            Keyed::Made {
+                made: read(fresh)?,
+                key,
+            }
+        }
+        Claimed::Replay { status, current } => Keyed::Replayed {
+            status,
+            current: read(current)?,
+        },
+        Claimed::TakenOver { taken, current } => {
+            let resource = taken.resource_type.as_deref().and_then(ResourceType::parse);
+            let point = RecoveryPoint::parse(&taken.recovery_point);
+            let (Some(resource), Some(id), Some(point)) = (resource, taken.resource_id, point)
+            else {
+                return Err(unreadable(format!(
+                    "a key taken over names {:?} {:?} at {:?}",
+                    taken.resource_type, taken.resource_id, taken.recovery_point
+                )));
+            };
+            if resource != work.resource_type() {
+                return Err(unreadable(format!(
+                    "a key of {} taken over by work on {}",
+                    resource.as_str(),
+                    work.resource_type().as_str()
+                )));
+            }
+            Keyed::Resumed {
+                current: read(current)?,
+                key: InFlightKey::new(request, resource, id, point),
+            }
+        }
+        Claimed::Declined { refusal } => Keyed::Declined { refusal },
+    })
+}
+
+/// A key row or resource that does not read as it must: an error, never a silent default.
+fn unreadable(what: String) -> IdempotencyError {
+    IdempotencyError::Database(DieselError::DeserializationError(
+        format!("idempotency key: {what}").into(),
+    ))
+}
+
+async fn claim_new<W: KeyedWork>(
     pool: &DbPool,
     keys: &Keys,
     request: &KeyedRequest,
-    work: &dyn KeyedWork,
+    work: &W,
     started: Instant,
 ) -> Result<Claimed, IdempotencyError> {
     let quota = &keys.quota;
@@ -161,10 +304,10 @@ async fn claim_new(
 }
 
 /// A replay of a key remembered finished: its resource as it is now, one statement.
-async fn replay_remembered(
+async fn replay_remembered<W: KeyedWork>(
     pool: &DbPool,
     request: &KeyedRequest,
-    work: &dyn KeyedWork,
+    work: &W,
     finished: Finished,
 ) -> Result<Claimed, IdempotencyError> {
     if finished.fingerprint != request.fingerprint
@@ -172,20 +315,15 @@ async fn replay_remembered(
     {
         return Err(IdempotencyError::Reused);
     }
-    #[derive(QueryableByName)]
+    #[derive(diesel::QueryableByName)]
     struct Current {
-        #[diesel(sql_type = Nullable<Jsonb>)]
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Jsonb>)]
         current: Option<Value>,
     }
-    let sql = format!(
-        "WITH found AS (SELECT $1::uuid AS resource_id) SELECT {} AS current FROM found",
-        work.replay()
-    );
     let mut conn = pool.get().await?;
-    let row: Current = Sql::new(&sql)
-        .bind::<diesel::sql_types::Uuid, _>(finished.resource_id)
-        .bind::<diesel::sql_types::Uuid, _>(request.merchant_id.0)
+    let row: Current = replay_statement(request, work, finished.resource_id)
         .get_result(&mut conn)
+        .instrument(span("claim_replay"))
         .await?;
     Ok(Claimed::Replay {
         status: finished.status,
@@ -193,11 +331,11 @@ async fn replay_remembered(
     })
 }
 
-async fn claim_loop(
+async fn claim_loop<W: KeyedWork>(
     pool: &DbPool,
     keys: &Keys,
     request: &KeyedRequest,
-    work: &dyn KeyedWork,
+    work: &W,
     mut allowed: bool,
     started: Instant,
 ) -> Result<Claimed, IdempotencyError> {
@@ -211,6 +349,7 @@ async fn claim_loop(
             let mut conn = pool.get().await?;
             claim_statement(settings, request, work, allowed)
                 .get_result::<ClaimRow>(&mut conn)
+                .instrument(span("claim"))
                 .await
         };
         let row = match round {
@@ -230,13 +369,14 @@ async fn claim_loop(
             }
             Err(err) => return Err(err.into()),
         };
-        let finished = remembered(&row, request, work, settings);
+        let finished = remembered(&row, request, work.record_as(), settings);
+        let made = row.made;
         match judge(row, request)? {
             Round::Done(fresh) => {
                 if let Some(finished) = finished {
                     keys.recent.remember(request, finished);
                 }
-                return Ok(Claimed::Done { fresh });
+                return Ok(Claimed::Done { fresh, made });
             }
             Round::Replay { status, current } => {
                 if let Some(finished) = finished {
@@ -261,7 +401,12 @@ async fn claim_loop(
             Round::Orphaned { current } => {
                 let taken = take_over(&mut *pool.get().await?, settings, request).await?;
                 if let Some(stored) = taken {
-                    return Ok(Claimed::TakenOver { stored, current });
+                    let taken = TakenKey {
+                        resource_type: stored.resource_type,
+                        resource_id: stored.resource_id,
+                        recovery_point: stored.recovery_point,
+                    };
+                    return Ok(Claimed::TakenOver { taken, current });
                 }
                 // Someone else took it over first: wait for them like for any holder.
                 if started.elapsed() >= settings.wait {
@@ -290,7 +435,7 @@ async fn claim_loop(
 fn remembered(
     row: &ClaimRow,
     request: &KeyedRequest,
-    work: &dyn KeyedWork,
+    record_as: RecordAs,
     settings: &IdempotencySettings,
 ) -> Option<Finished> {
     let finished = |status: u16, resource_id: uuid::Uuid, expires_at| Finished {
@@ -302,128 +447,20 @@ fn remembered(
     };
     if row.recorded {
         // Made just now; its expiry counted from our clock, a minute early for skew.
-        let RecordAs::Completed { status } = work.record_as() else {
+        let RecordAs::Completed { status } = record_as else {
             return None;
         };
         let ttl = chrono::Duration::from_std(settings.ttl(request.operation)).ok()?;
         let expires_at = Utc::now() + ttl - chrono::Duration::minutes(1);
         return Some(finished(status, row.made?, expires_at));
     }
-    match (row.state.as_deref(), row.response_status, row.resource_id) {
-        (Some("completed"), Some(status), Some(resource_id)) => {
+    let state = row.state.as_deref().and_then(KeyState::parse);
+    match (state, row.response_status, row.resource_id) {
+        (Some(KeyState::Completed), Some(status), Some(resource_id)) => {
             Some(finished(status as u16, resource_id, row.expires_at?))
         }
         _ => None,
     }
-}
-
-/// The claim statement; see the module comment for its shape.
-fn claim_statement<'f>(
-    settings: &IdempotencySettings,
-    request: &'f KeyedRequest,
-    work: &'f dyn KeyedWork,
-    allowed: bool,
-) -> Sql<'f> {
-    let sql = format!(
-        "WITH lock AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($1) AS got), \
-         found AS MATERIALIZED ( \
-             SELECT operation, fingerprint, state, locked_until, recovery_point, resource_type, \
-                    resource_id, response_status, expires_at, unresolved \
-             FROM idempotency_keys WHERE merchant_id = $2 AND key = $3), \
-         go AS MATERIALIZED ( \
-             SELECT 1 AS go FROM lock WHERE got AND $4 AND NOT EXISTS (SELECT 1 FROM found)), \
-         {ctes}, \
-         recorded AS ( \
-             INSERT INTO idempotency_keys (merchant_id, key, operation, fingerprint, state, \
-                 locked_until, recovery_point, resource_type, resource_id, response_status, \
-                 unresolved, expires_at) \
-             SELECT $2, $3, $5, $6, $7, \
-                 CASE WHEN $7 = 'in_flight' THEN now() + $8 * interval '1 millisecond' END, \
-                 $9, $10, done.resource_id, $11, $12, now() + $13 * interval '1 millisecond' \
-             FROM done RETURNING 1) \
-         SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded, \
-                found.operation, found.fingerprint, found.state, found.locked_until, \
-                found.response_status, found.resource_type, found.resource_id, \
-                found.expires_at, found.unresolved, \
-                (SELECT resource_id FROM done) AS made, \
-                {fresh} AS fresh, \
-                CASE WHEN found.state <> 'in_flight' OR found.locked_until < now() \
-                     THEN {replay} END AS current \
-         FROM lock LEFT JOIN found ON true",
-        ctes = work.ctes(),
-        fresh = work.fresh(),
-        replay = work.replay(),
-    );
-    let (state, recovery_point, status) = match work.record_as() {
-        RecordAs::Completed { status } => ("completed", "finished", Some(status as i16)),
-        RecordAs::InFlight { recovery_point } => ("in_flight", recovery_point, None),
-    };
-    let query = Sql::new(&sql)
-        .bind::<BigInt, _>(lock_key(request))
-        .bind::<diesel::sql_types::Uuid, _>(request.merchant_id.0)
-        .bind::<Text, _>(request.key.as_str())
-        .bind::<Bool, _>(allowed)
-        .bind::<Text, _>(request.operation.as_str())
-        .bind::<Bytea, _>(request.fingerprint.as_slice())
-        .bind::<Text, _>(state)
-        .bind::<BigInt, _>(settings.lease.as_millis() as i64)
-        .bind::<Text, _>(recovery_point)
-        .bind::<Text, _>(work.resource_type())
-        .bind::<Nullable<Int2>, _>(status)
-        // A payment in flight is unresolved until transaction 2 says otherwise.
-        .bind::<Bool, _>(status.is_none())
-        .bind::<BigInt, _>(settings.ttl(request.operation).as_millis() as i64);
-    work.bind(query)
-}
-
-/// The resource types of keys that moved money, and so are retired past their TTL instead
-/// of freed (migrations `…_key_retirement`, `idempotency_key_made_money_move`).
-const PAYMENT_ATTEMPT: &str = "payment_attempt";
-const REFUND: &str = "refund";
-
-/// The advisory lock naming this `(merchant, key)`; a collision only costs a short wait.
-fn lock_key(request: &KeyedRequest) -> i64 {
-    use sha2::{Digest, Sha256};
-    let mut hasher = Sha256::new();
-    hasher.update(request.merchant_id.0.as_bytes());
-    hasher.update(request.key.as_str().as_bytes());
-    let digest = hasher.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    i64::from_be_bytes(first)
-}
-
-#[derive(QueryableByName)]
-struct ClaimRow {
-    #[diesel(sql_type = Bool)]
-    got: bool,
-    #[diesel(sql_type = Bool)]
-    recorded: bool,
-    #[diesel(sql_type = Nullable<Text>)]
-    operation: Option<String>,
-    #[diesel(sql_type = Nullable<Bytea>)]
-    fingerprint: Option<Vec<u8>>,
-    #[diesel(sql_type = Nullable<Text>)]
-    state: Option<String>,
-    #[diesel(sql_type = Nullable<Timestamptz>)]
-    locked_until: Option<DateTime<Utc>>,
-    #[diesel(sql_type = Nullable<Int2>)]
-    response_status: Option<i16>,
-    #[diesel(sql_type = Nullable<Text>)]
-    resource_type: Option<String>,
-    #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
-    resource_id: Option<uuid::Uuid>,
-    #[diesel(sql_type = Nullable<Timestamptz>)]
-    expires_at: Option<DateTime<Utc>>,
-    #[diesel(sql_type = Nullable<Bool>)]
-    unresolved: Option<bool>,
-    /// The resource the work made, when it ran.
-    #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
-    made: Option<uuid::Uuid>,
-    #[diesel(sql_type = Nullable<Jsonb>)]
-    fresh: Option<Value>,
-    #[diesel(sql_type = Nullable<Jsonb>)]
-    current: Option<Value>,
 }
 
 enum Round {
@@ -460,19 +497,21 @@ fn judge(row: ClaimRow, request: &KeyedRequest) -> Result<Round, IdempotencyErro
             Round::Busy { lease_ends: None }
         });
     };
+    let state = KeyState::parse(&state)
+        .ok_or_else(|| unreadable(format!("a key in an unknown state {state:?}")))?;
     let now = Utc::now();
     // Past its lifetime (and a completed key only once its work is final), the key no longer
     // answers for the request that made it, whatever this one's body: see the module comment.
-    let past_ttl = match state.as_str() {
-        "expired" => true,
-        "completed" => row.unresolved == Some(false) && expires_at <= now,
-        _ => false,
+    let past_ttl = match state {
+        KeyState::Expired => true,
+        KeyState::Completed => row.unresolved == Some(false) && expires_at <= now,
+        KeyState::InFlight => false,
     };
     if past_ttl {
-        let made_money_move =
-            matches!(row.resource_type.as_deref(), Some(PAYMENT_ATTEMPT | REFUND));
-        return match (made_money_move, state.as_str()) {
-            (true, "expired") if expires_at <= now => Ok(Round::Free),
+        let resource = row.resource_type.as_deref().and_then(ResourceType::parse);
+        let made_money_move = resource.is_some_and(ResourceType::made_money_move);
+        return match (made_money_move, state) {
+            (true, KeyState::Expired) if expires_at <= now => Ok(Round::Free),
             (true, _) => Err(IdempotencyError::Expired(Box::new(ExpiredKey::read(
                 row.resource_type.unwrap_or_default(),
                 row.resource_id.unwrap_or_default(),
@@ -484,7 +523,7 @@ fn judge(row: ClaimRow, request: &KeyedRequest) -> Result<Round, IdempotencyErro
     if fingerprint != request.fingerprint.as_slice() || operation != request.operation.as_str() {
         return Err(IdempotencyError::Reused);
     }
-    if state == "completed" {
+    if state == KeyState::Completed {
         return Ok(Round::Replay {
             status: row.response_status.map_or(200, |s| s as u16),
             current: row.current.unwrap_or(Value::Null),
@@ -526,10 +565,10 @@ mod tests {
             recorded: false,
             operation: Some(request.operation.as_str().into()),
             fingerprint: Some(request.fingerprint.as_slice().to_vec()),
-            state: Some("in_flight".into()),
+            state: Some(KeyState::InFlight.as_str().into()),
             locked_until: Some(locked_until),
             response_status: None,
-            resource_type: Some(REFUND.into()),
+            resource_type: Some(ResourceType::Refund.as_str().into()),
             resource_id: Some(uuid::Uuid::now_v7()),
             expires_at: Some(Utc::now() + chrono::Duration::hours(1)),
             unresolved: Some(true),

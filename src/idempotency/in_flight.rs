@@ -1,0 +1,379 @@
+//! A key's life after its claim: what it names, how far its work got, and every statement
+//! that finishes it. Every write to `idempotency_keys` lives in this module's folder
+//! (`claim`, `takeover`, `reaper`, `quota` and here); the statements of `payments` that finish
+//! a key take the fragment from here (docs/DESIGN.md, "The write path").
+//!
+//! The request that claimed a key for work that stays in flight (a payment or refund between
+//! its two transactions) holds an [`InFlightKey`]: the claim hands it out, and the statement
+//! that records the work's answer consumes it. Someone else finishing the work (the
+//! reconciler, a webhook) holds no token and completes the key by its resource
+//! ([`complete_for_resource`], [`settle_by_resource`]).
+
+use diesel::sql_types::{Bool, Int2, Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::QueryResult;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use uuid::Uuid;
+
+use super::{IdempotencyKey, KeyedRequest, Recorded};
+use crate::db::statement::{span, Param, Statement};
+use crate::ids::MerchantId;
+use tracing::Instrument;
+
+/// What a key names (`idempotency_keys.resource_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceType {
+    Order,
+    PaymentAttempt,
+    Refund,
+}
+
+impl ResourceType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceType::Order => "order",
+            ResourceType::PaymentAttempt => "payment_attempt",
+            ResourceType::Refund => "refund",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        [Self::Order, Self::PaymentAttempt, Self::Refund]
+            .into_iter()
+            .find(|t| t.as_str() == raw)
+    }
+
+    /// Keys of work that moved money are retired past their TTL instead of freed
+    /// (migrations `…_key_retirement`, `idempotency_key_made_money_move`).
+    pub fn made_money_move(self) -> bool {
+        matches!(self, ResourceType::PaymentAttempt | ResourceType::Refund)
+    }
+}
+
+/// Where a key is in its life (`idempotency_keys.state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyState {
+    /// Its request (or whoever took it over) is doing the work, under a lease once committed.
+    InFlight,
+    /// Its work is done: a retry replays it.
+    Completed,
+    /// Retired past its TTL: its work moved money, so it names what it made until its horizon.
+    Expired,
+}
+
+impl KeyState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyState::InFlight => "in_flight",
+            KeyState::Completed => "completed",
+            KeyState::Expired => "expired",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        [Self::InFlight, Self::Completed, Self::Expired]
+            .into_iter()
+            .find(|s| s.as_str() == raw)
+    }
+
+    /// As an SQL literal, for a statement's text: a fixed value keeps one plan.
+    pub fn sql(self) -> String {
+        format!("'{}'", self.as_str())
+    }
+}
+
+/// How far a key's work had got when its request last recorded it
+/// (`idempotency_keys.recovery_point`): where a request that takes the key over resumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryPoint {
+    /// The attempt exists (transaction 1 committed); its charge may or may not have been sent.
+    AttemptCreated,
+    /// The refund exists; its provider call may or may not have been sent.
+    RefundCreated,
+    /// The work is done and the key completed.
+    Finished,
+}
+
+impl RecoveryPoint {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecoveryPoint::AttemptCreated => "attempt_created",
+            RecoveryPoint::RefundCreated => "refund_created",
+            RecoveryPoint::Finished => "finished",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        [Self::AttemptCreated, Self::RefundCreated, Self::Finished]
+            .into_iter()
+            .find(|p| p.as_str() == raw)
+    }
+
+    /// As an SQL literal.
+    pub fn sql(self) -> String {
+        format!("'{}'", self.as_str())
+    }
+}
+
+/// A key this request holds in flight: handed out by the claim (a new key whose work stays
+/// open, or a key taken over from a request that died), and consumed by the statement that
+/// finishes it. Holding one means no other request is doing this key's work.
+#[derive(Debug)]
+#[must_use = "a key in flight is finished by the statement that records its work's answer"]
+pub struct InFlightKey {
+    merchant_id: MerchantId,
+    key: IdempotencyKey,
+    resource: ResourceType,
+    resource_id: Uuid,
+    recovery_point: RecoveryPoint,
+}
+
+impl InFlightKey {
+    pub(super) fn new(
+        request: &KeyedRequest,
+        resource: ResourceType,
+        resource_id: Uuid,
+        recovery_point: RecoveryPoint,
+    ) -> Self {
+        InFlightKey {
+            merchant_id: request.merchant_id,
+            key: request.key.clone(),
+            resource,
+            resource_id,
+            recovery_point,
+        }
+    }
+
+    /// The key of `request` as the request that claimed it holds it, for a test that plays
+    /// that request (the claim is the only maker otherwise).
+    #[doc(hidden)]
+    pub fn held_by_test(
+        request: &KeyedRequest,
+        resource: ResourceType,
+        resource_id: Uuid,
+        recovery_point: RecoveryPoint,
+    ) -> Self {
+        Self::new(request, resource, resource_id, recovery_point)
+    }
+
+    pub fn recovery_point(&self) -> RecoveryPoint {
+        self.recovery_point
+    }
+
+    pub fn resource_id(&self) -> Uuid {
+        self.resource_id
+    }
+
+    /// The client's key, as the resource it made records it.
+    pub fn as_str(&self) -> &str {
+        self.key.as_str()
+    }
+
+    /// The CTE `settled`, for the statement that records the answer to this key's work (which
+    /// takes the key by value, and hands it back only if it wrote nothing): completes the key,
+    /// so a replay answers with the resource as it is then.
+    pub fn settle(&self, q: &mut Statement<'_>, settle: Settle<'_>) {
+        let merchant = q.bind::<SqlUuid, _>(self.merchant_id.0);
+        let key = q.bind::<Text, _>(self.key.as_str().to_owned());
+        settled_cte(
+            q,
+            merchant,
+            key,
+            self.resource,
+            self.resource_id,
+            settle,
+            None,
+        );
+    }
+
+    /// The CTE `repointed`: the key now names `made_id` (the `id` of CTE `made`'s row)
+    /// instead of this key's resource, with a fresh lease ending at `lease_end`: one RETURNING
+    /// row exactly when the key was still ours, as claimed. Failover's one statement (see
+    /// `payments::attempts::keyed::fail_over`). The key in flight after it commits is the one
+    /// returned; if it wrote nothing, this one still is.
+    pub fn repoint<'f>(
+        &self,
+        q: &mut Statement<'f>,
+        made: &str,
+        made_id: Uuid,
+        lease_end: chrono::DateTime<chrono::Utc>,
+    ) -> InFlightKey {
+        let merchant = q.bind::<SqlUuid, _>(self.merchant_id.0);
+        let key = q.bind::<Text, _>(self.key.as_str().to_owned());
+        let was = q.bind::<SqlUuid, _>(self.resource_id);
+        let lease = q.bind::<Timestamptz, _>(lease_end);
+        let resource = q.bind::<Text, _>(self.resource.as_str());
+        q.push(format_args!(
+            "repointed AS (
+    UPDATE idempotency_keys SET resource_id = (SELECT id FROM {made}),
+        locked_until = {lease}, updated_at = now()
+    WHERE merchant_id = {merchant} AND key = {key} AND state = {in_flight}
+      AND resource_type = {resource} AND resource_id = {was}
+    RETURNING 1)",
+            in_flight = KeyState::InFlight.sql(),
+        ));
+        InFlightKey {
+            merchant_id: self.merchant_id,
+            key: self.key.clone(),
+            resource: self.resource,
+            resource_id: made_id,
+            recovery_point: self.recovery_point,
+        }
+    }
+
+    /// Completes this key on its own, inside the caller's transaction, for a function that
+    /// took the key by value and finishes its work by more than one statement (a webhook
+    /// moved the attempt first; a send that never reached its provider).
+    pub async fn complete(
+        &self,
+        conn: &mut AsyncPgConnection,
+        recorded: &Recorded,
+    ) -> QueryResult<()> {
+        complete_for_resource(conn, self.merchant_id, self.key.as_str(), recorded).await
+    }
+}
+
+/// How a statement that moved a key's resource completes the key: `from` is the CTE with the
+/// moved row (and its `status`), `status` what a replay answers, and `open` the SQL list of
+/// the statuses in which the work is still open (the key is then `unresolved` and outlives
+/// its TTL).
+#[derive(Debug, Clone, Copy)]
+pub struct Settle<'a> {
+    pub from: &'a str,
+    pub status: u16,
+    pub open: &'a str,
+}
+
+/// The CTE `settled` for whoever finished work that is not its request's (a webhook): the key
+/// `key` (the value of the resource's own `idempotency_key` column; none for a resource
+/// made without one) completes once the moved row's status is in `final_statuses` (an SQL
+/// list), unless it was completed already and resolved.
+pub fn settle_by_resource<'f>(
+    q: &mut Statement<'f>,
+    merchant_id: MerchantId,
+    key: Option<&'f str>,
+    (resource, resource_id): (ResourceType, Uuid),
+    settle: Settle<'_>,
+    final_statuses: &str,
+) {
+    let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
+    let key = q.bind::<Nullable<Text>, _>(key);
+    settled_cte(
+        q,
+        merchant,
+        key,
+        resource,
+        resource_id,
+        settle,
+        Some(final_statuses),
+    );
+}
+
+/// See [`InFlightKey::settle`] and [`settle_by_resource`]. `only_if`: completes only once the
+/// moved row's status is in this SQL list.
+fn settled_cte(
+    q: &mut Statement<'_>,
+    merchant: Param,
+    key: Param,
+    resource: ResourceType,
+    resource_id: Uuid,
+    Settle { from, status, open }: Settle<'_>,
+    only_if: Option<&str>,
+) {
+    let id = q.bind::<SqlUuid, _>(resource_id);
+    let resource = q.bind::<Text, _>(resource.as_str());
+    let status = q.bind::<Int2, _>(status as i16);
+    let when = match only_if {
+        Some(statuses) => format!("SELECT 1 FROM {from} WHERE status IN {statuses}"),
+        None => format!("SELECT 1 FROM {from}"),
+    };
+    q.push(format_args!(
+        "settled AS (
+    UPDATE idempotency_keys SET state = {completed}, locked_until = NULL,
+        recovery_point = {finished}, response_status = {status},
+        unresolved = (SELECT status IN {open} FROM {from}),
+        updated_at = now()
+    WHERE merchant_id = {merchant} AND key = {key} AND resource_type = {resource}
+      AND resource_id = {id} AND (state = {in_flight} OR unresolved)
+      AND EXISTS ({when}))",
+        completed = KeyState::Completed.sql(),
+        finished = RecoveryPoint::Finished.sql(),
+        in_flight = KeyState::InFlight.sql(),
+    ));
+}
+
+/// Completes the key that made `recorded`'s resource when someone other than its request
+/// finished the work (the reconciler, a webhook): in flight or completed-but-unresolved, it
+/// now replays `recorded`. Inside the caller's transaction.
+pub async fn complete_for_resource(
+    conn: &mut AsyncPgConnection,
+    merchant_id: MerchantId,
+    key: &str,
+    recorded: &Recorded,
+) -> QueryResult<()> {
+    let mut q = Statement::new();
+    let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
+    let key = q.bind::<Text, _>(key);
+    let resource = q.bind::<Text, _>(recorded.resource_type.as_str());
+    let id = q.bind::<SqlUuid, _>(recorded.resource_id);
+    let status = q.bind::<Int2, _>(recorded.status as i16);
+    let unresolved = q.bind::<Bool, _>(recorded.unresolved);
+    q.push(format_args!(
+        "UPDATE idempotency_keys SET state = {completed}, locked_until = NULL,
+    recovery_point = {finished}, response_status = {status}, unresolved = {unresolved},
+    updated_at = now()
+WHERE merchant_id = {merchant} AND key = {key} AND resource_type = {resource}
+  AND resource_id = {id} AND (state = {in_flight} OR unresolved)",
+        completed = KeyState::Completed.sql(),
+        finished = RecoveryPoint::Finished.sql(),
+        in_flight = KeyState::InFlight.sql(),
+    ));
+    q.finish()
+        .execute(conn)
+        .instrument(span("complete_key"))
+        .await
+        .map(|_| ())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::idempotency::{fingerprint, Operation};
+
+    /// A key in flight for a payment attempt, as a claim hands it out.
+    pub(crate) fn a_key_in_flight() -> InFlightKey {
+        let request = KeyedRequest {
+            merchant_id: MerchantId(Uuid::nil()),
+            key: IdempotencyKey::parse(Some(b"k")).expect("a key"),
+            operation: Operation::Checkout,
+            fingerprint: fingerprint("POST", "/v1/checkout", None),
+        };
+        InFlightKey::new(
+            &request,
+            ResourceType::PaymentAttempt,
+            Uuid::nil(),
+            RecoveryPoint::AttemptCreated,
+        )
+    }
+
+    #[test]
+    fn each_word_reads_back_as_itself() {
+        for t in [
+            ResourceType::Order,
+            ResourceType::PaymentAttempt,
+            ResourceType::Refund,
+        ] {
+            assert_eq!(ResourceType::parse(t.as_str()), Some(t));
+        }
+        for p in [
+            RecoveryPoint::AttemptCreated,
+            RecoveryPoint::RefundCreated,
+            RecoveryPoint::Finished,
+        ] {
+            assert_eq!(RecoveryPoint::parse(p.as_str()), Some(p));
+        }
+        for s in [KeyState::InFlight, KeyState::Completed, KeyState::Expired] {
+            assert_eq!(KeyState::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(RecoveryPoint::parse("attempt_made"), None);
+    }
+}

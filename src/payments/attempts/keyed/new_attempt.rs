@@ -1,0 +1,73 @@
+//! A new attempt and its first timeline row: the fragment that every statement making an
+//! attempt shares (pay an order, checkout, failover).
+//!
+//! What it relies on (docs/DESIGN.md, "Attempts"): the order's trigger
+//! (`payment_attempts_take_order`) copies amount and currency from the order and moves it to
+//! `processing` in the same statement, or refuses an order that is not awaiting payment or
+//! already has an open attempt (invariants 1, 2 and 5); `payment_attempts_provider_key` makes
+//! the attempt's provider idempotency key its own.
+
+use chrono::{DateTime, Utc};
+use diesel::sql_types::{Text, Timestamptz, Uuid as SqlUuid};
+
+use crate::db::statement::{Param, Statement};
+use crate::ids::PaymentId;
+use crate::payments::attempts::provider_idempotency_key;
+use crate::payments::attempts::Source;
+use crate::payments::status::AttemptStatus;
+
+/// What a new attempt is made of, whichever order it pays.
+pub struct NewAttempt<'a> {
+    pub id: PaymentId,
+    pub payment_method: &'a str,
+    pub provider: &'a str,
+    /// When the reconciler may first look, if the request that made it never finishes: the
+    /// end of the request's key lease, so also the end of its send (`sending_until`).
+    pub first_check_at: DateTime<Utc>,
+    provider_key: String,
+}
+
+impl<'a> NewAttempt<'a> {
+    pub fn new(payment_method: &'a str, provider: &'a str, first_check_at: DateTime<Utc>) -> Self {
+        let id = PaymentId::new();
+        NewAttempt {
+            id,
+            payment_method,
+            provider,
+            first_check_at,
+            provider_key: provider_idempotency_key(id),
+        }
+    }
+
+    /// The CTEs `made_attempt` (this attempt, `created`, from the rows of `from`, paying the
+    /// order `order_id`, an SQL expression), `timeline` (its first row) and `done` (its id: the
+    /// key's resource). `key`: the client's Idempotency-Key the attempt records.
+    pub(in crate::payments::attempts) fn insert<'f>(
+        &'f self,
+        q: &mut Statement<'f>,
+        merchant: Param,
+        key: Param,
+        from: &str,
+        order_id: &str,
+    ) {
+        let id = q.bind::<SqlUuid, _>(self.id.0);
+        let method = q.bind::<Text, _>(self.payment_method);
+        let provider = q.bind::<Text, _>(self.provider);
+        let provider_key = q.bind::<Text, _>(&self.provider_key);
+        let check = q.bind::<Timestamptz, _>(self.first_check_at);
+        q.push(format_args!(
+            "made_attempt AS (
+    INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method,
+        provider, provider_idempotency_key, idempotency_key, next_check_at, sending_until)
+    SELECT {merchant}, {id}, {order_id}, {created}, {method}, {provider}, {provider_key}, {key},
+        {check}, {check}
+    FROM {from} RETURNING *),
+timeline AS (
+    INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source)
+    SELECT merchant_id, id, NULL, status, {api} FROM made_attempt),
+done AS (SELECT id AS resource_id FROM made_attempt)",
+            created = AttemptStatus::Created.sql(),
+            api = Source::Api.sql(),
+        ));
+    }
+}

@@ -1,0 +1,140 @@
+//! Transaction 2 of a payment: the provider's answer to our own create, in **one statement**
+//! (whole text: `tests/sql/record_answer.sql`; docs/DESIGN.md, "A payment: two transactions
+//! and one provider call"): the attempt's move and its timeline row
+//! ([`move_ctes`](crate::payments::attempts::transition::move_ctes)), the completion of the
+//! key that made it (consuming the request's [`InFlightKey`]), and the call's log row.
+//!
+//! What it relies on: the move is conditional on the status the attempt was read with, so a
+//! webhook that moved it first makes this statement write nothing of the attempt nor the key
+//! (only the call's row); `payment_attempts_guard_transition` refuses a move the state
+//! machine does not allow; the key completes only while it is in flight or unresolved.
+
+use chrono::{DateTime, Utc};
+use diesel::sql_types::Uuid as SqlUuid;
+use diesel::OptionalExtension;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use crate::db::statement::{span, Statement};
+use crate::idempotency::in_flight::Settle;
+use crate::idempotency::InFlightKey;
+use crate::payments::attempts::transition::{decide, log_call, move_ctes, move_of, CallRecord};
+use crate::payments::attempts::transition::{Change, Decision};
+use crate::payments::attempts::{open_statuses, AttemptRow, CallKind, PaymentAttempt, Source};
+use crate::payments::metrics::PaymentMetrics;
+use crate::providers::{ProviderCall, ProviderOutcome};
+use tracing::Instrument;
+
+/// What recording the answer came to.
+#[derive(Debug)]
+pub enum Answered {
+    /// The attempt moved (or, still open, learnt what the answer told), and its key completed.
+    Moved(Box<PaymentAttempt>),
+    /// The attempt was not as read (a webhook was faster, or it is final already): only the
+    /// call was logged, and the key is still in flight, handed back for the caller to judge
+    /// the answer against the attempt as it is now.
+    NotAsRead(InFlightKey),
+}
+
+/// Records `outcome` (what the call's answer means: its own, or for a first send that never
+/// reached the provider, `provider_unavailable`) on `attempt`, as read before the call.
+pub async fn record_answer(
+    conn: &mut AsyncPgConnection,
+    metrics: &PaymentMetrics,
+    attempt: &PaymentAttempt,
+    call: &ProviderCall,
+    outcome: &ProviderOutcome,
+    next_check_at: DateTime<Utc>,
+    key: InFlightKey,
+) -> diesel::QueryResult<Answered> {
+    let decision = decide(attempt.status, outcome);
+    let Some(change) = move_of(attempt.status, &decision) else {
+        log_call(
+            conn,
+            attempt.merchant_id,
+            attempt.id,
+            CallKind::Create,
+            Source::Api,
+            call,
+            None,
+        )
+        .await?;
+        return Ok(Answered::NotAsRead(key));
+    };
+    let logged = CallRecord::of(CallKind::Create, Source::Api, call);
+    let row: Option<AttemptRow> = statement(attempt, change, next_check_at, &key, &logged)
+        .get_result(conn)
+        .instrument(span("record_answer"))
+        .await
+        .optional()?;
+    let Some(row) = row else {
+        return Ok(Answered::NotAsRead(key));
+    };
+    if let Decision::Move { to, .. } = &decision {
+        metrics.transition(attempt.status, *to, Source::ProviderResponse);
+    }
+    Ok(Answered::Moved(Box::new(row.into())))
+}
+
+/// The statement: see the module comment.
+fn statement<'f>(
+    attempt: &'f PaymentAttempt,
+    change: Change<'f>,
+    next_check_at: DateTime<Utc>,
+    key: &InFlightKey,
+    call: &'f CallRecord,
+) -> crate::db::sql::Sql<'f> {
+    let mut q = Statement::new();
+    move_ctes(
+        &mut q,
+        attempt,
+        change,
+        Source::ProviderResponse,
+        next_check_at,
+    );
+    q.push(",\n");
+    key.settle(
+        &mut q,
+        Settle {
+            from: "moved",
+            status: 201,
+            open: open_statuses!(),
+        },
+    );
+    let merchant = q.bind::<SqlUuid, _>(attempt.merchant_id.0);
+    let id = q.bind::<SqlUuid, _>(attempt.id.0);
+    let values = call.values(&mut q);
+    q.push(format_args!(
+        ",
+called AS (
+    INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome,
+        http_status, latency_ms, detail)
+    VALUES ({merchant}, {id}, {values}))
+SELECT * FROM moved"
+    ));
+    q.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+    use crate::idempotency::in_flight::tests::a_key_in_flight;
+    use crate::payments::attempts::tests::an_attempt;
+
+    #[test]
+    fn the_statement_reads_as_its_snapshot() {
+        let attempt = an_attempt();
+        let call = ProviderCall {
+            outcome: ProviderOutcome::Succeeded {
+                provider_id: "pi_1".into(),
+            },
+            http_status: Some(200),
+            latency: std::time::Duration::from_millis(5),
+        };
+        let decision = decide(attempt.status, &call.outcome);
+        let change = move_of(attempt.status, &decision).expect("a move");
+        let logged = CallRecord::of(CallKind::Create, Source::Api, &call);
+        let sql = statement(&attempt, change, Utc::now(), &a_key_in_flight(), &logged);
+        assert_sql_snapshot("record_answer", &sql);
+    }
+}
