@@ -29,6 +29,12 @@ pub struct Cli {
     #[arg(long, env = "PAYORCH_LOG_JSON", global = true)]
     pub log_json: bool,
 
+    /// Also log each span as it closes, with the time spent in it (`time.busy`, `time.idle`):
+    /// a request's claim, statements and provider calls, nested in its request span, read as
+    /// one trace (README, "Tracing").
+    #[arg(long, env = "PAYORCH_LOG_SPANS", global = true)]
+    pub log_spans: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }

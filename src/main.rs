@@ -11,7 +11,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    payorch::telemetry::init(cli.log_json);
+    payorch::telemetry::init(cli.log_json, cli.log_spans);
     match payorch::commands::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {

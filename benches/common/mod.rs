@@ -46,7 +46,7 @@ pub fn main_failing_on(
     run: impl AsyncFnOnce(&mut Cleanup) -> Result<bool, BoxError>,
 ) -> ExitCode {
     if std::env::var_os("RUST_LOG").is_some() {
-        payorch::telemetry::init(false);
+        payorch::telemetry::init(false, false);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -463,7 +463,7 @@ impl TestApp {
     async fn spawn_configured(db: TestDatabase, config: TestConfig) -> Self {
         // Logs only on request: `RUST_LOG=info cargo test -- --nocapture`.
         if std::env::var_os("RUST_LOG").is_some() {
-            payorch::telemetry::init(false);
+            payorch::telemetry::init(false, false);
         }
         let mut conn = db.connect().await;
         let (merchant, key) = accounts::create_merchant(&mut conn, "Test merchant")

@@ -13,7 +13,7 @@
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Jsonb, Text, Timestamptz, Uuid as SqlUuid};
 
-use super::EventOutcome;
+use super::outcome::EventOutcome;
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
 use crate::idempotency::in_flight::{settle_by_resource, Settle};

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The layout rules docs/DESIGN.md states ("Modules and their dependencies"), checked:
+
+- no import cycle between the source files of any crate of the workspace: each file's
+  `crate::…`, `super::…` and `self::…` paths (outside comments, strings and its
+  `#[cfg(test)]` tail) are resolved to the file of the longest module prefix they name, and
+  the graph of files is searched for a strongly connected component of more than one file;
+- no file under src/payments/ over 500 lines.
+
+Run from the repository root: `python3 scripts/layout_check.py`. Exits 1 naming what breaks
+a rule. `.ci/run` runs it.
+"""
+import os
+import re
+import sys
+
+CRATES = ["src", "crates/wire/src", "crates/sandbox/src", "crates/chaos/src"]
+LONGEST = ("src/payments", 500)
+
+
+def modules(src):
+    """Module path (a tuple) -> file, for every .rs file of a crate's source folder."""
+    found = {}
+    for folder, _, files in os.walk(src):
+        for name in files:
+            if not name.endswith(".rs"):
+                continue
+            path = os.path.join(folder, name)
+            parts = os.path.relpath(path, src)[:-3].split(os.sep)
+            if parts[0] == "bin":
+                continue  # binaries are crates of their own
+            if parts[-1] in ("mod", "lib", "main"):
+                parts = parts[:-1]
+            found[tuple(parts)] = path
+    return found
+
+
+def code_of(path):
+    """The file's code: no comments or string contents, nothing from `#[cfg(test)]` on."""
+    text = open(path, encoding="utf-8").read()
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r'"(\\.|[^"\\])*"', '""', text)
+    tests = text.find("#[cfg(test)]")
+    return text if tests < 0 else text[:tests]
+
+
+PATH = re.compile(r"\b(crate|super|self)((?:::\w+)+)(::\{[^;]*?\})?")
+
+
+def imports(module, path, mods):
+    """The modules (files) `module` names by path."""
+    # `super` is the parent module, whether the file is `x.rs` or `x/mod.rs`.
+    parent = list(module[:-1])
+    named = set()
+    for found in PATH.finditer(code_of(path)):
+        head, tail, group = found.groups()
+        parts = tail.strip(":").split("::")
+        if head == "crate":
+            base = []
+        elif head == "self":
+            base = list(module)
+        else:
+            base = parent[:]
+            while parts and parts[0] == "super":
+                base = base[:-1]
+                parts = parts[1:]
+        wholes = [parts]
+        if group:
+            for item in group.strip(":{}").split(","):
+                item = item.strip().split(" as ")[0].strip()
+                if item and item != "self":
+                    wholes.append(parts + item.split("::"))
+        for whole in wholes:
+            full = base + [p for p in whole if p]
+            target = next(
+                tuple(full[:k]) for k in range(len(full), -1, -1) if tuple(full[:k]) in mods
+            )
+            if target != module and target != ():
+                named.add(target)
+    return named
+
+
+def cycles(edges):
+    """Strongly connected components of more than one file (Tarjan)."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+    sys.setrecursionlimit(10_000)
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def main():
+    broken = []
+    for src in CRATES:
+        mods = modules(src)
+        edges = {m: imports(m, p, mods) & set(mods) for m, p in mods.items()}
+        found = cycles(edges)
+        for component in found:
+            names = ", ".join(sorted(mods[m] for m in component))
+            broken.append(f"import cycle in {src}: {names}")
+        if not found:
+            print(f"{src}: {len(mods)} files, no import cycle")
+    folder, limit = LONGEST
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            if name.endswith(".rs"):
+                path = os.path.join(dirpath, name)
+                lines = sum(1 for _ in open(path, encoding="utf-8"))
+                if lines > limit:
+                    broken.append(f"{path}: {lines} lines (at most {limit} under {folder}/)")
+    for problem in broken:
+        print(problem)
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
