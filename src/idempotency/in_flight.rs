@@ -1,7 +1,7 @@
 //! A key's life after its claim: what it names, how far its work got, and every statement
 //! that finishes it. Every write to `idempotency_keys` lives in this module's folder
-//! (`claim`, `takeover`, `reaper`, `quota` and here); the statements of `payments` that finish
-//! a key take the fragment from here (docs/DESIGN.md, "The write path").
+//! (`claim`, `takeover`, `reaper` and here); the statements of `payments` that finish a key
+//! take the fragment from here (docs/DESIGN.md, "The write path").
 //!
 //! The request that claimed a key for work that stays in flight (a payment or refund between
 //! its two transactions) holds an [`InFlightKey`]: the claim hands it out, and the statement
