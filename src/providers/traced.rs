@@ -1,7 +1,8 @@
 //! Every call to a provider in a `tracing` span of its own, `provider.call`, with the
 //! provider's name, the operation, and what came back: so a slow checkout's time reads from
 //! one trace as its claim (`idempotency.claim`), its statements (`db.statement`) and its
-//! provider calls (README, "Tracing").
+//! provider calls (README, "Tracing"). At `debug` under [`crate::telemetry::TRACE`], like the
+//! others: off unless asked for.
 
 use std::sync::Arc;
 
@@ -33,7 +34,8 @@ impl Traced {
         operation: &'static str,
         call: impl std::future::Future<Output = ProviderCall>,
     ) -> ProviderCall {
-        let span = tracing::info_span!(
+        let span = tracing::debug_span!(
+            target: crate::telemetry::TRACE,
             "provider.call",
             provider = %self.name,
             operation,

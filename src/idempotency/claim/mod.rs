@@ -177,7 +177,8 @@ pub async fn claim<W: KeyedWork>(
     work: &W,
 ) -> Result<Keyed<W::Made>, IdempotencyError> {
     let started = Instant::now();
-    let claim_span = tracing::info_span!(
+    let claim_span = tracing::debug_span!(
+        target: crate::telemetry::TRACE,
         "idempotency.claim",
         operation = request.operation.as_str(),
         outcome = tracing::field::Empty,

@@ -10,8 +10,8 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::keyed::fail_over::next_attempt;
 use super::keyed::NewAttempt;
-use super::transition::{apply, log_call, Decision};
-use super::{CallKind, PaymentAttempt, Source};
+use super::transition::{apply, log_create, Decision};
+use super::{PaymentAttempt, Source};
 use crate::db::sql::Sql;
 use crate::db::transaction::in_transaction;
 use crate::idempotency::InFlightKey;
@@ -61,7 +61,7 @@ pub async fn fail_over(
     lease_end: DateTime<Utc>,
 ) -> diesel::QueryResult<FailedOver> {
     let done = in_transaction(conn, async |conn| {
-        if !failed_here(conn, metrics, attempt, call).await? {
+        if fail_unsent(conn, metrics, attempt, call).await?.is_none() {
             return Err(diesel::result::Error::RollbackTransaction);
         }
         let made = next_attempt(conn, attempt, next, &key, lease_end).await?;
@@ -75,16 +75,17 @@ pub async fn fail_over(
     }
 }
 
-/// Inside the caller's transaction: `attempt`, still unsent, fails `provider_unavailable`
-/// with its call logged. Whether it did (the caller rolls back if not).
-async fn failed_here(
+/// Inside the caller's transaction: `attempt`, still unsent (see [`still_unsent`]), fails
+/// `provider_unavailable` with its call logged. `None` if it was no longer unsent, or did not
+/// fail here: then the caller rolls back.
+async fn fail_unsent(
     conn: &mut AsyncPgConnection,
     metrics: &PaymentMetrics,
     attempt: &PaymentAttempt,
     call: &ProviderCall,
-) -> diesel::QueryResult<bool> {
+) -> diesel::QueryResult<Option<PaymentAttempt>> {
     if !still_unsent(conn, attempt).await? {
-        return Ok(false);
+        return Ok(None);
     }
     let applied = apply(
         conn,
@@ -97,19 +98,11 @@ async fn failed_here(
     .await?;
     let failed = matches!(applied.decision, Decision::Move { .. })
         && applied.attempt.status == AttemptStatus::Failed;
-    if failed {
-        log_call(
-            conn,
-            attempt.merchant_id,
-            attempt.id,
-            CallKind::Create,
-            Source::Api,
-            call,
-            None,
-        )
-        .await?;
+    if !failed {
+        return Ok(None);
     }
-    Ok(failed)
+    log_create(conn, attempt, call).await?;
+    Ok(Some(applied.attempt))
 }
 
 /// In one transaction: `attempt` (still `created`, its first send refused by `call`) fails
@@ -125,30 +118,11 @@ pub async fn fail_unreached(
     key: InFlightKey,
 ) -> diesel::QueryResult<Result<PaymentAttempt, InFlightKey>> {
     let done = in_transaction(conn, async |conn| {
-        if !still_unsent(conn, attempt).await? {
-            return Err(diesel::result::Error::RollbackTransaction);
-        }
-        let applied = apply(
-            conn,
-            metrics,
-            attempt.clone(),
-            &unavailable_outcome(call),
-            Source::ProviderResponse,
-            Utc::now(),
-        )
-        .await?;
-        log_call(
-            conn,
-            attempt.merchant_id,
-            attempt.id,
-            CallKind::Create,
-            Source::Api,
-            call,
-            None,
-        )
-        .await?;
-        key.complete(conn, &recorded(&applied.attempt)).await?;
-        Ok(applied.attempt)
+        let failed = fail_unsent(conn, metrics, attempt, call)
+            .await?
+            .ok_or(diesel::result::Error::RollbackTransaction)?;
+        key.complete(conn, &recorded(&failed)).await?;
+        Ok(failed)
     })
     .await;
     match done {

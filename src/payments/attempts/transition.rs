@@ -277,6 +277,25 @@ impl CallRecord {
     }
 }
 
+/// Logs the request's own create of `attempt` (its send, answered by `call`), inside the
+/// caller's transaction.
+pub async fn log_create(
+    conn: &mut AsyncPgConnection,
+    attempt: &PaymentAttempt,
+    call: &ProviderCall,
+) -> diesel::QueryResult<()> {
+    log_call(
+        conn,
+        attempt.merchant_id,
+        attempt.id,
+        CallKind::Create,
+        Source::Api,
+        call,
+        None,
+    )
+    .await
+}
+
 /// Appends a provider call to the attempt's call log, inside the caller's transaction;
 /// `asked_by` (who pressed for it, for a support action) leads its detail.
 pub async fn log_call(

@@ -17,7 +17,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use crate::db::statement::{span, Statement};
 use crate::idempotency::in_flight::Settle;
 use crate::idempotency::InFlightKey;
-use crate::payments::attempts::transition::{decide, log_call, move_ctes, move_of, CallRecord};
+use crate::payments::attempts::transition::{decide, log_create, move_ctes, move_of, CallRecord};
 use crate::payments::attempts::transition::{Change, Decision};
 use crate::payments::attempts::{open_statuses, AttemptRow, CallKind, PaymentAttempt, Source};
 use crate::payments::metrics::PaymentMetrics;
@@ -48,16 +48,7 @@ pub async fn record_answer(
 ) -> diesel::QueryResult<Answered> {
     let decision = decide(attempt.status, outcome);
     let Some(change) = move_of(attempt.status, &decision) else {
-        log_call(
-            conn,
-            attempt.merchant_id,
-            attempt.id,
-            CallKind::Create,
-            Source::Api,
-            call,
-            None,
-        )
-        .await?;
+        log_create(conn, attempt, call).await?;
         return Ok(Answered::NotAsRead(key));
     };
     let logged = CallRecord::of(CallKind::Create, Source::Api, call);
