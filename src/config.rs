@@ -13,7 +13,7 @@ use crate::db::PoolSettings;
 use crate::http::connections::ClientLimits;
 use crate::idempotency::reaper::ReaperSettings;
 use crate::idempotency::IdempotencySettings;
-use crate::payments::reconciler_settings::ReconcilerSettings;
+use crate::payments::reconciler::settings::ReconcilerSettings;
 use crate::provider_specs::ProviderSpec;
 use crate::providers::stripe::StripeConfig;
 use crate::secret::Secret;

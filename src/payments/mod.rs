@@ -39,7 +39,5 @@ pub mod text;
 pub mod webhooks;
 
 pub use attempts::{PaymentAttempt, Source};
-/// The reconciler's settings under their former path (`config` names them so).
-pub use reconciler::settings as reconciler_settings;
 pub use service::Payments;
 pub use status::AttemptStatus;
