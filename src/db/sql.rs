@@ -45,24 +45,38 @@ impl<'f> Sql<'f> {
         V: ToSql<ST, Pg> + Send + 'f,
         ST: 'f,
     {
+        self.push_value::<ST, V>(value);
+        self
+    }
+
+    /// Binds the next value in place; its number (`n` of `$n`).
+    pub(super) fn push_value<ST, V>(&mut self, value: V) -> usize
+    where
+        Pg: HasSqlType<ST>,
+        V: ToSql<ST, Pg> + Send + 'f,
+        ST: 'f,
+    {
         self.values.push(Box::new(Bound {
             value,
             sql_type: PhantomData::<fn() -> ST>,
         }));
-        self
-    }
-}
-
-impl<'f> Sql<'f> {
-    /// How many values are bound so far.
-    pub(super) fn bound(&self) -> usize {
         self.values.len()
     }
 
-    /// The same values under another text (see `db::statement`).
-    pub(super) fn with_text(self, text: &str) -> Self {
+    /// The same values under `text`, whose parameters are written as their numbers between
+    /// two `mark`s rather than as `$n` (see `db::statement`): cut at the marks directly.
+    pub(super) fn with_marked_text(self, text: &str, mark: char) -> Self {
+        let pieces = text
+            .split(mark)
+            .enumerate()
+            .map(|(i, part)| match (i % 2, part.parse::<usize>()) {
+                // Marks come in pairs around a number: every odd part is one.
+                (1, Ok(n)) => Piece::Param(n.saturating_sub(1)),
+                _ => Piece::Text(part.to_string()),
+            })
+            .collect();
         Sql {
-            pieces: split(text),
+            pieces,
             values: self.values,
         }
     }

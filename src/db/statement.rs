@@ -79,9 +79,7 @@ impl<'f> Statement<'f> {
         V: ToSql<ST, Pg> + Send + 'f,
         ST: 'f,
     {
-        let sql = std::mem::replace(&mut self.sql, Sql::new(""));
-        self.sql = sql.bind::<ST, V>(value);
-        Param(self.sql.bound())
+        Param(self.sql.push_value::<ST, V>(value))
     }
 
     /// Appends SQL text. Placeholders go in only as [`Param`]s: a text that itself holds
@@ -99,21 +97,8 @@ impl<'f> Statement<'f> {
 
     /// The statement, ready to run: each [`Param`] becomes its `$n`.
     pub fn finish(self) -> Sql<'f> {
-        self.sql.with_text(&unmark(&self.text))
+        self.sql.with_marked_text(&self.text, MARK)
     }
-}
-
-/// `text` with each marked [`Param`] written as `$n`.
-fn unmark(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    // Marks come in pairs around a number: every odd part is a number.
-    for (i, part) in text.split(MARK).enumerate() {
-        if i % 2 == 1 {
-            out.push('$');
-        }
-        out.push_str(part);
-    }
-    out
 }
 
 /// Whether `text` holds a `$` followed by a digit: a placeholder not handed out.
