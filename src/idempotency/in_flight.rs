@@ -159,10 +159,6 @@ impl InFlightKey {
         self.recovery_point
     }
 
-    pub fn resource_id(&self) -> Uuid {
-        self.resource_id
-    }
-
     /// The client's key, as the resource it made records it.
     pub fn as_str(&self) -> &str {
         self.key.as_str()

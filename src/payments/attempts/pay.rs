@@ -103,12 +103,6 @@ impl From<RoutingError> for PayError {
     }
 }
 
-impl From<serde_json::Error> for PayError {
-    fn from(err: serde_json::Error) -> Self {
-        PayError::Inconsistent(format!("a row read back as JSON does not fit: {err}"))
-    }
-}
-
 /// The target and the payment method, or every field problem at once: a new order's, then
 /// the payment method's.
 fn validate(input: &PayInput) -> Result<(Target, PaymentMethodToken), PayError> {
