@@ -98,9 +98,19 @@ prefixed_id!(
 );
 
 prefixed_id!(
-    /// A provider webhook event as payorch recorded it.
+    /// A provider's webhook as payorch recorded it (support's view of what came in).
+    ProviderWebhookId,
+    "whk"
+);
+prefixed_id!(
+    /// A merchant event: a change told to the merchant (`GET /v1/events`, deliveries).
     EventId,
     "evt"
+);
+prefixed_id!(
+    /// A merchant's webhook endpoint: where its events are delivered.
+    EndpointId,
+    "we"
 );
 prefixed_id!(
     /// An API key (merchant or support); never the secret itself.

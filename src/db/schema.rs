@@ -189,3 +189,69 @@ diesel::allow_tables_to_appear_in_same_query!(
     refund_events,
     webhook_events
 );
+
+diesel::table! {
+    events (id) {
+        id -> Uuid,
+        seq -> Int8,
+        merchant_id -> Uuid,
+        #[sql_name = "type"]
+        event_type -> Text,
+        resource_id -> Uuid,
+        order_id -> Uuid,
+        snapshot -> Jsonb,
+        request -> Nullable<Jsonb>,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    webhook_endpoints (merchant_id, id) {
+        merchant_id -> Uuid,
+        id -> Uuid,
+        url -> Text,
+        enabled_events -> Array<Text>,
+        secret -> Text,
+        previous_secret -> Nullable<Text>,
+        previous_secret_until -> Nullable<Timestamptz>,
+        status -> Text,
+        disabled_reason -> Nullable<Text>,
+        failing_since -> Nullable<Timestamptz>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+        deleted_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    event_deliveries (event_id, endpoint_id) {
+        event_id -> Uuid,
+        endpoint_id -> Uuid,
+        merchant_id -> Uuid,
+        state -> Text,
+        attempts -> Int4,
+        next_attempt_at -> Timestamptz,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    delivery_attempts (id) {
+        id -> Int8,
+        event_id -> Uuid,
+        endpoint_id -> Uuid,
+        attempted_at -> Timestamptz,
+        http_status -> Nullable<Int2>,
+        latency_ms -> Int4,
+        error -> Nullable<Text>,
+    }
+}
+
+diesel::joinable!(event_deliveries -> events (event_id));
+diesel::allow_tables_to_appear_in_same_query!(
+    events,
+    webhook_endpoints,
+    event_deliveries,
+    delivery_attempts
+);

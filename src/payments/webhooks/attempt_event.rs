@@ -11,7 +11,7 @@ use super::outcome::{EventOutcome, ReceiveError, Received};
 use crate::db::sql::Sql;
 use crate::db::statement::span;
 use crate::db::DbPool;
-use crate::ids::{EventId, PaymentId};
+use crate::ids::{PaymentId, ProviderWebhookId};
 use crate::payments::attempts::transition::{decide, move_of, Decision};
 use crate::payments::attempts::{AttemptRow, PaymentAttempt, Source};
 use crate::payments::event_log::{EventLog, EventRow};
@@ -49,7 +49,7 @@ pub(super) async fn record_once(
             return Ok(Received::Duplicate);
         }
         let new = NewEvent {
-            id: EventId::new(),
+            id: ProviderWebhookId::new(),
             provider,
             event,
         };
@@ -294,7 +294,7 @@ fn disagreement(
 
 /// An event about to be recorded.
 struct NewEvent<'a> {
-    id: EventId,
+    id: ProviderWebhookId,
     provider: &'a str,
     event: &'a WebhookEvent,
 }

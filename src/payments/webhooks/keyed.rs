@@ -18,7 +18,7 @@ use crate::db::sql::Sql;
 use crate::db::statement::Statement;
 use crate::idempotency::in_flight::{settle_by_resource, Settle};
 use crate::idempotency::ResourceType;
-use crate::ids::EventId;
+use crate::ids::ProviderWebhookId;
 use crate::payments::attempts::transition::{move_ctes, Change};
 use crate::payments::attempts::{final_statuses, open_statuses, PaymentAttempt, Source};
 use crate::providers::WebhookEvent;
@@ -29,7 +29,7 @@ pub(super) fn apply_to_attempt<'f>(
     attempt: &'f PaymentAttempt,
     change: Change<'f>,
     next_check_at: DateTime<Utc>,
-    event_id: EventId,
+    event_id: ProviderWebhookId,
     provider: &'f str,
     event: &'f WebhookEvent,
     detail: &'f str,
@@ -104,7 +104,7 @@ mod tests {
             &attempt,
             change,
             Utc::now(),
-            EventId::new(),
+            ProviderWebhookId::new(),
             "sandbox",
             &event,
             "created → succeeded",

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::db::pool::PoolError;
-use crate::ids::EventId;
+use crate::ids::ProviderWebhookId;
 use crate::payments::event_log::LogError;
 
 /// What an event did.
@@ -45,7 +45,10 @@ impl EventOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Received {
     /// First delivery: recorded with what it did.
-    Recorded { id: EventId, outcome: EventOutcome },
+    Recorded {
+        id: ProviderWebhookId,
+        outcome: EventOutcome,
+    },
     /// Delivered before: nothing changed.
     Duplicate,
 }

@@ -6,7 +6,7 @@ use diesel_async::RunQueryDsl;
 use super::outcome::{EventOutcome, ReceiveError, Received};
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
-use crate::ids::EventId;
+use crate::ids::ProviderWebhookId;
 use crate::payments::refunds::record::{apply_notice, NoticeEffect};
 use crate::providers::{RefundNotice, WebhookEvent};
 
@@ -19,7 +19,7 @@ pub(super) async fn record_refund_event(
     event: &WebhookEvent,
     notice: &RefundNotice,
 ) -> Result<Received, ReceiveError> {
-    let id = EventId::new();
+    let id = ProviderWebhookId::new();
     let mut conn = pool.get().await?;
     in_transaction(&mut conn, async |conn| {
         let inserted = diesel::sql_query(

@@ -1,0 +1,17 @@
+DROP TRIGGER refunds_emit_event_made ON refunds;
+DROP TRIGGER refunds_emit_event ON refunds;
+DROP FUNCTION refunds_emit_event();
+DROP TRIGGER orders_emit_event ON orders;
+DROP FUNCTION orders_emit_event();
+DROP TRIGGER payment_attempts_emit_event_made ON payment_attempts;
+DROP TRIGGER payment_attempts_emit_event ON payment_attempts;
+DROP FUNCTION payment_attempts_emit_event();
+DROP FUNCTION events_emit(uuid, event_type, uuid, uuid, jsonb);
+DROP TABLE delivery_attempts;
+DROP TABLE event_deliveries;
+DROP DOMAIN delivery_state;
+DROP TABLE webhook_endpoints;
+DROP DOMAIN endpoint_status;
+DROP TABLE events;
+DROP FUNCTION uuid_v7();
+DROP DOMAIN event_type;
