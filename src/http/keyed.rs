@@ -2,10 +2,11 @@
 //! (card data refused), the fingerprint; and how a result is rendered, fresh or replayed.
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpRequest, HttpResponse};
+use actix_web::{HttpMessage, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
+use tracing_actix_web::RequestId;
 
 use crate::http::card_data::{contains_card_number, inspect, Finding};
 use crate::http::errors::{ApiError, FieldError};
@@ -69,7 +70,17 @@ pub fn keyed_request(
         key,
         operation,
         fingerprint: fingerprint(req.method().as_str(), req.path(), body),
+        request_id: request_id(req),
     }
+}
+
+/// The id [`tracing_actix_web::TracingLogger`] gave the request, as its `X-Request-Id` shows
+/// it.
+fn request_id(req: &HttpRequest) -> String {
+    req.extensions()
+        .get::<RequestId>()
+        .map(|id| id.to_string())
+        .unwrap_or_default()
 }
 
 /// The answer to a keyed request: `replayed` adds `Idempotent-Replayed: true`.

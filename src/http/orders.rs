@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::accounts::Caller;
@@ -12,7 +12,7 @@ use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::strict_json::StrictJson;
 use crate::http::AppState;
 
-use crate::http::views::{self, Order, Payment};
+use crate::http::views::{Order, OrderWithPayments};
 use crate::idempotency::Operation;
 use crate::ids::OrderId;
 use crate::payments::attempts::attempts_of_order;
@@ -57,14 +57,6 @@ pub fn parse_order_id(raw: &str) -> Result<OrderId, ApiError> {
 /// The order as made, or, replayed, under the first status as it is now.
 fn answer(done: OrderAnswer) -> HttpResponse {
     respond(done.status, &Order::from(done.order), done.replayed)
-}
-
-/// An order with its payment attempts, newest first.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct OrderWithPayments {
-    #[serde(flatten)]
-    order: Order,
-    payments: Vec<Payment>,
 }
 
 #[utoipa::path(post, path = "/v1/orders", tag = "orders",
@@ -129,10 +121,7 @@ pub(crate) async fn show_order(
         .await?
         .ok_or(ApiError::NotFound("order"))?;
     let payments = attempts_of_order(&mut conn, order.merchant_id, order.id).await?;
-    Ok(HttpResponse::Ok().json(OrderWithPayments {
-        order: order.into(),
-        payments: views::payments(payments),
-    }))
+    Ok(HttpResponse::Ok().json(OrderWithPayments::new(order, payments)))
 }
 
 #[utoipa::path(post, path = "/v1/orders/{id}/cancel", tag = "orders",

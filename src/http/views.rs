@@ -9,7 +9,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::accounts;
-use crate::ids::{MerchantId, OrderId, PaymentId, RefundId};
+use crate::events::{self, EventObject, EventRequest, EventType};
+use crate::ids::{EventId, MerchantId, OrderId, PaymentId, RefundId};
 use crate::payments::attempts::{LoggedCall, TimelineEntry};
 use crate::payments::status::OrderStatus;
 use crate::payments::support::{self, Conflict, KeyState};
@@ -182,6 +183,78 @@ impl From<orders::Order> for Order {
             metadata: o.metadata,
             created_at: o.created_at,
             updated_at: o.updated_at,
+        }
+    }
+}
+
+/// An order with its payment attempts, newest first (`GET /v1/orders/{id}`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OrderWithPayments {
+    #[serde(flatten)]
+    order: Order,
+    payments: Vec<Payment>,
+}
+
+impl OrderWithPayments {
+    pub fn new(order: orders::Order, payments: Vec<PaymentAttempt>) -> Self {
+        OrderWithPayments {
+            order: order.into(),
+            payments: self::payments(payments),
+        }
+    }
+}
+
+/// A change told to the merchant (`GET /v1/events/{id}`, and the body of every delivery).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Event {
+    id: EventId,
+    /// Always `event`.
+    object: &'static str,
+    #[serde(rename = "type")]
+    event_type: EventType,
+    merchant_id: MerchantId,
+    /// When the change was committed (its transaction's time).
+    created: DateTime<Utc>,
+    data: EventData,
+    /// The API request that made the change; `null` when a webhook, the reconciler or
+    /// support did.
+    request: Option<EventRequest>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct EventData {
+    /// The resource as `GET` showed it at that moment.
+    object: EventObjectView,
+}
+
+/// A payment (with its refunds), an order (with its payments) or a refund.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum EventObjectView {
+    Payment(PaymentWithRefunds),
+    Order(OrderWithPayments),
+    Refund(Refund),
+}
+
+impl From<events::Event> for Event {
+    fn from(e: events::Event) -> Self {
+        let object = match e.object {
+            EventObject::Payment { payment, refunds } => {
+                EventObjectView::Payment(PaymentWithRefunds::new(*payment, refunds))
+            }
+            EventObject::Order { order, payments } => {
+                EventObjectView::Order(OrderWithPayments::new(*order, payments))
+            }
+            EventObject::Refund(refund) => EventObjectView::Refund((*refund).into()),
+        };
+        Event {
+            id: e.id,
+            object: "event",
+            event_type: e.event_type,
+            merchant_id: e.merchant_id,
+            created: e.created_at,
+            data: EventData { object },
+            request: e.request,
         }
     }
 }

@@ -14,6 +14,7 @@ use diesel::QueryResult;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
+use super::origin::RequestOrigin;
 use super::{IdempotencyKey, KeyedRequest, Recorded};
 use crate::db::statement::{span, Param, Statement};
 use crate::ids::MerchantId;
@@ -125,6 +126,8 @@ pub struct InFlightKey {
     resource: ResourceType,
     resource_id: Uuid,
     recovery_point: RecoveryPoint,
+    /// The request holding it, as the events of its work name it.
+    origin: RequestOrigin,
 }
 
 impl InFlightKey {
@@ -140,6 +143,7 @@ impl InFlightKey {
             resource,
             resource_id,
             recovery_point,
+            origin: RequestOrigin::of(request),
         }
     }
 
@@ -170,6 +174,7 @@ impl InFlightKey {
     pub fn settle(&self, q: &mut Statement<'_>, settle: Settle<'_>) {
         let merchant = q.bind::<SqlUuid, _>(self.merchant_id.0);
         let key = q.bind::<Text, _>(self.key.as_str().to_owned());
+        let origin = self.origin.set_config(q);
         settled_cte(
             q,
             merchant,
@@ -177,7 +182,7 @@ impl InFlightKey {
             self.resource,
             self.resource_id,
             settle,
-            None,
+            Completer::Request { origin },
         );
     }
 
@@ -198,13 +203,14 @@ impl InFlightKey {
         let was = q.bind::<SqlUuid, _>(self.resource_id);
         let lease = q.bind::<Timestamptz, _>(lease_end);
         let resource = q.bind::<Text, _>(self.resource.as_str());
+        let origin = self.origin.set_config(q);
         q.push(format_args!(
             "repointed AS (
     UPDATE idempotency_keys SET resource_id = (SELECT id FROM {made}),
         locked_until = {lease}, updated_at = now()
     WHERE merchant_id = {merchant} AND key = {key} AND state = {in_flight}
       AND resource_type = {resource} AND resource_id = {was}
-    RETURNING 1)",
+    RETURNING {origin})",
             in_flight = KeyState::InFlight.sql(),
         ));
         InFlightKey {
@@ -213,12 +219,21 @@ impl InFlightKey {
             resource: self.resource,
             resource_id: made_id,
             recovery_point: self.recovery_point,
+            origin: self.origin.clone(),
         }
+    }
+
+    /// Names this key's request to the event triggers for the rest of the caller's
+    /// transaction: first thing in a transaction that changes the key's resource in one
+    /// statement and completes the key in a later one ([`complete`](Self::complete)).
+    pub async fn name_request(&self, conn: &mut AsyncPgConnection) -> QueryResult<()> {
+        self.origin.name_request(conn).await
     }
 
     /// Completes this key on its own, inside the caller's transaction, for a function that
     /// took the key by value and finishes its work by more than one statement (a webhook
     /// moved the attempt first; a send that never reached its provider).
+
     pub async fn complete(
         &self,
         conn: &mut AsyncPgConnection,
@@ -260,12 +275,20 @@ pub fn settle_by_resource<'f>(
         resource,
         resource_id,
         settle,
-        Some(final_statuses),
+        Completer::Other { final_statuses },
     );
 }
 
-/// See [`InFlightKey::settle`] and [`settle_by_resource`]. `only_if`: completes only once the
-/// moved row's status is in this SQL list.
+/// Who completes a key in a `settled` CTE.
+enum Completer<'a> {
+    /// The request holding it: the CTE names it to the event triggers (the SQL of
+    /// [`RequestOrigin::set_config`]).
+    Request { origin: String },
+    /// Someone else (a webhook): only once the moved row's status is in `final_statuses`.
+    Other { final_statuses: &'a str },
+}
+
+/// See [`InFlightKey::settle`] and [`settle_by_resource`].
 fn settled_cte(
     q: &mut Statement<'_>,
     merchant: Param,
@@ -273,14 +296,20 @@ fn settled_cte(
     resource: ResourceType,
     resource_id: Uuid,
     Settle { from, status, open }: Settle<'_>,
-    only_if: Option<&str>,
+    completer: Completer<'_>,
 ) {
     let id = q.bind::<SqlUuid, _>(resource_id);
     let resource = q.bind::<Text, _>(resource.as_str());
     let status = q.bind::<Int2, _>(status as i16);
-    let when = match only_if {
-        Some(statuses) => format!("SELECT 1 FROM {from} WHERE status IN {statuses}"),
-        None => format!("SELECT 1 FROM {from}"),
+    let (when, returning) = match completer {
+        Completer::Other { final_statuses } => (
+            format!("SELECT 1 FROM {from} WHERE status IN {final_statuses}"),
+            String::new(),
+        ),
+        Completer::Request { origin } => (
+            format!("SELECT 1 FROM {from}"),
+            format!("\n    RETURNING {origin}"),
+        ),
     };
     q.push(format_args!(
         "settled AS (
@@ -290,7 +319,7 @@ fn settled_cte(
         updated_at = now()
     WHERE merchant_id = {merchant} AND key = {key} AND resource_type = {resource}
       AND resource_id = {id} AND (state = {in_flight} OR unresolved)
-      AND EXISTS ({when}))",
+      AND EXISTS ({when}){returning})",
         completed = KeyState::Completed.sql(),
         finished = RecoveryPoint::Finished.sql(),
         in_flight = KeyState::InFlight.sql(),
@@ -342,6 +371,7 @@ pub(crate) mod tests {
             key: IdempotencyKey::parse(Some(b"k")).expect("a key"),
             operation: Operation::Checkout,
             fingerprint: fingerprint("POST", "/v1/checkout", None),
+            request_id: "req_test".into(),
         };
         InFlightKey::new(
             &request,

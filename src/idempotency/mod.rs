@@ -7,6 +7,7 @@ pub mod claim;
 pub mod fingerprint;
 pub mod in_flight;
 pub mod key;
+pub mod origin;
 pub mod quota;
 pub mod reaper;
 pub mod recent;

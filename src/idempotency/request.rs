@@ -18,6 +18,8 @@ pub struct KeyedRequest {
     pub key: IdempotencyKey,
     pub operation: Operation,
     pub fingerprint: Fingerprint,
+    /// Its `X-Request-Id`: the events of what it changes name it (`idempotency::origin`).
+    pub request_id: String,
 }
 
 /// How far the work of a key taken over had got, and what it made.

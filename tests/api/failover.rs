@@ -285,6 +285,7 @@ async fn a_refused_send_never_fails_an_attempt_another_sender_announced() {
             key: IdempotencyKey::parse(Some(b"announced")).unwrap(),
             operation: Operation::Checkout,
             fingerprint: fingerprint("POST", "/v1/checkout", None),
+            request_id: "req_test".into(),
         };
         let key = InFlightKey::held_by_test(
             &request,

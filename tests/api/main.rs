@@ -20,6 +20,7 @@ mod migrations;
 mod openapi;
 mod orders;
 mod outage;
+mod outbox;
 mod overload;
 mod payments;
 mod refunds;

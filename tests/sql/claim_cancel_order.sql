@@ -18,7 +18,7 @@ recorded AS (
         now() + $9 * interval '1 millisecond',
         $10, $11, done.resource_id, $12, $13,
         now() + $14 * interval '1 millisecond'
-    FROM done RETURNING 1)
+    FROM done RETURNING set_config('payorch.request', $15, true))
 SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded,
        found.operation, found.fingerprint, found.state, found.locked_until,
        found.response_status, found.resource_type, found.resource_id,

@@ -28,7 +28,7 @@ recorded AS (
         now() + $19 * interval '1 millisecond',
         $20, $21, done.resource_id, $22, $23,
         now() + $24 * interval '1 millisecond'
-    FROM done RETURNING 1)
+    FROM done RETURNING set_config('payorch.request', $25, true))
 SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded,
        found.operation, found.fingerprint, found.state, found.locked_until,
        found.response_status, found.resource_type, found.resource_id,

@@ -24,7 +24,7 @@ recorded AS (
         now() + $14 * interval '1 millisecond',
         $15, $16, done.resource_id, $17, $18,
         now() + $19 * interval '1 millisecond'
-    FROM done RETURNING 1)
+    FROM done RETURNING set_config('payorch.request', $20, true))
 SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded,
        found.operation, found.fingerprint, found.state, found.locked_until,
        found.response_status, found.resource_type, found.resource_id,

@@ -14,6 +14,6 @@ repointed AS (
         locked_until = $12, updated_at = now()
     WHERE merchant_id = $9 AND key = $10 AND state = 'in_flight'
       AND resource_type = $13 AND resource_id = $11
-    RETURNING 1)
+    RETURNING set_config('payorch.request', $14, true))
 SELECT to_jsonb(m) AS attempt, (SELECT count(*) FROM repointed) AS repointed
 FROM made_attempt m

@@ -8,14 +8,15 @@ logged AS (
     SELECT merchant_id, id, $3, status, $9, $10 FROM moved WHERE status <> $3),
 settled AS (
     UPDATE idempotency_keys SET state = 'completed', locked_until = NULL,
-        recovery_point = 'finished', response_status = $15,
+        recovery_point = 'finished', response_status = $16,
         unresolved = (SELECT status IN ('created', 'pending') FROM moved),
         updated_at = now()
-    WHERE merchant_id = $11 AND key = $12 AND resource_type = $14
-      AND resource_id = $13 AND (state = 'in_flight' OR unresolved)
-      AND EXISTS (SELECT 1 FROM moved)),
+    WHERE merchant_id = $11 AND key = $12 AND resource_type = $15
+      AND resource_id = $14 AND (state = 'in_flight' OR unresolved)
+      AND EXISTS (SELECT 1 FROM moved)
+    RETURNING set_config('payorch.request', $13, true)),
 called AS (
     INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome,
         http_status, latency_ms, detail)
-    VALUES ($16, $17, $18, $19, $20, $21, $22, $23))
+    VALUES ($17, $18, $19, $20, $21, $22, $23, $24))
 SELECT * FROM moved

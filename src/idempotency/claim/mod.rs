@@ -44,6 +44,7 @@ pub(crate) mod snapshot {
             key: IdempotencyKey::parse(Some(b"k")).expect("a key"),
             operation,
             fingerprint: fingerprint("POST", operation.route(), None),
+            request_id: "req_test".into(),
         };
         let sql = claim_statement(&IdempotencySettings::default(), &request, work, true);
         // Only its text is read: the values may go.

@@ -97,6 +97,7 @@ mod tests {
             key: IdempotencyKey::parse(Some(b"k")).unwrap(),
             operation: Operation::CreateRefund,
             fingerprint: fingerprint("POST", "/v1/payments/p/refunds", None),
+            request_id: "req_test".into(),
         }
     }
 

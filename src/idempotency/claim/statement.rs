@@ -21,6 +21,7 @@ use super::{KeyedWork, RecordAs};
 use crate::db::sql::Sql;
 use crate::db::statement::{Param, Statement};
 use crate::idempotency::in_flight::{KeyState, RecoveryPoint};
+use crate::idempotency::origin::RequestOrigin;
 use crate::idempotency::{IdempotencySettings, KeyedRequest};
 
 /// The claim's placeholders a work may use: the merchant and the key.
@@ -80,7 +81,8 @@ SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded,
     q.finish()
 }
 
-/// The CTE `recorded`: the key, inserted from the work's `done` row.
+/// The CTE `recorded`: the key, inserted from the work's `done` row; it names the request to
+/// the event triggers (`idempotency::origin`).
 fn record_key<'f, W: KeyedWork>(
     q: &mut Statement<'f>,
     settings: &IdempotencySettings,
@@ -112,6 +114,7 @@ fn record_key<'f, W: KeyedWork>(
     // Work in flight is unresolved until its answer says otherwise.
     let unresolved = q.bind::<Bool, _>(status.is_none());
     let ttl = q.bind::<BigInt, _>(settings.ttl(request.operation).as_millis() as i64);
+    let origin = RequestOrigin::of(request).set_config(q);
     let ClaimParams { merchant, key } = *claim;
     q.push(format_args!(
         "recorded AS (
@@ -122,7 +125,7 @@ fn record_key<'f, W: KeyedWork>(
         now() + {lease} * interval '1 millisecond',
         {recovery_point}, {resource_type}, done.resource_id, {status_param}, {unresolved},
         now() + {ttl} * interval '1 millisecond'
-    FROM done RETURNING 1)"
+    FROM done RETURNING {origin})"
     ));
 }
 

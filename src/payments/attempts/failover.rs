@@ -61,6 +61,7 @@ pub async fn fail_over(
     lease_end: DateTime<Utc>,
 ) -> diesel::QueryResult<FailedOver> {
     let done = in_transaction(conn, async |conn| {
+        key.name_request(conn).await?;
         if fail_unsent(conn, metrics, attempt, call).await?.is_none() {
             return Err(diesel::result::Error::RollbackTransaction);
         }
@@ -118,6 +119,7 @@ pub async fn fail_unreached(
     key: InFlightKey,
 ) -> diesel::QueryResult<Result<PaymentAttempt, InFlightKey>> {
     let done = in_transaction(conn, async |conn| {
+        key.name_request(conn).await?;
         let failed = fail_unsent(conn, metrics, attempt, call)
             .await?
             .ok_or(diesel::result::Error::RollbackTransaction)?;

@@ -444,6 +444,7 @@ async fn record(
         return Ok(current);
     }
     in_transaction(&mut conn, async |conn| {
+        key.name_request(conn).await?;
         let applied = apply(
             conn,
             &payments.metrics,

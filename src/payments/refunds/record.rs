@@ -54,6 +54,9 @@ pub(super) async fn record(
     key: Option<InFlightKey>,
 ) -> Result<Refund, RefundError> {
     in_transaction(conn, async |conn| {
+        if let Some(key) = &key {
+            key.name_request(conn).await?;
+        }
         let current: Refund = refunds::table
             .find((refund.merchant_id.0, refund.id.0))
             .select(RefundRow::as_select())

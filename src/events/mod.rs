@@ -1,0 +1,252 @@
+//! Merchant events: every change a merchant cares about, kept in the outbox and pushed to
+//! its webhook endpoints (README, "Events and webhook endpoints"; docs/DESIGN.md, "The
+//! outbox").
+//!
+//! payorch's code never writes an event: the triggers of the `…_merchant_events` migration
+//! do, in the statement that makes the change, whoever makes it. What the code does is read
+//! them: an event keeps the rows as they were at that moment (`snapshot`), decoded here into
+//! the same domain values `GET` shows, so an event's object is the resource as `GET` showed it
+//! then. The request that caused a change names itself to the triggers from the statements
+//! that write its key ([`crate::idempotency::origin`]).
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::db::schema::events;
+use crate::ids::{EventId, MerchantId, OrderId};
+use crate::payments::attempts::AttemptRow;
+use crate::payments::orders::{Order, OrderRow};
+use crate::payments::refunds::{Refund, RefundRow};
+use crate::payments::PaymentAttempt;
+
+/// What changed (`events.type`, the `event_type` domain of the migration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+pub enum EventType {
+    /// A payment's outcome is not known yet (the first time only).
+    #[serde(rename = "payment.pending")]
+    PaymentPending,
+    #[serde(rename = "payment.succeeded")]
+    PaymentSucceeded,
+    #[serde(rename = "payment.failed")]
+    PaymentFailed,
+    #[serde(rename = "refund.succeeded")]
+    RefundSucceeded,
+    #[serde(rename = "refund.failed")]
+    RefundFailed,
+    #[serde(rename = "order.paid")]
+    OrderPaid,
+    #[serde(rename = "order.canceled")]
+    OrderCanceled,
+    /// All that was paid for the order is given back.
+    #[serde(rename = "order.refunded")]
+    OrderRefunded,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 8] = [
+        EventType::PaymentPending,
+        EventType::PaymentSucceeded,
+        EventType::PaymentFailed,
+        EventType::RefundSucceeded,
+        EventType::RefundFailed,
+        EventType::OrderPaid,
+        EventType::OrderCanceled,
+        EventType::OrderRefunded,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::PaymentPending => "payment.pending",
+            EventType::PaymentSucceeded => "payment.succeeded",
+            EventType::PaymentFailed => "payment.failed",
+            EventType::RefundSucceeded => "refund.succeeded",
+            EventType::RefundFailed => "refund.failed",
+            EventType::OrderPaid => "order.paid",
+            EventType::OrderCanceled => "order.canceled",
+            EventType::OrderRefunded => "order.refunded",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == raw)
+    }
+}
+
+/// The request that caused a change, as its event names it; `None` on an event when a
+/// webhook, the reconciler or support made the change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EventRequest {
+    /// The request's `X-Request-Id`.
+    pub id: String,
+    /// The request's `Idempotency-Key`.
+    pub idempotency_key: String,
+}
+
+/// The resource an event is about, as it was at that moment.
+#[derive(Debug, Clone)]
+pub enum EventObject {
+    /// A payment and its refunds (`GET /v1/payments/{id}`).
+    Payment {
+        payment: Box<PaymentAttempt>,
+        refunds: Vec<Refund>,
+    },
+    /// An order and its payments, newest first (`GET /v1/orders/{id}`).
+    Order {
+        order: Box<Order>,
+        payments: Vec<PaymentAttempt>,
+    },
+    Refund(Box<Refund>),
+}
+
+/// An event as the outbox keeps it.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub id: EventId,
+    /// The order events were written in: the list's order and its cursor.
+    pub seq: i64,
+    pub merchant_id: MerchantId,
+    pub event_type: EventType,
+    pub order_id: OrderId,
+    pub resource_id: Uuid,
+    pub object: EventObject,
+    pub request: Option<EventRequest>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The row; its `snapshot` is decoded by [`Event::from_row`].
+#[derive(Debug, Queryable, Selectable)]
+#[diesel(table_name = events)]
+pub struct EventRow {
+    id: Uuid,
+    seq: i64,
+    merchant_id: Uuid,
+    event_type: String,
+    resource_id: Uuid,
+    order_id: Uuid,
+    snapshot: Value,
+    request: Option<Value>,
+    created_at: DateTime<Utc>,
+}
+
+/// An event row the code cannot read: a type or snapshot this version does not know (a newer
+/// replica wrote it, or someone wrote the table by hand). Never shown half-read.
+#[derive(Debug, thiserror::Error)]
+#[error("event {id} cannot be read: {reason}")]
+pub struct UnreadableEvent {
+    pub id: EventId,
+    pub reason: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EventsError {
+    #[error(transparent)]
+    Db(#[from] diesel::result::Error),
+    #[error(transparent)]
+    Unreadable(#[from] UnreadableEvent),
+}
+
+#[derive(Deserialize)]
+struct PaymentSnapshot {
+    payment: AttemptRow,
+    refunds: Vec<RefundRow>,
+}
+
+#[derive(Deserialize)]
+struct OrderSnapshot {
+    order: OrderRow,
+    payments: Vec<AttemptRow>,
+}
+
+#[derive(Deserialize)]
+struct RefundSnapshot {
+    refund: RefundRow,
+}
+
+impl Event {
+    pub fn from_row(row: EventRow) -> Result<Event, UnreadableEvent> {
+        let id = EventId(row.id);
+        let unreadable = |reason: String| UnreadableEvent { id, reason };
+        let event_type = EventType::parse(&row.event_type)
+            .ok_or_else(|| unreadable(format!("unknown type {:?}", row.event_type)))?;
+        let bad_snapshot = |e: serde_json::Error| unreadable(format!("snapshot: {e}"));
+        let object = match event_type {
+            EventType::PaymentPending | EventType::PaymentSucceeded | EventType::PaymentFailed => {
+                let s: PaymentSnapshot =
+                    serde_json::from_value(row.snapshot).map_err(bad_snapshot)?;
+                EventObject::Payment {
+                    payment: Box::new(s.payment.into()),
+                    refunds: s.refunds.into_iter().map(Into::into).collect(),
+                }
+            }
+            EventType::OrderPaid | EventType::OrderCanceled | EventType::OrderRefunded => {
+                let s: OrderSnapshot =
+                    serde_json::from_value(row.snapshot).map_err(bad_snapshot)?;
+                EventObject::Order {
+                    order: Box::new(Order::from_row(s.order)),
+                    payments: s.payments.into_iter().map(Into::into).collect(),
+                }
+            }
+            EventType::RefundSucceeded | EventType::RefundFailed => {
+                let s: RefundSnapshot =
+                    serde_json::from_value(row.snapshot).map_err(bad_snapshot)?;
+                EventObject::Refund(Box::new(s.refund.into()))
+            }
+        };
+        let request = row
+            .request
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| unreadable(format!("request: {e}")))?;
+        Ok(Event {
+            id,
+            seq: row.seq,
+            merchant_id: MerchantId(row.merchant_id),
+            event_type,
+            order_id: OrderId(row.order_id),
+            resource_id: row.resource_id,
+            object,
+            request,
+            created_at: row.created_at,
+        })
+    }
+}
+
+/// The event `id`, if `scope` (a merchant, or `None` for support) may see it.
+pub async fn find_event(
+    conn: &mut AsyncPgConnection,
+    scope: Option<MerchantId>,
+    id: EventId,
+) -> Result<Option<Event>, EventsError> {
+    let mut query = events::table
+        .filter(events::id.eq(id.0))
+        .select(EventRow::as_select())
+        .into_boxed();
+    if let Some(merchant) = scope {
+        query = query.filter(events::merchant_id.eq(merchant.0));
+    }
+    let row = query.first(conn).await.optional()?;
+    Ok(row.map(Event::from_row).transpose()?)
+}
+
+/// The events of one order (a payment's story), oldest first.
+pub async fn events_of_order(
+    conn: &mut AsyncPgConnection,
+    merchant: MerchantId,
+    order: OrderId,
+) -> Result<Vec<Event>, EventsError> {
+    let rows = events::table
+        .filter(events::merchant_id.eq(merchant.0))
+        .filter(events::order_id.eq(order.0))
+        .order(events::seq)
+        .select(EventRow::as_select())
+        .load(conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(Event::from_row)
+        .collect::<Result<_, _>>()?)
+}
