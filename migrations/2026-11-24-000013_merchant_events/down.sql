@@ -1,3 +1,8 @@
+DROP TRIGGER webhook_endpoints_limit ON webhook_endpoints;
+DROP FUNCTION webhook_endpoints_limit();
+ALTER DOMAIN key_operation DROP CONSTRAINT key_operation_known;
+ALTER DOMAIN key_operation ADD CONSTRAINT key_operation_known CHECK (VALUE IN
+    ('create_order', 'cancel_order', 'create_payment', 'checkout', 'create_refund'));
 DROP TRIGGER refunds_emit_event_made ON refunds;
 DROP TRIGGER refunds_emit_event ON refunds;
 DROP FUNCTION refunds_emit_event();

@@ -59,6 +59,8 @@ CREATE TABLE webhook_endpoints (
     merchant_id           uuid            NOT NULL REFERENCES merchants (id),
     id                    uuid            NOT NULL,
     url                   text            NOT NULL CHECK (length(url) BETWEEN 1 AND 2048),
+    -- The merchant's own note (README, "Webhook endpoints").
+    description           text            CHECK (length(description) <= 1000),
     -- Event types, or `*` for every type.
     enabled_events        text[]          NOT NULL CHECK (cardinality(enabled_events) > 0
         AND enabled_events <@ ARRAY['*', 'payment.pending', 'payment.succeeded', 'payment.failed',
@@ -186,3 +188,29 @@ CREATE TRIGGER refunds_emit_event AFTER UPDATE OF status ON refunds
 CREATE TRIGGER refunds_emit_event_made AFTER INSERT ON refunds
     FOR EACH ROW WHEN (NEW.status IN ('succeeded', 'failed'))
     EXECUTE FUNCTION refunds_emit_event();
+
+-- Webhook endpoints are made and their secrets rotated under an Idempotency-Key, as every
+-- state-changing POST (README, "Webhook endpoints"; docs/DESIGN.md, "The write path").
+ALTER DOMAIN key_operation DROP CONSTRAINT key_operation_known;
+ALTER DOMAIN key_operation ADD CONSTRAINT key_operation_known CHECK (VALUE IN
+    ('create_order', 'cancel_order', 'create_payment', 'checkout', 'create_refund',
+     'create_webhook_endpoint', 'rotate_webhook_secret'));
+
+-- At most 16 endpoints per merchant that are not deleted (enabled or disabled), held here so
+-- that two registrations at once cannot both take the last place: the merchant's row is
+-- locked first, and the count, taken after the lock by a statement of its own, sees every
+-- endpoint committed before it (`events::endpoints::MAX_ENDPOINTS` says the same number).
+CREATE FUNCTION webhook_endpoints_limit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM merchants WHERE id = NEW.merchant_id FOR NO KEY UPDATE;
+    IF (SELECT count(*) FROM webhook_endpoints
+        WHERE merchant_id = NEW.merchant_id AND deleted_at IS NULL) >= 16 THEN
+        RAISE EXCEPTION 'merchant % has 16 webhook endpoints already', NEW.merchant_id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'webhook_endpoints_limit';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+CREATE TRIGGER webhook_endpoints_limit BEFORE INSERT ON webhook_endpoints
+    FOR EACH ROW EXECUTE FUNCTION webhook_endpoints_limit();

@@ -210,6 +210,7 @@ diesel::table! {
         merchant_id -> Uuid,
         id -> Uuid,
         url -> Text,
+        description -> Nullable<Text>,
         enabled_events -> Array<Text>,
         secret -> Text,
         previous_secret -> Nullable<Text>,

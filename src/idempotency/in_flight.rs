@@ -26,6 +26,7 @@ pub enum ResourceType {
     Order,
     PaymentAttempt,
     Refund,
+    WebhookEndpoint,
 }
 
 impl ResourceType {
@@ -34,12 +35,18 @@ impl ResourceType {
             ResourceType::Order => "order",
             ResourceType::PaymentAttempt => "payment_attempt",
             ResourceType::Refund => "refund",
+            ResourceType::WebhookEndpoint => "webhook_endpoint",
         }
     }
 
     pub fn parse(raw: &str) -> Option<Self> {
-        [Self::Order, Self::PaymentAttempt, Self::Refund]
-            .into_iter()
+        [
+            Self::Order,
+            Self::PaymentAttempt,
+            Self::Refund,
+            Self::WebhookEndpoint,
+        ]
+        .into_iter()
             .find(|t| t.as_str() == raw)
     }
 
@@ -387,6 +394,7 @@ pub(crate) mod tests {
             ResourceType::Order,
             ResourceType::PaymentAttempt,
             ResourceType::Refund,
+            ResourceType::WebhookEndpoint,
         ] {
             assert_eq!(ResourceType::parse(t.as_str()), Some(t));
         }

@@ -46,6 +46,8 @@ pub enum Operation {
     CreatePayment,
     Checkout,
     CreateRefund,
+    CreateWebhookEndpoint,
+    RotateWebhookSecret,
 }
 
 impl Operation {
@@ -57,6 +59,8 @@ impl Operation {
             Operation::CreatePayment => "/v1/orders/{id}/payments",
             Operation::Checkout => "/v1/checkout",
             Operation::CreateRefund => "/v1/payments/{id}/refunds",
+            Operation::CreateWebhookEndpoint => "/v1/webhook_endpoints",
+            Operation::RotateWebhookSecret => "/v1/webhook_endpoints/{id}/rotate_secret",
         }
     }
 
@@ -67,6 +71,8 @@ impl Operation {
             Operation::CreatePayment => "create_payment",
             Operation::Checkout => "checkout",
             Operation::CreateRefund => "create_refund",
+            Operation::CreateWebhookEndpoint => "create_webhook_endpoint",
+            Operation::RotateWebhookSecret => "rotate_webhook_secret",
         }
     }
 }

@@ -31,7 +31,11 @@ impl Default for IdempotencySettings {
 impl IdempotencySettings {
     pub fn ttl(&self, operation: Operation) -> Duration {
         match operation {
-            Operation::CreateOrder | Operation::CancelOrder => self.order_ttl,
+            // Database-only work, like an order's: its key is freed past the TTL.
+            Operation::CreateOrder
+            | Operation::CancelOrder
+            | Operation::CreateWebhookEndpoint
+            | Operation::RotateWebhookSecret => self.order_ttl,
             Operation::CreatePayment | Operation::Checkout | Operation::CreateRefund => {
                 self.payment_ttl
             }
