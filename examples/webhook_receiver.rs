@@ -1045,6 +1045,35 @@ mod tests {
         }
     }
 
+    /// The example of the Standard Webhooks libraries' own test suites (their `whsec_MfKQ…`
+    /// secret, `msg_p5jX…` id and `{"test": 2432232314}` body): this receiver agrees with
+    /// them, and not only with the signer of the tests above.
+    #[test]
+    fn the_reference_vector_of_the_specification_verifies() {
+        let secrets = [
+            signature::Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+                .expect("the reference secret"),
+        ];
+        let verify = |body: &[u8]| {
+            signature::verify(
+                &secrets,
+                Some("msg_p5jXN8AQM9LWM0D4loKWxJek"),
+                Some("1614265330"),
+                Some("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="),
+                body,
+                1614265330,
+            )
+        };
+        assert_eq!(
+            verify(br#"{"test": 2432232314}"#),
+            Ok("msg_p5jXN8AQM9LWM0D4loKWxJek".to_string())
+        );
+        assert_eq!(
+            verify(br#"{"test": 2432232315}"#),
+            Err(signature::Refused::NoMatch)
+        );
+    }
+
     #[test]
     fn a_secret_is_whsec_and_base64() {
         assert!(signature::Secret::parse(SECRET).is_ok());
