@@ -9,6 +9,12 @@
 //! then. The request that caused a change names itself to the triggers from the statements
 //! that write its key ([`crate::idempotency::origin`]).
 
+pub mod deliveries;
+pub mod disabled;
+pub mod list;
+pub mod reaper;
+pub mod redeliver;
+
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
