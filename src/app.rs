@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 
 use crate::accounts::CallerCache;
 use crate::db::{build_pool, DbPool, PoolSettings};
+use crate::events::reaper::{self as event_reaper, EventReaperSettings};
 use crate::http::connections::{BudgetedStream, ClientLimits, ConnectionBudget};
 use crate::http::{self, middleware as mw, AppState};
 use crate::idempotency::reaper::{self, ReaperSettings};
@@ -46,6 +47,8 @@ pub struct AppSettings {
     pub pool: PoolSettings,
     pub idempotency: IdempotencySettings,
     pub reaper: ReaperSettings,
+    /// How long merchant events are kept, and how often older ones are deleted.
+    pub event_reaper: EventReaperSettings,
     pub reconciler: ReconcilerSettings,
     /// How long a live API key is remembered without asking the database: the longest a
     /// revoked key keeps working.
@@ -84,7 +87,7 @@ pub struct Application {
 }
 
 impl Application {
-    /// Binds, and starts the server and its workers (key reaper, reconciler) against
+    /// Binds, and starts the server and its workers (key and event reapers, reconciler) against
     /// `providers`.
     pub async fn build(
         settings: &AppSettings,
@@ -142,6 +145,11 @@ impl Application {
                 pool.clone(),
                 settings.reaper.clone(),
                 idempotency_metrics,
+                stop.clone(),
+            )),
+            tokio::spawn(event_reaper::run(
+                pool.clone(),
+                settings.event_reaper.clone(),
                 stop.clone(),
             )),
             tokio::spawn(reconciler::run(pool, payments, stop)),

@@ -10,6 +10,7 @@ use payorch_sandbox::SandboxConfig;
 
 use crate::app::AppSettings;
 use crate::db::PoolSettings;
+use crate::events::reaper::EventReaperSettings;
 use crate::http::connections::ClientLimits;
 use crate::idempotency::reaper::ReaperSettings;
 use crate::idempotency::IdempotencySettings;
@@ -183,6 +184,11 @@ pub struct ServeArgs {
     /// rolling deploys").
     #[arg(long, env = "PAYORCH_DRAIN_SECS", default_value_t = 20)]
     pub drain_secs: u64,
+    /// How many days merchant events are kept; older ones are deleted with their deliveries,
+    /// every `--reaper-interval-secs` (README, "Events and webhook endpoints").
+    #[arg(long, env = "PAYORCH_EVENT_RETENTION_DAYS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    pub event_retention_days: u64,
 }
 
 /// `10.0.0.1` or `10.0.0.0/8`.
@@ -391,6 +397,11 @@ impl ServeArgs {
             pool: self.database.pool_settings(),
             idempotency: self.idempotency.settings(),
             reaper: self.idempotency.reaper(),
+            event_reaper: EventReaperSettings {
+                interval: Duration::from_secs(self.idempotency.reaper_interval_secs.max(1)),
+                retention: Duration::from_secs(self.event_retention_days * 24 * 3600),
+                ..EventReaperSettings::default()
+            },
             reconciler: self
                 .reconciler
                 .settings(Duration::from_millis(self.provider.provider_timeout_ms)),

@@ -167,6 +167,7 @@ pub fn app_settings() -> AppSettings {
             ..IdempotencySettings::default()
         },
         reaper: Default::default(),
+        event_reaper: Default::default(),
         reconciler: Default::default(),
         auth_cache_ttl: std::time::Duration::from_secs(5),
         quota_sync: std::time::Duration::from_secs(1),

@@ -8,6 +8,7 @@ pub mod checkout_page;
 pub mod connections;
 pub mod console;
 pub mod errors;
+pub mod events;
 pub mod health;
 pub mod keyed;
 pub mod merchants;
@@ -131,6 +132,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(refunds::create_refund)),
         )
         .service(resource("/v1/refunds/{id}", "GET").route(web::get().to(refunds::get_refund)))
+        .service(resource("/v1/events", "GET").route(web::get().to(events::list)))
+        .service(resource("/v1/events/{id}", "GET").route(web::get().to(events::get)))
         .service(
             resource("/v1/support/merchants", "GET")
                 .route(web::get().to(merchants::list_merchants)),
@@ -154,6 +157,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(
             resource("/v1/support/refunds/{id}/reconcile", "POST")
                 .route(web::post().to(refunds::reconcile_refund)),
+        )
+        .service(
+            resource("/v1/support/events/{id}/redeliver", "POST")
+                .route(web::post().to(support::events::redeliver_event)),
         )
         .service(
             resource("/v1/support/needs-a-human", "GET")

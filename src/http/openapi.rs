@@ -8,7 +8,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::http::{
-    errors, health, merchants, metrics, orders, payments, refunds, routing, support, webhooks,
+    errors, events, health, merchants, metrics, orders, payments, refunds, routing, support,
+    webhooks,
 };
 use crate::idempotency::key::MAX_KEY_LEN;
 use crate::payments::money::{Currency, MAX_AMOUNT};
@@ -35,6 +36,9 @@ use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
         support::payment_story,
         support::reconcile_now,
         support::needs_a_human,
+        support::events::redeliver_event,
+        events::list,
+        events::get,
         orders::create_order,
         orders::get_order,
         orders::cancel_order,
@@ -225,7 +229,8 @@ fn describe_idempotency_key(operation: &mut Map<String, Value>) {
     }
 }
 
-/// A list's `limit`, as `http::page_limit` takes it: 1 to 100, 20 when not given.
+/// A list's `limit`, as `http::page_limit` takes it: 1 to 100, 20 when not given (or the
+/// default its annotation gives: the event list's is 10).
 fn describe_page_limit(operation: &mut Map<String, Value>) {
     let Some(parameters) = operation
         .get_mut("parameters")
@@ -235,8 +240,12 @@ fn describe_page_limit(operation: &mut Map<String, Value>) {
     };
     for parameter in parameters {
         if parameter["name"] == "limit" && parameter["in"] == "query" {
+            let default = parameter["schema"]
+                .get("default")
+                .cloned()
+                .unwrap_or(json!(20));
             parameter["schema"] = json!({
-                "type": "integer", "format": "int64", "minimum": 1, "maximum": 100, "default": 20
+                "type": "integer", "format": "int64", "minimum": 1, "maximum": 100, "default": default
             });
         }
     }

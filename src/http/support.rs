@@ -2,6 +2,7 @@
 //! provider about it now, and list what needs a human (README, "Support"). Support keys only;
 //! every read and action is logged with the key's name.
 
+pub mod events;
 pub mod stats;
 
 use actix_web::{web, HttpResponse};
@@ -9,6 +10,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::accounts::{self, Caller};
+use crate::events::deliveries::story_of_order;
+use crate::events::disabled::disabled_endpoints;
 use crate::http::errors::{ApiError, FieldError};
 use crate::http::payments::parse_payment_id;
 use crate::http::views::{self, NeedsAHuman, Payment, Story};
@@ -193,7 +196,7 @@ pub async fn search_payments(
     params(("id" = String, Path, description = "payment id, `pay_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Story, description = "the attempt, its order and the order's other attempts, its timeline, provider calls, webhook events and key"),
+        (status = 200, body = Story, description = "the attempt, its order and the order's other attempts, its timeline, provider calls, webhook events and key, and the order's events with their deliveries"),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
         (status = 404, body = crate::http::errors::Problem),
     ))]
@@ -209,7 +212,9 @@ pub async fn payment_story(
     let story = support::story(&mut conn, id)
         .await?
         .ok_or(ApiError::NotFound("payment"))?;
-    Ok(HttpResponse::Ok().json(Story::from(story)))
+    let events =
+        story_of_order(&mut conn, story.payment.merchant_id, story.payment.order_id).await?;
+    Ok(HttpResponse::Ok().json(Story::new(story, events)))
 }
 
 #[utoipa::path(post, path = "/v1/support/payments/{id}/reconcile", tag = "support",
@@ -277,5 +282,6 @@ pub async fn needs_a_human(
     let mut conn = state.pool.get().await?;
     let list =
         support::needs_a_human(&mut conn, state.payments.reconciler.alert_after, limit).await?;
-    Ok(HttpResponse::Ok().json(NeedsAHuman::from(list)))
+    let disabled = disabled_endpoints(&mut conn, limit).await?;
+    Ok(HttpResponse::Ok().json(NeedsAHuman::new(list, disabled)))
 }

@@ -3,6 +3,8 @@
 //! answer can change without touching a row. Each view is made from its domain value by
 //! `From`; field documentation here is what `/openapi.json` shows.
 
+pub mod deliveries;
+
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -406,6 +408,8 @@ pub struct Story {
     refunds: Vec<Refund>,
     /// Every move of its refunds, in order, with its source.
     refund_timeline: Vec<RefundTimelineLine>,
+    /// The events of its order, oldest first, each with its deliveries and their sends.
+    events: Vec<deliveries::StoryEvent>,
 }
 
 /// One line of a refund's timeline.
@@ -434,8 +438,9 @@ impl From<refunds::RefundTimelineEntry> for RefundTimelineLine {
     }
 }
 
-impl From<support::Story> for Story {
-    fn from(s: support::Story) -> Self {
+impl Story {
+    /// The attempt's story, and its order's events (`events::deliveries::story_of_order`).
+    pub fn new(s: support::Story, events: Vec<events::deliveries::EventStory>) -> Self {
         Story {
             idempotency_key_name: s.payment.idempotency_key.clone(),
             payment: s.payment.into(),
@@ -447,6 +452,7 @@ impl From<support::Story> for Story {
             idempotency_key: s.idempotency_key.map(Key::from),
             refunds: s.refunds.into_iter().map(Refund::from).collect(),
             refund_timeline: s.refund_timeline.into_iter().map(Into::into).collect(),
+            events: events.into_iter().map(Into::into).collect(),
         }
     }
 }
@@ -487,15 +493,18 @@ pub struct NeedsAHuman {
     stuck_refunds: Vec<Refund>,
     /// Webhooks that contradicted what payorch knows.
     webhook_conflicts: Vec<WebhookConflict>,
+    /// Merchants' webhook endpoints payorch no longer sends to, the latest disabled first.
+    disabled_webhook_endpoints: Vec<deliveries::DisabledEndpoint>,
 }
 
-impl From<support::NeedsAHuman> for NeedsAHuman {
-    fn from(n: support::NeedsAHuman) -> Self {
+impl NeedsAHuman {
+    pub fn new(n: support::NeedsAHuman, disabled: Vec<events::disabled::DisabledEndpoint>) -> Self {
         NeedsAHuman {
             stuck: payments(n.stuck),
             no_provider_record: payments(n.no_provider_record),
             stuck_refunds: n.stuck_refunds.into_iter().map(Refund::from).collect(),
             webhook_conflicts: n.webhook_conflicts.into_iter().map(Into::into).collect(),
+            disabled_webhook_endpoints: disabled.into_iter().map(Into::into).collect(),
         }
     }
 }

@@ -287,6 +287,7 @@ pub fn test_settings() -> AppSettings {
             ..IdempotencySettings::default()
         },
         reaper: Default::default(),
+        event_reaper: Default::default(),
         reconciler: ReconcilerSettings {
             interval: Duration::from_millis(100),
             backoff: vec![Duration::from_millis(300), Duration::from_millis(500)],

@@ -1,0 +1,39 @@
+//! `POST /v1/support/events/{id}/redeliver`: support sends an event to the merchant's
+//! endpoints again (README, "Support"). No body and no Idempotency-Key, as "Reconcile now":
+//! pressing it twice only makes the same deliveries due twice, and receivers deduplicate by
+//! `webhook-id` (README, "Deduplicating").
+
+use actix_web::{web, HttpResponse};
+
+use crate::accounts::Caller;
+use crate::events::find_event;
+use crate::events::redeliver::redeliver;
+use crate::http::errors::ApiError;
+use crate::http::support::support_key_name;
+use crate::http::views::deliveries::Redelivered;
+use crate::http::AppState;
+use crate::ids::EventId;
+
+#[utoipa::path(post, path = "/v1/support/events/{id}/redeliver", tag = "support",
+    params(("id" = String, Path, description = "event id, `evt_…`")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Redelivered, description = "the event's deliveries, each to an enabled endpoint now pending and due at once"),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 404, body = crate::http::errors::Problem, description = "no such event (or past its retention)"),
+    ))]
+pub async fn redeliver_event(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let key_name = support_key_name(&state, &caller).await?;
+    let id: EventId = path.parse().map_err(|_| ApiError::NotFound("event"))?;
+    let mut conn = state.pool.get().await?;
+    let event = find_event(&mut conn, None, id)
+        .await?
+        .ok_or(ApiError::NotFound("event"))?;
+    tracing::info!(support_key = %key_name, event = %id, merchant = %event.merchant_id, "support redelivered an event");
+    let deliveries = redeliver(&mut conn, id).await?;
+    Ok(HttpResponse::Ok().json(Redelivered::new(id, deliveries)))
+}
