@@ -240,7 +240,6 @@ impl InFlightKey {
     /// Completes this key on its own, inside the caller's transaction, for a function that
     /// took the key by value and finishes its work by more than one statement (a webhook
     /// moved the attempt first; a send that never reached its provider).
-
     pub async fn complete(
         &self,
         conn: &mut AsyncPgConnection,
