@@ -11,9 +11,14 @@
 
 pub mod deliveries;
 pub mod disabled;
+pub mod endpoints;
 pub mod list;
 pub mod reaper;
 pub mod redeliver;
+
+pub mod safe_url;
+pub mod schedule;
+pub mod signing;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
