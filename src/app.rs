@@ -18,6 +18,10 @@ use tokio::task::JoinHandle;
 
 use crate::accounts::CallerCache;
 use crate::db::{build_pool, DbPool, PoolSettings};
+use crate::delivery::metrics::DeliveryMetrics;
+use crate::delivery::send::Sender;
+use crate::delivery::settings::DeliverySettings;
+use crate::delivery::{self, Deliverer};
 use crate::events::reaper::{self as event_reaper, EventReaperSettings};
 use crate::http::connections::{BudgetedStream, ClientLimits, ConnectionBudget};
 use crate::http::{self, middleware as mw, AppState};
@@ -50,6 +54,8 @@ pub struct AppSettings {
     /// How long merchant events are kept, and how often older ones are deleted.
     pub event_reaper: EventReaperSettings,
     pub reconciler: ReconcilerSettings,
+    /// The delivery worker: its pace, its retry schedule, and where it may send.
+    pub delivery: DeliverySettings,
     /// How long a live API key is remembered without asking the database: the longest a
     /// revoked key keeps working.
     pub auth_cache_ttl: Duration,
@@ -74,6 +80,8 @@ pub enum AppError {
     Pool(String),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    #[error("the HTTP client of event deliveries: {0}")]
+    DeliveryClient(#[from] reqwest::Error),
 }
 
 pub struct Application {
@@ -108,6 +116,14 @@ impl Application {
         idempotency_metrics.register(&metrics)?;
         let payment_metrics = Arc::new(PaymentMetrics::new()?);
         payment_metrics.register(&metrics)?;
+        let delivery_metrics = Arc::new(DeliveryMetrics::new()?);
+        delivery_metrics.register(&metrics)?;
+        let deliverer = Arc::new(Deliverer {
+            pool: pool.clone(),
+            settings: settings.delivery.clone(),
+            sender: Sender::new(&settings.delivery)?,
+            metrics: delivery_metrics,
+        });
         let payments = Arc::new(Payments {
             providers,
             routing: RoutingCache::new(ROUTING_CACHE_TTL),
@@ -152,6 +168,7 @@ impl Application {
                 settings.event_reaper.clone(),
                 stop.clone(),
             )),
+            tokio::spawn(delivery::run(deliverer, stop.clone())),
             tokio::spawn(reconciler::run(pool, payments, stop)),
         ];
         let server = serve_http(settings, listener, local, state.clone()).map_err(|source| {

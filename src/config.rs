@@ -10,7 +10,9 @@ use payorch_sandbox::SandboxConfig;
 
 use crate::app::AppSettings;
 use crate::db::PoolSettings;
+use crate::delivery::settings::DeliverySettings;
 use crate::events::reaper::EventReaperSettings;
+use crate::events::safe_url::UrlPolicy;
 use crate::http::connections::ClientLimits;
 use crate::idempotency::reaper::ReaperSettings;
 use crate::idempotency::IdempotencySettings;
@@ -143,6 +145,8 @@ pub struct ServeArgs {
     pub idempotency: IdempotencyArgs,
     #[command(flatten)]
     pub provider: ProviderArgs,
+    #[command(flatten)]
+    pub delivery: DeliveryArgs,
     #[command(flatten)]
     pub reconciler: ReconcilerArgs,
     /// How long a live API key is remembered in process without asking the database; a
@@ -387,7 +391,59 @@ impl IdempotencyArgs {
     }
 }
 
+/// Delivering events to merchants' webhook endpoints (README, "Events and webhook
+/// endpoints"; docs/DESIGN.md, "Delivering events").
+#[derive(Debug, Clone, Args)]
+pub struct DeliveryArgs {
+    /// Register and send to `http://` endpoints on a loopback host (and loopback addresses
+    /// at all). Default: on with the in-process sandbox (the demo), off with a real provider;
+    /// `--allow-http-webhooks=false` turns it off for the demo too.
+    #[arg(
+        long,
+        env = "PAYORCH_ALLOW_HTTP_WEBHOOKS",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub allow_http_webhooks: Option<bool>,
+    /// Register and send to private, carrier-grade NAT, link-local and loopback addresses:
+    /// payorch and its merchants' receivers in one private network. Cloud metadata and
+    /// unroutable addresses stay refused.
+    #[arg(long, env = "PAYORCH_ALLOW_PRIVATE_WEBHOOK_ADDRESSES")]
+    pub allow_private_webhook_addresses: bool,
+    /// How often an idle delivery worker looks for due deliveries.
+    #[arg(long, env = "PAYORCH_DELIVERY_POLL_MS", default_value_t = 1000)]
+    pub delivery_poll_ms: u64,
+    /// Deliveries a worker takes per statement.
+    #[arg(long, env = "PAYORCH_DELIVERY_BATCH", default_value_t = 32)]
+    pub delivery_batch: i64,
+    /// Sends in flight at once, per replica.
+    #[arg(long, env = "PAYORCH_DELIVERY_CONCURRENCY", default_value_t = 32)]
+    pub delivery_concurrency: usize,
+}
+
+impl DeliveryArgs {
+    /// `embedded_sandbox`: whether `serve` runs the demo's in-process sandbox.
+    pub fn settings(&self, embedded_sandbox: bool) -> DeliverySettings {
+        DeliverySettings {
+            poll_interval: Duration::from_millis(self.delivery_poll_ms.max(10)),
+            batch: self.delivery_batch.max(1),
+            concurrency: self.delivery_concurrency.max(1),
+            urls: UrlPolicy {
+                allow_http: self.allow_http_webhooks.unwrap_or(embedded_sandbox),
+                allow_private: self.allow_private_webhook_addresses,
+            },
+            ..DeliverySettings::default()
+        }
+    }
+}
+
 impl ServeArgs {
+    /// Whether `serve` runs the in-process sandbox: the demo (README, "Trying it").
+    pub fn embedded_sandbox(&self) -> bool {
+        self.provider.providers.is_empty() && self.provider.provider_url.is_none()
+    }
+
     pub fn app_settings(&self) -> AppSettings {
         AppSettings {
             bind: self.bind.clone(),
@@ -405,6 +461,7 @@ impl ServeArgs {
             reconciler: self
                 .reconciler
                 .settings(Duration::from_millis(self.provider.provider_timeout_ms)),
+            delivery: self.delivery.settings(self.embedded_sandbox()),
             auth_cache_ttl: Duration::from_millis(self.auth_cache_ms),
             quota_sync: Duration::from_millis(self.idempotency.quota_sync_ms.max(10)),
             clients: ClientLimits {
@@ -480,5 +537,34 @@ mod secrets_in_debug {
         }
         // What is not secret still shows, so the output stays useful.
         assert!(shown.contains("https://api.stripe.com"), "{shown}");
+    }
+}
+
+#[cfg(test)]
+mod webhook_flags {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+
+    fn urls(args: &[&str]) -> crate::events::safe_url::UrlPolicy {
+        let cli =
+            Cli::try_parse_from(["payorch", "serve"].iter().chain(args)).expect("the flags parse");
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve");
+        };
+        serve.app_settings().delivery.urls
+    }
+
+    #[test]
+    fn http_webhooks_are_on_for_the_demo_only_unless_told() {
+        // The in-process sandbox: the demo, whose receivers are on this machine.
+        assert!(urls(&[]).allow_http);
+        assert!(!urls(&["--allow-http-webhooks=false"]).allow_http);
+        // A real provider: a real deployment.
+        let real = ["--provider-url", "https://api.stripe.com"];
+        assert!(!urls(&real).allow_http);
+        assert!(urls(&[&real[..], &["--allow-http-webhooks"]].concat()).allow_http);
+        assert!(!urls(&[]).allow_private);
+        assert!(urls(&["--allow-private-webhook-addresses"]).allow_private);
     }
 }

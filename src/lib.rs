@@ -8,6 +8,7 @@ pub mod commands;
 pub mod config;
 pub mod credentials;
 pub mod db;
+pub mod delivery;
 pub mod events;
 pub mod http;
 pub mod idempotency;

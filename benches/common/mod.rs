@@ -169,6 +169,7 @@ pub fn app_settings() -> AppSettings {
         reaper: Default::default(),
         event_reaper: Default::default(),
         reconciler: Default::default(),
+        delivery: Default::default(),
         auth_cache_ttl: std::time::Duration::from_secs(5),
         quota_sync: std::time::Duration::from_secs(1),
         clients: Default::default(),

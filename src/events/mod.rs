@@ -11,7 +11,6 @@
 
 pub mod deliveries;
 pub mod disabled;
-pub mod endpoints;
 pub mod list;
 pub mod reaper;
 pub mod redeliver;

@@ -117,7 +117,10 @@ pub enum UrlRefused {
     #[error("must use https (it is {scheme}); http only to a loopback host of a server started with --allow-http-webhooks")]
     Scheme { scheme: String },
     #[error("must not name the {class} address {address}: {remedy}", remedy = class.remedy())]
-    Address { address: IpAddr, class: AddressClass },
+    Address {
+        address: IpAddr,
+        class: AddressClass,
+    },
 }
 
 /// An address a send was refused, named by the host it came from.

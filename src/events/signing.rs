@@ -59,7 +59,9 @@ impl Secret {
 
     /// A secret as stored (`webhook_endpoints.secret`) or as a merchant copied it.
     pub fn parse(text: &str) -> Result<Secret, SecretError> {
-        let encoded = text.strip_prefix(SECRET_PREFIX).ok_or(SecretError::Prefix)?;
+        let encoded = text
+            .strip_prefix(SECRET_PREFIX)
+            .ok_or(SecretError::Prefix)?;
         let key = BASE64.decode(encoded).map_err(|_| SecretError::Base64)?;
         if !(24..=64).contains(&key.len()) {
             return Err(SecretError::Length(key.len()));
@@ -79,7 +81,11 @@ impl Secret {
     pub fn sign(&self, webhook_id: &str, timestamp: i64, body: &[u8]) -> String {
         format!(
             "{VERSION},{}",
-            BASE64.encode(self.mac(webhook_id, timestamp, body).finalize().into_bytes())
+            BASE64.encode(
+                self.mac(webhook_id, timestamp, body)
+                    .finalize()
+                    .into_bytes()
+            )
         )
     }
 
@@ -111,7 +117,13 @@ pub struct SigningSecrets {
 impl SigningSecrets {
     /// The `webhook-signature` header of one delivery sent at `now`: the current secret's
     /// signature, then the previous one's while it still signs.
-    pub fn header(&self, webhook_id: &str, timestamp: i64, body: &[u8], now: DateTime<Utc>) -> String {
+    pub fn header(
+        &self,
+        webhook_id: &str,
+        timestamp: i64,
+        body: &[u8],
+        now: DateTime<Utc>,
+    ) -> String {
         let mut header = self.current.sign(webhook_id, timestamp, body);
         if let Some((previous, until)) = &self.previous {
             if now < *until {
@@ -213,7 +225,10 @@ mod tests {
         let no = Err(VerifyError::NoMatch);
         assert_eq!(check("msg_other", &ts, REF_SIGNATURE, REF_BODY), no);
         assert_eq!(check(REF_ID, "1614265331", REF_SIGNATURE, REF_BODY), no);
-        assert_eq!(check(REF_ID, &ts, REF_SIGNATURE, r#"{"test": 2432232315}"#), no);
+        assert_eq!(
+            check(REF_ID, &ts, REF_SIGNATURE, r#"{"test": 2432232315}"#),
+            no
+        );
         let v2 = REF_SIGNATURE.replacen("v1", "v2", 1);
         assert_eq!(check(REF_ID, &ts, &v2, REF_BODY), no);
         assert_eq!(
@@ -271,7 +286,10 @@ mod tests {
         // Either secret alone verifies the header.
         for secret in [&current, &previous] {
             let alone = [secret.clone()];
-            assert_eq!(verify(&alone, "evt_1", "1000", &both, body, at(1_000)), Ok(()));
+            assert_eq!(
+                verify(&alone, "evt_1", "1000", &both, body, at(1_000)),
+                Ok(())
+            );
         }
         let after = secrets.header("evt_1", 1_000, body, until);
         assert_eq!(after, current.sign("evt_1", 1_000, body));

@@ -12,6 +12,9 @@ use payorch::accounts;
 use payorch::app::{AppSettings, Application};
 use payorch::db::migrations::run_migrations;
 use payorch::db::{ClusterOptions, PoolSettings, PrivateCluster};
+use payorch::delivery::settings::DeliverySettings;
+use payorch::events::safe_url::UrlPolicy;
+use payorch::events::schedule::Schedule;
 use payorch::http::connections::ClientLimits;
 use payorch::idempotency::IdempotencySettings;
 use payorch::ids::MerchantId;
@@ -296,11 +299,32 @@ pub fn test_settings() -> AppSettings {
             search_delay: Duration::from_secs(2),
             ..ReconcilerSettings::default()
         },
+        delivery: test_delivery_settings(),
         // Short, so a test can watch a revoked key stop working.
         auth_cache_ttl: Duration::from_millis(200),
         quota_sync: Duration::from_millis(100),
         clients: ClientLimits::default(),
         drain: Duration::from_secs(20),
+    }
+}
+
+/// The delivery worker of a test app: quick to poll, its retries a fraction of a second apart
+/// (four attempts, then given up), sending to the tests' own receivers on loopback `http`.
+pub fn test_delivery_settings() -> DeliverySettings {
+    DeliverySettings {
+        poll_interval: Duration::from_millis(50),
+        send_timeout: Duration::from_secs(3),
+        connect_timeout: Duration::from_secs(1),
+        lease_margin: Duration::from_secs(2),
+        schedule: Schedule {
+            waits: vec![Duration::from_millis(200); 3],
+            ..Schedule::default()
+        },
+        urls: UrlPolicy {
+            allow_http: true,
+            allow_private: false,
+        },
+        ..DeliverySettings::default()
     }
 }
 
