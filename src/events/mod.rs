@@ -11,6 +11,7 @@
 
 pub mod deliveries;
 pub mod disabled;
+pub mod endpoints;
 pub mod list;
 pub mod reaper;
 pub mod redeliver;

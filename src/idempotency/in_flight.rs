@@ -47,7 +47,7 @@ impl ResourceType {
             Self::WebhookEndpoint,
         ]
         .into_iter()
-            .find(|t| t.as_str() == raw)
+        .find(|t| t.as_str() == raw)
     }
 
     /// Keys of work that moved money are retired past their TTL instead of freed
