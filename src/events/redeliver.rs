@@ -2,12 +2,14 @@
 //! every delivery of an event to a live endpoint is made due now, and a live endpoint
 //! subscribed to the event's type that never had it gets a delivery of its own.
 
-use diesel::sql_types::Uuid as SqlUuid;
+use chrono::{DateTime, Utc};
+use diesel::sql_types::{Integer, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::QueryableByName;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
-use super::deliveries::{deliveries_of, Delivery};
-use crate::ids::EventId;
+use super::deliveries::Delivery;
+use crate::ids::{EndpointId, EventId};
 
 /// Makes the deliveries of `event` due now, in one statement; answers them as they stand.
 ///
@@ -22,9 +24,10 @@ pub async fn redeliver(
     conn: &mut AsyncPgConnection,
     event: EventId,
 ) -> diesel::QueryResult<Vec<Delivery>> {
-    // The insert's rows are not visible to the update of the same statement (one snapshot),
-    // and need no update: a new delivery is pending and due now by its defaults.
-    diesel::sql_query(
+    // One statement, so the answer is what it did, whatever a delivery worker does next. Its
+    // parts see the rows as they were before it (one snapshot): the inserted rows are only
+    // in `made`, the updated ones only in `due`, and `kept` is the rest.
+    let rows: Vec<Row> = diesel::sql_query(
         "WITH event AS (SELECT id, merchant_id, type FROM events WHERE id = $1), \
          made AS ( \
              INSERT INTO event_deliveries (event_id, endpoint_id, merchant_id) \
@@ -32,15 +35,61 @@ pub async fn redeliver(
              JOIN webhook_endpoints e ON e.merchant_id = event.merchant_id \
              WHERE e.status = 'enabled' AND e.deleted_at IS NULL \
                AND (event.type = ANY (e.enabled_events) OR '*' = ANY (e.enabled_events)) \
-             ON CONFLICT (event_id, endpoint_id) DO NOTHING) \
-         UPDATE event_deliveries d \
-         SET state = 'pending', next_attempt_at = now(), updated_at = now() \
-         FROM webhook_endpoints e \
-         WHERE d.event_id = $1 AND e.merchant_id = d.merchant_id AND e.id = d.endpoint_id \
-           AND e.status = 'enabled' AND e.deleted_at IS NULL",
+             ON CONFLICT (event_id, endpoint_id) DO NOTHING \
+             RETURNING event_deliveries.*), \
+         due AS ( \
+             UPDATE event_deliveries d \
+             SET state = 'pending', next_attempt_at = now(), updated_at = now() \
+             FROM webhook_endpoints e \
+             WHERE d.event_id = $1 AND e.merchant_id = d.merchant_id AND e.id = d.endpoint_id \
+               AND e.status = 'enabled' AND e.deleted_at IS NULL \
+             RETURNING d.*), \
+         kept AS ( \
+             SELECT d.* FROM event_deliveries d WHERE d.event_id = $1 \
+               AND NOT EXISTS (SELECT 1 FROM due WHERE due.endpoint_id = d.endpoint_id)) \
+         SELECT x.event_id, x.endpoint_id, e.url, x.state, x.attempts, x.next_attempt_at, \
+                x.created_at, x.updated_at \
+         FROM (SELECT * FROM made UNION ALL SELECT * FROM due UNION ALL SELECT * FROM kept) x \
+         JOIN webhook_endpoints e ON e.merchant_id = x.merchant_id AND e.id = x.endpoint_id \
+         ORDER BY x.created_at, x.endpoint_id",
     )
     .bind::<SqlUuid, _>(event.0)
-    .execute(conn)
+    .load(conn)
     .await?;
-    deliveries_of(conn, &[event.0] as &[Uuid]).await
+    Ok(rows.into_iter().map(Row::into_delivery).collect())
+}
+
+#[derive(QueryableByName)]
+struct Row {
+    #[diesel(sql_type = SqlUuid)]
+    event_id: Uuid,
+    #[diesel(sql_type = SqlUuid)]
+    endpoint_id: Uuid,
+    #[diesel(sql_type = Text)]
+    url: String,
+    #[diesel(sql_type = Text)]
+    state: String,
+    #[diesel(sql_type = Integer)]
+    attempts: i32,
+    #[diesel(sql_type = Timestamptz)]
+    next_attempt_at: DateTime<Utc>,
+    #[diesel(sql_type = Timestamptz)]
+    created_at: DateTime<Utc>,
+    #[diesel(sql_type = Timestamptz)]
+    updated_at: DateTime<Utc>,
+}
+
+impl Row {
+    fn into_delivery(self) -> Delivery {
+        Delivery {
+            event_id: EventId(self.event_id),
+            endpoint_id: EndpointId(self.endpoint_id),
+            url: self.url,
+            state: self.state,
+            attempts: self.attempts,
+            next_attempt_at: self.next_attempt_at,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
 }

@@ -27,6 +27,25 @@ async fn a_support_person_finds_a_stuck_payment_sees_its_story_and_reconciles_it
         .await;
     assert_eq!(pending["status"], "pending");
     let id = pending["id"].as_str().unwrap();
+    // Its `payment.pending` event went to an endpoint that answered 503 (written by SQL: the
+    // delivery is due in a day, so no worker sends it meanwhile).
+    let mut conn = app.db.connect().await;
+    diesel_async::RunQueryDsl::execute(
+        diesel::sql_query(format!(
+            "WITH hook AS (INSERT INTO webhook_endpoints (merchant_id, id, url, enabled_events, \
+                 secret) VALUES ('{m}', gen_random_uuid(), 'https://shop.invalid/hook', \
+                 ARRAY['*'], 'whsec_dGVzdA==') RETURNING merchant_id, id), \
+             sent AS (INSERT INTO event_deliveries (event_id, endpoint_id, merchant_id, attempts, \
+                 next_attempt_at) SELECT e.id, hook.id, hook.merchant_id, 1, \
+                 now() + interval '1 day' FROM events e, hook RETURNING event_id, endpoint_id) \
+             INSERT INTO delivery_attempts (event_id, endpoint_id, http_status, latency_ms, error) \
+             SELECT event_id, endpoint_id, 503, 42, 'the endpoint answered 503' FROM sent",
+            m = app.merchant_id.0
+        )),
+        &mut conn,
+    )
+    .await
+    .unwrap();
 
     client.goto(&app.url("/console")).await.unwrap();
     let key = client.find(Locator::Id("key")).await.unwrap();
@@ -51,8 +70,23 @@ async fn a_support_person_finds_a_stuck_payment_sees_its_story_and_reconciles_it
     assert!(timeline.contains("create by api: unknown"), "{timeline}");
     let summary = text_with(&client, "summary", id).await;
     assert!(summary.contains("browser-lost"), "{summary}");
+    let events = text_with(&client, "events", "payment.pending").await;
+    assert!(events.contains("https://shop.invalid/hook"), "{events}");
+    assert!(
+        events.contains("HTTP 503, 42 ms (the endpoint answered 503)"),
+        "{events}"
+    );
     show(&client, "story").await;
     screenshot(&client, "console-3-story-pending").await;
+    client
+        .find(Locator::Css("#events button[data-event]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let events = text_with(&client, "events", "Redelivered: 1 of 1").await;
+    assert!(events.contains("send(s), next"), "due again: {events}");
 
     client
         .find(Locator::Id("reconcile"))
@@ -65,6 +99,12 @@ async fn a_support_person_finds_a_stuck_payment_sees_its_story_and_reconciles_it
     assert!(result.contains("the payment succeeded"), "{result}");
     let timeline = text_with(&client, "timeline", "succeeded by support").await;
     assert!(timeline.contains("asked by support key"), "{timeline}");
+    let events = text_with(&client, "events", "order.paid").await;
+    assert!(
+        events.contains("payment.succeeded")
+            && events.contains("by a webhook, the reconciler or support"),
+        "{events}"
+    );
     let results = text_with(&client, "result-list", "succeeded").await;
     assert!(
         !results.contains("pending"),

@@ -86,6 +86,9 @@ async fn every_route_is_documented_with_problem_json_errors() {
         ("get", "/v1/support/payments/{id}"),
         ("post", "/v1/support/payments/{id}/reconcile"),
         ("get", "/v1/support/needs-a-human"),
+        ("post", "/v1/support/events/{id}/redeliver"),
+        ("get", "/v1/events"),
+        ("get", "/v1/events/{id}"),
     ];
     for (method, path) in routes {
         let operation = &doc["paths"][path][method];
@@ -258,4 +261,43 @@ async fn a_merchant_write_by_a_support_key_is_a_documented_403() {
         assert_problem(response, 403, "forbidden").await;
     }
     assert_eq!(app.charges(), 0);
+}
+
+#[tokio::test]
+async fn the_event_list_documents_its_parameters_and_the_event_its_types() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let parameters = doc["paths"]["/v1/events"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let named = |name: &str| {
+        parameters
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is documented"))
+    };
+    for name in [
+        "type",
+        "created_gte",
+        "created_lte",
+        "delivery_success",
+        "merchant_id",
+        "starting_after",
+    ] {
+        assert_eq!(named(name)["in"], "query", "{name}");
+    }
+    assert_eq!(named("limit")["schema"]["default"], 10);
+    assert_eq!(named("limit")["schema"]["maximum"], 100);
+    let types = &doc["components"]["schemas"]["EventType"]["enum"];
+    let types: Vec<&str> = types
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(types.len(), 8, "{types:?}");
+    for t in ["payment.pending", "order.refunded", "refund.failed"] {
+        assert!(types.contains(&t), "{t} in {types:?}");
+    }
+    assert!(doc["components"]["schemas"]["Event"].is_object());
 }

@@ -190,6 +190,47 @@ function summary(story) {
   return rows.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]);
 }
 
+// The order's events, each with its deliveries, every send of them and a Redeliver button.
+function eventItem(event) {
+  const request = event.request
+    ? `by request ${event.request.id} (key ${event.request.idempotency_key})`
+    : "by a webhook, the reconciler or support";
+  const result = el("span", { class: "redelivered", role: "status" });
+  const button = el("button", { type: "button", "data-event": event.id }, "Redeliver");
+  button.addEventListener("click", () => redeliver(event.id, button, result));
+  const deliveries = event.deliveries.map((d) => el("li", { "data-endpoint": d.endpoint_id },
+    "to ", el("code", {}, d.url), ` (${d.endpoint_id}): `, statusBadge(d.state),
+    `, ${d.attempts} send(s)`, d.state === "pending" ? `, next ${when(d.next_attempt_at)}` : ""));
+  const sends = event.delivery_attempts.map((a) => el("li", {},
+    el("span", { class: "when" }, when(a.at)), `sent to ${a.endpoint_id}: `,
+    a.http_status ? `HTTP ${a.http_status}` : "no HTTP answer", `, ${a.latency_ms} ms`,
+    a.error ? ` (${a.error})` : ""));
+  return el("li", { "data-event": event.id },
+    el("span", { class: "when" }, when(event.created)), el("strong", {}, event.type), ` ${event.id} `,
+    request, button, result,
+    el("ul", {}, ...(deliveries.length ? deliveries : [el("li", {}, "no delivery: no endpoint was subscribed")])),
+    sends.length ? el("ul", { class: "sends" }, ...sends) : null);
+}
+
+async function redeliver(id, button, result) {
+  if (button.getAttribute("aria-busy") === "true") return;
+  button.setAttribute("aria-busy", "true");
+  result.textContent = "Asking…";
+  try {
+    const answer = await api("POST", `/v1/support/events/${encodeURIComponent(id)}/redeliver`);
+    const pending = answer.deliveries.filter((d) => d.state === "pending").length;
+    const story = $("reconcile").dataset.payment;
+    if (story) await showStory(story);
+    const shown = document.querySelector(`#events li[data-event="${CSS.escape(id)}"] .redelivered`);
+    (shown || result).textContent =
+      `Redelivered: ${pending} of ${answer.deliveries.length} delivery(ies) pending, due now.`;
+  } catch (err) {
+    result.textContent = err.message;
+  } finally {
+    button.removeAttribute("aria-busy");
+  }
+}
+
 async function showStory(id) {
   say("Loading the payment…");
   try {
@@ -199,6 +240,8 @@ async function showStory(id) {
     $("timeline").replaceChildren(...storyLines(story));
     $("others").replaceChildren(...(story.other_attempts.length
       ? story.other_attempts.map(paymentLink) : [el("li", {}, "none")]));
+    $("events").replaceChildren(...((story.events || []).length
+      ? story.events.map(eventItem) : [el("li", {}, "none yet")]));
     $("reconcile").dataset.payment = story.payment.id;
     $("reconcile-result").textContent = "";
     $("story").hidden = false;
@@ -249,6 +292,9 @@ async function loadAttention() {
         el("li", {}, when(c.received_at), ` ${c.event_type} about `,
           c.payment_id ? paymentLink({ id: c.payment_id, status: "", amount: "", currency: "" }) : "no payment",
           c.detail ? ` (${c.detail})` : "")),
+      ...part("Disabled webhook endpoints", needs.disabled_webhook_endpoints || [], (e) =>
+        el("li", {}, `${e.id} of ${e.merchant_id}: `, el("code", {}, e.url), ` (${e.disabled_reason || "disabled"}`,
+          e.failing_since ? `; failing since ${when(e.failing_since)})` : ")")),
     );
   } catch (err) {
     lists.replaceChildren(el("p", {}, err.message));
