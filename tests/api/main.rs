@@ -12,6 +12,7 @@ mod console;
 mod crash;
 mod door;
 mod errors;
+mod events_api;
 mod event_delivery;
 mod failover;
 mod health;
