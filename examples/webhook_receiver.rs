@@ -449,19 +449,12 @@ mod tests {
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     const OTHER_SECRET: &str = "whsec_dGhpcyBpcyBub3QgdGhlIHNlY3JldCBhdCBhbGw=";
 
-    /// `v1,<signature>` of a delivery, made as payorch's sender makes it.
+    /// `v1,<signature>` of a delivery under `secret`, by payorch's own signer: the receiver's
+    /// code above shares nothing with it.
     fn sign(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> String {
-        use base64::Engine;
-        use hmac::Mac;
-        let key = base64::engine::general_purpose::STANDARD
-            .decode(secret.trim_start_matches("whsec_"))
-            .expect("a test secret");
-        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).expect("any key");
-        mac.update(format!("{id}.{timestamp}.").as_bytes());
-        mac.update(body);
-        let signature =
-            base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
-        format!("v1,{signature}")
+        payorch::events::signing::Secret::parse(secret)
+            .expect("a test secret")
+            .sign(id, timestamp, body)
     }
 
     /// The admin URL of the test server: `DATABASE_URL`, or a private cluster of this test
@@ -954,6 +947,46 @@ mod tests {
             ),
         ];
         assert_eq!(receiver.post(&headers, &body).await.0, 401);
+        receiver.stop().await;
+    }
+
+    /// The header as payorch's signer writes it while a rotation's old secret still signs: a
+    /// receiver that has only the old secret keeps verifying until the old one stops.
+    #[actix_web::test]
+    async fn payorchs_header_during_a_rotation_verifies_under_the_old_secret() {
+        use payorch::events::signing::{Secret, SigningSecrets};
+        let receiver = Running::start().await;
+        let now = Utc::now();
+        let secrets = SigningSecrets {
+            current: Secret::parse(OTHER_SECRET).expect("the new secret"),
+            previous: Some((
+                Secret::parse(SECRET).expect("the old one, the receiver's"),
+                now + chrono::Duration::hours(24),
+            )),
+        };
+        let deliver = |signing_time: DateTime<Utc>| {
+            let event = new_id("evt");
+            let body = payment_event(&event, &new_id("pay"), "pending", "2026-11-24T10:00:01Z");
+            let timestamp = now.timestamp();
+            let headers = vec![
+                ("webhook-id", event.clone()),
+                ("webhook-timestamp", timestamp.to_string()),
+                (
+                    "webhook-signature",
+                    secrets.header(&event, timestamp, &body, signing_time),
+                ),
+            ];
+            (headers, body)
+        };
+        let (headers, body) = deliver(now);
+        assert_eq!(headers[2].1.split(' ').count(), 2, "{}", headers[2].1);
+        let (status, answer) = receiver.post(&headers, &body).await;
+        assert_eq!(status, 200, "{answer}");
+        // Once the old secret has stopped signing, only the new one's signature is sent.
+        let (headers, body) = deliver(now + chrono::Duration::hours(25));
+        assert_eq!(headers[2].1.split(' ').count(), 1, "{}", headers[2].1);
+        let (status, answer) = receiver.post(&headers, &body).await;
+        assert_eq!(status, 401, "{answer}");
         receiver.stop().await;
     }
 
