@@ -18,7 +18,7 @@ use chrono::Utc;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use self::body::event_body;
+use self::body::{event_body, BodyError};
 use self::metrics::{AttemptOutcome, DeliveryMetrics};
 use self::record::{record, Attempt};
 use self::send::{Sender, Signed};
@@ -27,6 +27,7 @@ use self::take::{take_due, Taken};
 use crate::db::DbPool;
 use crate::events::schedule::{Answer, Verdict};
 use crate::events::signing::{Secret, SigningSecrets};
+use crate::events::EventsError;
 
 /// What every send of one worker shares.
 pub struct Deliverer {
@@ -122,6 +123,8 @@ async fn try_deliver(deliverer: &Deliverer, taken: &Taken) -> Result<(), Deliver
     let (attempt, answer) = match (body, signing_secrets(taken)) {
         // Deleted past its retention meanwhile, with its deliveries: nothing to send.
         (Ok(None), _) => return Ok(()),
+        // The database failed, not the delivery: no attempt; due again after its lease.
+        (Err(BodyError::Event(EventsError::Db(err))), _) => return Err(err.into()),
         (Ok(Some(body)), Ok(secrets)) => {
             let now = Utc::now();
             let id = taken.event_id().to_string();

@@ -312,7 +312,7 @@ pub fn test_settings() -> AppSettings {
 /// (four attempts, then given up), sending to the tests' own receivers on loopback `http`.
 pub fn test_delivery_settings() -> DeliverySettings {
     DeliverySettings {
-        poll_interval: Duration::from_millis(50),
+        poll_interval: Duration::from_millis(100),
         send_timeout: Duration::from_secs(3),
         connect_timeout: Duration::from_secs(1),
         lease_margin: Duration::from_secs(2),
