@@ -183,9 +183,9 @@ async fn each_filter_narrows_the_list() {
     let key = &app.merchant_key;
 
     let only = page(&app, key, "?type=payment.succeeded").await;
-    assert_eq!(ids(&only), [succeeded.clone()]);
+    assert_eq!(ids(&only), [succeeded.as_str()]);
     let two = page(&app, key, "?type=payment.failed,payment.succeeded").await;
-    assert_eq!(ids(&two), [failed.clone(), succeeded.clone()]);
+    assert_eq!(ids(&two), [failed.as_str(), succeeded.as_str()]);
 
     // The created window: one event moved back to New Year, in RFC 3339 and Unix seconds.
     let mut conn = app.db.connect().await;
@@ -198,16 +198,16 @@ async fn each_filter_narrows_the_list() {
     )
     .await;
     let old = page(&app, key, "?created_lte=2026-01-01T00:00:00Z").await;
-    assert_eq!(ids(&old), [succeeded.clone()]);
+    assert_eq!(ids(&old), [succeeded.as_str()]);
     let new = page(&app, key, "?created_gte=1767225601").await; // 2026-01-01T00:00:01Z
-    assert_eq!(ids(&new), [failed.clone(), order_paid.clone()]);
+    assert_eq!(ids(&new), [failed.as_str(), order_paid.as_str()]);
     let window = page(
         &app,
         key,
         "?created_gte=2025-12-31T23:00:00%2B00:00&created_lte=1767225600",
     )
     .await;
-    assert_eq!(ids(&window), [succeeded.clone()]);
+    assert_eq!(ids(&window), [succeeded.as_str()]);
 
     // delivery_success: `false` has a delivery not succeeded, `true` has deliveries that all
     // did, and an event with no delivery is in neither.
@@ -220,9 +220,9 @@ async fn each_filter_narrows_the_list() {
     delivery(&mut conn, order_paid, a, "succeeded").await;
     delivery(&mut conn, order_paid, b, "failed").await;
     let delivered = page(&app, key, "?delivery_success=true").await;
-    assert_eq!(ids(&delivered), [succeeded.clone()]);
+    assert_eq!(ids(&delivered), [succeeded.as_str()]);
     let missed = page(&app, key, "?delivery_success=false").await;
-    assert_eq!(ids(&missed), [order_paid.clone()]);
+    assert_eq!(ids(&missed), [order_paid.as_str()]);
     run_sql(
         &mut conn,
         &format!(
@@ -232,7 +232,7 @@ async fn each_filter_narrows_the_list() {
     )
     .await;
     let missed = page(&app, key, "?delivery_success=false").await;
-    assert_eq!(ids(&missed), [order_paid.clone(), succeeded.clone()]);
+    assert_eq!(ids(&missed), [order_paid.as_str(), succeeded.as_str()]);
     assert_eq!(
         ids(&page(&app, key, "?delivery_success=true").await),
         Vec::<String>::new()
@@ -240,7 +240,7 @@ async fn each_filter_narrows_the_list() {
 
     // Filters together, and with the pages.
     let both = page(&app, key, "?delivery_success=false&type=order.paid&limit=1").await;
-    assert_eq!(ids(&both), [order_paid.clone()]);
+    assert_eq!(ids(&both), [order_paid.as_str()]);
     assert_eq!(both["has_more"], false);
     assert_eq!(paid["order"]["id"], both["data"][0]["data"]["object"]["id"]);
 }
@@ -395,7 +395,7 @@ async fn events_past_the_retention_are_reaped_with_their_deliveries_and_younger_
         .await;
     }
     let gone = eventually(Duration::from_secs(30), || async {
-        all_event_ids(&app, None).await == [young.clone()]
+        all_event_ids(&app, None).await == [young.as_str()]
     })
     .await;
     assert!(
