@@ -148,6 +148,7 @@ impl Application {
             callers: CallerCache::new(settings.auth_cache_ttl),
             body_timeout: settings.clients.body_timeout,
             demo_checkout: Default::default(),
+            webhook_urls: settings.delivery.urls,
         });
         let (stop_workers, stop) = watch::channel(false);
         let workers = vec![

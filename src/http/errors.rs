@@ -122,6 +122,8 @@ pub enum ApiError {
     DemoCheckoutOff,
     #[error("the request body did not arrive within {} ms of its headers; nothing was done, send it again in one go", limit.as_millis())]
     BodyTimeout { limit: Duration },
+    #[error("the merchant has {limit} webhook endpoints, the most it may have; delete one (DELETE /v1/webhook_endpoints/{{id}}) before adding another")]
+    WebhookEndpointLimit { limit: i64 },
 }
 
 /// The public name of what an expired key made: its object, its id and where to read it.
@@ -193,6 +195,7 @@ impl ApiError {
             ApiError::DemoCheckoutOff => "demo_checkout_off",
             ApiError::PaymentNotRefundable { .. } => "payment_not_refundable",
             ApiError::RefundExceedsPayment { .. } => "refund_exceeds_payment",
+            ApiError::WebhookEndpointLimit { .. } => "webhook_endpoint_limit",
         }
     }
 
@@ -226,6 +229,7 @@ impl ApiError {
             ApiError::DemoCheckoutOff => "Checkout demo off",
             ApiError::PaymentNotRefundable { .. } => "Payment not refundable",
             ApiError::RefundExceedsPayment { .. } => "Refund exceeds payment",
+            ApiError::WebhookEndpointLimit { .. } => "Webhook endpoint limit reached",
         }
     }
 
@@ -276,6 +280,9 @@ impl ApiError {
             ApiError::PaymentNotRefundable { payment_id, status } => {
                 extra.insert("payment_id".into(), serde_json::json!(payment_id));
                 extra.insert("payment_status".into(), serde_json::json!(status));
+            }
+            ApiError::WebhookEndpointLimit { limit } => {
+                extra.insert("limit".into(), serde_json::json!(limit));
             }
             ApiError::RefundExceedsPayment { amount_refundable } => {
                 extra.insert(
@@ -337,7 +344,8 @@ impl ResponseError for ApiError {
             | ApiError::OrderAlreadyPaid { .. }
             | ApiError::OrderNotPayable { .. }
             | ApiError::PaymentNotRefundable { .. }
-            | ApiError::RefundExceedsPayment { .. } => StatusCode::CONFLICT,
+            | ApiError::RefundExceedsPayment { .. }
+            | ApiError::WebhookEndpointLimit { .. } => StatusCode::CONFLICT,
             ApiError::IdempotencyKeyReused | ApiError::RawCardDataForbidden { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }

@@ -22,6 +22,7 @@ pub mod routing;
 pub mod strict_json;
 pub mod support;
 pub mod views;
+pub mod webhook_endpoints;
 pub mod webhooks;
 
 use std::sync::Arc;
@@ -51,6 +52,10 @@ pub struct AppState {
     /// The demo merchant's API key, once `serve` has its demo merchant: the checkout demo
     /// acts with it ([`checkout_page`]). Unset, the demo routes answer `demo_checkout_off`.
     pub demo_checkout: std::sync::OnceLock<crate::secret::Secret>,
+    /// Which URLs a webhook endpoint may have: the delivery worker's own policy
+    /// (`--allow-http-webhooks`, `--allow-private-webhook-addresses`), so that payorch
+    /// registers only what it will send to.
+    pub webhook_urls: crate::events::safe_url::UrlPolicy,
 }
 
 impl AppState {
@@ -132,6 +137,20 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(refunds::create_refund)),
         )
         .service(resource("/v1/refunds/{id}", "GET").route(web::get().to(refunds::get_refund)))
+        .service(
+            resource("/v1/webhook_endpoints", "GET, POST")
+                .route(web::get().to(webhook_endpoints::list_endpoints))
+                .route(web::post().to(webhook_endpoints::create_endpoint)),
+        )
+        .service(
+            resource("/v1/webhook_endpoints/{id}", "GET, DELETE")
+                .route(web::get().to(webhook_endpoints::get_endpoint))
+                .route(web::delete().to(webhook_endpoints::delete_endpoint)),
+        )
+        .service(
+            resource("/v1/webhook_endpoints/{id}/rotate_secret", "POST")
+                .route(web::post().to(webhook_endpoints::rotate_secret)),
+        )
         .service(resource("/v1/events", "GET").route(web::get().to(events::list)))
         .service(resource("/v1/events/{id}", "GET").route(web::get().to(events::get)))
         .service(

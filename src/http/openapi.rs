@@ -7,9 +7,12 @@ use serde_json::{json, Map, Value};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use crate::events::endpoints::fields::MAX_URL_LEN;
+use crate::events::endpoints::ALL_EVENTS;
+use crate::events::EventType;
 use crate::http::{
     errors, events, health, merchants, metrics, orders, payments, refunds, routing, support,
-    webhooks,
+    webhook_endpoints, webhooks,
 };
 use crate::idempotency::key::MAX_KEY_LEN;
 use crate::payments::money::{Currency, MAX_AMOUNT};
@@ -48,6 +51,11 @@ use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
         refunds::create_refund,
         refunds::get_refund,
         refunds::reconcile_refund,
+        webhook_endpoints::create_endpoint,
+        webhook_endpoints::list_endpoints,
+        webhook_endpoints::get_endpoint,
+        webhook_endpoints::delete_endpoint,
+        webhook_endpoints::rotate_secret,
         webhooks::receive,
     ),
     components(schemas(errors::Problem, errors::FieldError)),
@@ -106,6 +114,9 @@ pub fn document() -> Value {
         }
         if let Some(schema) = schemas.get_mut("CreateRefundBody") {
             describe_refund_fields(schema);
+        }
+        if let Some(schema) = schemas.get_mut("CreateEndpointBody") {
+            describe_endpoint_fields(schema);
         }
     }
     doc
@@ -265,6 +276,28 @@ fn describe_refund_fields(schema: &mut Value) {
         "type": ["string", "null"], "maxLength": MAX_DESCRIPTION_LEN,
         "description": "free text for the merchant's records"
     });
+}
+
+/// A new webhook endpoint's body, as `events::endpoints::fields` validates it (README,
+/// "Webhook endpoints"). That an `http` URL or a private address is refused depends on the
+/// server's flags, so the URL's schema says only what every server takes.
+fn describe_endpoint_fields(schema: &mut Value) {
+    require(schema, &["url", "enabled_events"]);
+    schema["additionalProperties"] = Value::Bool(false);
+    let mut types = vec![ALL_EVENTS];
+    types.extend(EventType::ALL.iter().map(|t| t.as_str()));
+    let properties = &mut schema["properties"];
+    properties["url"] = json!({
+        "type": "string", "format": "uri", "minLength": 1, "maxLength": MAX_URL_LEN,
+        "description": "https, to a public host; http only to a loopback host of a server \
+                        started with --allow-http-webhooks"
+    });
+    properties["enabled_events"] = json!({
+        "type": "array", "minItems": 1, "items": {"type": "string", "enum": types},
+        "description": "event types, or [\"*\"] alone for every type"
+    });
+    properties["description"] =
+        json!({"type": ["string", "null"], "maxLength": MAX_DESCRIPTION_LEN});
 }
 
 fn describe_order_fields(schema: &mut Value, checkout: bool) {

@@ -29,4 +29,5 @@ mod refunds;
 mod serve;
 mod slow_clients;
 mod support;
+mod webhook_endpoints;
 mod webhooks;
