@@ -15,6 +15,7 @@
 
 mod checks;
 mod clients;
+mod outbox;
 mod world;
 
 use std::fmt::Write as _;
@@ -27,6 +28,7 @@ use clap::{Parser, ValueEnum};
 use tokio::task::JoinHandle;
 
 use clients::{Intent, Tally, Targets};
+use outbox::{OutboxFigures, OutboxFindings, Receiver};
 use world::World;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -65,13 +67,18 @@ pub struct Args {
 }
 
 /// How the run ended: its length, what the clients left open, how long the reconcilers took
-/// to close it, and the largest `serve` process.
-#[derive(Debug, Clone, Copy)]
+/// to close it and the workers to deliver every event, what the event checks found, and the
+/// largest `serve` process.
+#[derive(Debug, Clone)]
 struct Ending {
     load_secs: f64,
     /// Attempts and refunds open when the clients were done (-1: unknown).
     open_after_load: i64,
     settled: Option<Duration>,
+    /// How long the delivery workers then took to deliver every event.
+    delivered: Option<Duration>,
+    events_found: OutboxFindings,
+    events: OutboxFigures,
     rss_mib: f64,
 }
 
@@ -111,7 +118,18 @@ pub async fn run(args: &Args) -> Result<Run, String> {
     };
     let mut world = World::start(&payorch, replicas).await?;
     eprintln!("chaos: run folder {}", world.root.display());
-    let outcome = exercise(args, &mut world).await;
+    let receiver = match Receiver::start().await {
+        Ok(receiver) => receiver,
+        Err(why) => {
+            world.stop(true).await;
+            return Err(format!("the receiver: {why}"));
+        }
+    };
+    let outcome = match outbox::subscribe(&world.replicas[0].url, &world.api_key, &receiver).await {
+        Ok(()) => exercise(args, &mut world, &receiver).await,
+        Err(why) => Err(why),
+    };
+    receiver.stop().await;
     // The processes and the cluster go in every case; the folder stays for a look unless
     // the run was good.
     let good = matches!(outcome, Ok(Run { good: true, .. }));
@@ -126,7 +144,7 @@ pub async fn run(args: &Args) -> Result<Run, String> {
 }
 
 /// The clients and the disturbance, then the reconcilers, then the checks and the report.
-async fn exercise(args: &Args, world: &mut World) -> Result<Run, String> {
+async fn exercise(args: &Args, world: &mut World, receiver: &Receiver) -> Result<Run, String> {
     let started = Instant::now();
     let targets = Targets {
         urls: world.replicas.iter().map(|r| r.url.clone()).collect(),
@@ -158,8 +176,13 @@ async fn exercise(args: &Args, world: &mut World) -> Result<Run, String> {
         }
     }
     let settled = settle(&world.database_url, Duration::from_secs(300)).await;
+    // Then the delivery workers send what is left: a send cut by a kill is due again once
+    // its lease is over.
+    let delivered = deliver(&world.database_url, Duration::from_secs(300)).await;
     let facts = checks::gather(&world.database_url, &world.sandbox_url).await?;
     let found = checks::judge(&facts, &intents);
+    let (events_found, events) =
+        outbox::judge(&outbox::gather(&world.database_url, &receiver.received).await?);
     let rss = world.peak_rss_mib();
     let report = report(
         args,
@@ -172,13 +195,21 @@ async fn exercise(args: &Args, world: &mut World) -> Result<Run, String> {
             load_secs,
             open_after_load,
             settled,
+            delivered,
+            events_found: events_found.clone(),
+            events,
             rss_mib: rss,
         },
     );
     let server_errors = tally.server_errors.load(Ordering::Relaxed);
     let unexpected = tally.unexpected_count.load(Ordering::Relaxed);
     Ok(Run {
-        good: found.total() == 0 && server_errors == 0 && unexpected == 0 && settled.is_some(),
+        good: found.total() == 0
+            && events_found.total() == 0
+            && server_errors == 0
+            && unexpected == 0
+            && settled.is_some()
+            && delivered.is_some(),
         report,
     })
 }
@@ -244,6 +275,18 @@ async fn settle(database_url: &str, limit: Duration) -> Option<Duration> {
     None
 }
 
+/// Waits until no delivery is pending; how long that took, or `None` past `limit`.
+async fn deliver(database_url: &str, limit: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if outbox::pending_deliveries(database_url).await == Ok(0) {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    None
+}
+
 fn report(
     args: &Args,
     disturbed: &Disturbed,
@@ -264,16 +307,19 @@ fn report(
         load_secs,
         open_after_load,
         settled,
+        delivered,
+        ref events_found,
+        events,
         rss_mib,
     } = *ending;
     let n = |counter: &std::sync::atomic::AtomicUsize| counter.load(Ordering::Relaxed);
     let refunds: usize = intents.iter().map(|i| i.refunds.len()).sum();
     say!(
-        "| scenario | intents | abandoned | refunds asked | clients | kills | database restarts | requests | retries | cut connections | 503s | 500s | double charges | lost intents | pending left | peak RSS |"
+        "| scenario | intents | abandoned | refunds asked | clients | kills | database restarts | requests | retries | cut connections | 503s | 500s | double charges | lost intents | pending left | events | events unreceived | event resends | peak RSS |"
     );
-    say!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    say!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     say!(
-        "| {:?} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB |",
+        "| {:?} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB |",
         args.scenario,
         intents.len(),
         intents.iter().filter(|i| i.abandoned).count(),
@@ -289,10 +335,24 @@ fn report(
         found.double_charges,
         found.lost_intents,
         found.pending_left,
+        events.events,
+        events_found.events_never_received,
+        events.duplicates,
         rss_mib,
     );
     say!();
     say!("checks (each must be 0): {found:?}");
+    say!("event checks (each must be 0): {events_found:?}");
+    say!(
+        "events: {} written, {} deliveries received by the subscribed receiver, {} of them resends; the workers delivered the rest in {}",
+        events.events,
+        events.receipts,
+        events.duplicates,
+        delivered.map_or("(not within the limit)".into(), |d| format!(
+            "{:.1} s",
+            d.as_secs_f64()
+        ))
+    );
     let mut statuses = std::collections::BTreeMap::<String, usize>::new();
     for intent in intents {
         let status = intent.status.as_deref().unwrap_or("no answer");

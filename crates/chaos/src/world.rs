@@ -42,6 +42,8 @@ const SERVE_SETTINGS: &[&str] = &[
     "5",
     "--max-new-keys-per-minute",
     "1000000",
+    // The run's receiver of merchant events listens on http://127.0.0.1.
+    "--allow-http-webhooks",
 ];
 
 pub(crate) struct World {
