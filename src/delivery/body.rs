@@ -1,29 +1,21 @@
 //! A delivery's body: the event exactly as `GET /v1/events/{id}` shows it (README, "What a
 //! delivery is"), through the same view, so the two never differ. The snapshot never changes,
-//! so every attempt sends the same bytes.
+//! so every attempt sends the same bytes. The event's row comes with the delivery when the
+//! worker takes it (`take`), so a body costs no query.
 
-use diesel_async::AsyncPgConnection;
-
-use crate::events::{find_event, EventsError};
+use crate::events::{Event, EventRow, UnreadableEvent};
 use crate::http::views;
-use crate::ids::EventId;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
     #[error(transparent)]
-    Event(#[from] EventsError),
+    Unreadable(#[from] UnreadableEvent),
     #[error("the event cannot be written as JSON: {0}")]
     Json(#[from] serde_json::Error),
 }
 
-/// The body of event `id`'s deliveries; `None` if the event is gone (deleted past its
-/// retention, its deliveries with it).
-pub async fn event_body(
-    conn: &mut AsyncPgConnection,
-    id: EventId,
-) -> Result<Option<Vec<u8>>, BodyError> {
-    let Some(event) = find_event(conn, None, id).await? else {
-        return Ok(None);
-    };
-    Ok(Some(serde_json::to_vec(&views::Event::from(event))?))
+/// The body of the deliveries of the event `row`.
+pub fn event_body(row: EventRow) -> Result<Vec<u8>, BodyError> {
+    let event = Event::from_row(row)?;
+    Ok(serde_json::to_vec(&views::Event::from(event))?)
 }

@@ -18,7 +18,7 @@ use chrono::Utc;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use self::body::{event_body, BodyError};
+use self::body::event_body;
 use self::metrics::{AttemptOutcome, DeliveryMetrics};
 use self::record::{record, Attempt};
 use self::send::{Sender, Signed};
@@ -27,7 +27,6 @@ use self::take::{take_due, Taken};
 use crate::db::DbPool;
 use crate::events::schedule::{Answer, Verdict};
 use crate::events::signing::{Secret, SigningSecrets};
-use crate::events::EventsError;
 
 /// What every send of one worker shares.
 pub struct Deliverer {
@@ -116,16 +115,9 @@ async fn deliver(deliverer: &Deliverer, taken: Taken) {
 }
 
 async fn try_deliver(deliverer: &Deliverer, taken: &Taken) -> Result<(), DeliveryError> {
-    let body = {
-        let mut conn = deliverer.pool.get().await?;
-        event_body(&mut conn, taken.event_id()).await
-    };
+    let body = event_body(taken.event.clone());
     let (attempt, answer) = match (body, signing_secrets(taken)) {
-        // Deleted past its retention meanwhile, with its deliveries: nothing to send.
-        (Ok(None), _) => return Ok(()),
-        // The database failed, not the delivery: no attempt; due again after its lease.
-        (Err(BodyError::Event(EventsError::Db(err))), _) => return Err(err.into()),
-        (Ok(Some(body)), Ok(secrets)) => {
+        (Ok(body), Ok(secrets)) => {
             let now = Utc::now();
             let id = taken.event_id().to_string();
             let timestamp = now.timestamp();
@@ -150,7 +142,7 @@ async fn try_deliver(deliverer: &Deliverer, taken: &Taken) -> Result<(), Deliver
         // not parse): a failed attempt, retried on the schedule, so a newer replica or a
         // rotated secret can still deliver it.
         (Err(err), _) => (not_sent(format!("not sent: {err}")), Answer::NoAnswer),
-        (Ok(Some(_)), Err(err)) => (
+        (Ok(_), Err(err)) => (
             not_sent(format!("not sent: the endpoint's secret: {err}")),
             Answer::NoAnswer,
         ),

@@ -14,6 +14,7 @@ use diesel::QueryableByName;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
+use crate::events::EventRow;
 use crate::ids::{EndpointId, EventId, MerchantId};
 
 /// A delivery this worker took, with what it needs of its endpoint to send it.
@@ -43,6 +44,9 @@ pub struct Taken {
     pub previous_secret: Option<String>,
     #[diesel(sql_type = Nullable<Timestamptz>)]
     pub previous_secret_until: Option<DateTime<Utc>>,
+    /// The event, read in the same statement: its body needs no query of its own.
+    #[diesel(embed)]
+    pub event: EventRow,
 }
 
 impl Taken {
@@ -91,12 +95,14 @@ pub async fn take_due(
              next_attempt_at = CASE WHEN judged.live \
                  THEN now() + $1 * interval '1 microsecond' ELSE d.next_attempt_at END, \
              updated_at = now() \
-         FROM judged, webhook_endpoints e \
+         FROM judged, webhook_endpoints e, events ev \
          WHERE d.event_id = judged.event_id AND d.endpoint_id = judged.endpoint_id \
-           AND e.merchant_id = d.merchant_id AND e.id = d.endpoint_id \
+           AND e.merchant_id = d.merchant_id AND e.id = d.endpoint_id AND ev.id = d.event_id \
          RETURNING d.event_id, d.endpoint_id, d.merchant_id, d.state::text AS state, \
                    d.attempts, d.next_attempt_at AS lease_until, e.url, e.secret, \
-                   e.previous_secret, e.previous_secret_until",
+                   e.previous_secret, e.previous_secret_until, \
+                   ev.id, ev.seq, ev.type::text AS event_type, ev.resource_id, ev.order_id, \
+                   ev.snapshot, ev.request, ev.created_at",
     )
     .bind::<BigInt, _>(micros(lease))
     .bind::<BigInt, _>(batch)

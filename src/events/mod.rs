@@ -128,8 +128,9 @@ pub struct Event {
     pub created_at: DateTime<Utc>,
 }
 
-/// The row; its `snapshot` is decoded by [`Event::from_row`].
-#[derive(Debug, Queryable, Selectable)]
+/// The row; its `snapshot` is decoded by [`Event::from_row`]. Also read by name, beside a
+/// delivery the worker takes (`delivery::take`).
+#[derive(Debug, Clone, Queryable, Selectable, QueryableByName)]
 #[diesel(table_name = events)]
 pub struct EventRow {
     id: Uuid,
