@@ -267,7 +267,7 @@ fn leads_to(events: Option<&Vec<(Option<String>, String)>>, status: &str) -> boo
 
 /// A connection to the run's database, its driver spawned (a fresh one each time: the database
 /// may have restarted since the last).
-async fn connect(database_url: &str) -> Result<tokio_postgres::Client, String> {
+pub(crate) async fn connect(database_url: &str) -> Result<tokio_postgres::Client, String> {
     let (db, connection) = tokio_postgres::connect(database_url, NoTls)
         .await
         .map_err(|e| format!("the database: {e}"))?;

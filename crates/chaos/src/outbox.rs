@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use payorch::events::signing::{self, Secret};
-use tokio_postgres::NoTls;
+
+use crate::checks::connect;
 
 /// What the receiver saw.
 #[derive(Debug, Default)]
@@ -226,14 +227,6 @@ pub(crate) fn judge(facts: &OutboxFacts) -> (OutboxFindings, OutboxFigures) {
         duplicates: receipts - facts.received.len(),
     };
     (found, figures)
-}
-
-async fn connect(database_url: &str) -> Result<tokio_postgres::Client, String> {
-    let (db, connection) = tokio_postgres::connect(database_url, NoTls)
-        .await
-        .map_err(|e| format!("the database: {e}"))?;
-    tokio::spawn(connection);
-    Ok(db)
 }
 
 /// Deliveries still `pending`, for waiting on the workers.
