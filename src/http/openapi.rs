@@ -119,7 +119,49 @@ pub fn document() -> Value {
             describe_endpoint_fields(schema);
         }
     }
+    doc["webhooks"] = json!({ "event": event_delivery() });
     doc
+}
+
+/// What payorch sends to a merchant's webhook endpoint (OpenAPI 3.1's `webhooks`): the event as
+/// `GET /v1/events/{id}` shows it, signed as Standard Webhooks v1 says (README, "What a
+/// delivery is", "Verifying a delivery", "Answering, and retries").
+fn event_delivery() -> Value {
+    let header = |name: &str, description: &str, example: &str| {
+        json!({
+            "name": name, "in": "header", "required": true, "description": description,
+            "schema": {"type": "string"}, "example": example,
+        })
+    };
+    json!({
+        "post": {
+            "summary": "A merchant event, delivered to each endpoint subscribed to its type",
+            "description": "At least once: a crash in the middle of a send sends it again, \
+                with the same `webhook-id`; not in order (order by `data.object.updated_at`; \
+                a final status never changes). Retried on a schedule of about three days \
+                (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, 24 h, 24 h, jittered); \
+                redirects are not followed.",
+            "parameters": [
+                header("webhook-id", "The event's id, the same on every attempt: deduplicate by it.",
+                    "evt_0193a1f0c4e87d2b9c1a5e6f7a8b9c0d"),
+                header("webhook-timestamp", "Unix seconds of this attempt; refuse one more than 5 minutes from your clock.",
+                    "1764000000"),
+                header("webhook-signature", "`v1,` and the base64 HMAC-SHA256, under the base64-decoded bytes of the endpoint's `whsec_` secret, of `{webhook-id}.{webhook-timestamp}.{body}`; two, space-separated, for 24 h after a rotation.",
+                    "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="),
+            ],
+            "requestBody": {
+                "required": true,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Event"}}},
+            },
+            "responses": {
+                "2XX": {"description": "Received: any 2xx within 15 s ends the delivery's retries."},
+                "410": {"description": "Gone: payorch disables the endpoint and sends it nothing more."},
+                "429": {"description": "Slow down: the next attempt waits at least its `Retry-After` (up to 24 h)."},
+                "503": {"description": "Unavailable: the next attempt waits at least its `Retry-After` (up to 24 h)."},
+                "default": {"description": "Failed (as is no answer within 15 s, or a redirect): retried on the schedule."},
+            },
+        }
+    })
 }
 
 /// Problem statuses any operation may answer, with why.

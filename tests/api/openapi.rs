@@ -301,3 +301,25 @@ async fn the_event_list_documents_its_parameters_and_the_event_its_types() {
     }
     assert!(doc["components"]["schemas"]["Event"].is_object());
 }
+
+#[actix_web::test]
+async fn the_delivery_of_an_event_is_documented_with_its_headers() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let delivery = &doc["webhooks"]["event"]["post"];
+    let headers: Vec<&str> = delivery["parameters"]
+        .as_array()
+        .expect("the delivery's headers")
+        .iter()
+        .filter(|p| p["in"] == "header")
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        headers,
+        ["webhook-id", "webhook-timestamp", "webhook-signature"]
+    );
+    let body = &delivery["requestBody"]["content"]["application/json"]["schema"]["$ref"];
+    let name = body.as_str().unwrap().rsplit('/').next().unwrap();
+    assert!(doc["components"]["schemas"][name].is_object(), "{name}");
+    assert!(delivery["responses"]["410"].is_object());
+}
