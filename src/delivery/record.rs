@@ -1,9 +1,9 @@
-//! Recording an attempt and what follows from it, in one transaction (docs/DESIGN.md,
-//! "Delivering events"): the attempt's row; the delivery's next step (delivered, due again,
-//! given up), only while this worker's lease still holds it; the endpoint's health
-//! (`failing_since` set at the first failure after a success, cleared by a success); and, on
-//! `410 Gone` or three days of failures, the endpoint disabled and its pending deliveries
-//! canceled.
+//! Recording an attempt and what follows from it (docs/DESIGN.md, "Delivering events"): the
+//! attempt's row; the delivery's next step (delivered, due again, given up), only while this
+//! worker's lease still holds it; the endpoint's health (`failing_since` set at the first
+//! failure after a success, cleared by a success); and, on `410 Gone` or three days of
+//! failures, the endpoint disabled and its pending deliveries canceled. A 2xx, the common
+//! case, is one statement ([`record_delivered`]); a failure, one transaction.
 
 use std::time::Duration;
 
@@ -55,9 +55,20 @@ pub async fn record(
     attempt: &Attempt,
     verdict: Verdict,
 ) -> diesel::QueryResult<Recorded> {
-    if verdict == Verdict::Delivered {
-        return record_delivered(conn, taken, attempt).await;
+    match verdict {
+        Verdict::Delivered => record_delivered(conn, taken, attempt).await,
+        failed => record_failed(conn, taken, attempt, failed).await,
     }
+}
+
+/// A failed attempt (`verdict` is not `Delivered`), in one transaction: see the module
+/// comment.
+async fn record_failed(
+    conn: &mut AsyncPgConnection,
+    taken: &Taken,
+    attempt: &Attempt,
+    verdict: Verdict,
+) -> diesel::QueryResult<Recorded> {
     let event = taken.event_id().0;
     let endpoint = taken.endpoint_id().0;
     let merchant = taken.merchant_id().0;
@@ -75,44 +86,31 @@ pub async fn record(
         .execute(conn)
         .await?;
 
-        let disable = match verdict {
-            Verdict::Delivered => {
-                diesel::sql_query(
-                    "UPDATE webhook_endpoints SET failing_since = NULL \
-                     WHERE merchant_id = $1 AND id = $2 AND failing_since IS NOT NULL",
-                )
-                .bind::<SqlUuid, _>(merchant)
-                .bind::<SqlUuid, _>(endpoint)
-                .execute(conn)
-                .await?;
-                None
-            }
-            Verdict::Gone => Some((
+        let disable = if verdict == Verdict::Gone {
+            Some((
                 "gone",
                 "it answered 410 Gone: payorch sends it nothing more",
-            )),
-            Verdict::RetryAfter(_) | Verdict::GiveUp => {
-                let failing: Failing = diesel::sql_query(
-                    "UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, now()) \
-                     WHERE merchant_id = $1 AND id = $2 \
-                     RETURNING failing_since, now() AS now",
-                )
-                .bind::<SqlUuid, _>(merchant)
-                .bind::<SqlUuid, _>(endpoint)
-                .get_result(conn)
-                .await?;
-                failing_too_long(failing.failing_since, failing.now).then_some((
-                    "failing",
-                    "every delivery to it failed for 3 days: payorch sends it nothing more",
-                ))
-            }
+            ))
+        } else {
+            let failing: Failing = diesel::sql_query(
+                "UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, now()) \
+                 WHERE merchant_id = $1 AND id = $2 \
+                 RETURNING failing_since, now() AS now",
+            )
+            .bind::<SqlUuid, _>(merchant)
+            .bind::<SqlUuid, _>(endpoint)
+            .get_result(conn)
+            .await?;
+            failing_too_long(failing.failing_since, failing.now).then_some((
+                "failing",
+                "every delivery to it failed for 3 days: payorch sends it nothing more",
+            ))
         };
 
         // The attempt that disables the endpoint ends its own delivery as failed.
         let (state, wait) = match verdict {
-            Verdict::Delivered => ("succeeded", Duration::ZERO),
             Verdict::RetryAfter(wait) if disable.is_none() => ("pending", wait),
-            Verdict::RetryAfter(_) | Verdict::GiveUp | Verdict::Gone => ("failed", Duration::ZERO),
+            _ => ("failed", Duration::ZERO),
         };
         let moved = diesel::sql_query(
             "UPDATE event_deliveries SET attempts = attempts + 1, state = $3, \
