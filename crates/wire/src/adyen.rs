@@ -113,6 +113,107 @@ pub struct RefundList {
     pub data: Vec<RefundResponse>,
 }
 
+/// `action` of a payment response that needs the shopper (`resultCode` `RedirectShopper`):
+/// send the shopper to `url` with `method`. Read apart from [`PaymentResponse`], whose
+/// fields payorch's adapter builds in its tests: `serde_json::from_slice::<PaymentAction>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Action {
+    /// `redirect`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `GET`: the shopper's browser opens `url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `scheme`: a card.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_method_type: Option<String>,
+}
+
+/// The `action` of a payment response, if any.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PaymentAction {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<Action>,
+}
+
+/// `POST /v71/payments/details` body once the shopper is back from a redirect: the
+/// `redirectResult` Adyen added to the `returnUrl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentDetailsRequest {
+    pub details: PaymentDetails,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentDetails {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_result: Option<String>,
+}
+
+/// `POST /v71/payments/{paymentPspReference}/captures` body: capture `amount` (at most what
+/// was authorised, in its currency) of a payment authorised with
+/// `additionalData.manualCapture = "true"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CaptureRequest {
+    pub merchant_account: String,
+    pub amount: Amount,
+    /// The merchant's reference of this capture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+}
+
+/// `POST /v71/payments/{paymentPspReference}/cancels` body: release an authorisation that
+/// was not captured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelRequest {
+    pub merchant_account: String,
+    /// The merchant's reference of this cancel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+}
+
+/// `POST /v71/cancels` body: cancel the payment the merchant made with `payment_reference`
+/// (its `reference`), for when the merchant never got the payment's `pspReference`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StandaloneCancelRequest {
+    pub merchant_account: String,
+    pub payment_reference: String,
+    /// The merchant's reference of this cancel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+}
+
+/// The answer to a capture or a cancel: `201` with `status: received`, before the outcome,
+/// which arrives as a `CAPTURE`, `CANCELLATION` or `TECHNICAL_CANCEL` notification whose
+/// `pspReference` is this one and whose `originalReference` is the payment's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModificationResponse {
+    /// Always `received`.
+    pub status: String,
+    /// The capture's or cancel's own reference.
+    pub psp_reference: String,
+    pub merchant_account: String,
+    /// The payment's `pspReference` (captures and cancels of a payment by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_psp_reference: Option<String>,
+    /// The payment's `reference` (`POST /v71/cancels`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_reference: Option<String>,
+    /// The request's own `reference`, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// What a capture captures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<Amount>,
+}
+
 /// An error answer (`ServiceError`): `422` for a request Adyen validated and refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -134,6 +235,15 @@ pub struct ServiceError {
 pub const AUTHORISATION: &str = "AUTHORISATION";
 pub const REFUND: &str = "REFUND";
 pub const REFUND_FAILED: &str = "REFUND_FAILED";
+
+// The event codes of captures and cancels, which the sandbox sends as Adyen does.
+
+/// The outcome of a capture (`success` `true` or `false`).
+pub const CAPTURE: &str = "CAPTURE";
+/// The outcome of a cancel by the payment's `pspReference`.
+pub const CANCELLATION: &str = "CANCELLATION";
+/// The outcome of a cancel by the payment's `reference` (`POST /v71/cancels`).
+pub const TECHNICAL_CANCEL: &str = "TECHNICAL_CANCEL";
 
 /// A notification delivery: `{"live": "false", "notificationItems": [...]}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

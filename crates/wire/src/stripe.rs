@@ -50,6 +50,29 @@ pub struct PaymentIntent {
     pub cancellation_reason: Option<String>,
 }
 
+/// `next_action` of a PaymentIntent waiting for its customer (`requires_action`), as far as
+/// payorch and the sandbox use it: a redirect to the card issuer's challenge (3-D Secure).
+/// `PaymentIntent::next_action` stays the raw JSON, as Stripe has other kinds of action;
+/// read it as this with `serde_json::from_value`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextAction {
+    /// `redirect_to_url`; other kinds (`use_stripe_sdk`, …) carry no `redirect_to_url`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_to_url: Option<RedirectToUrl>,
+}
+
+/// Where to send the customer (`url`), and where the challenge sends them back when it is
+/// over (`return_url`, the create's or confirm's), with `payment_intent`,
+/// `payment_intent_client_secret` and `redirect_status` added to its query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedirectToUrl {
+    pub url: String,
+    #[serde(default)]
+    pub return_url: Option<String>,
+}
+
 /// A Refund (`object: "refund"`) of a PaymentIntent's charge.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refund {
