@@ -139,6 +139,9 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
         confirm: true,
         description: None,
         metadata,
+        capture_method: "automatic".to_owned(),
+        return_url: None,
+        site: String::new(),
         fingerprint,
     };
     let key = match begin_keyed(&sb, &req, &params.fingerprint, answer) {

@@ -270,3 +270,40 @@ pub(super) fn replayed(replay: Replay) -> StoredResponse {
         Replay::Refund(refund) => stored_json(StatusCode::OK, &refund),
     }
 }
+
+pub(super) fn no_such_intent(id: &str) -> HttpResponse {
+    error(
+        StatusCode::NOT_FOUND,
+        ApiError {
+            kind: "invalid_request_error".into(),
+            code: Some("resource_missing".into()),
+            decline_code: None,
+            message: Some(format!("No such payment_intent: '{id}'")),
+            param: Some("intent".into()),
+            payment_intent: None,
+        },
+    )
+}
+
+/// Stripe's answer to an action the intent's status does not allow.
+pub(super) fn unexpected_state(intent: &PaymentIntent, action: &str) -> HttpResponse {
+    respond(&unexpected_state_answer(intent, action), None, false)
+}
+
+/// [`unexpected_state`], as recorded.
+pub(super) fn unexpected_state_answer(intent: &PaymentIntent, action: &str) -> StoredResponse {
+    stored_error(
+        StatusCode::BAD_REQUEST,
+        ApiError {
+            kind: "invalid_request_error".into(),
+            code: Some("payment_intent_unexpected_state".into()),
+            decline_code: None,
+            message: Some(format!(
+                "You cannot {action} this PaymentIntent because it has a status of {}.",
+                intent.status
+            )),
+            param: None,
+            payment_intent: Some(intent.clone()),
+        },
+    )
+}

@@ -20,6 +20,25 @@ pub enum Behaviour {
     ErrorBefore,
     /// `pm_sandbox_error_after`: charges, then 500.
     ErrorAfter,
+    /// `pm_card_threeDSecure2Required` (Stripe's own test card): `requires_action` until the
+    /// customer passes or fails the challenge page (`challenge`).
+    ThreeDSecure,
+    /// `pm_sandbox_capture_*`: authorises (and captures) as `pm_card_visa`, but the first
+    /// capture or cancel of the payment meets this fault.
+    ModificationFault(ModificationFault),
+}
+
+/// What goes wrong with the first capture or cancel of a payment made with a
+/// `pm_sandbox_capture_*` token, as `pm_sandbox_*` does with a charge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModificationFault {
+    /// `pm_sandbox_capture_error_before`: 500, nothing done.
+    ErrorBefore,
+    /// `pm_sandbox_capture_error_after`: done and its answer recorded under the key, then 500.
+    ErrorAfter,
+    /// `pm_sandbox_capture_lost_response`: done and its answer recorded under the key, then
+    /// never answered.
+    LostResponse,
 }
 
 impl Behaviour {
@@ -41,7 +60,25 @@ impl Behaviour {
             "pm_sandbox_lost_response" => Self::LostResponse,
             "pm_sandbox_error_before" => Self::ErrorBefore,
             "pm_sandbox_error_after" => Self::ErrorAfter,
+            "pm_card_threeDSecure2Required" => Self::ThreeDSecure,
+            "pm_sandbox_capture_error_before" => {
+                Self::ModificationFault(ModificationFault::ErrorBefore)
+            }
+            "pm_sandbox_capture_error_after" => {
+                Self::ModificationFault(ModificationFault::ErrorAfter)
+            }
+            "pm_sandbox_capture_lost_response" => {
+                Self::ModificationFault(ModificationFault::LostResponse)
+            }
             _ => return None,
         })
+    }
+
+    /// The fault the first capture or cancel of a payment made with `token` meets.
+    pub fn modification_fault(token: &str) -> Option<ModificationFault> {
+        match Self::for_payment_method(token) {
+            Some(Self::ModificationFault(fault)) => Some(fault),
+            _ => None,
+        }
     }
 }

@@ -14,7 +14,7 @@ use super::params::CreateParams;
 use super::store::StoredResponse;
 use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};
-use payorch_wire::stripe::{ApiError, LastPaymentError, PaymentIntent};
+use payorch_wire::stripe::{ApiError, LastPaymentError, NextAction, PaymentIntent, RedirectToUrl};
 
 /// A confirmed create whose key (if any) was begun: the charge, then the edge faults after
 /// it, as both protocols share them. `None`: answer a 500 in the protocol's own words (the
@@ -112,15 +112,38 @@ pub(super) async fn execute(
             schedule_settlement(&sb, intent.id.clone());
             intent_answer(intent)
         }
+        (Some(Behaviour::ThreeDSecure), _) if params.confirm => {
+            // Nothing is charged until the customer passes the challenge (`challenge`).
+            let intent = keep("requires_action", true, &|intent| {
+                intent.next_action = challenge_action(&params, &intent.id);
+            });
+            sb.announce("payment_intent.requires_action", &intent, cause.clone());
+            intent_answer(intent)
+        }
         (Some(behaviour), _) if params.confirm => {
             if behaviour == Behaviour::Slow {
                 tokio::time::sleep(sb.config.slow()).await;
             }
-            let intent = keep("succeeded", true, &|intent| {
-                intent.amount_received = intent.amount;
-                intent.latest_charge = Some(random_id("ch"));
-            });
-            sb.announce("payment_intent.succeeded", &intent, cause.clone());
+            let intent = if params.is_manual_capture() {
+                // Authorised only: the card's money is held for the merchant to capture.
+                let intent = keep("requires_capture", true, &|intent| {
+                    intent.amount_capturable = intent.amount;
+                    intent.latest_charge = Some(random_id("ch"));
+                });
+                sb.announce(
+                    "payment_intent.amount_capturable_updated",
+                    &intent,
+                    cause.clone(),
+                );
+                intent
+            } else {
+                let intent = keep("succeeded", true, &|intent| {
+                    intent.amount_received = intent.amount;
+                    intent.latest_charge = Some(random_id("ch"));
+                });
+                sb.announce("payment_intent.succeeded", &intent, cause.clone());
+                intent
+            };
             intent_answer(intent)
         }
         _ => {
@@ -139,15 +162,47 @@ pub(super) async fn execute(
     stored
 }
 
-/// A `processing` intent succeeds after `--processing-ms`, with its webhook.
+/// A `processing` intent succeeds after `--processing-ms` (or, for a manual capture, is
+/// authorised), with its webhook.
 fn schedule_settlement(sb: &Arc<Sandbox>, id: String) {
     let sb_task = sb.clone();
     sb.spawn(async move {
         tokio::time::sleep(sb_task.config.processing()).await;
-        if let Some(intent) = sb_task.store.transition(&id, "processing", "succeeded") {
-            sb_task.announce("payment_intent.succeeded", &intent, None);
+        let manual = sb_task
+            .store
+            .get(&id)
+            .found()
+            .is_some_and(|intent| intent.capture_method == "manual");
+        let (to, kind) = if manual {
+            (
+                "requires_capture",
+                "payment_intent.amount_capturable_updated",
+            )
+        } else {
+            ("succeeded", "payment_intent.succeeded")
+        };
+        if let Some(intent) = sb_task.store.transition(&id, "processing", to) {
+            sb_task.announce(kind, &intent, None);
         }
     });
+}
+
+/// Stripe's `next_action` for a 3-D Secure card: the challenge page the sandbox serves at
+/// the address the request reached it at, and the customer's way back.
+fn challenge_action(params: &CreateParams, id: &str) -> Option<serde_json::Value> {
+    let action = NextAction {
+        kind: "redirect_to_url".into(),
+        redirect_to_url: Some(RedirectToUrl {
+            url: format!("{}{}", params.site, challenge_path(id)),
+            return_url: params.return_url.clone(),
+        }),
+    };
+    serde_json::to_value(action).ok()
+}
+
+/// The path of intent `id`'s challenge page (served by `challenge`).
+pub(super) fn challenge_path(id: &str) -> String {
+    format!("/__sandbox/3ds/{id}")
 }
 
 /// An intent with the store's `id` (`Store::create`).
@@ -166,7 +221,7 @@ fn new_intent(id: String, params: &CreateParams, status: &str) -> PaymentIntent 
         last_payment_error: None,
         latest_charge: None,
         description: params.description.clone(),
-        capture_method: "automatic".into(),
+        capture_method: params.capture_method.clone(),
         confirmation_method: "automatic".into(),
         created: Utc::now().timestamp(),
         livemode: false,

@@ -1,12 +1,13 @@
 //! An intent as the store keeps it: every field of the wire `PaymentIntent`, in about a
 //! quarter of the memory (its strings packed into one allocation, its status and constants
 //! not spelled out), so that the window of intents the sandbox remembers (README, "The
-//! sandbox's memory") can be long.
+//! sandbox's memory") can be long. Its captures and cancels are kept with it, and go with it.
 
 use std::collections::BTreeMap;
 
+use super::modification::Modification;
 use super::packed::Packed;
-use payorch_wire::stripe::{LastPaymentError, PaymentIntent};
+use payorch_wire::stripe::{LastPaymentError, NextAction, PaymentIntent, RedirectToUrl};
 
 /// The optional strings of an intent, in packing order after id, status and currency.
 const PAYMENT_METHOD: u8 = 1;
@@ -14,6 +15,21 @@ const CLIENT_SECRET: u8 = 1 << 1;
 const LATEST_CHARGE: u8 = 1 << 2;
 const DESCRIPTION: u8 = 1 << 3;
 const CANCELLATION_REASON: u8 = 1 << 4;
+/// Only when it is not `automatic`, the default.
+const CAPTURE_METHOD: u8 = 1 << 5;
+/// The 3-D Secure challenge's page, and where it sends the customer back.
+const CHALLENGE_URL: u8 = 1 << 6;
+const RETURN_URL: u8 = 1 << 7;
+
+/// What happened to an intent that its fields do not show: `flags` bits.
+/// It was authorised for a later capture: a hold was placed.
+pub(super) const HELD: u8 = 1;
+/// Its customer passed the 3-D Secure challenge.
+pub(super) const AUTHENTICATED: u8 = 1 << 1;
+/// Its customer failed the 3-D Secure challenge.
+pub(super) const AUTHENTICATION_FAILED: u8 = 1 << 2;
+/// The fault of its `pm_sandbox_capture_*` token has happened (it happens once).
+pub(super) const FAULT_SPENT: u8 = 1 << 3;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct KeptIntent {
@@ -35,18 +51,55 @@ pub(super) struct KeptIntent {
     pub held: i64,
     /// Some of its refunds are forgotten: a list of its refunds is incomplete.
     pub refunds_forgotten: bool,
+    /// `HELD`, `AUTHENTICATED`, … .
+    flags: u8,
+    /// Its captures and cancels, oldest first; few intents have any, and an empty slice
+    /// allocates nothing.
+    modifications: Box<[Modification]>,
+}
+
+/// A 3-D Secure challenge's page and return URL.
+struct Challenge<'a> {
+    url: &'a str,
+    return_url: Option<&'a str>,
+}
+
+/// The challenge `intent`'s `next_action` names, if any.
+fn challenge_of(intent: &PaymentIntent) -> Option<(String, Option<String>)> {
+    let action: NextAction = serde_json::from_value(intent.next_action.clone()?).ok()?;
+    let redirect = action.redirect_to_url?;
+    Some((redirect.url, redirect.return_url))
 }
 
 impl KeptIntent {
     /// `intent` as kept, made or last confirmed under `keys` (oldest first; the last one is
     /// the request's own when `keyed`).
     pub(super) fn new(intent: &PaymentIntent, keys: &[&str], keyed: bool, confirmed: bool) -> Self {
+        let challenge = challenge_of(intent);
+        let challenge = challenge.as_ref().map(|(url, return_url)| Challenge {
+            url,
+            return_url: return_url.as_deref(),
+        });
+        Self::packed(intent, keys, keyed, confirmed, challenge)
+    }
+
+    fn packed(
+        intent: &PaymentIntent,
+        keys: &[&str],
+        keyed: bool,
+        confirmed: bool,
+        challenge: Option<Challenge>,
+    ) -> Self {
+        let capture_method = Some(intent.capture_method.as_str()).filter(|m| *m != "automatic");
         let optional = [
             (PAYMENT_METHOD, intent.payment_method.as_deref()),
             (CLIENT_SECRET, intent.client_secret.as_deref()),
             (LATEST_CHARGE, intent.latest_charge.as_deref()),
             (DESCRIPTION, intent.description.as_deref()),
             (CANCELLATION_REASON, intent.cancellation_reason.as_deref()),
+            (CAPTURE_METHOD, capture_method),
+            (CHALLENGE_URL, challenge.as_ref().map(|c| c.url)),
+            (RETURN_URL, challenge.as_ref().and_then(|c| c.return_url)),
         ];
         let present = optional
             .iter()
@@ -66,6 +119,11 @@ impl KeptIntent {
                 .iter()
                 .flat_map(|(key, value)| [key.as_str(), value.as_str()]),
         );
+        let flags = if intent.status == "requires_capture" {
+            HELD
+        } else {
+            0
+        };
         KeptIntent {
             strings: Packed::new(strings),
             present,
@@ -79,7 +137,34 @@ impl KeptIntent {
             confirmed,
             held: 0,
             refunds_forgotten: false,
+            flags,
+            modifications: Box::default(),
         }
+    }
+
+    /// `intent` stored in this one's place under `keys`: what the wire intent does not carry
+    /// (its refunds, what happened to it, its challenge once it is over) stays.
+    fn successor(
+        &self,
+        intent: &PaymentIntent,
+        keys: &[&str],
+        keyed: bool,
+        confirmed: bool,
+    ) -> Self {
+        let mut next = if challenge_of(intent).is_some() {
+            KeptIntent::new(intent, keys, keyed, confirmed)
+        } else {
+            let challenge = self.optional(CHALLENGE_URL).map(|url| Challenge {
+                url,
+                return_url: self.optional(RETURN_URL),
+            });
+            KeptIntent::packed(intent, keys, keyed, confirmed, challenge)
+        };
+        next.held = self.held;
+        next.refunds_forgotten = self.refunds_forgotten;
+        next.flags |= self.flags;
+        next.modifications = self.modifications.clone();
+        next
     }
 
     /// The wire intent, as it was stored.
@@ -101,27 +186,76 @@ impl KeptIntent {
             last_payment_error: self.last_payment_error.as_deref().cloned(),
             latest_charge: owned(LATEST_CHARGE),
             description: owned(DESCRIPTION),
-            capture_method: "automatic".into(),
+            capture_method: self.capture_method().to_owned(),
             confirmation_method: "automatic".into(),
             created: self.created,
             livemode: false,
             client_secret: owned(CLIENT_SECRET),
             payment_method_types: vec!["card".into()],
-            amount_capturable: 0,
-            next_action: None,
+            // What a hold would give the merchant: all of it, until it is captured or
+            // released.
+            amount_capturable: if self.status() == "requires_capture" {
+                self.amount
+            } else {
+                0
+            },
+            next_action: self.next_action(),
             canceled_at: self.canceled_at,
             cancellation_reason: owned(CANCELLATION_REASON),
         }
     }
 
+    /// Stripe shows the redirect only while the intent waits for it.
+    fn next_action(&self) -> Option<serde_json::Value> {
+        if self.status() != "requires_action" {
+            return None;
+        }
+        let action = NextAction {
+            kind: "redirect_to_url".into(),
+            redirect_to_url: Some(RedirectToUrl {
+                url: self.optional(CHALLENGE_URL)?.to_owned(),
+                return_url: self.return_url().map(str::to_owned),
+            }),
+        };
+        serde_json::to_value(action).ok()
+    }
+
+    pub(super) fn capture_method(&self) -> &str {
+        self.optional(CAPTURE_METHOD).unwrap_or("automatic")
+    }
+
+    /// Where the 3-D Secure challenge sends the customer back, if it has one.
+    pub(super) fn return_url(&self) -> Option<&str> {
+        self.optional(RETURN_URL)
+    }
+
+    pub(super) fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    pub(super) fn mark(&mut self, flag: u8) {
+        self.flags |= flag;
+    }
+
+    /// Its captures and cancels, oldest first.
+    pub(super) fn modifications(&self) -> &[Modification] {
+        &self.modifications
+    }
+
+    pub(super) fn add_modification(&mut self, modification: Modification) {
+        let mut modifications = std::mem::take(&mut self.modifications).into_vec();
+        modifications.push(modification);
+        self.modifications = modifications.into_boxed_slice();
+    }
+
+    pub(super) fn amount_received(&self) -> i64 {
+        self.amount_received
+    }
+
     /// Stores `intent` in its place (a settlement, a cancel): same keys, same ledger state.
     pub(super) fn replace(&mut self, intent: &PaymentIntent) {
         let keys: Vec<&str> = self.keys().collect();
-        *self = KeptIntent {
-            held: self.held,
-            refunds_forgotten: self.refunds_forgotten,
-            ..KeptIntent::new(intent, &keys, self.keyed, self.confirmed)
-        };
+        *self = self.successor(intent, &keys, self.keyed, self.confirmed);
     }
 
     /// Stores `intent` in its place as a request stored it again (a confirm), adding the
@@ -129,11 +263,7 @@ impl KeptIntent {
     pub(super) fn restore(&mut self, intent: &PaymentIntent, key: Option<&str>, confirmed: bool) {
         let mut keys: Vec<&str> = self.keys().collect();
         keys.extend(key);
-        *self = KeptIntent {
-            held: self.held,
-            refunds_forgotten: self.refunds_forgotten,
-            ..KeptIntent::new(intent, &keys, key.is_some(), confirmed)
-        };
+        *self = self.successor(intent, &keys, key.is_some(), confirmed);
     }
 
     pub(super) fn id(&self) -> &str {
@@ -259,6 +389,53 @@ mod tests {
         let kept = KeptIntent::new(&declined, &[], false, true);
         assert_eq!(kept.intent(), declined);
         assert_eq!(kept.ledger_key(), None);
+    }
+
+    #[test]
+    fn a_challenge_a_hold_and_their_history_outlive_the_moves_that_end_them() {
+        let mut waiting = intent();
+        waiting.status = "requires_action".into();
+        waiting.capture_method = "manual".into();
+        waiting.amount_received = 0;
+        waiting.next_action = Some(serde_json::json!({
+            "type": "redirect_to_url",
+            "redirect_to_url": {"url": "http://sandbox/__sandbox/3ds/pi_1", "return_url": "https://shop/back"},
+        }));
+        let mut kept = KeptIntent::new(&waiting, &["create"], true, true);
+        assert_eq!(kept.intent(), waiting);
+        assert_eq!(kept.capture_method(), "manual");
+
+        let mut held = kept.intent();
+        held.status = "requires_capture".into();
+        held.next_action = None;
+        kept.replace(&held);
+        kept.mark(AUTHENTICATED);
+        held.amount_capturable = held.amount;
+        assert_eq!(kept.intent(), held, "the redirect goes with its status");
+        assert_eq!(
+            kept.return_url(),
+            Some("https://shop/back"),
+            "its way back stays"
+        );
+
+        let mut captured = held.clone();
+        captured.status = "succeeded".into();
+        kept.add_modification(Modification {
+            kind: crate::modification::Kind::Capture,
+            psp: None,
+            key: Some("capture".into()),
+            reference: None,
+            amount: 1999,
+            released: 0,
+            succeeded: true,
+            reason: None,
+            created: 1,
+        });
+        kept.replace(&captured);
+        assert!(kept.has(HELD) && kept.has(AUTHENTICATED));
+        assert!(!kept.has(FAULT_SPENT));
+        assert_eq!(kept.modifications().len(), 1);
+        assert_eq!(kept.intent().amount_capturable, 0);
     }
 
     #[test]

@@ -10,6 +10,12 @@
 //! charge, nothing recorded under the key); `pm_sandbox_lost_response`,
 //! `pm_sandbox_error_after` and `--lost-response-rate` fail after the charge and its
 //! answer were recorded under the key, so a resend with the same key gets that answer.
+//! Captures and cancels meet the same knobs, and the `pm_sandbox_capture_*` tokens give a
+//! payment's first capture or cancel the same three faults (`modify`).
+//!
+//! A manual capture holds the money (`requires_capture`) until it is captured or canceled;
+//! `pm_card_threeDSecure2Required` waits for its customer on the sandbox's own challenge
+//! page (`challenge`). The ledger tells holds, captures and voids apart.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -27,9 +33,13 @@ mod adyen;
 mod adyen_refunds;
 mod answers;
 mod behaviour;
+mod captures;
+mod challenge;
 mod charges;
 mod config;
 mod kept;
+mod modification;
+mod modify;
 mod packed;
 mod params;
 mod protocol;
@@ -39,12 +49,12 @@ mod serial;
 mod store;
 mod webhooks;
 
-pub use behaviour::Behaviour;
+pub use behaviour::{Behaviour, ModificationFault};
 pub use config::{
     parse_keep_intents, SandboxConfig, DEFAULT_KEEP_ANSWERS, DEFAULT_KEEP_INTENTS, DEFAULT_SLOW_MS,
     DEFAULT_WEBHOOK_DELAY_MS,
 };
-pub use store::{Forgotten, LedgerEntry, RefundEntry, Window};
+pub use store::{CaptureEntry, Forgotten, HoldEntry, LedgerEntry, RefundEntry, VoidEntry, Window};
 
 use store::Store;
 use webhooks::{Signing, Webhooks};
@@ -96,6 +106,27 @@ impl Sandbox {
         } else {
             self.webhooks.emit_refund(kind, refund, cause);
         }
+    }
+
+    /// Tell the merchant what a capture or cancel of `intent` came to: Stripe's event about
+    /// the intent as it is now, when it moved (Stripe tells nothing of a refused request).
+    fn announce_modification(
+        &self,
+        intent: &payorch_wire::stripe::PaymentIntent,
+        modification: &modification::Modification,
+        cause: webhooks::Cause,
+    ) {
+        // The Adyen face neither authorises for a later capture nor challenges yet: a cancel
+        // of its payment says nothing, as Adyen says nothing of a payment canceled before
+        // it was decided.
+        if adyen::is_adyen(intent) || !modification.succeeded {
+            return;
+        }
+        let kind = match modification.kind {
+            modification::Kind::Capture => "payment_intent.succeeded",
+            modification::Kind::Cancel => "payment_intent.canceled",
+        };
+        self.webhooks.emit(kind, intent, Some(cause));
     }
 
     /// Runs `work`, a change made under `key`, as its own task on the sandbox's runtime, so a
@@ -185,6 +216,21 @@ impl SandboxHandle {
         self.state.store.refund_ledger()
     }
 
+    /// Every hold (an authorisation for a later capture) on a kept intent, oldest first.
+    pub fn holds(&self) -> Vec<HoldEntry> {
+        self.state.store.holds()
+    }
+
+    /// Every capture of a kept intent, in order (the Adyen face's refused ones too, `failed`).
+    pub fn captures(&self) -> Vec<CaptureEntry> {
+        self.state.store.captures()
+    }
+
+    /// Every hold a cancel released, in order.
+    pub fn voids(&self) -> Vec<VoidEntry> {
+        self.state.store.voids()
+    }
+
     /// What the sandbox no longer keeps: the ledger's `forgotten`.
     pub fn forgotten(&self) -> Forgotten {
         self.state.store.forgotten()
@@ -231,14 +277,17 @@ impl SandboxHandle {
 }
 
 /// Every route of both faces, in the order actix tries them: the charge first (each pattern
-/// with a `{…}` costs a regex match), then refunds, then the Adyen face; the ledger and the
-/// answer to an unknown route with the payment intents' routes. Registered here, above the
+/// with a `{…}` costs a regex match), then captures and cancels, refunds, the Adyen face,
+/// and the 3-D Secure challenge page; the ledger and the answer to an unknown route with the
+/// payment intents' routes. Registered here, above the
 /// faces, so that no face module imports another to be reached.
 fn configure(cfg: &mut web::ServiceConfig) {
     cfg.configure(routes::configure)
+        .configure(captures::configure)
         .configure(refunds::configure)
         .configure(adyen_refunds::configure)
-        .configure(adyen::configure);
+        .configure(adyen::configure)
+        .configure(challenge::configure);
 }
 
 /// Bind, spawn the server and its background tasks on the current runtime, return at once.

@@ -29,8 +29,57 @@ pub(super) struct CreateParams {
     pub confirm: bool,
     pub description: Option<String>,
     pub metadata: BTreeMap<String, String>,
+    /// `manual`: a successful card is only authorised (`requires_capture`), held until it
+    /// is captured or canceled. `automatic` (the default) and `automatic_async` capture it.
+    pub capture_method: String,
+    /// Where a 3-D Secure challenge sends the customer back (Stripe's `return_url`, Adyen's
+    /// `returnUrl`).
+    pub return_url: Option<String>,
+    /// `scheme://host` the request reached the sandbox at: the challenge page is served
+    /// there. Not a parameter: the route sets it from the request.
+    pub site: String,
     /// Every parameter, sorted: what "the same parameters" means for idempotency.
     pub fingerprint: String,
+}
+
+/// Stripe's three capture methods.
+const CAPTURE_METHODS: [&str; 3] = ["automatic", "automatic_async", "manual"];
+
+impl CreateParams {
+    /// Whether a successful card is only authorised, to be captured later.
+    pub(super) fn is_manual_capture(&self) -> bool {
+        self.capture_method == "manual"
+    }
+}
+
+/// `scheme://host` the request reached the sandbox at (`CreateParams::site`).
+pub(super) fn site(req: &actix_web::HttpRequest) -> String {
+    let info = req.connection_info();
+    format!("{}://{}", info.scheme(), info.host())
+}
+
+/// The refusal of a 3-D Secure card confirmed without a `return_url`: the challenge is a
+/// full-page redirect, and the customer must have somewhere to come back to.
+pub(super) fn missing_return_url() -> ParamError {
+    ParamError::new(
+        "parameter_missing",
+        "return_url",
+        "A return_url must be specified because this PaymentIntent's payment method \
+         requires a redirect to authenticate the payment (3D Secure)."
+            .to_owned(),
+    )
+}
+
+/// A `return_url`: an absolute http(s) URL, as Stripe requires.
+pub(super) fn parse_return_url(param: &str, value: &str) -> Result<String, ParamError> {
+    match reqwest::Url::parse(value) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(value.to_owned()),
+        _ => Err(ParamError::new(
+            "url_invalid",
+            param,
+            format!("Not a valid URL: {value}"),
+        )),
+    }
 }
 
 impl CreateParams {
@@ -46,9 +95,25 @@ impl CreateParams {
         let mut payment_method = None;
         let mut confirm = false;
         let mut description = None;
+        let mut capture_method = "automatic".to_owned();
+        let mut return_url = None;
         let mut metadata = BTreeMap::new();
         for (name, value) in &pairs {
             match name.as_str() {
+                "capture_method" if CAPTURE_METHODS.contains(&value.as_str()) => {
+                    capture_method = value.clone();
+                }
+                "capture_method" => {
+                    return Err(ParamError::new(
+                        "parameter_invalid_string",
+                        "capture_method",
+                        format!(
+                            "Invalid capture_method: must be one of {}",
+                            CAPTURE_METHODS.join(", ")
+                        ),
+                    ))
+                }
+                "return_url" => return_url = Some(parse_return_url("return_url", value)?),
                 "amount" => {
                     let parsed = value.parse::<i64>().ok().filter(|a| *a >= 1);
                     amount = Some(parsed.ok_or_else(|| {
@@ -131,6 +196,13 @@ impl CreateParams {
         if confirm && payment_method.is_none() {
             return Err(missing("payment_method"));
         }
+        if return_url.is_some() && !confirm {
+            return Err(ParamError::new(
+                "parameter_invalid_string",
+                "return_url",
+                "The parameter return_url can only be used when confirm=true.".to_owned(),
+            ));
+        }
         let mut sorted = pairs;
         sorted.sort();
         let fingerprint = serde_json::to_string(&sorted).unwrap_or_default();
@@ -141,6 +213,9 @@ impl CreateParams {
             confirm,
             description,
             metadata,
+            capture_method,
+            return_url,
+            site: String::new(),
             fingerprint,
         })
     }

@@ -7,17 +7,18 @@ use actix_web::{HttpRequest, HttpResponse};
 use serde::Serialize;
 
 use super::answers::{
-    api_error_500, begin_keyed, error, forgotten, idempotency_key, invalid_request, json,
-    refuse_unauthorized, respond, search_forgotten,
+    api_error_500, begin_keyed, error, forgotten, invalid_request, json, no_such_intent,
+    refuse_unauthorized, respond, search_forgotten, unexpected_state,
 };
 use super::behaviour::Behaviour;
 use super::charges::{charge, execute};
 use super::kept::KeptIntent;
-use super::params::{parse_query, Clause, CreateParams, ParamError};
+use super::params::{
+    missing_return_url, parse_query, parse_return_url, site, Clause, CreateParams, ParamError,
+};
 use super::store::{Cursor, Lookup};
-use super::webhooks::Cause;
-use super::{random_id, roll, Sandbox};
-use payorch_wire::stripe::{ApiError, ListResult, PaymentIntent, SearchResult};
+use super::{roll, Sandbox};
+use payorch_wire::stripe::{ApiError, ListResult, SearchResult};
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {
     // The charge first: actix tries routes in order, and each pattern with a `{…}` in it
@@ -30,10 +31,6 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/v1/payment_intents/{id}/confirm",
             web::post().to(confirm_intent),
-        )
-        .route(
-            "/v1/payment_intents/{id}/cancel",
-            web::post().to(cancel_intent),
         )
         .route("/__sandbox/ledger", web::get().to(ledger))
         .default_service(web::to(unknown_route));
@@ -48,15 +45,19 @@ async fn create_intent(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
     if roll(sb.config.error_rate) {
         return api_error_500();
     }
-    let params = match CreateParams::parse(&body) {
+    let mut params = match CreateParams::parse(&body) {
         Ok(params) => params,
         // Validation errors are not saved under the key (Stripe does the same).
         Err(e) => return invalid_request(e),
     };
+    params.site = site(&req);
     let behaviour = params
         .payment_method
         .as_deref()
         .and_then(Behaviour::for_payment_method);
+    if behaviour == Some(Behaviour::ThreeDSecure) && params.confirm && params.return_url.is_none() {
+        return invalid_request(missing_return_url());
+    }
     if behaviour == Some(Behaviour::ErrorBefore) {
         return api_error_500();
     }
@@ -227,11 +228,12 @@ async fn confirm_intent(
         Lookup::Missing => return no_such_intent(&id),
     };
     let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&body).unwrap_or_default();
-    let payment_method = form
-        .iter()
-        .find(|(name, _)| name == "payment_method")
-        .map(|(_, value)| value.clone())
-        .or_else(|| intent.payment_method.clone());
+    let value = |param: &str| {
+        form.iter()
+            .find(|(name, _)| name == param)
+            .map(|(_, value)| value.clone())
+    };
+    let payment_method = value("payment_method").or_else(|| intent.payment_method.clone());
     let Some(payment_method) = payment_method else {
         return invalid_request(ParamError::new(
             "parameter_missing",
@@ -239,6 +241,15 @@ async fn confirm_intent(
             "You must provide a payment_method to confirm this PaymentIntent.".into(),
         ));
     };
+    let return_url = match value("return_url").map(|url| parse_return_url("return_url", &url)) {
+        Some(Ok(url)) => Some(url),
+        Some(Err(e)) => return invalid_request(e),
+        None => None,
+    };
+    let behaviour = Behaviour::for_payment_method(&payment_method);
+    if behaviour == Some(Behaviour::ThreeDSecure) && return_url.is_none() {
+        return invalid_request(missing_return_url());
+    }
     let params = CreateParams {
         amount: intent.amount,
         currency: intent.currency.clone(),
@@ -246,9 +257,15 @@ async fn confirm_intent(
         confirm: true,
         description: intent.description.clone(),
         metadata: intent.metadata.clone(),
-        fingerprint: format!("confirm {} payment_method={payment_method}", intent.id),
+        capture_method: intent.capture_method.clone(),
+        fingerprint: format!(
+            "confirm {} payment_method={payment_method} return_url={}",
+            intent.id,
+            return_url.as_deref().unwrap_or_default()
+        ),
+        return_url,
+        site: site(&req),
     };
-    let behaviour = Behaviour::for_payment_method(&payment_method);
     let key = match begin_keyed(&sb, &req, &params.fingerprint) {
         Ok(key) => key,
         Err(answer) => return *answer,
@@ -274,71 +291,6 @@ async fn confirm_intent(
     respond(&stored, key.as_deref(), false)
 }
 
-/// `POST /v1/payment_intents/{id}/cancel`: only before money moves, like Stripe.
-async fn cancel_intent(
-    sb: web::Data<Sandbox>,
-    req: HttpRequest,
-    id: web::Path<String>,
-    body: Bytes,
-) -> HttpResponse {
-    if let Some(refused) = refuse_unauthorized(&sb, &req) {
-        return refused;
-    }
-    let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&body).unwrap_or_default();
-    let reason = form
-        .into_iter()
-        .find(|(name, _)| name == "cancellation_reason")
-        .map(|(_, value)| value);
-    match sb.store.cancel(&id, reason) {
-        Lookup::Missing => no_such_intent(&id),
-        Lookup::Forgotten => forgotten(&sb, "intent", &id),
-        Lookup::Found(Ok(intent)) => {
-            sb.announce(
-                "payment_intent.canceled",
-                &intent,
-                Some(Cause {
-                    request_id: random_id("req"),
-                    idempotency_key: idempotency_key(&req).ok().flatten(),
-                }),
-            );
-            json(StatusCode::OK, &intent)
-        }
-        Lookup::Found(Err(intent)) => unexpected_state(&intent, "cancel"),
-    }
-}
-
-fn no_such_intent(id: &str) -> HttpResponse {
-    error(
-        StatusCode::NOT_FOUND,
-        ApiError {
-            kind: "invalid_request_error".into(),
-            code: Some("resource_missing".into()),
-            decline_code: None,
-            message: Some(format!("No such payment_intent: '{id}'")),
-            param: Some("intent".into()),
-            payment_intent: None,
-        },
-    )
-}
-
-/// Stripe's answer to an action the intent's status does not allow.
-fn unexpected_state(intent: &PaymentIntent, action: &str) -> HttpResponse {
-    error(
-        StatusCode::BAD_REQUEST,
-        ApiError {
-            kind: "invalid_request_error".into(),
-            code: Some("payment_intent_unexpected_state".into()),
-            decline_code: None,
-            message: Some(format!(
-                "You cannot {action} this PaymentIntent because it has a status of {}.",
-                intent.status
-            )),
-            param: None,
-            payment_intent: Some(intent.clone()),
-        },
-    )
-}
-
 fn matches(clause: &Clause, intent: &KeptIntent) -> bool {
     match clause {
         Clause::Metadata { key, value } => intent.metadata(key) == Some(value.as_str()),
@@ -358,6 +310,13 @@ struct LedgerList {
     data: Vec<super::LedgerEntry>,
     /// Every refund kept: with `data`, what each payment netted.
     refunds: Vec<super::RefundEntry>,
+    /// Every hold placed (an authorisation for a later capture): `held`, `captured` or
+    /// `voided`.
+    holds: Vec<super::HoldEntry>,
+    /// Every capture, with its key and amount: at most one `succeeded` per hold.
+    captures: Vec<super::CaptureEntry>,
+    /// Every hold a cancel released.
+    voids: Vec<super::VoidEntry>,
     /// How much is kept.
     window: super::Window,
     /// What is no longer kept: with `data` and `refunds`, everything there was.
@@ -372,6 +331,9 @@ async fn ledger(sb: web::Data<Sandbox>) -> HttpResponse {
             object: "list",
             data: sb.store.ledger(),
             refunds: sb.store.refund_ledger(),
+            holds: sb.store.holds(),
+            captures: sb.store.captures(),
+            voids: sb.store.voids(),
             window: sb.store.window(),
             forgotten: sb.store.forgotten(),
         },

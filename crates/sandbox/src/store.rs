@@ -29,6 +29,11 @@ use super::protocol::protocol_of;
 use super::serial;
 use payorch_wire::stripe::{PaymentIntent, Refund};
 
+mod holds;
+
+pub(super) use holds::{Ask, Challenged, Modified, Refusal};
+pub use holds::{CaptureEntry, HoldEntry, VoidEntry};
+
 /// One confirmed PaymentIntent, as `GET /__sandbox/ledger` lists it: the ground truth of
 /// what the simulated card network saw. `status` says whether money moved (`succeeded`),
 /// will move (`processing`) or was declined (`requires_payment_method`).
@@ -391,43 +396,15 @@ impl Store {
         intent.status = to.to_owned();
         if to == "succeeded" {
             intent.amount_received = intent.amount;
-            // The charge exists from now on: retrieve shows it, like the webhook does.
+        }
+        if matches!(to, "succeeded" | "requires_capture") {
+            // The charge exists from now on (authorised, for a hold): retrieve shows it, like
+            // the webhook does.
             intent.latest_charge = Some(super::random_id("ch"));
         }
         kept.replace(&intent);
-        Some(intent)
-    }
-
-    /// Cancels an intent that has not started to move money: the intent as it is after, or
-    /// (`Err`) as it is, with the status that forbids it.
-    pub(super) fn cancel(
-        &self,
-        id: &str,
-        reason: Option<String>,
-    ) -> Lookup<Result<PaymentIntent, PaymentIntent>> {
-        let mut inner = self.lock();
-        let at = match inner.find_intent(id) {
-            Lookup::Found(at) => at,
-            Lookup::Forgotten => return Lookup::Forgotten,
-            Lookup::Missing => return Lookup::Missing,
-        };
-        let kept = &mut inner.intents[at];
-        let mut intent = kept.intent();
-        let cancelable = matches!(
-            intent.status.as_str(),
-            "requires_payment_method"
-                | "requires_confirmation"
-                | "requires_action"
-                | "requires_capture"
-        );
-        if !cancelable {
-            return Lookup::Found(Err(intent));
-        }
-        intent.status = "canceled".into();
-        intent.canceled_at = Some(chrono::Utc::now().timestamp());
-        intent.cancellation_reason = reason;
-        kept.replace(&intent);
-        Lookup::Found(Ok(intent))
+        // As stored: `amount_capturable` follows the new status.
+        Some(kept.intent())
     }
 
     pub(super) fn get(&self, id: &str) -> Lookup<PaymentIntent> {
@@ -501,7 +478,8 @@ impl Store {
                 status: kept.status().to_owned(),
             });
         }
-        let left = kept.amount() - kept.held;
+        // What was taken: all of it, or what a capture took of a hold.
+        let left = kept.amount_received() - kept.held;
         let amount = amount.unwrap_or(left);
         if amount <= 0 || amount > left {
             return Err(RefundRefused::TooLarge { left });
@@ -805,7 +783,8 @@ mod tests {
 
     fn intent(id: String) -> PaymentIntent {
         serde_json::from_value(serde_json::json!({
-            "id": id, "amount": 500, "currency": "usd", "status": "succeeded", "created": 1,
+            "id": id, "amount": 500, "amount_received": 500, "currency": "usd",
+            "status": "succeeded", "created": 1,
             "metadata": {"attempt_id": "a"}, "payment_method_types": ["card"],
         }))
         .expect("an intent")
