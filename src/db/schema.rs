@@ -79,6 +79,12 @@ diesel::table! {
         finished_at -> Nullable<Timestamptz>,
         refund_held -> Int8,
         sending_until -> Timestamptz,
+        capture_method -> Text,
+        amount_captured -> Nullable<Int8>,
+        next_action -> Nullable<Jsonb>,
+        return_url -> Nullable<Text>,
+        authorized_until -> Nullable<Timestamptz>,
+        cancellation_reason -> Nullable<Text>,
     }
 }
 
@@ -118,6 +124,32 @@ diesel::table! {
         detail -> Nullable<Text>,
         created_at -> Timestamptz,
         refund_id -> Nullable<Uuid>,
+        hold_operation_id -> Nullable<Uuid>,
+    }
+}
+
+diesel::table! {
+    hold_operations (merchant_id, id) {
+        merchant_id -> Uuid,
+        id -> Uuid,
+        payment_id -> Uuid,
+        order_id -> Uuid,
+        kind -> Text,
+        status -> Text,
+        amount -> Nullable<Int8>,
+        currency -> Text,
+        provider -> Text,
+        provider_idempotency_key -> Text,
+        failure_code -> Nullable<Text>,
+        failure_message -> Nullable<Text>,
+        source -> Text,
+        reason -> Nullable<Text>,
+        idempotency_key -> Nullable<Text>,
+        next_check_at -> Nullable<Timestamptz>,
+        checks -> Int4,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+        finished_at -> Nullable<Timestamptz>,
     }
 }
 
@@ -187,7 +219,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     provider_calls,
     refunds,
     refund_events,
-    webhook_events
+    webhook_events,
+    hold_operations
 );
 
 diesel::table! {

@@ -27,6 +27,11 @@ use crate::payments::PaymentAttempt;
 pub struct CreatePaymentBody {
     /// The provider's payment method token (`pm_card_visa`, …); never card data.
     payment_method: Option<String>,
+    /// `automatic` (the default) takes the money at once; `manual` holds it (`authorized`)
+    /// until `POST /v1/payments/{id}/capture` or `…/cancel`.
+    capture_method: Option<String>,
+    /// Where the payer comes back to after a 3-D Secure challenge (absolute http(s) URL).
+    return_url: Option<String>,
 }
 
 /// Order fields and a payment method: the order is made and paid under one key.
@@ -40,6 +45,10 @@ pub struct CheckoutBody {
     description: Option<String>,
     metadata: Option<BTreeMap<String, String>>,
     payment_method: Option<String>,
+    /// As on `POST /v1/orders/{id}/payments`.
+    capture_method: Option<String>,
+    /// As on `POST /v1/orders/{id}/payments`.
+    return_url: Option<String>,
 }
 
 /// `POST /v1/checkout`'s answer: the order and its attempt, each as it is now.
@@ -111,9 +120,12 @@ pub(crate) async fn pay_order(
     let merchant_id = caller.merchant_for_write()?;
     let key = idempotency_key(req)?;
     let order_id = parse_order_id(order_id)?;
+    let fields = read_body::<CreatePaymentBody>(body)?;
     let input = PayInput {
         target: PayTarget::Order(order_id),
-        payment_method: read_body::<CreatePaymentBody>(body)?.payment_method,
+        payment_method: fields.payment_method,
+        capture_method: fields.capture_method,
+        return_url: fields.return_url,
     };
     let keyed = keyed_request(req, merchant_id, key, Operation::CreatePayment, Some(body));
     let paid = pay::pay(&state.context(&keyed, input)).await?;
@@ -148,6 +160,8 @@ pub async fn checkout(
             metadata: fields.metadata,
         }),
         payment_method: fields.payment_method,
+        capture_method: fields.capture_method,
+        return_url: fields.return_url,
     };
     let keyed = keyed_request(&req, merchant_id, key, Operation::Checkout, Some(&body));
     let paid = pay::pay(&state.context(&keyed, input)).await?;

@@ -39,11 +39,35 @@ pub struct Payment {
     /// For `failed`: the provider's code (`card_declined`, …) or `provider_no_record`.
     failure_code: Option<String>,
     failure_message: Option<String>,
-    /// While `created` or `pending`: when payorch next asks the provider.
+    /// While open: when payorch next asks the provider (for `authorized`, just before the
+    /// hold expires).
     next_check_at: Option<DateTime<Utc>>,
+    /// `automatic` takes the money at once; `manual` holds it (`authorized`) for a capture.
+    capture_method: &'static str,
+    /// What a manual capture took; `null` until then, and for an automatic capture.
+    amount_captured: Option<i64>,
+    /// While `pending` and waiting for the payer: the redirect to follow (3-D Secure).
+    next_action: Option<NextActionView>,
+    /// While `authorized`: until when the provider holds the money.
+    authorized_until: Option<DateTime<Utc>>,
+    /// For `canceled`: `voided`, `challenge_abandoned`, `authorization_expired` or
+    /// `canceled_at_provider`.
+    cancellation_reason: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     finished_at: Option<DateTime<Utc>>,
+}
+
+/// A redirect the payer must follow before the provider can finish the payment.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct NextActionView {
+    /// Always `redirect_to_url`.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    /// Where to send the payer's browser.
+    url: String,
+    /// Where the provider sends the payer back to afterwards.
+    return_url: Option<String>,
 }
 
 impl From<PaymentAttempt> for Payment {
@@ -63,6 +87,20 @@ impl From<PaymentAttempt> for Payment {
             failure_code: a.failure_code,
             failure_message: a.failure_message,
             next_check_at: a.next_check_at,
+            capture_method: a.capture_method.as_str(),
+            amount_captured: a.amount_captured,
+            next_action: a
+                .next_action
+                .filter(|_| a.status == AttemptStatus::Pending)
+                .map(|action| NextActionView {
+                    kind: "redirect_to_url",
+                    url: action.url,
+                    return_url: action.return_url,
+                }),
+            authorized_until: a
+                .authorized_until
+                .filter(|_| a.status == AttemptStatus::Authorized),
+            cancellation_reason: a.cancellation_reason,
             created_at: a.created_at,
             updated_at: a.updated_at,
             finished_at: a.finished_at,

@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod money;
 pub mod orders;
 pub mod payment_method;
+pub mod payment_options;
 pub mod reconciler;
 pub mod refunds;
 pub mod routing;

@@ -74,6 +74,8 @@ pub fn charge_request(attempt: &PaymentAttempt) -> ChargeRequest {
         attempt_id: attempt.id.to_string(),
         order_id: attempt.order_id.to_string(),
         merchant_id: attempt.merchant_id.to_string(),
+        capture_method: attempt.capture_method,
+        return_url: attempt.return_url.clone(),
     }
 }
 

@@ -6,8 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
-/// An attempt's status: `created → pending → succeeded | failed`, and
-/// `created → succeeded | failed`.
+/// An attempt's status: `created → pending → succeeded | failed` for an automatic capture;
+/// a hold adds `authorized → succeeded | canceled`, and a challenge abandoned or a hold voided
+/// before it was authorized ends `canceled` (docs/DESIGN.md, "Holds and challenges"). Each
+/// of `pending`, `authorized`, `succeeded`, `failed` and `canceled` may also be the first
+/// answer to a `created` attempt.
 #[derive(
     Debug,
     Clone,
@@ -26,8 +29,12 @@ pub enum AttemptStatus {
     Created,
     /// The provider has or may have the charge; its outcome is not known yet.
     Pending,
+    /// Money held, not taken (a manual capture): captured or voided later.
+    Authorized,
     Succeeded,
     Failed,
+    /// Nothing was or will be taken: a hold released, or a challenge abandoned.
+    Canceled,
 }
 
 impl AttemptStatus {
@@ -35,8 +42,10 @@ impl AttemptStatus {
         match self {
             AttemptStatus::Created => "created",
             AttemptStatus::Pending => "pending",
+            AttemptStatus::Authorized => "authorized",
             AttemptStatus::Succeeded => "succeeded",
             AttemptStatus::Failed => "failed",
+            AttemptStatus::Canceled => "canceled",
         }
     }
 
@@ -44,14 +53,25 @@ impl AttemptStatus {
         Some(match s {
             "created" => AttemptStatus::Created,
             "pending" => AttemptStatus::Pending,
+            "authorized" => AttemptStatus::Authorized,
             "succeeded" => AttemptStatus::Succeeded,
             "failed" => AttemptStatus::Failed,
+            "canceled" => AttemptStatus::Canceled,
             _ => return None,
         })
     }
 
     pub fn is_final(self) -> bool {
-        matches!(self, AttemptStatus::Succeeded | AttemptStatus::Failed)
+        matches!(
+            self,
+            AttemptStatus::Succeeded | AttemptStatus::Failed | AttemptStatus::Canceled
+        )
+    }
+
+    /// Whether the provider may still settle it without anyone asking: not final and not a
+    /// hold (a hold waits for its capture or void).
+    pub fn is_unsettled(self) -> bool {
+        matches!(self, AttemptStatus::Created | AttemptStatus::Pending)
     }
 
     /// As an SQL literal, for a statement's text where the status is fixed (a fixed value
@@ -64,7 +84,11 @@ impl AttemptStatus {
         use AttemptStatus::*;
         matches!(
             (self, next),
-            (Created, Pending | Succeeded | Failed) | (Pending, Succeeded | Failed)
+            (
+                Created,
+                Pending | Authorized | Succeeded | Failed | Canceled
+            ) | (Pending, Authorized | Succeeded | Failed | Canceled)
+                | (Authorized, Succeeded | Canceled)
         )
     }
 }
@@ -98,6 +122,8 @@ impl diesel::deserialize::FromSql<diesel::sql_types::Text, diesel::pg::Pg> for A
 pub enum OrderStatus {
     AwaitingPayment,
     Processing,
+    /// Its payment holds the money; a capture pays it, a void makes it payable again.
+    Authorized,
     Paid,
     Canceled,
     /// Paid, and part of it given back by succeeded refunds.
@@ -111,6 +137,7 @@ impl OrderStatus {
         match self {
             OrderStatus::AwaitingPayment => "awaiting_payment",
             OrderStatus::Processing => "processing",
+            OrderStatus::Authorized => "authorized",
             OrderStatus::Paid => "paid",
             OrderStatus::Canceled => "canceled",
             OrderStatus::PartiallyRefunded => "partially_refunded",
@@ -122,6 +149,7 @@ impl OrderStatus {
         Some(match s {
             "awaiting_payment" => OrderStatus::AwaitingPayment,
             "processing" => OrderStatus::Processing,
+            "authorized" => OrderStatus::Authorized,
             "paid" => OrderStatus::Paid,
             "canceled" => OrderStatus::Canceled,
             "partially_refunded" => OrderStatus::PartiallyRefunded,
@@ -141,8 +169,11 @@ impl OrderStatus {
             (self, next),
             (AwaitingPayment, Processing)
                 | (AwaitingPayment, Canceled)
+                | (Processing, Authorized)
                 | (Processing, Paid)
                 | (Processing, AwaitingPayment)
+                | (Authorized, Paid)
+                | (Authorized, AwaitingPayment)
                 | (Paid, PartiallyRefunded)
                 | (Paid, Refunded)
                 | (PartiallyRefunded, Refunded)

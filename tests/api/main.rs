@@ -16,6 +16,7 @@ mod event_delivery;
 mod events_api;
 mod failover;
 mod health;
+mod holds;
 mod hostile_input;
 mod key_lifetime;
 mod migrations;

@@ -12,9 +12,10 @@ made_order AS (
     FROM go RETURNING *),
 made_attempt AS (
     INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method,
-        provider, provider_idempotency_key, idempotency_key, next_check_at, sending_until)
+        provider, provider_idempotency_key, idempotency_key, next_check_at, sending_until,
+        capture_method, return_url)
     SELECT $2, $11, made_order.id, 'created', $12, $13, $14, $3,
-        $15, $15
+        $15, $15, $16, $17
     FROM made_order RETURNING *),
 timeline AS (
     INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source)
@@ -24,11 +25,11 @@ recorded AS (
     INSERT INTO idempotency_keys (merchant_id, key, operation, fingerprint, state,
         locked_until, recovery_point, resource_type, resource_id, response_status,
         unresolved, expires_at)
-    SELECT $2, $3, $16, $17, $18,
-        now() + $19 * interval '1 millisecond',
-        $20, $21, done.resource_id, $22, $23,
-        now() + $24 * interval '1 millisecond'
-    FROM done RETURNING set_config('payorch.request', $25, true))
+    SELECT $2, $3, $18, $19, $20,
+        now() + $21 * interval '1 millisecond',
+        $22, $23, done.resource_id, $24, $25,
+        now() + $26 * interval '1 millisecond'
+    FROM done RETURNING set_config('payorch.request', $27, true))
 SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded,
        found.operation, found.fingerprint, found.state, found.locked_until,
        found.response_status, found.resource_type, found.resource_id,

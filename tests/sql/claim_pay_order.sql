@@ -7,9 +7,10 @@ go AS MATERIALIZED (
     SELECT 1 AS go FROM lock WHERE got AND $4 AND NOT EXISTS (SELECT 1 FROM found)),
 made_attempt AS (
     INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method,
-        provider, provider_idempotency_key, idempotency_key, next_check_at, sending_until)
+        provider, provider_idempotency_key, idempotency_key, next_check_at, sending_until,
+        capture_method, return_url)
     SELECT $2, $6, $5, 'created', $7, $8, $9, $3,
-        $10, $10
+        $10, $10, $11, $12
     FROM go RETURNING *),
 timeline AS (
     INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source)
@@ -19,11 +20,11 @@ recorded AS (
     INSERT INTO idempotency_keys (merchant_id, key, operation, fingerprint, state,
         locked_until, recovery_point, resource_type, resource_id, response_status,
         unresolved, expires_at)
-    SELECT $2, $3, $11, $12, $13,
-        now() + $14 * interval '1 millisecond',
-        $15, $16, done.resource_id, $17, $18,
-        now() + $19 * interval '1 millisecond'
-    FROM done RETURNING set_config('payorch.request', $20, true))
+    SELECT $2, $3, $13, $14, $15,
+        now() + $16 * interval '1 millisecond',
+        $17, $18, done.resource_id, $19, $20,
+        now() + $21 * interval '1 millisecond'
+    FROM done RETURNING set_config('payorch.request', $22, true))
 SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded,
        found.operation, found.fingerprint, found.state, found.locked_until,
        found.response_status, found.resource_type, found.resource_id,

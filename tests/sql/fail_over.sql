@@ -1,9 +1,10 @@
 WITH go AS (SELECT 1),
 made_attempt AS (
     INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method,
-        provider, provider_idempotency_key, idempotency_key, next_check_at, sending_until)
+        provider, provider_idempotency_key, idempotency_key, next_check_at, sending_until,
+        capture_method, return_url)
     SELECT $1, $4, $3, 'created', $5, $6, $7, $2,
-        $8, $8
+        $8, $8, $9, $10
     FROM go RETURNING *),
 timeline AS (
     INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source)
@@ -11,9 +12,9 @@ timeline AS (
 done AS (SELECT id AS resource_id FROM made_attempt),
 repointed AS (
     UPDATE idempotency_keys SET resource_id = (SELECT id FROM made_attempt),
-        locked_until = $12, updated_at = now()
-    WHERE merchant_id = $9 AND key = $10 AND state = 'in_flight'
-      AND resource_type = $13 AND resource_id = $11
-    RETURNING set_config('payorch.request', $14, true))
+        locked_until = $14, updated_at = now()
+    WHERE merchant_id = $11 AND key = $12 AND state = 'in_flight'
+      AND resource_type = $15 AND resource_id = $13
+    RETURNING set_config('payorch.request', $16, true))
 SELECT to_jsonb(m) AS attempt, (SELECT count(*) FROM repointed) AS repointed
 FROM made_attempt m

@@ -1,22 +1,25 @@
 WITH moved AS (
     UPDATE payment_attempts SET status = $4,
         provider_payment_id = coalesce(provider_payment_id, $5),
-        failure_code = $6, failure_message = $7, next_check_at = $8
+        failure_code = $6, failure_message = $7, next_check_at = $8,
+        next_action = coalesce($9, next_action),
+        authorized_until = coalesce($10, authorized_until),
+        cancellation_reason = $11
     WHERE merchant_id = $1 AND id = $2 AND status = $3 RETURNING *),
 logged AS (
     INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source, detail)
-    SELECT merchant_id, id, $3, status, $9, $10 FROM moved WHERE status <> $3),
+    SELECT merchant_id, id, $3, status, $12, $13 FROM moved WHERE status <> $3),
 settled AS (
     UPDATE idempotency_keys SET state = 'completed', locked_until = NULL,
-        recovery_point = 'finished', response_status = $16,
-        unresolved = (SELECT status IN ('created', 'pending') FROM moved),
+        recovery_point = 'finished', response_status = $19,
+        unresolved = (SELECT status IN ('created', 'pending', 'authorized') FROM moved),
         updated_at = now()
-    WHERE merchant_id = $11 AND key = $12 AND resource_type = $15
-      AND resource_id = $14 AND (state = 'in_flight' OR unresolved)
+    WHERE merchant_id = $14 AND key = $15 AND resource_type = $18
+      AND resource_id = $17 AND (state = 'in_flight' OR unresolved)
       AND EXISTS (SELECT 1 FROM moved)
-    RETURNING set_config('payorch.request', $13, true)),
+    RETURNING set_config('payorch.request', $16, true)),
 called AS (
     INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome,
         http_status, latency_ms, detail)
-    VALUES ($17, $18, $19, $20, $21, $22, $23, $24))
+    VALUES ($20, $21, $22, $23, $24, $25, $26, $27))
 SELECT * FROM moved

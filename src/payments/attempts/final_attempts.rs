@@ -1,8 +1,8 @@
 //! Attempts this replica has seen become final, remembered so that a webhook about one of
 //! them is judged without reading the attempt first (docs/DESIGN.md, "Webhooks").
 //!
-//! A final attempt never changes again: the database refuses any update of a `succeeded` or
-//! `failed` row (`payment_attempts_guard_transition`). So a remembered final attempt is
+//! A final attempt never changes again: the database refuses any update of a `succeeded`,
+//! `failed` or `canceled` row (`payment_attempts_guard_transition`). So a remembered final attempt is
 //! exactly what a read would return, for as long as it is remembered. Open attempts are never
 //! remembered.
 
@@ -43,37 +43,14 @@ impl FinalAttempts {
 
 #[cfg(test)]
 mod tests {
-    use chrono::Utc;
-
     use super::*;
-    use crate::ids::{MerchantId, OrderId};
     use crate::payments::AttemptStatus;
 
     #[test]
     fn only_final_attempts_are_remembered() {
         let finals = FinalAttempts::default();
-        let mut attempt = PaymentAttempt {
-            id: PaymentId::new(),
-            merchant_id: MerchantId::new(),
-            order_id: OrderId::new(),
-            status: AttemptStatus::Pending,
-            amount: 100,
-            currency: "usd".into(),
-            payment_method: "pm_card_visa".into(),
-            provider: "stripe".into(),
-            provider_idempotency_key: "k".into(),
-            provider_payment_id: Some("pi_1".into()),
-            failure_code: None,
-            failure_message: None,
-            next_check_at: None,
-            created_at: Utc::now(),
-            updated_at: Utc::now(),
-            finished_at: None,
-            idempotency_key: None,
-            checks: 0,
-            refund_held: 0,
-            sending_until: Utc::now(),
-        };
+        let mut attempt = crate::payments::attempts::tests::an_attempt();
+        attempt.status = AttemptStatus::Pending;
         finals.remember(&attempt);
         assert!(finals.get(attempt.id).is_none());
         attempt.status = AttemptStatus::Succeeded;

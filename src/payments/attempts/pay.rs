@@ -33,6 +33,7 @@ use crate::payments::orders::keyed::CreateOrder;
 use crate::payments::orders::{find_order, order_with_reference, FieldProblems};
 use crate::payments::orders::{NewOrder, Order, OrderError, OrderFields};
 use crate::payments::payment_method::PaymentMethodToken;
+use crate::payments::payment_options::PaymentOptions;
 use crate::payments::routing::{route, RoutingError};
 use crate::payments::service::{charge_request, recorded, Context, Payments};
 use crate::providers::registry::NamedProvider;
@@ -47,6 +48,10 @@ pub struct PayInput {
     pub target: PayTarget,
     /// The provider's payment method token; required.
     pub payment_method: Option<String>,
+    /// `automatic` (the default) or `manual`: hold the money for a later capture.
+    pub capture_method: Option<String>,
+    /// Where the payer comes back to after a 3-D Secure challenge.
+    pub return_url: Option<String>,
 }
 
 /// What to pay for, as the client named it.
@@ -103,9 +108,9 @@ impl From<RoutingError> for PayError {
     }
 }
 
-/// The target and the payment method, or every field problem at once: a new order's, then
-/// the payment method's.
-fn validate(input: &PayInput) -> Result<(Target, PaymentMethodToken), PayError> {
+/// The target, the payment method and the options, or every field problem at once: a new
+/// order's, then the payment's.
+fn validate(input: &PayInput) -> Result<(Target, PaymentMethodToken, PaymentOptions), PayError> {
     let mut problems = FieldProblems::new();
     let target = match &input.target {
         PayTarget::Order(id) => Some(Target::Order(*id)),
@@ -122,10 +127,13 @@ fn validate(input: &PayInput) -> Result<(Target, PaymentMethodToken), PayError> 
         None => Err((field.to_owned(), "is required".to_owned())),
         Some(raw) => PaymentMethodToken::parse(raw).map_err(|message| (field.to_owned(), message)),
     };
-    match (target, payment_method) {
-        (Some(target), Ok(method)) => Ok((target, method)),
-        (_, method) => {
+    let options =
+        PaymentOptions::parse(input.capture_method.as_deref(), input.return_url.as_deref());
+    match (target, payment_method, options) {
+        (Some(target), Ok(method), Ok(options)) => Ok((target, method, options)),
+        (_, method, options) => {
             problems.extend(method.err());
+            problems.extend(options.err().into_iter().flatten());
             Err(PayError::Invalid(problems))
         }
     }
@@ -133,7 +141,7 @@ fn validate(input: &PayInput) -> Result<(Target, PaymentMethodToken), PayError> 
 
 /// Pays the context's target with its payment method, once per key.
 pub async fn pay(ctx: &PayContext<'_>) -> Result<Paid, PayError> {
-    let (target, payment_method) = validate(&ctx.input)?;
+    let (target, payment_method, options) = validate(&ctx.input)?;
     let (keyed, target, payment_method) = (ctx.keyed, &target, &payment_method);
     let route = route_for(ctx, keyed, target).await?;
     let first = route
@@ -147,7 +155,8 @@ pub async fn pay(ctx: &PayContext<'_>) -> Result<Paid, PayError> {
             payment_method.as_str(),
             &first.name,
             Utc::now() + lease(ctx),
-        );
+        )
+        .taken(options.capture_method, options.return_url.as_deref());
         let claimed = match target {
             Target::Order(order_id) => {
                 let work = PayOrder {
@@ -322,7 +331,8 @@ async fn finish(
         if unreached {
             if let Some(next) = next_after(route, &attempt.provider) {
                 let lease_end = Utc::now() + lease(ctx);
-                let new = NewAttempt::new(&attempt.payment_method, &next.name, lease_end);
+                let new = NewAttempt::new(&attempt.payment_method, &next.name, lease_end)
+                    .taken(attempt.capture_method, attempt.return_url.as_deref());
                 let mut conn = ctx.pool.get().await?;
                 let moved = fail_over(
                     &mut conn,

@@ -3,7 +3,7 @@
 
 use crate::db::statement::{span, Statement};
 use chrono::{DateTime, Utc};
-use diesel::sql_types::{Integer, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::sql_types::{Integer, Jsonb, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::OptionalExtension;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use tracing::Instrument;
@@ -12,7 +12,7 @@ use super::{find_attempt, AttemptRow, CallKind, PaymentAttempt, Source};
 use crate::ids::{MerchantId, PaymentId, RefundId};
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::status::AttemptStatus;
-use crate::providers::{ProviderCall, ProviderOutcome};
+use crate::providers::{CaptureMethod, NextAction, ProviderCall, ProviderOutcome};
 
 /// What an outcome means for an attempt in a given status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,11 +23,13 @@ pub enum Decision {
         provider_payment_id: Option<String>,
         failure: Option<(String, String)>,
         detail: String,
+        news: News,
     },
     /// Still open: remember the provider id if we learnt it and look again later.
     StayOpen {
         provider_payment_id: Option<String>,
         detail: String,
+        news: News,
     },
     /// Says what the attempt already is (a duplicate, or news that arrived late).
     AlreadySo,
@@ -38,15 +40,61 @@ pub enum Decision {
     Conflict,
 }
 
-/// What `outcome` does to an attempt that is `current`.
-pub fn decide(current: AttemptStatus, outcome: &ProviderOutcome) -> Decision {
+/// What else an answer tells about an attempt, besides its status: a challenge to follow, how
+/// long a hold lasts, why it was canceled.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct News {
+    pub next_action: Option<NextAction>,
+    pub authorized_until: Option<DateTime<Utc>>,
+    pub cancellation_reason: Option<String>,
+}
+
+/// What `outcome` does to an attempt that is `current` and captured by `capture`.
+pub fn decide(
+    current: AttemptStatus,
+    capture: CaptureMethod,
+    outcome: &ProviderOutcome,
+) -> Decision {
     use AttemptStatus::*;
+    let mut news = News::default();
     let (to, failure, detail) = match outcome {
         ProviderOutcome::Succeeded { provider_id } => (
             Succeeded,
             None,
             format!("provider says succeeded ({provider_id})"),
         ),
+        // An automatic capture follows its authorisation at the provider (Adyen tells of the
+        // authorisation only), so for it "authorized" means the money is taken.
+        ProviderOutcome::Authorized {
+            provider_id,
+            expires_at,
+        } => {
+            news.authorized_until = *expires_at;
+            match capture {
+                CaptureMethod::Manual => (
+                    Authorized,
+                    None,
+                    format!("provider holds the money ({provider_id})"),
+                ),
+                CaptureMethod::Automatic => (
+                    Succeeded,
+                    None,
+                    format!("provider says authorized, captured automatically ({provider_id})"),
+                ),
+            }
+        }
+        ProviderOutcome::RequiresAction { next_action, .. } => {
+            news.next_action = Some(next_action.clone());
+            (
+                Pending,
+                None,
+                "provider asks the payer to authenticate".into(),
+            )
+        }
+        ProviderOutcome::Canceled { .. } => {
+            news.cancellation_reason = Some(CANCELED_AT_PROVIDER.to_owned());
+            (Canceled, None, "provider says canceled".into())
+        }
         ProviderOutcome::Failed { code, message, .. } => (
             Failed,
             Some((code.clone(), message.clone())),
@@ -70,22 +118,30 @@ pub fn decide(current: AttemptStatus, outcome: &ProviderOutcome) -> Decision {
             provider_payment_id,
             failure,
             detail,
+            news,
         },
         (Pending, Pending) => Decision::StayOpen {
             provider_payment_id,
             detail,
+            news,
         },
         (from, to) if from.can_become(to) => Decision::Move {
             to,
             provider_payment_id,
             failure,
             detail,
+            news,
         },
         (from, to) if from == to => Decision::AlreadySo,
-        (_, Pending) => Decision::Stale,
+        // A hold is newer news than "processing"; final statuses are newer than both.
+        (_, Pending) | (Succeeded | Canceled, Authorized) => Decision::Stale,
         _ => Decision::Conflict,
     }
 }
+
+/// The cancellation reason of an attempt the provider says is canceled, when payorch did not
+/// ask for it (a void payorch asked for says `voided`, and so on).
+pub const CANCELED_AT_PROVIDER: &str = "canceled_at_provider";
 
 /// What applying an outcome did.
 #[derive(Debug, Clone)]
@@ -109,7 +165,7 @@ pub async fn apply(
 ) -> diesel::QueryResult<Applied> {
     // Bounded: each retry means another writer finished a move, and there are at most two.
     for _ in 0..3 {
-        let decision = decide(attempt.status, outcome);
+        let decision = decide(attempt.status, attempt.capture_method, outcome);
         let Some(change) = move_of(attempt.status, &decision) else {
             return Ok(Applied { attempt, decision });
         };
@@ -143,6 +199,7 @@ pub(crate) struct Change<'a> {
     failure: Option<&'a (String, String)>,
     /// The timeline row's detail; empty for no detail.
     detail: &'a str,
+    news: &'a News,
 }
 
 /// `None` for decisions that write nothing.
@@ -153,20 +210,24 @@ pub(crate) fn move_of(current: AttemptStatus, decision: &Decision) -> Option<Cha
             provider_payment_id,
             failure,
             detail,
+            news,
         } => Some(Change {
             to: *to,
             provider_payment_id: provider_payment_id.as_deref(),
             failure: failure.as_ref(),
             detail,
+            news,
         }),
         Decision::StayOpen {
             provider_payment_id,
+            news,
             ..
         } => Some(Change {
             to: current,
             provider_payment_id: provider_payment_id.as_deref(),
             failure: None,
             detail: "",
+            news,
         }),
         Decision::AlreadySo | Decision::Stale | Decision::Conflict => None,
     }
@@ -188,6 +249,7 @@ pub(crate) fn move_ctes<'f>(
         provider_payment_id,
         failure,
         detail,
+        news,
     }: Change<'f>,
     source: Source,
     next_check_at: DateTime<Utc>,
@@ -199,19 +261,53 @@ pub(crate) fn move_ctes<'f>(
     let provider_id = q.bind::<Nullable<Text>, _>(provider_payment_id);
     let code = q.bind::<Nullable<Text>, _>(failure.map(|f| f.0.as_str()));
     let message = q.bind::<Nullable<Text>, _>(failure.map(|f| f.1.as_str()));
-    let next_check = q.bind::<Nullable<Timestamptz>, _>((!to.is_final()).then_some(next_check_at));
+    let next_check = q.bind::<Nullable<Timestamptz>, _>(
+        (!to.is_final()).then(|| hold_check_at(to, news.authorized_until, next_check_at)),
+    );
+    let action = q.bind::<Nullable<Jsonb>, _>(
+        news.next_action
+            .as_ref()
+            .map(|a| serde_json::to_value(a).unwrap_or_default()),
+    );
+    let until = q.bind::<Nullable<Timestamptz>, _>(news.authorized_until);
+    let reason = q.bind::<Nullable<Text>, _>(news.cancellation_reason.as_deref());
     let source = q.bind::<Text, _>(source.as_str());
     let detail = q.bind::<Nullable<Text>, _>((!detail.is_empty()).then_some(detail));
     q.push(format_args!(
         "WITH moved AS (
     UPDATE payment_attempts SET status = {to_param},
         provider_payment_id = coalesce(provider_payment_id, {provider_id}),
-        failure_code = {code}, failure_message = {message}, next_check_at = {next_check}
+        failure_code = {code}, failure_message = {message}, next_check_at = {next_check},
+        next_action = coalesce({action}, next_action),
+        authorized_until = coalesce({until}, authorized_until),
+        cancellation_reason = {reason}
     WHERE merchant_id = {merchant} AND id = {id} AND status = {was} RETURNING *),
 logged AS (
     INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source, detail)
     SELECT merchant_id, id, {was}, status, {source}, {detail} FROM moved WHERE status <> {was})"
     ));
+}
+
+/// How long a provider holds an authorisation when it does not say: Stripe's 7 days for a
+/// payer-present card payment.
+pub const HOLD_LIFETIME: chrono::Duration = chrono::Duration::days(7);
+
+/// How long before a hold expires the reconciler asks the provider about it, and voids it if
+/// it is still held (docs/DESIGN.md, "Holds and challenges").
+pub const HOLD_EXPIRY_MARGIN: chrono::Duration = chrono::Duration::hours(1);
+
+/// When to look at an attempt next: a hold just before it expires, anything else at `usual`.
+fn hold_check_at(
+    to: AttemptStatus,
+    authorized_until: Option<DateTime<Utc>>,
+    usual: DateTime<Utc>,
+) -> DateTime<Utc> {
+    match to {
+        AttemptStatus::Authorized => {
+            authorized_until.unwrap_or_else(|| Utc::now() + HOLD_LIFETIME) - HOLD_EXPIRY_MARGIN
+        }
+        _ => usual,
+    }
 }
 
 /// The conditional update and its timeline row. `None` if the attempt was no longer in the
@@ -378,11 +474,11 @@ mod tests {
     fn open_attempts_take_definitive_answers() {
         for open in [Created, Pending] {
             assert!(matches!(
-                decide(open, &succeeded()),
+                decide(open, CaptureMethod::Automatic, &succeeded()),
                 Decision::Move { to: Succeeded, .. }
             ));
             assert!(matches!(
-                decide(open, &failed()),
+                decide(open, CaptureMethod::Automatic, &failed()),
                 Decision::Move { to: Failed, .. }
             ));
         }
@@ -391,22 +487,40 @@ mod tests {
     #[test]
     fn unknown_makes_created_pending_and_keeps_pending_open() {
         assert!(matches!(
-            decide(Created, &unknown()),
+            decide(Created, CaptureMethod::Automatic, &unknown()),
             Decision::Move { to: Pending, .. }
         ));
         assert!(matches!(
-            decide(Pending, &unknown()),
+            decide(Pending, CaptureMethod::Automatic, &unknown()),
             Decision::StayOpen { .. }
         ));
     }
 
     #[test]
     fn final_attempts_never_move() {
-        assert_eq!(decide(Succeeded, &succeeded()), Decision::AlreadySo);
-        assert_eq!(decide(Failed, &failed()), Decision::AlreadySo);
-        assert_eq!(decide(Succeeded, &unknown()), Decision::Stale);
-        assert_eq!(decide(Failed, &unknown()), Decision::Stale);
-        assert_eq!(decide(Succeeded, &failed()), Decision::Conflict);
-        assert_eq!(decide(Failed, &succeeded()), Decision::Conflict);
+        assert_eq!(
+            decide(Succeeded, CaptureMethod::Automatic, &succeeded()),
+            Decision::AlreadySo
+        );
+        assert_eq!(
+            decide(Failed, CaptureMethod::Automatic, &failed()),
+            Decision::AlreadySo
+        );
+        assert_eq!(
+            decide(Succeeded, CaptureMethod::Automatic, &unknown()),
+            Decision::Stale
+        );
+        assert_eq!(
+            decide(Failed, CaptureMethod::Automatic, &unknown()),
+            Decision::Stale
+        );
+        assert_eq!(
+            decide(Succeeded, CaptureMethod::Automatic, &failed()),
+            Decision::Conflict
+        );
+        assert_eq!(
+            decide(Failed, CaptureMethod::Automatic, &succeeded()),
+            Decision::Conflict
+        );
     }
 }

@@ -92,8 +92,9 @@ impl Order {
     pub fn following(mut self, attempt: AttemptStatus, at: DateTime<Utc>) -> Self {
         let status = match attempt {
             AttemptStatus::Created | AttemptStatus::Pending => OrderStatus::Processing,
+            AttemptStatus::Authorized => OrderStatus::Authorized,
             AttemptStatus::Succeeded => OrderStatus::Paid,
-            AttemptStatus::Failed => OrderStatus::AwaitingPayment,
+            AttemptStatus::Failed | AttemptStatus::Canceled => OrderStatus::AwaitingPayment,
         };
         if status != self.status {
             self.status = status;

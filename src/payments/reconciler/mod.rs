@@ -27,7 +27,9 @@ use self::settings::{pg_interval, to_chrono, ReconcilerSettings, NO_RECORD};
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::payments::attempts::transition::{apply, log_call};
-use crate::payments::attempts::{before_resend, find_attempt, open_statuses, quiet_before};
+use crate::payments::attempts::{
+    before_resend, find_attempt, open_statuses, quiet_before, unsettled_statuses,
+};
 use crate::payments::attempts::{AttemptRow, CallKind, PaymentAttempt, Source};
 use crate::payments::refunds;
 use crate::payments::service::{charge_request, settle_key, Payments};
@@ -296,7 +298,7 @@ pub async fn refresh_gauges(pool: &DbPool, payments: &Payments) -> Result<(), Re
          FROM payment_attempts WHERE status IN {open}",
         created = AttemptStatus::Created.sql(),
         pending = AttemptStatus::Pending.sql(),
-        open = open_statuses!(),
+        open = unsettled_statuses!(),
     ))
     .bind::<Interval, _>(pg_interval(payments.reconciler.alert_after))
     .get_result(&mut conn)

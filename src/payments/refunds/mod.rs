@@ -15,6 +15,14 @@
 //! and [`reconcile::check`] settles it later: by the provider's refund id when known, else by resending
 //! under the same key inside the provider's key window.
 
+/// A refund's open statuses as an SQL list: the words of an attempt's, without the hold, and
+/// word for word the predicate of the `refunds_due` index.
+macro_rules! open_refund_statuses {
+    () => {
+        "('created', 'pending')"
+    };
+}
+
 pub mod keyed;
 pub mod reconcile;
 pub mod record;

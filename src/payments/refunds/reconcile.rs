@@ -8,7 +8,6 @@ use diesel_async::RunQueryDsl;
 use super::record::record;
 use super::{refund_request, Refund, RefundError, RefundRow};
 use crate::db::DbPool;
-use crate::payments::attempts::open_statuses;
 use crate::payments::attempts::{CallKind, Source};
 use crate::payments::reconciler::settings::{pg_interval, NO_RECORD};
 use crate::payments::service::Payments;
@@ -27,7 +26,7 @@ pub async fn claim_due(
         "UPDATE refunds r SET next_check_at = now() + $1, checks = r.checks + 1 \
          FROM (SELECT merchant_id, id FROM refunds \
                WHERE status IN ",
-        open_statuses!(),
+        open_refund_statuses!(),
         " AND next_check_at <= now() \
                ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED) due \
          WHERE r.merchant_id = due.merchant_id AND r.id = due.id \

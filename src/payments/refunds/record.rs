@@ -14,8 +14,29 @@ use crate::idempotency::in_flight::complete_for_resource;
 use crate::idempotency::{InFlightKey, Recorded, ResourceType};
 use crate::ids::RefundId;
 use crate::payments::attempts::transition::{decide, log_refund_call, Decision};
-use crate::payments::attempts::{open_statuses, CallKind, Source};
-use crate::providers::{ProviderCall, RefundNotice};
+use crate::payments::attempts::{CallKind, Source};
+use crate::payments::status::AttemptStatus;
+use crate::providers::{CaptureMethod, ProviderCall, ProviderOutcome, RefundNotice};
+
+/// What a provider's word does to a refund, decided as an attempt's would be. A refund has
+/// no hold and no challenge: a canceled refund gave nothing back (failed), and any other word
+/// that is not final leaves it open.
+fn decide_refund(current: AttemptStatus, outcome: &ProviderOutcome) -> Decision {
+    let outcome = match outcome {
+        ProviderOutcome::Canceled { provider_id } => ProviderOutcome::Failed {
+            code: "canceled".into(),
+            message: "the provider canceled the refund".into(),
+            provider_id: provider_id.clone(),
+        },
+        ProviderOutcome::Authorized { .. } | ProviderOutcome::RequiresAction { .. } => {
+            ProviderOutcome::Pending {
+                provider_id: outcome.provider_id().map(str::to_owned),
+            }
+        }
+        other => other.clone(),
+    };
+    decide(current, CaptureMethod::Automatic, &outcome)
+}
 
 /// What a refund's key records: `201` and its refund, which a replay shows as it is then. An
 /// open refund keeps its key from being reaped.
@@ -64,7 +85,7 @@ pub(super) async fn record(
             .first(conn)
             .await?
             .into();
-        let decision = decide(current.status, &call.outcome);
+        let decision = decide_refund(current.status, &call.outcome);
         let moved = apply(conn, current, decision, moved_by, next_check_at).await?;
         match &key {
             Some(key) => key.complete(conn, &recorded(&moved)).await?,
@@ -101,6 +122,7 @@ async fn apply(
             provider_payment_id,
             failure,
             detail,
+            ..
         } => {
             let (code, message) = failure.unzip();
             // A refund's statuses are an attempt's (docs/DESIGN.md, "Refunds").
@@ -109,7 +131,7 @@ async fn apply(
                      provider_refund_id = COALESCE(provider_refund_id, $4), \
                      failure_code = $5, failure_message = $6, \
                      next_check_at = CASE WHEN $3 IN ",
-                open_statuses!(),
+                open_refund_statuses!(),
                 " THEN $7 END \
                  WHERE merchant_id = $1 AND id = $2 RETURNING *"
             ))
@@ -225,7 +247,7 @@ pub async fn apply_notice(
         });
     }
     let was = current.status;
-    let decision = decide(was, &notice.outcome);
+    let decision = decide_refund(was, &notice.outcome);
     let detail = match &decision {
         Decision::Move { to, .. } => format!("{} → {}", was.as_str(), to.as_str()),
         Decision::StayOpen { .. } => format!("still {}", was.as_str()),

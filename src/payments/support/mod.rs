@@ -16,8 +16,8 @@ use uuid::Uuid;
 use crate::db::schema::{idempotency_keys, orders, payment_attempts, refunds, webhook_events};
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::attempts::{
-    attempts_of_order, find_attempt, open_statuses, provider_calls_of, timeline, AttemptRow,
-    LoggedCall, PaymentAttempt, TimelineEntry,
+    attempts_of_order, find_attempt, open_statuses, provider_calls_of, timeline,
+    unsettled_statuses, AttemptRow, LoggedCall, PaymentAttempt, TimelineEntry,
 };
 use crate::payments::orders::{find_order, Order};
 use crate::payments::reconciler::settings::NO_RECORD;
@@ -273,7 +273,7 @@ pub async fn needs_a_human(
     let stuck = payment_attempts::table
         .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(concat!(
             "status IN ",
-            open_statuses!()
+            unsettled_statuses!()
         )))
         .filter(payment_attempts::created_at.lt(cutoff))
         .order(payment_attempts::created_at)

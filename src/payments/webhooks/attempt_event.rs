@@ -93,7 +93,7 @@ pub(super) async fn record_once(
                 .await;
         }
         let was = attempt.status;
-        let decision = decide(was, &outcome);
+        let decision = decide(was, attempt.capture_method, &outcome);
         let Some(change) = move_of(was, &decision) else {
             // Only a final attempt writes nothing, and a final attempt never changes: what
             // the event is to it stays true without a lock.

@@ -85,7 +85,7 @@ mod tests {
         let outcome = ProviderOutcome::Succeeded {
             provider_id: "pi_1".into(),
         };
-        let decision = decide(attempt.status, &outcome);
+        let decision = decide(attempt.status, attempt.capture_method, &outcome);
         let change = move_of(attempt.status, &decision).expect("a move");
         let event = WebhookEvent {
             id: "evt_1".into(),

@@ -8,13 +8,14 @@
 //! the attempt's provider idempotency key its own.
 
 use chrono::{DateTime, Utc};
-use diesel::sql_types::{Text, Timestamptz, Uuid as SqlUuid};
+use diesel::sql_types::{Nullable, Text, Timestamptz, Uuid as SqlUuid};
 
 use crate::db::statement::{Param, Statement};
 use crate::ids::PaymentId;
 use crate::payments::attempts::provider_idempotency_key;
 use crate::payments::attempts::Source;
 use crate::payments::status::AttemptStatus;
+use crate::providers::CaptureMethod;
 
 /// What a new attempt is made of, whichever order it pays.
 pub struct NewAttempt<'a> {
@@ -24,6 +25,10 @@ pub struct NewAttempt<'a> {
     /// When the reconciler may first look, if the request that made it never finishes: the
     /// end of the request's key lease, so also the end of its send (`sending_until`).
     pub first_check_at: DateTime<Utc>,
+    /// Automatic unless the payment holds the money for a later capture.
+    pub capture_method: CaptureMethod,
+    /// Where the payer comes back to after a challenge.
+    pub return_url: Option<&'a str>,
     provider_key: String,
 }
 
@@ -35,8 +40,18 @@ impl<'a> NewAttempt<'a> {
             payment_method,
             provider,
             first_check_at,
+            capture_method: CaptureMethod::Automatic,
+            return_url: None,
             provider_key: provider_idempotency_key(id),
         }
+    }
+
+    /// The same attempt, captured by `capture_method` and sending the payer back to
+    /// `return_url` after a challenge.
+    pub fn taken(mut self, capture_method: CaptureMethod, return_url: Option<&'a str>) -> Self {
+        self.capture_method = capture_method;
+        self.return_url = return_url;
+        self
     }
 
     /// The CTEs `made_attempt` (this attempt, `created`, from the rows of `from`, paying the
@@ -55,12 +70,15 @@ impl<'a> NewAttempt<'a> {
         let provider = q.bind::<Text, _>(self.provider);
         let provider_key = q.bind::<Text, _>(&self.provider_key);
         let check = q.bind::<Timestamptz, _>(self.first_check_at);
+        let capture = q.bind::<Text, _>(self.capture_method.as_str());
+        let return_url = q.bind::<Nullable<Text>, _>(self.return_url);
         q.push(format_args!(
             "made_attempt AS (
     INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method,
-        provider, provider_idempotency_key, idempotency_key, next_check_at, sending_until)
+        provider, provider_idempotency_key, idempotency_key, next_check_at, sending_until,
+        capture_method, return_url)
     SELECT {merchant}, {id}, {order_id}, {created}, {method}, {provider}, {provider_key}, {key},
-        {check}, {check}
+        {check}, {check}, {capture}, {return_url}
     FROM {from} RETURNING *),
 timeline AS (
     INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source)

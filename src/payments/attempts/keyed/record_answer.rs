@@ -46,7 +46,7 @@ pub async fn record_answer(
     next_check_at: DateTime<Utc>,
     key: InFlightKey,
 ) -> diesel::QueryResult<Answered> {
-    let decision = decide(attempt.status, outcome);
+    let decision = decide(attempt.status, attempt.capture_method, outcome);
     let Some(change) = move_of(attempt.status, &decision) else {
         log_create(conn, attempt, call).await?;
         return Ok(Answered::NotAsRead(key));
@@ -122,7 +122,7 @@ mod tests {
             http_status: Some(200),
             latency: std::time::Duration::from_millis(5),
         };
-        let decision = decide(attempt.status, &call.outcome);
+        let decision = decide(attempt.status, attempt.capture_method, &call.outcome);
         let change = move_of(attempt.status, &decision).expect("a move");
         let logged = CallRecord::of(CallKind::Create, Source::Api, &call);
         let sql = statement(&attempt, change, Utc::now(), &a_key_in_flight(), &logged);
