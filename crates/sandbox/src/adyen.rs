@@ -6,12 +6,17 @@
 //! replay under a key answers what the first request was answered.
 //!
 //! - `POST /v71/payments` (`X-API-Key`, `Idempotency-Key`) → `resultCode` `Authorised`,
-//!   `Refused` (with `refusalReason`), `Received` (processing); a 500 for the edge faults.
+//!   `Refused` (with `refusalReason`), `Received` (processing), `RedirectShopper` (a 3-D
+//!   Secure card: its `action` sends the shopper to the challenge page, `challenge`, which
+//!   sends them back to `returnUrl` with a `redirectResult` for `adyen_details`); a 500 for
+//!   the edge faults. `additionalData.manualCapture: "true"` authorises only: the money is
+//!   held until a capture or cancel (`adyen_modifications`).
 //! - `GET /v71/payments/{pspReference}`, `GET /v71/payments?reference=…`: the status checks
 //!   payorch's adapter makes (Adyen itself offers none; see docs/DESIGN.md).
 //! - Refunds: `adyen_refunds`.
 //! - Notifications: `AUTHORISATION` (success `true`/`false`) to `--adyen-notification-url`,
-//!   each item signed with Adyen's HMAC under `--adyen-hmac-key`.
+//!   each item signed with Adyen's HMAC under `--adyen-hmac-key`; a 3-D Secure payment's once
+//!   the shopper passed or failed the challenge.
 //!
 //! A `storedPaymentMethodId` may carry a refund fault after a `+`
 //! (`pm_card_visa+sandbox_lost_response`): the payment is made as its token says, and each of
@@ -32,14 +37,15 @@ use super::behaviour::Behaviour;
 use super::charges::charge;
 use super::config::SandboxConfig;
 use super::kept::KeptIntent;
-use super::params::CreateParams;
+use super::params::{site, CreateParams};
 use super::protocol::{is_marked_adyen, PROTOCOL};
 use super::refunds::Fault;
 use super::roll;
-use super::store::{Begin, Lookup, StoredResponse};
+use super::store::{Begin, Lookup, Replay, StoredResponse};
 use super::Sandbox;
+use payorch_wire::adyen::Action;
 use payorch_wire::adyen_hmac::sign_item;
-use payorch_wire::stripe::{ErrorBody, PaymentIntent};
+use payorch_wire::stripe::{ErrorBody, NextAction, PaymentIntent};
 
 /// The merchant account a payment (or a refund) was made for, kept for its notifications.
 pub(super) const MERCHANT_ACCOUNT: &str = "sandbox_merchant_account";
@@ -66,6 +72,21 @@ struct PaymentRequest {
     payment_method: PaymentMethodJson,
     #[serde(default)]
     metadata: BTreeMap<String, String>,
+    /// `manualCapture`: `"true"` (Adyen's values are text) authorises only.
+    #[serde(default)]
+    additional_data: BTreeMap<String, Value>,
+    /// Where the challenge sends the shopper back.
+    #[serde(default)]
+    return_url: Option<String>,
+}
+
+impl PaymentRequest {
+    fn is_manual_capture(&self) -> bool {
+        matches!(
+            self.additional_data.get("manualCapture"),
+            Some(Value::String(text)) if text == "true"
+        ) || self.additional_data.get("manualCapture") == Some(&Value::Bool(true))
+    }
 }
 
 #[derive(Deserialize)]
@@ -125,6 +146,11 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
     if behaviour == Behaviour::ErrorBefore {
         return server_error();
     }
+    let capture_method = if request.is_manual_capture() {
+        "manual"
+    } else {
+        "automatic"
+    };
     let mut metadata = request.metadata;
     metadata.insert("attempt_id".into(), request.reference.clone());
     metadata.insert(PROTOCOL.into(), "adyen".into());
@@ -139,12 +165,13 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
         confirm: true,
         description: None,
         metadata,
-        capture_method: "automatic".to_owned(),
-        return_url: None,
-        site: String::new(),
+        capture_method: capture_method.to_owned(),
+        return_url: request.return_url,
+        site: site(&req),
         fingerprint,
     };
-    let key = match begin_keyed(&sb, &req, &params.fingerprint, answer) {
+    let replay = |replay: Replay, _: &str| answer(&replayed(replay));
+    let key = match begin_keyed(&sb, &req, &params.fingerprint, replay) {
         Ok(key) => key,
         Err(refused) => return *refused,
     };
@@ -178,12 +205,13 @@ pub(super) fn parse<T: serde::de::DeserializeOwned>(
 
 /// Takes the request's `Idempotency-Key` for a fresh run (`Ok(None)` without one), or gives
 /// Adyen's answer to a key used before: the first answer again (made by `replay` from what
-/// was recorded), or error 704 for another request under the key or one still running.
+/// was recorded, or from what the key made once that is no longer kept), or error 704 for
+/// another request under the key or one still running.
 pub(super) fn begin_keyed(
     sb: &Sandbox,
     req: &HttpRequest,
     fingerprint: &str,
-    replay: fn(&StoredResponse) -> HttpResponse,
+    replay: impl FnOnce(Replay, &str) -> HttpResponse,
 ) -> Result<Option<String>, Box<HttpResponse>> {
     let Some(key) = req
         .headers()
@@ -194,7 +222,7 @@ pub(super) fn begin_keyed(
     };
     let refused = match sb.store.begin(key, fingerprint) {
         Begin::Fresh => return Ok(Some(key.to_owned())),
-        Begin::Replay(recorded) => replay(&replayed(recorded)),
+        Begin::Replay(what) => replay(what, key),
         Begin::Mismatch => validation("704", "request already processed or in progress"),
         Begin::InFlight => error(
             StatusCode::CONFLICT,
@@ -218,7 +246,17 @@ fn answer(stored: &StoredResponse) -> HttpResponse {
                 .payment_intent
         });
     match intent {
-        Some(intent) => HttpResponse::Ok().json(payment_response(&intent)),
+        Some(intent) => {
+            let mut response = payment_response(&intent);
+            // Adyen names the payment once the shopper is back (`/payments/details`), not
+            // while it sends them away.
+            if response["resultCode"] == "RedirectShopper" {
+                if let Some(fields) = response.as_object_mut() {
+                    fields.remove("pspReference");
+                }
+            }
+            HttpResponse::Ok().json(response)
+        }
         None if stored.status >= 500 => server_error(),
         None => validation("000", "the request was refused"),
     }
@@ -238,13 +276,18 @@ fn payment_response(intent: &PaymentIntent) -> Value {
         "amount": amount,
     });
     let (code, refusal) = match intent.status.as_str() {
-        "succeeded" => ("Authorised", None),
+        // Held or taken: Adyen says the same of both.
+        "succeeded" | "requires_capture" => ("Authorised", None),
         "processing" => ("Received", None),
         "canceled" => ("Cancelled", None),
         "requires_payment_method" => ("Refused", Some(refusal(intent))),
+        "requires_action" => ("RedirectShopper", None),
         _ => ("Pending", None),
     };
     response["resultCode"] = json!(code);
+    if let Some(action) = redirect(intent) {
+        response["action"] = json!(action);
+    }
     if let Some((reason, reason_code)) = refusal {
         response["refusalReason"] = json!(reason);
         response["refusalReasonCode"] = json!(reason_code);
@@ -252,11 +295,24 @@ fn payment_response(intent: &PaymentIntent) -> Value {
     response
 }
 
+/// Adyen's `action` for a payment waiting for its shopper: the challenge page, by GET.
+fn redirect(intent: &PaymentIntent) -> Option<Action> {
+    let next: NextAction = serde_json::from_value(intent.next_action.clone()?).ok()?;
+    Some(Action {
+        kind: "redirect".into(),
+        method: Some("GET".into()),
+        url: Some(next.redirect_to_url?.url),
+        payment_method_type: Some("scheme".into()),
+    })
+}
+
 /// Adyen's refusal reason and code for a declined intent.
-fn refusal(intent: &PaymentIntent) -> (String, &'static str) {
+pub(super) fn refusal(intent: &PaymentIntent) -> (String, &'static str) {
     let error = intent.last_payment_error.as_ref();
     let code = match error.and_then(|e| e.decline_code.as_deref()) {
         Some("insufficient_funds") => "12",
+        // A shopper who failed the challenge.
+        Some("authentication_required") => return ("3D Not Authenticated".into(), "11"),
         _ => "2",
     };
     let reason = error
@@ -353,7 +409,10 @@ pub(super) fn notification(
     intent: &PaymentIntent,
 ) -> Option<Vec<u8>> {
     let (success, reason) = match kind {
-        "payment_intent.succeeded" => ("true", String::new()),
+        // Authorised: taken, or held for a later capture.
+        "payment_intent.succeeded" | "payment_intent.amount_capturable_updated" => {
+            ("true", String::new())
+        }
         "payment_intent.payment_failed" => ("false", refusal(intent).0),
         // Adyen says nothing until the authorisation is decided.
         _ => return None,

@@ -34,10 +34,11 @@ use super::adyen::{
     begin_keyed, delivery, error, forgotten_payment, gone, parse, payment, refuse_unauthorized,
     server_error, validation, MERCHANT_ACCOUNT, REFUND_FAULT,
 };
+use super::answers::replayed;
 use super::config::SandboxConfig;
 use super::protocol::{is_marked_adyen, PROTOCOL};
 use super::refunds::{make, Fault, RefundParams};
-use super::store::{Lookup, StoredResponse};
+use super::store::{Lookup, Replay, StoredResponse};
 use super::{roll, Sandbox};
 use payorch_wire::adyen::REFUND;
 use payorch_wire::adyen::{Amount, RefundList, RefundRequest, RefundResponse};
@@ -127,7 +128,8 @@ async fn create_refund(
         metadata,
         fault,
     };
-    let key = match begin_keyed(&sb, &req, &params.fingerprint, answer) {
+    let replay = |replay: Replay, _: &str| answer(&replayed(replay));
+    let key = match begin_keyed(&sb, &req, &params.fingerprint, replay) {
         Ok(key) => key,
         Err(refused) => return *refused,
     };

@@ -215,7 +215,7 @@ fn verdict(modified: &Lookup<Modified>) -> Verdict {
     };
     let action = match m.modification.kind {
         Kind::Capture => "capture",
-        Kind::Cancel => "cancel",
+        Kind::Cancel | Kind::TechnicalCancel => "cancel",
     };
     match m.refused {
         None => Verdict::Record(stored_json(StatusCode::OK, &m.intent)),

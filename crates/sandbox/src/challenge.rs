@@ -16,6 +16,8 @@ use actix_web::http::{header, StatusCode};
 use actix_web::web;
 use actix_web::{HttpResponse, HttpResponseBuilder};
 
+use super::protocol::is_marked_adyen;
+use super::redirect_result;
 use super::store::{Challenged, Lookup};
 use super::Sandbox;
 use payorch_wire::stripe::PaymentIntent;
@@ -78,19 +80,23 @@ fn decide(sb: &Sandbox, id: &str, passed: bool) -> HttpResponse {
 }
 
 /// The return URL with what the merchant's page reads there, once the challenge was decided:
-/// Stripe's `payment_intent`, `payment_intent_client_secret` and `redirect_status`.
+/// Stripe's `payment_intent`, `payment_intent_client_secret` and `redirect_status`, or Adyen's
+/// `redirectResult`.
 fn way_back(c: &Challenged) -> Option<String> {
     let passed = c.authenticated?;
     let mut url = reqwest::Url::parse(c.return_url.as_deref()?).ok()?;
     let intent = &c.intent;
-    let status = if passed { "succeeded" } else { "failed" };
-    url.query_pairs_mut()
-        .append_pair("payment_intent", &intent.id)
-        .append_pair(
-            "payment_intent_client_secret",
-            intent.client_secret.as_deref().unwrap_or_default(),
-        )
-        .append_pair("redirect_status", status);
+    let secret = intent.client_secret.clone().unwrap_or_default();
+    if is_marked_adyen(&intent.metadata) {
+        url.query_pairs_mut()
+            .append_pair("redirectResult", &redirect_result::encode(&secret));
+    } else {
+        let status = if passed { "succeeded" } else { "failed" };
+        url.query_pairs_mut()
+            .append_pair("payment_intent", &intent.id)
+            .append_pair("payment_intent_client_secret", &secret)
+            .append_pair("redirect_status", status);
+    }
     Some(url.into())
 }
 

@@ -30,6 +30,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod adyen;
+mod adyen_details;
+mod adyen_modifications;
 mod adyen_refunds;
 mod answers;
 mod behaviour;
@@ -43,6 +45,7 @@ mod modify;
 mod packed;
 mod params;
 mod protocol;
+mod redirect_result;
 mod refunds;
 mod routes;
 mod serial;
@@ -108,23 +111,32 @@ impl Sandbox {
         }
     }
 
-    /// Tell the merchant what a capture or cancel of `intent` came to: Stripe's event about
-    /// the intent as it is now, when it moved (Stripe tells nothing of a refused request).
+    /// Tell the merchant what a capture or cancel of `intent` came to, in the protocol the
+    /// payment was made through: Stripe's event about the intent as it is now, when it moved
+    /// (Stripe tells nothing of a refused request); or Adyen's `CAPTURE`, `CANCELLATION` or
+    /// `TECHNICAL_CANCEL` notification of the modification, `success` `true` or `false`.
     fn announce_modification(
         &self,
         intent: &payorch_wire::stripe::PaymentIntent,
         modification: &modification::Modification,
         cause: webhooks::Cause,
     ) {
-        // The Adyen face neither authorises for a later capture nor challenges yet: a cancel
-        // of its payment says nothing, as Adyen says nothing of a payment canceled before
-        // it was decided.
-        if adyen::is_adyen(intent) || !modification.succeeded {
+        if adyen::is_adyen(intent) {
+            let notification =
+                adyen_modifications::notification(&self.config, intent, modification);
+            if let Some(body) = notification {
+                self.notifications.send(body);
+            }
+            return;
+        }
+        if !modification.succeeded {
             return;
         }
         let kind = match modification.kind {
             modification::Kind::Capture => "payment_intent.succeeded",
-            modification::Kind::Cancel => "payment_intent.canceled",
+            modification::Kind::Cancel | modification::Kind::TechnicalCancel => {
+                "payment_intent.canceled"
+            }
         };
         self.webhooks.emit(kind, intent, Some(cause));
     }
@@ -286,6 +298,8 @@ fn configure(cfg: &mut web::ServiceConfig) {
         .configure(captures::configure)
         .configure(refunds::configure)
         .configure(adyen_refunds::configure)
+        .configure(adyen_modifications::configure)
+        .configure(adyen_details::configure)
         .configure(adyen::configure)
         .configure(challenge::configure);
 }

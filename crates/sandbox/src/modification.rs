@@ -7,8 +7,11 @@
 pub(super) enum Kind {
     /// Takes (part of) a hold; releases the rest.
     Capture,
-    /// Releases a hold, or ends an intent that holds nothing.
+    /// Releases a hold, or ends an intent that holds nothing (Stripe's cancel, Adyen's cancel
+    /// by `pspReference`).
     Cancel,
+    /// Adyen's cancel by the payment's `reference` (`POST /v71/cancels`).
+    TechnicalCancel,
 }
 
 /// One capture or cancel that was made (or, on the Adyen face, taken and refused).
@@ -42,6 +45,8 @@ impl Modification {
 
     /// A hold went back to the payer.
     pub(super) fn is_void(&self) -> bool {
-        self.kind == Kind::Cancel && self.succeeded && self.released > 0
+        matches!(self.kind, Kind::Cancel | Kind::TechnicalCancel)
+            && self.succeeded
+            && self.released > 0
     }
 }

@@ -208,8 +208,8 @@ async fn a_challenge_failed_declines_with_stripes_authentication_error() {
     assert_eq!(
         events,
         [
-            "payment_intent.requires_action",
-            "payment_intent.payment_failed"
+            "payment_intent.payment_failed",
+            "payment_intent.requires_action"
         ]
     );
     sandbox.stop().await;

@@ -128,8 +128,12 @@ impl Store {
                     None
                 }
             }
-            Kind::Cancel if !CANCELABLE.contains(&intent.status.as_str()) => Some(Refusal::State),
-            Kind::Cancel => {
+            Kind::Cancel | Kind::TechnicalCancel
+                if !CANCELABLE.contains(&intent.status.as_str()) =>
+            {
+                Some(Refusal::State)
+            }
+            Kind::Cancel | Kind::TechnicalCancel => {
                 intent.status = "canceled".into();
                 intent.canceled_at = Some(modification.created);
                 intent.cancellation_reason = ask.reason;
@@ -215,6 +219,18 @@ impl Store {
         let first = !kept.has(FAULT_SPENT);
         kept.mark(FAULT_SPENT);
         first
+    }
+
+    /// The capture or cancel of intent `id` made under `key`, if it is still kept.
+    pub(crate) fn modification_by_key(&self, id: &str, key: &str) -> Option<Modification> {
+        let inner = self.lock();
+        let at = inner.find_intent(id).found()?;
+        inner.intents[at]
+            .modifications()
+            .iter()
+            .rev()
+            .find(|m| m.key.as_deref() == Some(key))
+            .cloned()
     }
 
     /// Every hold placed on a kept intent, oldest first.
@@ -352,7 +368,7 @@ pub struct VoidEntry {
     pub attempt_id: Option<String>,
     /// The merchant's reference of the cancel (Adyen).
     pub reference: Option<String>,
-    /// `cancel`.
+    /// `cancel`, or `technical_cancel` (Adyen's cancel by the payment's reference).
     pub kind: String,
     /// What went back.
     pub amount: i64,
@@ -417,7 +433,11 @@ fn void_entry(pi: &PaymentIntent, m: &Modification) -> VoidEntry {
         idempotency_key: m.key.clone(),
         attempt_id: pi.metadata.get("attempt_id").cloned(),
         reference: m.reference.clone(),
-        kind: "cancel".to_owned(),
+        kind: match m.kind {
+            Kind::TechnicalCancel => "technical_cancel",
+            _ => "cancel",
+        }
+        .to_owned(),
         amount: m.released,
         currency: pi.currency.clone(),
         reason: m.reason.clone(),

@@ -182,13 +182,17 @@ impl Receiver {
         self.received.lock().expect("not poisoned").clone()
     }
 
-    /// The `type`s of the Stripe events received about intent `id`, in order.
+    /// The `type`s of the Stripe events received about intent `id`, sorted: deliveries run
+    /// side by side, so they arrive in any order, as Stripe's do.
     pub fn stripe_events(&self, id: &str) -> Vec<String> {
-        self.received()
+        let mut events: Vec<String> = self
+            .received()
             .iter()
             .filter(|event| event["data"]["object"]["id"] == id)
             .map(|event| event["type"].as_str().unwrap_or_default().to_owned())
-            .collect()
+            .collect();
+        events.sort();
+        events
     }
 
     /// The Adyen notification items received about payment `psp` (as the payment or as the
