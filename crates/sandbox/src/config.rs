@@ -72,11 +72,13 @@ pub struct SandboxConfig {
     )]
     pub latency_ms: u64,
 
-    /// Share of creates that charge and then never answer (0.0–1.0).
+    /// Share of creates, captures and cancels that are made and then never answered
+    /// (0.0–1.0); a resend under the same key gets the answer.
     #[arg(long = "lost-response-rate", env = "PAYORCH_SANDBOX_LOST_RESPONSE_RATE", default_value_t = 0.0, value_parser = parse_rate)]
     pub lost_response_rate: f64,
 
-    /// Share of creates refused with a 500 before anything happens (0.0–1.0).
+    /// Share of creates, refunds, captures and cancels refused with a 500 before anything
+    /// happens (0.0–1.0).
     #[arg(long = "error-rate", env = "PAYORCH_SANDBOX_ERROR_RATE", default_value_t = 0.0, value_parser = parse_rate)]
     pub error_rate: f64,
 
