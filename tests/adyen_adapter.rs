@@ -8,8 +8,8 @@ use std::time::Duration;
 use chrono::{TimeZone, Utc};
 use payorch::providers::adyen::{sign_item, AdyenConfig, AdyenProvider, AdyenSetupError};
 use payorch::providers::{
-    ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, RefundNotice, RefundRequest,
-    WebhookError,
+    CaptureMethod, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, RefundNotice,
+    RefundRequest, WebhookError,
 };
 use serde_json::{json, Value};
 use wiremock::matchers::{method, path, query_param};
@@ -50,6 +50,8 @@ fn charge() -> ChargeRequest {
         attempt_id: "pay_0001".into(),
         order_id: "ord_0001".into(),
         merchant_id: "mer_0001".into(),
+        capture_method: CaptureMethod::Automatic,
+        return_url: None,
     }
 }
 
@@ -177,9 +179,7 @@ async fn each_result_code_maps_to_its_outcome() {
         ),
         (
             "Cancelled",
-            ProviderOutcome::Failed {
-                code: "cancelled".into(),
-                message: "the payment was cancelled".into(),
+            ProviderOutcome::Canceled {
                 provider_id: Some("PSP_R".into()),
             },
         ),
@@ -391,10 +391,12 @@ async fn retrieve_maps_a_payment_response_and_a_404_is_unknown_never_not_found()
         .mount(&server)
         .await;
     let adapter = provider(&server.uri());
+    // A lookup cannot tell an automatic capture from a hold: the attempt's method will.
     assert_eq!(
         adapter.retrieve("PSP_KNOWN").await.outcome,
-        ProviderOutcome::Succeeded {
-            provider_id: "PSP_KNOWN".into()
+        ProviderOutcome::Authorized {
+            provider_id: "PSP_KNOWN".into(),
+            expires_at: None,
         }
     );
     assert_eq!(
@@ -451,8 +453,9 @@ async fn find_by_attempt_asks_by_reference_and_only_an_empty_2xx_list_is_not_fou
     let adapter = provider(&server.uri());
     assert_eq!(
         adapter.find_by_attempt("pay_found").await.outcome,
-        ProviderOutcome::Succeeded {
-            provider_id: "PSP_B".into()
+        ProviderOutcome::Authorized {
+            provider_id: "PSP_B".into(),
+            expires_at: None,
         }
     );
     assert_eq!(
@@ -730,8 +733,9 @@ fn a_delivery_of_two_authorisations_is_two_events() {
     assert!(ok.acted_on);
     assert_eq!(
         ok.outcome,
-        Some(ProviderOutcome::Succeeded {
-            provider_id: "PSP_OK".into()
+        Some(ProviderOutcome::Authorized {
+            provider_id: "PSP_OK".into(),
+            expires_at: None,
         })
     );
     assert_eq!(ok.amount, Some(4200));
@@ -777,11 +781,11 @@ fn refund_items_carry_a_refund_notice_and_other_codes_are_ignored() {
             Some(HMAC_KEY),
         ),
         item(
-            "CP0001",
-            "PSP0001",
-            "pay_0001",
-            4200,
-            "CAPTURE",
+            "RP0001",
+            "",
+            "",
+            0,
+            "REPORT_AVAILABLE",
             "true",
             Some(HMAC_KEY),
         ),
@@ -818,11 +822,11 @@ fn refund_items_carry_a_refund_notice_and_other_codes_are_ignored() {
         failed.outcome
     );
 
-    let capture = &events[2];
-    assert_eq!(capture.event_type, "CAPTURE");
-    assert!(!capture.acted_on);
-    assert_eq!(capture.outcome, None);
-    assert_eq!(capture.refund, None);
+    let report = &events[2];
+    assert_eq!(report.event_type, "REPORT_AVAILABLE");
+    assert!(!report.acted_on);
+    assert_eq!(report.outcome, None);
+    assert_eq!(report.refund, None);
 }
 
 #[test]

@@ -9,7 +9,7 @@ use chrono::{TimeZone, Utc};
 use payorch::providers::signature;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::providers::{
-    ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, WebhookError,
+    CaptureMethod, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, WebhookError,
 };
 use serde_json::json;
 use wiremock::matchers::{method, path};
@@ -38,6 +38,8 @@ fn charge() -> ChargeRequest {
         attempt_id: "pay_0001".into(),
         order_id: "ord_0001".into(),
         merchant_id: "mer_0001".into(),
+        capture_method: CaptureMethod::Automatic,
+        return_url: None,
     }
 }
 
@@ -145,9 +147,7 @@ async fn succeeded_processing_and_requires_action_intents_map_by_status() {
         ),
         (
             "canceled",
-            ProviderOutcome::Failed {
-                code: "canceled".into(),
-                message: "the payment intent did not succeed".into(),
+            ProviderOutcome::Canceled {
                 provider_id: Some("pi_s".into()),
             },
         ),

@@ -13,7 +13,9 @@ use payorch::providers::adyen::{
 };
 use payorch::providers::stripe::IntentStatus;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
-use payorch::providers::{ChargeRequest, PaymentProvider, ProviderOutcome, RefundRequest};
+use payorch::providers::{
+    CaptureMethod, ChargeRequest, PaymentProvider, ProviderOutcome, RefundRequest,
+};
 use payorch_sandbox::{self as sandbox, LedgerEntry, SandboxConfig, SandboxHandle};
 use serde_json::Value;
 use wiremock::matchers::{method, path};
@@ -58,6 +60,8 @@ fn charge(payment_method: &str, attempt: &str) -> ChargeRequest {
         attempt_id: attempt.into(),
         order_id: format!("ord_{attempt}"),
         merchant_id: "mer_test".into(),
+        capture_method: CaptureMethod::Automatic,
+        return_url: None,
     }
 }
 

@@ -20,8 +20,39 @@ pub mod traced;
 // with the sandbox, which signs what payorch verifies (`payorch-wire`).
 pub use payorch_wire::{signature, WebhookError};
 
+/// Whether a charge takes the money at once or only holds it for a later capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureMethod {
+    Automatic,
+    Manual,
+}
+
+impl CaptureMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CaptureMethod::Automatic => "automatic",
+            CaptureMethod::Manual => "manual",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "automatic" => Some(CaptureMethod::Automatic),
+            "manual" => Some(CaptureMethod::Manual),
+            _ => None,
+        }
+    }
+
+    /// A stored value: the `capture_method` domain holds only the two words, and rows made
+    /// before there was a choice were all captured automatically.
+    pub fn from_column(s: &str) -> Self {
+        Self::parse(s).unwrap_or(CaptureMethod::Automatic)
+    }
+}
+
 /// One charge as payorch asks for it. `idempotency_key` is the attempt's provider key,
-/// the same on every resend.
+/// the same on every resend; so must every other field be, `capture_method` and
+/// `return_url` included, or the provider sees another request under the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChargeRequest {
     pub amount: i64,
@@ -31,6 +62,46 @@ pub struct ChargeRequest {
     pub attempt_id: String,
     pub order_id: String,
     pub merchant_id: String,
+    pub capture_method: CaptureMethod,
+    /// Where the provider sends the payer back after a challenge (payorch's own return
+    /// route). `None`: no payer is there to follow a redirect.
+    pub return_url: Option<String>,
+}
+
+/// A capture of (part of) a held charge. `idempotency_key` is the capture's own provider key,
+/// the same on every resend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureRequest {
+    pub provider_payment_id: String,
+    /// At most what was authorized.
+    pub amount: i64,
+    /// The payment's currency (lowercase ISO 4217).
+    pub currency: String,
+    pub idempotency_key: String,
+    pub attempt_id: String,
+    pub merchant_id: String,
+}
+
+/// A release of a charge that has not taken money: a hold, or a payment waiting for its
+/// payer's challenge. `idempotency_key` is the void's own provider key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancelRequest {
+    /// `None` when the provider never named the charge (a create whose answer was lost, an
+    /// Adyen challenge): it is then canceled by the attempt's reference.
+    pub provider_payment_id: Option<String>,
+    pub idempotency_key: String,
+    pub attempt_id: String,
+    pub merchant_id: String,
+}
+
+/// A redirect the payer must follow before the provider decides (3-D Secure). Always a
+/// plain GET of `url`: a redirect that needs a form posted is not offered as one.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NextAction {
+    pub url: String,
+    /// Where the provider sends the payer back, when it says (Stripe repeats it; for Adyen
+    /// it is the `returnUrl` payorch sent).
+    pub return_url: Option<String>,
 }
 
 /// One refund as payorch asks for it. `idempotency_key` is the refund's provider key, the
@@ -50,18 +121,37 @@ pub struct RefundRequest {
 }
 
 /// What a provider call tells us about a charge (or, for refund calls, a refund: then
-/// `provider_id` is the refund's id and `Failed` means nothing went back).
+/// `provider_id` is the refund's id and `Failed` means nothing went back). For a capture or
+/// a cancel it is what that call did to the charge (docs/DESIGN.md, "The provider protocol").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProviderOutcome {
-    /// The money moved.
+    /// The money moved (for a capture: it was captured).
     Succeeded { provider_id: String },
+    /// The money is held, not taken, until a capture or a cancel. Adyen says the same word
+    /// for an automatic capture, whose authorisation is followed by its capture: where the
+    /// adapter cannot tell which (a lookup, a payer's return, a notification), the attempt's
+    /// capture method decides what it means.
+    Authorized {
+        provider_id: String,
+        /// Until when the provider holds the money, if known.
+        expires_at: Option<DateTime<Utc>>,
+    },
+    /// The payer must follow `next_action` (3-D Secure) before the provider decides. Adyen
+    /// names the payment only once it is decided, so `provider_id` may be `None`.
+    RequiresAction {
+        provider_id: Option<String>,
+        next_action: NextAction,
+    },
+    /// Released: nothing was or will be taken under this charge.
+    Canceled { provider_id: Option<String> },
     /// Definitive: nothing was or will be charged under this request.
     Failed {
         code: String,
         message: String,
         provider_id: Option<String>,
     },
-    /// The provider has the charge but has not finished it (`processing`, `requires_action`).
+    /// The provider has the charge but has not finished it (`processing`, a challenge payorch
+    /// cannot send the payer to), or took a capture or cancel whose result it tells later.
     Pending { provider_id: Option<String> },
     /// We cannot tell (timeout, reset, 5xx, 429, 409, …): the charge may or may not exist.
     /// Never a reason to mark an attempt failed or to resend with a new key.
@@ -81,6 +171,9 @@ impl ProviderOutcome {
     pub fn label(&self) -> &'static str {
         match self {
             ProviderOutcome::Succeeded { .. } => "succeeded",
+            ProviderOutcome::Authorized { .. } => "authorized",
+            ProviderOutcome::RequiresAction { .. } => "requires_action",
+            ProviderOutcome::Canceled { .. } => "canceled",
             ProviderOutcome::Failed { .. } => "failed",
             ProviderOutcome::Pending { .. } => "pending",
             ProviderOutcome::Unknown { .. } => "unknown",
@@ -92,8 +185,11 @@ impl ProviderOutcome {
     /// The provider's charge id, when the answer carries one.
     pub fn provider_id(&self) -> Option<&str> {
         match self {
-            ProviderOutcome::Succeeded { provider_id } => Some(provider_id),
+            ProviderOutcome::Succeeded { provider_id }
+            | ProviderOutcome::Authorized { provider_id, .. } => Some(provider_id),
             ProviderOutcome::Failed { provider_id, .. }
+            | ProviderOutcome::RequiresAction { provider_id, .. }
+            | ProviderOutcome::Canceled { provider_id }
             | ProviderOutcome::Pending { provider_id } => provider_id.as_deref(),
             ProviderOutcome::Unknown { .. }
             | ProviderOutcome::Unavailable { .. }
@@ -184,6 +280,23 @@ pub trait PaymentProvider: Send + Sync {
     /// Look for the refund payorch made as `refund_id` (provider metadata) among the
     /// refunds of charge `provider_payment_id`; `NotFound` if there is none.
     async fn find_refund(&self, provider_payment_id: &str, refund_id: &str) -> ProviderCall;
+
+    /// Capture (part of) a held charge under `req.idempotency_key`; safe to resend. `Succeeded`:
+    /// captured; `Failed`: definitively not captured; `Pending`: accepted, the provider tells
+    /// the result later (Adyen's notification); `Unknown`: as for a charge.
+    async fn capture(&self, req: &CaptureRequest) -> ProviderCall;
+
+    /// Release a charge that has taken no money, under `req.idempotency_key`; safe to resend.
+    /// `Canceled`: released; `Failed`: definitively not (already captured, say); `Pending`:
+    /// accepted, result later; `NotFound`: no charge under the attempt (asked by reference
+    /// only); `Unknown`: as for a charge.
+    async fn cancel(&self, req: &CancelRequest) -> ProviderCall;
+
+    /// The payer came back from a challenge with these query parameters: what the provider
+    /// says of the charge now. Stripe looks up `provider_id`; Adyen reads the payment from
+    /// the `redirectResult` parameter and needs no id (it may not have named one yet).
+    async fn complete_action(&self, provider_id: &str, params: &[(String, String)])
+        -> ProviderCall;
 
     /// Check a webhook delivery's signatures and parse its events: one for Stripe, one per
     /// notification item for Adyen. Any bad signature refuses the whole delivery.

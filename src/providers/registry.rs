@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use super::circuit::{Circuit, CircuitSettings};
 use super::traced::Traced;
 use super::{
-    ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, RefundRequest, WebhookError,
-    WebhookEvent,
+    CancelRequest, CaptureRequest, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome,
+    RefundRequest, WebhookError, WebhookEvent,
 };
 
 /// One configured provider: its name (what attempts record and what its webhook path
@@ -151,6 +151,15 @@ impl PaymentProvider for Unconfigured {
         self.unknown()
     }
     async fn find_refund(&self, _: &str, _: &str) -> ProviderCall {
+        self.unknown()
+    }
+    async fn capture(&self, _: &CaptureRequest) -> ProviderCall {
+        self.unknown()
+    }
+    async fn cancel(&self, _: &CancelRequest) -> ProviderCall {
+        self.unknown()
+    }
+    async fn complete_action(&self, _: &str, _: &[(String, String)]) -> ProviderCall {
         self.unknown()
     }
     fn verify_delivery(

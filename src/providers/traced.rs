@@ -12,7 +12,8 @@ use tracing::field::Empty;
 use tracing::Instrument;
 
 use super::{
-    ChargeRequest, PaymentProvider, ProviderCall, RefundRequest, WebhookError, WebhookEvent,
+    CancelRequest, CaptureRequest, ChargeRequest, PaymentProvider, ProviderCall, RefundRequest,
+    WebhookError, WebhookEvent,
 };
 
 /// `inner`, each call traced under the configured provider name `name`.
@@ -97,6 +98,26 @@ impl PaymentProvider for Traced {
         self.call(
             "find_refund",
             self.inner.find_refund(provider_payment_id, refund_id),
+        )
+        .await
+    }
+
+    async fn capture(&self, req: &CaptureRequest) -> ProviderCall {
+        self.call("capture", self.inner.capture(req)).await
+    }
+
+    async fn cancel(&self, req: &CancelRequest) -> ProviderCall {
+        self.call("cancel", self.inner.cancel(req)).await
+    }
+
+    async fn complete_action(
+        &self,
+        provider_id: &str,
+        params: &[(String, String)],
+    ) -> ProviderCall {
+        self.call(
+            "complete_action",
+            self.inner.complete_action(provider_id, params),
         )
         .await
     }

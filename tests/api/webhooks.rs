@@ -219,7 +219,7 @@ async fn events_in_every_order_never_move_an_attempt_backwards() {
 }
 
 #[tokio::test]
-async fn a_canceled_intent_fails_its_attempt() {
+async fn a_canceled_intent_cancels_its_attempt() {
     let app = quiet_app().await;
     let attempt = app.pending_attempt("cancel").await;
     let receipt = app
@@ -227,8 +227,9 @@ async fn a_canceled_intent_fails_its_attempt() {
         .await;
     assert_eq!(receipt["outcome"], "applied");
     let now = app.payment(attempt["id"].as_str().unwrap()).await;
-    assert_eq!(now["status"], "failed");
-    assert_eq!(now["failure_code"], "canceled");
+    assert_eq!(now["status"], "canceled");
+    assert_eq!(now["cancellation_reason"], "canceled_at_provider");
+    assert_eq!(now["failure_code"], serde_json::Value::Null);
 }
 
 #[tokio::test]

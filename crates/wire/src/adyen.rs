@@ -16,7 +16,9 @@ pub struct Amount {
     pub currency: String,
 }
 
-/// `POST /v71/payments` body: a payment with a stored card, without the shopper present.
+/// `POST /v71/payments` body: a payment with a stored card, the shopper in session or not.
+/// The fields after `metadata` are left out when empty, so a payment without them is the
+/// same bytes as before they existed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PaymentRequest {
@@ -25,11 +27,22 @@ pub struct PaymentRequest {
     pub reference: String,
     pub merchant_account: String,
     pub payment_method: PaymentMethod,
-    /// `ContAuth`: a payment with stored details, the shopper not in session.
+    /// `ContAuth`: the shopper not in session; `Ecommerce`: the shopper in session online.
     pub shopper_interaction: String,
-    /// `UnscheduledCardOnFile`: a one-off payment with stored card details.
+    /// `UnscheduledCardOnFile`: a one-off payment with stored card details, the shopper not
+    /// in session; `CardOnFile`: the shopper in session pays with them.
     pub recurring_processing_model: String,
     pub metadata: PaymentMetadata,
+    /// `manualCapture: "true"`: authorise only, and hold the money until a capture.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub additional_data: BTreeMap<String, String>,
+    /// Where a redirect (3-D Secure) sends the shopper back, `redirectResult` added to its
+    /// query.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_url: Option<String>,
+    /// `Web`: the shopper is in a browser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
 }
 
 /// `paymentMethod` of a payment with stored details.

@@ -6,29 +6,59 @@
 //! with the same key. Lookups are stricter still: Adyen's Checkout API has no payment
 //! lookup, so any answer to one other than a 2xx says nothing, never `NotFound`.
 
-use super::wire::{PaymentList, PaymentResponse, RefundList, RefundResponse, ServiceError};
-use crate::providers::ProviderOutcome;
+use reqwest::Url;
 
-/// Which call an answer belongs to: a refused create proves nothing happened, a refused
-/// lookup proves nothing at all.
+use super::wire::{
+    Action, ModificationResponse, PaymentAction, PaymentList, PaymentResponse, RefundList,
+    RefundResponse, ServiceError,
+};
+use crate::providers::{CaptureMethod, NextAction, ProviderOutcome};
+
+/// Which call an answer belongs to: a refused create (or capture, or cancel) proves nothing
+/// happened, a refused lookup proves nothing at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Call {
-    Create,
+    /// A payment, and how it is captured: only the create knows.
+    Create(CaptureMethod),
     Retrieve,
     FindByReference,
     CreateRefund,
     RetrieveRefund,
     FindRefund,
+    Capture,
+    Cancel,
+    /// `POST /payments/details`: the payer is back from a redirect.
+    Details,
 }
 
-/// The outcome a payment response stands for.
-pub fn outcome_for_payment(payment: &PaymentResponse) -> ProviderOutcome {
+/// The result codes that ask something of the shopper, which payorch can pass on only as a
+/// redirect.
+const SHOPPER_ACTIONS: [&str; 3] = ["RedirectShopper", "IdentifyShopper", "ChallengeShopper"];
+
+/// The outcome a payment response stands for, with the response's `action`, if any.
+///
+/// Adyen answers `Authorised` whether it captures automatically after or holds the money for
+/// a capture: `capture` says which, when the call knows it (a create). Without it (a lookup,
+/// a payer's return) the answer is `Authorized`, and the attempt's capture method decides
+/// what it means.
+pub fn outcome_for_payment(
+    payment: &PaymentResponse,
+    action: Option<&Action>,
+    capture: Option<CaptureMethod>,
+) -> ProviderOutcome {
     let provider_id = payment.psp_reference.clone();
     match payment.result_code.as_str() {
-        "Authorised" => match provider_id {
-            Some(provider_id) => ProviderOutcome::Succeeded { provider_id },
+        "Authorised" => match (provider_id, capture) {
+            (Some(provider_id), Some(CaptureMethod::Automatic)) => {
+                ProviderOutcome::Succeeded { provider_id }
+            }
+            // Adyen names no end to the hold: it depends on the card scheme.
+            (Some(provider_id), _) => ProviderOutcome::Authorized {
+                provider_id,
+                expires_at: None,
+            },
             // Money moved, but we cannot name the charge: ask again rather than guess.
-            None => unknown("Authorised without a pspReference".into()),
+            (None, _) => unknown("Authorised without a pspReference".into()),
         },
         "Refused" => ProviderOutcome::Failed {
             code: payment
@@ -41,17 +71,7 @@ pub fn outcome_for_payment(payment: &PaymentResponse) -> ProviderOutcome {
                 .unwrap_or_else(|| "the payment was refused".to_owned()),
             provider_id,
         },
-        "Cancelled" => ProviderOutcome::Failed {
-            code: payment
-                .refusal_reason_code
-                .clone()
-                .unwrap_or_else(|| "cancelled".to_owned()),
-            message: payment
-                .refusal_reason
-                .clone()
-                .unwrap_or_else(|| "the payment was cancelled".to_owned()),
-            provider_id,
-        },
+        "Cancelled" => ProviderOutcome::Canceled { provider_id },
         // Adyen's "Error": the payment hit an error during processing; whether the card was
         // charged is not said.
         "Error" => unknown(format!(
@@ -61,10 +81,47 @@ pub fn outcome_for_payment(payment: &PaymentResponse) -> ProviderOutcome {
                 .as_deref()
                 .unwrap_or("no reason given")
         )),
-        // Pending, Received, and any action asked of the shopper (RedirectShopper,
-        // ChallengeShopper, IdentifyShopper, PresentToShopper, …) or a code we do not know:
-        // Adyen holds the payment, the outcome is not final.
+        // Adyen names the payment of a redirect only in the answer to its details, so the
+        // provider id is often absent here.
+        code if SHOPPER_ACTIONS.contains(&code) => match action.and_then(redirect_of) {
+            Some(next_action) => ProviderOutcome::RequiresAction {
+                provider_id,
+                next_action,
+            },
+            None => ProviderOutcome::Pending { provider_id },
+        },
+        // Pending, Received, an action payorch cannot pass on (PresentToShopper, a native
+        // 3-D Secure 2 action, a redirect to POST a form to) or a code we do not know: Adyen
+        // holds the payment, the outcome is not final.
         _ => ProviderOutcome::Pending { provider_id },
+    }
+}
+
+/// A GET redirect to an http(s) URL: what a browser can be sent to. A POST redirect would
+/// need a form payorch does not render.
+fn redirect_of(action: &Action) -> Option<NextAction> {
+    let gets = action
+        .method
+        .as_deref()
+        .is_none_or(|m| m.eq_ignore_ascii_case("GET"));
+    if action.kind != "redirect" || !gets {
+        return None;
+    }
+    let url = action.url.as_deref()?;
+    Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "https" | "http"))?;
+    Some(NextAction {
+        url: url.to_owned(),
+        return_url: None,
+    })
+}
+
+/// The answer to a capture or cancel Adyen took (`received`): the outcome comes as a
+/// notification, so it is pending, under the payment's reference when the answer names it.
+pub fn outcome_for_modification(modification: &ModificationResponse) -> ProviderOutcome {
+    ProviderOutcome::Pending {
+        provider_id: modification.payment_psp_reference.clone(),
     }
 }
 
@@ -88,12 +145,19 @@ pub fn outcome_for_refund(refund: &RefundResponse) -> ProviderOutcome {
 
 /// Map one HTTP answer (status and body) to an outcome.
 pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOutcome {
-    let creates = matches!(call, Call::Create | Call::CreateRefund);
+    let acts = matches!(
+        call,
+        Call::Create(_) | Call::CreateRefund | Call::Capture | Call::Cancel
+    );
     match status {
         200..=299 => outcome_for_success(call, body),
-        // Against Adyen itself these lookup paths do not exist: a 404 (or anything else)
-        // must never read as "no charge".
-        _ if !creates => unknown(format!("HTTP {status} to a lookup: {}", summary(body))),
+        // Against Adyen itself the lookup paths do not exist: a 404 (or anything else) must
+        // never read as "no charge". A refused details call says nothing of the payment
+        // either: the payment was made before it.
+        _ if !acts => unknown(format!(
+            "HTTP {status} to a lookup or details: {}",
+            summary(body)
+        )),
         422 => match parse_error(body) {
             // The key already holds another request, or one in flight: the first may act.
             Some(e) if is_idempotency_error(&e) => unknown(format!(
@@ -101,7 +165,8 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
                 e.error_code.as_deref().unwrap_or("?"),
                 e.message.as_deref().unwrap_or_default()
             )),
-            // Adyen validated the request and refused it: nothing was processed.
+            // Adyen validated the request and refused it: nothing was processed (no payment,
+            // refund, capture or cancel).
             Some(e) => ProviderOutcome::Failed {
                 code: e.error_code.unwrap_or_else(|| "http_422".to_owned()),
                 message: e
@@ -120,7 +185,7 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
         // that is the explicit "not processed" that lets a payment fail over (docs/DESIGN.md,
         // "Failover"); for a resend it proves nothing about an earlier send, which the flow
         // and the reconciler read as unknown. A lookup or a refund so answered stays unknown.
-        401 | 403 if matches!(call, Call::Create) => ProviderOutcome::Unavailable {
+        401 | 403 if matches!(call, Call::Create(_)) => ProviderOutcome::Unavailable {
             reason: format!(
                 "HTTP {status} (not authorised, not processed): {}",
                 summary(body)
@@ -139,10 +204,14 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
 
 fn outcome_for_success(call: Call, body: &[u8]) -> ProviderOutcome {
     match call {
-        Call::Create | Call::Retrieve => match serde_json::from_slice::<PaymentResponse>(body) {
-            Ok(payment) => outcome_for_payment(&payment),
-            Err(e) => unknown(format!("2xx with an unreadable payment response: {e}")),
-        },
+        Call::Create(capture) => payment_in(body, Some(capture)),
+        Call::Retrieve | Call::Details => payment_in(body, None),
+        Call::Capture | Call::Cancel => {
+            match serde_json::from_slice::<ModificationResponse>(body) {
+                Ok(modification) => outcome_for_modification(&modification),
+                Err(e) => unknown(format!("2xx with an unreadable modification response: {e}")),
+            }
+        }
         Call::FindByReference => match serde_json::from_slice::<PaymentList>(body) {
             Ok(list) => outcome_for_search(&list.data),
             Err(e) => unknown(format!("2xx with an unreadable payment list: {e}")),
@@ -155,6 +224,19 @@ fn outcome_for_success(call: Call, body: &[u8]) -> ProviderOutcome {
         }
         // A list is read by the caller, who knows which refund it looks for.
         Call::FindRefund => unknown("a refund list read without the refund it is for".into()),
+    }
+}
+
+/// A 2xx payment response, with its `action`: an action that does not read is no action.
+fn payment_in(body: &[u8], capture: Option<CaptureMethod>) -> ProviderOutcome {
+    match serde_json::from_slice::<PaymentResponse>(body) {
+        Ok(payment) => {
+            let action = serde_json::from_slice::<PaymentAction>(body)
+                .ok()
+                .and_then(|a| a.action);
+            outcome_for_payment(&payment, action.as_ref(), capture)
+        }
+        Err(e) => unknown(format!("2xx with an unreadable payment response: {e}")),
     }
 }
 
@@ -180,17 +262,20 @@ pub(crate) fn refund_in_list(body: &[u8], refund_id: &str) -> ProviderOutcome {
 }
 
 /// One attempt has one reference and one idempotency key, so at most one payment should
-/// match. Should there be more, an authorised one wins (money moved), then a pending one,
-/// then one that leaves doubt, then a failed one; among equals the first listed.
+/// match. Should there be more, an authorised one wins (money moved or held), then a pending
+/// one, then one that leaves doubt, then a failed or cancelled one; among equals the first
+/// listed.
 fn outcome_for_search(data: &[PaymentResponse]) -> ProviderOutcome {
     let rank = |o: &ProviderOutcome| match o {
-        ProviderOutcome::Succeeded { .. } => 4,
-        ProviderOutcome::Pending { .. } => 3,
+        ProviderOutcome::Succeeded { .. } | ProviderOutcome::Authorized { .. } => 4,
+        ProviderOutcome::Pending { .. } | ProviderOutcome::RequiresAction { .. } => 3,
         ProviderOutcome::Unknown { .. } | ProviderOutcome::Unavailable { .. } => 2,
-        ProviderOutcome::Failed { .. } | ProviderOutcome::NotFound => 1,
+        ProviderOutcome::Failed { .. }
+        | ProviderOutcome::Canceled { .. }
+        | ProviderOutcome::NotFound => 1,
     };
     let mut best: Option<ProviderOutcome> = None;
-    for outcome in data.iter().map(outcome_for_payment) {
+    for outcome in data.iter().map(|p| outcome_for_payment(p, None, None)) {
         if best.as_ref().is_none_or(|b| rank(&outcome) > rank(b)) {
             best = Some(outcome);
         }
@@ -251,8 +336,9 @@ mod tests {
         ];
         assert_eq!(
             outcome_for_search(&data),
-            ProviderOutcome::Succeeded {
-                provider_id: "P3".into()
+            ProviderOutcome::Authorized {
+                provider_id: "P3".into(),
+                expires_at: None,
             }
         );
         let data = [payment("Refused", "P1"), payment("Pending", "P2")];
@@ -277,7 +363,7 @@ mod tests {
     fn an_idempotency_error_is_unknown_even_as_a_422() {
         let body = br#"{"status":422,"errorCode":"704","message":"request already processed or in progress","errorType":"validation"}"#;
         assert!(matches!(
-            outcome_for_response(Call::Create, 422, body),
+            outcome_for_response(Call::Create(CaptureMethod::Automatic), 422, body),
             ProviderOutcome::Unknown { .. }
         ));
     }

@@ -10,15 +10,19 @@ use reqwest::{header, Method, Url};
 
 use super::stripe::{transport_outcome, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
 use super::{
-    ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, RefundRequest, WebhookError,
-    WebhookEvent,
+    CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, PaymentProvider, ProviderCall,
+    ProviderOutcome, RefundRequest, WebhookError, WebhookEvent,
 };
 use crate::secret::Secret;
 
 mod mapping;
 pub mod notification;
+#[cfg(test)]
+mod tests;
 
-pub use mapping::{outcome_for_payment, outcome_for_refund, outcome_for_response, Call};
+pub use mapping::{
+    outcome_for_modification, outcome_for_payment, outcome_for_refund, outcome_for_response, Call,
+};
 pub use notification::{event_id, sign_item, signing_string, HmacKey};
 // Adyen's JSON shapes, shared with the sandbox (`payorch-wire`).
 pub use payorch_wire::adyen as wire;
@@ -199,34 +203,64 @@ impl AdyenProvider {
 
 /// The body of a create (docs/DESIGN.md, "The provider protocol"): the same on every resend
 /// of one attempt, so Adyen's idempotency sees one request.
+///
+/// A `return_url` means a payer is there to follow a redirect: the payment is made as the
+/// shopper's own (`Ecommerce`, `CardOnFile`, in a browser), which the issuer may challenge.
+/// Without one nobody could be sent anywhere, so no `returnUrl` is sent (there is no default
+/// to send instead) and the payment is made as before, the shopper not in session
+/// (`ContAuth`, `UnscheduledCardOnFile`): the issuer does not challenge such a payment.
 pub fn payment_request(req: &ChargeRequest, merchant_account: &str) -> wire::PaymentRequest {
+    let shopper_present = req.return_url.is_some();
+    let (shopper_interaction, recurring_processing_model) = if shopper_present {
+        ("Ecommerce", "CardOnFile")
+    } else {
+        ("ContAuth", "UnscheduledCardOnFile")
+    };
+    let mut additional_data = std::collections::BTreeMap::new();
+    if req.capture_method == CaptureMethod::Manual {
+        additional_data.insert("manualCapture".to_owned(), "true".to_owned());
+    }
     wire::PaymentRequest {
-        amount: wire::Amount {
-            value: req.amount,
-            currency: req.currency.to_ascii_uppercase(),
-        },
+        amount: amount(req.amount, &req.currency),
         reference: req.attempt_id.clone(),
         merchant_account: merchant_account.to_owned(),
         payment_method: wire::PaymentMethod {
             kind: "scheme".to_owned(),
             stored_payment_method_id: req.payment_method.clone(),
         },
-        shopper_interaction: "ContAuth".to_owned(),
-        recurring_processing_model: "UnscheduledCardOnFile".to_owned(),
+        shopper_interaction: shopper_interaction.to_owned(),
+        recurring_processing_model: recurring_processing_model.to_owned(),
         metadata: wire::PaymentMetadata {
             order_id: req.order_id.clone(),
             merchant_id: req.merchant_id.clone(),
         },
+        additional_data,
+        return_url: req.return_url.clone(),
+        channel: shopper_present.then(|| "Web".to_owned()),
+    }
+}
+
+/// The body of a capture: its reference is the attempt's, so its notification names the
+/// attempt as `merchantReference`.
+pub fn capture_request(req: &CaptureRequest, merchant_account: &str) -> wire::CaptureRequest {
+    wire::CaptureRequest {
+        merchant_account: merchant_account.to_owned(),
+        amount: amount(req.amount, &req.currency),
+        reference: Some(req.attempt_id.clone()),
+    }
+}
+
+fn amount(value: i64, currency: &str) -> wire::Amount {
+    wire::Amount {
+        value,
+        currency: currency.to_ascii_uppercase(),
     }
 }
 
 /// The body of a refund: the same on every resend of one refund.
 pub fn refund_request(req: &RefundRequest, merchant_account: &str) -> wire::RefundRequest {
     wire::RefundRequest {
-        amount: wire::Amount {
-            value: req.amount,
-            currency: req.currency.to_ascii_uppercase(),
-        },
+        amount: amount(req.amount, &req.currency),
         reference: req.refund_id.clone(),
         merchant_account: merchant_account.to_owned(),
     }
@@ -252,7 +286,12 @@ impl PaymentProvider for AdyenProvider {
             .request(Method::POST, &["payments"])
             .header("Idempotency-Key", &req.idempotency_key)
             .json(&payment_request(req, &self.merchant_account));
-        self.call(Call::Create, request).await
+        let mut call = self.call(Call::Create(req.capture_method), request).await;
+        // Adyen's action does not repeat the returnUrl it will send the payer back to.
+        if let ProviderOutcome::RequiresAction { next_action, .. } = &mut call.outcome {
+            next_action.return_url = next_action.return_url.take().or(req.return_url.clone());
+        }
+        call
     }
 
     /// Served by the sandbox; against Adyen itself the path does not exist and the answer
@@ -297,6 +336,73 @@ impl PaymentProvider for AdyenProvider {
             _ => outcome_for_response(Call::FindRefund, status, body),
         })
         .await
+    }
+
+    /// Adyen takes the capture (`201 received`) and tells its outcome in a `CAPTURE`
+    /// notification.
+    async fn capture(&self, req: &CaptureRequest) -> ProviderCall {
+        let request = self
+            .request(
+                Method::POST,
+                &["payments", &req.provider_payment_id, "captures"],
+            )
+            .header("Idempotency-Key", &req.idempotency_key)
+            .json(&capture_request(req, &self.merchant_account));
+        self.call(Call::Capture, request).await
+    }
+
+    /// By the payment's pspReference when known (a `CANCELLATION` notification tells the
+    /// outcome), else by the attempt's reference (`TECHNICAL_CANCEL`).
+    async fn cancel(&self, req: &CancelRequest) -> ProviderCall {
+        let reference = Some(req.attempt_id.clone());
+        let merchant_account = self.merchant_account.clone();
+        let request = match &req.provider_payment_id {
+            Some(psp) => self
+                .request(Method::POST, &["payments", psp, "cancels"])
+                .json(&wire::CancelRequest {
+                    merchant_account,
+                    reference,
+                }),
+            None => self
+                .request(Method::POST, &["cancels"])
+                .json(&wire::StandaloneCancelRequest {
+                    merchant_account,
+                    payment_reference: req.attempt_id.clone(),
+                    reference,
+                }),
+        };
+        let request = request.header("Idempotency-Key", &req.idempotency_key);
+        self.call(Call::Cancel, request).await
+    }
+
+    /// `POST /payments/details` with the `redirectResult` Adyen added to the return URL; the
+    /// answer names the payment, so `provider_id` is not needed.
+    async fn complete_action(
+        &self,
+        _provider_id: &str,
+        params: &[(String, String)],
+    ) -> ProviderCall {
+        let Some(redirect_result) = params
+            .iter()
+            .find(|(name, _)| name == "redirectResult")
+            .map(|(_, value)| value.clone())
+        else {
+            return ProviderCall {
+                outcome: ProviderOutcome::Unknown {
+                    reason: "the payer came back without a redirectResult".into(),
+                },
+                http_status: None,
+                latency: Duration::ZERO,
+            };
+        };
+        let request = self.request(Method::POST, &["payments", "details"]).json(
+            &wire::PaymentDetailsRequest {
+                details: wire::PaymentDetails {
+                    redirect_result: Some(redirect_result),
+                },
+            },
+        );
+        self.call(Call::Details, request).await
     }
 
     fn verify_delivery(

@@ -13,8 +13,14 @@ use chrono::{DateTime, Utc};
 use super::wire::NotificationRequestItem;
 use crate::providers::{ProviderOutcome, RefundNotice, WebhookError, WebhookEvent};
 
-pub use payorch_wire::adyen::{AUTHORISATION, REFUND, REFUND_FAILED};
+pub use payorch_wire::adyen::{
+    AUTHORISATION, CANCELLATION, CAPTURE, REFUND, REFUND_FAILED, TECHNICAL_CANCEL,
+};
 pub use payorch_wire::adyen_hmac::{sign_item, signing_string, HmacKey, SIGNATURE_FIELD};
+
+/// A capture Adyen accepted (and may have told of in a successful `CAPTURE`) that the card
+/// scheme later refused: nothing was taken.
+pub const CAPTURE_FAILED: &str = "CAPTURE_FAILED";
 
 /// The id payorch records a notification item under. Adyen has no event id; its
 /// documentation identifies a notification by pspReference, eventCode and success, and a
@@ -106,19 +112,63 @@ fn event_for_item(
         refund: None,
         raw,
     };
+    // The payment a capture or cancellation item is about; `None` if it names none.
+    let payment = non_empty(&item.original_reference);
     match item.event_code.as_str() {
+        // Adyen tells of the authorisation only, whether or not it captures automatically
+        // after: the attempt's capture method decides whether it took the money (an automatic
+        // capture) or holds it.
         AUTHORISATION => {
             event.acted_on = true;
             event.attempt_id = non_empty(&item.merchant_reference);
             event.provider_id = psp.clone();
             event.outcome = Some(if succeeded {
-                ProviderOutcome::Succeeded { provider_id: psp }
+                ProviderOutcome::Authorized {
+                    provider_id: psp,
+                    expires_at: None,
+                }
             } else {
                 ProviderOutcome::Failed {
                     code: "refused".to_owned(),
                     message: non_empty(&item.reason)
                         .unwrap_or_else(|| "the payment was refused".to_owned()),
                     provider_id: Some(psp),
+                }
+            });
+        }
+        // A capture's (and a cancel's) reference is the attempt's id (`capture_request`), so
+        // `merchantReference` names the attempt, and `provider_id` is the payment's.
+        CAPTURE | CAPTURE_FAILED => {
+            event.acted_on = true;
+            event.attempt_id = non_empty(&item.merchant_reference);
+            // What was captured, which may be less than the charge the event's amount is
+            // checked against.
+            event.amount = None;
+            event.outcome = if item.event_code == CAPTURE && succeeded {
+                // A capture of no payment named says nothing payorch can apply.
+                payment.map(|provider_id| ProviderOutcome::Succeeded { provider_id })
+            } else {
+                Some(ProviderOutcome::Failed {
+                    code: "capture_failed".to_owned(),
+                    message: non_empty(&item.reason)
+                        .unwrap_or_else(|| "the provider says the capture failed".to_owned()),
+                    provider_id: payment,
+                })
+            };
+        }
+        CANCELLATION | TECHNICAL_CANCEL => {
+            event.acted_on = true;
+            event.attempt_id = non_empty(&item.merchant_reference);
+            event.outcome = Some(if succeeded {
+                ProviderOutcome::Canceled {
+                    provider_id: payment,
+                }
+            } else {
+                ProviderOutcome::Failed {
+                    code: "cancellation_failed".to_owned(),
+                    message: non_empty(&item.reason)
+                        .unwrap_or_else(|| "the provider says the cancellation failed".to_owned()),
+                    provider_id: payment,
                 }
             });
         }

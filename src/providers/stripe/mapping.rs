@@ -4,30 +4,82 @@
 //! The rule of thumb: only an answer that proves nothing was charged is `Failed`;
 //! anything that leaves doubt is `Unknown`, so the caller asks again with the same key.
 
-use super::wire::{ErrorBody, PaymentIntent, Refund, SearchResult};
-use super::IntentStatus;
-use crate::providers::ProviderOutcome;
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use reqwest::Url;
 
-/// The outcome a PaymentIntent status stands for.
-pub fn outcome_for_status(
-    status: &IntentStatus,
-    provider_id: &str,
-    failure_code: Option<&str>,
-    failure_message: Option<&str>,
-) -> ProviderOutcome {
-    let provider_id = provider_id.to_owned();
+use super::wire::{ApiError, ErrorBody, PaymentIntent, Refund, SearchResult};
+use super::IntentStatus;
+use crate::providers::{NextAction, ProviderOutcome};
+
+/// How long Stripe holds a card payment's authorisation when the payer was present: the
+/// intent says nothing of it, so the hold is counted from the intent's creation.
+pub const CARD_HOLD: Duration = Duration::days(7);
+
+/// The error code of a capture or cancel the intent's status does not allow.
+pub const UNEXPECTED_STATE: &str = "payment_intent_unexpected_state";
+
+/// What of a PaymentIntent its outcome is read from: a whole intent from an answer, or the
+/// fields an event's object carries.
+#[derive(Debug, Clone, Copy)]
+pub struct IntentView<'a> {
+    pub id: &'a str,
+    pub status: &'a str,
+    /// Seconds since the epoch.
+    pub created: Option<i64>,
+    pub failure_code: Option<&'a str>,
+    pub failure_message: Option<&'a str>,
+    pub next_action: Option<&'a serde_json::Value>,
+}
+
+impl<'a> IntentView<'a> {
+    pub fn of(intent: &'a PaymentIntent) -> Self {
+        let error = intent.last_payment_error.as_ref();
+        IntentView {
+            id: &intent.id,
+            status: &intent.status,
+            created: Some(intent.created),
+            failure_code: error.and_then(|e| e.code.as_deref()),
+            failure_message: error.and_then(|e| e.message.as_deref()),
+            next_action: intent.next_action.as_ref(),
+        }
+    }
+}
+
+/// The outcome a PaymentIntent stands for.
+pub fn outcome_for_view(intent: &IntentView) -> ProviderOutcome {
+    let provider_id = intent.id.to_owned();
+    let status = IntentStatus::parse(intent.status);
     match status {
         IntentStatus::Succeeded => ProviderOutcome::Succeeded { provider_id },
-        IntentStatus::RequiresPaymentMethod | IntentStatus::Canceled => ProviderOutcome::Failed {
+        IntentStatus::RequiresCapture => ProviderOutcome::Authorized {
+            provider_id,
+            expires_at: intent.created.and_then(hold_expiry),
+        },
+        // Only a redirect can be handed to the payer; `use_stripe_sdk` and the like need
+        // Stripe's own scripts in the payer's browser, which payorch does not run.
+        IntentStatus::RequiresAction => match intent.next_action.and_then(redirect_of) {
+            Some(next_action) => ProviderOutcome::RequiresAction {
+                provider_id: Some(provider_id),
+                next_action,
+            },
+            None => ProviderOutcome::Pending {
+                provider_id: Some(provider_id),
+            },
+        },
+        IntentStatus::Canceled => ProviderOutcome::Canceled {
+            provider_id: Some(provider_id),
+        },
+        IntentStatus::RequiresPaymentMethod => ProviderOutcome::Failed {
             // With no last_payment_error the status itself is the most precise code we have.
-            code: failure_code.unwrap_or(status.as_str()).to_owned(),
-            message: failure_message
+            code: intent.failure_code.unwrap_or(status.as_str()).to_owned(),
+            message: intent
+                .failure_message
                 .unwrap_or("the payment intent did not succeed")
                 .to_owned(),
             provider_id: Some(provider_id),
         },
-        // processing, requires_action, requires_capture, requires_confirmation and statuses
-        // we do not know: the provider holds the charge, the outcome is not final.
+        // processing, requires_confirmation and statuses we do not know: the provider holds
+        // the charge, the outcome is not final.
         _ => ProviderOutcome::Pending {
             provider_id: Some(provider_id),
         },
@@ -36,13 +88,30 @@ pub fn outcome_for_status(
 
 /// The outcome of a PaymentIntent object.
 pub fn outcome_for_intent(intent: &PaymentIntent) -> ProviderOutcome {
-    let error = intent.last_payment_error.as_ref();
-    outcome_for_status(
-        &IntentStatus::parse(&intent.status),
-        &intent.id,
-        error.and_then(|e| e.code.as_deref()),
-        error.and_then(|e| e.message.as_deref()),
-    )
+    outcome_for_view(&IntentView::of(intent))
+}
+
+fn hold_expiry(created: i64) -> Option<DateTime<Utc>> {
+    Some(Utc.timestamp_opt(created, 0).single()? + CARD_HOLD)
+}
+
+/// `next_action` of type `redirect_to_url`, when its URL is one a browser may be sent to.
+fn redirect_of(next_action: &serde_json::Value) -> Option<NextAction> {
+    if next_action.get("type")?.as_str()? != "redirect_to_url" {
+        return None;
+    }
+    let redirect = next_action.get("redirect_to_url")?;
+    let url = redirect.get("url")?.as_str()?;
+    Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "https" | "http"))?;
+    Some(NextAction {
+        url: url.to_owned(),
+        return_url: redirect
+            .get("return_url")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned),
+    })
 }
 
 /// Which call an answer belongs to; a 404 means different things to each.
@@ -54,6 +123,8 @@ pub enum Call {
     CreateRefund,
     RetrieveRefund,
     ListRefunds,
+    Capture,
+    Cancel,
 }
 
 /// A 2xx answer to `GET /v1/refunds?payment_intent=…`: the refund whose metadata names
@@ -132,9 +203,19 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
                 "HTTP {status} idempotency_error: {}",
                 e.error.message.unwrap_or_default()
             )),
+            Some(e)
+                if matches!(call, Call::Capture | Call::Cancel)
+                    && e.error.code.as_deref() == Some(UNEXPECTED_STATE) =>
+            {
+                after_unexpected_state(call, e.error)
+            }
             // A refused create (a decline's siblings; for a refund, more than is left or a
-            // charge that cannot be refunded) did nothing.
-            _ if matches!(call, Call::Create | Call::CreateRefund) => {
+            // charge that cannot be refunded; for a capture, more than is held) did nothing.
+            _ if matches!(
+                call,
+                Call::Create | Call::CreateRefund | Call::Capture | Call::Cancel
+            ) =>
+            {
                 failed_from_error(status, body)
             }
             // A refused lookup says nothing about the charge.
@@ -146,10 +227,12 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
 
 fn outcome_for_success(call: Call, body: &[u8]) -> ProviderOutcome {
     match call {
-        Call::Create | Call::Retrieve => match serde_json::from_slice::<PaymentIntent>(body) {
-            Ok(intent) => outcome_for_intent(&intent),
-            Err(e) => unknown(format!("2xx with an unreadable payment intent: {e}")),
-        },
+        Call::Create | Call::Retrieve | Call::Capture | Call::Cancel => {
+            match serde_json::from_slice::<PaymentIntent>(body) {
+                Ok(intent) => outcome_for_intent(&intent),
+                Err(e) => unknown(format!("2xx with an unreadable payment intent: {e}")),
+            }
+        }
         Call::Search => match serde_json::from_slice::<SearchResult>(body) {
             Ok(result) => outcome_for_search(&result.data),
             Err(e) => unknown(format!("2xx with an unreadable search result: {e}")),
@@ -163,16 +246,51 @@ fn outcome_for_success(call: Call, body: &[u8]) -> ProviderOutcome {
     }
 }
 
+/// A capture or cancel the intent's status did not allow; the error shows the intent, whose
+/// status says what is true now. A capture refused because the intent is `succeeded` was
+/// captured before (a resend after Stripe forgot its key, or a capture made elsewhere), and a
+/// cancel refused because it is `canceled` was released before: reading those as failures
+/// would undo what happened.
+fn after_unexpected_state(call: Call, error: ApiError) -> ProviderOutcome {
+    let message = error
+        .message
+        .unwrap_or_else(|| "the payment intent's status does not allow this".to_owned());
+    let Some(intent) = error.payment_intent else {
+        return ProviderOutcome::Failed {
+            code: UNEXPECTED_STATE.to_owned(),
+            message,
+            provider_id: None,
+        };
+    };
+    let provider_id = intent.id;
+    match (call, IntentStatus::parse(&intent.status)) {
+        (Call::Capture, IntentStatus::Succeeded) => ProviderOutcome::Succeeded { provider_id },
+        (Call::Capture, IntentStatus::Processing) => ProviderOutcome::Pending {
+            provider_id: Some(provider_id),
+        },
+        (Call::Cancel, IntentStatus::Canceled) => ProviderOutcome::Canceled {
+            provider_id: Some(provider_id),
+        },
+        (_, status) => ProviderOutcome::Failed {
+            code: UNEXPECTED_STATE.to_owned(),
+            message: format!("{message} (status {status})"),
+            provider_id: Some(provider_id),
+        },
+    }
+}
+
 /// One attempt has one idempotency key, so at most one intent should match. Should there
-/// be more, a succeeded one wins (money moved), then a pending one, then the newest.
+/// be more, a succeeded one wins (money moved), then one holding money, then one still
+/// going, then the newest.
 fn outcome_for_search(data: &[PaymentIntent]) -> ProviderOutcome {
     let outcomes: Vec<(i64, ProviderOutcome)> = data
         .iter()
         .map(|intent| (intent.created, outcome_for_intent(intent)))
         .collect();
     let rank = |o: &ProviderOutcome| match o {
-        ProviderOutcome::Succeeded { .. } => 3,
-        ProviderOutcome::Pending { .. } => 2,
+        ProviderOutcome::Succeeded { .. } => 4,
+        ProviderOutcome::Authorized { .. } => 3,
+        ProviderOutcome::Pending { .. } | ProviderOutcome::RequiresAction { .. } => 2,
         _ => 1,
     };
     outcomes

@@ -10,15 +10,20 @@ use chrono::{DateTime, TimeZone, Utc};
 use reqwest::{header, Method, Url};
 
 use super::{
-    signature, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, RefundNotice,
-    RefundRequest, WebhookError, WebhookEvent,
+    signature, CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, PaymentProvider,
+    ProviderCall, ProviderOutcome, RefundNotice, RefundRequest, WebhookError, WebhookEvent,
 };
 
 mod intent_status;
 mod mapping;
+#[cfg(test)]
+mod tests;
 
 pub use intent_status::IntentStatus;
-pub use mapping::{outcome_for_intent, outcome_for_response, outcome_for_status, Call};
+pub use mapping::{
+    outcome_for_intent, outcome_for_response, outcome_for_view, Call, IntentView, CARD_HOLD,
+    UNEXPECTED_STATE,
+};
 // Stripe's JSON shapes, shared with the sandbox (`payorch-wire`).
 pub use payorch_wire::stripe as wire;
 
@@ -206,16 +211,32 @@ pub(crate) fn error_chain(e: &reqwest::Error) -> String {
 }
 
 /// The form body of a create, in a fixed order (docs/DESIGN.md, "The provider protocol").
+/// Stripe captures automatically unless told, so `capture_method` is sent only for a hold;
+/// `return_url` lets Stripe answer a challenge with a redirect payorch can hand the payer.
 pub fn create_form(req: &ChargeRequest) -> Vec<(&'static str, String)> {
-    vec![
+    let mut form = vec![
         ("amount", req.amount.to_string()),
         ("currency", req.currency.clone()),
         ("payment_method", req.payment_method.clone()),
         ("confirm", "true".to_owned()),
+    ];
+    if req.capture_method == CaptureMethod::Manual {
+        form.push(("capture_method", CaptureMethod::Manual.as_str().to_owned()));
+    }
+    if let Some(return_url) = &req.return_url {
+        form.push(("return_url", return_url.clone()));
+    }
+    form.extend([
         ("metadata[attempt_id]", req.attempt_id.clone()),
         ("metadata[order_id]", req.order_id.clone()),
         ("metadata[merchant_id]", req.merchant_id.clone()),
-    ]
+    ]);
+    form
+}
+
+/// The form body of a capture: the same on every resend of one capture.
+pub fn capture_form(req: &CaptureRequest) -> Vec<(&'static str, String)> {
+    vec![("amount_to_capture", req.amount.to_string())]
 }
 
 /// The form body of a refund, in a fixed order: the same on every resend of one refund.
@@ -243,12 +264,16 @@ pub fn attempt_search_query(attempt_id: &str) -> String {
 /// carries a Charge whose refunds also arrive as these, so it is recorded `ignored`.
 pub const REFUND_EVENTS: [&str; 3] = ["refund.created", "refund.updated", "refund.failed"];
 
-/// The event types payorch acts on; others are recorded `ignored`.
-pub const ACTED_ON_EVENTS: [&str; 4] = [
+/// The event types payorch acts on; others are recorded `ignored`. A hold is told by
+/// `amount_capturable_updated` (the intent is `requires_capture`), a challenge by
+/// `requires_action`, a capture by `succeeded` and a release by `canceled`.
+pub const ACTED_ON_EVENTS: [&str; 6] = [
     "payment_intent.succeeded",
     "payment_intent.payment_failed",
     "payment_intent.processing",
     "payment_intent.canceled",
+    "payment_intent.amount_capturable_updated",
+    "payment_intent.requires_action",
 ];
 
 #[async_trait]
@@ -316,6 +341,44 @@ impl PaymentProvider for StripeProvider {
         .await
     }
 
+    async fn capture(&self, req: &CaptureRequest) -> ProviderCall {
+        let request = self
+            .client
+            .request(
+                Method::POST,
+                self.url(&["v1", "payment_intents", &req.provider_payment_id, "capture"]),
+            )
+            .header("Idempotency-Key", &req.idempotency_key)
+            .form(&capture_form(req));
+        self.call(Call::Capture, request).await
+    }
+
+    async fn cancel(&self, req: &CancelRequest) -> ProviderCall {
+        match &req.provider_payment_id {
+            Some(id) => self.cancel_intent(id, &req.idempotency_key).await,
+            None => self.cancel_by_attempt(req).await,
+        }
+    }
+
+    /// The intent's own status is the truth: what Stripe appends to the return URL
+    /// (`payment_intent`, `redirect_status`) comes through the payer's browser and is not read.
+    async fn complete_action(
+        &self,
+        provider_id: &str,
+        _params: &[(String, String)],
+    ) -> ProviderCall {
+        if provider_id.is_empty() {
+            return ProviderCall {
+                outcome: ProviderOutcome::Unknown {
+                    reason: "no payment intent to look up".into(),
+                },
+                http_status: None,
+                latency: Duration::ZERO,
+            };
+        }
+        self.retrieve(provider_id).await
+    }
+
     fn verify_delivery(
         &self,
         raw_body: &[u8],
@@ -328,6 +391,36 @@ impl PaymentProvider for StripeProvider {
 }
 
 impl StripeProvider {
+    async fn cancel_intent(&self, id: &str, idempotency_key: &str) -> ProviderCall {
+        let no_parameters: [(&str, &str); 0] = [];
+        let request = self
+            .client
+            .request(
+                Method::POST,
+                self.url(&["v1", "payment_intents", id, "cancel"]),
+            )
+            .header("Idempotency-Key", idempotency_key)
+            .form(&no_parameters);
+        self.call(Call::Cancel, request).await
+    }
+
+    /// A cancel of an attempt whose intent payorch never learnt: the search names it (or
+    /// answers `NotFound`, or leaves doubt), then the intent is canceled by its id. Stripe's
+    /// search lags writes by up to a minute, so `NotFound` means "none yet", as for
+    /// [`find_by_attempt`](PaymentProvider::find_by_attempt).
+    async fn cancel_by_attempt(&self, req: &CancelRequest) -> ProviderCall {
+        let found = self.find_by_attempt(&req.attempt_id).await;
+        if matches!(found.outcome, ProviderOutcome::Canceled { .. }) {
+            return found;
+        }
+        let Some(id) = found.outcome.provider_id().map(str::to_owned) else {
+            return found;
+        };
+        let mut canceled = self.cancel_intent(&id, &req.idempotency_key).await;
+        canceled.latency += found.latency;
+        canceled
+    }
+
     /// Check a Stripe event's signature (`Stripe-Signature`) and parse it.
     pub fn verify_webhook(
         &self,
@@ -370,15 +463,16 @@ pub fn parse_event(raw_body: &[u8]) -> Result<WebhookEvent, WebhookError> {
     let attempt_id = object.get("metadata").and_then(|m| text(m, "attempt_id"));
     let acted_on = ACTED_ON_EVENTS.contains(&event_type.as_str());
     let error = object.get("last_payment_error").filter(|e| !e.is_null());
-    let failure_code = error.and_then(|e| text(e, "code"));
-    let failure_message = error.and_then(|e| text(e, "message"));
-    let outcome = text(object, "status").filter(|_| acted_on).map(|status| {
-        outcome_for_status(
-            &IntentStatus::parse(&status),
-            &provider_id,
-            failure_code.as_deref(),
-            failure_message.as_deref(),
-        )
+    let status = object.get("status").and_then(serde_json::Value::as_str);
+    let outcome = status.filter(|_| acted_on).map(|status| {
+        outcome_for_view(&IntentView {
+            id: &provider_id,
+            status,
+            created: object.get("created").and_then(serde_json::Value::as_i64),
+            failure_code: error.and_then(|e| e.get("code")?.as_str()),
+            failure_message: error.and_then(|e| e.get("message")?.as_str()),
+            next_action: object.get("next_action").filter(|a| !a.is_null()),
+        })
     });
     let amount = object.get("amount").and_then(serde_json::Value::as_i64);
     let currency = text(object, "currency");
