@@ -98,6 +98,12 @@ prefixed_id!(
 );
 
 prefixed_id!(
+    /// A capture or a void of a payment's hold: one provider call under its own key.
+    HoldOperationId,
+    "hop"
+);
+
+prefixed_id!(
     /// A provider's webhook as payorch recorded it (support's view of what came in).
     ProviderWebhookId,
     "whk"

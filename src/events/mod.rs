@@ -40,10 +40,19 @@ pub enum EventType {
     /// A payment's outcome is not known yet (the first time only).
     #[serde(rename = "payment.pending")]
     PaymentPending,
+    /// The payer must pass a 3-D Secure challenge: `data.object.next_action` says where.
+    #[serde(rename = "payment.requires_action")]
+    PaymentRequiresAction,
+    /// The money is held for a later capture (`capture_method: manual`).
+    #[serde(rename = "payment.authorized")]
+    PaymentAuthorized,
     #[serde(rename = "payment.succeeded")]
     PaymentSucceeded,
     #[serde(rename = "payment.failed")]
     PaymentFailed,
+    /// Nothing was taken: a hold released, or a challenge abandoned.
+    #[serde(rename = "payment.canceled")]
+    PaymentCanceled,
     #[serde(rename = "refund.succeeded")]
     RefundSucceeded,
     #[serde(rename = "refund.failed")]
@@ -58,10 +67,13 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 8] = [
+    pub const ALL: [EventType; 11] = [
         EventType::PaymentPending,
+        EventType::PaymentRequiresAction,
+        EventType::PaymentAuthorized,
         EventType::PaymentSucceeded,
         EventType::PaymentFailed,
+        EventType::PaymentCanceled,
         EventType::RefundSucceeded,
         EventType::RefundFailed,
         EventType::OrderPaid,
@@ -72,8 +84,11 @@ impl EventType {
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::PaymentPending => "payment.pending",
+            EventType::PaymentRequiresAction => "payment.requires_action",
+            EventType::PaymentAuthorized => "payment.authorized",
             EventType::PaymentSucceeded => "payment.succeeded",
             EventType::PaymentFailed => "payment.failed",
+            EventType::PaymentCanceled => "payment.canceled",
             EventType::RefundSucceeded => "refund.succeeded",
             EventType::RefundFailed => "refund.failed",
             EventType::OrderPaid => "order.paid",
@@ -186,7 +201,12 @@ impl Event {
             .ok_or_else(|| unreadable(format!("unknown type {:?}", row.event_type)))?;
         let bad_snapshot = |e: serde_json::Error| unreadable(format!("snapshot: {e}"));
         let object = match event_type {
-            EventType::PaymentPending | EventType::PaymentSucceeded | EventType::PaymentFailed => {
+            EventType::PaymentPending
+            | EventType::PaymentRequiresAction
+            | EventType::PaymentAuthorized
+            | EventType::PaymentSucceeded
+            | EventType::PaymentFailed
+            | EventType::PaymentCanceled => {
                 let s: PaymentSnapshot =
                     serde_json::from_value(row.snapshot).map_err(bad_snapshot)?;
                 EventObject::Payment {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::db::pool::PoolError;
 use crate::idempotency::{ExpiredKey, IdempotencyError, KeyError};
-use crate::ids::{OrderId, PaymentId, RefundId};
+use crate::ids::{HoldOperationId, OrderId, PaymentId, RefundId};
 use crate::payments::attempts::pay::PayError;
 use crate::payments::attempts::Refusal;
 use crate::payments::event_log::LogError;
@@ -116,6 +116,24 @@ pub enum ApiError {
         payment_id: PaymentId,
         status: &'static str,
     },
+    #[error("payment {payment_id} is {status}; {}", if *capture {
+        "only an `authorized` payment made with `capture_method: manual` can be captured"
+    } else {
+        "only an `authorized` payment, or one `pending` while a challenge waits, can be canceled"
+    })]
+    PaymentNotHeld {
+        payment_id: PaymentId,
+        status: &'static str,
+        /// Asked to capture (else to cancel).
+        capture: bool,
+    },
+    #[error("a capture or void of payment {payment_id} is already under way ({operation_id}); poll GET /v1/payments/{payment_id} for its outcome")]
+    HoldOperationInProgress {
+        payment_id: PaymentId,
+        operation_id: HoldOperationId,
+    },
+    #[error("the capture is more than the {amount_capturable} authorized; ask for at most that, or leave `amount` out to capture all of it")]
+    CaptureExceedsAuthorization { amount_capturable: i64 },
     #[error("the refund is more than the {amount_refundable} left to refund of this payment; ask for at most that, or leave `amount` out to refund what is left")]
     RefundExceedsPayment { amount_refundable: i64 },
     #[error("the checkout demo is off: `payorch serve` turns it on for its demo merchant (README, \"The checkout page\"); this server has none")]
@@ -131,6 +149,12 @@ fn expired_resource(expired: &ExpiredKey) -> (&'static str, String, String) {
     if expired.resource_type == "refund" {
         let id = RefundId(expired.resource_id).to_string();
         ("refund", id.clone(), format!("/v1/refunds/{id}"))
+    } else if let (Some(payment), "hold_operation") =
+        (expired.payment_id, expired.resource_type.as_str())
+    {
+        // A capture or void is read through its payment.
+        let id = PaymentId(payment).to_string();
+        ("payment", id.clone(), format!("/v1/payments/{id}"))
     } else {
         let id = PaymentId(expired.resource_id).to_string();
         ("payment", id.clone(), format!("/v1/payments/{id}"))
@@ -195,6 +219,10 @@ impl ApiError {
             ApiError::DemoCheckoutOff => "demo_checkout_off",
             ApiError::PaymentNotRefundable { .. } => "payment_not_refundable",
             ApiError::RefundExceedsPayment { .. } => "refund_exceeds_payment",
+            ApiError::PaymentNotHeld { capture: true, .. } => "payment_not_capturable",
+            ApiError::PaymentNotHeld { capture: false, .. } => "payment_not_cancelable",
+            ApiError::HoldOperationInProgress { .. } => "hold_operation_in_progress",
+            ApiError::CaptureExceedsAuthorization { .. } => "capture_exceeds_authorization",
             ApiError::WebhookEndpointLimit { .. } => "webhook_endpoint_limit",
         }
     }
@@ -229,6 +257,10 @@ impl ApiError {
             ApiError::DemoCheckoutOff => "Checkout demo off",
             ApiError::PaymentNotRefundable { .. } => "Payment not refundable",
             ApiError::RefundExceedsPayment { .. } => "Refund exceeds payment",
+            ApiError::PaymentNotHeld { capture: true, .. } => "Payment not capturable",
+            ApiError::PaymentNotHeld { capture: false, .. } => "Payment not cancelable",
+            ApiError::HoldOperationInProgress { .. } => "Capture or void in progress",
+            ApiError::CaptureExceedsAuthorization { .. } => "Capture exceeds authorization",
             ApiError::WebhookEndpointLimit { .. } => "Webhook endpoint limit reached",
         }
     }
@@ -283,6 +315,25 @@ impl ApiError {
             }
             ApiError::WebhookEndpointLimit { limit } => {
                 extra.insert("limit".into(), serde_json::json!(limit));
+            }
+            ApiError::PaymentNotHeld {
+                payment_id, status, ..
+            } => {
+                extra.insert("payment_id".into(), serde_json::json!(payment_id));
+                extra.insert("payment_status".into(), serde_json::json!(status));
+            }
+            ApiError::HoldOperationInProgress {
+                payment_id,
+                operation_id,
+            } => {
+                extra.insert("payment_id".into(), serde_json::json!(payment_id));
+                extra.insert("operation_id".into(), serde_json::json!(operation_id));
+            }
+            ApiError::CaptureExceedsAuthorization { amount_capturable } => {
+                extra.insert(
+                    "amount_capturable".into(),
+                    serde_json::json!(amount_capturable),
+                );
             }
             ApiError::RefundExceedsPayment { amount_refundable } => {
                 extra.insert(
@@ -345,6 +396,9 @@ impl ResponseError for ApiError {
             | ApiError::OrderNotPayable { .. }
             | ApiError::PaymentNotRefundable { .. }
             | ApiError::RefundExceedsPayment { .. }
+            | ApiError::PaymentNotHeld { .. }
+            | ApiError::HoldOperationInProgress { .. }
+            | ApiError::CaptureExceedsAuthorization { .. }
             | ApiError::WebhookEndpointLimit { .. } => StatusCode::CONFLICT,
             ApiError::IdempotencyKeyReused | ApiError::RawCardDataForbidden { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY

@@ -10,6 +10,7 @@ pub mod console;
 pub mod errors;
 pub mod events;
 pub mod health;
+pub mod holds;
 pub mod keyed;
 pub mod merchants;
 pub mod metrics;
@@ -136,6 +137,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             resource("/v1/payments/{id}/refunds", "POST")
                 .route(web::post().to(refunds::create_refund)),
         )
+        .service(
+            resource("/v1/payments/{id}/capture", "POST").route(web::post().to(holds::capture)),
+        )
+        .service(resource("/v1/payments/{id}/cancel", "POST").route(web::post().to(holds::cancel)))
         .service(resource("/v1/refunds/{id}", "GET").route(web::get().to(refunds::get_refund)))
         .service(
             resource("/v1/webhook_endpoints", "GET, POST")

@@ -11,8 +11,8 @@ use crate::events::endpoints::fields::MAX_URL_LEN;
 use crate::events::endpoints::ALL_EVENTS;
 use crate::events::EventType;
 use crate::http::{
-    errors, events, health, merchants, metrics, orders, payments, refunds, routing, support,
-    webhook_endpoints, webhooks,
+    errors, events, health, holds, merchants, metrics, orders, payments, refunds,
+    routing, support, webhook_endpoints, webhooks,
 };
 use crate::idempotency::key::MAX_KEY_LEN;
 use crate::payments::money::{Currency, MAX_AMOUNT};
@@ -48,6 +48,8 @@ use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
         payments::create_payment,
         payments::checkout,
         payments::get_payment,
+        holds::capture,
+        holds::cancel,
         refunds::create_refund,
         refunds::get_refund,
         refunds::reconcile_refund,
@@ -114,6 +116,13 @@ pub fn document() -> Value {
         }
         if let Some(schema) = schemas.get_mut("CreateRefundBody") {
             describe_refund_fields(schema);
+        }
+        if let Some(schema) = schemas.get_mut("CaptureBody") {
+            schema["additionalProperties"] = Value::Bool(false);
+            schema["properties"]["amount"] = json!({
+                "type": ["integer", "null"], "format": "int64", "minimum": 1, "maximum": MAX_AMOUNT,
+                "description": "minor units, at most what was authorized; absent or null: all of it"
+            });
         }
         if let Some(schema) = schemas.get_mut("CreateEndpointBody") {
             describe_endpoint_fields(schema);

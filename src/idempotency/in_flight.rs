@@ -27,6 +27,8 @@ pub enum ResourceType {
     PaymentAttempt,
     Refund,
     WebhookEndpoint,
+    /// A capture or a void of a payment's hold.
+    HoldOperation,
 }
 
 impl ResourceType {
@@ -36,6 +38,7 @@ impl ResourceType {
             ResourceType::PaymentAttempt => "payment_attempt",
             ResourceType::Refund => "refund",
             ResourceType::WebhookEndpoint => "webhook_endpoint",
+            ResourceType::HoldOperation => "hold_operation",
         }
     }
 
@@ -45,6 +48,7 @@ impl ResourceType {
             Self::PaymentAttempt,
             Self::Refund,
             Self::WebhookEndpoint,
+            Self::HoldOperation,
         ]
         .into_iter()
         .find(|t| t.as_str() == raw)
@@ -53,7 +57,10 @@ impl ResourceType {
     /// Keys of work that moved money are retired past their TTL instead of freed
     /// (migrations `…_key_retirement`, `idempotency_key_made_money_move`).
     pub fn made_money_move(self) -> bool {
-        matches!(self, ResourceType::PaymentAttempt | ResourceType::Refund)
+        matches!(
+            self,
+            ResourceType::PaymentAttempt | ResourceType::Refund | ResourceType::HoldOperation
+        )
     }
 }
 
@@ -97,6 +104,8 @@ pub enum RecoveryPoint {
     AttemptCreated,
     /// The refund exists; its provider call may or may not have been sent.
     RefundCreated,
+    /// The capture or void exists; its provider call may or may not have been sent.
+    HoldOperationCreated,
     /// The work is done and the key completed.
     Finished,
 }
@@ -106,14 +115,20 @@ impl RecoveryPoint {
         match self {
             RecoveryPoint::AttemptCreated => "attempt_created",
             RecoveryPoint::RefundCreated => "refund_created",
+            RecoveryPoint::HoldOperationCreated => "hold_operation_created",
             RecoveryPoint::Finished => "finished",
         }
     }
 
     pub fn parse(raw: &str) -> Option<Self> {
-        [Self::AttemptCreated, Self::RefundCreated, Self::Finished]
-            .into_iter()
-            .find(|p| p.as_str() == raw)
+        [
+            Self::AttemptCreated,
+            Self::RefundCreated,
+            Self::HoldOperationCreated,
+            Self::Finished,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == raw)
     }
 
     /// As an SQL literal.

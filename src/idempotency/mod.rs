@@ -48,6 +48,8 @@ pub enum Operation {
     CreateRefund,
     CreateWebhookEndpoint,
     RotateWebhookSecret,
+    CapturePayment,
+    CancelPayment,
 }
 
 impl Operation {
@@ -61,6 +63,8 @@ impl Operation {
             Operation::CreateRefund => "/v1/payments/{id}/refunds",
             Operation::CreateWebhookEndpoint => "/v1/webhook_endpoints",
             Operation::RotateWebhookSecret => "/v1/webhook_endpoints/{id}/rotate_secret",
+            Operation::CapturePayment => "/v1/payments/{id}/capture",
+            Operation::CancelPayment => "/v1/payments/{id}/cancel",
         }
     }
 
@@ -73,6 +77,8 @@ impl Operation {
             Operation::CreateRefund => "create_refund",
             Operation::CreateWebhookEndpoint => "create_webhook_endpoint",
             Operation::RotateWebhookSecret => "rotate_webhook_secret",
+            Operation::CapturePayment => "capture_payment",
+            Operation::CancelPayment => "cancel_payment",
         }
     }
 }

@@ -36,9 +36,12 @@ impl IdempotencySettings {
             | Operation::CancelOrder
             | Operation::CreateWebhookEndpoint
             | Operation::RotateWebhookSecret => self.order_ttl,
-            Operation::CreatePayment | Operation::Checkout | Operation::CreateRefund => {
-                self.payment_ttl
-            }
+            // Work that moves money: kept as long as a payment's key.
+            Operation::CreatePayment
+            | Operation::Checkout
+            | Operation::CreateRefund
+            | Operation::CapturePayment
+            | Operation::CancelPayment => self.payment_ttl,
         }
     }
 }

@@ -25,6 +25,7 @@
 
 pub mod attempts;
 pub mod event_log;
+pub mod holds;
 pub mod metrics;
 pub mod money;
 pub mod orders;

@@ -6,6 +6,7 @@ mod helpers;
 mod adyen;
 mod auth;
 mod browser;
+mod captures;
 mod checkout_page;
 mod cluster;
 mod console;

@@ -295,8 +295,15 @@ async fn the_event_list_documents_its_parameters_and_the_event_its_types() {
         .iter()
         .map(|t| t.as_str().unwrap())
         .collect();
-    assert_eq!(types.len(), 8, "{types:?}");
-    for t in ["payment.pending", "order.refunded", "refund.failed"] {
+    assert_eq!(types.len(), 11, "{types:?}");
+    for t in [
+        "payment.pending",
+        "payment.requires_action",
+        "payment.authorized",
+        "payment.canceled",
+        "order.refunded",
+        "refund.failed",
+    ] {
         assert!(types.contains(&t), "{t} in {types:?}");
     }
     assert!(doc["components"]["schemas"]["Event"].is_object());

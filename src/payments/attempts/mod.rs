@@ -406,6 +406,10 @@ pub enum CallKind {
     /// A refund's create, or a resend of it under the refund's key.
     CreateRefund,
     RetrieveRefund,
+    /// A capture of a hold, or a resend of it under the operation's key.
+    Capture,
+    /// A void of a hold (or of a challenge), or a resend of it under the operation's key.
+    Cancel,
 }
 
 impl CallKind {
@@ -416,6 +420,8 @@ impl CallKind {
             CallKind::Search => "search",
             CallKind::CreateRefund => "create_refund",
             CallKind::RetrieveRefund => "retrieve_refund",
+            CallKind::Capture => "capture",
+            CallKind::Cancel => "cancel",
         }
     }
 }

@@ -9,7 +9,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use tracing::Instrument;
 
 use super::{find_attempt, AttemptRow, CallKind, PaymentAttempt, Source};
-use crate::ids::{MerchantId, PaymentId, RefundId};
+use crate::ids::{HoldOperationId, MerchantId, PaymentId, RefundId};
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::status::AttemptStatus;
 use crate::providers::{CaptureMethod, NextAction, ProviderCall, ProviderOutcome};
@@ -120,7 +120,9 @@ pub fn decide(
             detail,
             news,
         },
-        (Pending, Pending) => Decision::StayOpen {
+        // Still open as it was: a challenge still waiting, a hold still held (whose end the
+        // answer may tell again).
+        (Pending, Pending) | (Authorized, Authorized) => Decision::StayOpen {
             provider_payment_id,
             detail,
             news,
@@ -158,14 +160,39 @@ pub struct Applied {
 pub async fn apply(
     conn: &mut AsyncPgConnection,
     metrics: &PaymentMetrics,
-    mut attempt: PaymentAttempt,
+    attempt: PaymentAttempt,
     outcome: &ProviderOutcome,
     source: Source,
     next_check_at: DateTime<Utc>,
 ) -> diesel::QueryResult<Applied> {
+    apply_with(conn, metrics, attempt, outcome, source, next_check_at, None).await
+}
+
+/// [`apply`], telling why the attempt is canceled should it be: the reason payorch asked
+/// for a void (`voided`, `challenge_abandoned`, …) rather than the provider's word alone.
+pub async fn apply_with(
+    conn: &mut AsyncPgConnection,
+    metrics: &PaymentMetrics,
+    mut attempt: PaymentAttempt,
+    outcome: &ProviderOutcome,
+    source: Source,
+    next_check_at: DateTime<Utc>,
+    cancellation_reason: Option<&str>,
+) -> diesel::QueryResult<Applied> {
     // Bounded: each retry means another writer finished a move, and there are at most two.
     for _ in 0..3 {
-        let decision = decide(attempt.status, attempt.capture_method, outcome);
+        let mut decision = decide(attempt.status, attempt.capture_method, outcome);
+        if let (
+            Decision::Move {
+                to: AttemptStatus::Canceled,
+                news,
+                ..
+            },
+            Some(reason),
+        ) = (&mut decision, cancellation_reason)
+        {
+            news.cancellation_reason = Some(reason.to_owned());
+        }
         let Some(change) = move_of(attempt.status, &decision) else {
             return Ok(Applied { attempt, decision });
         };
@@ -261,9 +288,10 @@ pub(crate) fn move_ctes<'f>(
     let provider_id = q.bind::<Nullable<Text>, _>(provider_payment_id);
     let code = q.bind::<Nullable<Text>, _>(failure.map(|f| f.0.as_str()));
     let message = q.bind::<Nullable<Text>, _>(failure.map(|f| f.1.as_str()));
-    let next_check = q.bind::<Nullable<Timestamptz>, _>(
-        (!to.is_final()).then(|| hold_check_at(to, news.authorized_until, next_check_at)),
-    );
+    let next_check = q.bind::<Nullable<Timestamptz>, _>((!to.is_final()).then(|| {
+        let until = news.authorized_until.or(attempt.authorized_until);
+        hold_check_at(to, until, next_check_at)
+    }));
     let action = q.bind::<Nullable<Jsonb>, _>(
         news.next_action
             .as_ref()
@@ -296,7 +324,8 @@ pub const HOLD_LIFETIME: chrono::Duration = chrono::Duration::days(7);
 /// it is still held (docs/DESIGN.md, "Holds and challenges").
 pub const HOLD_EXPIRY_MARGIN: chrono::Duration = chrono::Duration::hours(1);
 
-/// When to look at an attempt next: a hold just before it expires, anything else at `usual`.
+/// When to look at an attempt next: a hold just before it expires (and, once that time has
+/// come, on the usual backoff while its void is under way), anything else at `usual`.
 fn hold_check_at(
     to: AttemptStatus,
     authorized_until: Option<DateTime<Utc>>,
@@ -304,7 +333,8 @@ fn hold_check_at(
 ) -> DateTime<Utc> {
     match to {
         AttemptStatus::Authorized => {
-            authorized_until.unwrap_or_else(|| Utc::now() + HOLD_LIFETIME) - HOLD_EXPIRY_MARGIN
+            let until = authorized_until.unwrap_or_else(|| Utc::now() + HOLD_LIFETIME);
+            (until - HOLD_EXPIRY_MARGIN).max(usual)
         }
         _ => usual,
     }
@@ -441,6 +471,28 @@ pub async fn log_refund_call(
     q.push(format_args!(
         "INSERT INTO provider_calls (merchant_id, attempt_id, refund_id, operation, source,
     outcome, http_status, latency_ms, detail) VALUES ({merchant}, {attempt}, {refund}, {values})"
+    ));
+    q.finish().execute(conn).await.map(|_| ())
+}
+
+/// Appends a provider call about a capture or void (`operation`, of attempt `attempt_id`) to
+/// the call log, inside the caller's transaction; it shows in the attempt's story.
+pub async fn log_hold_call(
+    conn: &mut AsyncPgConnection,
+    (merchant_id, attempt_id, operation): (MerchantId, PaymentId, HoldOperationId),
+    kind: CallKind,
+    source: Source,
+    call: &ProviderCall,
+) -> diesel::QueryResult<()> {
+    let record = CallRecord::of(kind, source, call);
+    let mut q = Statement::new();
+    let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
+    let attempt = q.bind::<SqlUuid, _>(attempt_id.0);
+    let operation = q.bind::<SqlUuid, _>(operation.0);
+    let values = record.values(&mut q);
+    q.push(format_args!(
+        "INSERT INTO provider_calls (merchant_id, attempt_id, hold_operation_id, operation,
+    source, outcome, http_status, latency_ms, detail) VALUES ({merchant}, {attempt}, {operation}, {values})"
     ));
     q.finish().execute(conn).await.map(|_| ())
 }

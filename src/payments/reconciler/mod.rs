@@ -31,9 +31,10 @@ use crate::payments::attempts::{
     before_resend, find_attempt, open_statuses, quiet_before, unsettled_statuses,
 };
 use crate::payments::attempts::{AttemptRow, CallKind, PaymentAttempt, Source};
-use crate::payments::refunds;
-use crate::payments::service::{charge_request, settle_key, Payments};
+use crate::payments::holds::reconcile::{needs_void, void_left_hold};
+use crate::payments::service::{settle_key, Payments};
 use crate::payments::status::AttemptStatus;
+use crate::payments::{holds, refunds};
 use crate::providers::{ProviderCall, ProviderOutcome};
 
 /// Runs until `stop` turns true.
@@ -47,7 +48,9 @@ pub async fn run(pool: DbPool, payments: Arc<Payments>, mut stop: watch::Receive
                 0
             }
         };
-        let claimed = claimed + reconcile_due_refunds(&pool, &payments).await;
+        let claimed = claimed
+            + reconcile_due_refunds(&pool, &payments).await
+            + reconcile_due_hold_operations(&pool, &payments).await;
         payments.publish_circuits();
         if let Err(err) = refresh_gauges(&pool, &payments).await {
             tracing::debug!(error = %err, "could not count unresolved attempts");
@@ -96,6 +99,35 @@ pub async fn reconcile_due(
     }
     while checks.join_next().await.is_some() {}
     Ok(claimed)
+}
+
+/// Claims the captures and voids that are due and asks about each again, concurrently.
+/// Returns how many were claimed.
+async fn reconcile_due_hold_operations(pool: &DbPool, payments: &Arc<Payments>) -> usize {
+    let settings = &payments.reconciler;
+    let due = match holds::reconcile::claim_due(pool, settings.claim, settings.batch).await {
+        Ok(due) => due,
+        Err(err) => {
+            tracing::warn!(error = %err, "reconciler round of captures and voids failed");
+            return 0;
+        }
+    };
+    let claimed = due.len();
+    let mut checks = tokio::task::JoinSet::new();
+    for operation in due {
+        let pool = pool.clone();
+        let payments = payments.clone();
+        checks.spawn(async move {
+            let id = operation.id;
+            if let Err(err) =
+                holds::reconcile::check(&pool, &payments, operation, Source::Reconciler).await
+            {
+                tracing::warn!(operation = %id, error = %err, "reconciler check of a capture or void failed");
+            }
+        });
+    }
+    while checks.join_next().await.is_some() {}
+    claimed
 }
 
 /// Claims the refunds that are due and checks each with the provider, concurrently.
@@ -223,6 +255,13 @@ pub async fn check(
         Ok::<_, diesel::result::Error>(applied.attempt)
     })
     .await?;
+    // The provider was asked first, so a hold captured or a challenge passed meanwhile is
+    // known before anything is voided.
+    if let Some(why) = needs_void(payments, &attempt) {
+        if let Err(err) = void_left_hold(pool, payments, attempt.clone(), why).await {
+            tracing::warn!(error = %err, reason = why, "could not void a hold left open");
+        }
+    }
     Ok(attempt)
 }
 
@@ -261,7 +300,9 @@ async fn ask(
             return Ok(Asked::Final(Box::new(current)));
         };
         drop(conn);
-        let call = provider.create_charge(&charge_request(&attempt)).await;
+        let call = provider
+            .create_charge(&payments.charge_request(&attempt))
+            .await;
         return Ok(Asked::Called(CallKind::Create, call));
     }
     let call = provider.find_by_attempt(&attempt.id.to_string()).await;

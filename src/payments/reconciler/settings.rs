@@ -27,6 +27,9 @@ pub struct ReconcilerSettings {
     pub batch: i64,
     /// Attempts unresolved for longer than this are counted for a human.
     pub alert_after: Duration,
+    /// How long a payer may take over a 3-D Secure challenge before the payment is canceled
+    /// at the provider and its order is payable again (README, "3-D Secure").
+    pub challenge_timeout: Duration,
 }
 
 impl Default for ReconcilerSettings {
@@ -41,6 +44,7 @@ impl Default for ReconcilerSettings {
             claim: Duration::from_secs(60),
             batch: 16,
             alert_after: Duration::from_secs(15 * 60),
+            challenge_timeout: Duration::from_secs(30 * 60),
         }
     }
 }

@@ -111,7 +111,7 @@ async fn why_refused(
         });
     }
     Ok(RefundError::ExceedsPayment {
-        refundable: payment.amount - payment.refund_held,
+        refundable: payment.amount_taken() - payment.refund_held,
     })
 }
 

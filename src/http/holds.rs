@@ -1,0 +1,146 @@
+//! Captures and voids as the API shows them (README, "Authorize now, capture later"):
+//! `POST /v1/payments/{id}/capture` and `POST /v1/payments/{id}/cancel`, keyed like every
+//! POST.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+
+use crate::accounts::Caller;
+use crate::http::errors::ApiError;
+use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
+use crate::http::payments::parse_payment_id;
+use crate::http::strict_json::StrictJson;
+use crate::http::views::holds::OperatedView;
+use crate::http::AppState;
+use crate::idempotency::Operation;
+use crate::ids::PaymentId;
+use crate::payments::holds::operate::{operate, HoldInput};
+use crate::payments::holds::{HoldError, HoldKind};
+use crate::payments::money::MinorUnits;
+use crate::payments::Source;
+
+/// What to take of the hold.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureBody {
+    /// In minor units, at most what was authorized; default: all of it. The rest of the hold
+    /// is released.
+    #[schema(value_type = Option<i64>)]
+    amount: Option<MinorUnits>,
+}
+
+/// A void takes no fields.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelBody {}
+
+pub(crate) fn problem(err: HoldError, payment_id: PaymentId) -> ApiError {
+    match err {
+        HoldError::Invalid(problems) => ApiError::validation_failed(problems),
+        HoldError::Idempotency(err) => err.into(),
+        HoldError::PaymentNotFound => ApiError::NotFound("payment"),
+        HoldError::NotHeld { kind, status } => ApiError::PaymentNotHeld {
+            payment_id,
+            status: status.as_str(),
+            capture: kind == HoldKind::Capture,
+        },
+        HoldError::InProgress { operation } => ApiError::HoldOperationInProgress {
+            payment_id,
+            operation_id: operation,
+        },
+        HoldError::ExceedsHold { capturable } => ApiError::CaptureExceedsAuthorization {
+            amount_capturable: capturable,
+        },
+        HoldError::Unavailable(err) => err.into(),
+        HoldError::Database(err) => err.into(),
+        HoldError::Inconsistent(what) => ApiError::Internal(what),
+    }
+}
+
+#[utoipa::path(post, path = "/v1/payments/{id}/capture", tag = "payments",
+    request_body = CaptureBody,
+    params(
+        ("id" = String, Path, description = "payment attempt id, `pay_…`, `authorized` with `capture_method: manual`"),
+        ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = OperatedView, description = "the capture (`succeeded`, `failed` if the provider refused it, or `pending`: payorch asks again under the same key) and the payment as it is now; or replayed with `Idempotent-Replayed: true`"),
+        (status = 404, body = crate::http::errors::Problem),
+        (status = 409, body = crate::http::errors::Problem, description = "payment_not_capturable (names `payment_status`), capture_exceeds_authorization (names `amount_capturable`), hold_operation_in_progress (names `operation_id`), idempotency_key_in_use, idempotency_key_expired"),
+        (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused"),
+    ))]
+pub async fn capture(
+    caller: Caller,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<StrictJson>,
+) -> Result<HttpResponse, ApiError> {
+    let amount = read_body::<CaptureBody>(&body)?.amount;
+    operate_on(
+        caller,
+        &state,
+        &req,
+        &path,
+        &body,
+        HoldKind::Capture,
+        amount,
+    )
+    .await
+}
+
+#[utoipa::path(post, path = "/v1/payments/{id}/cancel", tag = "payments",
+    request_body = CancelBody,
+    params(
+        ("id" = String, Path, description = "payment attempt id, `pay_…`, `authorized`, or `pending` while a challenge waits"),
+        ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = OperatedView, description = "the void (`succeeded`: the hold is released and the payment `canceled`; `failed`; or `pending`) and the payment as it is now; or replayed with `Idempotent-Replayed: true`"),
+        (status = 404, body = crate::http::errors::Problem),
+        (status = 409, body = crate::http::errors::Problem, description = "payment_not_cancelable (names `payment_status`), hold_operation_in_progress (names `operation_id`), idempotency_key_in_use, idempotency_key_expired"),
+        (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused"),
+    ))]
+pub async fn cancel(
+    caller: Caller,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<StrictJson>,
+) -> Result<HttpResponse, ApiError> {
+    read_body::<CancelBody>(&body)?;
+    operate_on(caller, &state, &req, &path, &body, HoldKind::Void, None).await
+}
+
+async fn operate_on(
+    caller: Caller,
+    state: &AppState,
+    req: &HttpRequest,
+    payment: &str,
+    body: &serde_json::Value,
+    kind: HoldKind,
+    amount: Option<MinorUnits>,
+) -> Result<HttpResponse, ApiError> {
+    let merchant_id = caller.merchant_for_write()?;
+    let key = idempotency_key(req)?;
+    let payment_id = parse_payment_id(payment)?;
+    let operation = match kind {
+        HoldKind::Capture => Operation::CapturePayment,
+        HoldKind::Void => Operation::CancelPayment,
+    };
+    let input = HoldInput {
+        payment_id,
+        kind,
+        amount,
+        source: Source::Api,
+    };
+    let keyed = keyed_request(req, merchant_id, key, operation, Some(body));
+    let operated = operate(&state.context(&keyed, input))
+        .await
+        .map_err(|err| problem(err, payment_id))?;
+    tracing::Span::current().record("order", tracing::field::display(operated.payment.order_id));
+    let (status, replayed) = (operated.status, operated.replayed);
+    Ok(respond(status, &OperatedView::from(operated), replayed))
+}

@@ -1,0 +1,112 @@
+//! The reconciler's side of captures and voids: operations whose answer is not known are
+//! asked about again under their own key, never sent under another; an operation whose payment
+//! became final meanwhile (a webhook told of the capture) follows the payment without a call.
+//! And the holds nobody finishes: an `authorized` payment near the end of its hold, and a
+//! challenge the payer left, are voided ([`super::operate::void_without_key`]).
+
+use chrono::Utc;
+use diesel::sql_types::{BigInt, Interval};
+use diesel_async::RunQueryDsl;
+
+use super::operate::{send, void_without_key};
+use super::record::record;
+use super::{reason, HoldError, HoldOperation, HoldOperationRow};
+use crate::db::DbPool;
+use crate::payments::attempts::transition::HOLD_EXPIRY_MARGIN;
+use crate::payments::attempts::{find_attempt, PaymentAttempt, Source};
+use crate::payments::reconciler::settings::{pg_interval, to_chrono};
+use crate::payments::service::Payments;
+use crate::payments::status::AttemptStatus;
+
+/// Takes up to `limit` due operations and hides them from other replicas for `claim`.
+pub async fn claim_due(
+    pool: &DbPool,
+    claim: std::time::Duration,
+    limit: i64,
+) -> Result<Vec<HoldOperation>, HoldError> {
+    let mut conn = pool.get().await?;
+    let rows: Vec<HoldOperationRow> = diesel::sql_query(
+        "UPDATE hold_operations o SET next_check_at = now() + $1, checks = o.checks + 1 \
+         FROM (SELECT merchant_id, id FROM hold_operations \
+               WHERE status IN ('created', 'pending') AND next_check_at <= now() \
+               ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED) due \
+         WHERE o.merchant_id = due.merchant_id AND o.id = due.id \
+         RETURNING o.*",
+    )
+    .bind::<Interval, _>(pg_interval(claim))
+    .bind::<BigInt, _>(limit)
+    .load(&mut conn)
+    .await?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
+/// Resends an open operation under its own key (the provider answers a replay, never a
+/// second capture), or lets its final payment settle it, and records the outcome.
+pub async fn check(
+    pool: &DbPool,
+    payments: &Payments,
+    operation: HoldOperation,
+    source: Source,
+) -> Result<HoldOperation, HoldError> {
+    if operation.status.is_final() {
+        return Ok(operation);
+    }
+    let payment = {
+        let mut conn = pool.get().await?;
+        find_attempt(&mut conn, Some(operation.merchant_id), operation.payment_id)
+            .await?
+            .ok_or(HoldError::PaymentNotFound)?
+    };
+    // A final payment settles the operation without a call (`record` reads it).
+    let call = if payment.status.is_final() {
+        None
+    } else {
+        Some(send(payments, &operation, &payment).await)
+    };
+    let next_check = Utc::now() + payments.reconciler.next_check(operation.checks);
+    let mut conn = pool.get().await?;
+    let (operation, _) = record(
+        &mut conn,
+        &payments.metrics,
+        &operation,
+        call.as_ref(),
+        (source, source),
+        next_check,
+        None,
+    )
+    .await?;
+    Ok(operation)
+}
+
+/// What a check of `payment` leaves for a void: a hold within the margin of its end, or a
+/// challenge older than the challenge timeout. Only asked after the provider was asked about
+/// the payment, so a hold captured or a challenge passed meanwhile is known first.
+pub fn needs_void(payments: &Payments, payment: &PaymentAttempt) -> Option<&'static str> {
+    let now = Utc::now();
+    match payment.status {
+        AttemptStatus::Authorized => payment
+            .authorized_until
+            .filter(|until| *until - HOLD_EXPIRY_MARGIN <= now)
+            .map(|_| reason::AUTHORIZATION_EXPIRED),
+        AttemptStatus::Pending => payment
+            .next_action
+            .as_ref()
+            .filter(|_| {
+                payment.created_at + to_chrono(payments.reconciler.challenge_timeout) <= now
+            })
+            .map(|_| reason::CHALLENGE_ABANDONED),
+        _ => None,
+    }
+}
+
+/// Voids `payment` for `why` (see [`needs_void`]).
+pub async fn void_left_hold(
+    pool: &DbPool,
+    payments: &Payments,
+    payment: PaymentAttempt,
+    why: &'static str,
+) -> Result<(), HoldError> {
+    let first_check = Utc::now() + payments.reconciler.first_check();
+    void_without_key(pool, payments, payment, why, first_check).await?;
+    Ok(())
+}

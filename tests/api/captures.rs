@@ -1,0 +1,294 @@
+//! Authorize now, capture later, over real HTTP, real PostgreSQL and the sandbox, whose ledger
+//! of holds, captures and voids is the judge (README, "Authorize now, capture later"): a
+//! manual payment holds money; a capture takes at most what was held, once, even when the
+//! provider's answer is lost or fails before or after the capture; a void releases it.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::helpers::{assert_problem, eventually, TestApp};
+
+impl TestApp {
+    /// A manual-capture checkout of 4200 eur by `method`; the payment.
+    async fn held(&self, key: &str, method: &str) -> Value {
+        let body = json!({"amount": 4200, "currency": "eur", "payment_method": method,
+                          "capture_method": "manual"});
+        let response = self.checkout(key, &body).await;
+        assert_eq!(response.status(), 201);
+        let body: Value = response.json().await.unwrap();
+        body["payment"].clone()
+    }
+
+    async fn hold_operation(
+        &self,
+        payment: &Value,
+        what: &str,
+        key: &str,
+        body: Value,
+    ) -> reqwest::Response {
+        let id = payment["id"].as_str().unwrap();
+        self.post_keyed(
+            &self.merchant_key,
+            &format!("/v1/payments/{id}/{what}"),
+            Some(key),
+            Some(body.to_string()),
+        )
+        .await
+    }
+
+    /// The sandbox's succeeded captures of `payment`'s charge.
+    fn captures_of(&self, payment: &Value) -> Vec<i64> {
+        let attempt = payment["id"].as_str().unwrap();
+        self.sandbox
+            .captures()
+            .into_iter()
+            .filter(|c| c.is_captured() && c.attempt_id.as_deref() == Some(attempt))
+            .map(|c| c.amount)
+            .collect()
+    }
+
+    fn voids_of(&self, payment: &Value) -> usize {
+        let attempt = payment["id"].as_str().unwrap();
+        self.sandbox
+            .voids()
+            .into_iter()
+            .filter(|v| v.attempt_id.as_deref() == Some(attempt))
+            .count()
+    }
+}
+
+/// A test app whose reconciler asks again within a fraction of a second, and to which the
+/// sandbox sends no webhooks: what the first call left open only the reconciler finishes.
+async fn quick_app() -> TestApp {
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.interval = Duration::from_millis(50);
+        config.settings.reconciler.backoff = vec![Duration::from_millis(300)];
+    })
+    .await;
+    app.sandbox.set_webhook_url(None);
+    app
+}
+
+#[tokio::test]
+async fn a_manual_payment_holds_and_a_partial_capture_takes_part_of_it_once() {
+    let app = TestApp::spawn().await;
+    let payment = app.held("hold-1", "pm_card_visa").await;
+    assert_eq!(payment["status"], "authorized");
+    assert_eq!(payment["capture_method"], "manual");
+    assert!(payment["authorized_until"].is_string(), "{payment}");
+    let order = app.order(payment["order_id"].as_str().unwrap()).await;
+    assert_eq!(order["status"], "authorized");
+    assert!(app.captures_of(&payment).is_empty());
+
+    // More than was authorized: refused, nothing written, nothing sent.
+    let too_much = app
+        .hold_operation(&payment, "capture", "cap-0", json!({"amount": 4201}))
+        .await;
+    let problem = assert_problem(too_much, 409, "capture_exceeds_authorization").await;
+    assert_eq!(problem["amount_capturable"], 4200);
+
+    let captured = app
+        .hold_operation(&payment, "capture", "cap-1", json!({"amount": 3000}))
+        .await;
+    assert_eq!(captured.status(), 200);
+    let captured: Value = captured.json().await.unwrap();
+    assert_eq!(captured["operation"]["object"], "capture");
+    assert_eq!(captured["operation"]["status"], "succeeded");
+    assert_eq!(captured["payment"]["status"], "succeeded");
+    assert_eq!(captured["payment"]["amount_captured"], 3000);
+    assert_eq!(app.captures_of(&payment), [3000]);
+
+    // The same key again: the same answer, replayed, and nothing sent.
+    let again = app
+        .hold_operation(&payment, "capture", "cap-1", json!({"amount": 3000}))
+        .await;
+    assert_eq!(again.status(), 200);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    // Another key: the hold is gone.
+    let second = app
+        .hold_operation(&payment, "capture", "cap-2", json!({}))
+        .await;
+    assert_problem(second, 409, "payment_not_capturable").await;
+    assert_eq!(app.captures_of(&payment), [3000]);
+    let order = app.order(payment["order_id"].as_str().unwrap()).await;
+    assert_eq!(order["status"], "paid");
+
+    // Refunds give back what was captured, not what was authorized.
+    let id = payment["id"].as_str().unwrap();
+    let refund = app
+        .post_keyed(
+            &app.merchant_key,
+            &format!("/v1/payments/{id}/refunds"),
+            Some("refund-1"),
+            Some(json!({"amount": 3001}).to_string()),
+        )
+        .await;
+    let problem = assert_problem(refund, 409, "refund_exceeds_payment").await;
+    assert_eq!(problem["amount_refundable"], 3000);
+}
+
+#[tokio::test]
+async fn a_void_releases_the_hold_and_the_order_is_payable_again() {
+    let app = TestApp::spawn().await;
+    let payment = app.held("void-1", "pm_card_visa").await;
+    let voided = app
+        .hold_operation(&payment, "cancel", "void-op-1", json!({}))
+        .await;
+    assert_eq!(voided.status(), 200);
+    let voided: Value = voided.json().await.unwrap();
+    assert_eq!(voided["operation"]["object"], "void");
+    assert_eq!(voided["operation"]["status"], "succeeded");
+    assert_eq!(voided["payment"]["status"], "canceled");
+    assert_eq!(voided["payment"]["cancellation_reason"], "voided");
+    assert_eq!(app.voids_of(&payment), 1);
+    assert!(app.captures_of(&payment).is_empty());
+    let order = app.order(payment["order_id"].as_str().unwrap()).await;
+    assert_eq!(order["status"], "awaiting_payment");
+
+    let capture = app
+        .hold_operation(&payment, "capture", "late-capture", json!({}))
+        .await;
+    assert_problem(capture, 409, "payment_not_capturable").await;
+    assert!(app.captures_of(&payment).is_empty());
+}
+
+#[tokio::test]
+async fn an_automatic_payment_cannot_be_captured_or_voided() {
+    let app = TestApp::spawn().await;
+    let response = app
+        .checkout(
+            "auto-1",
+            &json!({"amount": 4200, "currency": "eur", "payment_method": "pm_card_visa"}),
+        )
+        .await;
+    let payment = response.json::<Value>().await.unwrap()["payment"].clone();
+    assert_eq!(payment["status"], "succeeded");
+    assert_eq!(payment["capture_method"], "automatic");
+    let capture = app
+        .hold_operation(&payment, "capture", "auto-cap", json!({}))
+        .await;
+    assert_problem(capture, 409, "payment_not_capturable").await;
+    let cancel = app
+        .hold_operation(&payment, "cancel", "auto-void", json!({}))
+        .await;
+    assert_problem(cancel, 409, "payment_not_cancelable").await;
+    let bad = app
+        .hold_operation(&payment, "capture", "auto-bad", json!({"amount": 0}))
+        .await;
+    assert_problem(bad, 422, "validation_failed").await;
+    let unknown = app
+        .checkout(
+            "auto-2",
+            &json!({"amount": 4200, "currency": "eur", "payment_method": "pm_card_visa",
+                    "capture_method": "later"}),
+        )
+        .await;
+    let problem = assert_problem(unknown, 422, "validation_failed").await;
+    assert_eq!(problem["errors"][0]["field"], "/capture_method");
+}
+
+/// A capture whose answer is lost, or that fails before or after it was made, stays open and
+/// is asked about again under the same key: exactly one capture of the hold, whatever came
+/// back the first time.
+#[tokio::test]
+async fn captures_under_faults_take_the_hold_exactly_once() {
+    let app = quick_app().await;
+    for (n, method) in [
+        "pm_sandbox_capture_lost_response",
+        "pm_sandbox_capture_error_before",
+        "pm_sandbox_capture_error_after",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let payment = app.held(&format!("fault-{n}"), method).await;
+        assert_eq!(payment["status"], "authorized", "{method}");
+        let first = app
+            .hold_operation(&payment, "capture", &format!("fault-cap-{n}"), json!({}))
+            .await;
+        assert_eq!(first.status(), 200, "{method}");
+        let first: Value = first.json().await.unwrap();
+        assert_eq!(first["operation"]["status"], "pending", "{method}: {first}");
+        assert_eq!(first["payment"]["status"], "authorized", "{method}");
+        let id = payment["id"].as_str().unwrap().to_owned();
+        let captured = eventually(Duration::from_secs(15), || async {
+            app.payment(&id).await["status"] == "succeeded"
+        })
+        .await;
+        assert!(captured, "{method}: the reconciler finished the capture");
+        assert_eq!(app.captures_of(&payment), [4200], "{method}: one capture");
+        // A retry of the request now answers the finished capture.
+        let replay = app
+            .hold_operation(&payment, "capture", &format!("fault-cap-{n}"), json!({}))
+            .await;
+        let replay: Value = replay.json().await.unwrap();
+        assert_eq!(replay["operation"]["status"], "succeeded", "{method}");
+    }
+}
+
+#[tokio::test]
+async fn voids_under_faults_release_the_hold_once_and_never_capture() {
+    let app = quick_app().await;
+    for (n, method) in [
+        "pm_sandbox_capture_lost_response",
+        "pm_sandbox_capture_error_before",
+        "pm_sandbox_capture_error_after",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let payment = app.held(&format!("vfault-{n}"), method).await;
+        let first = app
+            .hold_operation(&payment, "cancel", &format!("vfault-op-{n}"), json!({}))
+            .await;
+        assert_eq!(first.status(), 200, "{method}");
+        // While the void is open, no capture can start.
+        let capture = app
+            .hold_operation(&payment, "capture", &format!("vfault-cap-{n}"), json!({}))
+            .await;
+        let status = capture.status().as_u16();
+        assert_eq!(status, 409, "{method}");
+        let id = payment["id"].as_str().unwrap().to_owned();
+        let released = eventually(Duration::from_secs(15), || async {
+            app.payment(&id).await["status"] == "canceled"
+        })
+        .await;
+        assert!(released, "{method}: the reconciler finished the void");
+        assert_eq!(app.voids_of(&payment), 1, "{method}");
+        assert!(app.captures_of(&payment).is_empty(), "{method}");
+    }
+}
+
+#[tokio::test]
+async fn a_hold_and_its_end_are_told_to_the_merchant_as_events() {
+    let app = TestApp::spawn().await;
+    let payment = app.held("events-1", "pm_card_visa").await;
+    app.hold_operation(&payment, "capture", "events-cap", json!({}))
+        .await;
+    let id = payment["id"].as_str().unwrap()[4..].to_owned();
+    let mut conn = app.db.connect().await;
+    #[derive(diesel::QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        r#type: String,
+    }
+    let types: Vec<String> = diesel_async::RunQueryDsl::load::<Row>(
+        diesel::sql_query(format!(
+            "SELECT type FROM events WHERE resource_id = '{id}' ORDER BY seq"
+        )),
+        &mut conn,
+    )
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|r| r.r#type)
+    .collect();
+    assert_eq!(types, ["payment.authorized", "payment.succeeded"]);
+    let events = app
+        .get_as(&app.merchant_key, "/v1/events?type=payment.authorized")
+        .await;
+    assert_eq!(events.status(), 200);
+    let events: Value = events.json().await.unwrap();
+    assert_eq!(events["data"][0]["data"]["object"]["status"], "authorized");
+}
