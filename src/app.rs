@@ -66,6 +66,9 @@ pub struct AppSettings {
     /// How long a stopping server waits for the answers in progress: longer than a provider
     /// call may take, so that no checkout is cut between its charge and its answer.
     pub drain: Duration,
+    /// Where payers' browsers reach payorch (`https://pay.example.com`, no trailing `/`);
+    /// `None`: the address bound.
+    pub public_url: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +128,10 @@ impl Application {
             metrics: delivery_metrics,
         });
         let payments = Arc::new(Payments {
+            public_url: settings
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{local}")),
             providers,
             routing: RoutingCache::new(ROUTING_CACHE_TTL),
             metrics: payment_metrics,

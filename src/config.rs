@@ -193,6 +193,27 @@ pub struct ServeArgs {
     #[arg(long, env = "PAYORCH_EVENT_RETENTION_DAYS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=36_500))]
     pub event_retention_days: u64,
+    /// The address payers' browsers reach payorch at (`https://pay.example.com`, behind a
+    /// proxy): a provider sends a payer back from a 3-D Secure challenge to its
+    /// `/v1/payments/{id}/return` (README, "3-D Secure"). Default: the address `--bind` bound.
+    #[arg(long, env = "PAYORCH_PUBLIC_URL", value_parser = parse_public_url)]
+    pub public_url: Option<String>,
+}
+
+/// An absolute http(s) URL with a host and no query or fragment, without its trailing `/`:
+/// payorch's routes are appended to it.
+fn parse_public_url(text: &str) -> Result<String, String> {
+    let url = reqwest::Url::parse(text.trim()).map_err(|err| format!("`{text}`: {err}"))?;
+    let usable = matches!(url.scheme(), "https" | "http")
+        && url.host_str().is_some()
+        && url.query().is_none()
+        && url.fragment().is_none();
+    if !usable {
+        return Err(format!(
+            "`{text}` must be an absolute http(s) URL without a query or fragment"
+        ));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
 }
 
 /// `10.0.0.1` or `10.0.0.0/8`.
@@ -473,6 +494,7 @@ impl ServeArgs {
             }
             .fitted_to_open_files(),
             drain: Duration::from_secs(self.drain_secs),
+            public_url: self.public_url.clone(),
         }
     }
 }
@@ -566,5 +588,31 @@ mod webhook_flags {
         assert!(urls(&[&real[..], &["--allow-http-webhooks"]].concat()).allow_http);
         assert!(!urls(&[]).allow_private);
         assert!(urls(&["--allow-private-webhook-addresses"]).allow_private);
+    }
+}
+
+#[cfg(test)]
+mod public_url_flag {
+    use super::parse_public_url;
+
+    #[test]
+    fn a_public_url_is_an_absolute_http_url_kept_without_its_trailing_slash() {
+        assert_eq!(
+            parse_public_url("https://pay.example.com/").as_deref(),
+            Ok("https://pay.example.com")
+        );
+        assert_eq!(
+            parse_public_url("http://127.0.0.1:8080/payorch/").as_deref(),
+            Ok("http://127.0.0.1:8080/payorch")
+        );
+        for bad in [
+            "pay.example.com",
+            "/v1",
+            "ftp://pay.example.com",
+            "https://pay.example.com/?from=proxy",
+            "https://pay.example.com/#top",
+        ] {
+            assert!(parse_public_url(bad).is_err(), "{bad}");
+        }
     }
 }

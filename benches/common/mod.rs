@@ -174,6 +174,7 @@ pub fn app_settings() -> AppSettings {
         quota_sync: std::time::Duration::from_secs(1),
         clients: Default::default(),
         drain: std::time::Duration::from_secs(20),
+        public_url: None,
     }
 }
 

@@ -16,6 +16,7 @@ use super::routing::RoutingCache;
 use crate::db::DbPool;
 use crate::idempotency::in_flight::complete_for_resource;
 use crate::idempotency::{KeyedRequest, Keys, Recorded, ResourceType};
+use crate::ids::PaymentId;
 use crate::providers::registry::Providers;
 use crate::providers::{ChargeRequest, PaymentProvider};
 
@@ -45,6 +46,9 @@ pub struct Payments {
     pub finals: FinalAttempts,
     /// Where events that change no attempt are recorded, in batches.
     pub event_log: EventLog,
+    /// Where payers' browsers reach payorch, without a trailing `/`: the base of the return
+    /// route providers send them back to.
+    pub public_url: String,
 }
 
 impl Payments {
@@ -62,20 +66,35 @@ impl Payments {
                 .circuit(&provider.name, provider.circuit.state());
         }
     }
-}
 
-/// The charge as the provider sees it: the same on every resend.
-pub fn charge_request(attempt: &PaymentAttempt) -> ChargeRequest {
-    ChargeRequest {
-        amount: attempt.amount,
-        currency: attempt.currency.clone(),
-        payment_method: attempt.payment_method.clone(),
-        idempotency_key: attempt.provider_idempotency_key.clone(),
-        attempt_id: attempt.id.to_string(),
-        order_id: attempt.order_id.to_string(),
-        merchant_id: attempt.merchant_id.to_string(),
-        capture_method: attempt.capture_method,
-        return_url: attempt.return_url.clone(),
+    /// Where a provider sends the payer back after a challenge: payorch's own
+    /// `GET /v1/payments/{id}/return`, which asks the provider for the outcome (Adyen's
+    /// `/payments/details`) before it sends the payer on to the merchant's `return_url`
+    /// (README, "3-D Secure").
+    pub fn payer_return_url(&self, attempt: PaymentId) -> String {
+        format!("{}/v1/payments/{attempt}/return", self.public_url)
+    }
+
+    /// The charge as the provider sees it: the same on every resend, so long as the public
+    /// URL stays the same. A merchant's `return_url` says a payer is there to follow a
+    /// redirect; the provider is given payorch's return route in its place, never the
+    /// merchant's, so that nothing reaches the merchant's page before payorch has finished
+    /// the payment.
+    pub fn charge_request(&self, attempt: &PaymentAttempt) -> ChargeRequest {
+        ChargeRequest {
+            amount: attempt.amount,
+            currency: attempt.currency.clone(),
+            payment_method: attempt.payment_method.clone(),
+            idempotency_key: attempt.provider_idempotency_key.clone(),
+            attempt_id: attempt.id.to_string(),
+            order_id: attempt.order_id.to_string(),
+            merchant_id: attempt.merchant_id.to_string(),
+            capture_method: attempt.capture_method,
+            return_url: attempt
+                .return_url
+                .as_ref()
+                .map(|_| self.payer_return_url(attempt.id)),
+        }
     }
 }
 

@@ -305,6 +305,7 @@ pub fn test_settings() -> AppSettings {
         quota_sync: Duration::from_millis(100),
         clients: ClientLimits::default(),
         drain: Duration::from_secs(20),
+        public_url: None,
     }
 }
 

@@ -35,7 +35,7 @@ use crate::payments::orders::{NewOrder, Order, OrderError, OrderFields};
 use crate::payments::payment_method::PaymentMethodToken;
 use crate::payments::payment_options::PaymentOptions;
 use crate::payments::routing::{route, RoutingError};
-use crate::payments::service::{charge_request, recorded, Context, Payments};
+use crate::payments::service::{recorded, Context, Payments};
 use crate::providers::registry::NamedProvider;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
@@ -392,7 +392,7 @@ async fn send(payments: &Payments, attempt: &PaymentAttempt) -> ProviderCall {
     let Some(provider) = payments.providers.get(&attempt.provider) else {
         return payments
             .adapter(&attempt.provider)
-            .create_charge(&charge_request(attempt))
+            .create_charge(&payments.charge_request(attempt))
             .await;
     };
     let Some(permit) = provider.circuit.allow() else {
@@ -406,7 +406,7 @@ async fn send(payments: &Payments, attempt: &PaymentAttempt) -> ProviderCall {
     };
     let call = provider
         .adapter
-        .create_charge(&charge_request(attempt))
+        .create_charge(&payments.charge_request(attempt))
         .await;
     permit.record(&call.outcome);
     call
