@@ -214,7 +214,8 @@ CREATE TRIGGER hold_operations_guard_transition BEFORE UPDATE ON hold_operations
 -- The attempt machine above. A final attempt never changes again, but for `refund_held`, which
 -- only the refunds' triggers set (as before). `amount_captured` is written once, by the move
 -- authorized → succeeded; when the writer does not say, the live capture's amount, else the
--- whole hold (a webhook that tells of a capture carries no operation).
+-- whole hold (a webhook that tells of a capture carries no operation). Likewise a move to
+-- `canceled` takes the reason of the live void, when payorch asked for one.
 CREATE OR REPLACE FUNCTION payment_attempts_guard_transition() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     rest payment_attempts;
@@ -263,6 +264,14 @@ BEGIN
             SELECT o.amount FROM hold_operations o
             WHERE o.merchant_id = OLD.merchant_id AND o.payment_id = OLD.id
               AND o.kind = 'capture' AND o.status <> 'failed'), OLD.amount);
+    END IF;
+    -- A release payorch asked for says why, whoever tells of it first (the provider's webhook
+    -- often arrives before the void's own answer).
+    IF NEW.status = 'canceled' THEN
+        NEW.cancellation_reason := COALESCE((
+            SELECT o.reason FROM hold_operations o
+            WHERE o.merchant_id = OLD.merchant_id AND o.payment_id = OLD.id
+              AND o.kind = 'void' AND o.status <> 'failed'), NEW.cancellation_reason);
     END IF;
     NEW.updated_at := now();
     IF NEW.status IN ('succeeded', 'failed', 'canceled') THEN

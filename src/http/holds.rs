@@ -1,6 +1,6 @@
 //! Captures and voids as the API shows them (README, "Authorize now, capture later"):
 //! `POST /v1/payments/{id}/capture` and `POST /v1/payments/{id}/cancel`, keyed like every
-//! POST.
+//! POST; and support's `POST /v1/support/payments/{id}/void` (the console's "Void the hold").
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
@@ -10,12 +10,14 @@ use crate::http::errors::ApiError;
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::payments::parse_payment_id;
 use crate::http::strict_json::StrictJson;
+use crate::http::support::support_key_name;
 use crate::http::views::holds::OperatedView;
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::PaymentId;
-use crate::payments::holds::operate::{operate, HoldInput};
-use crate::payments::holds::{HoldError, HoldKind};
+use crate::payments::attempts::find_attempt;
+use crate::payments::holds::operate::{operate, void_without_key, why_refused, HoldInput};
+use crate::payments::holds::{reason, HoldError, HoldKind};
 use crate::payments::money::MinorUnits;
 use crate::payments::Source;
 
@@ -143,4 +145,50 @@ async fn operate_on(
     tracing::Span::current().record("order", tracing::field::display(operated.payment.order_id));
     let (status, replayed) = (operated.status, operated.replayed);
     Ok(respond(status, &OperatedView::from(operated), replayed))
+}
+
+#[utoipa::path(post, path = "/v1/support/payments/{id}/void", tag = "support",
+    params(("id" = String, Path, description = "payment id, `pay_…`, `authorized`, or `pending` while a challenge waits")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = OperatedView, description = "the void and the payment as it is now; safe to press twice (the second finds the hold released, or the void under way)"),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 404, body = crate::http::errors::Problem),
+        (status = 409, body = crate::http::errors::Problem, description = "payment_not_cancelable (names `payment_status`), hold_operation_in_progress (names `operation_id`)"),
+    ))]
+pub async fn support_void(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let key_name = support_key_name(&state, &caller).await?;
+    let payment_id = parse_payment_id(&path)?;
+    let payment = {
+        let mut conn = state.pool.get().await?;
+        find_attempt(&mut conn, None, payment_id)
+            .await?
+            .ok_or(ApiError::NotFound("payment"))?
+    };
+    tracing::info!(support_key = %key_name, status = payment.status.as_str(), "support voids a hold");
+    let merchant_id = payment.merchant_id;
+    let first_check = chrono::Utc::now() + state.payments.reconciler.first_check();
+    let voided = void_without_key(
+        &state.pool,
+        &state.payments,
+        payment,
+        (Source::Support, reason::VOIDED),
+        first_check,
+    )
+    .await
+    .map_err(|err| problem(err, payment_id))?;
+    match voided {
+        Some(operated) => Ok(HttpResponse::Ok().json(OperatedView::from(operated))),
+        None => {
+            let mut conn = state.pool.get().await?;
+            let err = why_refused(&mut conn, merchant_id, payment_id, HoldKind::Void, None)
+                .await
+                .unwrap_or_else(|err| err);
+            Err(problem(err, payment_id))
+        }
+    }
 }

@@ -179,6 +179,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(support::reconcile_now)),
         )
         .service(
+            resource("/v1/support/payments/{id}/void", "POST")
+                .route(web::post().to(holds::support_void)),
+        )
+        .service(
             resource("/v1/support/refunds/{id}/reconcile", "POST")
                 .route(web::post().to(refunds::reconcile_refund)),
         )

@@ -50,6 +50,7 @@ use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
         payments::get_payment,
         holds::capture,
         holds::cancel,
+        holds::support_void,
         refunds::create_refund,
         refunds::get_refund,
         refunds::reconcile_refund,

@@ -447,6 +447,9 @@ pub struct Story {
     refunds: Vec<Refund>,
     /// Every move of its refunds, in order, with its source.
     refund_timeline: Vec<RefundTimelineLine>,
+    /// Its captures and voids, oldest first; their provider calls are among
+    /// `provider_calls`.
+    hold_operations: Vec<holds::HoldOperationView>,
     /// The events of its order, oldest first, each with its deliveries and their sends.
     events: Vec<deliveries::StoryEvent>,
 }
@@ -491,6 +494,7 @@ impl Story {
             idempotency_key: s.idempotency_key.map(Key::from),
             refunds: s.refunds.into_iter().map(Refund::from).collect(),
             refund_timeline: s.refund_timeline.into_iter().map(Into::into).collect(),
+            hold_operations: s.hold_operations.into_iter().map(Into::into).collect(),
             events: events.into_iter().map(Into::into).collect(),
         }
     }

@@ -292,3 +292,90 @@ async fn a_hold_and_its_end_are_told_to_the_merchant_as_events() {
     let events: Value = events.json().await.unwrap();
     assert_eq!(events["data"][0]["data"]["object"]["status"], "authorized");
 }
+
+/// A challenge the payer never answers is canceled at the provider after the challenge
+/// timeout; only then is the payment `canceled` and its order payable again, and nothing was
+/// charged.
+#[tokio::test]
+async fn a_challenge_left_unanswered_is_canceled_at_the_provider_and_the_order_freed() {
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.interval = Duration::from_millis(50);
+        config.settings.reconciler.backoff = vec![Duration::from_millis(300)];
+        config.settings.reconciler.challenge_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let body = json!({"amount": 4200, "currency": "eur",
+                      "payment_method": "pm_card_threeDSecure2Required",
+                      "return_url": "https://shop.example/back"});
+    let response = app.checkout("challenge-1", &body).await;
+    assert_eq!(response.status(), 201);
+    let payment = response.json::<Value>().await.unwrap()["payment"].clone();
+    assert_eq!(payment["status"], "pending", "{payment}");
+    assert_eq!(
+        payment["next_action"]["type"], "redirect_to_url",
+        "{payment}"
+    );
+    assert!(payment["next_action"]["url"]
+        .as_str()
+        .unwrap()
+        .contains("/__sandbox/3ds/"));
+    let id = payment["id"].as_str().unwrap().to_owned();
+    let canceled = eventually(Duration::from_secs(15), || async {
+        app.payment(&id).await["status"] == "canceled"
+    })
+    .await;
+    assert!(canceled, "the abandoned challenge was canceled");
+    let now = app.payment(&id).await;
+    assert_eq!(now["cancellation_reason"], "challenge_abandoned");
+    assert!(
+        now["next_action"].is_null(),
+        "no challenge to follow any more: {now}"
+    );
+    let order = app.order(payment["order_id"].as_str().unwrap()).await;
+    assert_eq!(order["status"], "awaiting_payment");
+    assert!(
+        app.sandbox
+            .ledger()
+            .iter()
+            .filter(|c| c.attempt_id.as_deref() == Some(id.as_str()))
+            .all(|c| c.status == "canceled"),
+        "nothing was charged: the intent is canceled at the provider"
+    );
+}
+
+/// A hold near the end of its lifetime is voided by the reconciler, after it asked the
+/// provider, and nothing is captured.
+#[tokio::test]
+async fn a_hold_about_to_expire_is_voided_by_the_reconciler() {
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.interval = Duration::from_millis(50);
+        config.settings.reconciler.backoff = vec![Duration::from_millis(300)];
+    })
+    .await;
+    let payment = app.held("expiring-1", "pm_card_visa").await;
+    let id = payment["id"].as_str().unwrap().to_owned();
+    // As if the provider had said the hold ends in half an hour: within the reconciler's
+    // margin of an hour.
+    let mut conn = app.db.connect().await;
+    diesel_async::RunQueryDsl::execute(
+        diesel::sql_query(format!(
+            "UPDATE payment_attempts SET authorized_until = now() + interval '30 minutes', \
+             next_check_at = now() WHERE id = '{}'",
+            &id[4..]
+        )),
+        &mut conn,
+    )
+    .await
+    .unwrap();
+    let voided = eventually(Duration::from_secs(15), || async {
+        app.payment(&id).await["status"] == "canceled"
+    })
+    .await;
+    assert!(voided, "the expiring hold was voided");
+    assert_eq!(
+        app.payment(&id).await["cancellation_reason"],
+        "authorization_expired"
+    );
+    assert_eq!(app.voids_of(&payment), 1);
+    assert!(app.captures_of(&payment).is_empty());
+}

@@ -339,3 +339,76 @@ async fn the_console_opens_on_the_latest_payments_and_the_last_hour_by_provider(
     assert!(fits, "the page is wider than a phone");
     client.close().await.unwrap();
 }
+
+/// A support person finds a payment whose money is held and releases it from the console:
+/// the provider voids the hold (the sandbox's ledger shows the void and no capture), the
+/// story shows the void by support, and the order is payable again.
+#[tokio::test]
+async fn a_support_person_voids_a_hold_from_the_console() {
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let held = app
+        .checkout(
+            "console-hold",
+            &json!({"amount": 4200, "currency": "eur", "payment_method": "pm_card_visa",
+                    "capture_method": "manual"}),
+        )
+        .await;
+    assert_eq!(held.status(), 201);
+    let held: serde_json::Value = held.json().await.unwrap();
+    let id = held["payment"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(held["payment"]["status"], "authorized");
+
+    client.goto(&app.url("/console")).await.unwrap();
+    let key = client.find(Locator::Id("key")).await.unwrap();
+    key.send_keys(&app.support_key).await.unwrap();
+    key.send_keys("\u{E007}").await.unwrap();
+    let query = client.find(Locator::Id("query")).await.unwrap();
+    query.send_keys(&id).await.unwrap();
+    query.send_keys("\u{E007}").await.unwrap();
+    let summary = text_with(&client, "summary", "manual (a hold)").await;
+    assert!(summary.contains("held until"), "{summary}");
+    show(&client, "story").await;
+    screenshot(&client, "console-5-hold").await;
+    client
+        .find(Locator::Id("void-hold"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let result = text_with(&client, "void-result", "Released").await;
+    assert!(result.contains("nothing was taken"), "{result}");
+    let summary = text_with(&client, "summary", "void by support: succeeded").await;
+    assert!(summary.contains("canceled: voided"), "{summary}");
+    let timeline = text_with(&client, "timeline", "cancel by").await;
+    assert!(timeline.contains("canceled"), "{timeline}");
+    screenshot(&client, "console-6-voided").await;
+    assert_eq!(app.payment(&id).await["status"], "canceled");
+    let voids = app
+        .sandbox
+        .voids()
+        .into_iter()
+        .filter(|v| v.attempt_id.as_deref() == Some(id.as_str()))
+        .count();
+    assert_eq!(voids, 1);
+    assert!(app
+        .sandbox
+        .captures()
+        .iter()
+        .all(|c| c.attempt_id.as_deref() != Some(id.as_str())));
+    // Pressed again (another tab): refused by name, nothing sent.
+    let again = app
+        .post_keyed(
+            &app.support_key,
+            &format!("/v1/support/payments/{id}/void"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(again.status(), 409);
+    let again: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(again["code"], "payment_not_cancelable");
+}

@@ -182,12 +182,53 @@ function summary(story) {
     ["Provider charge", p.provider_payment_id || "none known yet"],
     ["Refunded", refunded(story)],
     ["Failure", p.failure_code ? `${p.failure_code}: ${p.failure_message || ""}` : "none"],
+    ["Capture", holdText(story)],
     ["Idempotency-Key", story.idempotency_key_name
       ? `${story.idempotency_key_name} (${key ? key.state : "expired"})` : "none"],
     ["Next provider check", p.next_check_at ? when(p.next_check_at) : "none: final"],
     ["Created", when(p.created_at)],
   ];
   return rows.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]);
+}
+
+// How the payment takes its money: at once, or a hold with its captures and voids.
+function holdText(story) {
+  const p = story.payment;
+  const parts = [p.capture_method === "manual" ? "manual (a hold)" : "automatic"];
+  if (p.status === "authorized" && p.authorized_until) parts.push(`held until ${when(p.authorized_until)}`);
+  if (p.amount_captured != null) parts.push(`captured ${money(p.amount_captured, p.currency)}`);
+  if (p.next_action) parts.push("waiting for the payer's 3-D Secure challenge");
+  if (p.cancellation_reason) parts.push(`canceled: ${p.cancellation_reason}`);
+  for (const o of story.hold_operations || []) {
+    const amount = o.amount != null ? ` ${money(o.amount, o.currency)}` : "";
+    parts.push(`${o.object}${amount} by ${o.source}: ${o.status}${o.failure_code ? ` (${o.failure_code})` : ""}`);
+  }
+  return parts.join("; ");
+}
+
+// Whether support may release what the payment holds: a hold, or a challenge left waiting.
+function voidable(p) {
+  return p.status === "authorized" || (p.status === "pending" && !!p.next_action);
+}
+
+async function voidHold() {
+  const button = $("void-hold");
+  const id = $("reconcile").dataset.payment;
+  if (!id || button.getAttribute("aria-busy") === "true") return;
+  button.setAttribute("aria-busy", "true");
+  $("void-result").textContent = "Asking the provider to release the hold…";
+  try {
+    const answer = await api("POST", `/v1/support/payments/${encodeURIComponent(id)}/void`);
+    await showStory(id);
+    $("void-result").textContent = answer.payment.status === "canceled"
+      ? "Released: the payment is canceled and nothing was taken."
+      : `The void is ${answer.operation.status}; payorch asks the provider again until it is done.`;
+    replaceLatestRow(answer.payment);
+  } catch (err) {
+    $("void-result").textContent = err.message;
+  } finally {
+    button.removeAttribute("aria-busy");
+  }
 }
 
 // The order's events, each with its deliveries, every send of them and a Redeliver button.
@@ -244,6 +285,7 @@ async function showStory(id) {
       ? story.events.map(eventItem) : [el("li", {}, "none yet")]));
     $("reconcile").dataset.payment = story.payment.id;
     $("reconcile-result").textContent = "";
+    $("void-row").hidden = !voidable(story.payment);
     $("story").hidden = false;
     say("");
     $("story-title").setAttribute("tabindex", "-1");
@@ -495,6 +537,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("forget").addEventListener("click", forget);
   $("search-form").addEventListener("submit", search);
   $("reconcile").addEventListener("click", reconcile);
+  $("void-hold").addEventListener("click", voidHold);
   $("latest-filters").addEventListener("submit", (event) => {
     event.preventDefault();
     loadLatest(true);

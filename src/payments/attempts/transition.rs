@@ -289,7 +289,12 @@ pub(crate) fn move_ctes<'f>(
     let code = q.bind::<Nullable<Text>, _>(failure.map(|f| f.0.as_str()));
     let message = q.bind::<Nullable<Text>, _>(failure.map(|f| f.1.as_str()));
     let next_check = q.bind::<Nullable<Timestamptz>, _>((!to.is_final()).then(|| {
-        let until = news.authorized_until.or(attempt.authorized_until);
+        // The earliest end anyone told: a hold is never thought to outlive what the provider
+        // (or a person, by hand) last said of it.
+        let until = match (news.authorized_until, attempt.authorized_until) {
+            (Some(said), Some(known)) => Some(said.min(known)),
+            (said, known) => said.or(known),
+        };
         hold_check_at(to, until, next_check_at)
     }));
     let action = q.bind::<Nullable<Jsonb>, _>(
@@ -307,7 +312,7 @@ pub(crate) fn move_ctes<'f>(
         provider_payment_id = coalesce(provider_payment_id, {provider_id}),
         failure_code = {code}, failure_message = {message}, next_check_at = {next_check},
         next_action = coalesce({action}, next_action),
-        authorized_until = coalesce({until}, authorized_until),
+        authorized_until = least({until}, authorized_until),
         cancellation_reason = {reason}
     WHERE merchant_id = {merchant} AND id = {id} AND status = {was} RETURNING *),
 logged AS (

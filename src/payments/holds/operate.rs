@@ -104,7 +104,7 @@ pub async fn operate(ctx: &HoldContext<'_>) -> Result<Operated, HoldError> {
 }
 
 /// Why the database refused an operation on `payment_id`, as the payment stands now.
-async fn why_refused(
+pub(crate) async fn why_refused(
     conn: &mut AsyncPgConnection,
     merchant_id: MerchantId,
     payment_id: PaymentId,
@@ -192,21 +192,22 @@ pub(super) async fn send(
     call
 }
 
-/// The reconciler's void of `payment` (an expiring hold, an abandoned challenge), for `why`:
-/// made without a client key and sent at once; `None` if the hold already has a live
-/// operation (the database refused a second), which the reconciler follows instead.
+/// A void of `payment` without a client key, asked for by `source` for `why`: the
+/// reconciler's (an expiring hold, an abandoned challenge) and support's, both safe to ask
+/// twice. Sent at once; `None` if the database refused it (the payment holds nothing, or its
+/// hold already has a live operation, which is then followed instead).
 pub async fn void_without_key(
     pool: &DbPool,
     payments: &Payments,
     payment: PaymentAttempt,
-    why: &'static str,
+    (source, why): (Source, &'static str),
     first_check_at: DateTime<Utc>,
 ) -> Result<Option<Operated>, HoldError> {
     let work = StartHoldOperation::new(
         payment.id,
         HoldKind::Void,
         None,
-        Source::Reconciler,
+        source,
         Some(why),
         first_check_at,
     );
@@ -231,7 +232,7 @@ pub async fn void_without_key(
         return Ok(None);
     };
     tracing::info!(payment = %payment.id, operation = %operation.id, reason = why,
-        "voiding a hold the payer or merchant left");
+        source = source.as_str(), "voiding a hold");
     finish(pool, payments, operation, payment, None)
         .await
         .map(Some)

@@ -107,6 +107,13 @@ pub async fn void_left_hold(
     why: &'static str,
 ) -> Result<(), HoldError> {
     let first_check = Utc::now() + payments.reconciler.first_check();
-    void_without_key(pool, payments, payment, why, first_check).await?;
+    void_without_key(
+        pool,
+        payments,
+        payment,
+        (Source::Reconciler, why),
+        first_check,
+    )
+    .await?;
     Ok(())
 }

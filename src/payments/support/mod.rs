@@ -19,6 +19,7 @@ use crate::payments::attempts::{
     attempts_of_order, find_attempt, open_statuses, provider_calls_of, timeline,
     unsettled_statuses, AttemptRow, LoggedCall, PaymentAttempt, TimelineEntry,
 };
+use crate::payments::holds::{operations_of_payment, HoldOperation};
 use crate::payments::orders::{find_order, Order};
 use crate::payments::reconciler::settings::NO_RECORD;
 use crate::payments::refunds::{
@@ -198,6 +199,8 @@ pub struct Story {
     pub refunds: Vec<Refund>,
     /// Every move of its refunds, in order.
     pub refund_timeline: Vec<RefundTimelineEntry>,
+    /// Its captures and voids, oldest first (a manual capture's hold, a challenge canceled).
+    pub hold_operations: Vec<HoldOperation>,
 }
 
 /// The story of attempt `id`, whichever merchant it belongs to.
@@ -216,6 +219,7 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
     let webhook_events = events_of(conn, &payment).await?;
     let refunds = refunds_of_payment(conn, payment.merchant_id, payment.id).await?;
     let refund_timeline = refund_timeline(conn, payment.merchant_id, payment.id).await?;
+    let hold_operations = operations_of_payment(conn, payment.merchant_id, payment.id).await?;
     let idempotency_key = match &payment.idempotency_key {
         Some(key) => idempotency_keys::table
             .find((payment.merchant_id.0, key))
@@ -234,6 +238,7 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
         idempotency_key,
         refunds,
         refund_timeline,
+        hold_operations,
         payment,
     }))
 }
