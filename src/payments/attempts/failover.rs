@@ -8,9 +8,10 @@ use diesel::sql_types::{Bool, Timestamptz, Uuid as SqlUuid};
 use diesel::{OptionalExtension, QueryableByName};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
+use super::call_log::log_create;
 use super::keyed::fail_over::next_attempt;
 use super::keyed::NewAttempt;
-use super::transition::{apply, log_create, Decision};
+use super::transition::{apply, Decision};
 use super::{PaymentAttempt, Source};
 use crate::db::sql::Sql;
 use crate::db::transaction::in_transaction;

@@ -6,11 +6,14 @@
 //! provider keys and charge ids, and triggers that refuse any other move and keep the order
 //! in step (see the `payment_attempts` migration).
 
+pub mod call_log;
 pub mod failover;
 pub mod final_attempts;
 pub mod keyed;
 pub mod pay;
 pub mod transition;
+
+pub use call_log::{provider_calls_of, CallKind, LoggedCall};
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -19,7 +22,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::db::schema::{attempt_events, orders, payment_attempts, provider_calls};
+use crate::db::schema::{attempt_events, orders, payment_attempts};
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::status::{AttemptStatus, OrderStatus};
 use crate::providers::{CaptureMethod, NextAction};
@@ -369,61 +372,6 @@ pub async fn timeline(
         .select(TimelineEntry::as_select())
         .load(conn)
         .await
-}
-
-/// One logged provider call about an attempt.
-#[derive(Debug, Clone, Queryable, Selectable)]
-#[diesel(table_name = provider_calls)]
-pub struct LoggedCall {
-    pub operation: String,
-    pub source: String,
-    pub outcome: String,
-    pub http_status: Option<i16>,
-    pub latency_ms: i32,
-    pub detail: Option<String>,
-    pub created_at: DateTime<Utc>,
-}
-
-pub async fn provider_calls_of(
-    conn: &mut AsyncPgConnection,
-    attempt: &PaymentAttempt,
-) -> QueryResult<Vec<LoggedCall>> {
-    provider_calls::table
-        .filter(provider_calls::merchant_id.eq(attempt.merchant_id.0))
-        .filter(provider_calls::attempt_id.eq(attempt.id.0))
-        .order(provider_calls::id)
-        .select(LoggedCall::as_select())
-        .load(conn)
-        .await
-}
-
-/// Which provider operation a call was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallKind {
-    Create,
-    Retrieve,
-    Search,
-    /// A refund's create, or a resend of it under the refund's key.
-    CreateRefund,
-    RetrieveRefund,
-    /// A capture of a hold, or a resend of it under the operation's key.
-    Capture,
-    /// A void of a hold (or of a challenge), or a resend of it under the operation's key.
-    Cancel,
-}
-
-impl CallKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallKind::Create => "create",
-            CallKind::Retrieve => "retrieve",
-            CallKind::Search => "search",
-            CallKind::CreateRefund => "create_refund",
-            CallKind::RetrieveRefund => "retrieve_refund",
-            CallKind::Capture => "capture",
-            CallKind::Cancel => "cancel",
-        }
-    }
 }
 
 /// The open statuses as an SQL list, for `status IN …` in the hand-written statements about

@@ -3,16 +3,15 @@
 
 use crate::db::statement::{span, Statement};
 use chrono::{DateTime, Utc};
-use diesel::sql_types::{Integer, Jsonb, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::sql_types::{Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::OptionalExtension;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use tracing::Instrument;
 
-use super::{find_attempt, AttemptRow, CallKind, PaymentAttempt, Source};
-use crate::ids::{HoldOperationId, MerchantId, PaymentId, RefundId};
+use super::{find_attempt, AttemptRow, PaymentAttempt, Source};
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::status::AttemptStatus;
-use crate::providers::{CaptureMethod, NextAction, ProviderCall, ProviderOutcome};
+use crate::providers::{CaptureMethod, NextAction, ProviderOutcome};
 
 /// What an outcome means for an attempt in a given status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -364,142 +363,6 @@ async fn move_attempt(
         .await
         .optional()?;
     Ok(row.map(Into::into))
-}
-
-/// A provider call as its log row holds it.
-pub(crate) struct CallRecord {
-    kind: CallKind,
-    source: Source,
-    outcome: &'static str,
-    http_status: Option<i16>,
-    latency_ms: i32,
-    detail: Option<String>,
-}
-
-impl CallRecord {
-    pub(crate) fn of(kind: CallKind, source: Source, call: &ProviderCall) -> Self {
-        let detail = match &call.outcome {
-            ProviderOutcome::Failed { code, message, .. } => Some(format!("{code}: {message}")),
-            ProviderOutcome::Unknown { reason } | ProviderOutcome::Unavailable { reason } => {
-                Some(reason.clone())
-            }
-            other => other.provider_id().map(str::to_owned),
-        };
-        CallRecord {
-            kind,
-            source,
-            outcome: call.outcome.label(),
-            http_status: call.http_status.map(|s| s as i16),
-            latency_ms: call.latency.as_millis().min(i32::MAX as u128) as i32,
-            detail,
-        }
-    }
-
-    /// Binds operation, source, outcome, HTTP status, latency and detail, and gives their
-    /// placeholders as the tail of a `provider_calls` row's values.
-    pub(crate) fn values<'f>(&'f self, q: &mut Statement<'f>) -> String {
-        let kind = q.bind::<Text, _>(self.kind.as_str());
-        let source = q.bind::<Text, _>(self.source.as_str());
-        let outcome = q.bind::<Text, _>(self.outcome);
-        let status = q.bind::<Nullable<SmallInt>, _>(self.http_status);
-        let latency = q.bind::<Integer, _>(self.latency_ms);
-        let detail = q.bind::<Nullable<Text>, _>(self.detail.as_deref());
-        format!("{kind}, {source}, {outcome}, {status}, {latency}, {detail}")
-    }
-}
-
-/// Logs the request's own create of `attempt` (its send, answered by `call`), inside the
-/// caller's transaction.
-pub async fn log_create(
-    conn: &mut AsyncPgConnection,
-    attempt: &PaymentAttempt,
-    call: &ProviderCall,
-) -> diesel::QueryResult<()> {
-    log_call(
-        conn,
-        attempt.merchant_id,
-        attempt.id,
-        CallKind::Create,
-        Source::Api,
-        call,
-        None,
-    )
-    .await
-}
-
-/// Appends a provider call to the attempt's call log, inside the caller's transaction;
-/// `asked_by` (who pressed for it, for a support action) leads its detail.
-pub async fn log_call(
-    conn: &mut AsyncPgConnection,
-    merchant_id: MerchantId,
-    attempt_id: PaymentId,
-    kind: CallKind,
-    source: Source,
-    call: &ProviderCall,
-    asked_by: Option<&str>,
-) -> diesel::QueryResult<()> {
-    let mut record = CallRecord::of(kind, source, call);
-    if let Some(who) = asked_by {
-        record.detail = Some(match record.detail {
-            Some(detail) => format!("asked by {who}; {detail}"),
-            None => format!("asked by {who}"),
-        });
-    }
-    let mut q = Statement::new();
-    let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
-    let attempt = q.bind::<SqlUuid, _>(attempt_id.0);
-    let values = record.values(&mut q);
-    q.push(format_args!(
-        "INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome,
-    http_status, latency_ms, detail) VALUES ({merchant}, {attempt}, {values})"
-    ));
-    q.finish().execute(conn).await.map(|_| ())
-}
-
-/// Appends a provider call about refund `refund_id` of attempt `attempt_id` to the call
-/// log, inside the caller's transaction; it shows in the attempt's story with the refund.
-pub async fn log_refund_call(
-    conn: &mut AsyncPgConnection,
-    merchant_id: MerchantId,
-    attempt_id: PaymentId,
-    refund_id: RefundId,
-    kind: CallKind,
-    source: Source,
-    call: &ProviderCall,
-) -> diesel::QueryResult<()> {
-    let record = CallRecord::of(kind, source, call);
-    let mut q = Statement::new();
-    let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
-    let attempt = q.bind::<SqlUuid, _>(attempt_id.0);
-    let refund = q.bind::<SqlUuid, _>(refund_id.0);
-    let values = record.values(&mut q);
-    q.push(format_args!(
-        "INSERT INTO provider_calls (merchant_id, attempt_id, refund_id, operation, source,
-    outcome, http_status, latency_ms, detail) VALUES ({merchant}, {attempt}, {refund}, {values})"
-    ));
-    q.finish().execute(conn).await.map(|_| ())
-}
-
-/// Appends a provider call about a capture or void (`operation`, of attempt `attempt_id`) to
-/// the call log, inside the caller's transaction; it shows in the attempt's story.
-pub async fn log_hold_call(
-    conn: &mut AsyncPgConnection,
-    (merchant_id, attempt_id, operation): (MerchantId, PaymentId, HoldOperationId),
-    kind: CallKind,
-    source: Source,
-    call: &ProviderCall,
-) -> diesel::QueryResult<()> {
-    let record = CallRecord::of(kind, source, call);
-    let mut q = Statement::new();
-    let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
-    let attempt = q.bind::<SqlUuid, _>(attempt_id.0);
-    let operation = q.bind::<SqlUuid, _>(operation.0);
-    let values = record.values(&mut q);
-    q.push(format_args!(
-        "INSERT INTO provider_calls (merchant_id, attempt_id, hold_operation_id, operation,
-    source, outcome, http_status, latency_ms, detail) VALUES ({merchant}, {attempt}, {operation}, {values})"
-    ));
-    q.finish().execute(conn).await.map(|_| ())
 }
 
 #[cfg(test)]

@@ -26,7 +26,8 @@ pub mod settings;
 use self::settings::{pg_interval, to_chrono, ReconcilerSettings, NO_RECORD};
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
-use crate::payments::attempts::transition::{apply, log_call};
+use crate::payments::attempts::call_log::log_call;
+use crate::payments::attempts::transition::apply;
 use crate::payments::attempts::{
     before_resend, find_attempt, open_statuses, quiet_before, unsettled_statuses,
 };
