@@ -3,7 +3,7 @@ WITH moved AS (
         provider_payment_id = coalesce(provider_payment_id, $5),
         failure_code = $6, failure_message = $7, next_check_at = $8,
         next_action = coalesce($9, next_action),
-        authorized_until = coalesce($10, authorized_until),
+        authorized_until = least($10, authorized_until),
         cancellation_reason = $11
     WHERE merchant_id = $1 AND id = $2 AND status = $3 RETURNING *),
 logged AS (
