@@ -21,6 +21,18 @@ pub(crate) fn asset(content_type: &'static str, body: &'static str) -> HttpRespo
         .body(body)
 }
 
+/// An HTML page made for one request, under the same policy; never kept by a cache, since
+/// it shows something as it is now.
+pub(crate) fn made_page(body: String) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(HTML)
+        .insert_header((header::CONTENT_SECURITY_POLICY, POLICY))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::REFERRER_POLICY, "no-referrer"))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .body(body)
+}
+
 pub(crate) const HTML: &str = "text/html; charset=utf-8";
 pub(crate) const SCRIPT: &str = "text/javascript; charset=utf-8";
 pub(crate) const STYLE: &str = "text/css; charset=utf-8";

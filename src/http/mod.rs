@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod middleware;
 pub mod openapi;
 pub mod orders;
+pub mod payer_return;
 pub mod payments;
 pub mod refunds;
 pub mod routing;
@@ -133,6 +134,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(payments::create_payment)),
         )
         .service(resource("/v1/payments/{id}", "GET").route(web::get().to(payments::get_payment)))
+        // No API key: the payer's browser comes here from the provider (README, "3-D Secure").
+        .service(
+            resource("/v1/payments/{id}/return", "GET")
+                .route(web::get().to(payer_return::payer_returned)),
+        )
         .service(
             resource("/v1/payments/{id}/refunds", "POST")
                 .route(web::post().to(refunds::create_refund)),

@@ -11,7 +11,7 @@ use crate::events::endpoints::fields::MAX_URL_LEN;
 use crate::events::endpoints::ALL_EVENTS;
 use crate::events::EventType;
 use crate::http::{
-    errors, events, health, holds, merchants, metrics, orders, payments, refunds,
+    errors, events, health, holds, merchants, metrics, orders, payer_return, payments, refunds,
     routing, support, webhook_endpoints, webhooks,
 };
 use crate::idempotency::key::MAX_KEY_LEN;
@@ -48,6 +48,7 @@ use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
         payments::create_payment,
         payments::checkout,
         payments::get_payment,
+        payer_return::payer_returned,
         holds::capture,
         holds::cancel,
         holds::support_void,

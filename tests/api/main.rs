@@ -26,6 +26,7 @@ mod orders;
 mod outage;
 mod outbox;
 mod overload;
+mod payer_return;
 mod payments;
 mod refunds;
 mod serve;

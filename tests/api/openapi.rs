@@ -79,6 +79,7 @@ async fn every_route_is_documented_with_problem_json_errors() {
         ("post", "/v1/orders/{id}/payments"),
         ("post", "/v1/checkout"),
         ("get", "/v1/payments/{id}"),
+        ("get", "/v1/payments/{id}/return"),
         ("post", "/v1/webhooks/{provider}"),
         ("get", "/v1/support/merchants"),
         ("get", "/v1/support/payments"),

@@ -11,6 +11,7 @@ pub mod failover;
 pub mod final_attempts;
 pub mod keyed;
 pub mod pay;
+pub mod payer_return;
 pub mod transition;
 
 pub use call_log::{provider_calls_of, CallKind, LoggedCall};

@@ -1,0 +1,132 @@
+//! The payer is back from a 3-D Secure challenge (README, "3-D Secure"): payorch asks the
+//! provider what it decided and records it before the payer's browser goes on to the
+//! merchant. What the browser brings (`redirect_status`, `payment_intent`, `redirectResult`)
+//! is handed to the provider, never believed: only the provider's answer moves the attempt,
+//! and only an answer that is provably about this attempt.
+
+use chrono::Utc;
+
+use super::call_log::log_call;
+use super::transition::apply;
+use super::{find_attempt, CallKind, PaymentAttempt, Source};
+use crate::db::transaction::in_transaction;
+use crate::db::DbPool;
+use crate::ids::PaymentId;
+use crate::payments::reconciler::settings::to_chrono;
+use crate::payments::reconciler::ReconcileError;
+use crate::payments::service::{settle_key, Payments};
+use crate::payments::status::AttemptStatus;
+use crate::providers::{PaymentProvider, ProviderCall, ProviderOutcome};
+
+/// Attempt `id`, whichever merchant's, once the provider was asked about the challenge its
+/// payer came back from with the query `params`; `None` for no such attempt. Only an attempt
+/// waiting for its payer's challenge is asked about; any other is answered as it is, so the
+/// route cannot be used to make payorch call the provider about anything else.
+pub async fn payer_returned(
+    pool: &DbPool,
+    payments: &Payments,
+    id: PaymentId,
+    params: &[(String, String)],
+) -> Result<Option<PaymentAttempt>, ReconcileError> {
+    let mut conn = pool.get().await?;
+    let Some(attempt) = find_attempt(&mut conn, None, id).await? else {
+        return Ok(None);
+    };
+    // No connection is held during the provider's calls.
+    drop(conn);
+    if !awaits_challenge(&attempt) {
+        return Ok(Some(attempt));
+    }
+    let provider = payments.adapter(&attempt.provider);
+    let known = attempt.provider_payment_id.as_deref().unwrap_or_default();
+    let asked = provider.complete_action(known, params).await;
+    let metrics = &payments.metrics;
+    metrics.provider_call(&attempt.provider, CallKind::CompleteAction, &asked);
+    let (outcome, search) = vouched(provider.as_ref(), &attempt, &asked).await;
+    if let Some(search) = &search {
+        metrics.provider_call(&attempt.provider, CallKind::Search, search);
+    }
+    // Still open, it is checked when it was due to be: the reconciler keeps its pace, and
+    // never races a request that is still sending the attempt.
+    let next_check = attempt
+        .next_check_at
+        .unwrap_or_else(|| Utc::now() + to_chrono(payments.reconciler.wait_after(attempt.checks)));
+    let mut conn = pool.get().await?;
+    let attempt = in_transaction(&mut conn, async |conn| {
+        // The move before the log rows, as the reconciler does and for the same reason: a log
+        // row's foreign key share-locks the attempt that the move must lock exclusively.
+        let (merchant_id, id) = (attempt.merchant_id, attempt.id);
+        let source = Source::ProviderResponse;
+        let applied = apply(conn, metrics, attempt, &outcome, source, next_check).await?;
+        let kind = CallKind::CompleteAction;
+        log_call(conn, merchant_id, id, kind, Source::Api, &asked, None).await?;
+        if let Some(search) = &search {
+            log_call(
+                conn,
+                merchant_id,
+                id,
+                CallKind::Search,
+                Source::Api,
+                search,
+                None,
+            )
+            .await?;
+        }
+        if applied.attempt.status.is_final() {
+            settle_key(conn, &applied.attempt).await?;
+        }
+        Ok::<_, diesel::result::Error>(applied.attempt)
+    })
+    .await?;
+    payments.finals.remember(&attempt);
+    Ok(Some(attempt))
+}
+
+/// Whether the provider asked for this attempt's payer and has not been heard from since.
+fn awaits_challenge(attempt: &PaymentAttempt) -> bool {
+    attempt.status == AttemptStatus::Pending && attempt.next_action.is_some()
+}
+
+/// What `asked` says of `attempt`, if it is provably about it; else unknown, with the search
+/// that was made to tell. The browser chose what was asked about (Adyen's `redirectResult`
+/// names a payment), so an answer about another payment must not move this one: one passed
+/// challenge would pay any number of orders. Stripe is asked about the attempt's own intent.
+/// An Adyen attempt is named only by the answer to its details, so the provider's search by
+/// the attempt's reference must name the same payment; against Adyen itself, which has no
+/// search, it stays unknown here and its signed notification decides.
+async fn vouched(
+    provider: &dyn PaymentProvider,
+    attempt: &PaymentAttempt,
+    asked: &ProviderCall,
+) -> (ProviderOutcome, Option<ProviderCall>) {
+    let doubt = |why: &str| ProviderOutcome::Unknown {
+        reason: format!("{why}: not applied"),
+    };
+    let Some(named) = asked.outcome.provider_id() else {
+        return match asked.outcome {
+            ProviderOutcome::Failed { .. }
+            | ProviderOutcome::Canceled { .. }
+            | ProviderOutcome::RequiresAction { .. } => {
+                (doubt("the provider's answer names no payment"), None)
+            }
+            _ => (asked.outcome.clone(), None),
+        };
+    };
+    match attempt.provider_payment_id.as_deref() {
+        Some(known) if known == named => (asked.outcome.clone(), None),
+        Some(_) => (
+            doubt("the provider's answer is about another payment"),
+            None,
+        ),
+        None => {
+            let search = provider.find_by_attempt(&attempt.id.to_string()).await;
+            if search.outcome.provider_id() == Some(named) {
+                (asked.outcome.clone(), Some(search))
+            } else {
+                let why = "the provider's search does not name the answer's payment as this \
+                           attempt's";
+                (doubt(why), Some(search))
+            }
+        }
+    }
+}
