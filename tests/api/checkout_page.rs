@@ -3,6 +3,8 @@
 //! record of the key each payment was made under. Screenshots of each state are saved under
 //! `target/tmp/screenshots/`.
 
+mod three_d_secure;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -9,6 +9,11 @@
 // Every request has a deadline: on a half-open connection (a phone between networks) an
 // answer may never come, and a request given up on is sent again under the same key, so
 // giving up costs nothing.
+//
+// A card whose bank asks the payer to confirm (3-D Secure) sends the payer away to the bank's
+// page and back: the intent, its key and its payment stay in localStorage meanwhile, so the
+// page that comes back (or a reload, or another tab) follows the same payment, and the bank's
+// check it offers again is that payment's own, never a new one.
 "use strict";
 
 // A payment request: longer than the server's own bound on a provider call (10 s by default,
@@ -22,13 +27,16 @@ const LONGEST_DELAY_MS = 5000;
 const ORDER_KEY = "payorch.checkout.order"; // the order this browser is paying
 const NEW_ORDER_KEY = "payorch.checkout.new-order-key"; // the key of an order being made
 const intentKey = (orderId) => `payorch.checkout.intent.${orderId}`;
+// The address says the payer is back from the bank's check (README, "3-D Secure").
+const RETURNING = new URLSearchParams(window.location.search).has("returning");
 
 const $ = (id) => document.getElementById(id);
 const form = $("pay-form");
 const fields = $("pay-fields");
 const button = $("pay");
 let order = null;
-// "loading" → "ready" → "paying" → ("checking") → "paid" | back to "ready" after a decline.
+// "loading" → "ready" → "paying" → ("checking") → "paid" | back to "ready" after a decline;
+// "redirecting" while the page leaves for the bank's check.
 let phase = "loading";
 
 function setPhase(next) {
@@ -225,6 +233,7 @@ function unlock() {
   button.textContent = `Pay ${money(order.amount, order.currency)}`;
   form.hidden = false;
   $("waiting").hidden = true;
+  $("challenge").hidden = true;
   setPhase("ready");
 }
 
@@ -245,6 +254,7 @@ function showReceipt(payment) {
   endIntent();
   form.hidden = true;
   $("waiting").hidden = true;
+  $("challenge").hidden = true;
   $("receipt-order").textContent = order.id;
   $("receipt-amount").textContent = money(payment.amount, payment.currency);
   $("receipt-payment").textContent = payment.id;
@@ -255,14 +265,62 @@ function showReceipt(payment) {
   $("receipt-title").focus();
 }
 
+/// A final status that took nothing: a decline, or a bank's check failed (`failed`) or left
+/// unfinished until payorch canceled it (`canceled`).
+const tookNothing = (payment) => payment.status === "failed" || payment.status === "canceled";
+
 function showDeclined(payment) {
+  const intent = readIntent();
+  const afterBankCheck = payment.status === "canceled" || Boolean(intent && intent.challenge_url);
   endIntent();
   currentIntent();
   unlock();
-  const reason = (payment.failure_message || payment.failure_code || "the card was declined")
-    .replace(/[.\s]+$/, "");
-  say(`Declined: ${reason}. Nothing was charged. Choose another card and try again.`, "error");
+  if (afterBankCheck) {
+    const why = "Authentication failed or was abandoned — you were not charged.";
+    say(`${why} Choose a card and try again.`, "error");
+  } else {
+    const reason = (payment.failure_message || payment.failure_code || "the card was declined")
+      .replace(/[.\s]+$/, "");
+    say(`Declined: ${reason}. Nothing was charged. Choose another card and try again.`, "error");
+  }
   focusForm();
+}
+
+/// The bank's page a payment asks the payer to go to: only an http(s) address, whatever an
+/// answer holds.
+function challengeUrl(payment) {
+  try {
+    const url = new URL(payment.next_action && payment.next_action.url);
+    return url.protocol === "https:" || url.protocol === "http:" ? url.href : null;
+  } catch {
+    return null;
+  }
+}
+
+/// While a payment waits for its bank's check: the way back to that same check, for a payer
+/// who left it unfinished.
+function offerChallenge(payment) {
+  const url = payment.status === "pending" ? challengeUrl(payment) : null;
+  $("challenge").hidden = !url;
+  if (url) $("challenge-link").href = url;
+}
+
+/// The bank asks the payer to confirm the payment. The first time (or when the payer pressed
+/// Pay here) the page goes there itself, having noted it in the intent; afterwards (back from
+/// the bank, a reload, another tab) it waits for the outcome and offers the same check again,
+/// so that the back button never bounces the payer to the bank.
+function followChallenge(payment, followNow) {
+  const url = challengeUrl(payment);
+  const intent = readIntent();
+  const sentBefore = Boolean(intent && intent.challenge_url);
+  if (intent) writeIntent({ ...intent, payment_id: payment.id, challenge_url: url });
+  if (url && (followNow || !sentBefore)) {
+    setPhase("redirecting");
+    say("Taking you to your bank to confirm the payment…");
+    window.location.assign(url);
+    return;
+  }
+  return watchPayment(payment.id);
 }
 
 /// A request refused before anything was charged (a bad field, a canceled order).
@@ -295,20 +353,23 @@ async function watchPayment(paymentId) {
     const payment = answer.json;
     if (answer.status === 200 && payment) {
       if (payment.status === "succeeded") return showReceipt(payment);
-      if (payment.status === "failed") return showDeclined(payment);
+      if (tookNothing(payment)) return showDeclined(payment);
+      offerChallenge(payment);
     }
     await sleep(backoff(round + 1));
   }
 }
 
-/// What a definite answer to the payment request means for the payer.
-async function handle(answer) {
+/// What a definite answer to the payment request means for the payer. `followNow`: the payer
+/// pressed Pay in this window, so a bank's check is theirs to go to at once.
+async function handle(answer, followNow) {
   const body = answer.json || {};
   if (answer.status === 200 || answer.status === 201) {
     const intent = readIntent();
     if (intent) writeIntent({ ...intent, payment_id: body.id });
     if (body.status === "succeeded") return showReceipt(body);
-    if (body.status === "failed") return showDeclined(body);
+    if (tookNothing(body)) return showDeclined(body);
+    if (body.status === "pending" && challengeUrl(body)) return followChallenge(body, followNow);
     return watchPayment(body.id);
   }
   if (answer.status === 409 && body.payment_id) {
@@ -323,7 +384,7 @@ async function handle(answer) {
 }
 
 /// Sends the intent (again): the first send, a resume after a reload, or another tab's.
-async function payIntent(intent, why = "Processing…") {
+async function payIntent(intent, why = "Processing…", followNow = false) {
   const chosen = form.querySelector(`input[value="${CSS.escape(intent.payment_method || "")}"]`);
   if (chosen) chosen.checked = true; // the card this intent pays with, whoever chose it
   form.hidden = false;
@@ -331,11 +392,21 @@ async function payIntent(intent, why = "Processing…") {
   setPhase("paying");
   say(why);
   const path = `/checkout/demo/orders/${encodeURIComponent(order.id)}/payments`;
+  // The same body on every send of the intent, or the key would refuse it as another request.
+  const body = { payment_method: intent.payment_method, return_url: intent.return_url };
   const answer = await sendUntilAnswered(
-    path, intent.key, { payment_method: intent.payment_method }, PAY_DEADLINE_MS,
-    () => checking(intent.payment_id),
+    path, intent.key, body, PAY_DEADLINE_MS, () => checking(intent.payment_id),
   );
-  await handle(answer);
+  await handle(answer, followNow);
+}
+
+/// Where the bank's check sends the payer back (through payorch, which finishes the payment
+/// first): this page, for this order, marked as a return.
+function returnUrl() {
+  const url = new URL("/checkout", window.location.origin);
+  url.searchParams.set("order", order.id);
+  url.searchParams.set("returning", "1");
+  return url.href;
 }
 
 form.addEventListener("submit", (event) => {
@@ -348,10 +419,10 @@ form.addEventListener("submit", (event) => {
   let intent = currentIntent();
   // Another tab may have sent this intent already: send the same request, not a new one.
   if (!intent.submitted) {
-    intent = { ...intent, payment_method: chosen, submitted: true };
+    intent = { ...intent, payment_method: chosen, return_url: returnUrl(), submitted: true };
     writeIntent(intent);
   }
-  payIntent(intent);
+  payIntent(intent, "Processing…", true);
 });
 
 // A second tab on the same order learns at once that this one is paying it.
@@ -389,7 +460,11 @@ async function openOrder() {
     id = made.json.id;
   }
   localStorage.setItem(ORDER_KEY, id);
-  if (named !== id) window.history.replaceState(null, "", `/checkout?order=${encodeURIComponent(id)}`);
+  // The address names the order and nothing else, so a reload is not taken for a return.
+  const address = `/checkout?order=${encodeURIComponent(id)}`;
+  if (window.location.pathname + window.location.search !== address) {
+    window.history.replaceState(null, "", address);
+  }
   return read(`/checkout/demo/orders/${encodeURIComponent(id)}`);
 }
 
@@ -419,8 +494,14 @@ function show(answer) {
     return showRefusal({ status: 409, json: { code: "order_not_payable", detail: "This order was canceled." } });
   }
   const intent = currentIntent();
-  // Resumed after a reload, or in a second window: the same request under the same key.
-  if (intent.submitted) return payIntent(intent, "Resuming your payment. Processing…");
+  // Resumed after a reload, back from the bank, or in a second window: the same request under
+  // the same key.
+  if (intent.submitted) {
+    const why = RETURNING
+      ? "Back from your bank. Checking your payment…"
+      : "Resuming your payment. Processing…";
+    return payIntent(intent, why);
+  }
   const open = payments.find((p) => p.status === "created" || p.status === "pending");
   if (open) return watchPayment(open.id); // paid from elsewhere, still running
   unlock();
@@ -429,8 +510,13 @@ function show(answer) {
 
 /// The back (or forward) button brought back the page as it was left, from the browser's
 /// memory; the order may have been paid since, e.g. on a later visit to this page. A form is
-/// asked about again before it may pay; work under way goes on at once.
+/// asked about again before it may pay, and so is a page left for the bank's check; work under
+/// way goes on at once.
 async function restored() {
+  if (phase === "redirecting") {
+    setPhase("loading");
+    return show(await read(`/checkout/demo/orders/${encodeURIComponent(order.id)}`));
+  }
   if (phase !== "ready") return resumeNow();
   setPhase("loading");
   fields.disabled = true;
