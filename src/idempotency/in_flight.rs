@@ -277,15 +277,16 @@ pub struct Settle<'a> {
 
 /// The CTE `settled` for whoever finished work that is not its request's (a webhook): the key
 /// `key` (the value of the resource's own `idempotency_key` column; none for a resource
-/// made without one) completes once the moved row's status is in `final_statuses` (an SQL
-/// list), unless it was completed already and resolved.
+/// made without one) completes once the moved row's status is in `answered_statuses` (an SQL
+/// list: the statuses at which the work has its answer), unless it was completed already and
+/// resolved.
 pub fn settle_by_resource<'f>(
     q: &mut Statement<'f>,
     merchant_id: MerchantId,
     key: Option<&'f str>,
     (resource, resource_id): (ResourceType, Uuid),
     settle: Settle<'_>,
-    final_statuses: &str,
+    answered_statuses: &str,
 ) {
     let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
     let key = q.bind::<Nullable<Text>, _>(key);
@@ -296,7 +297,7 @@ pub fn settle_by_resource<'f>(
         resource,
         resource_id,
         settle,
-        Completer::Other { final_statuses },
+        Completer::Other { answered_statuses },
     );
 }
 
@@ -305,8 +306,8 @@ enum Completer<'a> {
     /// The request holding it: the CTE names it to the event triggers (the SQL of
     /// [`RequestOrigin::set_config`]).
     Request { origin: String },
-    /// Someone else (a webhook): only once the moved row's status is in `final_statuses`.
-    Other { final_statuses: &'a str },
+    /// Someone else (a webhook): only once the moved row's status is in `answered_statuses`.
+    Other { answered_statuses: &'a str },
 }
 
 /// See [`InFlightKey::settle`] and [`settle_by_resource`].
@@ -323,8 +324,8 @@ fn settled_cte(
     let resource = q.bind::<Text, _>(resource.as_str());
     let status = q.bind::<Int2, _>(status as i16);
     let (when, returning) = match completer {
-        Completer::Other { final_statuses } => (
-            format!("SELECT 1 FROM {from} WHERE status IN {final_statuses}"),
+        Completer::Other { answered_statuses } => (
+            format!("SELECT 1 FROM {from} WHERE status IN {answered_statuses}"),
             String::new(),
         ),
         Completer::Request { origin } => (

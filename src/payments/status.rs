@@ -68,6 +68,13 @@ impl AttemptStatus {
         )
     }
 
+    /// Whether the request that made it has its answer: final, or a hold (`201 authorized`;
+    /// what happens to the hold later is the capture's or void's own answer). The key that
+    /// made it completes then, and a resumed request sends nothing more.
+    pub fn is_answered(self) -> bool {
+        self.is_final() || self == AttemptStatus::Authorized
+    }
+
     /// Whether the provider may still settle it without anyone asking: not final and not a
     /// hold (a hold waits for its capture or void).
     pub fn is_unsettled(self) -> bool {

@@ -16,7 +16,7 @@ settled AS (
         updated_at = now()
     WHERE merchant_id = $14 AND key = $15 AND resource_type = $17
       AND resource_id = $16 AND (state = 'in_flight' OR unresolved)
-      AND EXISTS (SELECT 1 FROM moved WHERE status IN ('succeeded', 'failed', 'canceled'))),
+      AND EXISTS (SELECT 1 FROM moved WHERE status IN ('authorized', 'succeeded', 'failed', 'canceled'))),
 recorded AS (
     INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, detail,
         merchant_id, attempt_id, payload, provider_created_at)

@@ -399,13 +399,14 @@ macro_rules! unsettled_statuses {
 }
 pub(crate) use unsettled_statuses;
 
-/// The final statuses as an SQL list (see [`open_statuses!`]).
-macro_rules! final_statuses {
+/// The statuses at which the request that made an attempt has its answer: the final ones and
+/// a hold ([`AttemptStatus::is_answered`]); whoever moves an attempt to one completes its key.
+macro_rules! answered_statuses {
     () => {
-        "('succeeded', 'failed', 'canceled')"
+        "('authorized', 'succeeded', 'failed', 'canceled')"
     };
 }
-pub(crate) use final_statuses;
+pub(crate) use answered_statuses;
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -447,7 +448,7 @@ pub(crate) mod tests {
 
     /// Each status is in exactly one of the SQL lists, the one `is_final` says.
     #[test]
-    fn the_sql_lists_of_open_and_final_statuses_agree_with_the_type() {
+    fn the_sql_lists_of_statuses_agree_with_the_type() {
         let named = |list: &str| -> Vec<super::AttemptStatus> {
             list.trim_matches(|c| c == '(' || c == ')')
                 .split(", ")
@@ -456,10 +457,13 @@ pub(crate) mod tests {
         };
         let open = named(open_statuses!());
         let unsettled = named(unsettled_statuses!());
-        let last = named(final_statuses!());
+        let answered = named(answered_statuses!());
+        assert!(answered.iter().all(|s| s.is_answered()));
+        assert!([Created, Pending, Authorized, Succeeded, Failed, Canceled]
+            .iter()
+            .all(|s| s.is_answered() == answered.contains(s)));
         assert_eq!(open, [Created, Pending, Authorized]);
-        assert_eq!(last, [Succeeded, Failed, Canceled]);
-        assert!(open.iter().all(|s| !s.is_final()) && last.iter().all(|s| s.is_final()));
+        assert!(open.iter().all(|s| !s.is_final()));
         assert!(unsettled
             .iter()
             .all(|s| s.is_unsettled() && open.contains(s)));
@@ -477,7 +481,7 @@ pub(crate) mod tests {
         assert!(Pending.can_become(Failed));
         assert!(!Pending.can_become(Created));
         assert!(!Created.can_become(Created));
-        for last in [Succeeded, Failed] {
+        for last in [Succeeded, Failed, Canceled] {
             assert!(last.is_final());
             for next in [Created, Pending, Succeeded, Failed] {
                 assert!(!last.can_become(next), "{last:?} → {next:?}");

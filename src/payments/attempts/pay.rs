@@ -266,7 +266,7 @@ async fn before_resuming(
     ctx: &PayContext<'_>,
     attempt: PaymentAttempt,
 ) -> Result<PaymentAttempt, PayError> {
-    if attempt.status.is_final() {
+    if attempt.status.is_answered() {
         return Ok(attempt);
     }
     let mut conn = ctx.pool.get().await?;
@@ -317,8 +317,9 @@ async fn finish(
 ) -> Result<Paid, PayError> {
     let payments = ctx.payments;
     let attempt = loop {
-        if attempt.status.is_final() {
-            // Finished while its request was away (a webhook); its key may not know yet.
+        if attempt.status.is_answered() {
+            // Finished (or held) while its request was away (a webhook); its key may not
+            // know yet.
             let mut conn = ctx.pool.get().await?;
             key.complete(&mut conn, &recorded(&attempt)).await?;
             break attempt;
@@ -450,7 +451,7 @@ async fn record(
     let current = find_attempt(&mut conn, Some(attempt.merchant_id), attempt.id)
         .await?
         .ok_or_else(|| missing("lost its attempt"))?;
-    if current.status.is_final() {
+    if current.status.is_answered() {
         return Ok(current);
     }
     in_transaction(&mut conn, async |conn| {

@@ -72,7 +72,7 @@ pub async fn payer_returned(
             )
             .await?;
         }
-        if applied.attempt.status.is_final() {
+        if applied.attempt.status.is_answered() {
             settle_key(conn, &applied.attempt).await?;
         }
         Ok::<_, diesel::result::Error>(applied.attempt)

@@ -250,7 +250,7 @@ pub async fn check(
             asked_by,
         )
         .await?;
-        if applied.attempt.status.is_final() {
+        if applied.attempt.status.is_answered() {
             settle_key(conn, &applied.attempt).await?;
         }
         Ok::<_, diesel::result::Error>(applied.attempt)

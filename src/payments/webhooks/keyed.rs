@@ -20,7 +20,7 @@ use crate::idempotency::in_flight::{settle_by_resource, Settle};
 use crate::idempotency::ResourceType;
 use crate::ids::ProviderWebhookId;
 use crate::payments::attempts::transition::{move_ctes, Change};
-use crate::payments::attempts::{final_statuses, open_statuses, PaymentAttempt, Source};
+use crate::payments::attempts::{answered_statuses, open_statuses, PaymentAttempt, Source};
 use crate::providers::WebhookEvent;
 
 /// The statement applying `event` (recorded as `event_id`, from `provider`, with `detail`)
@@ -47,7 +47,7 @@ pub(super) fn apply_to_attempt<'f>(
             status: 201,
             open: open_statuses!(),
         },
-        final_statuses!(),
+        answered_statuses!(),
     );
     let id = q.bind::<SqlUuid, _>(event_id.0);
     let provider = q.bind::<Text, _>(provider);
