@@ -383,3 +383,64 @@ async fn a_hold_about_to_expire_is_voided_by_the_reconciler() {
     assert_eq!(app.voids_of(&payment), 1);
     assert!(app.captures_of(&payment).is_empty());
 }
+
+/// The same hold through Adyen's protocol, where a capture or void is only `received` at once
+/// and its outcome comes later as a CAPTURE or CANCELLATION notification: the operation stays
+/// open until the notification settles the payment, and the hold is taken or released once.
+#[tokio::test]
+async fn through_adyen_a_capture_and_a_void_are_settled_by_their_notifications() {
+    let app = quick_app_with_webhooks().await;
+    app.route_to(&["adyen"]).await;
+    let captured = app.held("adyen-hold-1", "pm_card_visa").await;
+    assert_eq!(captured["status"], "authorized", "{captured}");
+    assert_eq!(captured["provider"], "adyen");
+    let answer = app
+        .hold_operation(&captured, "capture", "adyen-cap", json!({"amount": 1000}))
+        .await;
+    assert_eq!(answer.status(), 200);
+    let id = captured["id"].as_str().unwrap().to_owned();
+    let done = eventually(RECONCILED_WITHIN, || async {
+        app.payment(&id).await["status"] == "succeeded"
+    })
+    .await;
+    assert!(done, "the CAPTURE notification settled the payment");
+    assert_eq!(app.payment(&id).await["amount_captured"], 1000);
+    assert_eq!(app.captures_of(&captured), [1000]);
+
+    let voided = app.held("adyen-hold-2", "pm_card_visa").await;
+    let answer = app
+        .hold_operation(&voided, "cancel", "adyen-void", json!({}))
+        .await;
+    assert_eq!(answer.status(), 200);
+    let id = voided["id"].as_str().unwrap().to_owned();
+    let done = eventually(RECONCILED_WITHIN, || async {
+        app.payment(&id).await["status"] == "canceled"
+    })
+    .await;
+    assert!(done, "the CANCELLATION notification settled the payment");
+    assert_eq!(app.payment(&id).await["cancellation_reason"], "voided");
+    assert_eq!(app.voids_of(&voided), 1);
+    assert!(app.captures_of(&voided).is_empty());
+    // Each operation followed its payment: nothing is left open to resend.
+    let replay = app
+        .hold_operation(&voided, "cancel", "adyen-void", json!({}))
+        .await;
+    let replay: Value = replay.json().await.unwrap();
+    let settled = eventually(RECONCILED_WITHIN, || async {
+        let again = app
+            .hold_operation(&voided, "cancel", "adyen-void", json!({}))
+            .await;
+        again.json::<Value>().await.unwrap()["operation"]["status"] == "succeeded"
+    })
+    .await;
+    assert!(settled, "the void's operation followed its payment: {replay}");
+}
+
+/// [`quick_app`], with the sandbox's webhooks and notifications on.
+async fn quick_app_with_webhooks() -> TestApp {
+    TestApp::spawn_config(|config| {
+        config.settings.reconciler.interval = Duration::from_millis(50);
+        config.settings.reconciler.backoff = vec![Duration::from_millis(300)];
+    })
+    .await
+}
