@@ -433,7 +433,10 @@ async fn through_adyen_a_capture_and_a_void_are_settled_by_their_notifications()
         again.json::<Value>().await.unwrap()["operation"]["status"] == "succeeded"
     })
     .await;
-    assert!(settled, "the void's operation followed its payment: {replay}");
+    assert!(
+        settled,
+        "the void's operation followed its payment: {replay}"
+    );
 }
 
 /// [`quick_app`], with the sandbox's webhooks and notifications on.
