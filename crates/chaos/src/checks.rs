@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use payorch_sandbox::{Forgotten, LedgerEntry, RefundEntry};
+use payorch_sandbox::{CaptureEntry, Forgotten, HoldEntry, LedgerEntry, RefundEntry, VoidEntry};
 use serde_json::Value;
 use tokio_postgres::NoTls;
 
@@ -18,6 +18,17 @@ pub(crate) struct Attempt {
     pub(crate) status: String,
     pub(crate) amount: i64,
     pub(crate) provider_payment_id: Option<String>,
+    /// `automatic` or `manual`.
+    pub(crate) capture_method: String,
+    /// What a manual capture took.
+    pub(crate) amount_captured: Option<i64>,
+}
+
+impl Attempt {
+    /// What the payment took: a manual capture's amount, or the whole of it.
+    pub(crate) fn taken(&self) -> i64 {
+        self.amount_captured.unwrap_or(self.amount)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -39,7 +50,16 @@ pub(crate) struct Facts {
     pub(crate) refund_events: HashMap<String, Vec<(Option<String>, String)>>,
     pub(crate) charges: Vec<LedgerEntry>,
     pub(crate) ledger_refunds: Vec<RefundEntry>,
+    /// The ledger's holds, captures and voids (README, "Authorize now, capture later").
+    pub(crate) holds: Vec<HoldEntry>,
+    pub(crate) captures: Vec<CaptureEntry>,
+    pub(crate) voids: Vec<VoidEntry>,
     pub(crate) keys_in_flight: i64,
+    /// Keys in flight whose payment is a hold nobody finished (`authorized`): the request
+    /// that made it died before it answered, and the key completes when the hold ends
+    /// (docs/DESIGN.md, "Holds and challenges": a hold is open work, its key kept). Not counted
+    /// in `keys_in_flight`; the report shows them.
+    pub(crate) hold_keys_in_flight: i64,
     /// How attempts were finished, by the source of their final move (`provider_response`,
     /// `webhook`, `reconciler`, …): the report shows which recovery paths the run took.
     pub(crate) finished_by: BTreeMap<String, i64>,
@@ -145,12 +165,18 @@ pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
     }
     found.refunds_over_payment += held
         .iter()
-        .filter(|(payment, amount)| attempts.get(*payment).is_none_or(|a| **amount > a.amount))
+        .filter(|(payment, amount)| attempts.get(*payment).is_none_or(|a| **amount > a.taken()))
         .count();
-    let charge_amounts: HashMap<&str, i64> = charged
+    // What each charge took: a captured hold only what its captures took.
+    let mut charge_amounts: HashMap<&str, i64> = charged
         .iter()
         .map(|c| (c.provider_id.as_str(), c.amount))
         .collect();
+    for hold in &facts.holds {
+        if let Some(amount) = charge_amounts.get_mut(hold.provider_id.as_str()) {
+            *amount = hold.captured;
+        }
+    }
     let mut given_back: HashMap<&str, i64> = HashMap::new();
     for refund in facts.ledger_refunds.iter().filter(|r| r.is_refunded()) {
         *given_back
@@ -198,6 +224,14 @@ pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
             .first()
             .and_then(|id| attempts.get(id.as_str()));
         match (&intent.status, attempt) {
+            // A hold moves on when its client captures or voids it; the hold checks judge
+            // where it went (`holds::judge`).
+            (Some(told), Some(attempt))
+                if told == "authorized"
+                    && matches!(
+                        attempt.status.as_str(),
+                        "authorized" | "succeeded" | "canceled"
+                    ) => {}
             (Some(told), Some(attempt)) if *told != attempt.status => {
                 found.answers_contradicted += 1
             }
@@ -283,7 +317,8 @@ pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Fact
     for row in db
         .query(
             "SELECT 'pay_' || replace(id::text, '-', ''), 'ord_' || replace(order_id::text, '-', ''),
-                    idempotency_key, status::text, amount::bigint, provider_payment_id
+                    idempotency_key, status::text, amount::bigint, provider_payment_id,
+                    capture_method::text, amount_captured::bigint
                FROM payment_attempts",
             &[],
         )
@@ -297,6 +332,8 @@ pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Fact
             status: row.get(3),
             amount: row.get(4),
             provider_payment_id: row.get(5),
+            capture_method: row.get(6),
+            amount_captured: row.get(7),
         });
     }
     for row in db
@@ -341,14 +378,21 @@ pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Fact
                 .push((row.get(1), row.get(2)));
         }
     }
-    facts.keys_in_flight = db
+    let in_flight = db
         .query_one(
-            "SELECT count(*) FROM idempotency_keys WHERE state = 'in_flight'",
+            "SELECT count(*) FILTER (WHERE a.status IS DISTINCT FROM 'authorized'),
+                    count(*) FILTER (WHERE a.status = 'authorized')
+               FROM idempotency_keys k
+               LEFT JOIN payment_attempts a
+                 ON k.resource_type = 'payment_attempt' AND a.merchant_id = k.merchant_id
+                AND a.id = k.resource_id
+              WHERE k.state = 'in_flight'",
             &[],
         )
         .await
-        .map_err(sql)?
-        .get(0);
+        .map_err(sql)?;
+    facts.keys_in_flight = in_flight.get(0);
+    facts.hold_keys_in_flight = in_flight.get(1);
     for row in db
         .query(
             "SELECT source::text, count(*) FROM attempt_events
@@ -371,6 +415,12 @@ pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Fact
         .map_err(|e| format!("the ledger's charges: {e}"))?;
     facts.ledger_refunds = serde_json::from_value(ledger["refunds"].clone())
         .map_err(|e| format!("the ledger's refunds: {e}"))?;
+    facts.holds = serde_json::from_value(ledger["holds"].clone())
+        .map_err(|e| format!("the ledger's holds: {e}"))?;
+    facts.captures = serde_json::from_value(ledger["captures"].clone())
+        .map_err(|e| format!("the ledger's captures: {e}"))?;
+    facts.voids = serde_json::from_value(ledger["voids"].clone())
+        .map_err(|e| format!("the ledger's voids: {e}"))?;
     // A ledger that forgot some of the run cannot judge it: what it no longer lists would
     // read as never charged (README, "The sandbox's memory").
     let forgotten: Forgotten = serde_json::from_value(ledger["forgotten"].clone())
@@ -385,13 +435,15 @@ pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Fact
     Ok(facts)
 }
 
-/// Attempts and refunds still open, for waiting on the reconciler.
+/// Attempts, refunds, captures and voids still open, for waiting on the reconciler. A hold
+/// (`authorized`) is not: it waits for its merchant, or for the days before it expires.
 pub(crate) async fn open_rows(database_url: &str) -> Result<i64, String> {
     let db = connect(database_url).await?;
     let row = db
         .query_one(
             "SELECT (SELECT count(*) FROM payment_attempts WHERE status IN ('created', 'pending'))
-                  + (SELECT count(*) FROM refunds WHERE status IN ('created', 'pending'))",
+                  + (SELECT count(*) FROM refunds WHERE status IN ('created', 'pending'))
+                  + (SELECT count(*) FROM hold_operations WHERE status IN ('created', 'pending'))",
             &[],
         )
         .await
@@ -399,7 +451,8 @@ pub(crate) async fn open_rows(database_url: &str) -> Result<i64, String> {
     Ok(row.get(0))
 }
 
-/// How many charges and refunds the provider made, by status, for the report.
+/// How many charges, refunds, holds, captures and voids the provider made, by status, for
+/// the report.
 pub(crate) fn ledger_summary(facts: &Facts) -> BTreeMap<String, usize> {
     let mut summary = BTreeMap::new();
     for charge in &facts.charges {
@@ -411,6 +464,17 @@ pub(crate) fn ledger_summary(facts: &Facts) -> BTreeMap<String, usize> {
         *summary
             .entry(format!("refunds {}", refund.status))
             .or_default() += 1;
+    }
+    for hold in &facts.holds {
+        *summary.entry(format!("holds {}", hold.status)).or_default() += 1;
+    }
+    for capture in &facts.captures {
+        *summary
+            .entry(format!("captures {}", capture.status))
+            .or_default() += 1;
+    }
+    if !facts.voids.is_empty() {
+        summary.insert("voids".to_owned(), facts.voids.len());
     }
     summary
 }
@@ -446,6 +510,8 @@ mod tests {
             status: status.into(),
             amount: 1000,
             provider_payment_id: charge.map(str::to_owned),
+            capture_method: "automatic".into(),
+            amount_captured: None,
         };
         let charge = |n: u8, status: &str| LedgerEntry {
             provider_id: format!("pi_{n}"),
@@ -498,14 +564,14 @@ mod tests {
             }],
             keys_in_flight: 0,
             finished_by: BTreeMap::new(),
+            ..Facts::default()
         };
         let intent = |n: u8, status: &str| Intent {
             key: format!("k{n}"),
             method: "pm_card_visa",
-            abandoned: false,
             payment_ids: BTreeSet::from([format!("pay_{n}")]),
             status: Some(status.into()),
-            refunds: Vec::new(),
+            ..Intent::default()
         };
         let mut intents = vec![
             intent(1, "succeeded"),

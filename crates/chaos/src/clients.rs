@@ -1,7 +1,9 @@
 //! Clients that retry like real ones: each logical checkout keeps its `Idempotency-Key` and
 //! asks again — after a cut connection, a `503`, a `409` in flight or a `pending` answer —
 //! until it has a final answer. Every answer is kept, so the checks can see whether one
-//! intent was ever told about two payments.
+//! intent was ever told about two payments. One checkout in four holds the money instead
+//! (`capture_method: manual`) and then captures all of it, or a part, or voids it, under a key
+//! of its own kept across retries the same way (README, "Authorize now, capture later").
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,6 +37,22 @@ const METHODS: [&str; 20] = [
     "pm_card_visa",
 ];
 
+/// The payment methods of the manual-capture checkouts, in turn: cards that hold, each
+/// `pm_sandbox_capture_*` fault (the first capture or void of the payment meets it), charge
+/// faults that leave the hold to be found by the reconciler or a webhook, and a decline.
+const MANUAL_METHODS: [&str; 10] = [
+    "pm_card_visa",
+    "pm_sandbox_capture_lost_response",
+    "pm_sandbox_lost_response",
+    "pm_sandbox_capture_error_after",
+    "pm_card_chargeDeclined",
+    "pm_sandbox_capture_error_before",
+    "pm_sandbox_processing",
+    "pm_card_mastercard",
+    "pm_sandbox_error_after",
+    "pm_sandbox_capture_lost_response",
+];
+
 /// The refund faults, in turn (`reason` names the sandbox fault; README, "Refunds").
 const REFUND_REASONS: [Option<&str>; 6] = [
     None,
@@ -53,6 +71,16 @@ const DEADLINE: Duration = Duration::from_secs(120);
 fn abandons(i: usize) -> bool {
     i % 7 == 3
 }
+
+/// One intent in four holds the money (`capture_method: manual`) and then captures or voids
+/// it. Never one of those that ask for refunds (every fourth from the first).
+fn manual_capture(i: usize) -> bool {
+    i % 4 == 2
+}
+
+/// How long a client polls a payment whose hold another operation is working on
+/// (`409 hold_operation_in_progress`) before it asks again.
+const POLL_BUSY: Duration = Duration::from_secs(10);
 
 /// Where the clients send their requests.
 #[derive(Clone)]
@@ -73,6 +101,9 @@ pub(crate) struct Tally {
     pub(crate) unavailable: AtomicUsize,
     pub(crate) server_errors: AtomicUsize,
     pub(crate) done: AtomicUsize,
+    /// `409 hold_operation_in_progress` answers: another operation was working on the hold,
+    /// and the client polled the payment.
+    pub(crate) hold_busy: AtomicUsize,
     /// Answers no client should get: a `4xx` other than the expected refusals, or a body
     /// that is not the resource. At most a few kept for the report.
     pub(crate) unexpected: Mutex<Vec<String>>,
@@ -99,11 +130,40 @@ pub(crate) struct Intent {
     pub(crate) method: &'static str,
     /// Sent once and never asked about again.
     pub(crate) abandoned: bool,
+    /// Made with `capture_method: manual`: its final checkout answer is `authorized` (or
+    /// `failed`), and then it captures or voids the hold.
+    pub(crate) manual: bool,
     /// Every payment id any answer named.
     pub(crate) payment_ids: BTreeSet<String>,
     /// The final status, if one came before the deadline.
     pub(crate) status: Option<String>,
     pub(crate) refunds: Vec<RefundIntent>,
+    /// The capture or void of a manual payment told `authorized`.
+    pub(crate) hold: Option<HoldIntent>,
+}
+
+/// What a client asks of its hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldAsk {
+    /// A capture of all of it (no `amount`).
+    CaptureAll,
+    /// A capture of this much, less than the hold; the rest is released.
+    CapturePart(i64),
+    Void,
+}
+
+/// A capture or void of a hold, as the client saw it.
+#[derive(Debug, Clone)]
+pub(crate) struct HoldIntent {
+    pub(crate) key: String,
+    pub(crate) ask: HoldAsk,
+    /// Every operation id any answer named.
+    pub(crate) operation_ids: BTreeSet<String>,
+    /// `succeeded`, `failed`, or the code of a final refusal (`payment_not_capturable`,
+    /// `payment_not_cancelable`).
+    pub(crate) outcome: Option<String>,
+    /// What the operation took, as its `succeeded` answer said (a capture).
+    pub(crate) amount: Option<i64>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -169,40 +229,63 @@ struct Client {
 enum Answer {
     /// `2xx` with the resource.
     Resource(Value),
-    /// A refusal that is final for this key (`409 refund_exceeds_payment`, or an answer no
-    /// client should get).
+    /// A refusal that is final for this key (`409 refund_exceeds_payment`,
+    /// `payment_not_capturable`, `payment_not_cancelable`, or an answer no client should get).
     Refused(String),
     /// Ask again with the same key.
     Again,
+    /// `409 hold_operation_in_progress`: poll the payment, then ask again with the same key.
+    Busy,
 }
 
 impl Client {
     async fn intent(&self, run_id: &str, i: usize) -> Intent {
-        let method = METHODS[i % METHODS.len()];
+        let manual = manual_capture(i);
+        let method = if manual {
+            MANUAL_METHODS[(i / 4) % MANUAL_METHODS.len()]
+        } else {
+            METHODS[i % METHODS.len()]
+        };
         let amount = 1000 + i as i64;
         let mut intent = Intent {
             key: format!("chaos-{run_id}-{i}"),
             method,
             abandoned: abandons(i),
+            manual,
             ..Intent::default()
         };
-        let body = json!({"amount": amount, "currency": "usd", "payment_method": method});
+        let mut body = json!({"amount": amount, "currency": "usd", "payment_method": method});
+        if manual {
+            body["capture_method"] = json!("manual");
+        }
         let rounds = if intent.abandoned { 1 } else { usize::MAX };
         let payment = self
-            .until_final(&intent.key, "/v1/checkout", &body, rounds, |answer| {
+            .until_final(&intent.key, "/v1/checkout", &body, rounds, None, |answer| {
                 let payment = &answer["payment"];
                 if let Some(id) = payment["id"].as_str() {
                     intent.payment_ids.insert(id.to_owned());
                 }
-                final_status(payment)
+                checkout_status(payment, manual)
             })
             .await;
         intent.status = payment.clone().and_then(|p| p.ok());
-        // Every fourth paid intent asks for half back, with the refund faults in turn; every
-        // eighth then asks for all of it, which is refused unless the first refund failed.
         let (Some(Ok(status)), Some(id)) = (&payment, intent.payment_ids.first().cloned()) else {
             return intent;
         };
+        // A hold is captured, in whole or in part, or voided, chosen at random.
+        if manual {
+            if status == "authorized" {
+                let ask = match rand::random_range(0..10) {
+                    0..=3 => HoldAsk::CaptureAll,
+                    4..=6 => HoldAsk::CapturePart(rand::random_range(1..amount)),
+                    _ => HoldAsk::Void,
+                };
+                intent.hold = Some(self.operate(&intent.key, &id, ask).await);
+            }
+            return intent;
+        }
+        // Every fourth paid intent asks for half back, with the refund faults in turn; every
+        // eighth then asks for all of it, which is refused unless the first refund failed.
         if status != "succeeded" || !i.is_multiple_of(4) {
             return intent;
         }
@@ -220,6 +303,46 @@ impl Client {
         intent
     }
 
+    /// Captures or voids `payment`'s hold as `ask` says, under a key of its own, until the
+    /// operation is final or a final refusal comes.
+    async fn operate(&self, key: &str, payment: &str, ask: HoldAsk) -> HoldIntent {
+        let (what, body) = match ask {
+            HoldAsk::CaptureAll => ("capture", json!({})),
+            HoldAsk::CapturePart(amount) => ("capture", json!({ "amount": amount })),
+            HoldAsk::Void => ("cancel", json!({})),
+        };
+        let mut hold = HoldIntent {
+            key: format!("{key}-{what}"),
+            ask,
+            operation_ids: BTreeSet::new(),
+            outcome: None,
+            amount: None,
+        };
+        let poll = format!("/v1/payments/{payment}");
+        let outcome = self
+            .until_final(
+                &hold.key,
+                &format!("/v1/payments/{payment}/{what}"),
+                &body,
+                usize::MAX,
+                Some(&poll),
+                |answer| {
+                    let operation = &answer["operation"];
+                    if let Some(id) = operation["id"].as_str() {
+                        hold.operation_ids.insert(id.to_owned());
+                    }
+                    let status = final_status(operation);
+                    if status.as_deref() == Some("succeeded") {
+                        hold.amount = operation["amount"].as_i64();
+                    }
+                    status
+                },
+            )
+            .await;
+        hold.outcome = outcome.map(|o| o.unwrap_or_else(|refused| refused));
+        hold
+    }
+
     async fn refund(&self, key: &str, payment: &str, n: &str, body: &Value) -> RefundIntent {
         let mut refund = RefundIntent {
             key: format!("{key}-refund-{n}"),
@@ -231,6 +354,7 @@ impl Client {
                 &format!("/v1/payments/{payment}/refunds"),
                 body,
                 usize::MAX,
+                None,
                 |answer| {
                     if let Some(id) = answer["id"].as_str() {
                         refund.refund_ids.insert(id.to_owned());
@@ -244,13 +368,15 @@ impl Client {
     }
 
     /// POSTs `body` under `key` until `judge` finds a final status in an answer, or a final
-    /// refusal comes. `None` past the deadline or after `rounds` rounds.
+    /// refusal comes; after a `409 hold_operation_in_progress`, polls `poll` (the payment)
+    /// first. `None` past the deadline or after `rounds` rounds.
     async fn until_final(
         &self,
         key: &str,
         path: &str,
         body: &Value,
         rounds: usize,
+        poll: Option<&str>,
         mut judge: impl FnMut(&Value) -> Option<String>,
     ) -> Option<Result<String, String>> {
         let started = Instant::now();
@@ -262,6 +388,7 @@ impl Client {
             let answers = self.send(round, key, path, body).await;
             round += 1;
             let mut verdict = None;
+            let mut busy = false;
             for answer in answers {
                 match answer {
                     Answer::Resource(value) => {
@@ -271,14 +398,53 @@ impl Client {
                     }
                     Answer::Refused(code) => verdict = verdict.or(Some(Err(code))),
                     Answer::Again => {}
+                    Answer::Busy => busy = true,
                 }
             }
             if verdict.is_some() {
                 return verdict;
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            match poll {
+                Some(payment) if busy => self.poll_held(round, payment, started).await,
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
         }
         None
+    }
+
+    /// Polls `payment` every 200 ms while it is `authorized`: another operation is working on
+    /// its hold. Stops when the hold is gone (the next request then tells this key's fate),
+    /// after [`POLL_BUSY`] (that operation may have failed and left the hold as it was), or at
+    /// the intent's deadline.
+    async fn poll_held(&self, round: usize, payment: &str, started: Instant) {
+        let polling = Instant::now();
+        while polling.elapsed() < POLL_BUSY && started.elapsed() < DEADLINE {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let urls = &self.targets.urls;
+            let base = &urls[round % urls.len()];
+            self.tally.requests.fetch_add(1, Ordering::Relaxed);
+            let sent = self
+                .http
+                .get(format!("{base}{payment}"))
+                .bearer_auth(&self.api_key)
+                .send()
+                .await;
+            let status = match sent {
+                Ok(response) if response.status().as_u16() == 200 => response
+                    .json::<Value>()
+                    .await
+                    .ok()
+                    .and_then(|p| p["status"].as_str().map(str::to_owned)),
+                Ok(_) => None,
+                Err(_) => {
+                    self.tally.cut.fetch_add(1, Ordering::Relaxed);
+                    None
+                }
+            };
+            if status.is_some_and(|s| s != "authorized") {
+                return;
+            }
+        }
     }
 
     /// One round: to one replica, or the same request to two at the same instant.
@@ -328,7 +494,17 @@ impl Client {
             }
             409 if code == "idempotency_key_in_use" => Answer::Again,
             429 => Answer::Again,
-            409 if code == "refund_exceeds_payment" => Answer::Refused(code.to_owned()),
+            409 if code == "hold_operation_in_progress" => {
+                self.tally.hold_busy.fetch_add(1, Ordering::Relaxed);
+                Answer::Busy
+            }
+            409 if matches!(
+                code,
+                "refund_exceeds_payment" | "payment_not_capturable" | "payment_not_cancelable"
+            ) =>
+            {
+                Answer::Refused(code.to_owned())
+            }
             500..=599 => {
                 self.tally.server_errors.fetch_add(1, Ordering::Relaxed);
                 self.tally.unexpected(format!("{status} {code} on {path}"));
@@ -341,6 +517,15 @@ impl Client {
                 Answer::Refused(what)
             }
         }
+    }
+}
+
+/// A checkout's final status: `succeeded` or `failed`, and for a manual capture also
+/// `authorized` (the money held) or `canceled`; `None` while the payment is still open.
+fn checkout_status(payment: &Value, manual: bool) -> Option<String> {
+    match payment["status"].as_str() {
+        Some(status @ ("authorized" | "canceled")) if manual => Some(status.to_owned()),
+        _ => final_status(payment),
     }
 }
 

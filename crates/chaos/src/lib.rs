@@ -1,7 +1,8 @@
 #![warn(unreachable_pub)]
 //! The chaos runs behind RELIABILITY.md: payorch's promise — one intent, at most one charge —
 //! checked for the whole system while `serve` is killed with SIGKILL, while replicas race
-//! each other for the same request, and while the database restarts.
+//! each other for the same request, and while the database restarts; and for holds, at most
+//! one capture each, or a void, as the clients were told.
 //!
 //! ```text
 //! cargo build --release --bins
@@ -15,6 +16,7 @@
 
 mod checks;
 mod clients;
+mod holds;
 mod outbox;
 mod world;
 
@@ -28,6 +30,7 @@ use clap::{Parser, ValueEnum};
 use tokio::task::JoinHandle;
 
 use clients::{Intent, Tally, Targets};
+use holds::{HoldFigures, HoldFindings};
 use outbox::{OutboxFigures, OutboxFindings, Receiver};
 use world::World;
 
@@ -72,13 +75,15 @@ pub struct Args {
 #[derive(Debug, Clone)]
 struct Ending {
     load_secs: f64,
-    /// Attempts and refunds open when the clients were done (-1: unknown).
+    /// Attempts, refunds, captures and voids open when the clients were done (-1: unknown).
     open_after_load: i64,
     settled: Option<Duration>,
     /// How long the delivery workers then took to deliver every event.
     delivered: Option<Duration>,
     events_found: OutboxFindings,
     events: OutboxFigures,
+    holds_found: HoldFindings,
+    holds: HoldFigures,
     rss_mib: f64,
 }
 
@@ -181,6 +186,8 @@ async fn exercise(args: &Args, world: &mut World, receiver: &Receiver) -> Result
     let delivered = deliver(&world.database_url, Duration::from_secs(300)).await;
     let facts = checks::gather(&world.database_url, &world.sandbox_url).await?;
     let found = checks::judge(&facts, &intents);
+    let (holds_found, holds) =
+        holds::judge(&facts, &holds::gather(&world.database_url).await?, &intents);
     let (events_found, events) =
         outbox::judge(&outbox::gather(&world.database_url, &receiver.received).await?);
     let rss = world.peak_rss_mib();
@@ -198,6 +205,8 @@ async fn exercise(args: &Args, world: &mut World, receiver: &Receiver) -> Result
             delivered,
             events_found: events_found.clone(),
             events,
+            holds_found: holds_found.clone(),
+            holds,
             rss_mib: rss,
         },
     );
@@ -206,6 +215,7 @@ async fn exercise(args: &Args, world: &mut World, receiver: &Receiver) -> Result
     Ok(Run {
         good: found.total() == 0
             && events_found.total() == 0
+            && holds_found.total() == 0
             && server_errors == 0
             && unexpected == 0
             && settled.is_some()
@@ -263,7 +273,8 @@ async fn pause_while(clients: &JoinHandle<Vec<Intent>>, pause: Duration) -> bool
     !clients.is_finished()
 }
 
-/// Waits until no attempt or refund is open; how long that took, or `None` past `limit`.
+/// Waits until no attempt, refund, capture or void is open; how long that took, or `None`
+/// past `limit`.
 async fn settle(database_url: &str, limit: Duration) -> Option<Duration> {
     let started = Instant::now();
     while started.elapsed() < limit {
@@ -310,16 +321,18 @@ fn report(
         delivered,
         ref events_found,
         events,
+        ref holds_found,
+        holds,
         rss_mib,
     } = *ending;
     let n = |counter: &std::sync::atomic::AtomicUsize| counter.load(Ordering::Relaxed);
     let refunds: usize = intents.iter().map(|i| i.refunds.len()).sum();
     say!(
-        "| scenario | intents | abandoned | refunds asked | clients | kills | database restarts | requests | retries | cut connections | 503s | 500s | double charges | lost intents | pending left | events | events unreceived | event resends | peak RSS |"
+        "| scenario | intents | abandoned | refunds asked | clients | kills | database restarts | requests | retries | cut connections | 503s | 500s | double charges | lost intents | pending left | events | events unreceived | event resends | manual intents | manual captures | voids | capture resends | hold violations | peak RSS |"
     );
-    say!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    say!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     say!(
-        "| {:?} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB |",
+        "| {:?} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB |",
         args.scenario,
         intents.len(),
         intents.iter().filter(|i| i.abandoned).count(),
@@ -338,11 +351,43 @@ fn report(
         events.events,
         events_found.events_never_received,
         events.duplicates,
+        holds.manual_intents,
+        holds.captures,
+        holds.voids,
+        holds.resends,
+        holds_found.total(),
         rss_mib,
     );
     say!();
     say!("checks (each must be 0): {found:?}");
     say!("event checks (each must be 0): {events_found:?}");
+    say!("hold checks (each must be 0): {holds_found:?}");
+    say!(
+        "holds: {} manual-capture checkouts; the provider placed {} holds: {} captured ({} of them in part), {} voided, {} still held (abandoned checkouts'); {} capture and cancel calls sent again under their operation's key; {} answers of 409 hold_operation_in_progress",
+        holds.manual_intents,
+        holds.holds,
+        holds.captures,
+        holds.partial_captures,
+        holds.voids,
+        holds.still_held,
+        holds.resends,
+        n(&tally.hold_busy),
+    );
+    let mut asked = std::collections::BTreeMap::<String, usize>::new();
+    for hold in intents.iter().filter_map(|i| i.hold.as_ref()) {
+        let what = match hold.ask {
+            clients::HoldAsk::CaptureAll => "capture all",
+            clients::HoldAsk::CapturePart(_) => "capture part",
+            clients::HoldAsk::Void => "void",
+        };
+        let outcome = hold.outcome.as_deref().unwrap_or("no answer");
+        *asked.entry(format!("{what} {outcome}")).or_default() += 1;
+    }
+    say!("captures and voids asked, by final answer: {asked:?}");
+    say!(
+        "keys in flight of holds nobody finished (their checkout's request died; completed when the hold ends): {}",
+        facts.hold_keys_in_flight
+    );
     say!(
         "events: {} written, {} deliveries received by the subscribed receiver, {} of them resends; the workers delivered the rest in {}",
         events.events,
@@ -364,7 +409,7 @@ fn report(
     say!("provider ledger: {:?}", checks::ledger_summary(facts));
     say!("attempts finished by: {:?}", facts.finished_by);
     say!(
-        "load {load_secs:.0} s; after it {open_after_load} attempts and refunds were open, and the reconcilers closed them in {}",
+        "load {load_secs:.0} s; after it {open_after_load} attempts, refunds, captures and voids were open, and the reconcilers closed them in {}",
         settled.map_or("(not within the limit)".into(), |d| format!(
             "{:.1} s",
             d.as_secs_f64()

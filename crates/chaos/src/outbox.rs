@@ -246,15 +246,16 @@ pub(crate) async fn pending_deliveries(database_url: &str) -> Result<i64, String
 pub(crate) async fn gather(database_url: &str, receiver: &Received) -> Result<OutboxFacts, String> {
     let db = connect(database_url).await?;
     let sql = |e: tokio_postgres::Error| format!("reading the database: {e}");
-    // What each row's history says was told: a payment that was ever pending, every final
-    // status, an order ever paid (its refunds move it on), canceled or refunded in full.
+    // What each row's history says was told: a payment that was ever pending or held
+    // (authorized), every final status (a hold captured is succeeded, one voided canceled),
+    // an order ever paid (its refunds move it on), canceled or refunded in full.
     let changes = db
         .query(
             "SELECT id::text, 'payment.' || status FROM payment_attempts
-              WHERE status IN ('succeeded', 'failed')
+              WHERE status IN ('succeeded', 'failed', 'canceled')
              UNION ALL
-             SELECT DISTINCT attempt_id::text, 'payment.pending' FROM attempt_events
-              WHERE to_status = 'pending'
+             SELECT DISTINCT attempt_id::text, 'payment.' || to_status FROM attempt_events
+              WHERE to_status IN ('pending', 'authorized')
              UNION ALL
              SELECT id::text, 'refund.' || status FROM refunds
               WHERE status IN ('succeeded', 'failed')
