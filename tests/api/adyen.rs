@@ -33,7 +33,7 @@ impl TestApp {
 
     /// A notification delivery of `items` (NotificationRequestItem objects), each signed with
     /// `hex_key`.
-    async fn notify(&self, items: &[Value], hex_key: &str) -> reqwest::Response {
+    pub async fn notify(&self, items: &[Value], hex_key: &str) -> reqwest::Response {
         let items: Vec<Value> = items
             .iter()
             .map(|item| {

@@ -447,3 +447,45 @@ async fn quick_app_with_webhooks() -> TestApp {
     })
     .await
 }
+
+/// Adyen tells of a capture it could not make only afterwards (CAPTURE, success false): the
+/// capture is refused by that word, the hold stays as it was, and nothing was taken.
+#[tokio::test]
+async fn an_adyen_capture_refused_by_its_notification_leaves_the_hold() {
+    let app = quick_app().await;
+    app.route_to(&["adyen"]).await;
+    app.sandbox.set_notification_url(None);
+    let held = app.held("adyen-refused", "pm_card_visa").await;
+    assert_eq!(held["status"], "authorized", "{held}");
+    let first = app
+        .hold_operation(&held, "capture", "adyen-refused-cap", json!({}))
+        .await;
+    let first: Value = first.json().await.unwrap();
+    assert_eq!(first["operation"]["status"], "pending", "{first}");
+    let id = held["id"].as_str().unwrap();
+    let refused = json!({
+        "additionalData": {},
+        "amount": {"value": 4200, "currency": "EUR"},
+        "eventCode": "CAPTURE",
+        "eventDate": "2026-11-24T10:00:00+01:00",
+        "merchantAccountCode": payorch::wiring::SANDBOX_MERCHANT_ACCOUNT,
+        "merchantReference": id,
+        "originalReference": held["provider_payment_id"],
+        "pspReference": "CAPTUREREFUSED0001",
+        "reason": "Insufficient balance on payment",
+        "success": "false",
+    });
+    let key = app.sandbox.adyen_hmac_key();
+    let answer = app.notify(std::slice::from_ref(&refused), &key).await;
+    assert_eq!(answer.status(), 200);
+    let replay = app
+        .hold_operation(&held, "capture", "adyen-refused-cap", json!({}))
+        .await;
+    let replay: Value = replay.json().await.unwrap();
+    assert_eq!(replay["operation"]["status"], "failed", "{replay}");
+    assert_eq!(
+        replay["operation"]["failure_code"], "capture_failed",
+        "{replay}"
+    );
+    assert_eq!(app.payment(id).await["status"], "authorized");
+}

@@ -55,10 +55,9 @@ pub(crate) struct Facts {
     pub(crate) captures: Vec<CaptureEntry>,
     pub(crate) voids: Vec<VoidEntry>,
     pub(crate) keys_in_flight: i64,
-    /// Keys in flight whose payment is a hold nobody finished (`authorized`): the request
-    /// that made it died before it answered, and the key completes when the hold ends
-    /// (docs/DESIGN.md, "Holds and challenges": a hold is open work, its key kept). Not counted
-    /// in `keys_in_flight`; the report shows them.
+    /// Of `keys_in_flight`, those whose payment is a hold (`authorized`): a hold answers the
+    /// request that made it, so whoever moved the payment there completed its key
+    /// (docs/DESIGN.md, "Holds and challenges"); the report names them apart.
     pub(crate) hold_keys_in_flight: i64,
     /// How attempts were finished, by the source of their final move (`provider_response`,
     /// `webhook`, `reconciler`, …): the report shows which recovery paths the run took.
@@ -380,8 +379,7 @@ pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Fact
     }
     let in_flight = db
         .query_one(
-            "SELECT count(*) FILTER (WHERE a.status IS DISTINCT FROM 'authorized'),
-                    count(*) FILTER (WHERE a.status = 'authorized')
+            "SELECT count(*), count(*) FILTER (WHERE a.status = 'authorized')
                FROM idempotency_keys k
                LEFT JOIN payment_attempts a
                  ON k.resource_type = 'payment_attempt' AND a.merchant_id = k.merchant_id

@@ -385,7 +385,7 @@ fn report(
     }
     say!("captures and voids asked, by final answer: {asked:?}");
     say!(
-        "keys in flight of holds nobody finished (their checkout's request died; completed when the hold ends): {}",
+        "of the keys in flight, those of holds (must be 0 too: a hold answers its request): {}",
         facts.hold_keys_in_flight
     );
     say!(

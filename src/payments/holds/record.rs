@@ -191,6 +191,43 @@ async fn move_operation(
     Ok(row.into())
 }
 
+/// A provider's word that the live capture or void of `payment`'s hold failed (Adyen's
+/// CAPTURE or CANCELLATION notification with success false): the operation is refused, its
+/// key completed, and the hold is as it was. `None` if no operation was under way.
+pub async fn refuse_live_operation(
+    conn: &mut AsyncPgConnection,
+    payment: &PaymentAttempt,
+    code: &str,
+    message: &str,
+) -> QueryResult<Option<HoldOperation>> {
+    in_transaction(conn, async |conn| {
+        let live: Option<HoldOperation> = hold_operations::table
+            .filter(hold_operations::merchant_id.eq(payment.merchant_id.0))
+            .filter(hold_operations::payment_id.eq(payment.id.0))
+            .filter(hold_operations::status.eq_any(["created", "pending"]))
+            .select(HoldOperationRow::as_select())
+            .for_update()
+            .first(conn)
+            .await
+            .optional()?
+            .map(Into::into);
+        let Some(live) = live else {
+            return Ok(None);
+        };
+        let said = Verdict::Refused {
+            code: code.to_owned(),
+            message: message.to_owned(),
+        };
+        let refused = move_operation(conn, &live, &said, Utc::now()).await?;
+        if let Some(client_key) = &refused.idempotency_key {
+            complete_for_resource(conn, refused.merchant_id, client_key, &recorded(&refused))
+                .await?;
+        }
+        Ok::<_, diesel::result::Error>(Some(refused))
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,8 +15,10 @@ use crate::ids::{PaymentId, ProviderWebhookId};
 use crate::payments::attempts::transition::{decide, move_of, Decision};
 use crate::payments::attempts::{AttemptRow, PaymentAttempt, Source};
 use crate::payments::event_log::{EventLog, EventRow};
+use crate::payments::holds::record::refuse_live_operation;
 use crate::payments::service::Payments;
-use crate::providers::WebhookEvent;
+use crate::payments::status::AttemptStatus;
+use crate::providers::{ProviderOutcome, WebhookEvent};
 use tracing::Instrument;
 
 /// Looks at the event and its attempt (one statement), judges, then writes the event row
@@ -93,6 +95,34 @@ pub(super) async fn record_once(
                 .await;
         }
         let was = attempt.status;
+        // A hold is never `failed`: a provider's "failed" about a held payment is about its
+        // capture or void (Adyen's CAPTURE or CANCELLATION with success false), which it ends
+        // as refused; the hold stays as it was.
+        if let (AttemptStatus::Authorized, ProviderOutcome::Failed { code, message, .. }) =
+            (was, &outcome)
+        {
+            let refused = {
+                let mut conn = pool.get().await?;
+                refuse_live_operation(&mut conn, &attempt, code, message).await?
+            };
+            let (result, detail) = match refused {
+                Some(operation) => (
+                    EventOutcome::Applied,
+                    format!(
+                        "the {} {} was refused: {code}",
+                        operation.kind.as_str(),
+                        operation.id
+                    ),
+                ),
+                None => (
+                    EventOutcome::Conflict,
+                    format!("says {code} of a hold with no capture or void under way"),
+                ),
+            };
+            return new
+                .insert(&payments.event_log, result, &detail, Some(&attempt))
+                .await;
+        }
         let decision = decide(was, attempt.capture_method, &outcome);
         let Some(change) = move_of(was, &decision) else {
             // Only a final attempt writes nothing, and a final attempt never changes: what
