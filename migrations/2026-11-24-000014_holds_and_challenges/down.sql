@@ -180,6 +180,11 @@ ALTER TABLE payment_attempts
     DROP COLUMN capture_method;
 DROP DOMAIN capture_method;
 
+ALTER TABLE webhook_endpoints
+    DROP CONSTRAINT webhook_endpoints_enabled_events_check,
+    ADD CONSTRAINT webhook_endpoints_enabled_events_check CHECK (cardinality(enabled_events) > 0
+        AND enabled_events <@ ARRAY['*', 'payment.pending', 'payment.succeeded', 'payment.failed',
+            'refund.succeeded', 'refund.failed', 'order.paid', 'order.canceled', 'order.refunded']);
 ALTER DOMAIN event_type DROP CONSTRAINT event_type_known;
 ALTER DOMAIN event_type ADD CONSTRAINT event_type_known CHECK (VALUE IN (
     'payment.pending', 'payment.succeeded', 'payment.failed',

@@ -44,6 +44,14 @@ ALTER DOMAIN event_type ADD CONSTRAINT event_type_known CHECK (VALUE IN (
     'refund.succeeded', 'refund.failed',
     'order.paid', 'order.canceled', 'order.refunded'));
 
+-- Endpoints may subscribe to the new types.
+ALTER TABLE webhook_endpoints
+    DROP CONSTRAINT webhook_endpoints_enabled_events_check,
+    ADD CONSTRAINT webhook_endpoints_enabled_events_check CHECK (cardinality(enabled_events) > 0
+        AND enabled_events <@ ARRAY['*', 'payment.pending', 'payment.requires_action',
+            'payment.authorized', 'payment.succeeded', 'payment.failed', 'payment.canceled',
+            'refund.succeeded', 'refund.failed', 'order.paid', 'order.canceled', 'order.refunded']);
+
 ALTER TABLE payment_attempts
     ADD COLUMN capture_method capture_method NOT NULL DEFAULT 'automatic',
     -- What a manual capture took (at most what was authorized: the attempt's amount); NULL

@@ -267,6 +267,21 @@ async fn voids_under_faults_release_the_hold_once_and_never_capture() {
 #[tokio::test]
 async fn a_hold_and_its_end_are_told_to_the_merchant_as_events() {
     let app = TestApp::spawn().await;
+    // An endpoint may subscribe to the new types.
+    let endpoint = app
+        .post_keyed(
+            &app.merchant_key,
+            "/v1/webhook_endpoints",
+            Some("hold-endpoint"),
+            Some(
+                json!({"url": "https://shop.example/hooks",
+                       "enabled_events": ["payment.requires_action", "payment.authorized",
+                                          "payment.canceled"]})
+                .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(endpoint.status(), 201);
     let payment = app.held("events-1", "pm_card_visa").await;
     app.hold_operation(&payment, "capture", "events-cap", json!({}))
         .await;
