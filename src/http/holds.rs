@@ -171,13 +171,11 @@ pub async fn support_void(
     };
     tracing::info!(support_key = %key_name, status = payment.status.as_str(), "support voids a hold");
     let merchant_id = payment.merchant_id;
-    let first_check = chrono::Utc::now() + state.payments.reconciler.first_check();
     let voided = void_without_key(
         &state.pool,
         &state.payments,
         payment,
         (Source::Support, reason::VOIDED),
-        first_check,
     )
     .await
     .map_err(|err| problem(err, payment_id))?;

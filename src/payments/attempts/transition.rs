@@ -159,39 +159,14 @@ pub struct Applied {
 pub async fn apply(
     conn: &mut AsyncPgConnection,
     metrics: &PaymentMetrics,
-    attempt: PaymentAttempt,
-    outcome: &ProviderOutcome,
-    source: Source,
-    next_check_at: DateTime<Utc>,
-) -> diesel::QueryResult<Applied> {
-    apply_with(conn, metrics, attempt, outcome, source, next_check_at, None).await
-}
-
-/// [`apply`], telling why the attempt is canceled should it be: the reason payorch asked
-/// for a void (`voided`, `challenge_abandoned`, …) rather than the provider's word alone.
-pub async fn apply_with(
-    conn: &mut AsyncPgConnection,
-    metrics: &PaymentMetrics,
     mut attempt: PaymentAttempt,
     outcome: &ProviderOutcome,
     source: Source,
     next_check_at: DateTime<Utc>,
-    cancellation_reason: Option<&str>,
 ) -> diesel::QueryResult<Applied> {
     // Bounded: each retry means another writer finished a move, and there are at most two.
     for _ in 0..3 {
-        let mut decision = decide(attempt.status, attempt.capture_method, outcome);
-        if let (
-            Decision::Move {
-                to: AttemptStatus::Canceled,
-                news,
-                ..
-            },
-            Some(reason),
-        ) = (&mut decision, cancellation_reason)
-        {
-            news.cancellation_reason = Some(reason.to_owned());
-        }
+        let decision = decide(attempt.status, attempt.capture_method, outcome);
         let Some(change) = move_of(attempt.status, &decision) else {
             return Ok(Applied { attempt, decision });
         };

@@ -4,7 +4,7 @@
 //! key, then its answer ([`super::record`]). The reconciler voids expiring holds and abandoned
 //! challenges through [`void_without_key`], the same call and record without a client key.
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use diesel::sql_types::Uuid as SqlUuid;
 use diesel::OptionalExtension;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
@@ -201,7 +201,6 @@ pub async fn void_without_key(
     payments: &Payments,
     payment: PaymentAttempt,
     (source, why): (Source, &'static str),
-    first_check_at: DateTime<Utc>,
 ) -> Result<Option<Operated>, HoldError> {
     let work = StartHoldOperation::new(
         payment.id,
@@ -209,7 +208,7 @@ pub async fn void_without_key(
         None,
         source,
         Some(why),
-        first_check_at,
+        Utc::now() + payments.reconciler.first_check(),
     );
     let mut q = Statement::new();
     let merchant = q.bind::<SqlUuid, _>(payment.merchant_id.0);

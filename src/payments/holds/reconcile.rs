@@ -2,13 +2,14 @@
 //! asked about again under their own key, never sent under another; an operation whose payment
 //! became final meanwhile (a webhook told of the capture) follows the payment without a call.
 //! And the holds nobody finishes: an `authorized` payment near the end of its hold, and a
-//! challenge the payer left, are voided ([`super::operate::void_without_key`]).
+//! challenge the payer left, are found by [`needs_void`] and voided by the reconciler
+//! ([`super::operate::void_without_key`]).
 
 use chrono::Utc;
 use diesel::sql_types::{BigInt, Interval};
 use diesel_async::RunQueryDsl;
 
-use super::operate::{send, void_without_key};
+use super::operate::send;
 use super::record::record;
 use super::{reason, HoldError, HoldOperation, HoldOperationRow};
 use crate::db::DbPool;
@@ -97,23 +98,4 @@ pub fn needs_void(payments: &Payments, payment: &PaymentAttempt) -> Option<&'sta
             .map(|_| reason::CHALLENGE_ABANDONED),
         _ => None,
     }
-}
-
-/// Voids `payment` for `why` (see [`needs_void`]).
-pub async fn void_left_hold(
-    pool: &DbPool,
-    payments: &Payments,
-    payment: PaymentAttempt,
-    why: &'static str,
-) -> Result<(), HoldError> {
-    let first_check = Utc::now() + payments.reconciler.first_check();
-    void_without_key(
-        pool,
-        payments,
-        payment,
-        (Source::Reconciler, why),
-        first_check,
-    )
-    .await?;
-    Ok(())
 }

@@ -14,7 +14,7 @@ use crate::db::transaction::in_transaction;
 use crate::idempotency::in_flight::complete_for_resource;
 use crate::idempotency::{InFlightKey, Recorded, ResourceType};
 use crate::payments::attempts::call_log::log_hold_call;
-use crate::payments::attempts::transition::apply_with;
+use crate::payments::attempts::transition::apply;
 use crate::payments::attempts::{find_attempt, CallKind, PaymentAttempt, Source};
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::service::settle_key;
@@ -29,6 +29,21 @@ pub(super) fn recorded(operation: &HoldOperation) -> Recorded {
         resource_type: ResourceType::HoldOperation,
         resource_id: operation.id.0,
         unresolved: !operation.status.is_final(),
+    }
+}
+
+/// Completes the client's key that asked for `operation`, for whoever finished it other than
+/// its request (the reconciler, a provider's webhook), as a refund's `settle_key` does; a
+/// void the reconciler asked for has no key.
+async fn settle_operation_key(
+    conn: &mut AsyncPgConnection,
+    operation: &HoldOperation,
+) -> QueryResult<()> {
+    match &operation.idempotency_key {
+        Some(key) => {
+            complete_for_resource(conn, operation.merchant_id, key, &recorded(operation)).await
+        }
+        None => Ok(()),
     }
 }
 
@@ -114,14 +129,15 @@ pub(super) async fn record(
         if !current.status.is_final() {
             let mut said = call.map_or(Verdict::Open, |c| verdict(current.kind, &c.outcome));
             if let (Verdict::Done, Some(call), false) = (&said, call, payment.status.is_final()) {
-                let applied = apply_with(
+                // The operation is still live here, so a release takes its reason
+                // (`payment_attempts_guard_transition`).
+                let applied = apply(
                     conn,
                     metrics,
                     payment,
                     &call.outcome,
                     moved_by,
                     next_check_at,
-                    current.reason.as_deref(),
                 )
                 .await?;
                 payment = applied.attempt;
@@ -136,12 +152,7 @@ pub(super) async fn record(
         }
         match &key {
             Some(key) => key.complete(conn, &recorded(&moved)).await?,
-            None => {
-                if let Some(client_key) = &moved.idempotency_key {
-                    complete_for_resource(conn, moved.merchant_id, client_key, &recorded(&moved))
-                        .await?;
-                }
-            }
+            None => settle_operation_key(conn, &moved).await?,
         }
         if let Some(call) = call {
             log_hold_call(
@@ -219,10 +230,7 @@ pub async fn refuse_live_operation(
             message: message.to_owned(),
         };
         let refused = move_operation(conn, &live, &said, Utc::now()).await?;
-        if let Some(client_key) = &refused.idempotency_key {
-            complete_for_resource(conn, refused.merchant_id, client_key, &recorded(&refused))
-                .await?;
-        }
+        settle_operation_key(conn, &refused).await?;
         Ok::<_, diesel::result::Error>(Some(refused))
     })
     .await

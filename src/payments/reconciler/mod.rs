@@ -32,7 +32,8 @@ use crate::payments::attempts::{
     before_resend, find_attempt, open_statuses, quiet_before, unsettled_statuses,
 };
 use crate::payments::attempts::{AttemptRow, CallKind, PaymentAttempt, Source};
-use crate::payments::holds::reconcile::{needs_void, void_left_hold};
+use crate::payments::holds::operate::void_without_key;
+use crate::payments::holds::reconcile::needs_void;
 use crate::payments::service::{settle_key, Payments};
 use crate::payments::status::AttemptStatus;
 use crate::payments::{holds, refunds};
@@ -259,7 +260,8 @@ pub async fn check(
     // The provider was asked first, so a hold captured or a challenge passed meanwhile is
     // known before anything is voided.
     if let Some(why) = needs_void(payments, &attempt) {
-        if let Err(err) = void_left_hold(pool, payments, attempt.clone(), why).await {
+        let void = void_without_key(pool, payments, attempt.clone(), (Source::Reconciler, why));
+        if let Err(err) = void.await {
             tracing::warn!(error = %err, reason = why, "could not void a hold left open");
         }
     }
