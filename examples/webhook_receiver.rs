@@ -607,9 +607,9 @@ mod tests {
                 rows: i64,
             }
             diesel::sql_query("SELECT count(*) AS rows FROM received_webhooks")
-                .get_result::<Row>(&mut self.connect().await)
+                .load::<Row>(&mut self.connect().await)
                 .await
-                .expect("count the inbox")
+                .expect("count the inbox")[0]
                 .rows
         }
 

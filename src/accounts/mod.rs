@@ -120,8 +120,9 @@ pub async fn create_merchant(
         let created_at: DateTime<Utc> = diesel::insert_into(merchants::table)
             .values((merchants::id.eq(id.0), merchants::name.eq(&name)))
             .returning(merchants::created_at)
-            .get_result(conn)
-            .await?;
+            .load(conn)
+            .await
+            .and_then(crate::db::one)?;
         let key = insert_key(conn, Role::Merchant, Some(id), &name).await?;
         Ok((
             Merchant {
@@ -157,8 +158,10 @@ pub async fn oldest_merchant_named(
         .filter(merchants::name.eq(name))
         .order((merchants::created_at.asc(), merchants::id.asc()))
         .select(merchants::id)
-        .first::<uuid::Uuid>(conn)
+        .limit(1)
+        .load::<uuid::Uuid>(conn)
         .await
+        .and_then(crate::db::one)
         .optional()
         .map(|id| id.map(MerchantId))
 }
@@ -172,8 +175,10 @@ pub async fn authenticate(
         .filter(api_keys::secret_sha256.eq(hash.as_slice()))
         .filter(api_keys::revoked_at.is_null())
         .select((api_keys::id, api_keys::role, api_keys::merchant_id))
-        .first(conn)
+        .limit(1)
+        .load(conn)
         .await
+        .and_then(crate::db::one)
         .optional()?;
     Ok(row.and_then(|(id, role, merchant_id)| {
         let key_id = ApiKeyId(id);
@@ -196,8 +201,10 @@ pub async fn find_merchant(
     merchants::table
         .find(id.0)
         .select((merchants::id, merchants::name, merchants::created_at))
-        .first::<(uuid::Uuid, String, DateTime<Utc>)>(conn)
+        .limit(1)
+        .load::<(uuid::Uuid, String, DateTime<Utc>)>(conn)
         .await
+        .and_then(crate::db::one)
         .optional()
         .map(|row| {
             row.map(|(id, name, created_at)| Merchant {
@@ -235,8 +242,9 @@ pub async fn list_merchants(
 
 pub async fn any_merchant_exists(conn: &mut AsyncPgConnection) -> QueryResult<bool> {
     diesel::select(diesel::dsl::exists(merchants::table.select(merchants::id)))
-        .get_result(conn)
+        .load(conn)
         .await
+        .and_then(crate::db::one)
 }
 
 /// The name a key was given, for the log of what its holder did.
@@ -244,7 +252,9 @@ pub async fn key_name(conn: &mut AsyncPgConnection, id: ApiKeyId) -> QueryResult
     api_keys::table
         .find(id.0)
         .select(api_keys::name)
-        .first(conn)
+        .limit(1)
+        .load(conn)
         .await
+        .and_then(crate::db::one)
         .optional()
 }

@@ -139,9 +139,20 @@ impl PrivateCluster {
     }
 
     pub fn is_running(&self) -> bool {
-        self.pg_ctl(&["status"])
-            .map(|out| out.status.success())
-            .unwrap_or(false)
+        // A postmaster killed by [`kill`](Self::kill) may stay a zombie for a while (its
+        // parent is whatever adopted it), which `pg_ctl status` still counts as running.
+        let dead = self.postmaster_pid().is_some_and(is_zombie);
+        !dead
+            && self
+                .pg_ctl(&["status"])
+                .map(|out| out.status.success())
+                .unwrap_or(false)
+    }
+
+    /// The postmaster's pid, from the first line of its pid file.
+    fn postmaster_pid(&self) -> Option<i32> {
+        let text = fs::read_to_string(self.pgdata().join("postmaster.pid")).ok()?;
+        text.lines().next()?.trim().parse().ok()
     }
 
     /// Stops the server with a fast shutdown (active sessions are ended, data is flushed).
@@ -160,6 +171,95 @@ impl PrivateCluster {
             self.started_here = true;
         }
         Ok(())
+    }
+
+    /// Starts a streaming standby of `primary` under `options.data_dir`, copied from it with
+    /// `pg_basebackup` on first use, that tells the primary its name `name` (what
+    /// `synchronous_standby_names` lists). The smallest failover formation, for trying one
+    /// without an HA manager: [`promote`](Self::promote) it, [`kill`](Self::kill) the other.
+    pub fn start_standby(
+        options: &ClusterOptions,
+        primary: &PrivateCluster,
+        name: &str,
+    ) -> Result<Self, ClusterError> {
+        fs::create_dir_all(&options.data_dir).map_err(io_err(&options.data_dir))?;
+        let cluster = PrivateCluster {
+            bin_dir: primary.bin_dir.clone(),
+            root: cluster_root(&options.data_dir, primary.run_as.as_ref())?,
+            run_as: primary.run_as.clone(),
+            started_here: true,
+        };
+        cluster.prepare_folders()?;
+        if !cluster.pgdata().join("PG_VERSION").exists() {
+            let source = format!(
+                "host='{}' user={CLUSTER_USER} application_name={name}",
+                primary.socket_dir().display()
+            );
+            let pgdata = cluster.pgdata().display().to_string();
+            // A fast checkpoint: the default spreads it over minutes.
+            let args = [
+                "-D", &pgdata, "-d", &source, "-X", "stream", "-R", "-c", "fast",
+            ];
+            let out = cluster.run("pg_basebackup", &args.map(String::from))?;
+            check(out, "pg_basebackup")?;
+            // The copy carries the primary's settings; its own socket comes last and wins.
+            let path = cluster.pgdata().join("postgresql.conf");
+            let mut conf = fs::read_to_string(&path).map_err(io_err(&path))?;
+            conf.push_str(&format!(
+                "unix_socket_directories = '{}'\n",
+                cluster.socket_dir().display()
+            ));
+            fs::write(&path, conf).map_err(io_err(&path))?;
+        }
+        if !cluster.is_running() {
+            cluster.pg_ctl_start()?;
+        }
+        Ok(cluster)
+    }
+
+    /// Promotes a standby to primary, on a new timeline, and waits until it accepts writes.
+    pub fn promote(&self) -> Result<(), ClusterError> {
+        let out = self.pg_ctl(&["promote", "-w", "-t", "60"])?;
+        check(out, "pg_ctl promote")
+    }
+
+    /// Kills the postmaster with SIGKILL, as a lost machine would, and waits until its
+    /// sessions have noticed and gone, so that [`restart`](Self::restart) can start it again.
+    pub fn kill(&self) -> Result<(), ClusterError> {
+        let pid_file = self.pgdata().join("postmaster.pid");
+        let pid = self
+            .postmaster_pid()
+            .ok_or_else(|| io_err(&pid_file)(io::ErrorKind::NotFound.into()))?;
+        // SAFETY: a signal to the process the cluster's own pid file names.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        // Its children exit when they see the postmaster gone; a start before that fails on
+        // the shared memory they still hold.
+        for _ in 0..100 {
+            let sessions_left = fs::read_dir("/proc")
+                .map_err(io_err(Path::new("/proc")))?
+                .flatten()
+                .filter_map(|entry| fs::read_to_string(entry.path().join("stat")).ok())
+                .any(|stat| parent_pid(&stat) == Some(pid));
+            // SAFETY: signal 0 only asks whether the process exists.
+            let alive = unsafe { libc::kill(pid, 0) } == 0 && !is_zombie(pid);
+            if !sessions_left && !alive {
+                // A zombie postmaster's pid still exists, and the next start would take its
+                // lock files (data folder, socket) for another server's: they go with it.
+                if is_zombie(pid) {
+                    let socket_lock = self.socket_dir().join(".s.PGSQL.5432.lock");
+                    for lock in [pid_file, socket_lock] {
+                        fs::remove_file(&lock).map_err(io_err(&lock))?;
+                    }
+                }
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Err(ClusterError::CommandFailed {
+            what: "kill".into(),
+            status: "timeout".into(),
+            stderr: format!("the sessions of postmaster {pid} did not exit within 5 s"),
+        })
     }
 
     fn prepare_folders(&self) -> Result<(), ClusterError> {
@@ -329,6 +429,23 @@ fn user_can_enter(user: &SystemUser, dir: &Path) -> bool {
     })
 }
 
+/// The parent's pid in a `/proc/<pid>/stat` line (its fourth field, after the command in
+/// parentheses, which may itself hold spaces).
+fn parent_pid(stat: &str) -> Option<i32> {
+    let after_command = &stat[stat.rfind(')')? + 1..];
+    after_command.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn is_zombie(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let after_command = stat[stat.rfind(')')? + 1..].to_string();
+            after_command.split_whitespace().next().map(|s| s == "Z")
+        })
+        .unwrap_or(false)
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
@@ -355,7 +472,7 @@ fn lookup_user(name: &'static str) -> Option<SystemUser> {
 pub const BIN_DIR_ENV: &str = "PAYORCH_PG_BIN_DIR";
 
 /// The folder with `initdb` and `pg_ctl`: `$PAYORCH_PG_BIN_DIR` if set, else the first on
-/// `PATH`, else the newest `/usr/lib/postgresql/<version>/bin`.
+/// `PATH` (where links lead), else the newest `/usr/lib/postgresql/<version>/bin`.
 fn find_bin_dir() -> Option<PathBuf> {
     let has_both = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
     if let Some(dir) = std::env::var_os(BIN_DIR_ENV) {
@@ -364,7 +481,13 @@ fn find_bin_dir() -> Option<PathBuf> {
     }
     if let Some(path) = std::env::var_os("PATH") {
         if let Some(dir) = std::env::split_paths(&path).find(|d| has_both(d)) {
-            return Some(dir);
+            // A link on PATH (`/usr/local/bin/initdb`) stands for the server's own folder,
+            // which has the other tools (`pg_basebackup`) too.
+            let real = fs::canonicalize(dir.join("initdb"))
+                .ok()
+                .and_then(|initdb| initdb.parent().map(Path::to_path_buf))
+                .filter(|real| has_both(real));
+            return Some(real.unwrap_or(dir));
         }
     }
     let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use deadpool::managed::{Hook, HookError};
 pub use deadpool::Status;
 use diesel::ConnectionError;
 pub use diesel_async::pooled_connection::deadpool::PoolError;
@@ -17,6 +18,8 @@ use diesel_async::pooled_connection::{
 };
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::FutureExt;
+
+use super::primary::{Hosts, PrimaryWatch, POOL_APPLICATION_NAME};
 
 pub type DbConn = Object<AsyncPgConnection>;
 
@@ -140,8 +143,19 @@ impl Default for PoolSettings {
     }
 }
 
+/// The pool for `database_url`. A URL that lists several hosts gets a [`PrimaryWatch`]: the
+/// pool then connects only to the primary it has found, and drops connections opened before
+/// the primary changed. Needs a Tokio runtime.
 pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool, String> {
     let statement_timeout_ms = settings.statement_timeout.as_millis();
+    let watch = Hosts::parse(database_url)?.map(|hosts| {
+        PrimaryWatch::start(
+            hosts,
+            PrimaryWatch::sync_wait_limit(settings.statement_timeout),
+        )
+    });
+    let patience = settings.acquire_timeout;
+    let recycle_watch = watch.clone();
     let mut manager_config = ManagerConfig::<AsyncPgConnection>::default();
     // No `SELECT 1` each time a connection is taken (the default, "Verified", cost four round
     // trips per checkout): a connection the server closed is seen as closed without asking,
@@ -150,8 +164,12 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
     manager_config.recycling_method = RecyclingMethod::Fast;
     manager_config.custom_setup = Box::new(move |url| {
         let url = url.to_string();
+        let watch = watch.clone();
         async move {
-            let mut conn = AsyncPgConnection::establish(&url).await?;
+            let mut conn = match watch {
+                Some(watch) => watch.connect(patience).await?,
+                None => AsyncPgConnection::establish(&url).await?,
+            };
             // Every statement payorch prepares finds its rows by key (merchant, id, key,
             // provider id), where one plan fits every parameter. Left to choose, PostgreSQL
             // plans the first five runs of each afresh and may keep doing so when its cost
@@ -159,7 +177,7 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
             // is (BENCHMARKS.md, "Generic plans"). A statement whose best plan depends on its
             // parameters must be written as its own text instead.
             conn.batch_execute(&format!(
-                "SET application_name = 'payorch'; SET statement_timeout = {statement_timeout_ms}; \
+                "SET application_name = '{POOL_APPLICATION_NAME}'; SET statement_timeout = {statement_timeout_ms}; \
                  SET plan_cache_mode = force_generic_plan"
             ))
             .await
@@ -169,8 +187,17 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
         .boxed()
     });
     let manager = AsyncDieselConnectionManager::new_with_config(database_url, manager_config);
-    let pool = Pool::builder(manager)
-        .max_size(settings.max_size)
+    let mut pool = Pool::builder(manager).max_size(settings.max_size);
+    if let Some(watch) = recycle_watch {
+        pool = pool.post_recycle(Hook::sync_fn(move |_, metrics| {
+            if watch.is_current(metrics.created) {
+                Ok(())
+            } else {
+                Err(HookError::message("opened before the primary changed"))
+            }
+        }));
+    }
+    let pool = pool
         .runtime(deadpool::Runtime::Tokio1)
         .wait_timeout(Some(settings.acquire_timeout))
         .create_timeout(Some(settings.acquire_timeout))

@@ -99,8 +99,9 @@ async fn record_failed(
             )
             .bind::<SqlUuid, _>(merchant)
             .bind::<SqlUuid, _>(endpoint)
-            .get_result(conn)
-            .await?;
+            .load(conn)
+            .await
+            .and_then(crate::db::one)?;
             failing_too_long(failing.failing_since, failing.now).then_some((
                 "failing",
                 "every delivery to it failed for 3 days: payorch sends it nothing more",
@@ -197,8 +198,9 @@ async fn record_delivered(
     .bind::<Nullable<SmallInt>, _>(attempt.http_status.map(|s| s as i16))
     .bind::<Integer, _>(i32::try_from(attempt.latency.as_millis()).unwrap_or(i32::MAX))
     .bind::<Timestamptz, _>(taken.lease_until)
-    .get_result(conn)
-    .await?;
+    .load(conn)
+    .await
+    .and_then(crate::db::one)?;
     Ok(Recorded {
         finished: (moved.moved == 1).then_some("succeeded"),
         lease_lost: moved.moved == 0,

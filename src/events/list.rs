@@ -46,7 +46,12 @@ pub async fn seq_of(
     if let Some(merchant) = scope {
         query = query.filter(events::merchant_id.eq(merchant.0));
     }
-    query.first(conn).await.optional()
+    query
+        .limit(1)
+        .load(conn)
+        .await
+        .and_then(crate::db::one)
+        .optional()
 }
 
 /// Up to `limit` events matching `filter`, newest first, written before the event of

@@ -260,7 +260,12 @@ pub async fn find_event(
     if let Some(merchant) = scope {
         query = query.filter(events::merchant_id.eq(merchant.0));
     }
-    let row = query.first(conn).await.optional()?;
+    let row = query
+        .limit(1)
+        .load(conn)
+        .await
+        .and_then(crate::db::one)
+        .optional()?;
     Ok(row.map(Event::from_row).transpose()?)
 }
 

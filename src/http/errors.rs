@@ -478,13 +478,16 @@ impl From<diesel::result::Error> for ApiError {
     }
 }
 
-/// A server shutting down ends sessions with SQLSTATE 57P01/57P03, which diesel passes on as
+/// A server shutting down ends sessions with SQLSTATE 57P01/57P03 (and a demoted one refuses
+/// writes with 25006), which diesel passes on as
 /// `Unknown` without the code; its fixed server messages are all that is left to tell them by.
 fn is_connection_failure(message: &str) -> bool {
-    const SIGNS: [&str; 3] = [
+    const SIGNS: [&str; 4] = [
         "terminating connection due to administrator command",
         "the database system is shutting down",
         "the database system is starting up",
+        // A primary demoted under an open session (a failover): the write goes elsewhere now.
+        "in a read-only transaction",
     ];
     SIGNS.iter().any(|sign| message.contains(sign))
 }

@@ -170,8 +170,9 @@ pub async fn estimated_key_count(conn: &mut AsyncPgConnection) -> QueryResult<i6
         "SELECT coalesce(n_live_tup, 0)::bigint AS rows FROM pg_stat_user_tables \
          WHERE relname = 'idempotency_keys'",
     )
-    .get_result::<Estimate>(conn)
+    .load::<Estimate>(conn)
     .await
+    .and_then(crate::db::one)
     .optional()
     .map(|e| e.map_or(0, |e| e.rows))
 }

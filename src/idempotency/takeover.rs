@@ -48,7 +48,8 @@ pub async fn take_over(
             idempotency_keys::updated_at.eq(diesel::dsl::now),
         ))
         .returning(StoredKey::as_returning())
-        .get_result(conn)
+        .load(conn)
         .await
+        .and_then(crate::db::one)
         .optional()
 }

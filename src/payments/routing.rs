@@ -67,8 +67,10 @@ pub async fn load(
     let row: Option<(Vec<String>, serde_json::Value)> = merchant_routing::table
         .filter(merchant_routing::merchant_id.eq(merchant.0))
         .select((merchant_routing::providers, merchant_routing::currencies))
-        .first(conn)
+        .limit(1)
+        .load(conn)
         .await
+        .and_then(crate::db::one)
         .optional()?;
     let Some((providers, currencies)) = row else {
         return Ok(None);

@@ -36,7 +36,12 @@ pub async fn find_endpoint(
     if let Some(merchant) = scope {
         query = query.filter(webhook_endpoints::merchant_id.eq(merchant.0));
     }
-    let row = query.first(conn).await.optional()?;
+    let row = query
+        .limit(1)
+        .load(conn)
+        .await
+        .and_then(crate::db::one)
+        .optional()?;
     Ok(row.map(WebhookEndpoint::try_from).transpose()?)
 }
 
@@ -76,9 +81,10 @@ pub async fn delete_endpoint(
         endpoint: Value,
     }
     let deleted: Option<Deleted> = delete_statement(merchant, id)
-        .get_result(conn)
+        .load(conn)
         .instrument(span("delete_webhook_endpoint"))
         .await
+        .and_then(crate::db::one)
         .optional()?;
     let Some(deleted) = deleted else {
         return Ok(None);

@@ -326,9 +326,10 @@ async fn replay_remembered<W: KeyedWork>(
     }
     let mut conn = pool.get().await?;
     let row: Current = replay_statement(request, work, finished.resource_id)
-        .get_result(&mut conn)
+        .load(&mut conn)
         .instrument(span("claim_replay"))
-        .await?;
+        .await
+        .and_then(crate::db::one)?;
     Ok(Claimed::Replay {
         status: finished.status,
         current: row.current.unwrap_or(Value::Null),
@@ -352,9 +353,10 @@ async fn claim_loop<W: KeyedWork>(
         let round = {
             let mut conn = pool.get().await?;
             claim_statement(settings, request, work, allowed)
-                .get_result::<ClaimRow>(&mut conn)
+                .load::<ClaimRow>(&mut conn)
                 .instrument(span("claim"))
                 .await
+                .and_then(crate::db::one)
         };
         let row = match round {
             Ok(row) => row,

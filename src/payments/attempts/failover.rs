@@ -158,8 +158,9 @@ async fn still_unsent(
     .bind::<SqlUuid, _>(attempt.merchant_id.0)
     .bind::<SqlUuid, _>(attempt.id.0)
     .bind::<Timestamptz, _>(attempt.sending_until)
-    .get_result(conn)
+    .load(conn)
     .await
+    .and_then(crate::db::one)
     .optional()?;
     Ok(row.is_some_and(|r| r.unsent))
 }

@@ -236,8 +236,10 @@ pub async fn why_refused(
     let status: Option<OrderStatus> = orders::table
         .find((merchant_id.0, order_id.0))
         .select(orders::status)
-        .first(conn)
+        .limit(1)
+        .load(conn)
         .await
+        .and_then(crate::db::one)
         .optional()?;
     let Some(status) = status else {
         return Ok(Some(Refusal::OrderNotFound));
@@ -255,8 +257,10 @@ pub async fn why_refused(
         .filter(payment_attempts::status.eq_any(in_the_way))
         .select((payment_attempts::id, payment_attempts::status))
         .order(payment_attempts::created_at.desc())
-        .first(conn)
+        .limit(1)
+        .load(conn)
         .await
+        .and_then(crate::db::one)
         .optional()?;
     Ok(match (status, blocking) {
         (_, Some((id, AttemptStatus::Succeeded))) => Some(Refusal::AlreadyPaid(PaymentId(id))),
@@ -280,8 +284,10 @@ pub async fn find_attempt(
         query = query.filter(payment_attempts::merchant_id.eq(merchant.0));
     }
     Ok(query
-        .first::<AttemptRow>(conn)
+        .limit(1)
+        .load::<AttemptRow>(conn)
         .await
+        .and_then(crate::db::one)
         .optional()?
         .map(Into::into))
 }
@@ -308,8 +314,9 @@ pub async fn before_resend(
                 .sql(")")),
         )
         .returning(AttemptRow::as_returning())
-        .get_result::<AttemptRow>(conn)
+        .load::<AttemptRow>(conn)
         .await
+        .and_then(crate::db::one)
         .optional()?
         .map(Into::into))
 }
@@ -327,8 +334,10 @@ pub async fn quiet_before(
         .filter(payment_attempts::id.eq(attempt.id.0))
         .select(payment_attempts::sending_until)
         .for_update()
-        .first(conn)
+        .limit(1)
+        .load(conn)
         .await
+        .and_then(crate::db::one)
         .optional()?;
     Ok(sending_until.is_some_and(|until| until < before))
 }

@@ -333,9 +333,10 @@ async fn move_attempt(
     q.push("\nSELECT * FROM moved");
     let row: Option<AttemptRow> = q
         .finish()
-        .get_result(conn)
+        .load(conn)
         .instrument(span("move_attempt"))
         .await
+        .and_then(crate::db::one)
         .optional()?;
     Ok(row.map(Into::into))
 }

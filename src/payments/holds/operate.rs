@@ -217,7 +217,13 @@ pub async fn void_without_key(
     q.push("\nSELECT * FROM made_operation");
     let made: Option<HoldOperationRow> = {
         let mut conn = pool.get().await?;
-        match q.finish().get_result(&mut conn).await.optional() {
+        match q
+            .finish()
+            .load(&mut conn)
+            .await
+            .and_then(crate::db::one)
+            .optional()
+        {
             Ok(row) => row,
             Err(diesel::result::Error::DatabaseError(kind, info))
                 if work.refuses(&kind, info.constraint_name()) =>

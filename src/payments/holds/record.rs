@@ -119,8 +119,10 @@ pub(super) async fn record(
             .find((operation.merchant_id.0, operation.id.0))
             .select(HoldOperationRow::as_select())
             .for_update()
-            .first(conn)
-            .await?
+            .limit(1)
+            .load(conn)
+            .await
+            .and_then(crate::db::one)?
             .into();
         let mut payment = find_attempt(conn, Some(current.merchant_id), current.payment_id)
             .await?
@@ -197,8 +199,9 @@ async fn move_operation(
     .bind::<Nullable<Text>, _>(code)
     .bind::<Nullable<Text>, _>(message)
     .bind::<Timestamptz, _>(next_check_at)
-    .get_result(conn)
-    .await?;
+    .load(conn)
+    .await
+    .and_then(crate::db::one)?;
     Ok(row.into())
 }
 
@@ -218,8 +221,10 @@ pub async fn refuse_live_operation(
             .filter(hold_operations::status.eq_any(["created", "pending"]))
             .select(HoldOperationRow::as_select())
             .for_update()
-            .first(conn)
+            .limit(1)
+            .load(conn)
             .await
+            .and_then(crate::db::one)
             .optional()?
             .map(Into::into);
         let Some(live) = live else {

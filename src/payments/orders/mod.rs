@@ -280,8 +280,10 @@ pub async fn order_with_reference(
         .filter(orders::merchant_id.eq(merchant_id.0))
         .filter(orders::merchant_reference.eq(reference))
         .select(orders::id)
-        .first::<Uuid>(conn)
+        .limit(1)
+        .load::<Uuid>(conn)
         .await
+        .and_then(crate::db::one)
         .optional()
         .map(|id| id.map(OrderId))
 }
@@ -300,8 +302,10 @@ pub async fn find_order(
         query = query.filter(orders::merchant_id.eq(merchant.0));
     }
     query
-        .first::<OrderRow>(conn)
+        .limit(1)
+        .load::<OrderRow>(conn)
         .await
+        .and_then(crate::db::one)
         .optional()
         .map(|row| row.map(Order::from_row))
 }

@@ -345,8 +345,8 @@ pub async fn refresh_gauges(pool: &DbPool, payments: &Payments) -> Result<(), Re
         open = unsettled_statuses!(),
     ))
     .bind::<Interval, _>(pg_interval(payments.reconciler.alert_after))
-    .get_result(&mut conn)
-    .await?;
+    .load(&mut conn)
+    .await.and_then(crate::db::one)?;
     payments.metrics.set_unresolved(
         counts.created,
         counts.pending,

@@ -190,7 +190,13 @@ pub async fn find_refund(
     if let Some(merchant) = scope {
         query = query.filter(refunds::merchant_id.eq(merchant.0));
     }
-    Ok(query.first(conn).await.optional()?.map(Into::into))
+    Ok(query
+        .limit(1)
+        .load(conn)
+        .await
+        .and_then(crate::db::one)
+        .optional()?
+        .map(Into::into))
 }
 
 /// One line of a refund's timeline.

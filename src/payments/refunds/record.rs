@@ -83,8 +83,10 @@ pub(super) async fn record(
             .find((refund.merchant_id.0, refund.id.0))
             .select(RefundRow::as_select())
             .for_update()
-            .first(conn)
-            .await?
+            .limit(1)
+            .load(conn)
+            .await
+            .and_then(crate::db::one)?
             .into();
         let decision = decide_refund(current.status, &call.outcome);
         let moved = apply(conn, current, decision, moved_by, next_check_at).await?;
@@ -143,8 +145,9 @@ async fn apply(
             .bind::<Nullable<Text>, _>(code)
             .bind::<Nullable<Text>, _>(message)
             .bind::<Timestamptz, _>(next_check_at)
-            .get_result(conn)
-            .await?;
+            .load(conn)
+            .await
+            .and_then(crate::db::one)?;
             diesel::sql_query(
                 "INSERT INTO refund_events (merchant_id, refund_id, from_status, to_status, \
                      source, detail) VALUES ($1, $2, $3, $4, $5, $6)",
@@ -172,8 +175,9 @@ async fn apply(
             .bind::<SqlUuid, _>(current.id.0)
             .bind::<Nullable<Text>, _>(provider_payment_id)
             .bind::<Timestamptz, _>(next_check_at)
-            .get_result(conn)
-            .await?;
+            .load(conn)
+            .await
+            .and_then(crate::db::one)?;
             Refund::from(row)
         }
         Decision::AlreadySo | Decision::Stale | Decision::Conflict => current,
@@ -206,23 +210,23 @@ pub async fn apply_notice(
         .as_deref()
         .and_then(|id| id.parse::<RefundId>().ok());
     let found = match by_id {
-        Some(id) => {
-            refunds::table
-                .filter(refunds::id.eq(id.0))
-                .select(RefundRow::as_select())
-                .for_update()
-                .first(conn)
-                .await
-        }
-        None => {
-            refunds::table
-                .filter(refunds::provider.eq(provider))
-                .filter(refunds::provider_refund_id.eq(&notice.provider_refund_id))
-                .select(RefundRow::as_select())
-                .for_update()
-                .first(conn)
-                .await
-        }
+        Some(id) => refunds::table
+            .filter(refunds::id.eq(id.0))
+            .select(RefundRow::as_select())
+            .for_update()
+            .limit(1)
+            .load(conn)
+            .await
+            .and_then(crate::db::one),
+        None => refunds::table
+            .filter(refunds::provider.eq(provider))
+            .filter(refunds::provider_refund_id.eq(&notice.provider_refund_id))
+            .select(RefundRow::as_select())
+            .for_update()
+            .limit(1)
+            .load(conn)
+            .await
+            .and_then(crate::db::one),
     };
     let Some(current) = found.optional()?.map(Refund::from) else {
         return Ok(NoticeEffect::NoRefund);

@@ -224,8 +224,10 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
         Some(key) => idempotency_keys::table
             .find((payment.merchant_id.0, key))
             .select(KeyState::as_select())
-            .first(conn)
+            .limit(1)
+            .load(conn)
             .await
+            .and_then(crate::db::one)
             .optional()?,
         None => None,
     };

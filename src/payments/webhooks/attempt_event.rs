@@ -157,9 +157,10 @@ pub(super) async fn record_once(
         }
         let mut conn = pool.get().await?;
         let written = match query
-            .get_result::<Written>(&mut conn)
+            .load::<Written>(&mut conn)
             .instrument(span("webhook_apply"))
             .await
+            .and_then(crate::db::one)
             .optional()
         {
             // Another attempt took this charge id since the look: look again, and find it.
@@ -268,8 +269,9 @@ async fn look(
     .bind::<Text, _>(&event.id)
     .bind::<Nullable<SqlUuid>, _>(by_metadata.map(|id| id.0))
     .bind::<Text, _>(&event.provider_id)
-    .get_result(conn)
+    .load(conn)
     .await
+    .and_then(crate::db::one)
 }
 
 /// Why `event` cannot be about `attempt`, if it cannot: another provider, another amount or

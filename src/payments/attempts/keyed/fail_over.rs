@@ -38,7 +38,11 @@ pub async fn next_attempt(
         repointed: i64,
     }
     let (sql, moved) = statement(failed, next, key, lease_end);
-    let made: Made = sql.get_result(conn).instrument(span("fail_over")).await?;
+    let made: Made = sql
+        .load(conn)
+        .instrument(span("fail_over"))
+        .await
+        .and_then(crate::db::one)?;
     if made.repointed != 1 {
         return Ok(None);
     }

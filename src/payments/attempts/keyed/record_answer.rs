@@ -54,9 +54,10 @@ pub async fn record_answer(
     };
     let logged = CallRecord::of(CallKind::Create, Source::Api, call);
     let row: Option<AttemptRow> = statement(attempt, change, next_check_at, &key, &logged)
-        .get_result(conn)
+        .load(conn)
         .instrument(span("record_answer"))
         .await
+        .and_then(crate::db::one)
         .optional()?;
     let Some(row) = row else {
         return Ok(Answered::NotAsRead(key));
