@@ -91,7 +91,7 @@ impl Database {
 /// is then ended (the commit guard of `primary.rs`, a fast shutdown), they are sent after
 /// all, followed by a warning and the end of the connection. `get_result` takes that row for
 /// a success; reading to the end (to ReadyForQuery, which only a finished commit sends) sees
-/// the connection lost, and the request fails as it must (docs/DESIGN.md, "Failover").
+/// the connection lost, and the request fails as it must (docs/DESIGN.md, "Database failover").
 /// `clippy.toml` refuses the two methods.
 pub fn one<T>(rows: Vec<T>) -> diesel::QueryResult<T> {
     rows.into_iter()

@@ -7,7 +7,7 @@
 //! standby that now follows someone else. So a watch asks every host twice a second whether
 //! it is in recovery and which timeline it writes on. The primary is the writable host on the
 //! newest timeline: a promotion always starts a new timeline, so a writable server on an
-//! older one has been superseded, and is fenced off (docs/DESIGN.md, "Failover").
+//! older one has been superseded, and is fenced off (docs/DESIGN.md, "Database failover").
 //!
 //! - The pool opens connections only to the chosen host, and none while there is no
 //!   primary: requests are answered `503` at once instead of waiting on a dead address.

@@ -1,5 +1,5 @@
-//! The database's primary fails over under a running server (README, "A failover formation";
-//! docs/DESIGN.md, "Failover"): a private cluster and its synchronous streaming standby, both
+//! The database's primary fails over under a running server (README, "Several database hosts:
+//! failover"; docs/DESIGN.md, "Database failover"): a private cluster and its synchronous streaming standby, both
 //! named in one multi-host URL, the old primary listed first. No HA manager here: the test
 //! plays it, killing the primary and promoting the standby by hand. The formation with
 //! pg_auto_failover is the chaos driver's `failover` scenario (RELIABILITY.md).
