@@ -271,7 +271,7 @@ async fn watch_hosts(
                 continue;
             };
             if Some(i) != primary {
-                let ended = end_sessions(client, FENCE).await;
+                let ended = end_sessions(client, &fence()).await;
                 if ended > 0 {
                     tracing::warn!(host = %hosts.describe(i), timeline, ended, "fenced an old primary: ended payorch's sessions there");
                 }
@@ -324,13 +324,18 @@ const PROBE: &str = "SELECT CASE WHEN pg_is_in_recovery() THEN NULL \
      ELSE ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::int END";
 
 /// Every session of payorch's pools on a fenced host: whatever they do there is lost.
-const FENCE: &str = "SELECT count(pg_terminate_backend(pid))::int FROM pg_stat_activity \
-     WHERE application_name = 'payorch' AND pid <> pg_backend_pid()";
+fn fence() -> String {
+    format!(
+        "SELECT count(pg_terminate_backend(pid))::int FROM pg_stat_activity \
+         WHERE application_name = '{POOL_APPLICATION_NAME}' AND pid <> pg_backend_pid()"
+    )
+}
 
+/// payorch's sessions whose commit has waited on a synchronous standby longer than `limit`.
 fn stalled_commits(limit: Duration) -> String {
     format!(
         "SELECT count(pg_terminate_backend(pid))::int FROM pg_stat_activity \
-         WHERE application_name = 'payorch' AND wait_event = 'SyncRep' \
+         WHERE application_name = '{POOL_APPLICATION_NAME}' AND wait_event = 'SyncRep' \
          AND clock_timestamp() - query_start > interval '{} milliseconds'",
         limit.as_millis()
     )
