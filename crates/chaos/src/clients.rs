@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::pace::Pace;
+
 /// The payment methods of the run, in turn: mostly cards that pay, and each of the sandbox's
 /// faults (README, "Commands": `payorch sandbox --help`).
 const METHODS: [&str; 20] = [
@@ -88,6 +90,8 @@ pub(crate) struct Targets {
     pub(crate) urls: Vec<String>,
     /// Send each request to two replicas at the same instant.
     pub(crate) duplicate: bool,
+    /// When each intent may start; without, as soon as a client is free.
+    pub(crate) pace: Option<Arc<Pace>>,
 }
 
 /// What the clients saw, for the result table.
@@ -205,6 +209,9 @@ pub(crate) async fn run(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= intents {
                     break mine;
+                }
+                if let Some(pace) = &client.targets.pace {
+                    pace.wait(i).await;
                 }
                 mine.push(client.intent(&run_id, i).await);
                 client.tally.done.fetch_add(1, Ordering::Relaxed);
@@ -447,11 +454,15 @@ impl Client {
         }
     }
 
-    /// One round: to one replica, or the same request to two at the same instant.
+    /// One round: to one replica, or the same request to two at the same instant. Sent to
+    /// one, the keys' first requests are spread over the replicas, and each retry goes to the
+    /// next.
     async fn send(&self, round: usize, key: &str, path: &str, body: &Value) -> Vec<Answer> {
         let urls = &self.targets.urls;
         let first = &urls[round % urls.len()];
         if !self.targets.duplicate || urls.len() < 2 {
+            let lane = key.bytes().map(usize::from).sum::<usize>();
+            let first = &urls[(round + lane) % urls.len()];
             return vec![self.post(first, key, path, body).await];
         }
         let second = &urls[(round + 1) % urls.len()];

@@ -2,12 +2,15 @@
 //! The chaos runs behind RELIABILITY.md: payorch's promise — one intent, at most one charge —
 //! checked for the whole system while `serve` is killed with SIGKILL, while replicas race
 //! each other for the same request, and while the database restarts; and for holds, at most
-//! one capture each, or a void, as the clients were told.
+//! one capture each, or a void, as the clients were told; and while the primary of a
+//! PostgreSQL formation fails over (#32).
 //!
 //! ```text
 //! cargo build --release --bins
 //! cargo run --release --bin chaos -- kill        # one serve, killed every few seconds
 //! cargo run --release --bin chaos -- replicas    # three serves, duplicates, a database restart
+//! cargo run --release --bin chaos -- failover    # two serves on scripts/formation: the primary
+//!                                                # lost twice, its postmaster killed, fenced
 //! ```
 //!
 //! A run that finds something wrong keeps its folder (logs, database) for a look. The `chaos`
@@ -16,8 +19,14 @@
 
 mod checks;
 mod clients;
+mod failover;
+mod failover_report;
+mod fence;
+mod formation;
 mod holds;
 mod outbox;
+mod pace;
+mod prober;
 mod world;
 
 use std::fmt::Write as _;
@@ -30,8 +39,10 @@ use clap::{Parser, ValueEnum};
 use tokio::task::JoinHandle;
 
 use clients::{Intent, Tally, Targets};
+use failover::Failover;
 use holds::{HoldFigures, HoldFindings};
 use outbox::{OutboxFigures, OutboxFindings, Receiver};
+use pace::Pace;
 use world::World;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -41,13 +52,17 @@ enum Scenario {
     /// Three `serve` replicas on one database, each request sent to two of them at the same
     /// instant, every reconciler running; PostgreSQL restarted once mid-run.
     Replicas,
+    /// Two `serve` replicas on a pg_auto_failover formation (`scripts/formation`) whose primary
+    /// is lost twice, has its PostgreSQL killed once, and is fenced once, with the intents
+    /// paced to last through the schedule (several minutes: a failover takes ~52 s).
+    Failover,
 }
 
 /// What to run: the `chaos` binary's command line.
 #[derive(Debug, Parser)]
 #[command(
     name = "chaos",
-    about = "Chaos runs: payorch under kills, racing replicas and a database restart"
+    about = "Chaos runs: payorch under kills, racing replicas, a database restart and failovers"
 )]
 pub struct Args {
     #[arg(value_enum)]
@@ -64,6 +79,19 @@ pub struct Args {
     /// `replicas`: how long PostgreSQL stays down, in ms.
     #[arg(long, default_value_t = 3000)]
     database_down_ms: u64,
+    /// `failover`: the formation script (default: the repository's scripts/formation).
+    #[arg(long)]
+    formation: Option<PathBuf>,
+    /// `failover`: the intents' starts are spread over this many seconds (the schedule's
+    /// expected length); the last 2 % wait until the schedule is over.
+    #[arg(long, default_value_t = 270)]
+    load_secs: u64,
+    /// `failover`: how long the fenced old primary stays writable after the promotion.
+    #[arg(long, default_value_t = 20)]
+    fenced_secs: u64,
+    /// `failover`: load alone before the first fault, and between faults, in seconds.
+    #[arg(long, default_value_t = 10)]
+    step_gap_secs: u64,
     /// The `payorch` binary (default: the one next to this program).
     #[arg(long)]
     payorch: Option<PathBuf>,
@@ -92,6 +120,8 @@ struct Ending {
 struct Disturbed {
     kills: usize,
     database_restarts: usize,
+    /// The `failover` run's schedule, as it went.
+    failover: Option<Failover>,
 }
 
 /// A finished run: whether every check held, and what the run found, as the `chaos` binary
@@ -117,11 +147,17 @@ pub async fn run(args: &Args) -> Result<Run, String> {
             payorch.display()
         ));
     }
-    let replicas = match args.scenario {
-        Scenario::Kill => 1,
-        Scenario::Replicas => 3,
+    let started = Instant::now();
+    let mut world = match args.scenario {
+        Scenario::Kill => World::start(&payorch, 1).await?,
+        Scenario::Replicas => World::start(&payorch, 3).await?,
+        Scenario::Failover => {
+            let script = args.formation.clone().unwrap_or_else(|| {
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/formation")
+            });
+            World::start_on_formation(&payorch, &script, 2, started).await?
+        }
     };
-    let mut world = World::start(&payorch, replicas).await?;
     eprintln!("chaos: run folder {}", world.root.display());
     let receiver = match Receiver::start().await {
         Ok(receiver) => receiver,
@@ -131,7 +167,13 @@ pub async fn run(args: &Args) -> Result<Run, String> {
         }
     };
     let outcome = match outbox::subscribe(&world.replicas[0].url, &world.api_key, &receiver).await {
-        Ok(()) => exercise(args, &mut world, &receiver).await,
+        // A failover run is minutes long, and its formation outlives the driver unless it is
+        // stopped: on Ctrl-C it is, and kept for a look.
+        Ok(()) if matches!(args.scenario, Scenario::Failover) => tokio::select! {
+            outcome = exercise(args, &mut world, &receiver, started) => outcome,
+            _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+        },
+        Ok(()) => exercise(args, &mut world, &receiver, started).await,
         Err(why) => Err(why),
     };
     receiver.stop().await;
@@ -149,11 +191,24 @@ pub async fn run(args: &Args) -> Result<Run, String> {
 }
 
 /// The clients and the disturbance, then the reconcilers, then the checks and the report.
-async fn exercise(args: &Args, world: &mut World, receiver: &Receiver) -> Result<Run, String> {
+async fn exercise(
+    args: &Args,
+    world: &mut World,
+    receiver: &Receiver,
+    origin: Instant,
+) -> Result<Run, String> {
     let started = Instant::now();
+    let pace = matches!(args.scenario, Scenario::Failover).then(|| {
+        Arc::new(Pace::new(
+            args.intents,
+            Duration::from_secs(args.load_secs),
+            args.intents / 50,
+        ))
+    });
     let targets = Targets {
         urls: world.replicas.iter().map(|r| r.url.clone()).collect(),
         duplicate: matches!(args.scenario, Scenario::Replicas),
+        pace: pace.clone(),
     };
     let tally = Arc::new(Tally::default());
     let clients = tokio::spawn(clients::run(
@@ -163,7 +218,11 @@ async fn exercise(args: &Args, world: &mut World, receiver: &Receiver) -> Result
         args.clients,
         tally.clone(),
     ));
-    let disturbed = match disturb(args, world, &clients, &tally).await {
+    let disturbed = disturb(args, world, &clients, &tally, origin).await;
+    if let Some(pace) = &pace {
+        pace.release();
+    }
+    let mut disturbed = match disturbed {
         Ok(disturbed) => disturbed,
         Err(why) => {
             clients.abort();
@@ -190,8 +249,11 @@ async fn exercise(args: &Args, world: &mut World, receiver: &Receiver) -> Result
         holds::judge(&facts, &holds::gather(&world.database_url).await?, &intents);
     let (events_found, events) =
         outbox::judge(&outbox::gather(&world.database_url, &receiver.received).await?);
+    if let Some(failover) = &mut disturbed.failover {
+        failover.check_orders(&world.database_url).await?;
+    }
     let rss = world.peak_rss_mib();
-    let report = report(
+    let mut report = report(
         args,
         &disturbed,
         &tally,
@@ -212,10 +274,15 @@ async fn exercise(args: &Args, world: &mut World, receiver: &Receiver) -> Result
     );
     let server_errors = tally.server_errors.load(Ordering::Relaxed);
     let unexpected = tally.unexpected_count.load(Ordering::Relaxed);
+    let failover_findings = disturbed.failover.as_ref().map_or(0, Failover::findings);
+    if let Some(failover) = &disturbed.failover {
+        report.push_str(&failover_report::report(failover));
+    }
     Ok(Run {
         good: found.total() == 0
             && events_found.total() == 0
             && holds_found.total() == 0
+            && failover_findings == 0
             && server_errors == 0
             && unexpected == 0
             && settled.is_some()
@@ -230,6 +297,7 @@ async fn disturb(
     world: &mut World,
     clients: &JoinHandle<Vec<Intent>>,
     tally: &Tally,
+    origin: Instant,
 ) -> Result<Disturbed, String> {
     let mut disturbed = Disturbed::default();
     match args.scenario {
@@ -256,6 +324,13 @@ async fn disturb(
                 .restart_database(Duration::from_millis(args.database_down_ms))
                 .await?;
             disturbed.database_restarts += 1;
+        }
+        Scenario::Failover => {
+            let schedule = failover::Schedule {
+                fenced: Duration::from_secs(args.fenced_secs),
+                gap: Duration::from_secs(args.step_gap_secs),
+            };
+            disturbed.failover = Some(failover::run(&schedule, world, tally, origin).await?);
         }
     }
     Ok(disturbed)

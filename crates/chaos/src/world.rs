@@ -1,6 +1,7 @@
-//! The processes of a run: a private PostgreSQL cluster with real fsync, the sandbox provider
-//! in a process of its own (it must outlive every `serve` it charges for), and the `serve`
-//! replicas, which the run kills with SIGKILL and starts again on the same port.
+//! The processes of a run: a private PostgreSQL cluster with real fsync (or, for the
+//! `failover` run, a pg_auto_failover formation), the sandbox provider in a process of its own
+//! (it must outlive every `serve` it charges for), and the `serve` replicas, which the run kills
+//! with SIGKILL and starts again on the same port.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -9,12 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use payorch::db::cluster::{ClusterOptions, PrivateCluster};
 use payorch::db::{create_database_if_missing, DATABASE_NAME};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
+
+use crate::formation::Formation;
 
 /// The provider secret and webhook secret the sandbox and every replica share.
 const PROVIDER_SECRET: &str = "sk_test_chaos";
@@ -46,11 +49,19 @@ const SERVE_SETTINGS: &[&str] = &[
     "--allow-http-webhooks",
 ];
 
+/// Where the run's database lives.
+enum Database {
+    /// A private cluster in the run's folder.
+    Private(Arc<Mutex<PrivateCluster>>),
+    /// A formation of `scripts/formation` in the run's folder.
+    Formation(Formation),
+}
+
 pub(crate) struct World {
     payorch: PathBuf,
     /// Logs and data folders of the run; kept when a check fails.
     pub(crate) root: PathBuf,
-    cluster: Arc<Mutex<PrivateCluster>>,
+    database: Database,
     pub(crate) database_url: String,
     pub(crate) sandbox_url: String,
     _sandbox: Child,
@@ -77,16 +88,7 @@ impl World {
     /// reach the replicas in turn, as through a load balancer) and `replicas` copies of
     /// `serve`.
     pub(crate) async fn start(payorch: &Path, replicas: usize) -> Result<World, String> {
-        // Runs one after the other in one process (tests/chaos.rs) each get a folder of their
-        // own, also when one fails fast and keeps its folder.
-        static RUNS: AtomicU64 = AtomicU64::new(0);
-        let root = std::env::temp_dir().join(format!(
-            "payorch-chaos-{}-{}-{}",
-            std::process::id(),
-            RUNS.fetch_add(1, Ordering::Relaxed),
-            chrono::Utc::now().format("%H%M%S")
-        ));
-        std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+        let root = run_folder()?;
         let options = ClusterOptions {
             data_dir: root.join("db"),
             ephemeral: false,
@@ -96,7 +98,8 @@ impl World {
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("the private cluster: {e}"))?;
         let cluster = Arc::new(Mutex::new(cluster));
-        let started = World::start_on(payorch, root, cluster.clone(), replicas).await;
+        let started =
+            World::start_on(payorch, root, Database::Private(cluster.clone()), replicas).await;
         if started.is_err() {
             // The processes went with their handles; the cluster is not stopped on drop.
             let _ = tokio::task::spawn_blocking(move || lock(&cluster).stop()).await;
@@ -104,42 +107,82 @@ impl World {
         started
     }
 
+    /// As [`World::start`], on a formation of `script` (`scripts/formation`) made in the run's
+    /// folder; `origin` is the run's start, for the formation's log.
+    pub(crate) async fn start_on_formation(
+        payorch: &Path,
+        script: &Path,
+        replicas: usize,
+        origin: Instant,
+    ) -> Result<World, String> {
+        let root = run_folder()?;
+        let formation = Formation::start(
+            script,
+            root.join("formation"),
+            root.join("formation.log"),
+            origin,
+        )
+        .await;
+        let formation = match formation {
+            Ok(formation) => formation,
+            Err(why) => {
+                eprintln!("chaos: run folder {} kept", root.display());
+                return Err(format!("the formation: {why}"));
+            }
+        };
+        World::start_on(payorch, root, Database::Formation(formation), replicas).await
+    }
+
     async fn start_on(
         payorch: &Path,
         root: PathBuf,
-        cluster: Arc<Mutex<PrivateCluster>>,
+        database: Database,
         replicas: usize,
     ) -> Result<World, String> {
-        let (maintenance_url, database_url) = {
-            let cluster = lock(&cluster);
-            (
-                cluster.database_url("postgres"),
-                cluster.database_url(DATABASE_NAME),
-            )
+        let database_url = match &database {
+            Database::Private(cluster) => {
+                let (maintenance_url, database_url) = {
+                    let cluster = lock(cluster);
+                    (
+                        cluster.database_url("postgres"),
+                        cluster.database_url(DATABASE_NAME),
+                    )
+                };
+                create_database_if_missing(&maintenance_url, DATABASE_NAME)
+                    .await
+                    .map_err(|e| format!("the database: {e}"))?;
+                database_url
+            }
+            // The formation made its database and role.
+            Database::Formation(formation) => formation.url.clone(),
         };
-        create_database_if_missing(&maintenance_url, DATABASE_NAME)
-            .await
-            .map_err(|e| format!("the database: {e}"))?;
-        run(payorch, &["migrate", "--database-url", &database_url]).await?;
-        let made = run(
-            payorch,
-            &[
-                "merchant",
-                "create",
-                "--name",
-                "chaos",
-                "--json",
-                "--database-url",
-                &database_url,
-            ],
-        )
-        .await?;
-        let api_key = serde_json::from_str::<serde_json::Value>(&made)
-            .ok()
-            .and_then(|v| v["api_key"].as_str().map(str::to_owned))
-            .ok_or_else(|| format!("`merchant create` printed no api_key: {made}"))?;
+        let started = World::start_processes(payorch, root, database, database_url, replicas).await;
+        match started {
+            Ok(world) => Ok(world),
+            Err((why, Database::Formation(formation))) => {
+                // Kept for a look, as a run that fails keeps its folder.
+                formation.stop(true).await;
+                Err(why)
+            }
+            Err((why, Database::Private(_))) => Err(why),
+        }
+    }
 
-        let replicas: Vec<Replica> = (0..replicas)
+    /// Migrates, makes the merchant, starts the sandbox and the replicas; on failure hands the
+    /// database back to be stopped.
+    async fn start_processes(
+        payorch: &Path,
+        root: PathBuf,
+        database: Database,
+        database_url: String,
+        replicas: usize,
+    ) -> Result<World, (String, Database)> {
+        let made = World::migrate_and_merchant(payorch, &database_url).await;
+        let api_key = match made {
+            Ok(api_key) => api_key,
+            Err(why) => return Err((why, database)),
+        };
+        let replicas: Vec<Replica> = match (0..replicas)
             .map(|n| {
                 let port = free_port()?;
                 Ok(Replica {
@@ -150,17 +193,25 @@ impl World {
                     child: None,
                 })
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, String>>()
+        {
+            Ok(replicas) => replicas,
+            Err(why) => return Err((why, database)),
+        };
         let webhook_urls: Vec<String> = replicas
             .iter()
             .map(|replica| format!("{}/v1/webhooks/stripe", replica.url))
             .collect();
-        let (sandbox, sandbox_url) =
-            start_sandbox(payorch, &webhook_urls.join(","), &root.join("sandbox.log")).await?;
+        let sandbox =
+            start_sandbox(payorch, &webhook_urls.join(","), &root.join("sandbox.log")).await;
+        let (sandbox, sandbox_url) = match sandbox {
+            Ok(started) => started,
+            Err(why) => return Err((why, database)),
+        };
         let mut world = World {
             payorch: payorch.to_owned(),
             root,
-            cluster,
+            database,
             database_url,
             sandbox_url,
             _sandbox: sandbox,
@@ -171,10 +222,43 @@ impl World {
             sampler: None,
         };
         for n in 0..world.replicas.len() {
-            world.start_replica(n).await?;
+            if let Err(why) = world.start_replica(n).await {
+                // The replicas go with their handles.
+                return Err((why, world.database));
+            }
         }
         world.watch_memory();
         Ok(world)
+    }
+
+    /// `payorch migrate`, then `payorch merchant create`: the merchant's API key.
+    async fn migrate_and_merchant(payorch: &Path, database_url: &str) -> Result<String, String> {
+        run(payorch, &["migrate", "--database-url", database_url]).await?;
+        let made = run(
+            payorch,
+            &[
+                "merchant",
+                "create",
+                "--name",
+                "chaos",
+                "--json",
+                "--database-url",
+                database_url,
+            ],
+        )
+        .await?;
+        serde_json::from_str::<serde_json::Value>(&made)
+            .ok()
+            .and_then(|v| v["api_key"].as_str().map(str::to_owned))
+            .ok_or_else(|| format!("`merchant create` printed no api_key: {made}"))
+    }
+
+    /// The formation, in a `failover` run.
+    pub(crate) fn formation(&self) -> Option<&Formation> {
+        match &self.database {
+            Database::Formation(formation) => Some(formation),
+            Database::Private(_) => None,
+        }
     }
 
     /// Starts replica `n` (again) on its port and waits until it is ready.
@@ -225,13 +309,16 @@ impl World {
 
     /// Stops PostgreSQL (fast shutdown: every session ended), waits `down`, starts it again.
     pub(crate) async fn restart_database(&self, down: Duration) -> Result<(), String> {
-        let cluster = self.cluster.clone();
-        tokio::task::spawn_blocking(move || lock(&cluster).stop())
+        let Database::Private(cluster) = &self.database else {
+            return Err("a formation is restarted by its own verbs".into());
+        };
+        let stopping = cluster.clone();
+        tokio::task::spawn_blocking(move || lock(&stopping).stop())
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("stopping PostgreSQL: {e}"))?;
         tokio::time::sleep(down).await;
-        let cluster = self.cluster.clone();
+        let cluster = cluster.clone();
         tokio::task::spawn_blocking(move || lock(&cluster).restart())
             .await
             .map_err(|e| e.to_string())?
@@ -248,7 +335,8 @@ impl World {
         self.peak.load(Ordering::Relaxed) as f64 / 1024.0
     }
 
-    /// Stops every process; the cluster last. The run's folder is removed unless `keep`.
+    /// Stops every process; the database last (a formation is destroyed unless `keep`). The
+    /// run's folder is removed unless `keep`.
     pub(crate) async fn stop(mut self, keep: bool) {
         if let Some(sampler) = self.sampler.take() {
             sampler.abort();
@@ -256,13 +344,20 @@ impl World {
         for n in 0..self.replicas.len() {
             self.kill_replica(n).await;
         }
-        let cluster = self.cluster.clone();
-        let _ = tokio::task::spawn_blocking(move || lock(&cluster).stop()).await;
+        match &self.database {
+            Database::Private(cluster) => {
+                let stopping = cluster.clone();
+                let _ = tokio::task::spawn_blocking(move || lock(&stopping).stop()).await;
+                if !keep {
+                    // The cluster lives in the run's folder unless its socket path would be
+                    // too long there; then it is in the temp dir, and goes too.
+                    let cluster_root = lock(cluster).root().to_owned();
+                    let _ = std::fs::remove_dir_all(&cluster_root);
+                }
+            }
+            Database::Formation(formation) => formation.stop(keep).await,
+        }
         if !keep {
-            // The cluster lives in the run's folder unless its socket path would be too long
-            // there; then it is in the temp dir, and goes too.
-            let cluster_root = lock(&self.cluster).root().to_owned();
-            let _ = std::fs::remove_dir_all(&cluster_root);
             let _ = std::fs::remove_dir_all(&self.root);
         }
     }
@@ -281,6 +376,21 @@ impl World {
             }
         }));
     }
+}
+
+/// A new folder for the run's logs and data.
+fn run_folder() -> Result<PathBuf, String> {
+    // Runs one after the other in one process (tests/chaos.rs) each get a folder of their
+    // own, also when one fails fast and keeps its folder.
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let root = std::env::temp_dir().join(format!(
+        "payorch-chaos-{}-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed),
+        chrono::Utc::now().format("%H%M%S")
+    ));
+    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    Ok(root)
 }
 
 fn note_peak(peak: &AtomicU64, pid: u32) {
