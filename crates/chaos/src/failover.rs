@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::clients::Tally;
 use crate::fence::{self, Fence};
 use crate::formation::{Formation, Node};
-use crate::prober::{Probe, Prober};
+use crate::prober::{Outcome, Probe, Prober};
 use crate::world::World;
 
 /// How long the formation may take to name a primary, or to be healthy.
@@ -127,9 +127,11 @@ pub(crate) struct Failover {
 
 impl Failover {
     /// Everything that fails the run: steps whose writes never came back, the fence's
-    /// findings, and orders lost.
+    /// findings, orders lost, and prober writes answered anything but `2xx` or `503` (a `500`
+    /// above all).
     pub(crate) fn findings(&self) -> usize {
-        self.steps.iter().filter(|s| !s.writes_back).count()
+        self.unexpected_answers()
+            + self.steps.iter().filter(|s| !s.writes_back).count()
             + self
                 .steps
                 .iter()
@@ -137,6 +139,24 @@ impl Failover {
                 .map(Fence::findings)
                 .sum::<usize>()
             + self.orders_lost.unwrap_or(1)
+    }
+
+    /// Prober writes answered with a status other than `2xx` with an order, or `503`.
+    pub(crate) fn unexpected_answers(&self) -> usize {
+        self.probes
+            .iter()
+            .filter(|p| matches!(&p.outcome, Outcome::Status { status, .. } if *status != 503))
+            .count()
+    }
+
+    /// Prober writes answered `5xx` other than `503`.
+    pub(crate) fn server_errors(&self) -> usize {
+        self.probes
+            .iter()
+            .filter(|p| {
+                matches!(&p.outcome, Outcome::Status { status, .. } if *status >= 500 && *status != 503)
+            })
+            .count()
     }
 
     /// Checks that every order the prober was told of is on the primary `database_url`

@@ -185,12 +185,12 @@ pub(crate) fn report(failover: &Failover) -> String {
     }
     let all = answers(probes, Duration::ZERO, Duration::MAX);
     say!(
-        "prober: {} writes (one to each of {} replicas every 100 ms, from the warm-up before the first step to the end of the last): {} answered 2xx, {} 503, {} other, {} unanswered; orders told created and missing on the final primary (must be 0): {}",
+        "prober: {} writes (one to each of {} replicas every 100 ms, from the warm-up before the first step to the end of the last): {} answered 2xx, {} 503, {} anything else (must be 0), {} unanswered; orders told created and missing on the final primary (must be 0): {}",
         probes.len(),
         replicas,
         all.created,
         all.unavailable,
-        all.other,
+        failover.unexpected_answers(),
         all.failed,
         failover
             .orders_lost
@@ -361,6 +361,31 @@ mod tests {
             (gap.as_secs_f64() - (150.1 - 100.25)).abs() < 1e-9,
             "{gap:?}"
         );
+    }
+
+    #[test]
+    fn a_prober_write_answered_500_fails_the_run_and_a_503_does_not() {
+        let mut failover = Failover {
+            steps: vec![step()],
+            probes: probes(),
+            orders_lost: Some(0),
+            replicas: 2,
+        };
+        assert_eq!(failover.findings(), 0);
+        failover.probes.push(Probe {
+            outcome: Outcome::Status {
+                status: 500,
+                code: "internal_error".into(),
+                request_id: "r1".into(),
+            },
+            ..probe(1, 170.0, 170.1, false)
+        });
+        assert_eq!(failover.unexpected_answers(), 1);
+        assert_eq!(failover.findings(), 1);
+        assert!(report(&failover).contains("500 internal_error: 1 times"));
+        // Orders not checked yet count as a finding too.
+        failover.orders_lost = None;
+        assert_eq!(failover.findings(), 2);
     }
 
     #[test]

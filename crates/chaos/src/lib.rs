@@ -330,7 +330,12 @@ async fn disturb(
                 fenced: Duration::from_secs(args.fenced_secs),
                 gap: Duration::from_secs(args.step_gap_secs),
             };
-            disturbed.failover = Some(failover::run(&schedule, world, tally, origin).await?);
+            let failover = failover::run(&schedule, world, tally, origin).await?;
+            // The prober's 500s count in the run's table with the clients'.
+            tally
+                .server_errors
+                .fetch_add(failover.server_errors(), Ordering::Relaxed);
+            disturbed.failover = Some(failover);
         }
     }
     Ok(disturbed)
