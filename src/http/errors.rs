@@ -482,14 +482,50 @@ impl From<diesel::result::Error> for ApiError {
 /// writes with 25006), which diesel passes on as
 /// `Unknown` without the code; its fixed server messages are all that is left to tell them by.
 fn is_connection_failure(message: &str) -> bool {
-    const SIGNS: [&str; 4] = [
+    const SIGNS: [&str; 8] = [
         "terminating connection due to administrator command",
         "the database system is shutting down",
         "the database system is starting up",
+        // The postmaster killed (its sessions end with it), or a sibling crashed and every
+        // session is ended for crash recovery, which the server then runs.
+        "terminating connection due to unexpected postmaster exit",
+        "terminating connection because of crash of another server process",
+        "the database system is in recovery mode",
+        "the database system is not yet accepting connections",
         // A primary demoted under an open session (a failover): the write goes elsewhere now.
         "in a read-only transaction",
     ];
     SIGNS.iter().any(|sign| message.contains(sign))
+}
+
+#[cfg(test)]
+mod connection_failure_tests {
+    use super::*;
+
+    #[test]
+    fn a_server_that_died_or_recovers_is_unavailable_not_an_internal_error() {
+        // Seen in the chaos failover run: the postmaster SIGKILLed while its keeper lived.
+        for message in [
+            "terminating connection due to unexpected postmaster exit",
+            "terminating connection because of crash of another server process",
+            "FATAL: the database system is in recovery mode",
+            "cannot execute INSERT in a read-only transaction",
+        ] {
+            let err = diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::Unknown,
+                Box::new(message.to_string()),
+            );
+            assert!(
+                matches!(ApiError::from(err), ApiError::Unavailable),
+                "{message}"
+            );
+        }
+        let other = diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::Unknown,
+            Box::new("division by zero".to_string()),
+        );
+        assert!(matches!(ApiError::from(other), ApiError::Internal(_)));
+    }
 }
 
 impl From<KeyError> for ApiError {
