@@ -498,36 +498,6 @@ fn is_connection_failure(message: &str) -> bool {
     SIGNS.iter().any(|sign| message.contains(sign))
 }
 
-#[cfg(test)]
-mod connection_failure_tests {
-    use super::*;
-
-    #[test]
-    fn a_server_that_died_or_recovers_is_unavailable_not_an_internal_error() {
-        // Seen in the chaos failover run: the postmaster SIGKILLed while its keeper lived.
-        for message in [
-            "terminating connection due to unexpected postmaster exit",
-            "terminating connection because of crash of another server process",
-            "FATAL: the database system is in recovery mode",
-            "cannot execute INSERT in a read-only transaction",
-        ] {
-            let err = diesel::result::Error::DatabaseError(
-                diesel::result::DatabaseErrorKind::Unknown,
-                Box::new(message.to_string()),
-            );
-            assert!(
-                matches!(ApiError::from(err), ApiError::Unavailable),
-                "{message}"
-            );
-        }
-        let other = diesel::result::Error::DatabaseError(
-            diesel::result::DatabaseErrorKind::Unknown,
-            Box::new("division by zero".to_string()),
-        );
-        assert!(matches!(ApiError::from(other), ApiError::Internal(_)));
-    }
-}
-
 impl From<KeyError> for ApiError {
     fn from(err: KeyError) -> Self {
         match err {
@@ -614,5 +584,35 @@ impl From<ReceiveError> for ApiError {
                 ApiError::Unavailable
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod connection_failure_tests {
+    use super::*;
+
+    #[test]
+    fn a_server_that_died_or_recovers_is_unavailable_not_an_internal_error() {
+        // Seen in the chaos failover run: the postmaster SIGKILLed while its keeper lived.
+        for message in [
+            "terminating connection due to unexpected postmaster exit",
+            "terminating connection because of crash of another server process",
+            "FATAL: the database system is in recovery mode",
+            "cannot execute INSERT in a read-only transaction",
+        ] {
+            let err = diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::Unknown,
+                Box::new(message.to_string()),
+            );
+            assert!(
+                matches!(ApiError::from(err), ApiError::Unavailable),
+                "{message}"
+            );
+        }
+        let other = diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::Unknown,
+            Box::new("division by zero".to_string()),
+        );
+        assert!(matches!(ApiError::from(other), ApiError::Internal(_)));
     }
 }
