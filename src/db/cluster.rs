@@ -429,21 +429,20 @@ fn user_can_enter(user: &SystemUser, dir: &Path) -> bool {
     })
 }
 
-/// The parent's pid in a `/proc/<pid>/stat` line (its fourth field, after the command in
-/// parentheses, which may itself hold spaces).
+/// The fields of a `/proc/<pid>/stat` line after the command, which is in parentheses and
+/// may itself hold spaces: the state first, then the parent's pid.
+fn fields_after_command(stat: &str) -> impl Iterator<Item = &str> {
+    let after_command = stat.rfind(')').map_or("", |end| &stat[end + 1..]);
+    after_command.split_whitespace()
+}
+
 fn parent_pid(stat: &str) -> Option<i32> {
-    let after_command = &stat[stat.rfind(')')? + 1..];
-    after_command.split_whitespace().nth(1)?.parse().ok()
+    fields_after_command(stat).nth(1)?.parse().ok()
 }
 
 fn is_zombie(pid: i32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let after_command = stat[stat.rfind(')')? + 1..].to_string();
-            after_command.split_whitespace().next().map(|s| s == "Z")
-        })
-        .unwrap_or(false)
+        .is_ok_and(|stat| fields_after_command(&stat).next() == Some("Z"))
 }
 
 fn is_root() -> bool {
