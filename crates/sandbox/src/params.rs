@@ -136,9 +136,11 @@ impl CreateParams {
                 }
                 "payment_method" => payment_method = Some(value.clone()),
                 "confirm" => {
+                    // Stripe's v1 API takes Python's spelling too, which stripe-python
+                    // before 12.1 sends for `confirm=True`.
                     confirm = match value.as_str() {
-                        "true" => true,
-                        "false" => false,
+                        "true" | "True" => true,
+                        "false" | "False" => false,
                         _ => {
                             return Err(ParamError::new(
                                 "parameter_invalid_boolean",
@@ -353,5 +355,19 @@ mod tests {
             err(b"amount=1&currency=eur&confirm=true"),
             Some(("parameter_missing", Some("payment_method".into())))
         );
+        assert_eq!(
+            err(b"amount=1&currency=eur&confirm=yes"),
+            Some(("parameter_invalid_boolean", Some("confirm".into())))
+        );
+    }
+
+    #[test]
+    fn booleans_as_stripe_python_sends_them_parse() {
+        let confirm = |body: &[u8]| CreateParams::parse(body).map(|p| p.confirm);
+        assert_eq!(
+            confirm(b"amount=1&currency=eur&payment_method=pm_card_visa&confirm=True"),
+            Ok(true)
+        );
+        assert_eq!(confirm(b"amount=1&currency=eur&confirm=False"), Ok(false));
     }
 }
