@@ -137,7 +137,7 @@ impl CreateParams {
                 "payment_method" => payment_method = Some(value.clone()),
                 "confirm" => {
                     // Stripe's v1 API takes Python's spelling too, which stripe-python
-                    // before 12.1 sends for `confirm=True`.
+                    // before 12.0.1 sends for `confirm=True`.
                     confirm = match value.as_str() {
                         "true" | "True" => true,
                         "false" | "False" => false,
