@@ -319,18 +319,28 @@ pub struct ReconcilerArgs {
     )]
     pub reconcile_backoff_secs: Vec<u64>,
     /// How long the provider remembers idempotency keys, minus a margin (Stripe: 24 h).
-    /// Inside it the reconciler resends with the attempt's key; past it, it searches.
+    /// Inside it the reconciler resends with the attempt's key; past it, it only asks.
     #[arg(long, env = "PAYORCH_PROVIDER_KEY_WINDOW_SECS", default_value_t = 23 * 3600)]
     pub provider_key_window_secs: u64,
-    /// How long after an attempt's last possible send the provider's search surely shows the
-    /// charge (its consistency delay, with a margin; Stripe's search lags by up to about a
-    /// minute). A search that finds nothing after it fails the attempt `provider_no_record`.
+    /// How long after an attempt's last possible send the provider has surely finished with
+    /// it. Stripe: a read-after-write list of the intents made in the attempt's window that
+    /// finds none after it fails the attempt `provider_no_record` (a search never does).
     #[arg(
-        long,
-        env = "PAYORCH_PROVIDER_SEARCH_DELAY_SECS",
+        long = "provider-settle-secs",
+        alias = "provider-search-delay-secs",
+        env = "PAYORCH_PROVIDER_SETTLE_SECS",
         default_value_t = 300
     )]
-    pub provider_search_delay_secs: u64,
+    pub provider_settle_secs: u64,
+    /// A provider with no lookups (Adyen): an attempt whose outcome is still unknown this long
+    /// after it was made, with no notification, is canceled by payorch's reference (Adyen's
+    /// technical cancel), whose notification ends it.
+    #[arg(
+        long,
+        env = "PAYORCH_TECHNICAL_CANCEL_AFTER_SECS",
+        default_value_t = 3600
+    )]
+    pub technical_cancel_after_secs: u64,
     /// Attempts unresolved for longer than this are counted in a metric for a human.
     #[arg(long, env = "PAYORCH_UNRESOLVED_ALERT_SECS", default_value_t = 900)]
     pub unresolved_alert_secs: u64,
@@ -351,7 +361,8 @@ impl ReconcilerArgs {
                 backoff
             },
             key_window: Duration::from_secs(self.provider_key_window_secs),
-            search_delay: Duration::from_secs(self.provider_search_delay_secs),
+            settle_delay: Duration::from_secs(self.provider_settle_secs),
+            technical_cancel_after: Duration::from_secs(self.technical_cancel_after_secs),
             // A claimed attempt stays hidden until its check has surely ended.
             claim: provider_timeout * 2 + Duration::from_secs(5),
             alert_after: Duration::from_secs(self.unresolved_alert_secs),

@@ -9,10 +9,11 @@ use chrono::{TimeZone, Utc};
 use payorch::providers::signature;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::providers::{
-    CaptureMethod, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, WebhookError,
+    CaptureMethod, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, RefundRequest,
+    SendWindow, WebhookError,
 };
 use serde_json::json;
-use wiremock::matchers::{method, path};
+use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const SECRET: &str = "sk_test_adapter";
@@ -40,6 +41,7 @@ fn charge() -> ChargeRequest {
         merchant_id: "mer_0001".into(),
         capture_method: CaptureMethod::Automatic,
         return_url: None,
+        return_route: "https://payorch.example/v1/payments/pay_0001/return".into(),
     }
 }
 
@@ -358,38 +360,162 @@ async fn retrieve_gets_the_intent_by_id_and_maps_404_to_not_found() {
         .all(|r| r.headers.get("idempotency-key").is_none()));
 }
 
-#[tokio::test]
-async fn find_by_attempt_sends_stripes_metadata_search_query() {
+/// A mock that gives `response` to every `http_method` request at `at`.
+async fn answering(http_method: &str, at: &str, response: ResponseTemplate) -> MockServer {
     let server = MockServer::start().await;
+    Mock::given(method(http_method))
+        .and(path(at))
+        .respond_with(response)
+        .mount(&server)
+        .await;
+    server
+}
+
+/// The attempt's window: 12:00:00 to 12:00:10 UTC on the day of `intent`'s `created`.
+fn window() -> SendWindow {
+    let from = chrono::DateTime::from_timestamp(1_718_000_000, 0).unwrap();
+    SendWindow {
+        from,
+        until: from + chrono::Duration::seconds(10),
+    }
+}
+
+fn other_intent(id: &str) -> serde_json::Value {
+    let mut other = intent(id, "succeeded");
+    other["metadata"] = json!({"attempt_id": "pay_someone_else"});
+    other
+}
+
+#[tokio::test]
+async fn find_by_attempt_lists_the_window_page_by_page_and_never_searches() {
+    let server = MockServer::start().await;
+    // Page two: after the last intent of page one.
     Mock::given(method("GET"))
-        .and(path("/v1/payment_intents/search"))
-        .and(wiremock::matchers::query_param(
-            "query",
-            "metadata['attempt_id']:'pay_found'",
-        ))
+        .and(path("/v1/payment_intents"))
+        .and(query_param("starting_after", "pi_other_2"))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "object": "search_result", "data": [intent("pi_found", "processing")],
-            "has_more": false, "next_page": null, "url": "/v1/payment_intents/search"
+            "object": "list", "data": [intent("pi_found", "processing")],
+            "has_more": false, "url": "/v1/payment_intents"
         })))
         .mount(&server)
         .await;
     Mock::given(method("GET"))
-        .and(path("/v1/payment_intents/search"))
+        .and(path("/v1/payment_intents"))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "object": "search_result", "data": [], "has_more": false
+            "object": "list", "data": [other_intent("pi_other_1"), other_intent("pi_other_2")],
+            "has_more": true, "url": "/v1/payment_intents"
         })))
         .mount(&server)
         .await;
     let adapter = provider(&server.uri());
     assert_eq!(
-        adapter.find_by_attempt("pay_found").await.outcome,
+        adapter.find_by_attempt("pay_0001", window()).await.outcome,
         ProviderOutcome::Pending {
             provider_id: Some("pi_found".into())
         }
     );
+    // Every intent of the window read, none of the attempt's: no record.
     assert_eq!(
-        adapter.find_by_attempt("pay_other").await.outcome,
+        adapter
+            .find_by_attempt("pay_nobody", window())
+            .await
+            .outcome,
         ProviderOutcome::NotFound
+    );
+    let requests = server.received_requests().await.unwrap();
+    assert_eq!(requests.len(), 4);
+    for request in &requests {
+        assert_eq!(request.url.path(), "/v1/payment_intents");
+        let query: Vec<(String, String)> = request.url.query_pairs().into_owned().collect();
+        let value = |name: &str| {
+            query
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        // Five minutes either side of the window, for the two clocks.
+        assert_eq!(value("created[gte]"), Some("1717999700"));
+        assert_eq!(value("created[lte]"), Some("1718000310"));
+        assert_eq!(value("limit"), Some("100"));
+        assert_eq!(
+            request
+                .headers
+                .get("stripe-version")
+                .map(|v| v.to_str().unwrap()),
+            Some(payorch::providers::stripe::API_VERSION)
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_unreadable_page_or_an_error_is_never_no_record() {
+    for answer in [
+        ResponseTemplate::new(200).set_body_string("{\"object\":\"list\",\"data\":[{\"id\":1}]}"),
+        ResponseTemplate::new(500).set_body_json(json!({"error": {"type": "api_error"}})),
+        ResponseTemplate::new(404).set_body_json(
+            json!({"error": {"type": "invalid_request_error", "code": "resource_missing"}}),
+        ),
+    ] {
+        let server = answering("GET", "/v1/payment_intents", answer).await;
+        let outcome = provider(&server.uri())
+            .find_by_attempt("pay_0001", window())
+            .await
+            .outcome;
+        assert!(
+            matches!(outcome, ProviderOutcome::Unknown { .. }),
+            "{outcome:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_refund_with_null_status_or_metadata_is_pending_or_unknown_never_failed() {
+    // Stripe's document makes a Refund's `status` and `metadata` nullable.
+    let refund = json!({
+        "id": "re_1", "object": "refund", "amount": 500, "currency": "eur",
+        "status": null, "metadata": null, "payment_intent": "pi_1", "created": 1718000000
+    });
+    let server = answering(
+        "POST",
+        "/v1/refunds",
+        ResponseTemplate::new(200).set_body_json(refund.clone()),
+    )
+    .await;
+    let request = RefundRequest {
+        provider_payment_id: "pi_1".into(),
+        amount: 500,
+        currency: "eur".into(),
+        idempotency_key: "rk_1".into(),
+        refund_id: "ref_1".into(),
+        payment_id: "pay_0001".into(),
+        merchant_id: "mer_0001".into(),
+        reason: None,
+    };
+    assert_eq!(
+        provider(&server.uri())
+            .create_refund(&request)
+            .await
+            .outcome,
+        ProviderOutcome::Pending {
+            provider_id: Some("re_1".into())
+        }
+    );
+    // In a list, a refund with null metadata could be the one looked for.
+    let server = answering(
+        "GET",
+        "/v1/refunds",
+        ResponseTemplate::new(200).set_body_json(json!({
+            "object": "list", "data": [refund], "has_more": false, "url": "/v1/refunds"
+        })),
+    )
+    .await;
+    let outcome = provider(&server.uri())
+        .find_refund("pi_1", "ref_1")
+        .await
+        .outcome;
+    assert!(
+        matches!(outcome, ProviderOutcome::Unknown { .. }),
+        "{outcome:?}"
     );
 }
 

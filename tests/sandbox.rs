@@ -14,7 +14,7 @@ use payorch::providers::adyen::{
 use payorch::providers::stripe::IntentStatus;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::providers::{
-    CaptureMethod, ChargeRequest, PaymentProvider, ProviderOutcome, RefundRequest,
+    CaptureMethod, ChargeRequest, PaymentProvider, ProviderOutcome, RefundRequest, SendWindow,
 };
 use payorch_sandbox::{self as sandbox, LedgerEntry, SandboxConfig, SandboxHandle};
 use serde_json::Value;
@@ -62,6 +62,15 @@ fn charge(payment_method: &str, attempt: &str) -> ChargeRequest {
         merchant_id: "mer_test".into(),
         capture_method: CaptureMethod::Automatic,
         return_url: None,
+        return_route: format!("http://127.0.0.1:1/v1/payments/{attempt}/return"),
+    }
+}
+
+/// A send window around now: what the reconciler lists for an attempt made in a test.
+fn just_now() -> SendWindow {
+    SendWindow {
+        from: Utc::now() - chrono::Duration::seconds(30),
+        until: Utc::now(),
     }
 }
 
@@ -264,14 +273,17 @@ async fn error_before_is_unknown_and_charges_nothing() {
     assert_eq!(call.http_status, Some(500));
     assert!(sandbox.ledger().is_empty());
     assert_eq!(
-        adapter.find_by_attempt("a_before").await.outcome,
+        adapter
+            .find_by_attempt("a_before", just_now())
+            .await
+            .outcome,
         ProviderOutcome::NotFound
     );
     sandbox.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn error_after_charges_and_a_resend_returns_the_charge() {
+async fn error_after_charges_and_a_resend_replays_the_500_but_the_list_tells() {
     let sandbox = start(fast()).await;
     let adapter = adapter(&sandbox, Duration::from_secs(5));
     let request = charge("pm_sandbox_error_after", "a_after");
@@ -283,9 +295,13 @@ async fn error_after_charges_and_a_resend_returns_the_charge() {
     assert_eq!(charged.len(), 1);
     assert_eq!(charged[0].status, "succeeded");
 
+    // Stripe saves a key's first result, a 500 included: a resend learns nothing more.
     let resend = adapter.create_charge(&request).await;
+    assert!(matches!(resend.outcome, ProviderOutcome::Unknown { .. }));
+    assert_eq!(resend.http_status, Some(500));
+    // The read-after-write list of the window does.
     assert_eq!(
-        resend.outcome,
+        adapter.find_by_attempt("a_after", just_now()).await.outcome,
         ProviderOutcome::Succeeded {
             provider_id: charged[0].provider_id.clone()
         }
@@ -468,7 +484,7 @@ async fn retrieve_and_search_find_charges_and_report_missing_ones() {
         }
     );
     assert_eq!(
-        adapter.find_by_attempt("a_find").await.outcome,
+        adapter.find_by_attempt("a_find", just_now()).await.outcome,
         ProviderOutcome::Succeeded {
             provider_id: id.clone()
         }
@@ -477,7 +493,7 @@ async fn retrieve_and_search_find_charges_and_report_missing_ones() {
     assert_eq!(missing.outcome, ProviderOutcome::NotFound);
     assert_eq!(missing.http_status, Some(404));
     assert_eq!(
-        adapter.find_by_attempt("a_never").await.outcome,
+        adapter.find_by_attempt("a_never", just_now()).await.outcome,
         ProviderOutcome::NotFound
     );
 
@@ -1108,16 +1124,20 @@ async fn a_forgotten_charge_is_never_answered_as_one_never_made() {
     let sandbox = start(keeping(2, 2)).await;
     let adapter = adapter(&sandbox, Duration::from_secs(5));
     let first = paid(&adapter, "f0").await;
-    assert!(!is_unknown(&adapter.find_by_attempt("f_never").await));
+    assert!(!is_unknown(
+        &adapter.find_by_attempt("f_never", just_now()).await
+    ));
     paid(&adapter, "f1").await;
     paid(&adapter, "f2").await;
 
     // payorch's reconciler must not read "no record" (and fail a charged payment): the
     // answers leave it unknown.
     assert!(is_unknown(&adapter.retrieve(&first).await));
-    assert!(is_unknown(&adapter.find_by_attempt("f0").await));
+    assert!(is_unknown(&adapter.find_by_attempt("f0", just_now()).await));
     // Nor can a search tell a never-made charge from a forgotten one any more.
-    assert!(is_unknown(&adapter.find_by_attempt("f_never").await));
+    assert!(is_unknown(
+        &adapter.find_by_attempt("f_never", just_now()).await
+    ));
     // An id it never made is still one it never made.
     assert_eq!(
         adapter.retrieve("pi_doesnotexist").await.outcome,
@@ -1185,7 +1205,10 @@ async fn inside_the_window_retrieve_search_and_replay_answer_as_before() {
     };
     assert_eq!(adapter.retrieve(&id).await.outcome, succeeded);
     assert_eq!(
-        adapter.find_by_attempt("in_window").await.outcome,
+        adapter
+            .find_by_attempt("in_window", just_now())
+            .await
+            .outcome,
         succeeded
     );
     let ledger = ledger_json(&sandbox).await;

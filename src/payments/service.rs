@@ -94,6 +94,7 @@ impl Payments {
                 .return_url
                 .as_ref()
                 .map(|_| self.payer_return_url(attempt.id)),
+            return_route: self.payer_return_url(attempt.id),
         }
     }
 }

@@ -66,6 +66,31 @@ pub struct ChargeRequest {
     /// Where the provider sends the payer back after a challenge (payorch's own return
     /// route). `None`: no payer is there to follow a redirect.
     pub return_url: Option<String>,
+    /// payorch's return route for this attempt, whether or not a payer is there: Adyen's v71
+    /// `PaymentRequest` requires a `returnUrl` on every payment, a payer's or not.
+    pub return_route: String,
+}
+
+/// When an attempt's sends can have reached the provider: from its creation to the end of
+/// its last possible send. A provider's read-after-write list of the charges made in this
+/// window (with a margin for the two clocks) shows the attempt's charge if there is one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendWindow {
+    pub from: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+}
+
+/// How a provider lets payorch learn an outcome it did not hear (docs/DESIGN.md, "What
+/// proves what"). Only what the provider's published contract promises counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookups {
+    /// A retrieve by id and the list APIs, both read-after-write (Stripe). Its search is not,
+    /// and payorch never asks it.
+    ReadAfterWrite,
+    /// None at all (Adyen's Checkout API): the answer, a resend under the same key and the
+    /// notifications tell; an outcome still unknown past a deadline is ended by a cancel by
+    /// payorch's reference, whose notification settles it.
+    NotificationsOnly,
 }
 
 /// A capture of (part of) a held charge. `idempotency_key` is the capture's own provider key,
@@ -261,15 +286,20 @@ pub trait PaymentProvider: Send + Sync {
         None
     }
 
+    /// What the provider's contract offers to learn an outcome payorch did not hear.
+    fn lookups(&self) -> Lookups;
+
     /// Create and confirm a charge under `req.idempotency_key`. Safe to resend with the
     /// same request: the provider answers the first result again.
     async fn create_charge(&self, req: &ChargeRequest) -> ProviderCall;
 
-    /// Look a charge up by the provider's id.
+    /// Look a charge up by the provider's id ([`Lookups::ReadAfterWrite`] only).
     async fn retrieve(&self, provider_id: &str) -> ProviderCall;
 
-    /// Look a charge up by payorch's attempt id (provider metadata); `NotFound` if none.
-    async fn find_by_attempt(&self, attempt_id: &str) -> ProviderCall;
+    /// Look for the charge of payorch's attempt `attempt_id` (provider metadata) among the
+    /// charges made in `window`, by a read-after-write list ([`Lookups::ReadAfterWrite`]
+    /// only). `NotFound` only when the whole window was read and none names the attempt.
+    async fn find_by_attempt(&self, attempt_id: &str, window: SendWindow) -> ProviderCall;
 
     /// Refund (part of) a charge under `req.idempotency_key`; safe to resend like a create.
     async fn create_refund(&self, req: &RefundRequest) -> ProviderCall;
@@ -293,10 +323,16 @@ pub trait PaymentProvider: Send + Sync {
     async fn cancel(&self, req: &CancelRequest) -> ProviderCall;
 
     /// The payer came back from a challenge with these query parameters: what the provider
-    /// says of the charge now. Stripe looks up `provider_id`; Adyen reads the payment from
-    /// the `redirectResult` parameter and needs no id (it may not have named one yet).
-    async fn complete_action(&self, provider_id: &str, params: &[(String, String)])
-        -> ProviderCall;
+    /// says of attempt `attempt_id`'s charge now. Stripe looks up `provider_id`; Adyen reads
+    /// the payment from the `redirectResult` parameter and needs no id (it may not have named
+    /// one yet), and an answer whose `merchantReference` is not `attempt_id` is `Unknown`:
+    /// the browser chose what was asked about.
+    async fn complete_action(
+        &self,
+        provider_id: &str,
+        attempt_id: &str,
+        params: &[(String, String)],
+    ) -> ProviderCall;
 
     /// Check a webhook delivery's signatures and parse its events: one for Stripe, one per
     /// notification item for Adyen. Any bad signature refuses the whole delivery.

@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use super::circuit::{Circuit, CircuitSettings};
 use super::traced::Traced;
 use super::{
-    CancelRequest, CaptureRequest, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome,
-    RefundRequest, WebhookError, WebhookEvent,
+    CancelRequest, CaptureRequest, ChargeRequest, Lookups, PaymentProvider, ProviderCall,
+    ProviderOutcome, RefundRequest, SendWindow, WebhookError, WebhookEvent,
 };
 
 /// One configured provider: its name (what attempts record and what its webhook path
@@ -141,7 +141,12 @@ impl PaymentProvider for Unconfigured {
     async fn retrieve(&self, _: &str) -> ProviderCall {
         self.unknown()
     }
-    async fn find_by_attempt(&self, _: &str) -> ProviderCall {
+    /// Asked like any provider: every answer is unknown, so what it holds is counted for a
+    /// human rather than canceled.
+    fn lookups(&self) -> Lookups {
+        Lookups::ReadAfterWrite
+    }
+    async fn find_by_attempt(&self, _: &str, _: SendWindow) -> ProviderCall {
         self.unknown()
     }
     async fn create_refund(&self, _: &RefundRequest) -> ProviderCall {
@@ -159,7 +164,7 @@ impl PaymentProvider for Unconfigured {
     async fn cancel(&self, _: &CancelRequest) -> ProviderCall {
         self.unknown()
     }
-    async fn complete_action(&self, _: &str, _: &[(String, String)]) -> ProviderCall {
+    async fn complete_action(&self, _: &str, _: &str, _: &[(String, String)]) -> ProviderCall {
         self.unknown()
     }
     fn verify_delivery(

@@ -12,8 +12,8 @@ use tracing::field::Empty;
 use tracing::Instrument;
 
 use super::{
-    CancelRequest, CaptureRequest, ChargeRequest, PaymentProvider, ProviderCall, RefundRequest,
-    WebhookError, WebhookEvent,
+    CancelRequest, CaptureRequest, ChargeRequest, Lookups, PaymentProvider, ProviderCall,
+    RefundRequest, SendWindow, WebhookError, WebhookEvent,
 };
 
 /// `inner`, each call traced under the configured provider name `name`.
@@ -76,9 +76,16 @@ impl PaymentProvider for Traced {
             .await
     }
 
-    async fn find_by_attempt(&self, attempt_id: &str) -> ProviderCall {
-        self.call("find_by_attempt", self.inner.find_by_attempt(attempt_id))
-            .await
+    fn lookups(&self) -> Lookups {
+        self.inner.lookups()
+    }
+
+    async fn find_by_attempt(&self, attempt_id: &str, window: SendWindow) -> ProviderCall {
+        self.call(
+            "find_by_attempt",
+            self.inner.find_by_attempt(attempt_id, window),
+        )
+        .await
     }
 
     async fn create_refund(&self, req: &RefundRequest) -> ProviderCall {
@@ -113,11 +120,12 @@ impl PaymentProvider for Traced {
     async fn complete_action(
         &self,
         provider_id: &str,
+        attempt_id: &str,
         params: &[(String, String)],
     ) -> ProviderCall {
         self.call(
             "complete_action",
-            self.inner.complete_action(provider_id, params),
+            self.inner.complete_action(provider_id, attempt_id, params),
         )
         .await
     }

@@ -296,7 +296,7 @@ pub fn test_settings() -> AppSettings {
             backoff: vec![Duration::from_millis(300), Duration::from_millis(500)],
             claim: Duration::from_secs(3),
             // The sandbox's search shows a charge at once; a margin for a loaded machine.
-            search_delay: Duration::from_secs(2),
+            settle_delay: Duration::from_secs(2),
             ..ReconcilerSettings::default()
         },
         delivery: test_delivery_settings(),

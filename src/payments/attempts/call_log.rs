@@ -44,7 +44,10 @@ pub async fn provider_calls_of(
 pub enum CallKind {
     Create,
     Retrieve,
-    Search,
+    /// A read-after-write list of the provider's charges (or a charge's refunds), looked
+    /// through for payorch's own. (Rows of before #39 also say `search`: Stripe's search,
+    /// which payorch no longer asks.)
+    List,
     /// A refund's create, or a resend of it under the refund's key.
     CreateRefund,
     RetrieveRefund,
@@ -62,7 +65,7 @@ impl CallKind {
         match self {
             CallKind::Create => "create",
             CallKind::Retrieve => "retrieve",
-            CallKind::Search => "search",
+            CallKind::List => "list",
             CallKind::CreateRefund => "create_refund",
             CallKind::RetrieveRefund => "retrieve_refund",
             CallKind::Capture => "capture",

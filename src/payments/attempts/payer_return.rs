@@ -16,7 +16,7 @@ use crate::payments::reconciler::settings::to_chrono;
 use crate::payments::reconciler::ReconcileError;
 use crate::payments::service::{settle_key, Payments};
 use crate::payments::status::AttemptStatus;
-use crate::providers::{PaymentProvider, ProviderCall, ProviderOutcome};
+use crate::providers::{ProviderCall, ProviderOutcome};
 
 /// Attempt `id`, whichever merchant's, once the provider was asked about the challenge its
 /// payer came back from with the query `params`; `None` for no such attempt. Only an attempt
@@ -39,13 +39,12 @@ pub async fn payer_returned(
     }
     let provider = payments.adapter(&attempt.provider);
     let known = attempt.provider_payment_id.as_deref().unwrap_or_default();
-    let asked = provider.complete_action(known, params).await;
+    let asked = provider
+        .complete_action(known, &attempt.id.to_string(), params)
+        .await;
     let metrics = &payments.metrics;
     metrics.provider_call(&attempt.provider, CallKind::CompleteAction, &asked);
-    let (outcome, search) = vouched(provider.as_ref(), &attempt, &asked).await;
-    if let Some(search) = &search {
-        metrics.provider_call(&attempt.provider, CallKind::Search, search);
-    }
+    let outcome = vouched(&attempt, &asked);
     // Still open, it is checked when it was due to be: the reconciler keeps its pace, and
     // never races a request that is still sending the attempt.
     let next_check = attempt
@@ -60,18 +59,6 @@ pub async fn payer_returned(
         let applied = apply(conn, metrics, attempt, &outcome, source, next_check).await?;
         let kind = CallKind::CompleteAction;
         log_call(conn, merchant_id, id, kind, Source::Api, &asked, None).await?;
-        if let Some(search) = &search {
-            log_call(
-                conn,
-                merchant_id,
-                id,
-                CallKind::Search,
-                Source::Api,
-                search,
-                None,
-            )
-            .await?;
-        }
         if applied.attempt.status.is_answered() {
             settle_key(conn, &applied.attempt).await?;
         }
@@ -87,46 +74,31 @@ fn awaits_challenge(attempt: &PaymentAttempt) -> bool {
     attempt.status == AttemptStatus::Pending && attempt.next_action.is_some()
 }
 
-/// What `asked` says of `attempt`, if it is provably about it; else unknown, with the search
-/// that was made to tell. The browser chose what was asked about (Adyen's `redirectResult`
-/// names a payment), so an answer about another payment must not move this one: one passed
-/// challenge would pay any number of orders. Stripe is asked about the attempt's own intent.
-/// An Adyen attempt is named only by the answer to its details, so the provider's search by
-/// the attempt's reference must name the same payment; against Adyen itself, which has no
-/// search, it stays unknown here and its signed notification decides.
-async fn vouched(
-    provider: &dyn PaymentProvider,
-    attempt: &PaymentAttempt,
-    asked: &ProviderCall,
-) -> (ProviderOutcome, Option<ProviderCall>) {
+/// What `asked` says of `attempt`, if it is provably about it; else unknown. The browser
+/// chose what was asked about (Adyen's `redirectResult` names a payment), so an answer about
+/// another payment must not move this one: one passed challenge would pay any number of
+/// orders. Stripe is asked about the attempt's own intent; Adyen's adapter answers only when
+/// the answer's `merchantReference` is the attempt's, and here its payment must also be the
+/// one the attempt already names, if any.
+fn vouched(attempt: &PaymentAttempt, asked: &ProviderCall) -> ProviderOutcome {
     let doubt = |why: &str| ProviderOutcome::Unknown {
         reason: format!("{why}: not applied"),
     };
-    let Some(named) = asked.outcome.provider_id() else {
-        return match asked.outcome {
+    match (asked.outcome.provider_id(), &asked.outcome) {
+        (
+            None,
             ProviderOutcome::Failed { .. }
             | ProviderOutcome::Canceled { .. }
-            | ProviderOutcome::RequiresAction { .. } => {
-                (doubt("the provider's answer names no payment"), None)
-            }
-            _ => (asked.outcome.clone(), None),
-        };
-    };
-    match attempt.provider_payment_id.as_deref() {
-        Some(known) if known == named => (asked.outcome.clone(), None),
-        Some(_) => (
-            doubt("the provider's answer is about another payment"),
-            None,
-        ),
-        None => {
-            let search = provider.find_by_attempt(&attempt.id.to_string()).await;
-            if search.outcome.provider_id() == Some(named) {
-                (asked.outcome.clone(), Some(search))
-            } else {
-                let why = "the provider's search does not name the answer's payment as this \
-                           attempt's";
-                (doubt(why), Some(search))
-            }
+            | ProviderOutcome::RequiresAction { .. },
+        ) => doubt("the provider's answer names no payment"),
+        (Some(named), _)
+            if attempt
+                .provider_payment_id
+                .as_deref()
+                .is_some_and(|known| known != named) =>
+        {
+            doubt("the provider's answer is about another payment")
         }
+        _ => asked.outcome.clone(),
     }
 }

@@ -59,6 +59,9 @@ pub mod reason {
     pub const CHALLENGE_ABANDONED: &str = "challenge_abandoned";
     /// The hold reached the end of its lifetime uncaptured.
     pub const AUTHORIZATION_EXPIRED: &str = "authorization_expired";
+    /// A provider without lookups never told the outcome: canceled by payorch's reference
+    /// (Adyen's technical cancel).
+    pub const OUTCOME_UNKNOWN: &str = "outcome_unknown";
 }
 
 /// One capture or void.

@@ -99,3 +99,23 @@ pub fn needs_void(payments: &Payments, payment: &PaymentAttempt) -> Option<&'sta
         _ => None,
     }
 }
+
+/// Whether `payment` was ever asked to be voided for `why` (whatever came of it).
+pub async fn was_voided_for(
+    conn: &mut diesel_async::AsyncPgConnection,
+    payment: &PaymentAttempt,
+    why: &str,
+) -> diesel::QueryResult<bool> {
+    use crate::db::schema::hold_operations::dsl as o;
+    use diesel::{ExpressionMethods, QueryDsl};
+    let found: Vec<uuid::Uuid> = o::hold_operations
+        .filter(o::merchant_id.eq(payment.merchant_id.0))
+        .filter(o::payment_id.eq(payment.id.0))
+        .filter(o::kind.eq("void"))
+        .filter(o::reason.eq(why))
+        .select(o::id)
+        .limit(1)
+        .load(conn)
+        .await?;
+    Ok(!found.is_empty())
+}

@@ -5,12 +5,16 @@
 //! `next_check_at` past the provider timeout in the same statement, so no other replica asks
 //! about it meanwhile, and no row lock is held during the provider call.
 //!
-//! How it asks: by the provider's charge id when known; else, at the first check and while
-//! the provider still remembers keys, by resending the create with the attempt's own key (a
-//! replay, never a second charge); else by searching for the attempt id. A search that finds
-//! nothing once the attempt's last possible send is older than the provider's search delay
-//! proves nothing was charged: the attempt fails with `provider_no_record` (docs/DESIGN.md,
-//! "No record, early").
+//! How it asks, only what the provider's contract answers truthfully (docs/DESIGN.md, "What
+//! proves what"): at the first check and while the provider still remembers keys, by
+//! resending the create with the attempt's own key (a replay, never a second charge). Then,
+//! where the provider has read-after-write lookups (Stripe), by the charge's id when known,
+//! else by listing the charges made in the attempt's send window: a whole window listed
+//! without it, once its last possible send has settled, proves nothing was charged and the
+//! attempt fails `provider_no_record` (docs/DESIGN.md, "No record, early"). Where it has
+//! none (Adyen), the attempt waits for its notification, and one still unknown past
+//! `technical_cancel_after` is canceled by payorch's reference, once; that cancel's own
+//! notification ends it, or, if refused, leaves it to a human.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,11 +37,12 @@ use crate::payments::attempts::{
 };
 use crate::payments::attempts::{AttemptRow, CallKind, PaymentAttempt, Source};
 use crate::payments::holds::operate::void_without_key;
-use crate::payments::holds::reconcile::needs_void;
+use crate::payments::holds::reason::OUTCOME_UNKNOWN;
+use crate::payments::holds::reconcile::{needs_void, was_voided_for};
 use crate::payments::service::{settle_key, Payments};
 use crate::payments::status::AttemptStatus;
 use crate::payments::{holds, refunds};
-use crate::providers::{ProviderCall, ProviderOutcome};
+use crate::providers::{Lookups, ProviderCall, ProviderOutcome, SendWindow};
 
 /// Runs until `stop` turns true.
 pub async fn run(pool: DbPool, payments: Arc<Payments>, mut stop: watch::Receiver<bool>) {
@@ -200,28 +205,36 @@ pub async fn check(
         return Ok(attempt);
     }
     let asked_at = Utc::now();
+    let next_check = Utc::now() + to_chrono(payments.reconciler.wait_after(attempt.checks));
     let (kind, call) = match ask(pool, payments, &attempt).await? {
         Asked::Called(kind, call) => (kind, call),
         Asked::Final(attempt) => return Ok(*attempt),
+        Asked::Waiting => {
+            let mut conn = pool.get().await?;
+            reschedule(&mut conn, &attempt, next_check).await?;
+            drop(conn);
+            cancel_if_overdue(pool, payments, &attempt).await;
+            return Ok(attempt);
+        }
     };
     payments
         .metrics
         .provider_call(&attempt.provider, kind, &call);
-    let searched_in_vain = matches!(
+    let listed_in_vain = matches!(
         (kind, &call.outcome),
-        (CallKind::Search, ProviderOutcome::NotFound)
+        (CallKind::List, ProviderOutcome::NotFound)
     );
-    let next_check = Utc::now() + to_chrono(payments.reconciler.wait_after(attempt.checks));
     let mut conn = pool.get().await?;
     let attempt = in_transaction(&mut conn, async |conn| {
-        // A search that found nothing is a verdict only if no send can have been missed: all
-        // ended a search delay before it, and none starts while this row lock is held.
-        let quiet_since = asked_at - payments.reconciler.search_delay();
-        let outcome = if searched_in_vain && quiet_before(conn, &attempt, quiet_since).await? {
+        // A list that found nothing is a verdict only if no send can have been missed: all
+        // ended a settle delay before it, and none starts while this row lock is held.
+        let quiet_since = asked_at - payments.reconciler.settle_delay();
+        let outcome = if listed_in_vain && quiet_before(conn, &attempt, quiet_since).await? {
             ProviderOutcome::Failed {
                 code: NO_RECORD.into(),
-                message: "the provider's search has no record of this charge long after its \
-                          last possible send: nothing was charged"
+                message: "the provider's read-after-write list of the charges made in this \
+                          attempt's window has none of it, long after its last possible send: \
+                          nothing was charged"
                     .into(),
                 provider_id: None,
             }
@@ -268,11 +281,66 @@ pub async fn check(
     Ok(attempt)
 }
 
+/// The next check of an attempt that waits for its notification, with no call made.
+async fn reschedule(
+    conn: &mut diesel_async::AsyncPgConnection,
+    attempt: &PaymentAttempt,
+    next_check: chrono::DateTime<Utc>,
+) -> Result<(), diesel::result::Error> {
+    use crate::db::schema::payment_attempts::dsl as a;
+    use diesel::{ExpressionMethods, QueryDsl};
+    diesel::update(a::payment_attempts.find((attempt.merchant_id.0, attempt.id.0)))
+        .filter(a::status.eq(attempt.status.as_str()))
+        .set(a::next_check_at.eq(next_check))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// An attempt of a provider without lookups whose outcome is still unknown past the
+/// deadline: canceled by payorch's reference (Adyen's technical cancel), once. A refused
+/// cancel (the payment was captured, say) is not tried again: the attempt stays open, in
+/// the needs-a-human list, with the refusal in its story.
+async fn cancel_if_overdue(pool: &DbPool, payments: &Payments, attempt: &PaymentAttempt) {
+    let overdue = attempt.status == AttemptStatus::Pending
+        && attempt.next_action.is_none()
+        && attempt.created_at + to_chrono(payments.reconciler.technical_cancel_after) <= Utc::now();
+    if !overdue {
+        return;
+    }
+    let tried = async {
+        let mut conn = pool.get().await?;
+        was_voided_for(&mut conn, attempt, OUTCOME_UNKNOWN)
+            .await
+            .map_err(crate::payments::holds::HoldError::from)
+    };
+    match tried.await {
+        Ok(false) => {}
+        Ok(true) => return,
+        Err(err) => {
+            tracing::warn!(error = %err, "could not tell whether an attempt was canceled before");
+            return;
+        }
+    }
+    tracing::info!(payment = %attempt.id, "outcome unknown past the deadline: canceling by reference");
+    let void = void_without_key(
+        pool,
+        payments,
+        attempt.clone(),
+        (Source::Reconciler, OUTCOME_UNKNOWN),
+    );
+    if let Err(err) = void.await {
+        tracing::warn!(error = %err, "could not cancel an attempt whose outcome is unknown");
+    }
+}
+
 /// What a check's one question came to.
 enum Asked {
     Called(CallKind, ProviderCall),
     /// The attempt was final before a resend could go out: nothing was sent.
     Final(Box<PaymentAttempt>),
+    /// The provider has no lookup to ask: the attempt waits for its notification.
+    Waiting,
 }
 
 /// The one provider call a check makes.
@@ -282,16 +350,18 @@ async fn ask(
     attempt: &PaymentAttempt,
 ) -> Result<Asked, ReconcileError> {
     let provider = payments.adapter(&attempt.provider);
+    let lookups = provider.lookups();
     let settings = &payments.reconciler;
-    if let Some(provider_id) = &attempt.provider_payment_id {
+    if let (Lookups::ReadAfterWrite, Some(provider_id)) = (lookups, &attempt.provider_payment_id) {
         let call = provider.retrieve(provider_id).await;
         return Ok(Asked::Called(CallKind::Retrieve, call));
     }
     // One resend, at the first check: it finishes an attempt whose request died before it
     // sent, and it fetches a lost answer. The provider answers later resends as it answered
-    // this one, so after it only searches, which can end in a verdict once all is quiet.
+    // this one (a saved 500 included), so after it only lists, which can end in a verdict
+    // once all is quiet, or waits for the notification.
     let now = Utc::now();
-    let quiet = attempt.sending_until < now - settings.search_delay();
+    let quiet = attempt.sending_until < now - settings.settle_delay();
     if !quiet && attempt.checks <= 1 && now - attempt.created_at < settings.key_window() {
         // The claim outlasts the call: this send has surely ended by then.
         let until = now + to_chrono(settings.claim);
@@ -308,8 +378,17 @@ async fn ask(
             .await;
         return Ok(Asked::Called(CallKind::Create, call));
     }
-    let call = provider.find_by_attempt(&attempt.id.to_string()).await;
-    Ok(Asked::Called(CallKind::Search, call))
+    if lookups == Lookups::NotificationsOnly {
+        return Ok(Asked::Waiting);
+    }
+    let window = SendWindow {
+        from: attempt.created_at,
+        until: attempt.sending_until,
+    };
+    let call = provider
+        .find_by_attempt(&attempt.id.to_string(), window)
+        .await;
+    Ok(Asked::Called(CallKind::List, call))
 }
 
 /// Provider calls are logged as made by the API, the reconciler or support.

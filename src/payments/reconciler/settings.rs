@@ -17,10 +17,14 @@ pub struct ReconcilerSettings {
     /// How long the provider keeps idempotency keys, minus a margin: inside it, a resend with
     /// the same key is safe and tells the truth.
     pub key_window: Duration,
-    /// How long after a send the provider's search is sure to show what it made (its
-    /// consistency delay, with a margin): a search that long after an attempt's last possible
-    /// send that finds nothing proves nothing was charged (docs/DESIGN.md, "No record, early").
-    pub search_delay: Duration,
+    /// How long after an attempt's last possible send the provider has surely finished with
+    /// it: a read-after-write list that long after it that finds nothing proves nothing was
+    /// charged (docs/DESIGN.md, "No record, early").
+    pub settle_delay: Duration,
+    /// For a provider without lookups: how long after an attempt was made its unknown outcome
+    /// waits for a notification before it is canceled by reference (docs/DESIGN.md, "What
+    /// proves what").
+    pub technical_cancel_after: Duration,
     /// How long a claimed attempt is hidden from other replicas; longer than a provider call.
     pub claim: Duration,
     /// Attempts claimed per round.
@@ -40,7 +44,8 @@ impl Default for ReconcilerSettings {
                 .map(Duration::from_secs)
                 .to_vec(),
             key_window: Duration::from_secs(23 * 3600),
-            search_delay: Duration::from_secs(300),
+            settle_delay: Duration::from_secs(300),
+            technical_cancel_after: Duration::from_secs(3600),
             claim: Duration::from_secs(60),
             batch: 16,
             alert_after: Duration::from_secs(15 * 60),
@@ -76,9 +81,9 @@ impl ReconcilerSettings {
         to_chrono(self.key_window)
     }
 
-    /// How long after an attempt's last possible send a search that finds nothing is final.
-    pub fn search_delay(&self) -> chrono::Duration {
-        to_chrono(self.search_delay)
+    /// How long after an attempt's last possible send a list that finds nothing is final.
+    pub fn settle_delay(&self) -> chrono::Duration {
+        to_chrono(self.settle_delay)
     }
 
     /// When the payment flow leaves an attempt open, the first check is this far away.

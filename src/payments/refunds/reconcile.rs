@@ -11,7 +11,7 @@ use crate::db::DbPool;
 use crate::payments::attempts::{CallKind, Source};
 use crate::payments::reconciler::settings::{pg_interval, NO_RECORD};
 use crate::payments::service::Payments;
-use crate::providers::ProviderOutcome;
+use crate::providers::{Lookups, ProviderOutcome};
 
 /// Takes up to `limit` refunds whose check is due and hides them from other replicas for
 /// `claim` (the attempts' queue, `reconciler/mod.rs`, works the same way).
@@ -55,9 +55,21 @@ pub async fn check(
     }
     let settings = &payments.reconciler;
     let provider = payments.adapter(&refund.provider);
+    let within_key_window = Utc::now() - refund.created_at < settings.key_window();
+    // A provider without lookups (Adyen) tells a refund's outcome by notification: past the
+    // one resend under its key there is nothing to ask, and a refund never told stays open
+    // for a human, never guessed.
+    if provider.lookups() == Lookups::NotificationsOnly
+        && (refund.provider_refund_id.is_some() || !within_key_window)
+    {
+        let mut conn = pool.get().await?;
+        let next_check = Utc::now() + settings.next_check(refund.checks);
+        reschedule(&mut conn, &refund, next_check).await?;
+        return Ok(refund);
+    }
     let (call, kind) = match &refund.provider_refund_id {
         Some(id) => (provider.retrieve_refund(id).await, CallKind::RetrieveRefund),
-        None if Utc::now() - refund.created_at < settings.key_window() => {
+        None if within_key_window => {
             let request = {
                 let mut conn = pool.get().await?;
                 refund_request(&mut conn, &refund).await?
@@ -84,7 +96,7 @@ pub async fn check(
                     provider_id: None,
                 };
             }
-            (call, CallKind::Search)
+            (call, CallKind::List)
         }
     };
     let next_check = Utc::now() + settings.next_check(refund.checks);
@@ -99,4 +111,20 @@ pub async fn check(
         None,
     )
     .await
+}
+
+/// The next check of a refund that waits for its notification, with no call made.
+async fn reschedule(
+    conn: &mut diesel_async::AsyncPgConnection,
+    refund: &Refund,
+    next_check: chrono::DateTime<Utc>,
+) -> diesel::QueryResult<()> {
+    use crate::db::schema::refunds::dsl as r;
+    use diesel::{ExpressionMethods, QueryDsl};
+    diesel::update(r::refunds.find((refund.merchant_id.0, refund.id.0)))
+        .filter(r::status.eq_any(["created", "pending"]))
+        .set(r::next_check_at.eq(next_check))
+        .execute(conn)
+        .await?;
+    Ok(())
 }

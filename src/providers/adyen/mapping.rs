@@ -3,14 +3,13 @@
 //!
 //! The rule of thumb, as for Stripe: only an answer that proves nothing was charged (or
 //! refunded) is `Failed`; anything that leaves doubt is `Unknown`, so the caller asks again
-//! with the same key. Lookups are stricter still: Adyen's Checkout API has no payment
-//! lookup, so any answer to one other than a 2xx says nothing, never `NotFound`.
+//! with the same key. Adyen's Checkout API has no lookup at all, so no answer here is ever
+//! `NotFound`.
 
 use reqwest::Url;
 
 use super::wire::{
-    Action, ModificationResponse, PaymentAction, PaymentList, PaymentResponse, RefundList,
-    RefundResponse, ServiceError,
+    Action, ModificationResponse, PaymentAction, PaymentResponse, RefundResponse, ServiceError,
 };
 use crate::providers::{CaptureMethod, NextAction, ProviderOutcome};
 
@@ -20,11 +19,7 @@ use crate::providers::{CaptureMethod, NextAction, ProviderOutcome};
 pub enum Call {
     /// A payment, and how it is captured: only the create knows.
     Create(CaptureMethod),
-    Retrieve,
-    FindByReference,
     CreateRefund,
-    RetrieveRefund,
-    FindRefund,
     Capture,
     Cancel,
     /// `POST /payments/details`: the payer is back from a redirect.
@@ -151,13 +146,8 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
     );
     match status {
         200..=299 => outcome_for_success(call, body),
-        // Against Adyen itself the lookup paths do not exist: a 404 (or anything else) must
-        // never read as "no charge". A refused details call says nothing of the payment
-        // either: the payment was made before it.
-        _ if !acts => unknown(format!(
-            "HTTP {status} to a lookup or details: {}",
-            summary(body)
-        )),
+        // A refused details call says nothing of the payment: it was made before it.
+        _ if !acts => unknown(format!("HTTP {status} to details: {}", summary(body))),
         422 => match parse_error(body) {
             // The key already holds another request, or one in flight: the first may act.
             Some(e) if is_idempotency_error(&e) => unknown(format!(
@@ -174,11 +164,11 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
                     .unwrap_or_else(|| "the provider refused the request".to_owned()),
                 provider_id: None,
             },
-            None => ProviderOutcome::Failed {
-                code: "http_422".to_owned(),
-                message: summary(body),
-                provider_id: None,
-            },
+            // Not Adyen's ServiceError: payorch cannot read what was decided.
+            None => unknown(format!(
+                "HTTP 422 without a readable error: {}",
+                summary(body)
+            )),
         },
         // Credentials or permissions: the provider refused *this* request before processing
         // it, for a reason of our configuration, not the payer's. For a charge's first send
@@ -205,25 +195,17 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
 fn outcome_for_success(call: Call, body: &[u8]) -> ProviderOutcome {
     match call {
         Call::Create(capture) => payment_in(body, Some(capture)),
-        Call::Retrieve | Call::Details => payment_in(body, None),
+        Call::Details => payment_in(body, None),
         Call::Capture | Call::Cancel => {
             match serde_json::from_slice::<ModificationResponse>(body) {
                 Ok(modification) => outcome_for_modification(&modification),
                 Err(e) => unknown(format!("2xx with an unreadable modification response: {e}")),
             }
         }
-        Call::FindByReference => match serde_json::from_slice::<PaymentList>(body) {
-            Ok(list) => outcome_for_search(&list.data),
-            Err(e) => unknown(format!("2xx with an unreadable payment list: {e}")),
+        Call::CreateRefund => match serde_json::from_slice::<RefundResponse>(body) {
+            Ok(refund) => outcome_for_refund(&refund),
+            Err(e) => unknown(format!("2xx with an unreadable refund response: {e}")),
         },
-        Call::CreateRefund | Call::RetrieveRefund => {
-            match serde_json::from_slice::<RefundResponse>(body) {
-                Ok(refund) => outcome_for_refund(&refund),
-                Err(e) => unknown(format!("2xx with an unreadable refund response: {e}")),
-            }
-        }
-        // A list is read by the caller, who knows which refund it looks for.
-        Call::FindRefund => unknown("a refund list read without the refund it is for".into()),
     }
 }
 
@@ -240,47 +222,24 @@ fn payment_in(body: &[u8], capture: Option<CaptureMethod>) -> ProviderOutcome {
     }
 }
 
-/// A 2xx answer to a refund search: the refund whose `reference` is `refund_id`, or
-/// `NotFound` when the list holds none. An entry without a reference could be ours, so a
-/// list of only such entries leaves doubt.
-pub(crate) fn refund_in_list(body: &[u8], refund_id: &str) -> ProviderOutcome {
-    let list = match serde_json::from_slice::<RefundList>(body) {
-        Ok(list) => list,
-        Err(e) => return unknown(format!("2xx with an unreadable refund list: {e}")),
-    };
-    if let Some(refund) = list
-        .data
-        .iter()
-        .find(|r| r.reference.as_deref() == Some(refund_id))
-    {
-        return outcome_for_refund(refund);
+/// The answer to `/payments/details` for attempt `attempt_id`: what it says, if its
+/// `merchantReference` is the attempt's; else unknown, so that an answer about another
+/// payment (the browser chose the `redirectResult`) never moves this one.
+pub(crate) fn details_for(attempt_id: &str, status: u16, body: &[u8]) -> ProviderOutcome {
+    let outcome = outcome_for_response(Call::Details, status, body);
+    if !(200..=299).contains(&status) {
+        return outcome;
     }
-    if list.data.iter().any(|r| r.reference.is_none()) {
-        return unknown("a refund list whose entries name no reference".into());
+    let reference = serde_json::from_slice::<PaymentResponse>(body)
+        .ok()
+        .and_then(|payment| payment.merchant_reference);
+    match reference.as_deref() {
+        Some(reference) if reference == attempt_id => outcome,
+        Some(other) => unknown(format!(
+            "the details answer is about merchantReference {other}, not this attempt: not applied"
+        )),
+        None => unknown("the details answer names no merchantReference: not applied".into()),
     }
-    ProviderOutcome::NotFound
-}
-
-/// One attempt has one reference and one idempotency key, so at most one payment should
-/// match. Should there be more, an authorised one wins (money moved or held), then a pending
-/// one, then one that leaves doubt, then a failed or cancelled one; among equals the first
-/// listed.
-fn outcome_for_search(data: &[PaymentResponse]) -> ProviderOutcome {
-    let rank = |o: &ProviderOutcome| match o {
-        ProviderOutcome::Succeeded { .. } | ProviderOutcome::Authorized { .. } => 4,
-        ProviderOutcome::Pending { .. } | ProviderOutcome::RequiresAction { .. } => 3,
-        ProviderOutcome::Unknown { .. } | ProviderOutcome::Unavailable { .. } => 2,
-        ProviderOutcome::Failed { .. }
-        | ProviderOutcome::Canceled { .. }
-        | ProviderOutcome::NotFound => 1,
-    };
-    let mut best: Option<ProviderOutcome> = None;
-    for outcome in data.iter().map(|p| outcome_for_payment(p, None, None)) {
-        if best.as_ref().is_none_or(|b| rank(&outcome) > rank(b)) {
-            best = Some(outcome);
-        }
-    }
-    best.unwrap_or(ProviderOutcome::NotFound)
 }
 
 /// Adyen answers a resend under a key it holds for another (or an unfinished) request
@@ -326,35 +285,40 @@ mod tests {
         }
     }
 
-    #[test]
-    fn search_prefers_authorised_then_pending_and_reports_none_as_not_found() {
-        assert_eq!(outcome_for_search(&[]), ProviderOutcome::NotFound);
-        let data = [
-            payment("Refused", "P1"),
-            payment("Received", "P2"),
-            payment("Authorised", "P3"),
-        ];
-        assert_eq!(
-            outcome_for_search(&data),
-            ProviderOutcome::Authorized {
-                provider_id: "P3".into(),
-                expires_at: None,
-            }
-        );
-        let data = [payment("Refused", "P1"), payment("Pending", "P2")];
-        assert_eq!(
-            outcome_for_search(&data),
-            ProviderOutcome::Pending {
-                provider_id: Some("P2".into())
-            }
-        );
+    fn details(result_code: &str, reference: Option<&str>) -> Vec<u8> {
+        let mut answer = payment(result_code, "P1");
+        answer.merchant_reference = reference.map(str::to_owned);
+        serde_json::to_vec(&answer).unwrap()
     }
 
     #[test]
-    fn a_search_with_a_refusal_and_an_error_leaves_doubt() {
-        let data = [payment("Refused", "P1"), payment("Error", "P2")];
+    fn details_count_only_when_they_name_the_attempt() {
+        assert_eq!(
+            details_for("pay_1", 200, &details("Authorised", Some("pay_1"))),
+            ProviderOutcome::Authorized {
+                provider_id: "P1".into(),
+                expires_at: None,
+            }
+        );
+        for other in [Some("pay_2"), None] {
+            assert!(
+                matches!(
+                    details_for("pay_1", 200, &details("Authorised", other)),
+                    ProviderOutcome::Unknown { .. }
+                ),
+                "{other:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unreadable_refusal_is_unknown_not_a_failure() {
         assert!(matches!(
-            outcome_for_search(&data),
+            outcome_for_response(
+                Call::Create(CaptureMethod::Automatic),
+                422,
+                b"<html>busy</html>"
+            ),
             ProviderOutcome::Unknown { .. }
         ));
     }

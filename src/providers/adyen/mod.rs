@@ -1,6 +1,7 @@
 //! The Adyen Checkout API adapter (docs/DESIGN.md, "The provider protocol"). It speaks to
-//! Adyen itself for charges and refunds, and to the sandbox, which also serves the lookups
-//! Adyen's Checkout API lacks.
+//! Adyen itself and to the sandbox, and asks only what Checkout API v71 has: no lookup of a
+//! payment or a refund exists, so outcomes come from answers, same-key resends and
+//! notifications (docs/DESIGN.md, "What proves what").
 
 use std::time::{Duration, Instant};
 
@@ -10,8 +11,8 @@ use reqwest::{header, Method, Url};
 
 use super::stripe::{transport_outcome, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
 use super::{
-    CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, PaymentProvider, ProviderCall,
-    ProviderOutcome, RefundRequest, WebhookError, WebhookEvent,
+    CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, Lookups, PaymentProvider,
+    ProviderCall, ProviderOutcome, RefundRequest, SendWindow, WebhookError, WebhookEvent,
 };
 use crate::secret::Secret;
 
@@ -206,9 +207,10 @@ impl AdyenProvider {
 ///
 /// A `return_url` means a payer is there to follow a redirect: the payment is made as the
 /// shopper's own (`Ecommerce`, `CardOnFile`, in a browser), which the issuer may challenge.
-/// Without one nobody could be sent anywhere, so no `returnUrl` is sent (there is no default
-/// to send instead) and the payment is made as before, the shopper not in session
-/// (`ContAuth`, `UnscheduledCardOnFile`): the issuer does not challenge such a payment.
+/// Without one nobody could be sent anywhere, and the payment is made with the shopper not
+/// in session (`ContAuth`, `UnscheduledCardOnFile`), which the issuer does not challenge.
+/// v71's `PaymentRequest` requires a `returnUrl` either way, so such a payment names
+/// payorch's own return route for the attempt.
 pub fn payment_request(req: &ChargeRequest, merchant_account: &str) -> wire::PaymentRequest {
     let shopper_present = req.return_url.is_some();
     let (shopper_interaction, recurring_processing_model) = if shopper_present {
@@ -235,7 +237,7 @@ pub fn payment_request(req: &ChargeRequest, merchant_account: &str) -> wire::Pay
             merchant_id: req.merchant_id.clone(),
         },
         additional_data,
-        return_url: req.return_url.clone(),
+        return_url: Some(req.return_url.clone().unwrap_or(req.return_route.clone())),
         channel: shopper_present.then(|| "Web".to_owned()),
     }
 }
@@ -281,6 +283,10 @@ impl PaymentProvider for AdyenProvider {
         Some(ACKNOWLEDGEMENT)
     }
 
+    fn lookups(&self) -> Lookups {
+        Lookups::NotificationsOnly
+    }
+
     async fn create_charge(&self, req: &ChargeRequest) -> ProviderCall {
         let request = self
             .request(Method::POST, &["payments"])
@@ -294,19 +300,14 @@ impl PaymentProvider for AdyenProvider {
         call
     }
 
-    /// Served by the sandbox; against Adyen itself the path does not exist and the answer
-    /// maps to `Unknown` (docs/DESIGN.md, "The provider protocol").
-    async fn retrieve(&self, provider_id: &str) -> ProviderCall {
-        let request = self.request(Method::GET, &["payments", provider_id]);
-        self.call(Call::Retrieve, request).await
+    /// Adyen's Checkout API has no lookup of a payment: nothing is sent.
+    async fn retrieve(&self, _provider_id: &str) -> ProviderCall {
+        no_lookup("a payment")
     }
 
-    /// Served by the sandbox, like [`retrieve`](Self::retrieve).
-    async fn find_by_attempt(&self, attempt_id: &str) -> ProviderCall {
-        let request = self
-            .request(Method::GET, &["payments"])
-            .query(&[("reference", attempt_id)]);
-        self.call(Call::FindByReference, request).await
+    /// Adyen's Checkout API has no lookup of a payment: nothing is sent.
+    async fn find_by_attempt(&self, _attempt_id: &str, _window: SendWindow) -> ProviderCall {
+        no_lookup("a payment")
     }
 
     async fn create_refund(&self, req: &RefundRequest) -> ProviderCall {
@@ -320,22 +321,14 @@ impl PaymentProvider for AdyenProvider {
         self.call(Call::CreateRefund, request).await
     }
 
-    /// Served by the sandbox, like [`retrieve`](Self::retrieve).
-    async fn retrieve_refund(&self, provider_refund_id: &str) -> ProviderCall {
-        let request = self.request(Method::GET, &["refunds", provider_refund_id]);
-        self.call(Call::RetrieveRefund, request).await
+    /// Adyen's Checkout API has no lookup of a refund: nothing is sent.
+    async fn retrieve_refund(&self, _provider_refund_id: &str) -> ProviderCall {
+        no_lookup("a refund")
     }
 
-    /// Served by the sandbox, like [`retrieve`](Self::retrieve).
-    async fn find_refund(&self, provider_payment_id: &str, refund_id: &str) -> ProviderCall {
-        let request = self
-            .request(Method::GET, &["payments", provider_payment_id, "refunds"])
-            .query(&[("reference", refund_id)]);
-        self.call_with(Call::FindRefund, request, |status, body| match status {
-            200..=299 => mapping::refund_in_list(body, refund_id),
-            _ => outcome_for_response(Call::FindRefund, status, body),
-        })
-        .await
+    /// Adyen's Checkout API has no lookup of a refund: nothing is sent.
+    async fn find_refund(&self, _provider_payment_id: &str, _refund_id: &str) -> ProviderCall {
+        no_lookup("a refund")
     }
 
     /// Adyen takes the capture (`201 received`) and tells its outcome in a `CAPTURE`
@@ -376,10 +369,13 @@ impl PaymentProvider for AdyenProvider {
     }
 
     /// `POST /payments/details` with the `redirectResult` Adyen added to the return URL; the
-    /// answer names the payment, so `provider_id` is not needed.
+    /// answer names the payment, so `provider_id` is not needed, and its `merchantReference`
+    /// must be the attempt's: the browser chose the `redirectResult`, and one passed
+    /// challenge must not pay another attempt.
     async fn complete_action(
         &self,
         _provider_id: &str,
+        attempt_id: &str,
         params: &[(String, String)],
     ) -> ProviderCall {
         let Some(redirect_result) = params
@@ -402,7 +398,10 @@ impl PaymentProvider for AdyenProvider {
                 },
             },
         );
-        self.call(Call::Details, request).await
+        self.call_with(Call::Details, request, |status, body| {
+            mapping::details_for(attempt_id, status, body)
+        })
+        .await
     }
 
     fn verify_delivery(
@@ -412,5 +411,18 @@ impl PaymentProvider for AdyenProvider {
         now: DateTime<Utc>,
     ) -> Result<Vec<WebhookEvent>, WebhookError> {
         notification::verify_delivery(raw_body, &self.hmac_keys, now)
+    }
+}
+
+/// The answer of a lookup Adyen's Checkout API does not have (docs/DESIGN.md, "What proves
+/// what"): unknown, with no request sent. Callers that know the provider's [`Lookups`] never
+/// ask; this only keeps a stray question from reading as an answer.
+fn no_lookup(what: &str) -> ProviderCall {
+    ProviderCall {
+        outcome: ProviderOutcome::Unknown {
+            reason: format!("Adyen has no lookup of {what}: its outcome comes by notification"),
+        },
+        http_status: None,
+        latency: Duration::ZERO,
     }
 }

@@ -202,10 +202,15 @@ async fn a_hold_for_a_present_shopper_asks_for_manual_capture_and_a_return() {
         }
     );
     let sent_body = body(&sent(&server).await[0]);
-    for absent in ["additionalData", "returnUrl", "channel"] {
+    for absent in ["additionalData", "channel"] {
         assert_eq!(sent_body.get(absent), None, "{absent}");
     }
     assert_eq!(sent_body["shopperInteraction"], "ContAuth");
+    // v71's PaymentRequest requires a returnUrl even with no payer: payorch's own route.
+    assert_eq!(
+        sent_body["returnUrl"],
+        "https://payorch.example/v1/payments/pay_1/return"
+    );
 }
 
 #[tokio::test]
@@ -385,7 +390,10 @@ async fn the_payers_return_is_sent_as_details_and_the_result_code_mapped() {
     ];
     // The details call cannot know the capture method: the attempt's decides.
     assert_eq!(
-        adapter.complete_action("", &params).await.outcome,
+        adapter
+            .complete_action("", "pay_0001", &params)
+            .await
+            .outcome,
         ProviderOutcome::Authorized {
             provider_id: "PSP0001".into(),
             expires_at: None,
@@ -398,7 +406,7 @@ async fn the_payers_return_is_sent_as_details_and_the_result_code_mapped() {
     );
 
     // Without the redirectResult there is nothing to ask with.
-    let call = adapter.complete_action("", &params[..1]).await;
+    let call = adapter.complete_action("", "pay_0001", &params[..1]).await;
     assert_unknown("no redirectResult", &call);
     assert_eq!(call.http_status, None);
     assert_eq!(sent(&server).await.len(), 1);
@@ -413,7 +421,9 @@ async fn the_payers_return_is_sent_as_details_and_the_result_code_mapped() {
         })),
     )
     .await;
-    let call = provider(&server.uri()).complete_action("", &params).await;
+    let call = provider(&server.uri())
+        .complete_action("", "pay_0001", &params)
+        .await;
     assert_unknown("422 to details", &call);
 
     let server = answering(
@@ -424,11 +434,25 @@ async fn the_payers_return_is_sent_as_details_and_the_result_code_mapped() {
     .await;
     assert!(matches!(
         provider(&server.uri())
-            .complete_action("", &params)
+            .complete_action("", "pay_0001", &params)
             .await
             .outcome,
         ProviderOutcome::Failed { .. }
     ));
+
+    // An answer about another attempt's payment (the browser chose the redirectResult).
+    let mut elsewhere = payment("Authorised");
+    elsewhere["merchantReference"] = json!("pay_9999");
+    let server = answering(
+        "POST",
+        "/v71/payments/details",
+        ResponseTemplate::new(200).set_body_json(elsewhere),
+    )
+    .await;
+    let call = provider(&server.uri())
+        .complete_action("", "pay_0001", &params)
+        .await;
+    assert_unknown("merchantReference pay_9999", &call);
 }
 
 /// One signed notification item about payment `PSP0001`.

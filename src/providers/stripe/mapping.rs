@@ -7,7 +7,7 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use reqwest::Url;
 
-use super::wire::{ApiError, ErrorBody, PaymentIntent, Refund, SearchResult};
+use super::wire::{ApiError, ErrorBody, PaymentIntent};
 use super::IntentStatus;
 use crate::providers::{NextAction, ProviderOutcome};
 
@@ -119,7 +119,8 @@ fn redirect_of(next_action: &serde_json::Value) -> Option<NextAction> {
 pub enum Call {
     Create,
     Retrieve,
-    Search,
+    /// `GET /v1/payment_intents` over a creation window.
+    List,
     CreateRefund,
     RetrieveRefund,
     ListRefunds,
@@ -127,36 +128,118 @@ pub enum Call {
     Cancel,
 }
 
-/// A 2xx answer to `GET /v1/refunds?payment_intent=…`: the refund whose metadata names
-/// `refund_id` (Stripe lists the charge's refunds, newest first), or `NotFound`.
-pub(crate) fn refund_in_list(body: &[u8], refund_id: &str) -> ProviderOutcome {
+/// One page of `GET /v1/payment_intents`, as read for one attempt.
+#[derive(Debug)]
+pub(crate) struct IntentPage {
+    /// The intents whose metadata names the attempt, with their outcomes.
+    pub matches: Vec<(i64, ProviderOutcome)>,
+    pub has_more: bool,
+    /// The page's last intent: where the next page starts.
+    pub last_id: Option<String>,
+}
+
+/// A 2xx page of intents: those of `attempt_id`, and where the list goes on. An intent that
+/// cannot be read leaves the page unread (`Err`): it might be the attempt's.
+pub(crate) fn intent_page(body: &[u8], attempt_id: &str) -> Result<IntentPage, String> {
     #[derive(serde::Deserialize)]
-    struct RefundList {
-        data: Vec<Refund>,
+    struct Page {
+        data: Vec<PaymentIntent>,
+        has_more: bool,
     }
-    match serde_json::from_slice::<RefundList>(body) {
-        Ok(list) => list
-            .data
-            .iter()
-            .find(|r| r.metadata.get("refund_id").map(String::as_str) == Some(refund_id))
-            .map(outcome_for_refund)
-            .unwrap_or(ProviderOutcome::NotFound),
-        Err(e) => unknown(format!("2xx with an unreadable refund list: {e}")),
+    let page: Page = serde_json::from_slice(body)
+        .map_err(|e| format!("2xx with an unreadable list of intents: {e}"))?;
+    let matches = page
+        .data
+        .iter()
+        .filter(|intent| intent.metadata.get("attempt_id").map(String::as_str) == Some(attempt_id))
+        .map(|intent| (intent.created, outcome_for_intent(intent)))
+        .collect();
+    Ok(IntentPage {
+        matches,
+        has_more: page.has_more,
+        last_id: page.data.last().map(|intent| intent.id.clone()),
+    })
+}
+
+/// What a Refund object says, read field by field: Stripe's document makes `status` and
+/// `metadata` nullable, and a refund that names itself is a refund even when they are null.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RefundView {
+    pub id: String,
+    pub amount: i64,
+    /// `pending`, `requires_action`, `succeeded`, `failed`, `canceled`, or null.
+    pub status: Option<String>,
+    pub failure_reason: Option<String>,
+    /// `None` when the field came null: then it cannot tell whose refund this is.
+    pub metadata: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl RefundView {
+    /// `None` unless the object has an id and an amount.
+    pub(crate) fn read(object: &serde_json::Value) -> Option<Self> {
+        let text = |field: &str| object.get(field)?.as_str().map(str::to_owned);
+        Some(RefundView {
+            id: text("id")?,
+            amount: object.get("amount")?.as_i64()?,
+            status: text("status"),
+            failure_reason: text("failure_reason"),
+            metadata: object
+                .get("metadata")
+                .and_then(|m| serde_json::from_value(m.clone()).ok()),
+        })
+    }
+
+    /// payorch's refund id, from the metadata.
+    pub(crate) fn refund_id(&self) -> Option<&str> {
+        self.metadata.as_ref()?.get("refund_id").map(String::as_str)
+    }
+}
+
+/// A 2xx answer to `GET /v1/refunds?payment_intent=…` (read-after-write, newest first): the
+/// refund whose metadata names `refund_id`; `NotFound` only when every refund of the charge
+/// was read and each could say whose it is. A null `metadata` or a further page leaves doubt.
+pub(crate) fn refund_in_list(body: &[u8], refund_id: &str) -> ProviderOutcome {
+    let Ok(list) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return unknown(format!(
+            "2xx with an unreadable refund list: {}",
+            summary(body)
+        ));
+    };
+    let Some(data) = list.get("data").and_then(serde_json::Value::as_array) else {
+        return unknown(format!("2xx refund list without data: {}", summary(body)));
+    };
+    let mut doubt = list.get("has_more").and_then(serde_json::Value::as_bool) != Some(false);
+    for object in data {
+        match RefundView::read(object) {
+            Some(refund) if refund.refund_id() == Some(refund_id) => {
+                return outcome_for_refund(&refund)
+            }
+            Some(refund) if refund.metadata.is_some() => {}
+            _ => doubt = true,
+        }
+    }
+    if doubt {
+        unknown(
+            "the charge's refunds could not all be told apart (null metadata, or more pages)"
+                .into(),
+        )
+    } else {
+        ProviderOutcome::NotFound
     }
 }
 
 /// The outcome a Refund object stands for: only `failed` or `canceled` proves nothing went
-/// back; `pending` and `requires_action` are not final.
-pub(crate) fn outcome_for_refund(refund: &Refund) -> ProviderOutcome {
+/// back; `pending`, `requires_action` and a null status are not final.
+pub(crate) fn outcome_for_refund(refund: &RefundView) -> ProviderOutcome {
     let provider_id = refund.id.clone();
-    match refund.status.as_str() {
-        "succeeded" => ProviderOutcome::Succeeded { provider_id },
-        "failed" | "canceled" => ProviderOutcome::Failed {
+    match refund.status.as_deref() {
+        Some("succeeded") => ProviderOutcome::Succeeded { provider_id },
+        Some(status @ ("failed" | "canceled")) => ProviderOutcome::Failed {
             code: refund
                 .failure_reason
                 .clone()
-                .unwrap_or_else(|| format!("refund_{}", refund.status)),
-            message: format!("the provider says the refund {}", refund.status),
+                .unwrap_or_else(|| format!("refund_{status}")),
+            message: format!("the provider says the refund {status}"),
             provider_id: Some(provider_id),
         },
         _ => ProviderOutcome::Pending {
@@ -233,16 +316,19 @@ fn outcome_for_success(call: Call, body: &[u8]) -> ProviderOutcome {
                 Err(e) => unknown(format!("2xx with an unreadable payment intent: {e}")),
             }
         }
-        Call::Search => match serde_json::from_slice::<SearchResult>(body) {
-            Ok(result) => outcome_for_search(&result.data),
-            Err(e) => unknown(format!("2xx with an unreadable search result: {e}")),
-        },
-        // A list is read by the caller, who knows which refund it looks for.
-        Call::ListRefunds => unknown("a refund list read without the refund it is for".into()),
-        Call::CreateRefund | Call::RetrieveRefund => match serde_json::from_slice::<Refund>(body) {
-            Ok(refund) => outcome_for_refund(&refund),
-            Err(e) => unknown(format!("2xx with an unreadable refund: {e}")),
-        },
+        // A list is read by the caller, who knows what it looks for.
+        Call::List | Call::ListRefunds => {
+            unknown("a list read without what it is looked through for".into())
+        }
+        Call::CreateRefund | Call::RetrieveRefund => {
+            let refund = serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|object| RefundView::read(&object));
+            match refund {
+                Some(refund) => outcome_for_refund(&refund),
+                None => unknown(format!("2xx with an unreadable refund: {}", summary(body))),
+            }
+        }
     }
 }
 
@@ -281,12 +367,9 @@ fn after_unexpected_state(call: Call, error: ApiError) -> ProviderOutcome {
 
 /// One attempt has one idempotency key, so at most one intent should match. Should there
 /// be more, a succeeded one wins (money moved), then one holding money, then one still
-/// going, then the newest.
-fn outcome_for_search(data: &[PaymentIntent]) -> ProviderOutcome {
-    let outcomes: Vec<(i64, ProviderOutcome)> = data
-        .iter()
-        .map(|intent| (intent.created, outcome_for_intent(intent)))
-        .collect();
+/// going, then the newest. None: `NotFound`.
+pub(crate) fn outcome_for_matches(outcomes: &[(i64, ProviderOutcome)]) -> ProviderOutcome {
+    let outcomes = outcomes.iter().cloned();
     let rank = |o: &ProviderOutcome| match o {
         ProviderOutcome::Succeeded { .. } => 4,
         ProviderOutcome::Authorized { .. } => 3,
@@ -312,11 +395,12 @@ fn failed_from_error(status: u16, body: &[u8]) -> ProviderOutcome {
                 .unwrap_or_else(|| format!("HTTP {status} {}", error.kind)),
             provider_id: error.payment_intent.map(|pi| pi.id),
         },
-        None => ProviderOutcome::Failed {
-            code: format!("http_{status}"),
-            message: summary(body),
-            provider_id: None,
-        },
+        // Not Stripe's error object (a proxy's page, a cut body): payorch cannot read what
+        // the provider decided, so it decided nothing here.
+        None => unknown(format!(
+            "HTTP {status} without a readable error: {}",
+            summary(body)
+        )),
     }
 }
 
@@ -347,7 +431,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn search_prefers_a_succeeded_intent_and_reports_none_as_not_found() {
+    fn matches_prefer_a_succeeded_intent_and_none_is_not_found() {
         let intent = |id: &str, status: &str, created| PaymentIntent {
             id: id.into(),
             object: "payment_intent".into(),
@@ -371,13 +455,14 @@ mod tests {
             canceled_at: None,
             cancellation_reason: None,
         };
-        assert_eq!(outcome_for_search(&[]), ProviderOutcome::NotFound);
+        assert_eq!(outcome_for_matches(&[]), ProviderOutcome::NotFound);
         let data = [
             intent("pi_new", "requires_payment_method", 2),
             intent("pi_old", "succeeded", 1),
-        ];
+        ]
+        .map(|intent| (intent.created, outcome_for_intent(&intent)));
         assert_eq!(
-            outcome_for_search(&data),
+            outcome_for_matches(&data),
             ProviderOutcome::Succeeded {
                 provider_id: "pi_old".into()
             }

@@ -7,11 +7,12 @@ use crate::secret::Secret;
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
-use reqwest::{header, Method, Url};
+use reqwest::{Method, Url};
 
 use super::{
-    signature, CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, PaymentProvider,
-    ProviderCall, ProviderOutcome, RefundNotice, RefundRequest, WebhookError, WebhookEvent,
+    signature, CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, Lookups,
+    PaymentProvider, ProviderCall, ProviderOutcome, RefundNotice, RefundRequest, SendWindow,
+    WebhookError, WebhookEvent,
 };
 
 mod intent_status;
@@ -26,6 +27,20 @@ pub use mapping::{
 };
 // Stripe's JSON shapes, shared with the sandbox (`payorch-wire`).
 pub use payorch_wire::stripe as wire;
+
+/// The API version payorch speaks, sent as `Stripe-Version` on every request: without it the
+/// account's default version, which its owner may change, would decide what payorch must
+/// parse. The contract payorch is checked against is Stripe's OpenAPI document of this
+/// version (fixtures/contracts/README.md).
+pub const API_VERSION: &str = "2023-08-16";
+
+/// How far either side of an attempt's send window the list of intents reaches: the two
+/// clocks' disagreement, and a request Stripe began just as payorch's gave up.
+pub const LIST_MARGIN: chrono::Duration = chrono::Duration::minutes(5);
+
+/// At most this many pages of 100 intents are read for one attempt. A window busier than
+/// that stays unknown (and is counted for a human), never read as "no record".
+pub const LIST_PAGES: usize = 50;
 
 /// The default timeouts of a provider call (README, "Configuration").
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -147,7 +162,11 @@ impl StripeProvider {
         map: impl FnOnce(u16, &[u8]) -> ProviderOutcome,
     ) -> ProviderCall {
         let started = Instant::now();
-        let response = request.bearer_auth(self.secret.expose()).send().await;
+        let response = request
+            .bearer_auth(self.secret.expose())
+            .header("Stripe-Version", API_VERSION)
+            .send()
+            .await;
         let (outcome, http_status) = match response {
             Err(e) => (transport_outcome(&e), None),
             Ok(response) => {
@@ -254,12 +273,6 @@ pub fn refund_form(req: &RefundRequest) -> Vec<(&'static str, String)> {
     form
 }
 
-/// Stripe's search query for an attempt; quotes and backslashes in the value are escaped.
-pub fn attempt_search_query(attempt_id: &str) -> String {
-    let escaped = attempt_id.replace('\\', "\\\\").replace('\'', "\\'");
-    format!("metadata['attempt_id']:'{escaped}'")
-}
-
 /// The refund event types payorch acts on, each carrying a Refund object. `charge.refunded`
 /// carries a Charge whose refunds also arrive as these, so it is recorded `ignored`.
 pub const REFUND_EVENTS: [&str; 3] = ["refund.created", "refund.updated", "refund.failed"];
@@ -286,6 +299,10 @@ impl PaymentProvider for StripeProvider {
         "stripe"
     }
 
+    fn lookups(&self) -> Lookups {
+        Lookups::ReadAfterWrite
+    }
+
     async fn create_charge(&self, req: &ChargeRequest) -> ProviderCall {
         let request = self
             .client
@@ -303,13 +320,70 @@ impl PaymentProvider for StripeProvider {
         self.call(Call::Retrieve, request).await
     }
 
-    async fn find_by_attempt(&self, attempt_id: &str) -> ProviderCall {
-        let request = self
-            .client
-            .request(Method::GET, self.url(&["v1", "payment_intents", "search"]))
-            .header(header::ACCEPT, "application/json")
-            .query(&[("query", attempt_search_query(attempt_id))]);
-        self.call(Call::Search, request).await
+    /// Pages through `GET /v1/payment_intents` over the window: Stripe's list APIs are
+    /// read-after-write, its search is not ("up to an hour behind during outages"), so only
+    /// a whole window listed without the attempt proves there is no intent.
+    async fn find_by_attempt(&self, attempt_id: &str, window: SendWindow) -> ProviderCall {
+        let created = [
+            ("created[gte]", (window.from - LIST_MARGIN).timestamp()),
+            ("created[lte]", (window.until + LIST_MARGIN).timestamp()),
+        ];
+        let mut found = Vec::new();
+        let mut latency = Duration::ZERO;
+        let mut starting_after: Option<String> = None;
+        for _ in 0..LIST_PAGES {
+            let mut query: Vec<(&str, String)> = created
+                .iter()
+                .map(|(name, at)| (*name, at.to_string()))
+                .collect();
+            query.push(("limit", "100".to_owned()));
+            if let Some(after) = starting_after.take() {
+                query.push(("starting_after", after));
+            }
+            let request = self
+                .client
+                .request(Method::GET, self.url(&["v1", "payment_intents"]))
+                .query(&query);
+            let mut page = None;
+            let mut call = self
+                .call_with(Call::List, request, |status, body| match status {
+                    200..=299 => match mapping::intent_page(body, attempt_id) {
+                        Ok(read) => {
+                            page = Some(read);
+                            ProviderOutcome::NotFound
+                        }
+                        Err(reason) => ProviderOutcome::Unknown { reason },
+                    },
+                    _ => outcome_for_response(Call::List, status, body),
+                })
+                .await;
+            latency += call.latency;
+            call.latency = latency;
+            let Some(page) = page else {
+                return call;
+            };
+            found.extend(page.matches);
+            match page.last_id.filter(|_| page.has_more) {
+                Some(last) => starting_after = Some(last),
+                None => {
+                    call.outcome = mapping::outcome_for_matches(&found);
+                    return call;
+                }
+            }
+        }
+        ProviderCall {
+            outcome: match mapping::outcome_for_matches(&found) {
+                ProviderOutcome::NotFound => ProviderOutcome::Unknown {
+                    reason: format!(
+                        "more than {LIST_PAGES} pages of intents in the attempt's window: \
+                         not all read"
+                    ),
+                },
+                outcome => outcome,
+            },
+            http_status: Some(200),
+            latency,
+        }
     }
 
     async fn create_refund(&self, req: &RefundRequest) -> ProviderCall {
@@ -365,6 +439,7 @@ impl PaymentProvider for StripeProvider {
     async fn complete_action(
         &self,
         provider_id: &str,
+        _attempt_id: &str,
         _params: &[(String, String)],
     ) -> ProviderCall {
         if provider_id.is_empty() {
@@ -404,21 +479,20 @@ impl StripeProvider {
         self.call(Call::Cancel, request).await
     }
 
-    /// A cancel of an attempt whose intent payorch never learnt: the search names it (or
-    /// answers `NotFound`, or leaves doubt), then the intent is canceled by its id. Stripe's
-    /// search lags writes by up to a minute, so `NotFound` means "none yet", as for
-    /// [`find_by_attempt`](PaymentProvider::find_by_attempt).
+    /// A cancel of an attempt whose intent payorch has not learnt yet: Stripe cancels only by
+    /// id, so nothing is sent. The reconciler's list names the intent (or proves there is
+    /// none), and the void is resent by id once it is known.
     async fn cancel_by_attempt(&self, req: &CancelRequest) -> ProviderCall {
-        let found = self.find_by_attempt(&req.attempt_id).await;
-        if matches!(found.outcome, ProviderOutcome::Canceled { .. }) {
-            return found;
+        ProviderCall {
+            outcome: ProviderOutcome::Unknown {
+                reason: format!(
+                    "attempt {}'s intent is not known yet: Stripe cancels by id only",
+                    req.attempt_id
+                ),
+            },
+            http_status: None,
+            latency: Duration::ZERO,
         }
-        let Some(id) = found.outcome.provider_id().map(str::to_owned) else {
-            return found;
-        };
-        let mut canceled = self.cancel_intent(&id, &req.idempotency_key).await;
-        canceled.latency += found.latency;
-        canceled
     }
 
     /// Check a Stripe event's signature (`Stripe-Signature`) and parse it.
@@ -476,12 +550,14 @@ pub fn parse_event(raw_body: &[u8]) -> Result<WebhookEvent, WebhookError> {
     });
     let amount = object.get("amount").and_then(serde_json::Value::as_i64);
     let currency = text(object, "currency");
+    // A refund whose nullable `status` or `metadata` came null is still about a refund: its
+    // outcome is then pending, and an event without payorch's refund id changes nothing.
     let refund = REFUND_EVENTS
         .contains(&event_type.as_str())
-        .then(|| serde_json::from_value::<wire::Refund>(object.clone()).ok())
+        .then(|| mapping::RefundView::read(object))
         .flatten()
         .map(|refund| RefundNotice {
-            refund_id: refund.metadata.get("refund_id").cloned(),
+            refund_id: refund.refund_id().map(str::to_owned),
             provider_refund_id: refund.id.clone(),
             outcome: mapping::outcome_for_refund(&refund),
             amount: refund.amount,

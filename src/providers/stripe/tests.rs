@@ -432,7 +432,7 @@ async fn the_payers_return_is_read_from_the_intent_itself() {
     // What the browser brings back is not believed: the intent says it is held.
     let params = [("redirect_status".to_owned(), "failed".to_owned())];
     let call = provider(&server.uri())
-        .complete_action("pi_1", &params)
+        .complete_action("pi_1", "pay_1", &params)
         .await;
     assert!(
         matches!(call.outcome, ProviderOutcome::Authorized { ref provider_id, .. } if provider_id == "pi_1"),
