@@ -73,6 +73,9 @@ pub(crate) struct Findings {
     pub(crate) charges_without_attempt: usize,
     /// Succeeded attempts the provider has no charge for.
     pub(crate) paid_without_charge: usize,
+    /// Refunds at the provider beyond the first of one of payorch's refunds: one refund asked,
+    /// money sent back twice.
+    pub(crate) double_refunds: usize,
     /// Payments refunded (or holding refunds) beyond their amount, in the database or at the
     /// provider.
     pub(crate) refunds_over_payment: usize,
@@ -97,6 +100,7 @@ impl Findings {
         self.double_charges
             + self.charges_without_attempt
             + self.paid_without_charge
+            + self.double_refunds
             + self.refunds_over_payment
             + self.refunds_disagreeing
             + self.lost_intents
@@ -157,7 +161,15 @@ pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
         })
         .count();
 
-    // Refunds: never past the payment, on either side; the same succeeded refunds on both.
+    // Refunds: one at the provider per refund of payorch's, never past the payment, on either
+    // side; the same succeeded refunds on both.
+    let mut per_refund: HashMap<&str, usize> = HashMap::new();
+    for refund in facts.ledger_refunds.iter().filter(|r| r.is_refunded()) {
+        if let Some(id) = refund.refund_id.as_deref() {
+            *per_refund.entry(id).or_default() += 1;
+        }
+    }
+    found.double_refunds = per_refund.values().map(|n| n - 1).sum();
     let mut held: HashMap<&str, i64> = HashMap::new();
     for refund in facts.refunds.iter().filter(|r| r.status != "failed") {
         *held.entry(refund.payment_id.as_str()).or_default() += refund.amount;
@@ -634,6 +646,23 @@ mod tests {
             facts.ledger_refunds[0].provider_id = "pyr_other".into();
         });
         assert_eq!(findings.refunds_disagreeing, 2);
+    }
+
+    #[test]
+    fn a_second_refund_at_the_provider_of_one_refund_is_a_double_refund() {
+        let findings = found(|facts, _| {
+            let mut again = facts.ledger_refunds[0].clone();
+            again.provider_id = "pyr_1b".into();
+            again.amount = 100;
+            facts.ledger_refunds.push(again.clone());
+            // One that failed sent nothing back.
+            again.provider_id = "pyr_1c".into();
+            again.status = "failed".into();
+            facts.ledger_refunds.push(again);
+        });
+        assert_eq!(findings.double_refunds, 1);
+        // The database knows of one of the two.
+        assert_eq!(findings.refunds_disagreeing, 1);
     }
 
     #[test]

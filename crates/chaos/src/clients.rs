@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::pace::Pace;
+use crate::strict::{self, Protocol};
 
 /// The payment methods of the run, in turn: mostly cards that pay, and each of the sandbox's
 /// faults (README, "Commands": `payorch sandbox --help`).
-const METHODS: [&str; 20] = [
+pub(crate) const METHODS: [&str; 20] = [
     "pm_card_visa",
     "pm_sandbox_lost_response",
     "pm_card_visa",
@@ -42,7 +43,7 @@ const METHODS: [&str; 20] = [
 /// The payment methods of the manual-capture checkouts, in turn: cards that hold, each
 /// `pm_sandbox_capture_*` fault (the first capture or void of the payment meets it), charge
 /// faults that leave the hold to be found by the reconciler or a webhook, and a decline.
-const MANUAL_METHODS: [&str; 10] = [
+pub(crate) const MANUAL_METHODS: [&str; 10] = [
     "pm_card_visa",
     "pm_sandbox_capture_lost_response",
     "pm_sandbox_lost_response",
@@ -56,7 +57,7 @@ const MANUAL_METHODS: [&str; 10] = [
 ];
 
 /// The refund faults, in turn (`reason` names the sandbox fault; README, "Refunds").
-const REFUND_REASONS: [Option<&str>; 6] = [
+pub(crate) const REFUND_REASONS: [Option<&str>; 6] = [
     None,
     Some("sandbox_lost_response"),
     Some("sandbox_error_after"),
@@ -76,8 +77,29 @@ fn abandons(i: usize) -> bool {
 
 /// One intent in four holds the money (`capture_method: manual`) and then captures or voids
 /// it. Never one of those that ask for refunds (every fourth from the first).
-fn manual_capture(i: usize) -> bool {
+pub(crate) fn manual_capture(i: usize) -> bool {
     i % 4 == 2
+}
+
+/// Intent `i`'s payment method, and the refund fault its refunds meet if it asks for any
+/// (every fourth from the first, with the faults in turn).
+pub(crate) fn method_of(i: usize) -> (&'static str, Option<&'static str>) {
+    if manual_capture(i) {
+        return (MANUAL_METHODS[(i / 4) % MANUAL_METHODS.len()], None);
+    }
+    let refund_fault = if i.is_multiple_of(4) {
+        REFUND_REASONS[(i / 4) % REFUND_REASONS.len()]
+    } else {
+        None
+    };
+    (METHODS[i % METHODS.len()], refund_fault)
+}
+
+/// A merchant the clients pay for: its API key, and the provider its routing names.
+#[derive(Debug, Clone)]
+pub(crate) struct Merchant {
+    pub(crate) api_key: String,
+    pub(crate) protocol: Protocol,
 }
 
 /// How long a client polls a payment whose hold another operation is working on
@@ -132,6 +154,8 @@ impl Tally {
 pub(crate) struct Intent {
     pub(crate) key: String,
     pub(crate) method: &'static str,
+    /// The provider its merchant is routed to.
+    pub(crate) protocol: Option<Protocol>,
     /// Sent once and never asked about again.
     pub(crate) abandoned: bool,
     /// Made with `capture_method: manual`: its final checkout answer is `authorized` (or
@@ -178,10 +202,11 @@ pub(crate) struct RefundIntent {
     pub(crate) outcome: Option<String>,
 }
 
-/// Runs `intents` logical checkouts on `clients` concurrent clients.
+/// Runs `intents` logical checkouts on `clients` concurrent clients, each intent for one of
+/// `merchants` ([`strict::merchant_of`]).
 pub(crate) async fn run(
     targets: Targets,
-    api_key: String,
+    merchants: Vec<Merchant>,
     intents: usize,
     clients: usize,
     tally: Arc<Tally>,
@@ -194,13 +219,12 @@ pub(crate) async fn run(
     let next = Arc::new(AtomicUsize::new(0));
     let run_id = format!("{:x}", chrono::Utc::now().timestamp_millis());
     let mut workers = Vec::new();
+    let merchants = Arc::new(merchants);
     for _ in 0..clients {
-        let client = Client {
-            http: http.clone(),
-            targets: targets.clone(),
-            api_key: api_key.clone(),
-            tally: tally.clone(),
-        };
+        let http = http.clone();
+        let targets = targets.clone();
+        let tally = tally.clone();
+        let merchants = merchants.clone();
         let next = next.clone();
         let run_id = run_id.clone();
         workers.push(tokio::spawn(async move {
@@ -210,11 +234,20 @@ pub(crate) async fn run(
                 if i >= intents {
                     break mine;
                 }
-                if let Some(pace) = &client.targets.pace {
+                if let Some(pace) = &targets.pace {
                     pace.wait(i).await;
                 }
+                let merchant = &merchants[strict::merchant_of(i, merchants.len())];
+                let client = Client {
+                    http: http.clone(),
+                    targets: targets.clone(),
+                    api_key: merchant.api_key.clone(),
+                    // Which protocol matters only when the merchants differ in it.
+                    protocol: (merchants.len() > 1).then_some(merchant.protocol),
+                    tally: tally.clone(),
+                };
                 mine.push(client.intent(&run_id, i).await);
-                client.tally.done.fetch_add(1, Ordering::Relaxed);
+                tally.done.fetch_add(1, Ordering::Relaxed);
             }
         }));
     }
@@ -225,10 +258,12 @@ pub(crate) async fn run(
     all
 }
 
+/// A client for one intent, of one merchant.
 struct Client {
     http: reqwest::Client,
     targets: Targets,
     api_key: String,
+    protocol: Option<Protocol>,
     tally: Arc<Tally>,
 }
 
@@ -248,23 +283,27 @@ enum Answer {
 impl Client {
     async fn intent(&self, run_id: &str, i: usize) -> Intent {
         let manual = manual_capture(i);
-        let method = if manual {
-            MANUAL_METHODS[(i / 4) % MANUAL_METHODS.len()]
-        } else {
-            METHODS[i % METHODS.len()]
-        };
+        let (method, refund_fault) = method_of(i);
         let amount = 1000 + i as i64;
         let mut intent = Intent {
             key: format!("chaos-{run_id}-{i}"),
             method,
+            protocol: self.protocol,
             abandoned: abandons(i),
             manual,
             ..Intent::default()
         };
-        let mut body = json!({"amount": amount, "currency": "usd", "payment_method": method});
+        let sent_method = match self.protocol {
+            Some(protocol) => strict::wire_method(protocol, method, refund_fault),
+            None => method.to_owned(),
+        };
+        let mut body = json!({"amount": amount, "currency": "usd", "payment_method": sent_method});
         if manual {
             body["capture_method"] = json!("manual");
         }
+        // Through a provider without lookups, payorch ends an outcome it never heard by a
+        // technical cancel: `canceled` is then where an automatic payment ends too.
+        let canceled_is_final = self.protocol == Some(Protocol::Adyen);
         let rounds = if intent.abandoned { 1 } else { usize::MAX };
         let payment = self
             .until_final(&intent.key, "/v1/checkout", &body, rounds, None, |answer| {
@@ -272,7 +311,7 @@ impl Client {
                 if let Some(id) = payment["id"].as_str() {
                     intent.payment_ids.insert(id.to_owned());
                 }
-                checkout_status(payment, manual)
+                checkout_status(payment, manual, canceled_is_final)
             })
             .await;
         intent.status = payment.clone().and_then(|p| p.ok());
@@ -296,8 +335,7 @@ impl Client {
         if status != "succeeded" || !i.is_multiple_of(4) {
             return intent;
         }
-        let reason = REFUND_REASONS[(i / 4) % REFUND_REASONS.len()];
-        let half = json!({"amount": amount / 2, "reason": reason});
+        let half = json!({"amount": amount / 2, "reason": refund_fault});
         intent
             .refunds
             .push(self.refund(&intent.key, &id, "a", &half).await);
@@ -532,10 +570,12 @@ impl Client {
 }
 
 /// A checkout's final status: `succeeded` or `failed`, and for a manual capture also
-/// `authorized` (the money held) or `canceled`; `None` while the payment is still open.
-fn checkout_status(payment: &Value, manual: bool) -> Option<String> {
+/// `authorized` (the money held) or `canceled`, and `canceled` where `canceled_is_final` (a
+/// technical cancel); `None` while the payment is still open.
+fn checkout_status(payment: &Value, manual: bool, canceled_is_final: bool) -> Option<String> {
     match payment["status"].as_str() {
         Some(status @ ("authorized" | "canceled")) if manual => Some(status.to_owned()),
+        Some(status @ "canceled") if canceled_is_final => Some(status.to_owned()),
         _ => final_status(payment),
     }
 }
@@ -545,5 +585,32 @@ fn final_status(resource: &Value) -> Option<String> {
     match resource["status"].as_str() {
         Some(status @ ("succeeded" | "failed")) => Some(status.to_owned()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canceled_ends_a_checkout_only_where_a_cancel_may_end_it() {
+        let canceled = json!({"status": "canceled"});
+        let authorized = json!({"status": "authorized"});
+        // An automatic payment canceled where no technical cancel is made is not an answer.
+        assert_eq!(checkout_status(&canceled, false, false), None);
+        assert_eq!(
+            checkout_status(&canceled, false, true).as_deref(),
+            Some("canceled")
+        );
+        assert_eq!(
+            checkout_status(&canceled, true, false).as_deref(),
+            Some("canceled")
+        );
+        // A hold is a manual checkout's answer, never an automatic one's.
+        assert_eq!(checkout_status(&authorized, false, true), None);
+        assert_eq!(
+            checkout_status(&json!({"status": "pending"}), true, true),
+            None
+        );
     }
 }

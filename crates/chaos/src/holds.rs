@@ -9,6 +9,7 @@ use payorch_sandbox::{CaptureEntry, HoldEntry};
 
 use crate::checks::{connect, Attempt, Facts};
 use crate::clients::{HoldAsk, Intent};
+use crate::strict::TECHNICAL_CANCEL;
 
 /// A capture or void as the database holds it.
 #[derive(Debug, Clone)]
@@ -25,6 +26,8 @@ pub(crate) struct Operation {
     pub(crate) provider_key: String,
     /// The client's `Idempotency-Key` that asked for it.
     pub(crate) key: Option<String>,
+    /// Why payorch made it, when no client asked (`outcome_unknown`: a technical cancel).
+    pub(crate) reason: Option<String>,
 }
 
 /// What the hold checks read from the database; the ledger's side is in [`Facts`].
@@ -306,6 +309,13 @@ pub(crate) fn judge(
             }
         }
     }
+    // A technical cancel is asked for by the deadline of an outcome nobody heard: its hold
+    // was never told to anyone, so no client could ask.
+    for operation in &holds.operations {
+        if operation.kind == "void" && operation.reason.as_deref() == Some(TECHNICAL_CANCEL) {
+            asked.insert(operation.payment_id.as_str());
+        }
+    }
     found.holds_moved_unasked = facts
         .attempts
         .iter()
@@ -355,7 +365,7 @@ pub(crate) async fn gather(database_url: &str) -> Result<HoldFacts, String> {
         .query(
             "SELECT 'hop_' || replace(id::text, '-', ''), 'pay_' || replace(payment_id::text, '-', ''),
                     kind::text, status::text, amount::bigint, provider_idempotency_key,
-                    idempotency_key
+                    idempotency_key, reason::text
                FROM hold_operations",
             &[],
         )
@@ -370,6 +380,7 @@ pub(crate) async fn gather(database_url: &str) -> Result<HoldFacts, String> {
             amount: row.get(4),
             provider_key: row.get(5),
             key: row.get(6),
+            reason: row.get(7),
         });
     }
     for row in db
@@ -516,6 +527,7 @@ mod tests {
             amount,
             provider_key: format!("payorch_hop_{n}"),
             key: Some(format!("k{n}-{kind}")),
+            reason: None,
         };
         let holds = HoldFacts {
             operations: vec![
@@ -691,6 +703,25 @@ mod tests {
     #[test]
     fn a_hold_moved_that_no_client_asked_to_move_is_found() {
         let findings = found(|_, _, intents| intents[0].hold = None);
+        assert_eq!(findings.holds_moved_unasked, 1);
+    }
+
+    #[test]
+    fn a_hold_voided_by_a_technical_cancel_was_asked_for_by_its_deadline() {
+        // pay_3's void, made by payorch for an outcome it never heard: nobody was told of
+        // the hold, so nobody asked.
+        let findings = found(|_, holds, intents| {
+            intents[2].hold = None;
+            holds.operations[2].key = None;
+            holds.operations[2].reason = Some(TECHNICAL_CANCEL.into());
+        });
+        assert_eq!(findings.holds_moved_unasked, 0);
+        // The same void for another reason is a hold moved unasked.
+        let findings = found(|_, holds, intents| {
+            intents[2].hold = None;
+            holds.operations[2].key = None;
+            holds.operations[2].reason = Some("voided".into());
+        });
         assert_eq!(findings.holds_moved_unasked, 1);
     }
 

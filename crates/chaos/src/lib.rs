@@ -8,6 +8,9 @@
 //! ```text
 //! cargo build --release --bins
 //! cargo run --release --bin chaos -- kill        # one serve, killed every few seconds
+//! cargo run --release --bin chaos -- kill --strict-providers
+//!                                                # the same, against providers as strict as
+//!                                                # their contracts, Stripe and Adyen (#39)
 //! cargo run --release --bin chaos -- replicas    # three serves, duplicates, a database restart
 //! cargo run --release --bin chaos -- failover    # two serves on scripts/formation: the primary
 //!                                                # lost twice, its postmaster killed, fenced
@@ -27,6 +30,7 @@ mod holds;
 mod outbox;
 mod pace;
 mod prober;
+mod strict;
 mod world;
 
 use std::fmt::Write as _;
@@ -92,6 +96,12 @@ pub struct Args {
     /// `failover`: load alone before the first fault, and between faults, in seconds.
     #[arg(long, default_value_t = 10)]
     step_gap_secs: u64,
+    /// `kill`: a sandbox as strict as the providers' contracts — Stripe's search lagging an
+    /// hour, its nullable fields null at random, a key's first 500 replayed; Adyen with no
+    /// lookups — with half the merchants routed to each protocol; the run also counts the
+    /// technical cancels and what was left for a human.
+    #[arg(long)]
+    strict_providers: bool,
     /// The `payorch` binary (default: the one next to this program).
     #[arg(long)]
     payorch: Option<PathBuf>,
@@ -113,6 +123,8 @@ struct Ending {
     holds_found: HoldFindings,
     holds: HoldFigures,
     rss_mib: f64,
+    /// A strict run's technical cancels and what it left for a human.
+    strictly: Option<Strictly>,
 }
 
 /// What the run did to the system.
@@ -122,6 +134,17 @@ struct Disturbed {
     database_restarts: usize,
     /// The `failover` run's schedule, as it went.
     failover: Option<Failover>,
+}
+
+/// What a strict run (`--strict-providers`) counts once every attempt is final.
+#[derive(Debug, Clone, Copy)]
+struct Strictly {
+    /// Attempts payorch canceled by reference, their outcome unknown at its deadline.
+    technical_cancels: i64,
+    /// Of those, the ones whose cancel the provider refused: left open for a human.
+    technical_cancels_refused: i64,
+    /// What `GET /v1/support/needs-a-human` lists.
+    for_a_human: strict::ForAHuman,
 }
 
 /// A finished run: whether every check held, and what the run found, as the `chaos` binary
@@ -147,10 +170,13 @@ pub async fn run(args: &Args) -> Result<Run, String> {
             payorch.display()
         ));
     }
+    if args.strict_providers && !matches!(args.scenario, Scenario::Kill) {
+        return Err("--strict-providers is a mode of the kill run".into());
+    }
     let started = Instant::now();
     let mut world = match args.scenario {
-        Scenario::Kill => World::start(&payorch, 1).await?,
-        Scenario::Replicas => World::start(&payorch, 3).await?,
+        Scenario::Kill => World::start(&payorch, 1, args.strict_providers).await?,
+        Scenario::Replicas => World::start(&payorch, 3, false).await?,
         Scenario::Failover => {
             let script = args.formation.clone().unwrap_or_else(|| {
                 PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/formation")
@@ -166,7 +192,8 @@ pub async fn run(args: &Args) -> Result<Run, String> {
             return Err(format!("the receiver: {why}"));
         }
     };
-    let outcome = match outbox::subscribe(&world.replicas[0].url, &world.api_key, &receiver).await {
+    let subscribed = subscribe_all(&world, &receiver).await;
+    let outcome = match subscribed {
         // A failover run is minutes long, and its formation outlives the driver unless it is
         // stopped: on Ctrl-C it is, and kept for a look.
         Ok(()) if matches!(args.scenario, Scenario::Failover) => tokio::select! {
@@ -188,6 +215,14 @@ pub async fn run(args: &Args) -> Result<Run, String> {
     }
     world.stop(!good).await;
     outcome
+}
+
+/// Subscribes `receiver` to every merchant's events.
+async fn subscribe_all(world: &World, receiver: &Receiver) -> Result<(), String> {
+    for merchant in &world.merchants {
+        outbox::subscribe(&world.replicas[0].url, &merchant.api_key, receiver).await?;
+    }
+    Ok(())
 }
 
 /// The clients and the disturbance, then the reconcilers, then the checks and the report.
@@ -213,7 +248,7 @@ async fn exercise(
     let tally = Arc::new(Tally::default());
     let clients = tokio::spawn(clients::run(
         targets,
-        world.api_key.clone(),
+        world.merchants.clone(),
         args.intents,
         args.clients,
         tally.clone(),
@@ -252,6 +287,17 @@ async fn exercise(
     if let Some(failover) = &mut disturbed.failover {
         failover.check_orders(&world.database_url).await?;
     }
+    let strictly = if args.strict_providers {
+        let (technical_cancels, technical_cancels_refused) =
+            strict::technical_cancels(&world.database_url).await?;
+        Some(Strictly {
+            technical_cancels,
+            technical_cancels_refused,
+            for_a_human: strict::for_a_human(&world.replicas[0].url, &world.support_key).await?,
+        })
+    } else {
+        None
+    };
     let rss = world.peak_rss_mib();
     let mut report = report(
         args,
@@ -270,6 +316,7 @@ async fn exercise(
             holds_found: holds_found.clone(),
             holds,
             rss_mib: rss,
+            strictly,
         },
     );
     let server_errors = tally.server_errors.load(Ordering::Relaxed);
@@ -404,42 +451,84 @@ fn report(
         ref holds_found,
         holds,
         rss_mib,
+        strictly,
     } = *ending;
     let n = |counter: &std::sync::atomic::AtomicUsize| counter.load(Ordering::Relaxed);
     let refunds: usize = intents.iter().map(|i| i.refunds.len()).sum();
+    let scenario = if strictly.is_some() {
+        format!("{:?} (strict providers)", args.scenario)
+    } else {
+        format!("{:?}", args.scenario)
+    };
+    let mut row: Vec<(&str, String)> = vec![
+        ("scenario", scenario),
+        ("intents", intents.len().to_string()),
+        (
+            "abandoned",
+            intents.iter().filter(|i| i.abandoned).count().to_string(),
+        ),
+        ("refunds asked", refunds.to_string()),
+        ("clients", args.clients.to_string()),
+        ("kills", disturbed.kills.to_string()),
+        ("database restarts", disturbed.database_restarts.to_string()),
+        ("requests", n(&tally.requests).to_string()),
+        ("retries", n(&tally.retries).to_string()),
+        ("cut connections", n(&tally.cut).to_string()),
+        ("503s", n(&tally.unavailable).to_string()),
+        ("500s", n(&tally.server_errors).to_string()),
+        ("double charges", found.double_charges.to_string()),
+        ("lost intents", found.lost_intents.to_string()),
+        ("pending left", found.pending_left.to_string()),
+        ("events", events.events.to_string()),
+        (
+            "events unreceived",
+            events_found.events_never_received.to_string(),
+        ),
+        ("event resends", events.duplicates.to_string()),
+        ("manual intents", holds.manual_intents.to_string()),
+        ("manual captures", holds.captures.to_string()),
+        ("voids", holds.voids.to_string()),
+        ("capture resends", holds.resends.to_string()),
+        ("hold violations", holds_found.total().to_string()),
+    ];
+    if let Some(strictly) = strictly {
+        let open = |status: &str| matches!(status, "created" | "pending");
+        let finished = facts.attempts.iter().filter(|a| !open(&a.status)).count();
+        row.push(("double refunds", found.double_refunds.to_string()));
+        row.push((
+            "attempts final",
+            format!("{finished} of {}", facts.attempts.len()),
+        ));
+        row.push(("technical cancels", strictly.technical_cancels.to_string()));
+        row.push(("left for a human", strictly.for_a_human.total().to_string()));
+    }
+    row.push(("peak RSS", format!("{rss_mib:.0} MiB")));
     say!(
-        "| scenario | intents | abandoned | refunds asked | clients | kills | database restarts | requests | retries | cut connections | 503s | 500s | double charges | lost intents | pending left | events | events unreceived | event resends | manual intents | manual captures | voids | capture resends | hold violations | peak RSS |"
+        "| {} |",
+        row.iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(" | ")
     );
-    say!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    say!("|{}", "---|".repeat(row.len()));
     say!(
-        "| {:?} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB |",
-        args.scenario,
-        intents.len(),
-        intents.iter().filter(|i| i.abandoned).count(),
-        refunds,
-        args.clients,
-        disturbed.kills,
-        disturbed.database_restarts,
-        n(&tally.requests),
-        n(&tally.retries),
-        n(&tally.cut),
-        n(&tally.unavailable),
-        n(&tally.server_errors),
-        found.double_charges,
-        found.lost_intents,
-        found.pending_left,
-        events.events,
-        events_found.events_never_received,
-        events.duplicates,
-        holds.manual_intents,
-        holds.captures,
-        holds.voids,
-        holds.resends,
-        holds_found.total(),
-        rss_mib,
+        "| {} |",
+        row.iter()
+            .map(|(_, value)| value.as_str())
+            .collect::<Vec<_>>()
+            .join(" | ")
     );
     say!();
     say!("checks (each must be 0): {found:?}");
+    if let Some(strictly) = strictly {
+        say!(
+            "strict providers: {} attempts canceled by reference past the deadline ({} of those cancels refused); needs a human (at most {} of each list): {:?}",
+            strictly.technical_cancels,
+            strictly.technical_cancels_refused,
+            strict::LIST_LIMIT,
+            strictly.for_a_human,
+        );
+    }
     say!("event checks (each must be 0): {events_found:?}");
     say!("hold checks (each must be 0): {holds_found:?}");
     say!(
@@ -481,8 +570,11 @@ fn report(
     let mut statuses = std::collections::BTreeMap::<String, usize>::new();
     for intent in intents {
         let status = intent.status.as_deref().unwrap_or("no answer");
+        let through = intent
+            .protocol
+            .map_or(String::new(), |p| format!("{} ", p.name()));
         *statuses
-            .entry(format!("{} {status}", intent.method))
+            .entry(format!("{through}{} {status}", intent.method))
             .or_default() += 1;
     }
     say!("intents by payment method and final status: {statuses:?}");

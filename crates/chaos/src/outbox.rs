@@ -19,8 +19,8 @@ pub(crate) struct Received {
     by_id: Mutex<HashMap<String, usize>>,
     /// Deliveries whose signature did not verify under the endpoint's secret.
     bad_signatures: AtomicUsize,
-    /// The endpoint's secret, once it is registered.
-    secret: Mutex<Option<Secret>>,
+    /// The endpoints' secrets, once they are registered: one endpoint per merchant.
+    secrets: Mutex<Vec<Secret>>,
 }
 
 impl Received {
@@ -65,12 +65,12 @@ impl Receiver {
         })
     }
 
-    pub(crate) fn set_secret(&self, secret: Secret) {
-        *self
-            .received
-            .secret
+    pub(crate) fn add_secret(&self, secret: Secret) {
+        self.received
+            .secrets
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(secret);
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(secret);
     }
 
     pub(crate) async fn stop(&self) {
@@ -91,22 +91,22 @@ async fn receive(req: HttpRequest, body: web::Bytes, seen: web::Data<Received>) 
         header("webhook-timestamp"),
         header("webhook-signature"),
     );
-    let secret = seen
-        .secret
+    let secrets = seen
+        .secrets
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .clone();
-    let verified = secret.is_some_and(|secret| {
-        signing::verify(
-            &[secret],
+    // Each merchant's endpoint signs with its own secret; a delivery must verify under one.
+    let verified = !secrets.is_empty()
+        && signing::verify(
+            &secrets,
             &id,
             &timestamp,
             &signature,
             &body,
             chrono::Utc::now(),
         )
-        .is_ok()
-    });
+        .is_ok();
     if !verified {
         seen.bad_signatures.fetch_add(1, Ordering::Relaxed);
         return HttpResponse::Unauthorized().finish();
@@ -148,7 +148,7 @@ pub(crate) async fn subscribe(
         .ok_or_else(|| format!("registering the receiver: {status} {body}"))?;
     let secret =
         Secret::parse(secret).map_err(|e| format!("registering the receiver: the secret: {e}"))?;
-    receiver.set_secret(secret);
+    receiver.add_secret(secret);
     Ok(())
 }
 

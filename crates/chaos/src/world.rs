@@ -17,7 +17,9 @@ use payorch::db::{create_database_if_missing, DATABASE_NAME};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
+use crate::clients::Merchant;
 use crate::formation::Formation;
+use crate::strict::{self, Protocol};
 
 /// The provider secret and webhook secret the sandbox and every replica share.
 const PROVIDER_SECRET: &str = "sk_test_chaos";
@@ -26,7 +28,7 @@ const WEBHOOK_SECRET: &str = "whsec_chaos";
 /// Settings that make the reconciler finish a run in seconds rather than the production
 /// defaults' minutes; each is a flag a deployment may set the same way (README,
 /// "Configuration").
-const SERVE_SETTINGS: &[&str] = &[
+pub(crate) const SERVE_SETTINGS: &[&str] = &[
     "--workers",
     "2",
     "--idempotency-lease-secs",
@@ -41,13 +43,15 @@ const SERVE_SETTINGS: &[&str] = &[
     // its keys for ever, so a short window only makes payorch more careful.
     "--provider-key-window-secs",
     "10",
-    "--provider-search-delay-secs",
-    "5",
     "--max-new-keys-per-minute",
     "1000000",
     // The run's receiver of merchant events listens on http://127.0.0.1.
     "--allow-http-webhooks",
 ];
+
+/// How soon a search that finds nothing may fail an attempt: the kind sandbox's search shows
+/// a charge at once. A strict run has deadlines of its own (`strict::SERVE_SETTINGS`).
+const PROVIDER_SEARCH_SETTINGS: &[&str] = &["--provider-search-delay-secs", "5"];
 
 /// Where the run's database lives.
 enum Database {
@@ -66,7 +70,14 @@ pub(crate) struct World {
     pub(crate) sandbox_url: String,
     _sandbox: Child,
     pub(crate) replicas: Vec<Replica>,
+    /// The first merchant's API key: the one merchant of a run that is not strict.
     pub(crate) api_key: String,
+    /// Every merchant the clients pay for, with the provider its routing names.
+    pub(crate) merchants: Vec<Merchant>,
+    /// A support key, to ask what needs a human (strict runs only; empty otherwise).
+    pub(crate) support_key: String,
+    /// Both protocols, each behind a strict sandbox (`--strict-providers`).
+    strict: bool,
     /// Highest VmHWM seen of any `serve` process, in KiB.
     peak: Arc<AtomicU64>,
     /// The pid of each running replica, by index, for the sampler.
@@ -86,8 +97,13 @@ pub(crate) struct Replica {
 impl World {
     /// Starts the cluster, migrates, makes the merchant, starts the sandbox (its webhooks
     /// reach the replicas in turn, as through a load balancer) and `replicas` copies of
-    /// `serve`.
-    pub(crate) async fn start(payorch: &Path, replicas: usize) -> Result<World, String> {
+    /// `serve`. `strict`: a strict sandbox, both of its protocols configured in each `serve`,
+    /// and a merchant routed to each (`strict`).
+    pub(crate) async fn start(
+        payorch: &Path,
+        replicas: usize,
+        strict: bool,
+    ) -> Result<World, String> {
         let root = run_folder()?;
         let options = ClusterOptions {
             data_dir: root.join("db"),
@@ -98,8 +114,14 @@ impl World {
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("the private cluster: {e}"))?;
         let cluster = Arc::new(Mutex::new(cluster));
-        let started =
-            World::start_on(payorch, root, Database::Private(cluster.clone()), replicas).await;
+        let started = World::start_on(
+            payorch,
+            root,
+            Database::Private(cluster.clone()),
+            replicas,
+            strict,
+        )
+        .await;
         if started.is_err() {
             // The processes went with their handles; the cluster is not stopped on drop.
             let _ = tokio::task::spawn_blocking(move || lock(&cluster).stop()).await;
@@ -130,7 +152,14 @@ impl World {
                 return Err(format!("the formation: {why}"));
             }
         };
-        World::start_on(payorch, root, Database::Formation(formation), replicas).await
+        World::start_on(
+            payorch,
+            root,
+            Database::Formation(formation),
+            replicas,
+            false,
+        )
+        .await
     }
 
     async fn start_on(
@@ -138,6 +167,7 @@ impl World {
         root: PathBuf,
         database: Database,
         replicas: usize,
+        strict: bool,
     ) -> Result<World, String> {
         let database_url = match &database {
             Database::Private(cluster) => {
@@ -156,7 +186,8 @@ impl World {
             // The formation made its database and role.
             Database::Formation(formation) => formation.url.clone(),
         };
-        let started = World::start_processes(payorch, root, database, database_url, replicas).await;
+        let started =
+            World::start_processes(payorch, root, database, database_url, replicas, strict).await;
         match started {
             Ok(world) => Ok(world),
             Err((why, Database::Formation(formation))) => {
@@ -176,10 +207,11 @@ impl World {
         database: Database,
         database_url: String,
         replicas: usize,
+        strict: bool,
     ) -> Result<World, (String, Database)> {
-        let made = World::migrate_and_merchant(payorch, &database_url).await;
-        let api_key = match made {
-            Ok(api_key) => api_key,
+        let made = World::migrate_and_merchants(payorch, &database_url, strict).await;
+        let (merchants, support_key) = match made {
+            Ok(made) => made,
             Err(why) => return Err((why, database)),
         };
         let replicas: Vec<Replica> = match (0..replicas)
@@ -202,8 +234,22 @@ impl World {
             .iter()
             .map(|replica| format!("{}/v1/webhooks/stripe", replica.url))
             .collect();
-        let sandbox =
-            start_sandbox(payorch, &webhook_urls.join(","), &root.join("sandbox.log")).await;
+        let strict_args = if strict {
+            let notification_urls: Vec<String> = replicas
+                .iter()
+                .map(|replica| format!("{}/v1/webhooks/adyen", replica.url))
+                .collect();
+            strict::sandbox_args(&notification_urls.join(","))
+        } else {
+            Vec::new()
+        };
+        let sandbox = start_sandbox(
+            payorch,
+            &webhook_urls.join(","),
+            &strict_args,
+            &root.join("sandbox.log"),
+        )
+        .await;
         let (sandbox, sandbox_url) = match sandbox {
             Ok(started) => started,
             Err(why) => return Err((why, database)),
@@ -216,7 +262,10 @@ impl World {
             sandbox_url,
             _sandbox: sandbox,
             replicas,
-            api_key,
+            api_key: merchants[0].1.api_key.clone(),
+            merchants: merchants.iter().map(|(_, m)| m.clone()).collect(),
+            support_key,
+            strict,
             peak: Arc::default(),
             live: Arc::default(),
             sampler: None,
@@ -228,29 +277,98 @@ impl World {
             }
         }
         world.watch_memory();
+        if strict {
+            if let Err(why) = world.route(&merchants).await {
+                return Err((why, world.database));
+            }
+        }
         Ok(world)
     }
 
-    /// `payorch migrate`, then `payorch merchant create`: the merchant's API key.
-    async fn migrate_and_merchant(payorch: &Path, database_url: &str) -> Result<String, String> {
+    /// `payorch migrate`, then `payorch merchant create`: each merchant's id and API key
+    /// (one, or in a strict run one for each protocol, with a support key to route them).
+    async fn migrate_and_merchants(
+        payorch: &Path,
+        database_url: &str,
+        strict: bool,
+    ) -> Result<(Vec<(String, Merchant)>, String), String> {
         run(payorch, &["migrate", "--database-url", database_url]).await?;
-        let made = run(
-            payorch,
-            &[
-                "merchant",
-                "create",
-                "--name",
-                "chaos",
-                "--json",
-                "--database-url",
-                database_url,
-            ],
-        )
-        .await?;
-        serde_json::from_str::<serde_json::Value>(&made)
-            .ok()
-            .and_then(|v| v["api_key"].as_str().map(str::to_owned))
-            .ok_or_else(|| format!("`merchant create` printed no api_key: {made}"))
+        let made = |what: &'static str, name: String| async move {
+            let printed = run(
+                payorch,
+                &[
+                    what,
+                    "create",
+                    "--name",
+                    &name,
+                    "--json",
+                    "--database-url",
+                    database_url,
+                ],
+            )
+            .await?;
+            serde_json::from_str::<serde_json::Value>(&printed)
+                .map_err(|_| format!("`{what} create` printed {printed}"))
+        };
+        if !strict {
+            let merchant = made("merchant", "chaos".into()).await?;
+            let api_key = merchant["api_key"]
+                .as_str()
+                .ok_or_else(|| format!("`merchant create` printed no api_key: {merchant}"))?;
+            let merchant = Merchant {
+                api_key: api_key.to_owned(),
+                protocol: Protocol::Stripe,
+            };
+            return Ok((vec![(String::new(), merchant)], String::new()));
+        }
+        let mut merchants = Vec::new();
+        for protocol in strict::MERCHANTS {
+            let merchant = made("merchant", format!("chaos-{}", protocol.name())).await?;
+            let (Some(id), Some(api_key)) = (
+                merchant["merchant_id"].as_str(),
+                merchant["api_key"].as_str(),
+            ) else {
+                return Err(format!("`merchant create` printed {merchant}"));
+            };
+            merchants.push((
+                id.to_owned(),
+                Merchant {
+                    api_key: api_key.to_owned(),
+                    protocol,
+                },
+            ));
+        }
+        let support = made("support-key", "chaos".into()).await?;
+        let support_key = support["support_key"]
+            .as_str()
+            .ok_or_else(|| format!("`support-key create` printed no support_key: {support}"))?;
+        Ok((merchants, support_key.to_owned()))
+    }
+
+    /// Routes each merchant to its protocol's provider alone (support's `PUT …/routing`), so
+    /// no payment of one goes to the other by failover; then waits out the second for which a
+    /// replica may keep a merchant's routing.
+    async fn route(&self, merchants: &[(String, Merchant)]) -> Result<(), String> {
+        let http = reqwest::Client::new();
+        for (id, merchant) in merchants {
+            let response = http
+                .put(format!(
+                    "{}/v1/merchants/{id}/routing",
+                    self.replicas[0].url
+                ))
+                .bearer_auth(&self.support_key)
+                .json(&serde_json::json!({ "providers": [merchant.protocol.name()] }))
+                .send()
+                .await
+                .map_err(|e| format!("routing {id}: {e}"))?;
+            if !response.status().is_success() {
+                let status = response.status();
+                let body = response.text().await.unwrap_or_default();
+                return Err(format!("routing {id}: {status} {body}"));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        Ok(())
     }
 
     /// The formation, in a `failover` run.
@@ -269,16 +387,35 @@ impl World {
             .append(true)
             .open(&replica.log)
             .map_err(|e| format!("{}: {e}", replica.log.display()))?;
-        let child = Command::new(&self.payorch)
+        let mut command = Command::new(&self.payorch);
+        command
             .arg("serve")
             .args(["--bind", &format!("127.0.0.1:{}", replica.port)])
             .arg("--data-dir")
             .arg(&replica.data_dir)
             .args(["--database-url", &self.database_url])
-            .args(["--provider-url", &self.sandbox_url])
-            .args(["--provider-secret", PROVIDER_SECRET])
-            .args(["--webhook-secret", WEBHOOK_SECRET])
-            .args(SERVE_SETTINGS)
+            .args(SERVE_SETTINGS);
+        if self.strict {
+            // Named providers take their secrets from the environment only.
+            command
+                .args(strict::provider_args(&self.sandbox_url))
+                .args(strict::SERVE_SETTINGS)
+                .env("PAYORCH_PROVIDER_STRIPE_SECRET", PROVIDER_SECRET)
+                .env("PAYORCH_PROVIDER_STRIPE_WEBHOOK_SECRET", WEBHOOK_SECRET)
+                .env("PAYORCH_PROVIDER_ADYEN_SECRET", PROVIDER_SECRET)
+                .env("PAYORCH_PROVIDER_ADYEN_HMAC_KEY", strict::ADYEN_HMAC_KEY)
+                .env(
+                    "PAYORCH_PROVIDER_ADYEN_MERCHANT_ACCOUNT",
+                    strict::ADYEN_MERCHANT_ACCOUNT,
+                );
+        } else {
+            command
+                .args(["--provider-url", &self.sandbox_url])
+                .args(["--provider-secret", PROVIDER_SECRET])
+                .args(["--webhook-secret", WEBHOOK_SECRET])
+                .args(PROVIDER_SEARCH_SETTINGS);
+        }
+        let child = command
             .stdout(Stdio::from(log.try_clone().map_err(|e| e.to_string())?))
             .stderr(Stdio::from(log))
             .kill_on_drop(true)
@@ -428,6 +565,7 @@ async fn run(payorch: &Path, args: &[&str]) -> Result<String, String> {
 async fn start_sandbox(
     payorch: &Path,
     webhook_urls: &str,
+    more: &[String],
     log: &Path,
 ) -> Result<(Child, String), String> {
     let mut child = Command::new(payorch)
@@ -438,6 +576,7 @@ async fn start_sandbox(
         .args(["--slow-ms", "1500", "--processing-ms", "1000"])
         .args(["--webhook-duplicate-rate", "0.1", "--webhook-reorder"])
         .args(["--webhook-max-attempts", "20", "--webhook-retry-ms", "300"])
+        .args(more)
         .stdout(Stdio::piped())
         .stderr(Stdio::from(
             File::create(log).map_err(|e| format!("{}: {e}", log.display()))?,
