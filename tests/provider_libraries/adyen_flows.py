@@ -73,7 +73,8 @@ def receive(path, headers, body):
     if not path.startswith("/adyen/notifications"):
         return 404, "text/plain", b"no such endpoint"
     try:
-        items = [entry["NotificationRequestItem"] for entry in json.loads(body)["notificationItems"]]
+        entries = json.loads(body)["notificationItems"]
+        items = [entry["NotificationRequestItem"] for entry in entries]
         for item in items:
             if not is_valid_hmac_notification(item, HMAC_KEY):
                 raise ValueError(f"HMAC signature does not verify: {compact(item)}")

@@ -119,10 +119,10 @@ class Receiver:
 
 
 def pass_challenge(page_url, button="complete"):
-    """Does what a shopper's browser does on the sandbox's 3-D Secure page (its buttons are
-    forms, README "The sandbox"): loads the page, submits the form of `button`, and follows
-    the redirect back to the merchant's return URL. Returns the page's status and the URL
-    the browser ended at."""
+    """Does what a shopper's browser does on the sandbox's 3-D Secure page, whose buttons
+    are forms (README, "Commands" and "3-D Secure"): loads the page, submits the form of
+    `button`, and follows the redirect back to the merchant's return URL. Returns the
+    page's status and the URL the browser ended at."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(page_url, timeout=10) as page:
         html = page.read().decode("utf-8")

@@ -181,10 +181,12 @@ def refunds():
     expect(first.object == "refund", f"object {first.object}")
     expect(first.amount == 500 and first.payment_intent == intent.id, compact(first))
     expect(first.status in ("pending", "succeeded"), f"status {first.status}")
-    settled = wait_for(
-        f"refund {first.id} succeeded",
-        lambda: (r := stripe.Refund.retrieve(first.id)).status == "succeeded" and r,
-    )
+
+    def settled_refund():
+        refund = stripe.Refund.retrieve(first.id)
+        return refund if refund.status == "succeeded" else None
+
+    settled = wait_for(f"refund {first.id} succeeded", settled_refund)
     expect(settled.id == first.id and settled.amount == 500, compact(settled))
     rest = stripe.Refund.create(payment_intent=intent.id)
     expect(rest.amount == 1499, f"the rest refunded: {rest.amount}")
