@@ -175,7 +175,7 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
         Ok(key) => key,
         Err(refused) => return *refused,
     };
-    match charge(&sb, params, Some(behaviour), key).await {
+    match charge(&sb, params, Some(behaviour), key, None).await {
         Some(stored) => answer(&stored),
         None => server_error(),
     }

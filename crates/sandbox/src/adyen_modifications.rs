@@ -262,7 +262,7 @@ fn replayed(sb: &Sandbox, replay: Replay, key: &str) -> HttpResponse {
             Some(m) => HttpResponse::Created().json(response(&intent, &m)),
             None => server_error(),
         },
-        Replay::Refund(_) => server_error(),
+        Replay::Failed | Replay::Refund(_) => server_error(),
     }
 }
 
@@ -307,7 +307,7 @@ fn nothing_to_cancel(
 ) -> HttpResponse {
     let replay = |replay: Replay, _: &str| match replay {
         Replay::Recorded(stored) => respond(&stored),
-        Replay::Intent(_) | Replay::Refund(_) => server_error(),
+        Replay::Failed | Replay::Intent(_) | Replay::Refund(_) => server_error(),
     };
     let key = match begin_keyed(sb, req, fingerprint, replay) {
         Ok(key) => key,

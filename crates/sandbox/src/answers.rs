@@ -192,8 +192,16 @@ pub(super) fn invalid_request(e: ParamError) -> HttpResponse {
     )
 }
 
+/// The `500 api_error` of a fault, before the API saw the request (`--error-rate`: nothing
+/// is recorded) or once it had begun (then recorded under the key: [`fail_keyed`]).
 pub(super) fn api_error_500() -> HttpResponse {
-    error(
+    respond(&api_error_500_answer(), None, false)
+}
+
+/// [`api_error_500`], as recorded: always the same bytes, so a replay of it, or one made
+/// again once the recorded bytes are no longer kept (`Replay::Failed`), is that very answer.
+pub(super) fn api_error_500_answer() -> StoredResponse {
+    stored_error(
         StatusCode::INTERNAL_SERVER_ERROR,
         ApiError {
             kind: "api_error".into(),
@@ -204,6 +212,19 @@ pub(super) fn api_error_500() -> HttpResponse {
             payment_intent: None,
         },
     )
+}
+
+/// A fault that struck once the API had begun the request under `key` (begun), before it did
+/// anything (`pm_sandbox_error_before` and its capture and refund kin): the `500` is the
+/// key's first result, and Stripe saves that "whatever it was, including 500 errors" (Stripe's
+/// docs, "Idempotent requests"), so a resend with the key gets this 500 again, never a fresh
+/// try.
+pub(super) fn fail_keyed(sb: &Sandbox, key: Option<&str>) -> HttpResponse {
+    let stored = api_error_500_answer();
+    if let Some(key) = key {
+        sb.store.finish(key, stored.clone());
+    }
+    respond(&stored, key, false)
 }
 
 pub(super) fn stored_json<T: Serialize>(status: StatusCode, value: &T) -> StoredResponse {
@@ -266,6 +287,7 @@ pub(super) fn intent_answer(intent: PaymentIntent) -> StoredResponse {
 pub(super) fn replayed(replay: Replay) -> StoredResponse {
     match replay {
         Replay::Recorded(stored) => stored,
+        Replay::Failed => api_error_500_answer(),
         Replay::Intent(intent) => intent_answer(*intent),
         Replay::Refund(refund) => stored_json(StatusCode::OK, &refund),
     }

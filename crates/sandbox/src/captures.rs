@@ -10,17 +10,18 @@
 //!   `requires_action` or `processing` → `canceled`, a hold released; webhook
 //!   `payment_intent.canceled`.
 //!
-//! Both honour `Idempotency-Key` as a create does (a replay answers the first answer, another
-//! request under the key is a `400 idempotency_error`, one still running a `409`); any other
-//! status is `400 payment_intent_unexpected_state`, which Stripe does not save under the key.
+//! Both honour `Idempotency-Key` as a create does (a replay answers the first answer, a `500`
+//! included, another request under the key is a `400 idempotency_error`, one still running a
+//! `409`); any other status is `400 payment_intent_unexpected_state`, which Stripe does not
+//! save under the key.
 
 use actix_web::http::StatusCode;
 use actix_web::web::{self, Bytes};
 use actix_web::{HttpRequest, HttpResponse};
 
 use super::answers::{
-    api_error_500, begin_keyed, forgotten, invalid_request, no_such_intent, refuse_unauthorized,
-    respond, stored_error, stored_json, unexpected_state_answer, FORGOTTEN,
+    api_error_500, begin_keyed, fail_keyed, forgotten, invalid_request, no_such_intent,
+    refuse_unauthorized, respond, stored_error, stored_json, unexpected_state_answer, FORGOTTEN,
 };
 use super::modification::Kind;
 use super::modify::{fails_before, run, Verdict};
@@ -177,13 +178,14 @@ async fn modify<P>(
         Lookup::Forgotten => return forgotten(sb, "intent", id),
         Lookup::Missing => return no_such_intent(id),
     };
-    if fails_before(sb, &intent) {
-        return api_error_500();
-    }
     let key = match begin_keyed(sb, req, &fingerprint) {
         Ok(key) => key,
         Err(answer) => return *answer,
     };
+    // The API began the request, then failed: that 500 is the key's first result.
+    if fails_before(sb, &intent) {
+        return fail_keyed(sb, key.as_deref());
+    }
     let ask = Ask {
         key: key.clone(),
         ..ask(param)

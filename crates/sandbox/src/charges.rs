@@ -1,6 +1,14 @@
 //! The charge both of the sandbox's faces make (Stripe's payment intents and Adyen's
 //! payments): the intent, the outcome its payment method asks for, the webhook, the answer
-//! recorded under the key, and the faults at the edge after it.
+//! recorded under the key, and the faults after it.
+//!
+//! `pm_sandbox_error_after` charges, then answers a `500`. On the Stripe face that `500` is
+//! the key's first result, and Stripe saves a key's first result "whatever it was, including
+//! 500 errors" (Stripe's docs, "Idempotent requests"): it is what is recorded under the key,
+//! so a resend with the key gets the `500` again and learns nothing of the charge (the ledger
+//! has it). Adyen's docs ("API idempotency") promise only that a request the platform already
+//! processed is answered with the first attempt's response; the Adyen face's `500` stays a
+//! failure at the edge, after the payment's answer was recorded, which a resend gets.
 
 use std::sync::Arc;
 
@@ -8,46 +16,55 @@ use actix_web::http::StatusCode;
 use actix_web::web;
 use chrono::Utc;
 
-use super::answers::{intent_answer, stored_error};
+use super::answers::{api_error_500_answer, intent_answer, stored_error};
 use super::behaviour::Behaviour;
 use super::params::CreateParams;
+use super::protocol::is_marked_adyen;
 use super::store::StoredResponse;
 use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};
 use payorch_wire::stripe::{ApiError, LastPaymentError, NextAction, PaymentIntent, RedirectToUrl};
 
-/// A confirmed create whose key (if any) was begun: the charge, then the edge faults after
-/// it, as both protocols share them. `None`: answer a 500 in the protocol's own words (the
-/// charge and its answer are recorded under the key, or the task failed and the key is free).
+/// A create (or a confirm of `base`, an intent made earlier) whose key (if any) was begun:
+/// the charge, then the faults after it, as both protocols share them. `None`: answer a 500
+/// in the protocol's own words (the charge and its answer are recorded under the key, or the
+/// task failed and the key is free).
 pub(super) async fn charge(
     sb: &web::Data<Sandbox>,
     params: CreateParams,
     behaviour: Option<Behaviour>,
     key: Option<String>,
+    base: Option<PaymentIntent>,
 ) -> Option<StoredResponse> {
+    let adyen = is_marked_adyen(&params.metadata);
+    // A payment method's fault strikes its charge: an intent made without `confirm` is not
+    // charged, so its fault waits for the confirm.
+    let fault = behaviour.filter(|_| params.confirm);
     let work = execute(
         sb.clone().into_inner(),
         params,
         behaviour,
         key.clone(),
-        None,
+        base,
     );
     let stored = sb.run_whole("charge", key.as_deref(), work).await?;
     // Edge failures after the result was recorded: the charge stands and a resend with
     // the same key gets the recorded answer.
-    if behaviour == Some(Behaviour::LostResponse) || roll(sb.config.lost_response_rate) {
+    if fault == Some(Behaviour::LostResponse) || roll(sb.config.lost_response_rate) {
         sb.wait_for_shutdown().await;
         return None;
     }
-    if behaviour == Some(Behaviour::ErrorAfter) {
+    // The Stripe face recorded its 500 (`execute`) and answers it as recorded.
+    if fault == Some(Behaviour::ErrorAfter) && adyen {
         return None;
     }
     Some(stored)
 }
 
 /// Create the intent (or confirm `base`, an intent made earlier), charge per its behaviour,
-/// record the answer under the key.
-pub(super) async fn execute(
+/// record the answer under the key: on the Stripe face, the `500` of
+/// `pm_sandbox_error_after`, which is the key's first result.
+async fn execute(
     sb: Arc<Sandbox>,
     params: CreateParams,
     behaviour: Option<Behaviour>,
@@ -155,6 +172,14 @@ pub(super) async fn execute(
             };
             intent_answer(keep(status, false, &|_| {}))
         }
+    };
+    let stored = if behaviour == Some(Behaviour::ErrorAfter)
+        && params.confirm
+        && !is_marked_adyen(&params.metadata)
+    {
+        api_error_500_answer()
+    } else {
+        stored
     };
     if let Some(key) = &key {
         sb.store.finish(key, stored.clone());

@@ -7,10 +7,19 @@
 //! Faults: `--error-rate` and a `pm_sandbox_capture_error_before` payment's first capture or
 //! cancel fail before anything is done ([`fails_before`]); `--lost-response-rate` and a
 //! `pm_sandbox_capture_lost_response` or `pm_sandbox_capture_error_after` payment's first
-//! capture or cancel fail after it was done and its answer recorded under the key, so a
-//! resend with the same key gets that answer ([`run`]).
+//! capture or cancel fail after it was done ([`run`]).
+//!
+//! What a resend with the same key gets: after a lost answer, the answer (it was recorded).
+//! After the `500` of `pm_sandbox_capture_error_before` or `…_error_after` on the Stripe face,
+//! that `500`: it is the key's first result, which Stripe saves "whatever it was, including
+//! 500 errors" (Stripe's docs, "Idempotent requests"), so the capture or cancel made before
+//! an `…_error_after` is learnt by retrieving the intent, not by resending. On the Adyen face
+//! those `500`s are failures at the edge (`charges` says why): the first one records nothing,
+//! and after the second a resend gets the `201 received`.
 
+use super::answers::api_error_500_answer;
 use super::behaviour::{Behaviour, ModificationFault};
+use super::protocol::is_marked_adyen;
 use super::store::{Ask, Lookup, Modified, StoredResponse};
 use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};
@@ -40,9 +49,9 @@ pub(super) fn fails_before(sb: &Sandbox, intent: &PaymentIntent) -> bool {
 }
 
 /// Asks the store to capture or cancel intent `id` (its key, if any, begun), announces what
-/// was done, records the face's answer under the key, then meets the faults after it.
-/// `None`: answer a 500 in the face's own words (what was done stands, and a resend with the
-/// key gets its answer).
+/// was done, records the face's answer under the key (the Stripe face's `500` for a fault
+/// after it), then meets the faults after it. `None`: answer a 500 in the face's own words
+/// (what was done stands, and a resend with the key gets its answer).
 pub(super) async fn run(
     sb: &Sandbox,
     id: &str,
@@ -59,7 +68,7 @@ pub(super) async fn run(
         sb.wait_for_shutdown().await;
         return None;
     }
-    if done.fault == Some(ModificationFault::ErrorAfter) {
+    if done.fault == Some(ModificationFault::ErrorAfter) && done.adyen {
         return None;
     }
     Some(done.stored)
@@ -73,6 +82,8 @@ struct Done {
     recorded: bool,
     /// The payment's fault after it, this being its first capture or cancel made.
     fault: Option<ModificationFault>,
+    /// The payment was made through the Adyen face.
+    adyen: bool,
 }
 
 fn execute(
@@ -97,6 +108,19 @@ fn execute(
         Verdict::Record(stored) => (stored, true),
         Verdict::Refuse(stored) => (stored, false),
     };
+    let fault = match &modified {
+        Lookup::Found(m) if recorded => fault_of(&m.intent)
+            .filter(|fault| *fault != ModificationFault::ErrorBefore)
+            .filter(|_| sb.store.spend_fault(id)),
+        _ => None,
+    };
+    let adyen = matches!(&modified, Lookup::Found(m) if is_marked_adyen(&m.intent.metadata));
+    // Done, then a 500: on the Stripe face that 500 is what the key answers from now on.
+    let stored = if fault == Some(ModificationFault::ErrorAfter) && !adyen {
+        api_error_500_answer()
+    } else {
+        stored
+    };
     if let Some(key) = &key {
         if recorded {
             sb.store.finish(key, stored.clone());
@@ -104,15 +128,10 @@ fn execute(
             sb.store.abandon(key);
         }
     }
-    let fault = match &modified {
-        Lookup::Found(m) if recorded => fault_of(&m.intent)
-            .filter(|fault| *fault != ModificationFault::ErrorBefore)
-            .filter(|_| sb.store.spend_fault(id)),
-        _ => None,
-    };
     Done {
         stored,
         recorded,
         fault,
+        adyen,
     }
 }

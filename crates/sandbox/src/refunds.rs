@@ -2,14 +2,19 @@
 //! "Refunds"), with the same idempotency semantics as charges and the same faults, chosen
 //! per refund by `metadata[sandbox_fault]`, or by a `metadata[reason]` of `sandbox_` and the
 //! fault's name (what payorch sends for a refund whose `reason` names one, as a card token
-//! names a charge's fault): `error_before` (a 500 before anything happens, on every
-//! resend), `error_after` (the refund happens, then a 500), `lost_response` (the refund
+//! names a charge's fault): `error_before` (a 500 before anything happens),
+//! `error_after` (the refund happens, then a 500), `lost_response` (the refund
 //! happens, the answer never comes), `slow` (the answer comes after `--slow-ms`), `pending`
 //! (the refund is `pending`, and succeeds after `--processing-ms`) and `failure` (`pending`,
 //! then `failed` with `expired_or_canceled_card` after `--processing-ms`: nothing went back).
 //! Each change is also a signed webhook: `refund.created`, then `refund.updated` or
 //! `refund.failed`. The Adyen face's refunds (`adyen_refunds`) are made here too, with the
 //! same faults, and announced in Adyen's words.
+//!
+//! The `500`s of `error_before` and `error_after` are the key's first result, which Stripe
+//! saves "whatever it was, including 500 errors" (Stripe's docs, "Idempotent requests"): a
+//! resend with the key gets the `500` again, whether or not the refund was made. On the Adyen
+//! face they stay failures at the edge, as its charges' are (`charges`).
 
 use std::collections::BTreeMap;
 
@@ -19,10 +24,11 @@ use actix_web::{HttpRequest, HttpResponse};
 use chrono::Utc;
 
 use super::answers::{
-    api_error_500, begin_keyed, error, forgotten, invalid_request, json, refuse_unauthorized,
-    respond, stored_error, stored_json, FORGOTTEN,
+    api_error_500, api_error_500_answer, begin_keyed, error, fail_keyed, forgotten,
+    invalid_request, json, refuse_unauthorized, respond, stored_error, stored_json, FORGOTTEN,
 };
 use super::params::{metadata_key, ParamError};
+use super::protocol::is_marked_adyen;
 use super::store::{Lookup, RefundRefused, StoredResponse};
 use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};
@@ -165,21 +171,21 @@ async fn create_refund(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
         Ok(params) => params,
         Err(e) => return invalid_request(e),
     };
-    if params.fault == Some(Fault::ErrorBefore) {
-        return api_error_500();
-    }
     let key = match begin_keyed(&sb, &req, &params.fingerprint) {
         Ok(key) => key,
         Err(answer) => return *answer,
     };
+    if params.fault == Some(Fault::ErrorBefore) {
+        return fail_keyed(&sb, key.as_deref());
+    }
     match make(&sb, params, key.clone()).await {
         Some(stored) => respond(&stored, key.as_deref(), false),
         None => api_error_500(),
     }
 }
 
-/// A refund whose key (if any) was begun: made, then the edge faults after it, as both
-/// protocols share them (`routes::charge` is the same for charges). `None`: answer a 500 in
+/// A refund whose key (if any) was begun: made, then the faults after it, as both
+/// protocols share them (`charges::charge` is the same for charges). `None`: answer a 500 in
 /// the protocol's own words (the refund and its answer are recorded under the key, or the
 /// task failed and the key is free).
 pub(super) async fn make(
@@ -188,6 +194,7 @@ pub(super) async fn make(
     key: Option<String>,
 ) -> Option<StoredResponse> {
     let fault = params.fault;
+    let adyen = is_marked_adyen(&params.metadata);
     let work = execute(sb.clone().into_inner(), params, key.clone());
     let stored = sb.run_whole("refund", key.as_deref(), work).await?;
     match fault {
@@ -195,7 +202,8 @@ pub(super) async fn make(
             sb.wait_for_shutdown().await;
             None
         }
-        Some(Fault::ErrorAfter) => None,
+        // The Stripe face recorded its 500 (`execute`) and answers it as recorded.
+        Some(Fault::ErrorAfter) if adyen => None,
         _ => Some(stored),
     }
 }
@@ -246,6 +254,13 @@ async fn execute(
             let (status, error) = refusal(&sb, &params, refused);
             stored_error(status, error)
         }
+    };
+    // The refund was made (or refused); on the Stripe face the 500 that follows is the key's
+    // first result.
+    let stored = if params.fault == Some(Fault::ErrorAfter) && !is_marked_adyen(&params.metadata) {
+        api_error_500_answer()
+    } else {
+        stored
     };
     if let Some(key) = &key {
         sb.store.finish(key, stored.clone());

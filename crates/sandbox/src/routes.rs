@@ -7,11 +7,11 @@ use actix_web::{HttpRequest, HttpResponse};
 use serde::Serialize;
 
 use super::answers::{
-    api_error_500, begin_keyed, error, forgotten, invalid_request, json, no_such_intent,
-    refuse_unauthorized, respond, search_forgotten, unexpected_state,
+    api_error_500, begin_keyed, error, fail_keyed, forgotten, invalid_request, json,
+    no_such_intent, refuse_unauthorized, respond, search_forgotten, unexpected_state,
 };
 use super::behaviour::Behaviour;
-use super::charges::{charge, execute};
+use super::charges::charge;
 use super::kept::KeptIntent;
 use super::params::{
     missing_return_url, parse_query, parse_return_url, site, Clause, CreateParams, ParamError,
@@ -58,14 +58,16 @@ async fn create_intent(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
     if behaviour == Some(Behaviour::ThreeDSecure) && params.confirm && params.return_url.is_none() {
         return invalid_request(missing_return_url());
     }
-    if behaviour == Some(Behaviour::ErrorBefore) {
-        return api_error_500();
-    }
     let key = match begin_keyed(&sb, &req, &params.fingerprint) {
         Ok(key) => key,
         Err(answer) => return *answer,
     };
-    match charge(&sb, params, behaviour, key.clone()).await {
+    // The API began the request, then failed: that 500 is the key's first result. (Without
+    // `confirm` nothing is charged, and the fault waits for the confirm.)
+    if behaviour == Some(Behaviour::ErrorBefore) && params.confirm {
+        return fail_keyed(&sb, key.as_deref());
+    }
+    match charge(&sb, params, behaviour, key.clone(), None).await {
         Some(stored) => respond(&stored, key.as_deref(), false),
         None => api_error_500(),
     }
@@ -212,7 +214,8 @@ fn page_id(params: &ListParams) -> &str {
 }
 
 /// `POST /v1/payment_intents/{id}/confirm`: an intent made without `confirm=true` is charged
-/// now, by the same behaviour table as a confirmed create, under the request's own key.
+/// now, by the same behaviour table as a confirmed create (its faults included), under the
+/// request's own key.
 async fn confirm_intent(
     sb: web::Data<Sandbox>,
     req: HttpRequest,
@@ -221,6 +224,11 @@ async fn confirm_intent(
 ) -> HttpResponse {
     if let Some(refused) = refuse_unauthorized(&sb, &req) {
         return refused;
+    }
+    tokio::time::sleep(sb.config.latency()).await;
+    // Edge failure before the API saw the request, as for a create.
+    if roll(sb.config.error_rate) {
+        return api_error_500();
     }
     let intent = match sb.store.get(&id) {
         Lookup::Found(intent) => intent,
@@ -280,15 +288,13 @@ async fn confirm_intent(
         }
         return unexpected_state(&intent, "confirm");
     }
-    let stored = execute(
-        sb.clone().into_inner(),
-        params,
-        behaviour,
-        key.clone(),
-        Some(intent),
-    )
-    .await;
-    respond(&stored, key.as_deref(), false)
+    if behaviour == Some(Behaviour::ErrorBefore) {
+        return fail_keyed(&sb, key.as_deref());
+    }
+    match charge(&sb, params, behaviour, key.clone(), Some(intent)).await {
+        Some(stored) => respond(&stored, key.as_deref(), false),
+        None => api_error_500(),
+    }
 }
 
 fn matches(clause: &Clause, intent: &KeptIntent) -> bool {

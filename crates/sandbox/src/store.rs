@@ -8,7 +8,9 @@
 //!   and a key whose request made nothing (a refusal) for as long as its answer is;
 //! - the answers recorded under keys, byte for byte, for the last `answers` keys to finish;
 //!   past that a replay answers what the key made as it is now: the very same bytes unless it
-//!   changed since (a `processing` intent that succeeded, a pending refund that settled).
+//!   changed since (a `processing` intent that succeeded, a pending refund that settled). A
+//!   key whose first result was a `500` replays that `500` (`Replay::Failed`), never what it
+//!   made: Stripe saves a key's first result "whatever it was, including 500 errors".
 //!
 //! The bounds are counts, not ages: memory is what they bound, and at a given rate a count
 //! is a time. Ids carry their serial number (`serial`), so a lookup of an intent or refund
@@ -138,6 +140,9 @@ pub(super) struct StoredResponse {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Replay {
     Recorded(StoredResponse),
+    /// The first result was a `500`, no longer kept byte for byte: answer the `500` again
+    /// (every fault's `500` is the same bytes).
+    Failed,
     Intent(Box<PaymentIntent>),
     Refund(Box<Refund>),
 }
@@ -207,6 +212,8 @@ enum Answer {
     },
     /// No longer kept: a replay answers what the key made.
     Dropped,
+    /// No longer kept, and it was a `500`: a replay answers a `500`, whatever the key made.
+    Failed,
 }
 
 struct KeyEntry {
@@ -299,6 +306,7 @@ impl Store {
             Answer::Recorded { response, .. } => {
                 Begin::Replay(Replay::Recorded((**response).clone()))
             }
+            Answer::Failed => Begin::Replay(Replay::Failed),
             Answer::Dropped => match inner.made(made) {
                 Some(replay) => Begin::Replay(replay),
                 // Keys go with what they made, so this does not happen; were it to, the key
@@ -668,11 +676,9 @@ impl Inner {
     /// unless its request still runs or its answer is still kept: a duplicate must wait for
     /// the one, and gets the other; the key goes when that answer does.
     fn forget_key(&mut self, key: &str, made: Made) {
-        if self
-            .keys
-            .get(key)
-            .is_some_and(|entry| entry.made == made && matches!(entry.answer, Answer::Dropped))
-        {
+        if self.keys.get(key).is_some_and(|entry| {
+            entry.made == made && matches!(entry.answer, Answer::Dropped | Answer::Failed)
+        }) {
             self.keys.remove(key);
         }
     }
@@ -734,14 +740,22 @@ impl Inner {
             return;
         };
         // The key may have been forgotten and used afresh since: that answer is not this one.
-        if !matches!(entry.answer, Answer::Recorded { number: n, .. } if n == number) {
-            return;
-        }
+        let failed = match &entry.answer {
+            Answer::Recorded {
+                number: n,
+                response,
+            } if *n == number => response.status >= 500,
+            _ => return,
+        };
         let made = entry.made;
         if made == Made::Nothing || self.is_forgotten(made) {
             self.keys.remove(&key);
         } else if let Some(entry) = self.keys.get_mut(&key) {
-            entry.answer = Answer::Dropped;
+            entry.answer = if failed {
+                Answer::Failed
+            } else {
+                Answer::Dropped
+            };
         }
     }
 }
@@ -848,6 +862,30 @@ mod tests {
         assert_eq!(store.begin("other", "a"), Begin::Fresh);
         store.finish("other", answer("other"));
         assert_eq!(store.begin("refused", "b"), Begin::Fresh);
+    }
+
+    #[test]
+    fn past_the_answers_a_key_whose_first_result_was_a_500_replays_a_500_not_what_it_made() {
+        let store = store(10, 1);
+        assert_eq!(store.begin("failed", "a"), Begin::Fresh);
+        store.create(Some("failed"), true, intent);
+        store.finish(
+            "failed",
+            StoredResponse {
+                status: 500,
+                body: Bytes::from_static(b"{}"),
+            },
+        );
+        assert_eq!(store.begin("other", "a"), Begin::Fresh);
+        store.finish("other", answer("other"));
+        assert_eq!(store.begin("failed", "a"), Begin::Replay(Replay::Failed));
+        assert_eq!(store.begin("failed", "b"), Begin::Mismatch);
+        // The key still goes with what it made.
+        store.create(None, true, intent);
+        for _ in 0..10 {
+            store.create(None, true, intent);
+        }
+        assert_eq!(store.begin("failed", "a"), Begin::Fresh);
     }
 
     #[test]

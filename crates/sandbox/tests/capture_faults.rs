@@ -1,7 +1,9 @@
 //! Faults around captures and cancels (lib.rs, "Fault model"): `pm_sandbox_capture_*`
 //! payments authorise as a good card does and fault their first capture or cancel; the
-//! global knobs fault every one. A resend under the same key gets what was done, so a
-//! careful client captures a hold at most once whatever the faults.
+//! global knobs fault every one. A resend under the same key gets the key's first result:
+//! what was done after a lost answer, the `500` after a fault's `500` (Stripe saves it), so a
+//! careful client captures a hold at most once whatever the faults, and learns what a `500`
+//! hid by retrieving the intent.
 
 mod common;
 
@@ -67,7 +69,7 @@ async fn a_lost_capture_answer_is_had_again_under_its_key_and_captures_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_error_before_does_nothing_and_an_error_after_did_it() {
+async fn an_error_before_does_nothing_and_an_error_after_did_it_and_each_key_replays_its_500() {
     let sandbox = start(fast()).await;
     let client = client(Duration::from_secs(5));
 
@@ -85,8 +87,17 @@ async fn an_error_before_does_nothing_and_an_error_after_did_it() {
     let retried = stripe_post(&client, &sandbox, &capture, Some("b-1"), &[])
         .await
         .expect("answered");
-    assert_eq!(retried.status, 200, "the fault was the first call's only");
-    assert!(!retried.replayed, "nothing was recorded under the key");
+    assert_eq!(
+        (retried.status, retried.replayed),
+        (500, true),
+        "the key's first result was the 500"
+    );
+    assert_eq!(retried.bytes, failed.bytes);
+    assert!(captures_of(&sandbox, &before).is_empty());
+    let other_key = stripe_post(&client, &sandbox, &capture, Some("b-2"), &[])
+        .await
+        .expect("answered");
+    assert_eq!(other_key.status, 200, "the fault was the first call's only");
     assert_eq!(captures_of(&sandbox, &before).len(), 1);
 
     let after = hold(&client, &sandbox, "pm_sandbox_capture_error_after").await;
@@ -104,7 +115,13 @@ async fn an_error_before_does_nothing_and_an_error_after_did_it() {
         .await
         .expect("answered");
     assert!(resent.replayed);
-    assert_eq!(resent.body["status"], "canceled");
+    assert_eq!(
+        (resent.status, &resent.bytes),
+        (500, &failed.bytes),
+        "the resend learns nothing more than the first answer"
+    );
+    let now = common::get(&client, &sandbox, &format!("/v1/payment_intents/{after}")).await;
+    assert_eq!(now.body["status"], "canceled", "a retrieve tells");
     let capture = format!("/v1/payment_intents/{after}/capture");
     let too_late = stripe_post(&client, &sandbox, &capture, Some("a-2"), &[])
         .await
