@@ -12,7 +12,7 @@ use payorch::providers::{
     RefundNotice, RefundRequest, SendWindow, WebhookError,
 };
 use serde_json::{json, Value};
-use wiremock::matchers::{method, path, query_param};
+use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const API_KEY: &str = "AQE_test_adapter_key";
@@ -143,7 +143,9 @@ async fn create_sends_adyens_json_with_api_key_and_idempotency_key_the_same_on_r
             "paymentMethod": {"type": "scheme", "storedPaymentMethodId": "8415995487234100"},
             "shopperInteraction": "ContAuth",
             "recurringProcessingModel": "UnscheduledCardOnFile",
-            "metadata": {"order_id": "ord_0001", "merchant_id": "mer_0001"}
+            "metadata": {"order_id": "ord_0001", "merchant_id": "mer_0001"},
+            // v71 requires it even with no payer there: payorch's own return route.
+            "returnUrl": "https://payorch.example/v1/payments/pay_0001/return"
         })
     );
 

@@ -111,6 +111,7 @@ async fn create_sends_the_stripe_form_with_bearer_and_idempotency_key() {
         ("amount", "4200"),
         ("currency", "eur"),
         ("payment_method", "pm_card_visa"),
+        ("payment_method_types[0]", "card"),
         ("confirm", "true"),
         ("metadata[attempt_id]", "pay_0001"),
         ("metadata[order_id]", "ord_0001"),

@@ -532,6 +532,9 @@ pub struct NeedsAHuman {
     /// Failed `provider_no_record`: the provider never had the charge (tell the payer nothing
     /// was taken).
     no_provider_record: Vec<Payment>,
+    /// Open attempts a provider's answer contradicted: it named a charge another attempt
+    /// holds. The answer moved nothing; the evidence is in the payment's provider calls.
+    contradicted: Vec<Payment>,
     /// Refunds still `created` or `pending` longer than the alert age, holding their amount.
     stuck_refunds: Vec<Refund>,
     /// Webhooks that contradicted what payorch knows.
@@ -545,6 +548,7 @@ impl NeedsAHuman {
         NeedsAHuman {
             stuck: payments(n.stuck),
             no_provider_record: payments(n.no_provider_record),
+            contradicted: payments(n.contradicted),
             stuck_refunds: n.stuck_refunds.into_iter().map(Refund::from).collect(),
             webhook_conflicts: n.webhook_conflicts.into_iter().map(Into::into).collect(),
             disabled_webhook_endpoints: disabled.into_iter().map(Into::into).collect(),

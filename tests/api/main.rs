@@ -13,6 +13,7 @@ mod captures;
 mod checkout_page;
 mod cluster;
 mod console;
+mod contradictions;
 mod crash;
 mod database_failover;
 mod door;

@@ -98,8 +98,24 @@ impl CreateParams {
         let mut capture_method = "automatic".to_owned();
         let mut return_url = None;
         let mut metadata = BTreeMap::new();
+        // Since API version 2023-08-16 an intent without `payment_method_types` takes
+        // automatic payment methods, which may redirect: Stripe then wants a `return_url` on
+        // a confirm unless redirects are off or the customer is off session. The sandbox
+        // takes the parameters that say so, but does not yet refuse such a confirm.
         for (name, value) in &pairs {
             match name.as_str() {
+                name if name.starts_with("payment_method_types[") => {
+                    if value != "card" {
+                        return Err(ParamError::new(
+                            "parameter_invalid_string",
+                            name,
+                            format!("The sandbox takes only card payments, not {value}."),
+                        ));
+                    }
+                }
+                "automatic_payment_methods[enabled]"
+                | "automatic_payment_methods[allow_redirects]"
+                | "off_session" => {}
                 "capture_method" if CAPTURE_METHODS.contains(&value.as_str()) => {
                     capture_method = value.clone();
                 }

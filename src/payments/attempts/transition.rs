@@ -255,6 +255,9 @@ pub(crate) fn move_ctes<'f>(
     source: Source,
     next_check_at: DateTime<Utc>,
 ) {
+    let said_until = news
+        .authorized_until
+        .map(|said| plausible_hold_end(said, attempt.created_at));
     let merchant = q.bind::<SqlUuid, _>(attempt.merchant_id.0);
     let id = q.bind::<SqlUuid, _>(attempt.id.0);
     let was = q.bind::<Text, _>(attempt.status.as_str());
@@ -265,7 +268,7 @@ pub(crate) fn move_ctes<'f>(
     let next_check = q.bind::<Nullable<Timestamptz>, _>((!to.is_final()).then(|| {
         // The earliest end anyone told: a hold is never thought to outlive what the provider
         // (or a person, by hand) last said of it.
-        let until = match (news.authorized_until, attempt.authorized_until) {
+        let until = match (said_until, attempt.authorized_until) {
             (Some(said), Some(known)) => Some(said.min(known)),
             (said, known) => said.or(known),
         };
@@ -276,7 +279,7 @@ pub(crate) fn move_ctes<'f>(
             .as_ref()
             .map(|a| serde_json::to_value(a).unwrap_or_default()),
     );
-    let until = q.bind::<Nullable<Timestamptz>, _>(news.authorized_until);
+    let until = q.bind::<Nullable<Timestamptz>, _>(said_until);
     let reason = q.bind::<Nullable<Text>, _>(news.cancellation_reason.as_deref());
     let source = q.bind::<Text, _>(source.as_str());
     let detail = q.bind::<Nullable<Text>, _>((!detail.is_empty()).then_some(detail));
@@ -298,6 +301,24 @@ logged AS (
 /// How long a provider holds an authorisation when it does not say: Stripe's 7 days for a
 /// payer-present card payment.
 pub const HOLD_LIFETIME: chrono::Duration = chrono::Duration::days(7);
+
+/// How far the provider's clock may be behind payorch's before the end of a hold it tells is
+/// not believed.
+pub const CLOCK_TOLERANCE: chrono::Duration = chrono::Duration::hours(1);
+
+/// The end of a hold, as the provider `said` it, unless its clock is implausible: a hold
+/// begins after payorch made the attempt, so it cannot end much before `HOLD_LIFETIME` after
+/// that. An end earlier than that by more than `CLOCK_TOLERANCE` (a provider's `created` far
+/// in the past) is replaced by payorch's own record, so that no hold is voided early on a
+/// clock's word.
+pub fn plausible_hold_end(said: DateTime<Utc>, attempt_created: DateTime<Utc>) -> DateTime<Utc> {
+    let own = attempt_created + HOLD_LIFETIME;
+    if said < own - CLOCK_TOLERANCE {
+        own
+    } else {
+        said
+    }
+}
 
 /// How long before a hold expires the reconciler asks the provider about it, and voids it if
 /// it is still held (docs/DESIGN.md, "Holds and challenges").
@@ -390,6 +411,19 @@ mod tests {
             decide(Pending, CaptureMethod::Automatic, &unknown()),
             Decision::StayOpen { .. }
         ));
+    }
+
+    #[test]
+    fn a_hold_end_from_an_implausible_provider_clock_is_payorchs_own() {
+        let made = Utc::now();
+        // A provider whose clock says the intent was made a year ago.
+        let said = made - chrono::Duration::days(365) + HOLD_LIFETIME;
+        assert_eq!(plausible_hold_end(said, made), made + HOLD_LIFETIME);
+        // Minutes of disagreement, or a later end, are believed.
+        let close = made + HOLD_LIFETIME - chrono::Duration::minutes(5);
+        assert_eq!(plausible_hold_end(close, made), close);
+        let later = made + HOLD_LIFETIME + chrono::Duration::days(1);
+        assert_eq!(plausible_hold_end(later, made), later);
     }
 
     #[test]

@@ -31,6 +31,7 @@ use self::settings::{pg_interval, to_chrono, ReconcilerSettings, NO_RECORD};
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::payments::attempts::call_log::log_call;
+use crate::payments::attempts::keyed::record_answer::{contradiction, is_contradiction};
 use crate::payments::attempts::transition::apply;
 use crate::payments::attempts::{
     before_resend, find_attempt, open_statuses, quiet_before, unsettled_statuses,
@@ -225,51 +226,67 @@ pub async fn check(
         (CallKind::List, ProviderOutcome::NotFound)
     );
     let mut conn = pool.get().await?;
-    let attempt = in_transaction(&mut conn, async |conn| {
-        // A list that found nothing is a verdict only if no send can have been missed: all
-        // ended a settle delay before it, and none starts while this row lock is held.
-        let quiet_since = asked_at - payments.reconciler.settle_delay();
-        let outcome = if listed_in_vain && quiet_before(conn, &attempt, quiet_since).await? {
-            ProviderOutcome::Failed {
-                code: NO_RECORD.into(),
-                message: "the provider's read-after-write list of the charges made in this \
+    let mut call = call;
+    let mut contradicted = false;
+    let attempt = loop {
+        let recorded = in_transaction(&mut conn, async |conn| {
+            let attempt = attempt.clone();
+            // A list that found nothing is a verdict only if no send can have been missed: all
+            // ended a settle delay before it, and none starts while this row lock is held.
+            let quiet_since = asked_at - payments.reconciler.settle_delay();
+            let outcome = if listed_in_vain && quiet_before(conn, &attempt, quiet_since).await? {
+                ProviderOutcome::Failed {
+                    code: NO_RECORD.into(),
+                    message: "the provider's read-after-write list of the charges made in this \
                           attempt's window has none of it, long after its last possible send: \
                           nothing was charged"
-                    .into(),
-                provider_id: None,
+                        .into(),
+                    provider_id: None,
+                }
+            } else if contradicted {
+                contradiction(&call.outcome)
+            } else {
+                call.outcome.clone()
+            };
+            // The move first, the call's log row after: the log row's foreign key takes a share
+            // lock on the attempt, and a move that sets the charge id needs the row exclusively,
+            // so two checks of one attempt that logged first would each wait for the other.
+            let (merchant_id, id) = (attempt.merchant_id, attempt.id);
+            let applied = apply(
+                conn,
+                &payments.metrics,
+                attempt,
+                &outcome,
+                source,
+                next_check,
+            )
+            .await?;
+            log_call(
+                conn,
+                merchant_id,
+                id,
+                kind,
+                log_source(source),
+                &call,
+                asked_by,
+            )
+            .await?;
+            if applied.attempt.status.is_answered() {
+                settle_key(conn, &applied.attempt).await?;
             }
-        } else {
-            call.outcome.clone()
-        };
-        // The move first, the call's log row after: the log row's foreign key takes a share
-        // lock on the attempt, and a move that sets the charge id needs the row exclusively,
-        // so two checks of one attempt that logged first would each wait for the other.
-        let (merchant_id, id) = (attempt.merchant_id, attempt.id);
-        let applied = apply(
-            conn,
-            &payments.metrics,
-            attempt,
-            &outcome,
-            source,
-            next_check,
-        )
-        .await?;
-        log_call(
-            conn,
-            merchant_id,
-            id,
-            kind,
-            log_source(source),
-            &call,
-            asked_by,
-        )
-        .await?;
-        if applied.attempt.status.is_answered() {
-            settle_key(conn, &applied.attempt).await?;
+            Ok::<_, diesel::result::Error>(applied.attempt)
+        })
+        .await;
+        match recorded {
+            // The answer names a charge another attempt holds: recorded as the unknown it
+            // is, with the evidence in the call log, for a human; never a failed round.
+            Err(e) if is_contradiction(&e) && !contradicted => {
+                contradicted = true;
+                call.outcome = contradiction(&call.outcome);
+            }
+            recorded => break recorded?,
         }
-        Ok::<_, diesel::result::Error>(applied.attempt)
-    })
-    .await?;
+    };
     // The provider was asked first, so a hold captured or a challenge passed meanwhile is
     // known before anything is voided.
     if let Some(why) = needs_void(payments, &attempt) {

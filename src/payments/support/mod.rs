@@ -13,8 +13,11 @@ use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
-use crate::db::schema::{idempotency_keys, orders, payment_attempts, refunds, webhook_events};
+use crate::db::schema::{
+    idempotency_keys, orders, payment_attempts, provider_calls, refunds, webhook_events,
+};
 use crate::ids::{MerchantId, OrderId, PaymentId};
+use crate::payments::attempts::keyed::record_answer::CONTRADICTION;
 use crate::payments::attempts::{
     attempts_of_order, find_attempt, open_statuses, provider_calls_of, timeline,
     unsettled_statuses, AttemptRow, LoggedCall, PaymentAttempt, TimelineEntry,
@@ -265,9 +268,12 @@ pub struct NeedsAHuman {
     /// Failed `provider_no_record`: the provider never had the charge (tell the payer nothing
     /// was taken).
     pub no_provider_record: Vec<PaymentAttempt>,
-    /// Webhooks that contradicted what payorch knows.
+    /// Attempts a provider's answer contradicted (it named a charge another attempt holds):
+    /// the evidence is in their provider calls.
+    pub contradicted: Vec<PaymentAttempt>,
     /// Refunds still open longer than the alert age, holding their amount.
     pub stuck_refunds: Vec<Refund>,
+    /// Webhooks that contradicted what payorch knows.
     pub webhook_conflicts: Vec<Conflict>,
 }
 
@@ -295,6 +301,24 @@ pub async fn needs_a_human(
         .select(AttemptRow::as_select())
         .load::<AttemptRow>(conn)
         .await?;
+    let contradicted_ids: Vec<(Uuid, Uuid)> = provider_calls::table
+        .filter(provider_calls::detail.like(format!("{CONTRADICTION}%")))
+        .order(provider_calls::id.desc())
+        .limit(limit)
+        .select((provider_calls::merchant_id, provider_calls::attempt_id))
+        .load(conn)
+        .await?;
+    let mut contradicted = Vec::new();
+    for (merchant_id, id) in contradicted_ids {
+        if contradicted
+            .iter()
+            .any(|a: &PaymentAttempt| a.id.0 == id && a.merchant_id.0 == merchant_id)
+        {
+            continue;
+        }
+        let found = find_attempt(conn, Some(MerchantId(merchant_id)), PaymentId(id)).await?;
+        contradicted.extend(found.filter(|a| !a.status.is_final()));
+    }
     let stuck_refunds = refunds::table
         .filter(refunds::status.eq_any(["created", "pending"]))
         .filter(refunds::created_at.lt(cutoff))
@@ -313,6 +337,7 @@ pub async fn needs_a_human(
     Ok(NeedsAHuman {
         stuck: stuck.into_iter().map(Into::into).collect(),
         no_provider_record: no_record.into_iter().map(Into::into).collect(),
+        contradicted,
         stuck_refunds: stuck_refunds.into_iter().map(Into::into).collect(),
         webhook_conflicts,
     })

@@ -44,6 +44,7 @@ fn charge(capture_method: CaptureMethod, return_url: Option<&str>) -> ChargeRequ
         merchant_id: "mer_0001".into(),
         capture_method,
         return_url: return_url.map(str::to_owned),
+        return_route: "https://payorch.example/v1/payments/pay_1/return".into(),
     }
 }
 

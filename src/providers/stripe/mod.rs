@@ -232,11 +232,14 @@ pub(crate) fn error_chain(e: &reqwest::Error) -> String {
 /// The form body of a create, in a fixed order (docs/DESIGN.md, "The provider protocol").
 /// Stripe captures automatically unless told, so `capture_method` is sent only for a hold;
 /// `return_url` lets Stripe answer a challenge with a redirect payorch can hand the payer.
+/// `payment_method_types[0]=card` names the one kind payorch charges: without it, API version
+/// 2023-08-16 turns on automatic payment methods, and refuses a confirm with no `return_url`.
 pub fn create_form(req: &ChargeRequest) -> Vec<(&'static str, String)> {
     let mut form = vec![
         ("amount", req.amount.to_string()),
         ("currency", req.currency.clone()),
         ("payment_method", req.payment_method.clone()),
+        ("payment_method_types[0]", "card".to_owned()),
         ("confirm", "true".to_owned()),
     ];
     if req.capture_method == CaptureMethod::Manual {

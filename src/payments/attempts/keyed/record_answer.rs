@@ -47,18 +47,34 @@ pub async fn record_answer(
     next_check_at: DateTime<Utc>,
     key: InFlightKey,
 ) -> diesel::QueryResult<Answered> {
-    let decision = decide(attempt.status, attempt.capture_method, outcome);
-    let Some(change) = move_of(attempt.status, &decision) else {
-        log_create(conn, attempt, call).await?;
-        return Ok(Answered::NotAsRead(key));
+    let mut call = call.clone();
+    let mut outcome = outcome.clone();
+    let (decision, row) = loop {
+        let decision = decide(attempt.status, attempt.capture_method, &outcome);
+        let Some(change) = move_of(attempt.status, &decision) else {
+            log_create(conn, attempt, &call).await?;
+            return Ok(Answered::NotAsRead(key));
+        };
+        let logged = CallRecord::of(CallKind::Create, Source::Api, &call);
+        let written = statement(attempt, change, next_check_at, &key, &logged)
+            .load::<AttemptRow>(conn)
+            .instrument(span("record_answer"))
+            .await
+            .and_then(crate::db::one)
+            .optional();
+        match written {
+            // The answer names a charge another attempt holds: it contradicts payorch's
+            // records, so it moves nothing. The attempt stays open with the evidence in its
+            // call log, for a human (docs/DESIGN.md, "What proves what").
+            Err(e)
+                if is_contradiction(&e) && !matches!(outcome, ProviderOutcome::Unknown { .. }) =>
+            {
+                outcome = contradiction(&outcome);
+                call.outcome = outcome.clone();
+            }
+            written => break (decision, written?),
+        }
     };
-    let logged = CallRecord::of(CallKind::Create, Source::Api, call);
-    let row: Option<AttemptRow> = statement(attempt, change, next_check_at, &key, &logged)
-        .load(conn)
-        .instrument(span("record_answer"))
-        .await
-        .and_then(crate::db::one)
-        .optional()?;
     let Some(row) = row else {
         return Ok(Answered::NotAsRead(key));
     };
@@ -67,6 +83,33 @@ pub async fn record_answer(
     }
     Ok(Answered::Moved(Box::new(row.into())))
 }
+
+/// Whether a write failed because the provider's charge id is another attempt's already.
+pub(crate) fn is_contradiction(e: &diesel::result::Error) -> bool {
+    matches!(
+        e,
+        diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::UniqueViolation,
+            info,
+        ) if info.constraint_name() == Some("payment_attempts_provider_payment")
+    )
+}
+
+/// What an answer naming another attempt's charge counts as: an unknown whose reason, kept
+/// in the call log, starts with [`CONTRADICTION`] and gives the evidence.
+pub(crate) fn contradiction(outcome: &ProviderOutcome) -> ProviderOutcome {
+    ProviderOutcome::Unknown {
+        reason: format!(
+            "{CONTRADICTION} the provider's answer ({}) names charge {}, which another attempt \
+             holds: not applied",
+            outcome.label(),
+            outcome.provider_id().unwrap_or("?")
+        ),
+    }
+}
+
+/// How a contradiction's call-log detail starts: what the needs-a-human list looks for.
+pub const CONTRADICTION: &str = "contradiction:";
 
 /// The statement: see the module comment.
 fn statement<'f>(
