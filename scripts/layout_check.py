@@ -17,7 +17,7 @@ import os
 import re
 import sys
 
-CRATES = ["src", "crates/wire/src", "crates/sandbox/src", "crates/chaos/src"]
+CRATES = ["src", "crates/wire/src", "crates/sandbox/src", "crates/chaos/src", "crates/contract/src"]
 LONGEST = ("src/payments", 500)
 
 
