@@ -9,6 +9,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use serde::Serialize;
 use subtle::ConstantTimeEq;
 
+use super::nulls::blank;
 use super::params::ParamError;
 use super::store::{Begin, Replay, StoredResponse};
 use super::{random_id, Sandbox};
@@ -120,7 +121,15 @@ pub(super) fn begin_keyed(
     if let Some(key) = &key {
         let refused = match sb.store.begin(key, fingerprint) {
             Begin::Fresh => None,
-            Begin::Replay(replay) => Some(respond(&replayed(replay), Some(key), true)),
+            // What was recorded is replayed as it is; an answer made again from what the key
+            // made is shown as any answer is.
+            Begin::Replay(replay @ (Replay::Recorded(_) | Replay::Failed)) => {
+                Some(respond(&replayed(replay), Some(key), true))
+            }
+            Begin::Replay(replay) => {
+                let made = with_nulls(replayed(replay), sb.config.null_rate);
+                Some(respond(&made, Some(key), true))
+            }
             Begin::Mismatch => Some(idempotency_mismatch(key)),
             Begin::InFlight => Some(idempotency_in_flight(key)),
         };
@@ -244,6 +253,37 @@ pub(super) fn json<T: Serialize>(status: StatusCode, value: &T) -> HttpResponse 
     respond(&stored_json(status, value), None, false)
 }
 
+/// [`json`] for an answer that shows intents or refunds, their nullable fields `null` at
+/// `--null-rate` (`nulls`).
+pub(super) fn shown_json<T: Serialize>(
+    sb: &Sandbox,
+    status: StatusCode,
+    value: &T,
+) -> HttpResponse {
+    respond(
+        &with_nulls(stored_json(status, value), sb.config.null_rate),
+        None,
+        false,
+    )
+}
+
+/// `stored` with the nullable fields of the intents and refunds it shows `null` at `rate`
+/// (`nulls`): applied once, before an answer is recorded, so a replay is the same bytes.
+pub(super) fn with_nulls(stored: StoredResponse, rate: f64) -> StoredResponse {
+    if rate <= 0.0 {
+        return stored;
+    }
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&stored.body) else {
+        return stored;
+    };
+    blank(&mut value, rate);
+    let body = serde_json::to_vec_pretty(&value).unwrap_or_else(|_| stored.body.to_vec());
+    StoredResponse {
+        status: stored.status,
+        body: Bytes::from(body),
+    }
+}
+
 pub(super) fn error(status: StatusCode, error: ApiError) -> HttpResponse {
     respond(&stored_error(status, error), None, false)
 }
@@ -308,8 +348,9 @@ pub(super) fn no_such_intent(id: &str) -> HttpResponse {
 }
 
 /// Stripe's answer to an action the intent's status does not allow.
-pub(super) fn unexpected_state(intent: &PaymentIntent, action: &str) -> HttpResponse {
-    respond(&unexpected_state_answer(intent, action), None, false)
+pub(super) fn unexpected_state(sb: &Sandbox, intent: &PaymentIntent, action: &str) -> HttpResponse {
+    let answer = unexpected_state_answer(intent, action);
+    respond(&with_nulls(answer, sb.config.null_rate), None, false)
 }
 
 /// [`unexpected_state`], as recorded.

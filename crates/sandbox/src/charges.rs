@@ -16,7 +16,7 @@ use actix_web::http::StatusCode;
 use actix_web::web;
 use chrono::Utc;
 
-use super::answers::{api_error_500_answer, intent_answer, stored_error};
+use super::answers::{api_error_500_answer, intent_answer, stored_error, with_nulls};
 use super::behaviour::Behaviour;
 use super::params::CreateParams;
 use super::protocol::is_marked_adyen;
@@ -179,7 +179,7 @@ async fn execute(
     {
         api_error_500_answer()
     } else {
-        stored
+        with_nulls(stored, sb.config.null_rate)
     };
     if let Some(key) = &key {
         sb.store.finish(key, stored.clone());

@@ -24,6 +24,12 @@ pub const DEFAULT_KEEP_ANSWERS: usize = 1_000;
 /// usually reaches the merchant after the API answer. 0 sends each event the instant the
 /// charge is made, racing the answer: the tests use that, the hardest case.
 pub const DEFAULT_WEBHOOK_DELAY_MS: u64 = 200;
+/// Stripe's search: "under normal conditions, data is searchable in less than a minute" and
+/// "propagation of new or updated data can be up to an hour behind during outages" (Stripe's
+/// docs, "Search"). The default is the normal minute; the flag takes up to the hour.
+pub const DEFAULT_SEARCH_LAG_SECS: u64 = 60;
+/// The longest `--search-lag-secs`: the hour of an outage.
+pub const MAX_SEARCH_LAG_SECS: u64 = 3600;
 
 /// Configuration of the provider simulator (`payorch sandbox`, or in-process in `serve`).
 #[derive(Debug, Clone, PartialEq, clap::Args)]
@@ -82,6 +88,20 @@ pub struct SandboxConfig {
     #[arg(long = "error-rate", env = "PAYORCH_SANDBOX_ERROR_RATE", default_value_t = 0.0, value_parser = parse_rate)]
     pub error_rate: f64,
 
+    /// How long an intent has existed before `GET /v1/payment_intents/search` shows it (0 to
+    /// 3600 s): Stripe's search lags, a minute as a rule and up to an hour in an outage. A
+    /// retrieve by id and the list are immediate, as Stripe's are.
+    #[arg(long = "search-lag-secs", env = "PAYORCH_SANDBOX_SEARCH_LAG_SECS", default_value_t = DEFAULT_SEARCH_LAG_SECS, value_parser = parse_search_lag)]
+    pub search_lag_secs: u64,
+
+    /// Share of nullable fields a client could lean on (Stripe's OpenAPI document marks them
+    /// `nullable`) answered `null` in the Stripe face's answers and events, each field rolled
+    /// on its own (0.0–1.0): a refund's `status`, `metadata`, `payment_intent` and `reason`, an
+    /// intent's `description`, `latest_charge`, `last_payment_error`, `canceled_at`,
+    /// `cancellation_reason` and `payment_method`. The ledger is never touched.
+    #[arg(long = "null-rate", env = "PAYORCH_SANDBOX_NULL_RATE", default_value_t = 0.0, value_parser = parse_rate)]
+    pub null_rate: f64,
+
     /// Share of webhook events delivered twice (0.0–1.0).
     #[arg(long = "webhook-duplicate-rate", env = "PAYORCH_SANDBOX_WEBHOOK_DUPLICATE_RATE", default_value_t = 0.0, value_parser = parse_rate)]
     pub webhook_duplicate_rate: f64,
@@ -135,6 +155,8 @@ impl Default for SandboxConfig {
             latency_ms: 0,
             lost_response_rate: 0.0,
             error_rate: 0.0,
+            search_lag_secs: DEFAULT_SEARCH_LAG_SECS,
+            null_rate: 0.0,
             webhook_duplicate_rate: 0.0,
             webhook_reorder: false,
             webhook_reorder_window_ms: DEFAULT_WEBHOOK_REORDER_WINDOW_MS,
@@ -160,6 +182,10 @@ impl SandboxConfig {
         Duration::from_millis(self.latency_ms)
     }
 
+    pub(crate) fn search_lag(&self) -> Duration {
+        Duration::from_secs(self.search_lag_secs)
+    }
+
     pub(crate) fn window(&self) -> Window {
         Window {
             intents: self.keep_intents,
@@ -175,6 +201,17 @@ pub fn parse_keep_intents(s: &str) -> Result<usize, String> {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
         Err(_) => Err(format!("{s:?} is not a whole number")),
+    }
+}
+
+/// `--search-lag-secs`: 0 to [`MAX_SEARCH_LAG_SECS`].
+fn parse_search_lag(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(secs) if secs <= MAX_SEARCH_LAG_SECS => Ok(secs),
+        Ok(secs) => Err(format!(
+            "{secs} is more than {MAX_SEARCH_LAG_SECS} (an hour)"
+        )),
+        Err(_) => Err(format!("{s:?} is not a whole number of seconds")),
     }
 }
 
@@ -226,5 +263,21 @@ mod tests {
     fn rates_outside_zero_to_one_are_refused() {
         assert!(Cli::try_parse_from(["sandbox", "--error-rate", "1.5"]).is_err());
         assert!(Cli::try_parse_from(["sandbox", "--error-rate", "0.25"]).is_ok());
+        assert!(Cli::try_parse_from(["sandbox", "--null-rate", "-0.1"]).is_err());
+        let parsed = Cli::try_parse_from(["sandbox", "--null-rate", "0.2"]);
+        assert_eq!(parsed.ok().map(|c| c.sandbox.null_rate), Some(0.2));
+    }
+
+    #[test]
+    fn a_search_lag_is_up_to_an_hour() {
+        let lag = |secs: &str| {
+            Cli::try_parse_from(["sandbox", "--search-lag-secs", secs])
+                .ok()
+                .map(|c| c.sandbox.search_lag_secs)
+        };
+        assert_eq!(lag("0"), Some(0));
+        assert_eq!(lag("3600"), Some(3600));
+        assert_eq!(lag("3601"), None);
+        assert_eq!(lag("-1"), None);
     }
 }

@@ -40,8 +40,10 @@ mod challenge;
 mod charges;
 mod config;
 mod kept;
+mod listing;
 mod modification;
 mod modify;
+mod nulls;
 mod packed;
 mod params;
 mod protocol;
@@ -54,8 +56,8 @@ mod webhooks;
 
 pub use behaviour::{Behaviour, ModificationFault};
 pub use config::{
-    parse_keep_intents, SandboxConfig, DEFAULT_KEEP_ANSWERS, DEFAULT_KEEP_INTENTS, DEFAULT_SLOW_MS,
-    DEFAULT_WEBHOOK_DELAY_MS,
+    parse_keep_intents, SandboxConfig, DEFAULT_KEEP_ANSWERS, DEFAULT_KEEP_INTENTS,
+    DEFAULT_SEARCH_LAG_SECS, DEFAULT_SLOW_MS, DEFAULT_WEBHOOK_DELAY_MS, MAX_SEARCH_LAG_SECS,
 };
 pub use store::{CaptureEntry, Forgotten, HoldEntry, LedgerEntry, RefundEntry, VoidEntry, Window};
 

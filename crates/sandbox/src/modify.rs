@@ -17,7 +17,7 @@
 //! those `500`s are failures at the edge (`charges` says why): the first one records nothing,
 //! and after the second a resend gets the `201 received`.
 
-use super::answers::api_error_500_answer;
+use super::answers::{api_error_500_answer, with_nulls};
 use super::behaviour::{Behaviour, ModificationFault};
 use super::protocol::is_marked_adyen;
 use super::store::{Ask, Lookup, Modified, StoredResponse};
@@ -119,7 +119,7 @@ fn execute(
     let stored = if fault == Some(ModificationFault::ErrorAfter) && !adyen {
         api_error_500_answer()
     } else {
-        stored
+        with_nulls(stored, sb.config.null_rate)
     };
     if let Some(key) = &key {
         if recorded {

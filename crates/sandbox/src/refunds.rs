@@ -25,8 +25,10 @@ use chrono::Utc;
 
 use super::answers::{
     api_error_500, api_error_500_answer, begin_keyed, error, fail_keyed, forgotten,
-    invalid_request, json, refuse_unauthorized, respond, stored_error, stored_json, FORGOTTEN,
+    invalid_request, refuse_unauthorized, respond, shown_json, stored_error, stored_json,
+    with_nulls, FORGOTTEN,
 };
+use super::listing::ListQuery;
 use super::params::{metadata_key, ParamError};
 use super::protocol::is_marked_adyen;
 use super::store::{Lookup, RefundRefused, StoredResponse};
@@ -260,7 +262,7 @@ async fn execute(
     let stored = if params.fault == Some(Fault::ErrorAfter) && !is_marked_adyen(&params.metadata) {
         api_error_500_answer()
     } else {
-        stored
+        with_nulls(stored, sb.config.null_rate)
     };
     if let Some(key) = &key {
         sb.store.finish(key, stored.clone());
@@ -334,34 +336,67 @@ fn refusal(sb: &Sandbox, params: &RefundParams, refused: RefundRefused) -> (Stat
     (status, error)
 }
 
-#[derive(serde::Deserialize)]
-struct ListParams {
-    payment_intent: Option<String>,
-}
-
-/// `GET /v1/refunds?payment_intent=…`: that intent's refunds, newest first (one page: the
-/// sandbox makes few).
-async fn list_refunds(
-    sb: web::Data<Sandbox>,
-    req: HttpRequest,
-    params: web::Query<ListParams>,
-) -> HttpResponse {
+/// `GET /v1/refunds`: every refund, or `payment_intent`'s, newest first, paged and windowed
+/// as `GET /v1/payment_intents` is (`listing`), read-after-write.
+async fn list_refunds(sb: web::Data<Sandbox>, req: HttpRequest) -> HttpResponse {
     if let Some(refused) = refuse_unauthorized(&sb, &req) {
         return refused;
     }
     tokio::time::sleep(sb.config.latency()).await;
-    let data = match &params.payment_intent {
-        Some(intent) => match sb.store.refunds_of_intent(intent) {
-            Lookup::Found(refunds) => refunds,
-            // The list would miss refunds the sandbox forgot: no list rather than a short one.
-            Lookup::Forgotten => return forgotten(&sb, "payment_intent", intent),
-            Lookup::Missing => Vec::new(),
-        },
-        None => Vec::new(),
+    let query = match ListQuery::parse(req.query_string(), &["payment_intent", "charge"]) {
+        Ok(query) => query,
+        Err(e) => return invalid_request(e),
     };
-    json(
+    if query.filters.contains_key("charge") {
+        // Stripe takes it; the sandbox keeps no Charge objects to tell refunds by.
+        return invalid_request(ParamError::new(
+            "parameter_unknown",
+            "charge",
+            "The sandbox lists refunds by payment_intent, not by charge.".into(),
+        ));
+    }
+    let intent = match query.filters.get("payment_intent") {
+        None => None,
+        Some(id) => match sb.store.refunds_listable(id) {
+            Lookup::Found(serial) => Some(serial),
+            // The list would miss refunds the sandbox forgot: no list rather than a short one.
+            Lookup::Forgotten => return forgotten(&sb, "payment_intent", id),
+            Lookup::Missing => {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    ApiError {
+                        kind: "invalid_request_error".into(),
+                        code: Some("resource_missing".into()),
+                        decline_code: None,
+                        message: Some(format!("No such payment_intent: '{id}'")),
+                        param: Some("payment_intent".into()),
+                        payment_intent: None,
+                    },
+                )
+            }
+        },
+    };
+    let keep = |refund: &Refund| query.created.holds(refund.created);
+    let (data, has_more) = match sb
+        .store
+        .list_refunds(intent, &query.cursor, query.limit, keep)
+    {
+        Lookup::Found(page) => page,
+        Lookup::Forgotten => return forgotten(&sb, query.cursor.param(), query.cursor.id()),
+        Lookup::Missing => {
+            return invalid_request(ParamError::new(
+                "resource_missing",
+                query.cursor.param(),
+                format!("No such refund: '{}'", query.cursor.id()),
+            ))
+        }
+    };
+    shown_json(
+        &sb,
         StatusCode::OK,
-        &serde_json::json!({"object": "list", "data": data, "has_more": false, "url": "/v1/refunds"}),
+        &serde_json::json!({
+            "object": "list", "data": data, "has_more": has_more, "url": "/v1/refunds",
+        }),
     )
 }
 
@@ -375,7 +410,7 @@ async fn retrieve_refund(
     }
     tokio::time::sleep(sb.config.latency()).await;
     match sb.store.get_refund(&id) {
-        Lookup::Found(refund) => json(StatusCode::OK, &refund),
+        Lookup::Found(refund) => shown_json(&sb, StatusCode::OK, &refund),
         Lookup::Forgotten => forgotten(&sb, "id", &id),
         Lookup::Missing => error(
             StatusCode::NOT_FOUND,

@@ -8,15 +8,16 @@ use serde::Serialize;
 
 use super::answers::{
     api_error_500, begin_keyed, error, fail_keyed, forgotten, invalid_request, json,
-    no_such_intent, refuse_unauthorized, respond, search_forgotten, unexpected_state,
+    no_such_intent, refuse_unauthorized, respond, search_forgotten, shown_json, unexpected_state,
 };
 use super::behaviour::Behaviour;
 use super::charges::charge;
 use super::kept::KeptIntent;
+use super::listing::ListQuery;
 use super::params::{
     missing_return_url, parse_query, parse_return_url, site, Clause, CreateParams, ParamError,
 };
-use super::store::{Cursor, Lookup};
+use super::store::Lookup;
 use super::{roll, Sandbox};
 use payorch_wire::stripe::{ApiError, ListResult, SearchResult};
 
@@ -83,7 +84,7 @@ async fn retrieve_intent(
     }
     tokio::time::sleep(sb.config.latency()).await;
     match sb.store.get(&id) {
-        Lookup::Found(intent) => json(StatusCode::OK, &intent),
+        Lookup::Found(intent) => shown_json(&sb, StatusCode::OK, &intent),
         Lookup::Forgotten => forgotten(&sb, "payment_intent", &id),
         Lookup::Missing => no_such_intent(&id),
     }
@@ -136,9 +137,11 @@ async fn search_intents(
             }
         },
     };
+    // Stripe's search lags: an intent shows once it has existed `--search-lag-secs`.
+    let searchable = searchable_since(sb.config.search_lag());
     // Stripe lists search results newest first.
     let (data, total) = sb.store.search(
-        |intent| clauses.iter().all(|c| matches(c, intent)),
+        |intent| searchable(intent.created()) && clauses.iter().all(|c| matches(c, intent)),
         offset,
         limit,
     );
@@ -148,7 +151,8 @@ async fn search_intents(
         }
     }
     let has_more = offset + data.len() < total;
-    json(
+    shown_json(
+        &sb,
         StatusCode::OK,
         &SearchResult {
             object: "search_result".into(),
@@ -160,40 +164,34 @@ async fn search_intents(
     )
 }
 
-#[derive(serde::Deserialize)]
-struct ListParams {
-    limit: Option<usize>,
-    starting_after: Option<String>,
-    ending_before: Option<String>,
-}
-
-/// `GET /v1/payment_intents`: newest first, paged by `starting_after` / `ending_before` ids.
-async fn list_intents(
-    sb: web::Data<Sandbox>,
-    req: HttpRequest,
-    params: web::Query<ListParams>,
-) -> HttpResponse {
+/// `GET /v1/payment_intents`: newest first, paged by `starting_after` / `ending_before`
+/// ids, within a `created` window (`listing`), read-after-write: an intent is listed the
+/// moment it is made, unlike search.
+async fn list_intents(sb: web::Data<Sandbox>, req: HttpRequest) -> HttpResponse {
     if let Some(refused) = refuse_unauthorized(&sb, &req) {
         return refused;
     }
-    let limit = params.limit.unwrap_or(10).clamp(1, 100);
-    let (cursor, param) = match (&params.starting_after, &params.ending_before) {
-        (Some(after), _) => (Cursor::After(after), "starting_after"),
-        (None, Some(before)) => (Cursor::Before(before), "ending_before"),
-        (None, None) => (Cursor::Newest, ""),
+    tokio::time::sleep(sb.config.latency()).await;
+    let query = match ListQuery::parse(req.query_string(), &["customer"]) {
+        Ok(query) => query,
+        Err(e) => return invalid_request(e),
     };
-    let (data, has_more) = match sb.store.list(cursor, limit) {
+    // The sandbox's intents have no customer: a list of a customer's intents is empty.
+    let customer = query.filters.contains_key("customer");
+    let keep = |intent: &KeptIntent| !customer && query.created.holds(intent.created());
+    let (data, has_more) = match sb.store.list(&query.cursor, query.limit, keep) {
         Lookup::Found(page) => page,
-        Lookup::Forgotten => return forgotten(&sb, param, page_id(&params)),
+        Lookup::Forgotten => return forgotten(&sb, query.cursor.param(), query.cursor.id()),
         Lookup::Missing => {
             return invalid_request(ParamError::new(
                 "resource_missing",
-                param,
-                format!("No such payment_intent: '{}'", page_id(&params)),
+                query.cursor.param(),
+                format!("No such payment_intent: '{}'", query.cursor.id()),
             ))
         }
     };
-    json(
+    shown_json(
+        &sb,
         StatusCode::OK,
         &ListResult {
             object: "list".into(),
@@ -202,15 +200,6 @@ async fn list_intents(
             url: "/v1/payment_intents".into(),
         },
     )
-}
-
-/// The id a page of the list starts at.
-fn page_id(params: &ListParams) -> &str {
-    let id = params
-        .starting_after
-        .as_ref()
-        .or(params.ending_before.as_ref());
-    id.map(String::as_str).unwrap_or_default()
 }
 
 /// `POST /v1/payment_intents/{id}/confirm`: an intent made without `confirm=true` is charged
@@ -286,7 +275,7 @@ async fn confirm_intent(
         if let Some(key) = &key {
             sb.store.abandon(key);
         }
-        return unexpected_state(&intent, "confirm");
+        return unexpected_state(&sb, &intent, "confirm");
     }
     if behaviour == Some(Behaviour::ErrorBefore) {
         return fail_keyed(&sb, key.as_deref());
@@ -294,6 +283,17 @@ async fn confirm_intent(
     match charge(&sb, params, behaviour, key.clone(), Some(intent)).await {
         Some(stored) => respond(&stored, key.as_deref(), false),
         None => api_error_500(),
+    }
+}
+
+/// Whether an intent created at a Unix time (whole seconds) has existed for `lag` by now:
+/// searchable from `lag` to a second more after it was made, never sooner. No lag: at once.
+fn searchable_since(lag: std::time::Duration) -> impl Fn(i64) -> bool {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let lag_ms = i64::try_from(lag.as_millis()).unwrap_or(i64::MAX);
+    move |created| {
+        // `created` is the second the intent was made in: it may be up to a second old.
+        lag_ms == 0 || now_ms >= created.saturating_add(1).saturating_mul(1000) + lag_ms
     }
 }
 

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::kept::KeptIntent;
+use super::listing::Cursor;
 use super::protocol::protocol_of;
 use super::serial;
 use payorch_wire::stripe::{PaymentIntent, Refund};
@@ -184,15 +185,6 @@ impl<T> Lookup<T> {
             Lookup::Missing => Lookup::Missing,
         }
     }
-}
-
-/// Where a page of `GET /v1/payment_intents` starts, newest first.
-pub(super) enum Cursor<'a> {
-    Newest,
-    /// Older than this id.
-    After(&'a str),
-    /// Newer than this id.
-    Before(&'a str),
 }
 
 /// What a key's request made, by serial number.
@@ -440,28 +432,57 @@ impl Store {
         (page, total)
     }
 
-    /// Up to `limit` kept intents from `cursor` on, newest first, and whether more follow.
-    pub(super) fn list(&self, cursor: Cursor, limit: usize) -> Lookup<(Vec<PaymentIntent>, bool)> {
+    /// Up to `limit` kept intents for which `keep` holds from `cursor` on, newest first, and
+    /// whether more follow that way.
+    pub(super) fn list(
+        &self,
+        cursor: &Cursor,
+        limit: usize,
+        keep: impl Fn(&KeptIntent) -> bool,
+    ) -> Lookup<(Vec<PaymentIntent>, bool)> {
         let inner = self.lock();
-        let page = |range: std::ops::Range<usize>| -> Vec<PaymentIntent> {
-            inner
-                .intents
-                .range(range)
-                .rev()
-                .map(KeptIntent::intent)
-                .collect()
+        let from = match cursor {
+            Cursor::Newest => Lookup::Found(From::Newest),
+            Cursor::After(id) => inner.find_intent(id).map(From::After),
+            Cursor::Before(id) => inner.find_intent(id).map(From::Before),
         };
-        let len = inner.intents.len();
-        match cursor {
-            Cursor::Newest => Lookup::Found((page(len.saturating_sub(limit)..len), len > limit)),
-            Cursor::After(id) => inner
-                .find_intent(id)
-                .map(|at| (page(at.saturating_sub(limit)..at), at > limit)),
-            Cursor::Before(id) => inner.find_intent(id).map(|at| {
-                let end = (at + 1 + limit).min(len);
-                (page(at + 1..end), end < len)
-            }),
+        from.map(|from| page(&inner.intents, from, limit, keep, KeptIntent::intent))
+    }
+
+    /// Where a list of intent `id`'s refunds starts: the intent's serial; `Forgotten` also
+    /// when some of its refunds are, as such a list would be short.
+    pub(super) fn refunds_listable(&self, id: &str) -> Lookup<u64> {
+        let inner = self.lock();
+        match inner.find_intent(id) {
+            Lookup::Found(at) if inner.intents[at].refunds_forgotten => Lookup::Forgotten,
+            Lookup::Found(at) => Lookup::Found(inner.first_intent + at as u64),
+            Lookup::Forgotten => Lookup::Forgotten,
+            Lookup::Missing => Lookup::Missing,
         }
+    }
+
+    /// Up to `limit` kept refunds (of the intent with serial `intent`, if given) for which
+    /// `keep` holds, from `cursor` on, newest first, and whether more follow that way.
+    pub(super) fn list_refunds(
+        &self,
+        intent: Option<u64>,
+        cursor: &Cursor,
+        limit: usize,
+        keep: impl Fn(&Refund) -> bool,
+    ) -> Lookup<(Vec<Refund>, bool)> {
+        let inner = self.lock();
+        let from = match cursor {
+            Cursor::Newest => Lookup::Found(From::Newest),
+            Cursor::After(id) => inner.find_refund(id).map(From::After),
+            Cursor::Before(id) => inner.find_refund(id).map(From::Before),
+        };
+        let keep =
+            |kept: &KeptRefund| intent.is_none_or(|i| kept.intent == Some(i)) && keep(&kept.refund);
+        from.map(|from| {
+            page(&inner.refunds, from, limit, keep, |kept| {
+                kept.refund.clone()
+            })
+        })
     }
 
     /// Refunds `amount` (default: what is left) of `intent_id`'s charge, if that much is
@@ -760,6 +781,42 @@ impl Inner {
     }
 }
 
+/// Where a page of a list starts, as a place among the items kept.
+enum From {
+    Newest,
+    /// The items before (older than) this place.
+    After(usize),
+    /// The items after (newer than) this place.
+    Before(usize),
+}
+
+/// Up to `limit` of `items` (kept oldest first) for which `keep` holds, from `from` on,
+/// newest first, shown by `show`, and whether more follow that way: Stripe's list pages.
+fn page<T, U>(
+    items: &VecDeque<T>,
+    from: From,
+    limit: usize,
+    keep: impl Fn(&T) -> bool,
+    show: impl Fn(&T) -> U,
+) -> (Vec<U>, bool) {
+    let candidates: Box<dyn Iterator<Item = &T>> = match from {
+        From::Newest => Box::new(items.iter().rev()),
+        From::After(at) => Box::new(items.range(..at).rev()),
+        From::Before(at) => Box::new(items.range(at + 1..)),
+    };
+    let mut found: Vec<&T> = candidates
+        .filter(|item| keep(item))
+        .take(limit + 1)
+        .collect();
+    let more = found.len() > limit;
+    found.truncate(limit);
+    if matches!(from, From::Before(_)) {
+        // Taken from the cursor up: the page still reads newest first.
+        found.reverse();
+    }
+    (found.into_iter().map(show).collect(), more)
+}
+
 /// The place of the item with `serial` among `len` kept from serial `first` on, if `is_it`
 /// agrees that the item there is the one asked for.
 fn find(
@@ -978,7 +1035,7 @@ mod tests {
             .collect();
         let page = |cursor| {
             store
-                .list(cursor, 2)
+                .list(&cursor, 2, |_| true)
                 .map(|(data, more)| (data.into_iter().map(|pi| pi.id).collect::<Vec<_>>(), more))
         };
         assert_eq!(
@@ -986,17 +1043,50 @@ mod tests {
             Lookup::Found((vec![ids[4].clone(), ids[3].clone()], true))
         );
         assert_eq!(
-            page(Cursor::After(&ids[3])),
+            page(Cursor::After(ids[3].clone())),
             Lookup::Found((vec![ids[2].clone(), ids[1].clone()], false))
         );
         assert_eq!(
-            page(Cursor::Before(&ids[1])),
+            page(Cursor::Before(ids[1].clone())),
             Lookup::Found((vec![ids[3].clone(), ids[2].clone()], true))
         );
         assert_eq!(
-            page(Cursor::Before(&ids[3])),
+            page(Cursor::Before(ids[3].clone())),
             Lookup::Found((vec![ids[4].clone()], false))
         );
-        assert_eq!(page(Cursor::After(&ids[0])), Lookup::Forgotten);
+        assert_eq!(page(Cursor::After(ids[0].clone())), Lookup::Forgotten);
+    }
+
+    #[test]
+    fn a_filtered_list_pages_through_what_the_filter_keeps() {
+        let store = store(10, 0);
+        let ids: Vec<String> = (0..7)
+            .map(|_| store.create(None, false, intent).id)
+            .collect();
+        // Every other intent, as a `created` window or a filter would keep them.
+        let even: Vec<&String> = ids.iter().step_by(2).collect();
+        let keep = |kept: &KeptIntent| even.iter().any(|id| *id == kept.id());
+        let page = |cursor: Cursor| {
+            store
+                .list(&cursor, 2, keep)
+                .map(|(data, more)| (data.into_iter().map(|pi| pi.id).collect::<Vec<_>>(), more))
+        };
+        assert_eq!(
+            page(Cursor::Newest),
+            Lookup::Found((vec![ids[6].clone(), ids[4].clone()], true))
+        );
+        assert_eq!(
+            page(Cursor::After(ids[4].clone())),
+            Lookup::Found((vec![ids[2].clone(), ids[0].clone()], false))
+        );
+        assert_eq!(
+            page(Cursor::Before(ids[0].clone())),
+            Lookup::Found((vec![ids[4].clone(), ids[2].clone()], true))
+        );
+        // A cursor the filter does not keep still places the page.
+        assert_eq!(
+            page(Cursor::Before(ids[3].clone())),
+            Lookup::Found((vec![ids[6].clone(), ids[4].clone()], false))
+        );
     }
 }

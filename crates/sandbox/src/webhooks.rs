@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::time::Instant;
 
 use super::config::SandboxConfig;
+use super::nulls::blank;
 use super::{random_id, roll, until_shutdown};
 use payorch_wire::secret::Secret;
 use payorch_wire::signature;
@@ -105,6 +106,8 @@ fn urls(url: Option<&str>) -> Vec<String> {
 pub(super) struct Webhooks {
     tx: mpsc::UnboundedSender<Bytes>,
     target: Arc<Target>,
+    /// `--null-rate`: a Stripe event shows its object as an answer would (`nulls`).
+    null_rate: f64,
 }
 
 impl Webhooks {
@@ -142,7 +145,11 @@ impl Webhooks {
             shutdown.clone(),
             dispatch(rx, target.clone(), shutdown),
         ));
-        Ok(Self { tx, target })
+        Ok(Self {
+            tx,
+            target,
+            null_rate: config.null_rate,
+        })
     }
 
     /// Where deliveries go from now on: one URL, several comma-separated, or none.
@@ -195,7 +202,15 @@ impl Webhooks {
             api_version: Some(API_VERSION.to_owned()),
             data: EventData { object },
         };
-        match serde_json::to_vec(&event) {
+        let body = if self.null_rate > 0.0 {
+            serde_json::to_value(&event).and_then(|mut shown| {
+                blank(&mut shown, self.null_rate);
+                serde_json::to_vec(&shown)
+            })
+        } else {
+            serde_json::to_vec(&event)
+        };
+        match body {
             // The dispatcher only goes away at shutdown, when losing events is expected.
             Ok(body) => {
                 let _ = self.tx.send(Bytes::from(body));

@@ -88,7 +88,8 @@ pub struct Refund {
     #[serde(default)]
     pub reason: Option<String>,
     /// Why a `failed` refund failed (`lost_or_stolen_card`, `expired_or_canceled_card`, …).
-    #[serde(default)]
+    /// Stripe's OpenAPI document makes it optional, not nullable: left out, never `null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,

@@ -13,13 +13,15 @@ use serde_json::Value;
 
 pub const SECRET: &str = "sk_test_sandbox";
 
-/// Short delays, webhooks at once, so each test runs in moments.
+/// Short delays, webhooks at once, search without its lag (tests/stripe_lists.rs has its
+/// own), so each test runs in moments.
 pub fn fast() -> SandboxConfig {
     SandboxConfig {
         slow_ms: 300,
         processing_ms: 200,
         webhook_retry_ms: 50,
         webhook_delay_ms: 0,
+        search_lag_secs: 0,
         ..SandboxConfig::default()
     }
 }
