@@ -11,9 +11,17 @@
 //!   sends them back to `returnUrl` with a `redirectResult` for `adyen_details`); a 500 for
 //!   the edge faults. `additionalData.manualCapture: "true"` authorises only: the money is
 //!   held until a capture or cancel (`adyen_modifications`).
-//! - `GET /v71/payments/{pspReference}`, `GET /v71/payments?reference=…`: the status checks
-//!   payorch's adapter makes (Adyen itself offers none; see docs/DESIGN.md).
 //! - Refunds: `adyen_refunds`.
+//! - Nothing to look a payment or a refund up by: Checkout API v71 has no such endpoint, and
+//!   neither has this face. What a merchant learns comes from the answers, the same-key
+//!   resends and the notifications; `/__sandbox/ledger` is the tests' truth. Any other
+//!   `/v71/…` request is answered as Adyen answers an endpoint it does not have
+//!   ([`unknown_endpoint`]).
+//!
+//! What Adyen validates before it does anything is a `422` in Adyen's `ServiceError` shape: a
+//! field the v71 schema does not define, at any depth (`702`, `adyen_schema`); an
+//! `amount.currency` that is not an ISO 4217 code (`138`, `currency`); an amount that is not
+//! positive (`137`).
 //! - Notifications: `AUTHORISATION` (success `true`/`false`) to `--adyen-notification-url`,
 //!   each item signed with Adyen's HMAC under `--adyen-hmac-key`; a 3-D Secure payment's once
 //!   the shopper passed or failed the challenge.
@@ -32,11 +40,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
+use super::adyen_schema;
 use super::answers::{replayed, FORGOTTEN};
 use super::behaviour::Behaviour;
 use super::charges::charge;
 use super::config::SandboxConfig;
-use super::kept::KeptIntent;
+use super::currency::is_iso4217;
 use super::params::{site, CreateParams};
 use super::protocol::{is_marked_adyen, PROTOCOL};
 use super::refunds::Fault;
@@ -53,9 +62,7 @@ pub(super) const MERCHANT_ACCOUNT: &str = "sandbox_merchant_account";
 pub(super) const REFUND_FAULT: &str = "sandbox_refund_fault";
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v71/payments", web::post().to(create_payment))
-        .route("/v71/payments", web::get().to(find_payments))
-        .route("/v71/payments/{psp}", web::get().to(get_payment));
+    cfg.route("/v71/payments", web::post().to(create_payment));
 }
 
 /// Whether `intent` was made through the Adyen face.
@@ -114,6 +121,9 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
         Ok(parsed) => parsed,
         Err(refused) => return *refused,
     };
+    if let Some(refused) = refuse_currency(&request.amount.currency) {
+        return refused;
+    }
     if request.amount.value < 1 || request.merchant_account.is_empty() {
         return validation("137", "Invalid amount or merchant account");
     }
@@ -181,26 +191,60 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
     }
 }
 
-/// The body as a `T` (named `name` in Adyen's words when it is not one) and its
-/// fingerprint: serde_json's maps are sorted, so the same JSON in any key order is the same
-/// request.
+/// The body as a `T`, the v71 schema `name` (`PaymentRequest`, …), and its fingerprint:
+/// serde_json's maps are sorted, so the same JSON in any key order is the same request. A
+/// body that is not JSON, has a field the schema does not define (`adyen_schema`), or does
+/// not read as a `T` is Adyen's `702`.
 pub(super) fn parse<T: serde::de::DeserializeOwned>(
     body: &[u8],
     name: &str,
 ) -> Result<(T, String), Box<HttpResponse>> {
-    serde_json::from_slice::<Value>(body)
-        .and_then(|value| {
-            Ok((
-                serde_json::from_value::<T>(value.clone())?,
-                value.to_string(),
-            ))
-        })
-        .map_err(|e| {
-            Box::new(validation(
-                "702",
-                &format!("Structure of {name} is invalid: {e}"),
-            ))
-        })
+    let invalid = |e: serde_json::Error| {
+        Box::new(validation(
+            "702",
+            &format!("Structure of {name} is invalid: {e}"),
+        ))
+    };
+    let value = serde_json::from_slice::<Value>(body).map_err(invalid)?;
+    adyen_schema::check(name, &value).map_err(|message| Box::new(validation("702", &message)))?;
+    let request = serde_json::from_value::<T>(value.clone()).map_err(invalid)?;
+    Ok((request, value.to_string()))
+}
+
+/// Adyen's `138` for an `amount.currency` that is not an ISO 4217 code (`currency`).
+pub(super) fn refuse_currency(currency: &str) -> Option<HttpResponse> {
+    (!is_iso4217(currency)).then(|| {
+        validation(
+            "138",
+            &format!("Unsupported currency specified: {currency} is not an ISO 4217 code"),
+        )
+    })
+}
+
+/// What Adyen answers to a request for an endpoint it does not have (a lookup of a payment
+/// or a refund among them: Checkout API v71 has none): `404` in its `ServiceError` shape,
+/// worded as its `401` is.
+pub(super) fn unknown_endpoint(req: &HttpRequest) -> HttpResponse {
+    error(
+        StatusCode::NOT_FOUND,
+        "000",
+        &format!(
+            "HTTP Status Response - Not Found: Checkout API v71 has no {} {}",
+            req.method(),
+            req.path()
+        ),
+        "validation",
+    )
+}
+
+/// Whether `path` is one of Adyen's (`/v71/…`, or another version's): not the Stripe face's
+/// `/v1/…` nor the sandbox's own.
+pub(super) fn is_adyen_path(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix("/v") else {
+        return false;
+    };
+    let version: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    !version.is_empty() && version != "1" && rest[version.len()..].starts_with('/')
 }
 
 /// Takes the request's `Idempotency-Key` for a fresh run (`Ok(None)` without one), or gives
@@ -319,63 +363,6 @@ pub(super) fn refusal(intent: &PaymentIntent) -> (String, &'static str) {
         .and_then(|e| e.message.clone())
         .unwrap_or_else(|| "Refused".into());
     (reason, code)
-}
-
-#[derive(Deserialize)]
-struct FindParams {
-    reference: Option<String>,
-}
-
-async fn find_payments(
-    sb: web::Data<Sandbox>,
-    req: HttpRequest,
-    params: web::Query<FindParams>,
-) -> HttpResponse {
-    if let Some(refused) = refuse_unauthorized(&sb, &req) {
-        return refused;
-    }
-    tokio::time::sleep(sb.config.latency()).await;
-    let Some(reference) = params.reference.as_deref() else {
-        return validation("100", "reference is required");
-    };
-    let by_reference = |intent: &KeptIntent| {
-        intent.metadata(PROTOCOL) == Some("adyen")
-            && intent.metadata("attempt_id") == Some(reference)
-    };
-    // One reference is one attempt's: a handful at most.
-    let (found, _) = sb.store.search(by_reference, 0, usize::MAX);
-    let forgotten = sb.store.forgotten();
-    if found.is_empty() && forgotten.intents > 0 {
-        return gone(&format!(
-            "Nothing kept has this reference, but the sandbox has forgotten {} payments, any \
-             of which could: it cannot say that none does.",
-            forgotten.intents
-        ));
-    }
-    // Oldest first, as made.
-    let data: Vec<Value> = found.iter().rev().map(payment_response).collect();
-    HttpResponse::Ok().json(json!({ "data": data }))
-}
-
-async fn get_payment(
-    sb: web::Data<Sandbox>,
-    req: HttpRequest,
-    psp: web::Path<String>,
-) -> HttpResponse {
-    if let Some(refused) = refuse_unauthorized(&sb, &req) {
-        return refused;
-    }
-    tokio::time::sleep(sb.config.latency()).await;
-    match payment(&sb, &psp) {
-        Lookup::Found(intent) => HttpResponse::Ok().json(payment_response(&intent)),
-        Lookup::Forgotten => gone(&forgotten_payment(&sb, &psp)),
-        Lookup::Missing => error(
-            StatusCode::NOT_FOUND,
-            "payment_not_found",
-            "no such payment",
-            "validation",
-        ),
-    }
 }
 
 /// The payment `psp` made through this face.

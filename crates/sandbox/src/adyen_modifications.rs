@@ -9,16 +9,34 @@
 //!   `reference`): `CAPTURE`, `success` `true` when the payment was held
 //!   (`additionalData.manualCapture`) and the amount is within the hold, else `false`.
 //! - `POST /v71/payments/{paymentPspReference}/cancels` (`merchantAccount`, `reference`):
-//!   `CANCELLATION`, `true` unless the payment was captured, refused or canceled already.
-//! - `POST /v71/cancels` (`merchantAccount`, `paymentReference`, `reference`): the same for
-//!   the payment made with that `reference`, for a merchant who never got its
-//!   `pspReference` (a lost answer, a shopper sent to a challenge); `TECHNICAL_CANCEL`, and
-//!   `false` when no such payment was made.
+//!   `CANCELLATION`, `true` for a payment not captured (Adyen's docs, "Cancel": authorised and
+//!   held, or still waiting for its shopper's 3-D Secure challenge, or `Received`), `false`
+//!   with a `reason` for one captured ("it can be refunded, not cancelled"), refused or
+//!   cancelled already.
+//! - `POST /v71/cancels` (`merchantAccount`, `paymentReference`, `reference`): the technical
+//!   cancel, for a merchant who never got the payment's `pspReference` (a lost answer, a
+//!   shopper sent to a challenge). Adyen's v71 answers it `201` with `status: received`,
+//!   `pspReference` (the cancel's own), `paymentReference`, `merchantAccount` and the request's
+//!   `reference` if any, before it looks for the payment, and tells the outcome in a
+//!   `TECHNICAL_CANCEL` notification (Adyen's API reference, "Cancel an authorised payment"):
+//!   for the payment made with that `reference` (the newest, should there be several), the
+//!   same outcome as a cancel by `pspReference`, with `originalReference` the payment's
+//!   `pspReference`, `amount` the payment's. When no payment was made with the reference,
+//!   the cancel is taken all the same (Adyen cannot refuse what it has not looked up yet)
+//!   and told `false`, "no payment was made with this reference", without an
+//!   `originalReference` and with `amount` `{"value": 0, "currency": "EUR"}` (the item must
+//!   carry an amount, Webhooks-v1's `NotificationRequestItem`; nothing was authorised, and the
+//!   sandbox's merchant accounts are EUR accounts). That `false` says only that no payment
+//!   had been made with the reference when the cancel was looked at: a `/payments` request
+//!   with it that arrives later is not stopped, so a merchant sends its technical cancel
+//!   once it will send no more.
 //!
-//! What Adyen validates before it answers is a `422`: a payment not made through this face,
-//! another merchant account, an amount that is not positive, in another currency, or above
-//! what was authorised. `Idempotency-Key` is honoured as on `/payments`; `--error-rate`,
-//! `--lost-response-rate`, `--latency-ms` and the `pm_sandbox_capture_*` faults apply.
+//! What Adyen validates before it answers is a `422`: a field the v71 schema does not define
+//! (`702`), an amount whose currency is not an ISO 4217 code (`138`), a payment not made
+//! through this face, another merchant account, an amount that is not positive, in another
+//! currency, or above what was authorised. `Idempotency-Key` is honoured as on `/payments`;
+//! `--error-rate`, `--lost-response-rate`, `--latency-ms` and the `pm_sandbox_capture_*`
+//! faults apply.
 
 use actix_web::http::StatusCode;
 use actix_web::web::{self, Bytes};
@@ -27,8 +45,8 @@ use chrono::Utc;
 use serde_json::json;
 
 use super::adyen::{
-    begin_keyed, delivery, forgotten_payment, gone, parse, payment, refuse_unauthorized,
-    server_error, validation, MERCHANT_ACCOUNT,
+    begin_keyed, delivery, forgotten_payment, gone, parse, payment, refuse_currency,
+    refuse_unauthorized, server_error, validation, MERCHANT_ACCOUNT,
 };
 use super::answers::stored_json;
 use super::config::SandboxConfig;
@@ -36,7 +54,7 @@ use super::kept::KeptIntent;
 use super::modification::{Kind, Modification};
 use super::modify::{fails_before, run, Verdict};
 use super::protocol::PROTOCOL;
-use super::store::{Ask, Lookup, Modified, Replay, StoredResponse};
+use super::store::{Ask, Lookup, Modified, Replay, StoredResponse, ADYEN_CANCELABLE};
 use super::{random_id, roll, Sandbox};
 use payorch_wire::adyen::{
     Amount, CancelRequest, CaptureRequest, ModificationResponse, StandaloneCancelRequest,
@@ -68,6 +86,9 @@ async fn capture(
         Err(refused) => return *refused,
     };
     let amount = request.amount;
+    if let Some(refused) = refuse_currency(&amount.currency) {
+        return refused;
+    }
     if amount.value < 1 || !amount.currency.eq_ignore_ascii_case(&payment.currency) {
         return validation(
             "137",
@@ -94,6 +115,7 @@ async fn capture(
         key: None,
         reference: request.reference,
         keep_refused: true,
+        cancelable: ADYEN_CANCELABLE,
     };
     modify(&sb, &req, &payment, format!("capture {psp} {json}"), ask).await
 }
@@ -165,6 +187,7 @@ fn cancel_ask(kind: Kind, reference: Option<String>) -> Ask {
         key: None,
         reference,
         keep_refused: true,
+        cancelable: ADYEN_CANCELABLE,
     }
 }
 
@@ -298,7 +321,8 @@ fn response(payment: &PaymentIntent, m: &Modification) -> ModificationResponse {
 }
 
 /// `POST /v71/cancels` for a reference no payment was made with: taken, as Adyen takes it
-/// before it looks, and told `false` in its notification.
+/// before it looks, and told `false` in its notification (the module's docs say why, and
+/// what the notification carries).
 fn nothing_to_cancel(
     sb: &Sandbox,
     req: &HttpRequest,
@@ -324,11 +348,12 @@ fn nothing_to_cancel(
     };
     let item = json!({
         "additionalData": {},
+        // Required in every item (Webhooks-v1), and signed: nothing was authorised.
+        "amount": {"value": 0, "currency": NO_PAYMENT_CURRENCY},
         "eventCode": TECHNICAL_CANCEL,
         "eventDate": Utc::now().to_rfc3339(),
         "merchantAccountCode": request.merchant_account,
         "merchantReference": request.payment_reference,
-        "originalReference": "",
         "pspReference": answer.psp_reference,
         "reason": "No payment was made with this reference",
         "success": "false",
@@ -342,6 +367,10 @@ fn nothing_to_cancel(
     }
     respond(&stored)
 }
+
+/// The currency of the sandbox's merchant accounts: that of the zero amount a notification
+/// about no payment carries.
+const NO_PAYMENT_CURRENCY: &str = "EUR";
 
 /// The signed notification of what capture or cancel `m` of `payment` came to.
 pub(super) fn notification(

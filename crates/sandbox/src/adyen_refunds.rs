@@ -4,15 +4,18 @@
 //! only the words differ. A refund made here is marked as made through Adyen.
 //!
 //! - `POST /v71/payments/{paymentPspReference}/refunds` (`X-API-Key`, `Idempotency-Key`,
-//!   `{amount, reference, merchantAccount}`) → `201` with `status: received`, as Adyen
-//!   answers before it knows the outcome; a replay answers the first answer again. A `422`
-//!   for what Adyen validates (a payment not made through this face, another currency or
-//!   merchant account than the payment's, more than is left); a `500` for the edge faults.
-//! - `GET /v71/refunds/{pspReference}`, `GET /v71/payments/{paymentPspReference}/refunds
-//!   ?reference=…`: the status checks payorch's adapter makes (Adyen itself offers none; see
-//!   docs/DESIGN.md), answering the refund's status now: `pending`, `succeeded` or `failed`.
+//!   `{amount, merchantAccount, reference?}`: `reference` is optional in v71's
+//!   `PaymentRefundRequest`) → `201` with `status: received`, as Adyen answers before it knows
+//!   the outcome; a replay answers the first answer again. A `422` for what Adyen validates
+//!   (a field v71 does not define, `702`; a currency that is not ISO 4217's, `138`; a payment
+//!   not made through this face, another currency or merchant account than the payment's,
+//!   more than is left); a `500` for the edge faults.
+//! - No lookup: v71 has no endpoint to look a refund up by; its outcome comes in the
+//!   notification (`/__sandbox/ledger` has it for tests).
 //! - Notifications: `REFUND`, `success` `true` once the money went back, `false` when the
-//!   refund failed; nothing while it is pending, as Adyen says nothing until it knows.
+//!   refund failed; nothing while it is pending, as Adyen says nothing until it knows. Its
+//!   `merchantReference` is the refund's `reference`, or, for a refund without one, the
+//!   payment's.
 //!
 //! Faults: Adyen's refund request has no field for free text (`merchantRefundReason` is an
 //! enum, and Adyen refuses unknown fields), so payorch's adapter sends no reason and a refund
@@ -23,7 +26,6 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::http::StatusCode;
 use actix_web::web::{self, Bytes};
 use actix_web::{HttpRequest, HttpResponse};
 use chrono::Utc;
@@ -31,27 +33,39 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::adyen::{
-    begin_keyed, delivery, error, forgotten_payment, gone, parse, payment, refuse_unauthorized,
+    begin_keyed, delivery, forgotten_payment, parse, payment, refuse_currency, refuse_unauthorized,
     server_error, validation, MERCHANT_ACCOUNT, REFUND_FAULT,
 };
 use super::answers::replayed;
 use super::config::SandboxConfig;
-use super::protocol::{is_marked_adyen, PROTOCOL};
+use super::protocol::PROTOCOL;
 use super::refunds::{make, Fault, RefundParams};
 use super::store::{Lookup, Replay, StoredResponse};
 use super::{roll, Sandbox};
 use payorch_wire::adyen::REFUND;
-use payorch_wire::adyen::{Amount, RefundList, RefundRequest, RefundResponse};
+use payorch_wire::adyen::{Amount, RefundResponse};
 use payorch_wire::stripe::{ErrorBody, Refund};
 
 /// The refund metadata key of payorch's refund id (the request's `reference`), which the
 /// ledger reads as the Stripe face's refunds carry it.
 const REFERENCE: &str = "refund_id";
+/// The refund metadata key of the refunded payment's `reference`: the notification's
+/// `merchantReference` for a refund that has none of its own.
+const PAYMENT_REFERENCE: &str = "sandbox_payment_reference";
+
+/// `PaymentRefundRequest` as far as the sandbox reads it (`adyen_schema` has refused any
+/// field v71 does not define): `reference` is optional.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RefundRequest {
+    amount: Amount,
+    merchant_account: String,
+    #[serde(default)]
+    reference: Option<String>,
+}
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v71/payments/{psp}/refunds", web::post().to(create_refund))
-        .route("/v71/payments/{psp}/refunds", web::get().to(find_refunds))
-        .route("/v71/refunds/{psp}", web::get().to(get_refund));
+    cfg.route("/v71/payments/{psp}/refunds", web::post().to(create_refund));
 }
 
 async fn create_refund(
@@ -86,6 +100,9 @@ async fn create_refund(
             return validation("167", &message);
         }
     };
+    if let Some(refused) = refuse_currency(&request.amount.currency) {
+        return refused;
+    }
     let account = payment.metadata.get(MERCHANT_ACCOUNT);
     if account != Some(&request.merchant_account) {
         return validation(
@@ -114,11 +131,16 @@ async fn create_refund(
     if fault == Some(Fault::ErrorBefore) {
         return server_error();
     }
-    let metadata = BTreeMap::from([
-        (REFERENCE.to_owned(), request.reference),
+    let mut metadata = BTreeMap::from([
         (PROTOCOL.to_owned(), "adyen".to_owned()),
         (MERCHANT_ACCOUNT.to_owned(), request.merchant_account),
     ]);
+    if let Some(reference) = request.reference {
+        metadata.insert(REFERENCE.to_owned(), reference);
+    }
+    if let Some(reference) = payment.metadata.get("attempt_id") {
+        metadata.insert(PAYMENT_REFERENCE.to_owned(), reference.clone());
+    }
     let params = RefundParams {
         // The payment is part of the request: the same body for another payment is another.
         fingerprint: format!("{psp} {json}"),
@@ -177,96 +199,13 @@ fn refund_response(refund: &Refund, status: &str) -> RefundResponse {
     }
 }
 
-/// A refund's status now, in the words payorch's adapter reads from the status checks.
+/// A refund's outcome so far: `pending` until the notification can tell one.
 fn status_now(refund: &Refund) -> &'static str {
     match refund.status.as_str() {
         "succeeded" => "succeeded",
         "failed" | "canceled" => "failed",
         _ => "pending",
     }
-}
-
-/// The Adyen face's refund `psp`.
-fn adyen_refund(sb: &Sandbox, psp: &str) -> Lookup<Refund> {
-    match sb.store.get_refund(psp) {
-        Lookup::Found(refund) if is_marked_adyen(&refund.metadata) => Lookup::Found(refund),
-        Lookup::Found(_) | Lookup::Missing => Lookup::Missing,
-        Lookup::Forgotten => Lookup::Forgotten,
-    }
-}
-
-async fn get_refund(
-    sb: web::Data<Sandbox>,
-    req: HttpRequest,
-    psp: web::Path<String>,
-) -> HttpResponse {
-    if let Some(refused) = refuse_unauthorized(&sb, &req) {
-        return refused;
-    }
-    tokio::time::sleep(sb.config.latency()).await;
-    match adyen_refund(&sb, &psp) {
-        Lookup::Found(refund) => {
-            HttpResponse::Ok().json(refund_response(&refund, status_now(&refund)))
-        }
-        Lookup::Forgotten => gone(&format!(
-            "The sandbox no longer keeps refund {psp}: it keeps the last {} (--keep-intents).",
-            sb.store.window().intents
-        )),
-        Lookup::Missing => error(
-            StatusCode::NOT_FOUND,
-            "refund_not_found",
-            "no such refund",
-            "validation",
-        ),
-    }
-}
-
-#[derive(Deserialize)]
-struct FindParams {
-    reference: Option<String>,
-}
-
-/// The payment's refunds (newest first) whose `reference` is the one asked for, or all of
-/// them. An unknown payment is a `404`, never an empty list: the adapter reads an empty list
-/// as "no such refund", which only a payment that exists can prove.
-async fn find_refunds(
-    sb: web::Data<Sandbox>,
-    req: HttpRequest,
-    psp: web::Path<String>,
-    params: web::Query<FindParams>,
-) -> HttpResponse {
-    if let Some(refused) = refuse_unauthorized(&sb, &req) {
-        return refused;
-    }
-    tokio::time::sleep(sb.config.latency()).await;
-    let refunds = match payment(&sb, &psp) {
-        Lookup::Found(_) => sb.store.refunds_of_intent(&psp),
-        Lookup::Forgotten => Lookup::Forgotten,
-        Lookup::Missing => Lookup::Missing,
-    };
-    let refunds = match refunds {
-        Lookup::Found(refunds) => refunds,
-        // Some of its refunds may be missing from a list now: no list rather than a short one.
-        Lookup::Forgotten => return gone(&forgotten_payment(&sb, &psp)),
-        Lookup::Missing => {
-            return error(
-                StatusCode::NOT_FOUND,
-                "payment_not_found",
-                "no such payment",
-                "validation",
-            )
-        }
-    };
-    let data = refunds
-        .iter()
-        .filter(|refund| is_marked_adyen(&refund.metadata))
-        .filter(|refund| {
-            params.reference.is_none()
-                || refund.metadata.get(REFERENCE) == params.reference.as_ref()
-        })
-        .map(|refund| refund_response(refund, status_now(refund)))
-        .collect();
-    HttpResponse::Ok().json(RefundList { data })
 }
 
 /// The signed `REFUND` notification of `refund` as it is now; `None` while it is pending.
@@ -277,14 +216,21 @@ pub(super) fn notification(config: &SandboxConfig, refund: &Refund) -> Option<Ve
         _ => return None,
     };
     let text = |key: &str| refund.metadata.get(key).cloned().unwrap_or_default();
+    let reference = refund
+        .metadata
+        .get(REFERENCE)
+        .or_else(|| refund.metadata.get(PAYMENT_REFERENCE))
+        .cloned()
+        .unwrap_or_default();
     let item = json!({
         "additionalData": {},
         "amount": {"value": refund.amount, "currency": refund.currency.to_ascii_uppercase()},
         "eventCode": REFUND,
         "eventDate": Utc::now().to_rfc3339(),
         "merchantAccountCode": text(MERCHANT_ACCOUNT),
-        // payorch's refund id: what payorch applies the notification to.
-        "merchantReference": text(REFERENCE),
+        // payorch's refund id: what payorch applies the notification to; for a refund
+        // without a reference of its own, the payment's.
+        "merchantReference": reference,
         "originalReference": refund.payment_intent.clone().unwrap_or_default(),
         "pspReference": refund.id,
         "paymentMethod": "visa",

@@ -26,7 +26,7 @@ use super::answers::{
 use super::modification::Kind;
 use super::modify::{fails_before, run, Verdict};
 use super::params::ParamError;
-use super::store::{Ask, Lookup, Modified, Refusal};
+use super::store::{Ask, Lookup, Modified, Refusal, CANCELABLE};
 use super::{roll, Sandbox};
 use payorch_wire::stripe::ApiError;
 
@@ -128,6 +128,7 @@ async fn capture_intent(
         key: None,
         reference: None,
         keep_refused: false,
+        cancelable: CANCELABLE,
     })
     .await
 }
@@ -148,6 +149,7 @@ async fn cancel_intent(
         key: None,
         reference: None,
         keep_refused: false,
+        cancelable: CANCELABLE,
     })
     .await
 }

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use super::currency::is_iso4217;
+
 /// A refused parameter: Stripe's `invalid_request_error` with its `code` and `param`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ParamError {
@@ -141,7 +143,9 @@ impl CreateParams {
                     })?);
                 }
                 "currency" => {
-                    if value.len() != 3 || !value.bytes().all(|b| b.is_ascii_alphabetic()) {
+                    // "Three-letter ISO currency code" (Stripe's document): an unknown one is
+                    // refused, as Stripe refuses it.
+                    if !is_iso4217(value) {
                         return Err(ParamError::new(
                             "parameter_invalid_string",
                             "currency",
@@ -375,6 +379,15 @@ mod tests {
             err(b"amount=1&currency=eur&confirm=yes"),
             Some(("parameter_invalid_boolean", Some("confirm".into())))
         );
+        for currency in ["xyz", "euro", "eu"] {
+            let body = format!("amount=1&currency={currency}");
+            assert_eq!(
+                err(body.as_bytes()),
+                Some(("parameter_invalid_string", Some("currency".into()))),
+                "{currency}"
+            );
+        }
+        assert!(CreateParams::parse(b"amount=1&currency=JPY").is_ok());
     }
 
     #[test]

@@ -346,7 +346,11 @@ async fn ledger(sb: web::Data<Sandbox>) -> HttpResponse {
     )
 }
 
+/// A route neither face has: in the words of the face the path belongs to.
 async fn unknown_route(req: HttpRequest) -> HttpResponse {
+    if super::adyen::is_adyen_path(req.path()) {
+        return super::adyen::unknown_endpoint(&req);
+    }
     error(
         StatusCode::NOT_FOUND,
         ApiError {

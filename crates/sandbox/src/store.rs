@@ -34,7 +34,7 @@ use payorch_wire::stripe::{PaymentIntent, Refund};
 
 mod holds;
 
-pub(super) use holds::{Ask, Challenged, Modified, Refusal};
+pub(super) use holds::{Ask, Challenged, Modified, Refusal, ADYEN_CANCELABLE, CANCELABLE};
 pub use holds::{CaptureEntry, HoldEntry, VoidEntry};
 
 /// One confirmed PaymentIntent, as `GET /__sandbox/ledger` lists it: the ground truth of
@@ -557,30 +557,6 @@ impl Store {
         Some(settled)
     }
 
-    /// The refunds of one intent, newest first, as Stripe lists them; `Forgotten` also when
-    /// some of them are.
-    pub(super) fn refunds_of_intent(&self, intent_id: &str) -> Lookup<Vec<Refund>> {
-        let inner = self.lock();
-        let at = match inner.find_intent(intent_id) {
-            Lookup::Found(at) => at,
-            Lookup::Forgotten => return Lookup::Forgotten,
-            Lookup::Missing => return Lookup::Missing,
-        };
-        if inner.intents[at].refunds_forgotten {
-            return Lookup::Forgotten;
-        }
-        let serial = inner.first_intent + at as u64;
-        Lookup::Found(
-            inner
-                .refunds
-                .iter()
-                .rev()
-                .filter(|kept| kept.intent == Some(serial))
-                .map(|kept| kept.refund.clone())
-                .collect(),
-        )
-    }
-
     pub(super) fn get_refund(&self, id: &str) -> Lookup<Refund> {
         let inner = self.lock();
         inner
@@ -1020,7 +996,7 @@ mod tests {
         }
         assert_eq!(store.refund_ledger().len(), 2);
         assert_eq!(store.forgotten().refunds, 1);
-        assert_eq!(store.refunds_of_intent(&paid.id), Lookup::Forgotten);
+        assert_eq!(store.refunds_listable(&paid.id), Lookup::Forgotten);
         assert_eq!(
             store.refund(&paid.id, Some(201), make, None),
             Err(RefundRefused::TooLarge { left: 200 })

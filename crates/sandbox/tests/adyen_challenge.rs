@@ -109,8 +109,16 @@ async fn a_shopper_who_completes_the_challenge_is_authorised_once() {
         .await
         .expect("answered");
     assert_eq!(replay.body, made.body);
-    let looked_up = common::get(&client, &sandbox, "/v71/payments?reference=att_3ds").await;
-    assert_eq!(looked_up.body["data"][0]["resultCode"], "RedirectShopper");
+    // Adyen has no lookup; the ledger knows the payment waits for its shopper.
+    let book = ledger(&client, &sandbox).await;
+    let waiting = book["data"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|entry| entry["attempt_id"] == "att_3ds")
+        .expect("in the ledger");
+    assert_eq!(waiting["status"], "requires_action");
+    assert_eq!(waiting["provider_id"], psp.as_str());
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(
         hook.adyen_items(&psp).is_empty(),

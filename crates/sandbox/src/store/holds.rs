@@ -28,6 +28,9 @@ pub(crate) struct Ask {
     /// Keep it when refused too: the Adyen face answers `received` before the outcome, so a
     /// refused capture or cancel is a thing that happened, with its own reference.
     pub keep_refused: bool,
+    /// The statuses a cancel is allowed from: Stripe's ([`CANCELABLE`]) or Adyen's
+    /// ([`ADYEN_CANCELABLE`]).
+    pub cancelable: &'static [&'static str],
 }
 
 /// Why an intent refused a capture or cancel.
@@ -64,13 +67,20 @@ pub(crate) struct Challenged {
 }
 
 /// The statuses Stripe lets a PaymentIntent be canceled from.
-const CANCELABLE: [&str; 5] = [
+pub(crate) const CANCELABLE: &[&str] = &[
     "requires_payment_method",
     "requires_capture",
     "requires_confirmation",
     "requires_action",
     "processing",
 ];
+
+/// The states Adyen cancels a payment in (Adyen's docs, "Cancel": a payment that "has not
+/// been captured"; "after a payment has been captured, you can no longer cancel it"): one
+/// authorised and held, one waiting for its shopper's 3-D Secure challenge, one still
+/// `Received`. A refused payment authorised nothing and has nothing to cancel; one captured
+/// is refunded instead; one cancelled is cancelled already.
+pub(crate) const ADYEN_CANCELABLE: &[&str] = &["requires_capture", "requires_action", "processing"];
 
 /// What `last_payment_error` says of a customer who failed the challenge.
 fn authentication_failure() -> LastPaymentError {
@@ -129,7 +139,7 @@ impl Store {
                 }
             }
             Kind::Cancel | Kind::TechnicalCancel
-                if !CANCELABLE.contains(&intent.status.as_str()) =>
+                if !ask.cancelable.contains(&intent.status.as_str()) =>
             {
                 Some(Refusal::State)
             }
@@ -295,7 +305,13 @@ fn refusal_reason(refusal: Refusal, intent: &PaymentIntent) -> String {
         Refusal::TooLarge { capturable } => {
             format!("Insufficient balance on payment: {capturable} can be captured")
         }
-        Refusal::State => format!("The payment is {}", intent.status),
+        Refusal::State => match intent.status.as_str() {
+            "succeeded" => "The payment was captured: it can be refunded, not cancelled".into(),
+            "requires_payment_method" => "The payment was refused: nothing to cancel".into(),
+            "canceled" => "The payment was cancelled already".into(),
+            "requires_capture" => "The payment is authorised, not captured".into(),
+            status => format!("The payment is {status}"),
+        },
     }
 }
 
@@ -467,6 +483,7 @@ mod tests {
             key: Some(key.into()),
             reference: None,
             keep_refused: false,
+            cancelable: CANCELABLE,
         }
     }
 
