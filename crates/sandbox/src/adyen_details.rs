@@ -2,7 +2,10 @@
 //! once the shopper is back from the challenge page (`challenge`) with a `redirectResult`,
 //! the payment's outcome, as Adyen's details answer gives it: `Authorised` (held or taken, as
 //! the payment asked) or `Refused` with `refusalReason` `3D Not Authenticated`, with the
-//! payment's `pspReference`. The challenge decided it when the shopper pressed a button, and
+//! payment's `pspReference` and `merchantReference` (v71's `PaymentDetailsResponse`: "the
+//! reference used during the /payments request", by which the merchant finds its attempt:
+//! the `redirectResult` itself names nothing the merchant knows). The challenge decided it
+//! when the shopper pressed a button, and
 //! its `AUTHORISATION` notification went then, so the merchant learns it even from a shopper
 //! who never comes back; a `redirectResult` sent again answers the same.
 

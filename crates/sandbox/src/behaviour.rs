@@ -14,11 +14,14 @@ pub enum Behaviour {
     Processing,
     /// `pm_sandbox_slow`: succeeded after `--slow-ms`.
     Slow,
-    /// `pm_sandbox_lost_response`: charges, then never answers.
+    /// `pm_sandbox_lost_response`: charges, then never answers; the answer is recorded under
+    /// the key, so a resend with it gets the charge.
     LostResponse,
-    /// `pm_sandbox_error_before`: 500, nothing charged.
+    /// `pm_sandbox_error_before`: 500, nothing charged; on the Stripe face the key replays
+    /// the 500.
     ErrorBefore,
-    /// `pm_sandbox_error_after`: charges, then 500.
+    /// `pm_sandbox_error_after`: charges, then 500; on the Stripe face the key replays the
+    /// 500 (Stripe saves a key's first result, a 500 included), on the Adyen face the payment.
     ErrorAfter,
     /// `pm_card_threeDSecure2Required` (Stripe's own test card): `requires_action` until the
     /// customer passes or fails the challenge page (`challenge`).
@@ -32,9 +35,11 @@ pub enum Behaviour {
 /// `pm_sandbox_capture_*` token, as `pm_sandbox_*` does with a charge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModificationFault {
-    /// `pm_sandbox_capture_error_before`: 500, nothing done.
+    /// `pm_sandbox_capture_error_before`: 500, nothing done; on the Stripe face the key
+    /// replays the 500.
     ErrorBefore,
-    /// `pm_sandbox_capture_error_after`: done and its answer recorded under the key, then 500.
+    /// `pm_sandbox_capture_error_after`: done, then 500; on the Stripe face the key replays the
+    /// 500, on the Adyen face the `201 received`.
     ErrorAfter,
     /// `pm_sandbox_capture_lost_response`: done and its answer recorded under the key, then
     /// never answered.

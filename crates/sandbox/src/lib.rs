@@ -5,13 +5,37 @@
 //! an Adyen Checkout face over the same charges, refunds, fault tokens and ledger, with
 //! Adyen's signed notifications.
 //!
-//! Fault model: faults happen at the "edge", around an API that behaves correctly.
-//! `pm_sandbox_error_before` and `--error-rate` fail before the API sees the request (no
-//! charge, nothing recorded under the key); `pm_sandbox_lost_response`,
-//! `pm_sandbox_error_after` and `--lost-response-rate` fail after the charge and its
-//! answer were recorded under the key, so a resend with the same key gets that answer.
-//! Captures and cancels meet the same knobs, and the `pm_sandbox_capture_*` tokens give a
-//! payment's first capture or cancel the same three faults (`modify`).
+//! Each face is as strict as the provider's published contract (SPEC §6), the uncomfortable
+//! parts included: it refuses what the provider refuses and offers nothing the provider
+//! lacks; only `/__sandbox/…` (the ledger, the 3-D Secure challenge page) is its own.
+//!
+//! Fault model. `--error-rate` fails a request at the edge, before the API saw it: nothing is
+//! done and nothing recorded under the key, so a resend runs afresh. The payment method's
+//! faults strike once the API began: `pm_sandbox_error_before` (a 500, nothing charged) and
+//! `pm_sandbox_error_after` (charged, then a 500). On the Stripe face that 500 is the key's
+//! first result, and Stripe saves a key's first result "whatever it was, including 500
+//! errors" (Stripe's docs, "Idempotent requests"): it is recorded under the key and a resend
+//! gets the same 500 again, never the charge (the ledger has it; a retrieve or a list tells).
+//! The Adyen face keeps them at the edge (Adyen's docs, "API idempotency", promise only the
+//! response of a request already processed): after `…_error_after` a resend gets the payment.
+//! `pm_sandbox_lost_response` and `--lost-response-rate` charge and record the answer, then
+//! never answer: a resend gets the answer. A refund's faults and the `pm_sandbox_capture_*`
+//! tokens (a payment's first capture or cancel) behave the same way (`refunds`, `modify`);
+//! captures and cancels meet the global knobs too.
+//!
+//! What the Stripe face promises, as Stripe's docs do: a retrieve by id and the lists
+//! (`GET /v1/payment_intents`, `GET /v1/refunds`, with Stripe's `created` window and paging:
+//! `listing`) are read-after-write; search lags by `--search-lag-secs` (default a minute,
+//! up to an hour); at `--null-rate` the fields Stripe's OpenAPI document marks `nullable`
+//! come `null` in answers and events (`nulls`).
+//!
+//! What the Adyen face does as Checkout API v71 does: no lookup of a payment or a refund
+//! (v71 has none; any endpoint it lacks is Adyen's `404`); a field the v71 schema does not
+//! define, at any depth, is `422` `702` (`adyen_schema`); a currency that is not ISO 4217's,
+//! `422` `138` (`currency`); a refund's `reference` is optional; a technical cancel
+//! (`POST /v71/cancels`) is answered `201 received` and settled by its `TECHNICAL_CANCEL`
+//! notification (`adyen_modifications` says when it succeeds); every notification item
+//! carries the fields Webhooks-v1 requires and is signed with Adyen's HMAC.
 //!
 //! A manual capture holds the money (`requires_capture`) until it is captured or canceled;
 //! `pm_card_threeDSecure2Required` waits for its customer on the sandbox's own challenge
