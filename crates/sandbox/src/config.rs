@@ -269,6 +269,20 @@ mod tests {
     }
 
     #[test]
+    fn help_shows_the_strict_knobs_with_their_environment_variables() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_help().to_string();
+        for shown in [
+            "--search-lag-secs",
+            "PAYORCH_SANDBOX_SEARCH_LAG_SECS",
+            "--null-rate",
+            "PAYORCH_SANDBOX_NULL_RATE",
+        ] {
+            assert!(help.contains(shown), "{shown} missing from:\n{help}");
+        }
+    }
+
+    #[test]
     fn a_search_lag_is_up_to_an_hour() {
         let lag = |secs: &str| {
             Cli::try_parse_from(["sandbox", "--search-lag-secs", secs])
