@@ -9,6 +9,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use serde::Serialize;
 use subtle::ConstantTimeEq;
 
+use super::listing::Created;
 use super::nulls::blank;
 use super::params::ParamError;
 use super::store::{Begin, Replay, StoredResponse};
@@ -46,6 +47,41 @@ pub(super) fn search_forgotten(sb: &Sandbox) -> Option<HttpResponse> {
         ),
         "query",
     ))
+}
+
+/// `410` for a page of a list that ran to the oldest intent kept, when the sandbox has
+/// forgotten intents made within the list's `created` window: they could have been on it,
+/// and a short list would say they never were.
+pub(super) fn list_forgotten(sb: &Sandbox, created: &Created) -> Option<HttpResponse> {
+    let forgotten = sb.store.forgotten();
+    let up_to = forgotten.created_up_to?;
+    (created.earliest() <= up_to).then(|| {
+        gone(
+            format!(
+                "The list reaches the oldest intent the sandbox keeps, and it has forgotten {} \
+                 intents (made up to {up_to}, Unix time) that this window takes: it cannot say \
+                 that none was on it (--keep-intents).",
+                forgotten.intents
+            ),
+            "created",
+        )
+    })
+}
+
+/// `410` for a page of every refund that ran to the oldest refund kept, once refunds have
+/// been forgotten.
+pub(super) fn refund_list_forgotten(sb: &Sandbox) -> Option<HttpResponse> {
+    let forgotten = sb.store.forgotten();
+    (forgotten.refunds > 0).then(|| {
+        gone(
+            format!(
+                "The list reaches the oldest refund the sandbox keeps, and it has forgotten {} \
+                 refunds: it cannot say that none was on it (--keep-intents).",
+                forgotten.refunds
+            ),
+            "",
+        )
+    })
 }
 
 /// The `410 sandbox_forgotten` of [`forgotten`] and [`search_forgotten`], about `param`.

@@ -58,6 +58,14 @@ pub(super) struct Created {
 }
 
 impl Created {
+    /// The earliest `created` the window takes.
+    pub(super) fn earliest(&self) -> i64 {
+        [self.eq, self.gte, self.gt.map(|gt| gt.saturating_add(1))]
+            .into_iter()
+            .flatten()
+            .fold(i64::MIN, i64::max)
+    }
+
     /// Whether an object created at `created` (Unix seconds) is in the window.
     pub(super) fn holds(&self, created: i64) -> bool {
         self.eq.is_none_or(|eq| created == eq)
@@ -192,6 +200,7 @@ mod tests {
             Some("cus_1")
         );
         let window = parsed.created;
+        assert_eq!(window.earliest(), 100);
         assert!(!window.holds(99) && window.holds(100) && window.holds(199));
         assert!(!window.holds(200));
         let exact = ListQuery::parse("created=150", &[])

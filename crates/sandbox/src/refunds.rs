@@ -25,10 +25,10 @@ use chrono::Utc;
 
 use super::answers::{
     api_error_500, api_error_500_answer, begin_keyed, error, fail_keyed, forgotten,
-    invalid_request, refuse_unauthorized, respond, shown_json, stored_error, stored_json,
-    with_nulls, FORGOTTEN,
+    invalid_request, refund_list_forgotten, refuse_unauthorized, respond, shown_json, stored_error,
+    stored_json, with_nulls, FORGOTTEN,
 };
-use super::listing::ListQuery;
+use super::listing::{Cursor, ListQuery};
 use super::params::{metadata_key, ParamError};
 use super::protocol::is_marked_adyen;
 use super::store::{Lookup, RefundRefused, StoredResponse};
@@ -391,6 +391,13 @@ async fn list_refunds(sb: web::Data<Sandbox>, req: HttpRequest) -> HttpResponse 
             ))
         }
     };
+    // Every refund, run to the oldest kept: the forgotten ones could have been next. (One
+    // intent's refunds are refused above when any of them is forgotten.)
+    if intent.is_none() && !has_more && !matches!(query.cursor, Cursor::Before(_)) {
+        if let Some(refused) = refund_list_forgotten(&sb) {
+            return refused;
+        }
+    }
     shown_json(
         &sb,
         StatusCode::OK,

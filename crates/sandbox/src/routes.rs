@@ -8,12 +8,13 @@ use serde::Serialize;
 
 use super::answers::{
     api_error_500, begin_keyed, error, fail_keyed, forgotten, invalid_request, json,
-    no_such_intent, refuse_unauthorized, respond, search_forgotten, shown_json, unexpected_state,
+    list_forgotten, no_such_intent, refuse_unauthorized, respond, search_forgotten, shown_json,
+    unexpected_state,
 };
 use super::behaviour::Behaviour;
 use super::charges::charge;
 use super::kept::KeptIntent;
-use super::listing::ListQuery;
+use super::listing::{Cursor, ListQuery};
 use super::params::{
     missing_return_url, parse_query, parse_return_url, site, Clause, CreateParams, ParamError,
 };
@@ -190,6 +191,12 @@ async fn list_intents(sb: web::Data<Sandbox>, req: HttpRequest) -> HttpResponse 
             ))
         }
     };
+    // Ran to the oldest intent kept: the forgotten ones could have been next.
+    if !has_more && !matches!(query.cursor, Cursor::Before(_)) {
+        if let Some(refused) = list_forgotten(&sb, &query.created) {
+            return refused;
+        }
+    }
     shown_json(
         &sb,
         StatusCode::OK,
@@ -346,9 +353,13 @@ async fn ledger(sb: web::Data<Sandbox>) -> HttpResponse {
     )
 }
 
-/// A route neither face has: in the words of the face the path belongs to.
-async fn unknown_route(req: HttpRequest) -> HttpResponse {
+/// A route neither face has: in the words of the face the path belongs to. Adyen's API key
+/// is checked first, as a gateway checks it before it routes.
+async fn unknown_route(sb: web::Data<Sandbox>, req: HttpRequest) -> HttpResponse {
     if super::adyen::is_adyen_path(req.path()) {
+        if let Some(refused) = super::adyen::refuse_unauthorized(&sb, &req) {
+            return refused;
+        }
         return super::adyen::unknown_endpoint(&req);
     }
     error(

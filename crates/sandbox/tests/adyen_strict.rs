@@ -156,6 +156,12 @@ async fn v71_has_no_lookup_and_neither_has_the_sandbox() {
         .await
         .expect("answered");
     service_error(&unknown, 404, "000");
+    let anonymous = client
+        .get(format!("{}/v71/payments/{psp}", sandbox.base_url()))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(anonymous.status(), 401, "the key is checked first");
     // The sandbox's own door still tells the truth.
     let book = ledger(&client, &sandbox).await;
     assert_eq!(book["data"][0]["provider_id"], psp.as_str());

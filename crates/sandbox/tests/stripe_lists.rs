@@ -161,6 +161,44 @@ async fn the_list_takes_a_created_window_and_pages_through_it_newest_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_that_runs_into_forgotten_intents_says_so_rather_than_end_short() {
+    let sandbox = start(SandboxConfig {
+        keep_intents: 2,
+        ..fast()
+    })
+    .await;
+    let client = client(Duration::from_secs(5));
+    let (kept, created) = paid(&client, &sandbox, "att_first").await;
+    let whole = get(&client, &sandbox, "/v1/payment_intents").await;
+    assert_eq!(whole.status, 200, "nothing forgotten yet");
+    for attempt in ["att_second", "att_third"] {
+        paid(&client, &sandbox, attempt).await;
+    }
+    assert_eq!(sandbox.forgotten().intents, 1);
+    let window = format!("/v1/payment_intents?created%5Bgte%5D={}", created - 60);
+    let gone = get(&client, &sandbox, &window).await;
+    assert_eq!(gone.status, 410, "{}", gone.body);
+    assert_eq!(gone.body["error"]["code"], "sandbox_forgotten");
+    // A page that does not reach the oldest kept is whole; so is a window after the
+    // forgotten ones.
+    let page = get(&client, &sandbox, "/v1/payment_intents?limit=1").await;
+    assert_eq!(
+        (page.status, page.body["has_more"].as_bool()),
+        (200, Some(true))
+    );
+    let later = get(
+        &client,
+        &sandbox,
+        &format!("/v1/payment_intents?created%5Bgt%5D={}", unix_now() + 5),
+    )
+    .await;
+    assert_eq!(later.status, 200, "{}", later.body);
+    let retrieved = get(&client, &sandbox, &format!("/v1/payment_intents/{kept}")).await;
+    assert_eq!(retrieved.status, 410);
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_refund_list_pages_as_the_intent_list_does() {
     let sandbox = start(fast()).await;
     let client = client(Duration::from_secs(5));
