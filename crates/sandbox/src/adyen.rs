@@ -383,8 +383,9 @@ pub(super) fn forgotten_payment(sb: &Sandbox, psp: &str) -> String {
     )
 }
 
-/// `410` for what the sandbox made and no longer keeps: not the `404` of "never made". Any
-/// answer to a lookup but a 2xx says nothing to payorch's adapter.
+/// `410` for what the sandbox made and no longer keeps (a `/payments/details` of a payment
+/// forgotten, a technical cancel whose payment may have been): not an answer that would say
+/// it was never made.
 pub(super) fn gone(message: &str) -> HttpResponse {
     error(StatusCode::GONE, FORGOTTEN, message, "validation")
 }
