@@ -35,6 +35,15 @@ fn fast() -> SandboxConfig {
     }
 }
 
+/// The sandbox's search without its lag (Stripe's search is up to an hour behind; the
+/// sandbox's default is a minute), for the tests of the search itself.
+fn searchable_at_once() -> SandboxConfig {
+    SandboxConfig {
+        search_lag_secs: 0,
+        ..fast()
+    }
+}
+
 async fn start(config: SandboxConfig) -> SandboxHandle {
     sandbox::start(config).await.expect("sandbox starts")
 }
@@ -471,7 +480,7 @@ async fn requests_without_the_secret_are_401_and_charge_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retrieve_and_search_find_charges_and_report_missing_ones() {
-    let sandbox = start(fast()).await;
+    let sandbox = start(searchable_at_once()).await;
     let adapter = adapter(&sandbox, Duration::from_secs(5));
     let call = adapter
         .create_charge(&charge("pm_card_visa", "a_find"))
@@ -803,7 +812,7 @@ async fn raw(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_pages_end_and_show_every_intent_once() {
-    let sandbox = start(fast()).await;
+    let sandbox = start(searchable_at_once()).await;
     let client = reqwest::Client::new();
     for i in 0..7 {
         let form = visa_form("paged");
@@ -1390,32 +1399,19 @@ async fn adyen_refunds_replay_by_key_refuse_other_parameters_and_more_than_is_le
         let (status, _) = raw_adyen_refund(&client, &sandbox, "rk-3", api_key, &last).await;
         assert_eq!(status, 401, "{api_key:?}");
     }
-    let unauthorised = client
+    // Adyen has no lookup of a refund (Checkout API v71): the adapter asks nothing, and the
+    // sandbox has no such path.
+    assert!(matches!(
+        adapter.retrieve_refund(refund_psp).await.outcome,
+        ProviderOutcome::Unknown { .. }
+    ));
+    let no_lookup = client
         .get(format!("{}/v71/refunds/{refund_psp}", sandbox.base_url()))
+        .header("x-api-key", SECRET)
         .send()
         .await
         .expect("sandbox answers");
-    assert_eq!(unauthorised.status(), 401);
-
-    // The status checks answer in the adapter's words.
-    assert_eq!(
-        adapter.retrieve_refund(refund_psp).await.outcome,
-        ProviderOutcome::Succeeded {
-            provider_id: refund_psp.to_owned()
-        }
-    );
-    assert!(matches!(
-        adapter.find_refund(&psp, "re_first").await.outcome,
-        ProviderOutcome::Succeeded { .. }
-    ));
-    assert_eq!(
-        adapter.find_refund(&psp, "re_never").await.outcome,
-        ProviderOutcome::NotFound
-    );
-    assert!(matches!(
-        adapter.find_refund("pi_unknown", "re_first").await.outcome,
-        ProviderOutcome::Unknown { .. }
-    ));
+    assert_eq!(no_lookup.status(), 404);
 
     // The ledger: two Adyen refunds, under payorch's refund ids, adding up to the charge.
     let refunds = sandbox.refunds();
@@ -1492,13 +1488,6 @@ async fn adyen_refund_notifications_are_signed_and_name_payorchs_refund() {
             matches!(notice.outcome, ProviderOutcome::Succeeded { .. }),
             succeeded,
             "{notice:?}"
-        );
-        // The status check says what the notification said.
-        let checked = adapter.retrieve_refund(&notice.provider_refund_id).await;
-        assert_eq!(
-            matches!(checked.outcome, ProviderOutcome::Succeeded { .. }),
-            succeeded,
-            "{checked:?}"
         );
     }
     sandbox.stop().await;
