@@ -245,13 +245,11 @@ async fn through_adyen_the_return_sends_the_details_and_finishes_the_payment() {
     assert_eq!(last_move_source(&app, id).await, "provider_response");
     assert_eq!(app.charges_for(id), 1);
     // The details named the payment (Adyen says "authorised" of a payment it then captures
-    // itself); the search by the attempt's reference vouched that it is this attempt's.
+    // itself), and their merchantReference vouched that it is this attempt's: one call, no
+    // lookup (Adyen has none).
     assert_eq!(
         calls(&app, id).await[1..],
-        [
-            call("complete_action", "authorized"),
-            call("search", "authorized")
-        ]
+        [call("complete_action", "authorized")]
     );
 }
 

@@ -181,10 +181,33 @@ pub(super) async fn send(
     operation: &HoldOperation,
     payment: &PaymentAttempt,
 ) -> ProviderCall {
+    send_under(
+        payments,
+        operation,
+        payment,
+        &operation.provider_idempotency_key,
+    )
+    .await
+}
+
+/// The provider call of `operation` under `key` (the reconciler's fresh key for a capture or
+/// void the provider's own state shows not in effect; `reconcile::ask` says why that is safe).
+pub(super) async fn send_under(
+    payments: &Payments,
+    operation: &HoldOperation,
+    payment: &PaymentAttempt,
+    key: &str,
+) -> ProviderCall {
     let provider = payments.adapter(&operation.provider);
     let (kind, call) = match hold_call(operation, payment) {
-        HoldCall::Capture(request) => (CallKind::Capture, provider.capture(&request).await),
-        HoldCall::Cancel(request) => (CallKind::Cancel, provider.cancel(&request).await),
+        HoldCall::Capture(mut request) => {
+            request.idempotency_key = key.to_owned();
+            (CallKind::Capture, provider.capture(&request).await)
+        }
+        HoldCall::Cancel(mut request) => {
+            request.idempotency_key = key.to_owned();
+            (CallKind::Cancel, provider.cancel(&request).await)
+        }
     };
     payments
         .metrics

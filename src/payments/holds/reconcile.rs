@@ -9,8 +9,8 @@ use chrono::Utc;
 use diesel::sql_types::{BigInt, Interval};
 use diesel_async::RunQueryDsl;
 
-use super::operate::send;
-use super::record::record;
+use super::operate::{send, send_under};
+use super::record::{record, verdict, Verdict};
 use super::{reason, HoldError, HoldOperation, HoldOperationRow};
 use crate::db::DbPool;
 use crate::payments::attempts::transition::HOLD_EXPIRY_MARGIN;
@@ -18,6 +18,38 @@ use crate::payments::attempts::{find_attempt, PaymentAttempt, Source};
 use crate::payments::reconciler::settings::{pg_interval, to_chrono};
 use crate::payments::service::Payments;
 use crate::payments::status::AttemptStatus;
+use crate::providers::{Lookups, ProviderCall};
+
+/// The operation's one question this round. At its first check: a resend under its own key,
+/// which fetches a lost answer. After that, where the provider has read-after-write lookups
+/// (Stripe), its key may replay a saved `500` for ever ("whatever it was"), so the charge is
+/// retrieved instead: a capture or void in effect is done; one not in effect is sent again
+/// under a fresh key. That cannot capture or release twice: the provider captures or
+/// releases an intent only once, and a second try answers `payment_intent_unexpected_state`
+/// with the intent, read as the state it names. Adyen has no lookup: the resend under the
+/// operation's own key, and the notification, tell.
+async fn ask(
+    payments: &Payments,
+    operation: &HoldOperation,
+    payment: &PaymentAttempt,
+) -> ProviderCall {
+    let provider = payments.adapter(&operation.provider);
+    let charge = payment.provider_payment_id.as_deref();
+    let (Lookups::ReadAfterWrite, Some(charge), 2..) =
+        (provider.lookups(), charge, operation.checks)
+    else {
+        return send(payments, operation, payment).await;
+    };
+    let asked = provider.retrieve(charge).await;
+    if verdict(operation.kind, &asked.outcome) == Verdict::Done {
+        return asked;
+    }
+    let fresh = format!(
+        "{}.{}",
+        operation.provider_idempotency_key, operation.checks
+    );
+    send_under(payments, operation, payment, &fresh).await
+}
 
 /// Takes up to `limit` due operations and hides them from other replicas for `claim`.
 pub async fn claim_due(
@@ -62,7 +94,7 @@ pub async fn check(
     let call = if payment.status.is_final() {
         None
     } else {
-        Some(send(payments, &operation, &payment).await)
+        Some(ask(payments, &operation, &payment).await)
     };
     let next_check = Utc::now() + payments.reconciler.next_check(operation.checks);
     let mut conn = pool.get().await?;

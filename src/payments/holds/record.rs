@@ -49,7 +49,7 @@ async fn settle_operation_key(
 
 /// What an answer means for the operation, before the payment has its say.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Verdict {
+pub(super) enum Verdict {
     /// Done: captured, or released.
     Done,
     /// Definitively not done; the hold is as it was.
@@ -58,7 +58,7 @@ enum Verdict {
     Open,
 }
 
-fn verdict(kind: HoldKind, outcome: &ProviderOutcome) -> Verdict {
+pub(super) fn verdict(kind: HoldKind, outcome: &ProviderOutcome) -> Verdict {
     match (kind, outcome) {
         (HoldKind::Capture, ProviderOutcome::Succeeded { .. })
         | (HoldKind::Void, ProviderOutcome::Canceled { .. }) => Verdict::Done,
