@@ -247,6 +247,11 @@ pub struct WebhookEvent {
     /// Whether the event is of a kind payorch acts on (the adapter's list); others are
     /// recorded `ignored`.
     pub acted_on: bool,
+    /// Whether the event tells the result of a capture or cancel payorch asked for (Adyen's
+    /// `CAPTURE`, `CANCELLATION`, `TECHNICAL_CANCEL`), not the charge's own status: a refusal
+    /// ends that operation and never moves the attempt (a cancel refused because the payment
+    /// was captured must not fail a charged payment).
+    pub modification: bool,
     /// What an event payorch acts on says about the charge, by the adapter's same mapping as
     /// a create or retrieve answer; `None` when it says nothing (no status, or not acted on).
     pub outcome: Option<ProviderOutcome>,

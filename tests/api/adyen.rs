@@ -52,34 +52,46 @@ impl TestApp {
     }
 }
 
-/// `(payment_method, status in the 201, final status, failure code, charges)`.
-const OUTCOMES: [(&str, &str, &str, Option<&str>, usize); 7] = [
-    ("pm_card_visa", "succeeded", "succeeded", None, 1),
-    ("pm_card_chargeDeclined", "failed", "failed", Some("2"), 0),
-    ("pm_sandbox_processing", "pending", "succeeded", None, 1),
-    ("pm_sandbox_slow", "pending", "succeeded", None, 1),
-    ("pm_sandbox_lost_response", "pending", "succeeded", None, 1),
-    ("pm_sandbox_error_after", "pending", "succeeded", None, 1),
+/// `(payment_method, status in the 201 (`None`: pending, or already settled by a notification
+/// that raced the answer), final status, failure code, charges)`.
+const OUTCOMES: [(&str, Option<&str>, &str, Option<&str>, usize); 6] = [
+    ("pm_card_visa", Some("succeeded"), "succeeded", None, 1),
     (
-        "pm_sandbox_error_before",
-        "pending",
+        "pm_card_chargeDeclined",
+        Some("failed"),
         "failed",
-        Some("provider_no_record"),
+        Some("2"),
         0,
     ),
+    (
+        "pm_sandbox_processing",
+        Some("pending"),
+        "succeeded",
+        None,
+        1,
+    ),
+    ("pm_sandbox_slow", Some("pending"), "succeeded", None, 1),
+    ("pm_sandbox_lost_response", None, "succeeded", None, 1),
+    ("pm_sandbox_error_after", None, "succeeded", None, 1),
 ];
 
 #[tokio::test]
 async fn every_fault_token_ends_in_the_right_status_through_adyen() {
+    // Adyen has no lookup: answers, the resend under the attempt's key and the signed
+    // notifications tell (docs/DESIGN.md, "What proves what").
     let app = TestApp::spawn().await;
     app.route_to(&["adyen"]).await;
-    // The reconciler alone finds the truth here: by the sandbox's status check.
-    app.sandbox.set_notification_url(None);
     for (method, first, last, code, charges) in OUTCOMES {
         let (status, attempt) = app.pay(Route::Checkout, method, method).await;
         assert_eq!(status, 201, "{method}: {attempt}");
         assert_eq!(attempt["provider"], "adyen", "{method}");
-        assert_eq!(attempt["status"], first, "{method}: {attempt}");
+        match first {
+            Some(first) => assert_eq!(attempt["status"], first, "{method}: {attempt}"),
+            None => assert!(
+                matches!(attempt["status"].as_str(), Some("pending" | "succeeded")),
+                "{method}: {attempt}"
+            ),
+        }
         let id = attempt["id"].as_str().unwrap();
         let settled = app.settled(id, Duration::from_secs(20)).await;
         assert_eq!(settled["status"], last, "{method}: {settled}");
@@ -89,10 +101,142 @@ async fn every_fault_token_ends_in_the_right_status_through_adyen() {
             "{method}: {settled}"
         );
         assert_eq!(app.charges_for(id), charges, "{method}");
+        let story = app.story(id).await;
+        assert!(
+            story["provider_calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c["operation"] == "create"),
+            "{method}: no lookup asked: {story}"
+        );
     }
     let ledger = app.sandbox.ledger();
     assert!(!ledger.is_empty());
     assert!(ledger.iter().all(|e| e.protocol == "adyen"));
+}
+
+/// An Adyen payment whose outcome no answer and no notification told: canceled once the
+/// deadline passed, and the cancel's own notification ends it.
+#[tokio::test]
+async fn an_adyen_outcome_never_told_is_canceled_by_reference_once_and_ends() {
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.technical_cancel_after = Duration::from_secs(2);
+        // Received, and never decided: no AUTHORISATION comes.
+        config.sandbox.processing_ms = 3_600_000;
+    })
+    .await;
+    app.route_to(&["adyen"]).await;
+    let (_, attempt) = app
+        .pay(Route::Checkout, "never-told", "pm_sandbox_processing")
+        .await;
+    assert_eq!(attempt["status"], "pending", "{attempt}");
+    let id = attempt["id"].as_str().unwrap();
+    let settled = app.settled(id, Duration::from_secs(20)).await;
+    assert_eq!(settled["status"], "canceled", "{settled}");
+    assert_eq!(
+        settled["cancellation_reason"], "outcome_unknown",
+        "{settled}"
+    );
+    assert_eq!(app.charges_for(id), 0, "released, nothing taken");
+    let story = app.story(id).await;
+    let voids = story["hold_operations"].as_array().unwrap();
+    assert_eq!(voids.len(), 1, "one technical cancel: {story}");
+    assert_eq!(voids[0]["reason"], "outcome_unknown", "{story}");
+    // The payment was `Received` under a pspReference, so it is canceled by it (a
+    // CANCELLATION); without one, by payorch's reference (a TECHNICAL_CANCEL, next test).
+    let events = story["webhook_events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event_type"] == "CANCELLATION" && e["outcome"] == "applied"),
+        "{story}"
+    );
+    // The order may be paid again.
+    assert_eq!(story["order"]["status"], "awaiting_payment", "{story}");
+}
+
+/// A cancel refused because the payment was captured (its AUTHORISATION lost) says the money
+/// moved, never that the payment failed: the attempt is not failed (its order would be paid
+/// twice), it stays open for a human.
+#[tokio::test]
+async fn a_cancel_refused_because_the_payment_was_captured_never_fails_it() {
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.technical_cancel_after = Duration::from_secs(2);
+    })
+    .await;
+    app.route_to(&["adyen"]).await;
+    // The AUTHORISATION of the received payment is lost (nobody to send it to) ...
+    app.sandbox.set_notification_url(None);
+    let (_, attempt) = app
+        .pay(Route::Checkout, "captured-untold", "pm_sandbox_processing")
+        .await;
+    let id = attempt["id"].as_str().unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    // ... and the cancel's refusal is heard.
+    app.sandbox
+        .set_notification_url(Some(format!("{}/v1/webhooks/adyen", app.base_url)));
+    let refused = eventually(Duration::from_secs(20), || async {
+        let story = app.story(id).await;
+        story["hold_operations"]
+            .as_array()
+            .is_some_and(|ops| ops.iter().any(|o| o["status"] == "failed"))
+    })
+    .await;
+    let story = app.story(id).await;
+    assert!(refused, "{story}");
+    assert_eq!(story["payment"]["status"], "pending", "{story}");
+    assert_eq!(story["order"]["status"], "processing", "{story}");
+    assert_eq!(app.charges_for(id), 1);
+}
+
+/// A payment Adyen refused before processing (a 500 that a resend meets again): nothing tells
+/// its outcome, the cancel by reference finds no payment, and the attempt is left to a human
+/// rather than guessed either way.
+#[tokio::test]
+async fn an_adyen_cancel_by_reference_refused_leaves_the_attempt_to_a_human() {
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.technical_cancel_after = Duration::from_secs(1);
+        config.settings.reconciler.alert_after = Duration::from_secs(1);
+    })
+    .await;
+    app.route_to(&["adyen"]).await;
+    let (_, attempt) = app
+        .pay(Route::Checkout, "refused-cancel", "pm_sandbox_error_before")
+        .await;
+    assert_eq!(attempt["status"], "pending", "{attempt}");
+    let id = attempt["id"].as_str().unwrap();
+    let told = eventually(Duration::from_secs(20), || async {
+        let story = app.story(id).await;
+        story["webhook_events"]
+            .as_array()
+            .is_some_and(|events| events.iter().any(|e| e["event_type"] == "TECHNICAL_CANCEL"))
+    })
+    .await;
+    assert!(told, "{}", app.story(id).await);
+    // Rounds later: one cancel, refused, never tried again; the attempt still open, listed
+    // for a human.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let story = app.story(id).await;
+    assert_eq!(story["payment"]["status"], "pending", "{story}");
+    let voids = story["hold_operations"].as_array().unwrap();
+    assert_eq!(voids.len(), 1, "{story}");
+    assert_eq!(voids[0]["status"], "failed", "{story}");
+    let needs: Value = app
+        .get_as(&app.support_key, "/v1/support/needs-a-human")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        needs["stuck"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["id"] == id),
+        "{needs}"
+    );
+    assert_eq!(app.charges_for(id), 0);
 }
 
 #[tokio::test]
@@ -327,38 +471,58 @@ async fn an_adyen_refund_is_settled_by_its_notification_once_and_never_past_what
 }
 
 #[tokio::test]
-async fn with_notifications_off_the_reconciler_settles_an_adyen_refund_by_its_status_check() {
-    let app = TestApp::spawn().await;
+async fn without_its_notification_an_adyen_refund_stays_open_for_a_human_never_guessed() {
+    // A key window of 1 s stands for Adyen's days of keys: past it, Stripe's protocol would
+    // list the charge's refunds, but Adyen has no list.
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.key_window = Duration::from_secs(1);
+        config.settings.reconciler.alert_after = Duration::from_secs(1);
+    })
+    .await;
     app.route_to(&["adyen"]).await;
     app.sandbox.set_notification_url(None);
-    let payment = paid_through_adyen(&app, "refund-by-reconciler", "pm_card_visa").await;
+    let payment = paid_through_adyen(&app, "refund-untold", "pm_card_visa").await;
     let id = payment["id"].as_str().unwrap();
     let refund = app
-        .refunded(id, "quiet-refund", json!({"amount": 1000}))
+        .refunded(id, "untold-refund", json!({"amount": 1000}))
         .await;
     assert_eq!(refund["status"], "pending", "{refund}");
     let refund_id = refund["id"].as_str().unwrap();
-    assert!(
-        app.refund_ends(refund_id, "succeeded", Duration::from_secs(15))
-            .await,
-        "{}",
-        app.get_refund(refund_id).await
-    );
-    assert_eq!(
-        last_refund_move(&app, id).await,
-        ("succeeded".to_owned(), "reconciler".to_owned())
-    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let now = app.get_refund(refund_id).await;
+    assert_eq!(now["status"], "pending", "{now}");
     let story = app.story(id).await;
     assert!(
         story["provider_calls"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|c| c["operation"] == "retrieve_refund" && c["outcome"] == "succeeded"),
-        "{story}"
+            .all(|c| !matches!(
+                c["operation"].as_str(),
+                Some("retrieve_refund" | "list" | "search")
+            )),
+        "no lookup asked: {story}"
     );
+    let needs: Value = app
+        .get_as(&app.support_key, "/v1/support/needs-a-human")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        needs["stuck_refunds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == refund_id),
+        "{needs}"
+    );
+    // It went back once at the provider; payorch holds its amount until told.
     assert_eq!(app.provider_refunds(&payment).len(), 1);
-    assert_eq!(app.refunded_by_provider(&payment), 1000);
+    let response = app
+        .refund(id, "untold-too-much", json!({"amount": 3201}))
+        .await;
+    assert_problem(response, 409, "refund_exceeds_payment").await;
 }
 
 /// `(refund fault, carried by the payment; the refund's final status and failure code; what
@@ -372,17 +536,15 @@ const REFUND_FAULTS: [(&str, &str, Option<&str>, i64); 4] = [
 
 #[tokio::test]
 async fn every_refund_fault_through_adyen_ends_with_exactly_one_refund() {
+    // A resend under the refund's key and the REFUND / REFUND_FAILED notifications tell.
     let app = TestApp::spawn().await;
     app.route_to(&["adyen"]).await;
-    // The reconciler alone: by a resend under the refund's key, then the status check.
-    app.sandbox.set_notification_url(None);
     for (fault, last, code, back) in REFUND_FAULTS {
         let payment = paid_through_adyen(&app, fault, &format!("pm_card_visa+{fault}")).await;
         let id = payment["id"].as_str().unwrap();
         let refund = app
             .refunded(id, &format!("refund-{fault}"), json!({"amount": 1000}))
             .await;
-        assert_eq!(refund["status"], "pending", "{fault}: {refund}");
         let refund_id = refund["id"].as_str().unwrap();
         let ended = app
             .refund_ends(refund_id, last, Duration::from_secs(20))
@@ -394,61 +556,4 @@ async fn every_refund_fault_through_adyen_ends_with_exactly_one_refund() {
         assert_eq!(app.refunded_by_provider(&payment), back, "{fault}");
         assert_eq!(app.payment(id).await["amount_refunded"], back, "{fault}");
     }
-}
-
-#[tokio::test]
-async fn past_the_key_window_an_adyen_refund_is_looked_for_among_the_payments_refunds() {
-    // A key window of 1 s stands for the provider's day of keys.
-    let app = TestApp::spawn_config(|config| {
-        config.settings.reconciler.key_window = Duration::from_secs(1);
-    })
-    .await;
-    app.route_to(&["adyen"]).await;
-    app.sandbox.set_notification_url(None);
-
-    // Made, its answer lost: found in the list by payorch's refund id.
-    let payment = paid_through_adyen(&app, "listed", "pm_card_visa+sandbox_lost_response").await;
-    let id = payment["id"].as_str().unwrap();
-    let refund = app.refunded(id, "listed-refund", json!({})).await;
-    let refund_id = refund["id"].as_str().unwrap();
-    assert!(
-        app.refund_ends(refund_id, "succeeded", Duration::from_secs(20))
-            .await,
-        "{}",
-        app.get_refund(refund_id).await
-    );
-    assert_eq!(app.provider_refunds(&payment).len(), 1);
-    assert_eq!(app.refunded_by_provider(&payment), 4200);
-    let story = app.story(id).await;
-    assert!(
-        story["provider_calls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["operation"] == "search" && c["outcome"] == "succeeded"),
-        "{story}"
-    );
-
-    // Never made (a 500 before the sandbox saw it): not in the list, so no record, and its
-    // amount is free again.
-    let payment = paid_through_adyen(&app, "unlisted", "pm_card_visa+sandbox_error_before").await;
-    let id = payment["id"].as_str().unwrap();
-    let refund = app
-        .refunded(id, "unlisted-refund", json!({"amount": 1000}))
-        .await;
-    let refund_id = refund["id"].as_str().unwrap();
-    assert!(
-        app.refund_ends(refund_id, "failed", Duration::from_secs(20))
-            .await
-    );
-    assert_eq!(
-        app.get_refund(refund_id).await["failure_code"],
-        "provider_no_record"
-    );
-    assert!(app.provider_refunds(&payment).is_empty());
-    let response = app
-        .refund(id, "unlisted-too-much", json!({"amount": 4201}))
-        .await;
-    let problem = assert_problem(response, 409, "refund_exceeds_payment").await;
-    assert_eq!(problem["amount_refundable"], 4200);
 }

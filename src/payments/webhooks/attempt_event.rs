@@ -97,10 +97,12 @@ pub(super) async fn record_once(
         let was = attempt.status;
         // A hold is never `failed`: a provider's "failed" about a held payment is about its
         // capture or void (Adyen's CAPTURE or CANCELLATION with success false), which it ends
-        // as refused; the hold stays as it was.
-        if let (AttemptStatus::Authorized, ProviderOutcome::Failed { code, message, .. }) =
-            (was, &outcome)
-        {
+        // as refused; the hold stays as it was. So for any refused capture or cancel: a
+        // technical cancel refused because the payment was captured says nothing failed.
+        if let (true, ProviderOutcome::Failed { code, message, .. }) = (
+            was == AttemptStatus::Authorized || event.modification,
+            &outcome,
+        ) {
             let refused = {
                 let mut conn = pool.get().await?;
                 refuse_live_operation(&mut conn, &attempt, code, message).await?

@@ -94,6 +94,7 @@ mod tests {
             attempt_id: Some(attempt.id.to_string()),
             provider_id: "pi_1".into(),
             acted_on: true,
+            modification: false,
             outcome: Some(outcome),
             amount: Some(attempt.amount),
             currency: Some(attempt.currency.clone()),

@@ -106,6 +106,7 @@ fn event_for_item(
         // For a modification (capture, cancellation, …) the payment is the original.
         provider_id: non_empty(&item.original_reference).unwrap_or_else(|| psp.clone()),
         acted_on: false,
+        modification: false,
         outcome: None,
         amount: amount.value,
         currency: amount.currency.as_deref().map(str::to_ascii_lowercase),
@@ -140,6 +141,7 @@ fn event_for_item(
         // `merchantReference` names the attempt, and `provider_id` is the payment's.
         CAPTURE | CAPTURE_FAILED => {
             event.acted_on = true;
+            event.modification = true;
             event.attempt_id = non_empty(&item.merchant_reference);
             // What was captured, which may be less than the charge the event's amount is
             // checked against.
@@ -158,7 +160,12 @@ fn event_for_item(
         }
         CANCELLATION | TECHNICAL_CANCEL => {
             event.acted_on = true;
+            event.modification = true;
             event.attempt_id = non_empty(&item.merchant_reference);
+            // A cancel moves no money: its amount (zero when no payment was found under a
+            // technical cancel's reference) is nothing to check the charge against.
+            event.amount = None;
+            event.currency = None;
             event.outcome = Some(if succeeded {
                 ProviderOutcome::Canceled {
                     provider_id: payment,

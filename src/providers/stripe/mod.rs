@@ -574,6 +574,7 @@ pub fn parse_event(raw_body: &[u8]) -> Result<WebhookEvent, WebhookError> {
         attempt_id,
         provider_id,
         acted_on,
+        modification: false,
         outcome,
         amount,
         currency,
