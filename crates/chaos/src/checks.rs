@@ -38,6 +38,8 @@ pub(crate) struct Refund {
     pub(crate) status: String,
     pub(crate) amount: i64,
     pub(crate) provider_refund_id: Option<String>,
+    /// The provider's name in payorch's configuration (`stripe`, `adyen`).
+    pub(crate) provider: String,
 }
 
 /// Everything the checks read.
@@ -62,6 +64,11 @@ pub(crate) struct Facts {
     /// How attempts were finished, by the source of their final move (`provider_response`,
     /// `webhook`, `reconciler`, …): the report shows which recovery paths the run took.
     pub(crate) finished_by: BTreeMap<String, i64>,
+    /// Refunds payorch lists for a human (`GET /v1/support/needs-a-human`, `stuck_refunds`;
+    /// strict runs only): through a provider with no lookups (Adyen), a refund no answer and
+    /// no notification ever told stays open by design, and is counted as left for a human,
+    /// not as lost, when it is of an Adyen payment.
+    pub(crate) refunds_for_a_human: BTreeSet<String>,
 }
 
 /// Counts of what went wrong; all zero in a good run.
@@ -88,11 +95,14 @@ pub(crate) struct Findings {
     pub(crate) split_intents: usize,
     /// Final answers a client got that the database contradicts.
     pub(crate) answers_contradicted: usize,
-    /// Attempts and refunds still `created` or `pending`.
+    /// Attempts and refunds still `created` or `pending` (but those left for a human).
     pub(crate) pending_left: usize,
     pub(crate) keys_in_flight: usize,
     /// Attempts and refunds whose timeline does not lead from `created` to their status.
     pub(crate) broken_timelines: usize,
+    /// Not a failure: open refunds of Adyen payments payorch lists for a human (see
+    /// [`Facts::refunds_for_a_human`]), neither lost nor pending left.
+    pub(crate) refunds_left_for_a_human: usize,
 }
 
 impl Findings {
@@ -226,6 +236,11 @@ pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
     }
     let refunds: HashMap<&str, &Refund> =
         facts.refunds.iter().map(|r| (r.id.as_str(), r)).collect();
+    let for_a_human = |refund: &Refund| {
+        refund.provider == "adyen"
+            && matches!(refund.status.as_str(), "created" | "pending")
+            && facts.refunds_for_a_human.contains(&refund.id)
+    };
     for intent in intents {
         if intent.payment_ids.len() > 1 || per_key.get(intent.key.as_str()).copied() > Some(1) {
             found.split_intents += 1;
@@ -265,6 +280,7 @@ pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
                 .first()
                 .and_then(|id| refunds.get(id.as_str()));
             match (refund.outcome.as_deref(), stored) {
+                (None, Some(stored)) if for_a_human(stored) => found.refunds_left_for_a_human += 1,
                 (None, _) => found.lost_intents += 1,
                 (Some(told @ ("succeeded" | "failed")), Some(stored)) if told != stored.status => {
                     found.answers_contradicted += 1
@@ -280,7 +296,13 @@ pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
         .attempts
         .iter()
         .map(|a| a.status.as_str())
-        .chain(facts.refunds.iter().map(|r| r.status.as_str()))
+        .chain(
+            facts
+                .refunds
+                .iter()
+                .filter(|r| !for_a_human(r))
+                .map(|r| r.status.as_str()),
+        )
         .filter(|s| matches!(*s, "created" | "pending"))
         .count();
     found.broken_timelines = facts
@@ -350,7 +372,7 @@ pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Fact
     for row in db
         .query(
             "SELECT 're_' || replace(id::text, '-', ''), 'pay_' || replace(payment_id::text, '-', ''),
-                    status::text, amount::bigint, provider_refund_id
+                    status::text, amount::bigint, provider_refund_id, provider
                FROM refunds",
             &[],
         )
@@ -363,6 +385,7 @@ pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Fact
             status: row.get(2),
             amount: row.get(3),
             provider_refund_id: row.get(4),
+            provider: row.get(5),
         });
     }
     for (prefix, table, column, into) in [
@@ -549,6 +572,7 @@ mod tests {
                 status: "succeeded".into(),
                 amount: 500,
                 provider_refund_id: Some("pyr_1".into()),
+                provider: "stripe".into(),
             }],
             attempt_events: HashMap::from([
                 ("pay_1".into(), story("succeeded")),
@@ -663,6 +687,42 @@ mod tests {
         assert_eq!(findings.double_refunds, 1);
         // The database knows of one of the two.
         assert_eq!(findings.refunds_disagreeing, 1);
+    }
+
+    #[test]
+    fn an_open_adyen_refund_listed_for_a_human_is_left_for_a_human_and_no_other() {
+        let never_told = |facts: &mut Facts, intents: &mut Vec<Intent>| {
+            facts.refunds[0].status = "pending".into();
+            facts.refund_events.insert(
+                "re_1".into(),
+                vec![
+                    (None, "created".into()),
+                    (Some("created".into()), "pending".into()),
+                ],
+            );
+            facts.ledger_refunds.clear();
+            intents[0].refunds[0].outcome = None;
+        };
+        // Through Stripe it is lost, whatever the list says: its lookups can end it.
+        let findings = found(|facts, intents| {
+            never_told(facts, intents);
+            facts.refunds_for_a_human.insert("re_1".into());
+        });
+        assert_eq!((findings.lost_intents, findings.pending_left), (1, 1));
+        // Through Adyen, and listed: left for a human, neither lost nor pending left.
+        let findings = found(|facts, intents| {
+            never_told(facts, intents);
+            facts.refunds[0].provider = "adyen".into();
+            facts.refunds_for_a_human.insert("re_1".into());
+        });
+        assert_eq!(findings.refunds_left_for_a_human, 1);
+        assert_eq!(findings.total(), 0, "{findings:?}");
+        // Through Adyen but not listed: lost.
+        let findings = found(|facts, intents| {
+            never_told(facts, intents);
+            facts.refunds[0].provider = "adyen".into();
+        });
+        assert_eq!((findings.lost_intents, findings.pending_left), (1, 1));
     }
 
     #[test]

@@ -137,12 +137,11 @@ struct Disturbed {
 }
 
 /// What a strict run (`--strict-providers`) counts once every attempt is final.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Strictly {
-    /// Attempts payorch canceled by reference, their outcome unknown at its deadline.
-    technical_cancels: i64,
-    /// Of those, the ones whose cancel the provider refused: left open for a human.
-    technical_cancels_refused: i64,
+    /// Attempts payorch canceled by reference, their outcome unknown at its deadline, by the
+    /// status each ended in.
+    technical_cancels: std::collections::BTreeMap<String, i64>,
     /// What `GET /v1/support/needs-a-human` lists.
     for_a_human: strict::ForAHuman,
 }
@@ -274,11 +273,23 @@ async fn exercise(
             world.start_replica(n).await?;
         }
     }
-    let settled = settle(&world.database_url, Duration::from_secs(300)).await;
+    // A strict run's refunds that no answer or notification ever told stay open, listed for
+    // a human: the wait is over once nothing else is open.
+    let support = args
+        .strict_providers
+        .then(|| (world.replicas[0].url.as_str(), world.support_key.as_str()));
+    let settled = settle(&world.database_url, Duration::from_secs(300), support).await;
     // Then the delivery workers send what is left: a send cut by a kill is due again once
     // its lease is over.
     let delivered = deliver(&world.database_url, Duration::from_secs(300)).await;
-    let facts = checks::gather(&world.database_url, &world.sandbox_url).await?;
+    let mut facts = checks::gather(&world.database_url, &world.sandbox_url).await?;
+    let for_a_human = match support {
+        Some((url, key)) => Some(strict::for_a_human(url, key).await?),
+        None => None,
+    };
+    if let Some(listed) = &for_a_human {
+        facts.refunds_for_a_human = listed.stuck_refund_ids.clone();
+    }
     let found = checks::judge(&facts, &intents);
     let (holds_found, holds) =
         holds::judge(&facts, &holds::gather(&world.database_url).await?, &intents);
@@ -287,16 +298,12 @@ async fn exercise(
     if let Some(failover) = &mut disturbed.failover {
         failover.check_orders(&world.database_url).await?;
     }
-    let strictly = if args.strict_providers {
-        let (technical_cancels, technical_cancels_refused) =
-            strict::technical_cancels(&world.database_url).await?;
-        Some(Strictly {
-            technical_cancels,
-            technical_cancels_refused,
-            for_a_human: strict::for_a_human(&world.replicas[0].url, &world.support_key).await?,
-        })
-    } else {
-        None
+    let strictly = match for_a_human {
+        Some(for_a_human) => Some(Strictly {
+            technical_cancels: strict::technical_cancels(&world.database_url).await?,
+            for_a_human,
+        }),
+        None => None,
     };
     let rss = world.peak_rss_mib();
     let mut report = report(
@@ -400,13 +407,28 @@ async fn pause_while(clients: &JoinHandle<Vec<Intent>>, pause: Duration) -> bool
     !clients.is_finished()
 }
 
-/// Waits until no attempt, refund, capture or void is open; how long that took, or `None`
-/// past `limit`.
-async fn settle(database_url: &str, limit: Duration) -> Option<Duration> {
+/// Waits until no attempt, refund, capture or void is open — or, given `support` (a
+/// replica's URL and a support key), until every one still open is a refund payorch lists
+/// for a human; how long that took, or `None` past `limit`.
+async fn settle(
+    database_url: &str,
+    limit: Duration,
+    support: Option<(&str, &str)>,
+) -> Option<Duration> {
     let started = Instant::now();
     while started.elapsed() < limit {
-        if checks::open_rows(database_url).await == Ok(0) {
-            return Some(started.elapsed());
+        match (checks::open_rows(database_url).await, support) {
+            (Ok(0), _) => return Some(started.elapsed()),
+            (Ok(open), Some((url, key))) => {
+                // Listed refunds are open ones: as many listed as open means nothing else is.
+                let listed = strict::for_a_human(url, key).await;
+                if listed.is_ok_and(|l| {
+                    l.stuck_refunds as i64 == open && l.stuck_refunds < strict::LIST_LIMIT
+                }) {
+                    return Some(started.elapsed());
+                }
+            }
+            _ => {}
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -451,7 +473,7 @@ fn report(
         ref holds_found,
         holds,
         rss_mib,
-        strictly,
+        ref strictly,
     } = *ending;
     let n = |counter: &std::sync::atomic::AtomicUsize| counter.load(Ordering::Relaxed);
     let refunds: usize = intents.iter().map(|i| i.refunds.len()).sum();
@@ -499,7 +521,8 @@ fn report(
             "attempts final",
             format!("{finished} of {}", facts.attempts.len()),
         ));
-        row.push(("technical cancels", strictly.technical_cancels.to_string()));
+        let canceled: i64 = strictly.technical_cancels.values().sum();
+        row.push(("technical cancels", canceled.to_string()));
         row.push(("left for a human", strictly.for_a_human.total().to_string()));
     }
     row.push(("peak RSS", format!("{rss_mib:.0} MiB")));
@@ -521,12 +544,17 @@ fn report(
     say!();
     say!("checks (each must be 0): {found:?}");
     if let Some(strictly) = strictly {
+        let human = &strictly.for_a_human;
         say!(
-            "strict providers: {} attempts canceled by reference past the deadline ({} of those cancels refused); needs a human (at most {} of each list): {:?}",
+            "strict providers: attempts canceled by reference past the deadline, by how they ended: {:?}; needs a human (at most {} of each list): {} attempts still open, {} failed provider_no_record, {} refunds still open ({} of them refunds of Adyen payments no answer or notification told, counted here and not as lost), {} webhook conflicts, {} disabled endpoints",
             strictly.technical_cancels,
-            strictly.technical_cancels_refused,
             strict::LIST_LIMIT,
-            strictly.for_a_human,
+            human.stuck,
+            human.no_provider_record,
+            human.stuck_refunds,
+            found.refunds_left_for_a_human,
+            human.webhook_conflicts,
+            human.disabled_webhook_endpoints,
         );
     }
     say!("event checks (each must be 0): {events_found:?}");

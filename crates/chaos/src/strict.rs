@@ -7,6 +7,8 @@
 //! as in every kill run; the run then counts the attempts a technical cancel had to end and
 //! what payorch left for a human.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde_json::Value;
 
 use crate::checks::connect;
@@ -119,7 +121,7 @@ pub(crate) fn wire_method(protocol: Protocol, method: &str, refund_fault: Option
 }
 
 /// What `GET /v1/support/needs-a-human` lists, counted by list.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct ForAHuman {
     /// Attempts still open past the alert age.
     pub(crate) stuck: usize,
@@ -128,6 +130,8 @@ pub(crate) struct ForAHuman {
     pub(crate) stuck_refunds: usize,
     pub(crate) webhook_conflicts: usize,
     pub(crate) disabled_webhook_endpoints: usize,
+    /// The ids (`re_…`) of the refunds in `stuck_refunds`.
+    pub(crate) stuck_refund_ids: BTreeSet<String>,
 }
 
 impl ForAHuman {
@@ -173,12 +177,19 @@ pub(crate) fn read_for_a_human(body: &Value) -> Result<ForAHuman, String> {
             .map(Vec::len)
             .ok_or_else(|| format!("needs-a-human has no list {list:?}: {body}"))
     };
+    let stuck_refund_ids = body["stuck_refunds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|refund| refund["id"].as_str().map(str::to_owned))
+        .collect();
     Ok(ForAHuman {
         stuck: count("stuck")?,
         no_provider_record: count("no_provider_record")?,
         stuck_refunds: count("stuck_refunds")?,
         webhook_conflicts: count("webhook_conflicts")?,
         disabled_webhook_endpoints: count("disabled_webhook_endpoints")?,
+        stuck_refund_ids,
     })
 }
 
@@ -186,21 +197,23 @@ pub(crate) fn read_for_a_human(body: &Value) -> Result<ForAHuman, String> {
 /// by its deadline: Adyen's technical cancel, by payorch's reference.
 pub(crate) const TECHNICAL_CANCEL: &str = "outcome_unknown";
 
-/// Attempts payorch ended by a technical cancel, and of those how many the provider refused
-/// to cancel (left open, for a human).
-pub(crate) async fn technical_cancels(database_url: &str) -> Result<(i64, i64), String> {
+/// The attempts payorch canceled by reference, by the status each ended in: `canceled` (a
+/// hold or a payment released), `failed` (the cancel's notification said no payment was made
+/// with that reference), or still open (the cancel refused: for a human).
+pub(crate) async fn technical_cancels(database_url: &str) -> Result<BTreeMap<String, i64>, String> {
     let db = connect(database_url).await?;
-    let row = db
-        .query_one(
-            "SELECT count(DISTINCT payment_id),
-                    count(DISTINCT payment_id) FILTER (WHERE status = 'failed')
-               FROM hold_operations
-              WHERE kind = 'void' AND reason::text = $1::text",
+    let rows = db
+        .query(
+            "SELECT a.status::text, count(DISTINCT a.id)
+               FROM hold_operations o
+               JOIN payment_attempts a ON a.merchant_id = o.merchant_id AND a.id = o.payment_id
+              WHERE o.kind = 'void' AND o.reason::text = $1::text
+              GROUP BY 1",
             &[&TECHNICAL_CANCEL],
         )
         .await
         .map_err(|e| format!("reading the database: {e}"))?;
-    Ok((row.get(0), row.get(1)))
+    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
 }
 
 #[cfg(test)]
@@ -322,7 +335,7 @@ mod tests {
         let body = json!({
             "stuck": [{}],
             "no_provider_record": [{}, {}],
-            "stuck_refunds": [],
+            "stuck_refunds": [{"id": "re_1"}],
             "webhook_conflicts": [{}],
             "disabled_webhook_endpoints": [],
         });
@@ -332,12 +345,13 @@ mod tests {
             ForAHuman {
                 stuck: 1,
                 no_provider_record: 2,
-                stuck_refunds: 0,
+                stuck_refunds: 1,
                 webhook_conflicts: 1,
                 disabled_webhook_endpoints: 0,
+                stuck_refund_ids: BTreeSet::from(["re_1".to_owned()]),
             }
         );
-        assert_eq!(found.total(), 4);
+        assert_eq!(found.total(), 5);
         assert!(read_for_a_human(&json!({"stuck": []})).is_err());
     }
 }
