@@ -54,7 +54,15 @@ impl TestApp {
 
 /// `(payment_method, status in the 201 (`None`: pending, or already settled by a notification
 /// that raced the answer), final status, failure code, charges)`.
-const OUTCOMES: [(&str, Option<&str>, &str, Option<&str>, usize); 6] = [
+type Outcome = (
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+    Option<&'static str>,
+    usize,
+);
+
+const OUTCOMES: [Outcome; 6] = [
     ("pm_card_visa", Some("succeeded"), "succeeded", None, 1),
     (
         "pm_card_chargeDeclined",
