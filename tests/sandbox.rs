@@ -121,6 +121,7 @@ fn visa_form(attempt: &str) -> Vec<(&'static str, String)> {
         ("currency", "usd".into()),
         ("payment_method", "pm_card_visa".into()),
         ("confirm", "true".into()),
+        ("payment_method_types[0]", "card".into()),
         ("metadata[attempt_id]", attempt.into()),
     ]
 }
@@ -206,6 +207,7 @@ async fn declined_card_answers_stripes_402_error_shape() {
         ("currency", "eur"),
         ("payment_method", "pm_card_chargeDeclinedInsufficientFunds"),
         ("confirm", "true"),
+        ("payment_method_types[0]", "card"),
         ("metadata[attempt_id]", "a_shape"),
     ];
     let (status, body, _) = raw_create(&client, &sandbox, "k_shape", &form).await;

@@ -182,6 +182,7 @@ async fn sandbox_runs_alone_and_charges_as_the_table_says() {
                 ("currency", "eur"),
                 ("payment_method", pm),
                 ("confirm", "true"),
+                ("payment_method_types[0]", "card"),
                 ("metadata[attempt_id]", key),
             ])
             .send()

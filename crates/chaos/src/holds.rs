@@ -156,9 +156,10 @@ pub(crate) fn judge(
         .keys()
         .filter(|hold| voided.contains(*hold))
         .count();
-    // Each capture and void at the provider is an operation's of that very payment.
+    // Each capture and void at the provider is an operation's of that very payment (under
+    // its key, or a fresh key the reconciler made of it: `operation_key`).
     let made_by = |key: Option<&str>, attempt: Option<&str>, kind: &str| {
-        key.and_then(|key| by_provider_key.get(key))
+        key.and_then(|key| by_provider_key.get(operation_key(key)))
             .is_some_and(|o| o.kind == kind && Some(o.payment_id.as_str()) == attempt)
     };
     found.moves_without_operation = captured
@@ -266,7 +267,7 @@ pub(crate) fn judge(
                         };
                         let in_ledger = captured.iter().any(|c| {
                             Some(c.provider_id.as_str()) == attempt.provider_payment_id.as_deref()
-                                && c.idempotency_key.as_deref()
+                                && c.idempotency_key.as_deref().map(operation_key)
                                     == Some(operation.provider_key.as_str())
                                 && c.amount == expected
                         });
@@ -283,7 +284,7 @@ pub(crate) fn judge(
                     HoldAsk::Void => {
                         let in_ledger = facts.voids.iter().any(|v| {
                             Some(v.provider_id.as_str()) == attempt.provider_payment_id.as_deref()
-                                && v.idempotency_key.as_deref()
+                                && v.idempotency_key.as_deref().map(operation_key)
                                     == Some(operation.provider_key.as_str())
                         });
                         let as_told = in_ledger
@@ -399,9 +400,31 @@ pub(crate) async fn gather(database_url: &str) -> Result<HoldFacts, String> {
     Ok(facts)
 }
 
+/// The operation's own provider key of a key a capture or void was sent under: the key itself,
+/// or the operation's key of a fresh one the reconciler made (`<key>.<check>`: at a provider
+/// whose idempotency replays a saved `500` for ever: docs/DESIGN.md, "What proves what").
+fn operation_key(key: &str) -> &str {
+    match key.rsplit_once('.') {
+        Some((operation, check))
+            if !check.is_empty() && check.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            operation
+        }
+        _ => key,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fresh_key_the_reconciler_made_is_its_operations() {
+        assert_eq!(operation_key("payorch_hop_1"), "payorch_hop_1");
+        assert_eq!(operation_key("payorch_hop_1.3"), "payorch_hop_1");
+        assert_eq!(operation_key("payorch_hop_1.x"), "payorch_hop_1.x");
+        assert_eq!(operation_key("payorch_hop_1."), "payorch_hop_1.");
+    }
     use crate::clients::HoldIntent;
     use payorch_sandbox::{LedgerEntry, VoidEntry};
 

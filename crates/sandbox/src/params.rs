@@ -102,8 +102,9 @@ impl CreateParams {
         let mut metadata = BTreeMap::new();
         // Since API version 2023-08-16 an intent without `payment_method_types` takes
         // automatic payment methods, which may redirect: Stripe then wants a `return_url` on
-        // a confirm unless redirects are off or the customer is off session. The sandbox
-        // takes the parameters that say so, but does not yet refuse such a confirm.
+        // a confirm unless redirects are off or the customer is off session (Stripe's
+        // changelog, "Enables automatic payment methods by default").
+        let mut may_redirect = true;
         for (name, value) in &pairs {
             match name.as_str() {
                 name if name.starts_with("payment_method_types[") => {
@@ -114,6 +115,13 @@ impl CreateParams {
                             format!("The sandbox takes only card payments, not {value}."),
                         ));
                     }
+                    may_redirect = false;
+                }
+                "automatic_payment_methods[allow_redirects]" if value == "never" => {
+                    may_redirect = false;
+                }
+                "off_session" if matches!(value.as_str(), "true" | "True") => {
+                    may_redirect = false;
                 }
                 "automatic_payment_methods[enabled]"
                 | "automatic_payment_methods[allow_redirects]"
@@ -217,6 +225,17 @@ impl CreateParams {
         let currency = currency.ok_or_else(|| missing("currency"))?;
         if confirm && payment_method.is_none() {
             return Err(missing("payment_method"));
+        }
+        if confirm && may_redirect && return_url.is_none() {
+            return Err(ParamError::new(
+                "parameter_missing",
+                "return_url",
+                "This PaymentIntent is configured to accept payment methods enabled in your \
+                 Dashboard, some of which may redirect your customer: provide a return_url, \
+                 or set automatic_payment_methods[allow_redirects]=never or \
+                 payment_method_types."
+                    .to_owned(),
+            ));
         }
         if return_url.is_some() && !confirm {
             return Err(ParamError::new(
@@ -326,6 +345,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_confirm_that_may_redirect_needs_a_return_url() {
+        let parse = |extra: &str| {
+            CreateParams::parse(
+                format!("amount=100&currency=eur&payment_method=pm_card_visa&confirm=true{extra}")
+                    .as_bytes(),
+            )
+            .map(|_| ())
+            .map_err(|e| e.param)
+        };
+        assert_eq!(parse(""), Err(Some("return_url".into())));
+        for ok in [
+            "&payment_method_types[0]=card",
+            "&automatic_payment_methods[enabled]=true&automatic_payment_methods[allow_redirects]=never",
+            "&off_session=true",
+            "&return_url=https://shop.example/back",
+        ] {
+            assert_eq!(parse(ok), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
     fn search_query_with_metadata_and_escapes_parses() {
         assert_eq!(
             parse_query(r"metadata['attempt_id']:'pay_\'x' AND status:'succeeded'"),
@@ -394,7 +434,9 @@ mod tests {
     fn booleans_as_stripe_python_sends_them_parse() {
         let confirm = |body: &[u8]| CreateParams::parse(body).map(|p| p.confirm);
         assert_eq!(
-            confirm(b"amount=1&currency=eur&payment_method=pm_card_visa&confirm=True"),
+            confirm(
+                b"amount=1&currency=eur&payment_method=pm_card_visa&confirm=True&off_session=True"
+            ),
             Ok(true)
         );
         assert_eq!(confirm(b"amount=1&currency=eur&confirm=False"), Ok(false));

@@ -19,6 +19,7 @@ async fn hold(client: &reqwest::Client, sandbox: &SandboxHandle, payment_method:
         ("currency", "eur"),
         ("payment_method", payment_method),
         ("confirm", "true"),
+        ("payment_method_types[0]", "card"),
         ("capture_method", "manual"),
         ("metadata[attempt_id]", payment_method),
     ];
@@ -140,6 +141,7 @@ async fn a_fault_token_charges_as_a_good_card_when_captured_at_once() {
         ("currency", "eur"),
         ("payment_method", "pm_sandbox_capture_error_after"),
         ("confirm", "true"),
+        ("payment_method_types[0]", "card"),
     ];
     let paid = stripe_post(&client, &sandbox, "/v1/payment_intents", None, &form)
         .await
@@ -185,6 +187,7 @@ async fn the_global_knobs_fault_captures_and_cancels_too() {
         ("currency", "eur"),
         ("payment_method", "pm_card_visa"),
         ("confirm", "true"),
+        ("payment_method_types[0]", "card"),
         ("capture_method", "manual"),
     ];
     assert!(

@@ -249,6 +249,7 @@ fn intent_form<'a>(payment_method: &'a str, attempt: &'a str) -> Vec<(&'a str, &
         ("currency", "eur"),
         ("payment_method", payment_method),
         ("confirm", "true"),
+        ("payment_method_types[0]", "card"),
         ("metadata[attempt_id]", attempt),
         ("metadata[order_id]", "ord_1"),
         ("metadata[merchant_id]", "mer_1"),
@@ -424,7 +425,12 @@ async fn stripe_captures_and_cancels_answer_as_the_contract_says() {
         .await;
     assert_eq!(again.status, 400, "{}", again.body);
 
-    manual[4] = ("metadata[attempt_id]", "att_void");
+    for field in manual
+        .iter_mut()
+        .filter(|(name, _)| *name == "metadata[attempt_id]")
+    {
+        field.1 = "att_void";
+    }
     let to_void = id_of(&w.stripe_post(create, Some("k-2"), &manual, "a hold").await);
     let voided = w
         .stripe_post(

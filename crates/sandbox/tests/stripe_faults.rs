@@ -20,6 +20,7 @@ fn create(
         ("currency", "eur"),
         ("payment_method", payment_method),
         ("confirm", "true"),
+        ("payment_method_types[0]", "card"),
         ("metadata[attempt_id]", attempt),
     ]
 }

@@ -16,6 +16,7 @@ fn manual(attempt: &str, payment_method: &'static str) -> Vec<(&'static str, Str
         ("currency", "eur".into()),
         ("payment_method", payment_method.into()),
         ("confirm", "true".into()),
+        ("payment_method_types[0]", "card".into()),
         ("capture_method", "manual".into()),
         ("metadata[attempt_id]", attempt.into()),
     ]
@@ -344,6 +345,7 @@ async fn cancel_is_allowed_where_stripe_allows_it() {
             ("currency", "usd"),
             ("payment_method", payment_method),
             ("confirm", confirm),
+            ("payment_method_types[0]", "card"),
         ]
     };
     for (form, status) in [

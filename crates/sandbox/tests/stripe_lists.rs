@@ -17,6 +17,7 @@ async fn paid(client: &reqwest::Client, sandbox: &SandboxHandle, attempt: &str) 
         ("currency", "eur"),
         ("payment_method", "pm_card_visa"),
         ("confirm", "true"),
+        ("payment_method_types[0]", "card"),
         ("metadata[attempt_id]", attempt),
     ];
     let made = stripe_post(client, sandbox, "/v1/payment_intents", None, &form)

@@ -40,6 +40,7 @@ async fn at_rate_one_every_nullable_field_is_null_in_answers_and_events_and_the_
         ("currency", "eur"),
         ("payment_method", "pm_card_visa"),
         ("confirm", "true"),
+        ("payment_method_types[0]", "card"),
         ("description", "a lamp"),
         ("metadata[attempt_id]", "att_null"),
     ];
@@ -84,6 +85,7 @@ async fn at_rate_one_every_nullable_field_is_null_in_answers_and_events_and_the_
             ("currency", "eur"),
             ("payment_method", "pm_card_chargeDeclined"),
             ("confirm", "true"),
+            ("payment_method_types[0]", "card"),
         ],
     )
     .await
