@@ -423,7 +423,8 @@ async fn settle(
                 // Listed refunds are open ones: as many listed as open means nothing else is.
                 let listed = strict::for_a_human(url, key).await;
                 if listed.is_ok_and(|l| {
-                    l.stuck_refunds as i64 == open && l.stuck_refunds < strict::LIST_LIMIT
+                    let refunds = l.count("stuck_refunds");
+                    refunds as i64 == open && refunds < strict::LIST_LIMIT
                 }) {
                     return Some(started.elapsed());
                 }
@@ -546,15 +547,11 @@ fn report(
     if let Some(strictly) = strictly {
         let human = &strictly.for_a_human;
         say!(
-            "strict providers: attempts canceled by reference past the deadline, by how they ended: {:?}; needs a human (at most {} of each list): {} attempts still open, {} failed provider_no_record, {} refunds still open ({} of them refunds of Adyen payments no answer or notification told, counted here and not as lost), {} webhook conflicts, {} disabled endpoints",
+            "strict providers: attempts canceled by reference past the deadline, by how they ended: {:?}; needs a human, by list (at most {} of each): {:?}; of the stuck refunds, {} are of Adyen payments no answer or notification told, counted there and not as lost",
             strictly.technical_cancels,
             strict::LIST_LIMIT,
-            human.stuck,
-            human.no_provider_record,
-            human.stuck_refunds,
+            human.lists,
             found.refunds_left_for_a_human,
-            human.webhook_conflicts,
-            human.disabled_webhook_endpoints,
         );
     }
     say!("event checks (each must be 0): {events_found:?}");

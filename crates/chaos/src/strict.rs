@@ -120,27 +120,25 @@ pub(crate) fn wire_method(protocol: Protocol, method: &str, refund_fault: Option
     }
 }
 
-/// What `GET /v1/support/needs-a-human` lists, counted by list.
+/// What `GET /v1/support/needs-a-human` lists, counted by list: `stuck` (attempts open past
+/// the alert age), `no_provider_record` (failed, the provider having no charge),
+/// `stuck_refunds`, `webhook_conflicts`, and whatever list payorch adds (`contradicted`, …),
+/// each counted under its own name so that none is missed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct ForAHuman {
-    /// Attempts still open past the alert age.
-    pub(crate) stuck: usize,
-    /// Attempts failed `provider_no_record`: payorch says no charge, and a human may look.
-    pub(crate) no_provider_record: usize,
-    pub(crate) stuck_refunds: usize,
-    pub(crate) webhook_conflicts: usize,
-    pub(crate) disabled_webhook_endpoints: usize,
+    pub(crate) lists: BTreeMap<String, usize>,
     /// The ids (`re_…`) of the refunds in `stuck_refunds`.
     pub(crate) stuck_refund_ids: BTreeSet<String>,
 }
 
 impl ForAHuman {
     pub(crate) fn total(&self) -> usize {
-        self.stuck
-            + self.no_provider_record
-            + self.stuck_refunds
-            + self.webhook_conflicts
-            + self.disabled_webhook_endpoints
+        self.lists.values().sum()
+    }
+
+    /// How many `list` holds (0 when the answer has no such list).
+    pub(crate) fn count(&self, list: &str) -> usize {
+        self.lists.get(list).copied().unwrap_or(0)
     }
 }
 
@@ -169,14 +167,26 @@ pub(crate) async fn for_a_human(base_url: &str, support_key: &str) -> Result<For
     read_for_a_human(&body)
 }
 
-/// The counts of a needs-a-human answer; every list must be there.
+/// The counts of a needs-a-human answer: every list in it, which must hold the four every
+/// payorch of #39 answers.
 pub(crate) fn read_for_a_human(body: &Value) -> Result<ForAHuman, String> {
-    let count = |list: &str| {
-        body[list]
-            .as_array()
-            .map(Vec::len)
-            .ok_or_else(|| format!("needs-a-human has no list {list:?}: {body}"))
-    };
+    let object = body
+        .as_object()
+        .ok_or_else(|| format!("needs-a-human is not an object: {body}"))?;
+    let lists: BTreeMap<String, usize> = object
+        .iter()
+        .filter_map(|(name, value)| value.as_array().map(|list| (name.clone(), list.len())))
+        .collect();
+    for list in [
+        "stuck",
+        "no_provider_record",
+        "stuck_refunds",
+        "webhook_conflicts",
+    ] {
+        if !lists.contains_key(list) {
+            return Err(format!("needs-a-human has no list {list:?}: {body}"));
+        }
+    }
     let stuck_refund_ids = body["stuck_refunds"]
         .as_array()
         .into_iter()
@@ -184,11 +194,7 @@ pub(crate) fn read_for_a_human(body: &Value) -> Result<ForAHuman, String> {
         .filter_map(|refund| refund["id"].as_str().map(str::to_owned))
         .collect();
     Ok(ForAHuman {
-        stuck: count("stuck")?,
-        no_provider_record: count("no_provider_record")?,
-        stuck_refunds: count("stuck_refunds")?,
-        webhook_conflicts: count("webhook_conflicts")?,
-        disabled_webhook_endpoints: count("disabled_webhook_endpoints")?,
+        lists,
         stuck_refund_ids,
     })
 }
@@ -335,23 +341,20 @@ mod tests {
         let body = json!({
             "stuck": [{}],
             "no_provider_record": [{}, {}],
+            "contradicted": [{}],
             "stuck_refunds": [{"id": "re_1"}],
             "webhook_conflicts": [{}],
             "disabled_webhook_endpoints": [],
         });
         let found = read_for_a_human(&body).unwrap();
-        assert_eq!(
-            found,
-            ForAHuman {
-                stuck: 1,
-                no_provider_record: 2,
-                stuck_refunds: 1,
-                webhook_conflicts: 1,
-                disabled_webhook_endpoints: 0,
-                stuck_refund_ids: BTreeSet::from(["re_1".to_owned()]),
-            }
-        );
-        assert_eq!(found.total(), 5);
+        assert_eq!(found.count("no_provider_record"), 2);
+        // A list the driver does not know of is counted all the same.
+        assert_eq!(found.count("contradicted"), 1);
+        assert_eq!(found.count("disabled_webhook_endpoints"), 0);
+        assert_eq!(found.count("no_such_list"), 0);
+        assert_eq!(found.total(), 6);
+        assert_eq!(found.stuck_refund_ids, BTreeSet::from(["re_1".to_owned()]));
         assert!(read_for_a_human(&json!({"stuck": []})).is_err());
+        assert!(read_for_a_human(&json!([])).is_err());
     }
 }
