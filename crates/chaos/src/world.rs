@@ -49,9 +49,9 @@ pub(crate) const SERVE_SETTINGS: &[&str] = &[
     "--allow-http-webhooks",
 ];
 
-/// How soon a search that finds nothing may fail an attempt: the kind sandbox's search shows
-/// a charge at once. A strict run has deadlines of its own (`strict::SERVE_SETTINGS`).
-const PROVIDER_SEARCH_SETTINGS: &[&str] = &["--provider-search-delay-secs", "5"];
+/// How soon after an attempt's last possible send a list that finds nothing may fail it. A
+/// strict run has deadlines of its own (`strict::SERVE_SETTINGS`).
+const PROVIDER_SETTLE_SETTINGS: &[&str] = &["--provider-settle-secs", "5"];
 
 /// Where the run's database lives.
 enum Database {
@@ -387,35 +387,15 @@ impl World {
             .append(true)
             .open(&replica.log)
             .map_err(|e| format!("{}: {e}", replica.log.display()))?;
-        let mut command = Command::new(&self.payorch);
-        command
-            .arg("serve")
-            .args(["--bind", &format!("127.0.0.1:{}", replica.port)])
-            .arg("--data-dir")
-            .arg(&replica.data_dir)
-            .args(["--database-url", &self.database_url])
-            .args(SERVE_SETTINGS);
-        if self.strict {
-            // Named providers take their secrets from the environment only.
-            command
-                .args(strict::provider_args(&self.sandbox_url))
-                .args(strict::SERVE_SETTINGS)
-                .env("PAYORCH_PROVIDER_STRIPE_SECRET", PROVIDER_SECRET)
-                .env("PAYORCH_PROVIDER_STRIPE_WEBHOOK_SECRET", WEBHOOK_SECRET)
-                .env("PAYORCH_PROVIDER_ADYEN_SECRET", PROVIDER_SECRET)
-                .env("PAYORCH_PROVIDER_ADYEN_HMAC_KEY", strict::ADYEN_HMAC_KEY)
-                .env(
-                    "PAYORCH_PROVIDER_ADYEN_MERCHANT_ACCOUNT",
-                    strict::ADYEN_MERCHANT_ACCOUNT,
-                );
-        } else {
-            command
-                .args(["--provider-url", &self.sandbox_url])
-                .args(["--provider-secret", PROVIDER_SECRET])
-                .args(["--webhook-secret", WEBHOOK_SECRET])
-                .args(PROVIDER_SEARCH_SETTINGS);
-        }
-        let child = command
+        let child = Command::new(&self.payorch)
+            .args(serve_args(
+                self.strict,
+                replica.port,
+                &replica.data_dir,
+                &self.database_url,
+                &self.sandbox_url,
+            ))
+            .envs(serve_env(self.strict))
             .stdout(Stdio::from(log.try_clone().map_err(|e| e.to_string())?))
             .stderr(Stdio::from(log))
             .kill_on_drop(true)
@@ -559,6 +539,93 @@ async fn run(payorch: &Path, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// `payorch serve`'s arguments for a replica on `port`; strict: both faces of the sandbox as
+/// named providers, and the strict run's deadlines.
+fn serve_args(
+    strict: bool,
+    port: u16,
+    data_dir: &Path,
+    database_url: &str,
+    sandbox_url: &str,
+) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "serve".into(),
+        "--bind".into(),
+        format!("127.0.0.1:{port}"),
+        "--data-dir".into(),
+        data_dir.to_string_lossy().into_owned(),
+        "--database-url".into(),
+        database_url.into(),
+    ];
+    args.extend(SERVE_SETTINGS.iter().map(|s| s.to_string()));
+    if strict {
+        args.extend(strict::provider_args(sandbox_url));
+        args.extend(strict::SERVE_SETTINGS.iter().map(|s| s.to_string()));
+    } else {
+        args.extend(
+            [
+                "--provider-url",
+                sandbox_url,
+                "--provider-secret",
+                PROVIDER_SECRET,
+                "--webhook-secret",
+                WEBHOOK_SECRET,
+            ]
+            .map(str::to_owned),
+        );
+        args.extend(PROVIDER_SETTLE_SETTINGS.iter().map(|s| s.to_string()));
+    }
+    args
+}
+
+/// The environment of `serve`: named providers take their secrets from it only.
+fn serve_env(strict: bool) -> Vec<(&'static str, &'static str)> {
+    if !strict {
+        return Vec::new();
+    }
+    vec![
+        ("PAYORCH_PROVIDER_STRIPE_SECRET", PROVIDER_SECRET),
+        ("PAYORCH_PROVIDER_STRIPE_WEBHOOK_SECRET", WEBHOOK_SECRET),
+        ("PAYORCH_PROVIDER_ADYEN_SECRET", PROVIDER_SECRET),
+        ("PAYORCH_PROVIDER_ADYEN_HMAC_KEY", strict::ADYEN_HMAC_KEY),
+        (
+            "PAYORCH_PROVIDER_ADYEN_MERCHANT_ACCOUNT",
+            strict::ADYEN_MERCHANT_ACCOUNT,
+        ),
+    ]
+}
+
+/// `payorch sandbox`'s arguments: its webhooks to `webhook_urls` (comma-separated) in turn,
+/// duplicated now and then and out of order, and `more` (a strict run's).
+fn sandbox_args(webhook_urls: &str, more: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "sandbox",
+        "--bind",
+        "127.0.0.1:0",
+        "--secret",
+        PROVIDER_SECRET,
+        "--webhook-url",
+        webhook_urls,
+        "--webhook-secret",
+        WEBHOOK_SECRET,
+        "--slow-ms",
+        "1500",
+        "--processing-ms",
+        "1000",
+        "--webhook-duplicate-rate",
+        "0.1",
+        "--webhook-reorder",
+        "--webhook-max-attempts",
+        "20",
+        "--webhook-retry-ms",
+        "300",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    args.extend(more.iter().cloned());
+    args
+}
+
 /// `payorch sandbox` on a port of its own; its first line says where it listens. Its webhooks
 /// go to `webhook_urls` (comma-separated) in turn, are duplicated now and then and may arrive
 /// out of order.
@@ -569,14 +636,7 @@ async fn start_sandbox(
     log: &Path,
 ) -> Result<(Child, String), String> {
     let mut child = Command::new(payorch)
-        .args(["sandbox", "--bind", "127.0.0.1:0"])
-        .args(["--secret", PROVIDER_SECRET])
-        .args(["--webhook-url", webhook_urls])
-        .args(["--webhook-secret", WEBHOOK_SECRET])
-        .args(["--slow-ms", "1500", "--processing-ms", "1000"])
-        .args(["--webhook-duplicate-rate", "0.1", "--webhook-reorder"])
-        .args(["--webhook-max-attempts", "20", "--webhook-retry-ms", "300"])
-        .args(more)
+        .args(sandbox_args(webhook_urls, more))
         .stdout(Stdio::piped())
         .stderr(Stdio::from(
             File::create(log).map_err(|e| format!("{}: {e}", log.display()))?,
@@ -636,4 +696,96 @@ fn peak_rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use payorch::config::{Cli, Command, ServeArgs};
+    use payorch_sandbox::SandboxConfig;
+
+    use super::*;
+
+    /// `payorch`'s own command line takes `args` (after the program's name).
+    fn parsed(args: &[String]) -> Command {
+        let words = std::iter::once("payorch".to_owned()).chain(args.iter().cloned());
+        match Cli::try_parse_from(words) {
+            Ok(cli) => cli.command,
+            Err(why) => panic!("{args:?}: {why}"),
+        }
+    }
+
+    fn serve(strict: bool) -> ServeArgs {
+        let args = serve_args(
+            strict,
+            9,
+            Path::new("replica-0"),
+            "postgres://127.0.0.1/payorch",
+            "http://127.0.0.1:7",
+        );
+        match parsed(&args) {
+            Command::Serve(serve) => *serve,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn sandbox(more: &[String]) -> SandboxConfig {
+        match parsed(&sandbox_args("http://127.0.0.1:9/v1/webhooks/stripe", more)) {
+            Command::Sandbox(config) => config,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn serve_takes_the_settings_of_a_strict_run_and_of_the_others() {
+        let strict = serve(true);
+        let named: Vec<&str> = strict
+            .provider
+            .providers
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(named, ["stripe", "adyen"]);
+        assert_eq!(strict.provider.provider_url, None);
+        assert_eq!(strict.reconciler.technical_cancel_after_secs, 10);
+        assert_eq!(strict.reconciler.provider_settle_secs, 5);
+        assert_eq!(strict.reconciler.unresolved_alert_secs, 60);
+        let kind = serve(false);
+        assert!(kind.provider.providers.is_empty());
+        assert_eq!(
+            kind.provider.provider_url.as_deref(),
+            Some("http://127.0.0.1:7")
+        );
+        assert_eq!(kind.reconciler.provider_settle_secs, 5);
+        // Every named provider's secrets are in the environment a strict serve gets.
+        let env: Vec<&str> = serve_env(true).iter().map(|(k, _)| *k).collect();
+        for spec in &strict.provider.providers {
+            let needed: &[&str] = match spec.name.as_str() {
+                "adyen" => &["SECRET", "HMAC_KEY", "MERCHANT_ACCOUNT"],
+                _ => &["SECRET", "WEBHOOK_SECRET"],
+            };
+            for what in needed {
+                assert!(env.contains(&spec.variable(what).as_str()), "{what}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_sandbox_takes_a_strict_runs_flags() {
+        let strict = sandbox(&strict::sandbox_args(
+            "http://127.0.0.1:9/v1/webhooks/adyen",
+        ));
+        assert_eq!(strict.search_lag_secs, strict::SEARCH_LAG_SECS);
+        assert_eq!(strict.null_rate.to_string(), strict::NULL_RATE);
+        assert_eq!(
+            strict.adyen_notification_url.as_deref(),
+            Some("http://127.0.0.1:9/v1/webhooks/adyen")
+        );
+        // The faults of every run stay.
+        assert!(strict.webhook_reorder);
+        assert_eq!(strict.webhook_duplicate_rate, 0.1);
+        let kind = sandbox(&[]);
+        assert_eq!(kind.null_rate, 0.0);
+        assert_eq!(kind.adyen_notification_url, None);
+    }
 }
