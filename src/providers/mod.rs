@@ -20,6 +20,11 @@ pub mod traced;
 // with the sandbox, which signs what payorch verifies (`payorch-wire`).
 pub use payorch_wire::{signature, WebhookError};
 
+/// The failure code of a charge (or refund) the provider proves it never made
+/// (docs/DESIGN.md, "No record, early" and "What proves what"). The database takes it only
+/// once no send of the attempt can still be on its way (`payment_attempts_no_record_after_sending`).
+pub const NO_RECORD: &str = "provider_no_record";
+
 /// Whether a charge takes the money at once or only holds it for a later capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CaptureMethod {

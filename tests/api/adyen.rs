@@ -199,13 +199,13 @@ async fn a_cancel_refused_because_the_payment_was_captured_never_fails_it() {
 }
 
 /// A payment Adyen refused before processing (a 500 that a resend meets again): nothing tells
-/// its outcome, the cancel by reference finds no payment, and the attempt is left to a human
-/// rather than guessed either way.
+/// its outcome; the cancel by reference finds no payment under it, and that ends the attempt
+/// `provider_no_record` (nothing was charged), once no send of it can still be on its way.
 #[tokio::test]
-async fn an_adyen_cancel_by_reference_refused_leaves_the_attempt_to_a_human() {
+async fn an_adyen_cancel_by_reference_that_finds_no_payment_ends_it_no_record() {
     let app = TestApp::spawn_config(|config| {
         config.settings.reconciler.technical_cancel_after = Duration::from_secs(1);
-        config.settings.reconciler.alert_after = Duration::from_secs(1);
+        config.settings.reconciler.settle_delay = Duration::from_secs(1);
     })
     .await;
     app.route_to(&["adyen"]).await;
@@ -214,36 +214,23 @@ async fn an_adyen_cancel_by_reference_refused_leaves_the_attempt_to_a_human() {
         .await;
     assert_eq!(attempt["status"], "pending", "{attempt}");
     let id = attempt["id"].as_str().unwrap();
-    let told = eventually(Duration::from_secs(20), || async {
-        let story = app.story(id).await;
-        story["webhook_events"]
-            .as_array()
-            .is_some_and(|events| events.iter().any(|e| e["event_type"] == "TECHNICAL_CANCEL"))
-    })
-    .await;
-    assert!(told, "{}", app.story(id).await);
-    // Rounds later: one cancel, refused, never tried again; the attempt still open, listed
-    // for a human.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let settled = app.settled(id, Duration::from_secs(30)).await;
+    assert_eq!(settled["status"], "failed", "{settled}");
+    assert_eq!(settled["failure_code"], "provider_no_record", "{settled}");
     let story = app.story(id).await;
-    assert_eq!(story["payment"]["status"], "pending", "{story}");
     let voids = story["hold_operations"].as_array().unwrap();
-    assert_eq!(voids.len(), 1, "{story}");
-    assert_eq!(voids[0]["status"], "failed", "{story}");
-    let needs: Value = app
-        .get_as(&app.support_key, "/v1/support/needs-a-human")
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert!(
-        needs["stuck"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|p| p["id"] == id),
-        "{needs}"
-    );
+    assert_eq!(voids.len(), 1, "one cancel: {story}");
+    let told: Vec<&Value> = story["webhook_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event_type"] == "TECHNICAL_CANCEL")
+        .collect();
+    // Told once, taken at the first delivery: the cancel went only after every send settled.
+    assert_eq!(told.len(), 1, "{story}");
+    assert_eq!(told[0]["outcome"], "applied", "{story}");
+    assert_eq!(told[0]["deliveries"], 1, "{story}");
+    assert_eq!(story["order"]["status"], "awaiting_payment", "{story}");
     assert_eq!(app.charges_for(id), 0);
 }
 

@@ -315,13 +315,18 @@ async fn reschedule(
 }
 
 /// An attempt of a provider without lookups whose outcome is still unknown past the
-/// deadline: canceled by payorch's reference (Adyen's technical cancel), once. A refused
-/// cancel (the payment was captured, say) is not tried again: the attempt stays open, in
-/// the needs-a-human list, with the refusal in its story.
+/// deadline, and whose every send has settled: canceled (by payorch's reference: Adyen's
+/// technical cancel), once. Its notification ends it: canceled, or, when the cancel found no
+/// payment under the reference, failed `provider_no_record` (no send can still make one).
+/// A cancel refused about a payment (captured, say) is not tried again: the attempt stays
+/// open, in the needs-a-human list, with the refusal in its story.
 async fn cancel_if_overdue(pool: &DbPool, payments: &Payments, attempt: &PaymentAttempt) {
+    let settings = &payments.reconciler;
+    let now = Utc::now();
     let overdue = attempt.status == AttemptStatus::Pending
         && attempt.next_action.is_none()
-        && attempt.created_at + to_chrono(payments.reconciler.technical_cancel_after) <= Utc::now();
+        && attempt.created_at + to_chrono(settings.technical_cancel_after) <= now
+        && attempt.sending_until + settings.settle_delay() <= now;
     if !overdue {
         return;
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// The failure code of an attempt or refund the provider never had (docs/DESIGN.md, "The
 /// reconciler" and "No record, early").
-pub const NO_RECORD: &str = "provider_no_record";
+pub const NO_RECORD: &str = crate::providers::NO_RECORD;
 
 #[derive(Debug, Clone)]
 pub struct ReconcilerSettings {

@@ -11,7 +11,7 @@ use base64::Engine;
 use chrono::{DateTime, Utc};
 
 use super::wire::NotificationRequestItem;
-use crate::providers::{ProviderOutcome, RefundNotice, WebhookError, WebhookEvent};
+use crate::providers::{ProviderOutcome, RefundNotice, WebhookError, WebhookEvent, NO_RECORD};
 
 pub use payorch_wire::adyen::{
     AUTHORISATION, CANCELLATION, CAPTURE, REFUND, REFUND_FAILED, TECHNICAL_CANCEL,
@@ -169,6 +169,20 @@ fn event_for_item(
             event.outcome = Some(if succeeded {
                 ProviderOutcome::Canceled {
                     provider_id: payment,
+                }
+            } else if item.event_code == TECHNICAL_CANCEL && payment.is_none() {
+                // A cancel by payorch's reference that found no payment to name: none was
+                // made under the attempt's reference, so nothing was charged. That is about
+                // the charge itself, not the cancel, and ends the attempt; the database takes
+                // it only once no send of the attempt can still be on its way. A refusal that
+                // names a payment (captured, say) stays an operation's refusal, for a human.
+                event.modification = false;
+                ProviderOutcome::Failed {
+                    code: NO_RECORD.to_owned(),
+                    message: non_empty(&item.reason).unwrap_or_else(|| {
+                        "Adyen's cancel by reference found no payment under it".to_owned()
+                    }),
+                    provider_id: None,
                 }
             } else {
                 ProviderOutcome::Failed {

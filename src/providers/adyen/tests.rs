@@ -476,6 +476,39 @@ fn item(psp: &str, event_code: &str, success: &str) -> Value {
 }
 
 #[test]
+fn a_refused_technical_cancel_naming_no_payment_says_none_was_made() {
+    // A cancel by reference that found no payment: no `originalReference`.
+    let mut none = item("TC1", "TECHNICAL_CANCEL", "false");
+    none["originalReference"] = json!("");
+    none["amount"] = json!({"value": 0, "currency": "EUR"});
+    none["reason"] = json!("No payment was made with this reference");
+    none["additionalData"] = json!({});
+    let signature = sign_item(&none, HMAC_KEY).expect("hex key");
+    none["additionalData"]["hmacSignature"] = json!(signature);
+    // One refused about a payment (it was captured): the cancel's refusal, no more.
+    let captured = item("TC2", "TECHNICAL_CANCEL", "false");
+    let wrapped: Vec<Value> = [none, captured]
+        .iter()
+        .map(|i| json!({"NotificationRequestItem": i}))
+        .collect();
+    let delivery = json!({"live": "false", "notificationItems": wrapped}).to_string();
+    let key = HmacKey::from_hex(HMAC_KEY).expect("hex key");
+    let now = Utc.timestamp_opt(1_718_020_000, 0).single().expect("time");
+    let events = verify_delivery(delivery.as_bytes(), &[key], now).expect("verifies");
+    assert!(!events[0].modification, "about the charge itself");
+    assert!(matches!(
+        &events[0].outcome,
+        Some(ProviderOutcome::Failed { code, provider_id: None, .. }) if code == crate::providers::NO_RECORD
+    ));
+    assert_eq!(events[0].amount, None, "a cancel's amount is not checked");
+    assert!(events[1].modification);
+    assert!(matches!(
+        &events[1].outcome,
+        Some(ProviderOutcome::Failed { code, .. }) if code == "cancellation_failed"
+    ));
+}
+
+#[test]
 fn capture_and_cancellation_notifications_settle_the_payment_they_name() {
     let items = [
         item("CAP1", "CAPTURE", "true"),
