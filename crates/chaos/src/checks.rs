@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use payorch_sandbox::{CaptureEntry, Forgotten, HoldEntry, LedgerEntry, RefundEntry, VoidEntry};
 use serde_json::Value;
-use tokio_postgres::NoTls;
 
 use crate::clients::Intent;
+pub(crate) use crate::database::connect;
 
 /// A payment attempt as the database holds it.
 #[derive(Debug, Clone)]
@@ -330,16 +330,6 @@ fn leads_to(events: Option<&Vec<(Option<String>, String)>>, status: &str) -> boo
         at = Some(to);
     }
     at == Some(status) && events.first().is_some_and(|(_, to)| to == "created")
-}
-
-/// A connection to the run's database, its driver spawned (a fresh one each time: the database
-/// may have restarted since the last).
-pub(crate) async fn connect(database_url: &str) -> Result<tokio_postgres::Client, String> {
-    let (db, connection) = tokio_postgres::connect(database_url, NoTls)
-        .await
-        .map_err(|e| format!("the database: {e}"))?;
-    tokio::spawn(connection);
-    Ok(db)
 }
 
 /// Reads the facts: the database at `database_url`, the ledger at `sandbox_url`.

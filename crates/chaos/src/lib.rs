@@ -22,6 +22,7 @@
 
 mod checks;
 mod clients;
+mod database;
 mod failover;
 mod failover_report;
 mod fence;

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::checks::connect;
+use crate::database::connect;
 
 /// How far Stripe's search lags behind its writes: longer than every deadline of the
 /// reconciler (the run's serve settings are seconds), so a reconciler that leaned on the
