@@ -243,8 +243,6 @@ pub async fn check(
                         .into(),
                     provider_id: None,
                 }
-            } else if contradicted {
-                contradiction(&call.outcome)
             } else {
                 call.outcome.clone()
             };

@@ -56,9 +56,10 @@ pub async fn check(
     let settings = &payments.reconciler;
     let provider = payments.adapter(&refund.provider);
     let within_key_window = Utc::now() - refund.created_at < settings.key_window();
-    // A provider without lookups (Adyen) tells a refund's outcome by notification: past the
-    // one resend under its key there is nothing to ask, and a refund never told stays open
-    // for a human, never guessed.
+    // A provider without lookups (Adyen) tells a refund's outcome by notification: once the
+    // refund is named, or its key is no longer kept, there is nothing to ask (before that, a
+    // resend under its key fetches a lost answer), and a refund never told stays open for a
+    // human, never guessed.
     if provider.lookups() == Lookups::NotificationsOnly
         && (refund.provider_refund_id.is_some() || !within_key_window)
     {

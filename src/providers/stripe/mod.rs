@@ -366,9 +366,16 @@ impl PaymentProvider for StripeProvider {
                 return call;
             };
             found.extend(page.matches);
-            match page.last_id.filter(|_| page.has_more) {
-                Some(last) => starting_after = Some(last),
-                None => {
+            match (page.has_more, page.last_id) {
+                (true, Some(last)) => starting_after = Some(last),
+                // "More" with nothing to go on from: not the whole window.
+                (true, None) => {
+                    call.outcome = ProviderOutcome::Unknown {
+                        reason: "an empty page of intents that says there are more".into(),
+                    };
+                    return call;
+                }
+                (false, _) => {
                     call.outcome = mapping::outcome_for_matches(&found);
                     return call;
                 }
