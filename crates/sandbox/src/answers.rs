@@ -370,6 +370,11 @@ pub(super) fn replayed(replay: Replay) -> StoredResponse {
 }
 
 pub(super) fn no_such_intent(id: &str) -> HttpResponse {
+    missing_intent(id, "intent")
+}
+
+/// Stripe's `404 resource_missing` for intent `id`, named by the request's `param`.
+pub(super) fn missing_intent(id: &str, param: &str) -> HttpResponse {
     error(
         StatusCode::NOT_FOUND,
         ApiError {
@@ -377,7 +382,7 @@ pub(super) fn no_such_intent(id: &str) -> HttpResponse {
             code: Some("resource_missing".into()),
             decline_code: None,
             message: Some(format!("No such payment_intent: '{id}'")),
-            param: Some("intent".into()),
+            param: Some(param.into()),
             payment_intent: None,
         },
     )

@@ -25,8 +25,8 @@ use chrono::Utc;
 
 use super::answers::{
     api_error_500, api_error_500_answer, begin_keyed, error, fail_keyed, forgotten,
-    invalid_request, refund_list_forgotten, refuse_unauthorized, respond, shown_json, stored_error,
-    stored_json, with_nulls, FORGOTTEN,
+    invalid_request, missing_intent, refund_list_forgotten, refuse_unauthorized, respond,
+    shown_json, stored_error, stored_json, with_nulls, FORGOTTEN,
 };
 use super::listing::{Cursor, ListQuery};
 use super::params::{metadata_key, ParamError};
@@ -361,19 +361,7 @@ async fn list_refunds(sb: web::Data<Sandbox>, req: HttpRequest) -> HttpResponse 
             Lookup::Found(serial) => Some(serial),
             // The list would miss refunds the sandbox forgot: no list rather than a short one.
             Lookup::Forgotten => return forgotten(&sb, "payment_intent", id),
-            Lookup::Missing => {
-                return error(
-                    StatusCode::NOT_FOUND,
-                    ApiError {
-                        kind: "invalid_request_error".into(),
-                        code: Some("resource_missing".into()),
-                        decline_code: None,
-                        message: Some(format!("No such payment_intent: '{id}'")),
-                        param: Some("payment_intent".into()),
-                        payment_intent: None,
-                    },
-                )
-            }
+            Lookup::Missing => return missing_intent(id, "payment_intent"),
         },
     };
     let keep = |refund: &Refund| query.created.holds(refund.created);
