@@ -20,6 +20,14 @@ pub const HEADER: &str = "Stripe-Signature";
 /// Stripe's default tolerance between the signed timestamp and now.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
+/// The longest header taken. Stripe sends a timestamp and one `v1` per live secret (two while
+/// one is rolled, with perhaps a `v0`): a few hundred bytes. Anything longer is refused before
+/// any MAC is computed, so an unauthenticated request cannot buy CPU by the kilobyte.
+pub const MAX_HEADER_BYTES: usize = 1024;
+
+/// The most `v1` candidates taken from one header.
+pub const MAX_CANDIDATES: usize = 8;
+
 fn mac_for(secret: &str, timestamp: i64, payload: &[u8]) -> HmacSha256 {
     // HMAC accepts keys of any length, so this cannot fail.
     let mut mac = HmacSha256::new_from_slice(secret.as_bytes())
@@ -54,7 +62,15 @@ pub struct ParsedHeader {
 }
 
 /// Parse a header; unknown schemes (`v0`, future ones) are ignored as Stripe's libraries do.
+/// A header longer than [`MAX_HEADER_BYTES`] or with more than [`MAX_CANDIDATES`] `v1`s is
+/// refused.
 pub fn parse_header(header: &str) -> Result<ParsedHeader, WebhookError> {
+    if header.len() > MAX_HEADER_BYTES {
+        return Err(WebhookError::MalformedHeader(format!(
+            "{} bytes, more than the {MAX_HEADER_BYTES} a Stripe signature needs",
+            header.len()
+        )));
+    }
     let mut timestamp = None;
     let mut v1 = Vec::new();
     for item in header.split(',') {
@@ -77,6 +93,12 @@ pub fn parse_header(header: &str) -> Result<ParsedHeader, WebhookError> {
             _ => {}
         }
     }
+    if v1.len() > MAX_CANDIDATES {
+        return Err(WebhookError::MalformedHeader(format!(
+            "{} v1 signatures, more than {MAX_CANDIDATES}",
+            v1.len()
+        )));
+    }
     let timestamp =
         timestamp.ok_or_else(|| WebhookError::MalformedHeader("no timestamp (t=)".into()))?;
     Ok(ParsedHeader { timestamp, v1 })
@@ -93,16 +115,23 @@ pub fn verify<S: AsRef<str>>(
     tolerance: Duration,
 ) -> Result<i64, WebhookError> {
     let parsed = parse_header(header)?;
+    // A candidate that is not the hex of a SHA-256 MAC cannot match; skip it rather than fail
+    // the header.
+    let candidates: Vec<Vec<u8>> = parsed
+        .v1
+        .iter()
+        .filter_map(|candidate| hex::decode(candidate).ok())
+        .filter(|bytes| bytes.len() == 32)
+        .collect();
+    // One MAC over the body per secret, whatever the number of candidates; each comparison
+    // in constant time (`CtOutput`'s equality).
     let matched = secrets.iter().any(|secret| {
-        parsed.v1.iter().any(|candidate| {
-            // A candidate that is not hex cannot match; skip it rather than fail the header.
-            let Ok(bytes) = hex::decode(candidate) else {
-                return false;
-            };
-            // verify_slice compares in constant time.
-            mac_for(secret.as_ref(), parsed.timestamp, payload)
-                .verify_slice(&bytes)
-                .is_ok()
+        let expected = mac_for(secret.as_ref(), parsed.timestamp, payload).finalize();
+        candidates.iter().any(|bytes| {
+            expected
+                == hmac::digest::CtOutput::new(
+                    *hmac::digest::generic_array::GenericArray::from_slice(bytes),
+                )
         })
     });
     if !matched {
@@ -127,6 +156,37 @@ mod tests {
 
     fn at(t: i64) -> DateTime<Utc> {
         Utc.timestamp_opt(t, 0).single().expect("valid timestamp")
+    }
+
+    #[test]
+    fn a_long_header_or_many_candidates_is_refused_before_any_mac() {
+        let many = format!("t=1700000000{}", ",v1=00".repeat(MAX_CANDIDATES + 1));
+        assert!(matches!(
+            parse_header(&many),
+            Err(WebhookError::MalformedHeader(_))
+        ));
+        let long = format!("t=1700000000,v0={}", "a".repeat(MAX_HEADER_BYTES));
+        assert!(matches!(
+            parse_header(&long),
+            Err(WebhookError::MalformedHeader(_))
+        ));
+        // Stripe's own while a secret is rolled: two v1s and a v0.
+        let rolled = format!(
+            "{},v0={}",
+            header_value(&["whsec_a", "whsec_b"], 1_700_000_000, BODY),
+            "0".repeat(64)
+        );
+        let secrets = vec!["whsec_b".to_owned()];
+        assert_eq!(
+            verify(
+                BODY,
+                &rolled,
+                &secrets,
+                at(1_700_000_000),
+                DEFAULT_TOLERANCE
+            ),
+            Ok(1_700_000_000)
+        );
     }
 
     #[test]
