@@ -263,6 +263,10 @@ fn classify_v6(address: Ipv6Addr) -> Option<AddressClass> {
     if address.is_loopback() {
         return Some(AddressClass::Loopback);
     }
+    // The deprecated IPv4-compatible form (`::a.b.c.d`, RFC 4291) reaches that IPv4 address.
+    if let Some(compatible) = address.to_ipv4().filter(|_| v6("::/96").contains(&address)) {
+        return classify_v4(compatible).or(Some(AddressClass::Reserved));
+    }
     let ranges = [
         ("fc00::/7", AddressClass::Private),
         ("fe80::/10", AddressClass::LinkLocal),
@@ -271,11 +275,22 @@ fn classify_v6(address: Ipv6Addr) -> Option<AddressClass> {
         // Discard-only, and the deprecated site-local range.
         ("100::/64", AddressClass::Reserved),
         ("fec0::/10", AddressClass::Reserved),
+        // Forms that carry an IPv4 address somewhere inside (issue #40): NAT64's local-use
+        // prefix (RFC 8215), 6to4 (RFC 3056) and Teredo (RFC 4380). Where they lead is the
+        // IPv4 network's business, so they are refused whatever they carry.
+        ("64:ff9b:1::/48", AddressClass::Reserved),
+        ("2002::/16", AddressClass::Reserved),
+        ("2001::/32", AddressClass::Reserved),
     ];
-    ranges
+    if let Some(class) = ranges
         .into_iter()
         .find(|(range, _)| v6(range).contains(&address))
         .map(|(_, class)| class)
+    {
+        return Some(class);
+    }
+    // Only global unicast (2000::/3) is a public IPv6 address; everything else is reserved.
+    (!v6("2000::/3").contains(&address)).then_some(AddressClass::Reserved)
 }
 
 #[cfg(test)]
@@ -340,6 +355,17 @@ mod tests {
             ("::ffff:169.254.169.254", Some(Metadata)),
             ("64:ff9b::7f00:1", Some(Loopback)),
             ("64:ff9b::5db8:d70e", None),
+            // Issue #40: the other IPv6 forms that carry an IPv4 address, and anything that is
+            // not global unicast.
+            ("::a9fe:a9fe", Some(Metadata)),
+            ("::7f00:1", Some(Loopback)),
+            ("::5db8:d70e", Some(Reserved)),
+            ("64:ff9b:1::a9fe:a9fe", Some(Reserved)),
+            ("2002:a9fe:a9fe::1", Some(Reserved)),
+            ("2002:5db8:d70e::1", Some(Reserved)),
+            ("2001:0:4136:e378:8000:63bf:3fff:fdd2", Some(Reserved)),
+            ("4000::1", Some(Reserved)),
+            ("2a00:1450:4001:81c::200e", None),
         ];
         for (address, expected) in cases {
             assert_eq!(class(address), expected, "{address}");
