@@ -25,10 +25,21 @@ pub async fn request_id_header(
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let request_id = req.extensions().get::<RequestId>().copied();
     let mut response = next.call(req).await?;
+    let headers = response.headers_mut();
     if let Some(id) = request_id {
         if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
-            response.headers_mut().insert(REQUEST_ID, value);
+            headers.insert(REQUEST_ID, value);
         }
+    }
+    // Every answer is what it says it is, and none is kept by a cache along the way unless
+    // it says so itself (the pages' assets do): an API answer may hold a secret shown once
+    // (an endpoint's signing secret) or a payment's details (issue #40).
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     Ok(response)
 }

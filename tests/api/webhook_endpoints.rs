@@ -628,3 +628,37 @@ async fn the_routes_are_documented_as_they_answer() {
         assert!(view[field].is_object(), "WebhookEndpoint.{field}");
     }
 }
+
+/// Issue #40: an answer holding a secret shown once, like every API answer, is kept by no
+/// cache along the way and is never sniffed for another type; the pages' assets keep their
+/// own caching.
+#[tokio::test]
+async fn answers_are_not_stored_by_caches_nor_sniffed() {
+    let app = TestApp::spawn().await;
+    let made = app
+        .create_endpoint("no-store", json!({"url": URL, "enabled_events": ["*"]}))
+        .await;
+    assert_eq!(made.status(), 201);
+    let read = app
+        .get_as(
+            &app.merchant_key,
+            "/v1/orders/ord_00000000000000000000000000000000",
+        )
+        .await;
+    assert_eq!(read.status(), 404);
+    for response in [&made, &read] {
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        assert_eq!(header("cache-control").as_deref(), Some("no-store"));
+        assert_eq!(header("x-content-type-options").as_deref(), Some("nosniff"));
+    }
+    let script = app.get("/checkout/checkout.js").await;
+    assert_eq!(script.status(), 200);
+    assert_eq!(script.headers()["cache-control"], "no-cache");
+    assert_eq!(script.headers()["x-content-type-options"], "nosniff");
+}
