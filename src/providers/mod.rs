@@ -237,6 +237,25 @@ pub struct ProviderCall {
     pub latency: Duration,
 }
 
+impl ProviderCall {
+    /// A call that never went out (nothing to ask with, a lookup the provider lacks, an open
+    /// circuit): its outcome, no HTTP status, no time spent.
+    pub fn unsent(outcome: ProviderOutcome) -> Self {
+        ProviderCall {
+            outcome,
+            http_status: None,
+            latency: Duration::ZERO,
+        }
+    }
+
+    /// [`unsent`](Self::unsent), unknown for `reason`.
+    pub fn unsent_unknown(reason: impl Into<String>) -> Self {
+        Self::unsent(ProviderOutcome::Unknown {
+            reason: reason.into(),
+        })
+    }
+}
+
 /// A verified provider webhook event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WebhookEvent {

@@ -3,7 +3,6 @@
 //! about it (the reconciler, support, refunds, webhooks) finds its adapter here by that name.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -12,7 +11,7 @@ use super::circuit::{Circuit, CircuitSettings};
 use super::traced::Traced;
 use super::{
     CancelRequest, CaptureRequest, ChargeRequest, Lookups, PaymentProvider, ProviderCall,
-    ProviderOutcome, RefundRequest, SendWindow, WebhookError, WebhookEvent,
+    RefundRequest, SendWindow, WebhookError, WebhookEvent,
 };
 
 /// One configured provider: its name (what attempts record and what its webhook path
@@ -117,13 +116,7 @@ struct Unconfigured;
 
 impl Unconfigured {
     fn unknown(&self) -> ProviderCall {
-        ProviderCall {
-            outcome: ProviderOutcome::Unknown {
-                reason: "this provider is not configured in this process".into(),
-            },
-            http_status: None,
-            latency: Duration::ZERO,
-        }
+        ProviderCall::unsent_unknown("this provider is not configured in this process")
     }
 }
 

@@ -397,13 +397,9 @@ async fn send(payments: &Payments, attempt: &PaymentAttempt) -> ProviderCall {
             .await;
     };
     let Some(permit) = provider.circuit.allow() else {
-        return ProviderCall {
-            outcome: ProviderOutcome::Unavailable {
-                reason: "circuit open: not sent".into(),
-            },
-            http_status: None,
-            latency: std::time::Duration::ZERO,
-        };
+        return ProviderCall::unsent(ProviderOutcome::Unavailable {
+            reason: "circuit open: not sent".into(),
+        });
     };
     let call = provider
         .adapter

@@ -383,13 +383,7 @@ impl PaymentProvider for AdyenProvider {
             .find(|(name, _)| name == "redirectResult")
             .map(|(_, value)| value.clone())
         else {
-            return ProviderCall {
-                outcome: ProviderOutcome::Unknown {
-                    reason: "the payer came back without a redirectResult".into(),
-                },
-                http_status: None,
-                latency: Duration::ZERO,
-            };
+            return ProviderCall::unsent_unknown("the payer came back without a redirectResult");
         };
         let request = self.request(Method::POST, &["payments", "details"]).json(
             &wire::PaymentDetailsRequest {
@@ -418,11 +412,7 @@ impl PaymentProvider for AdyenProvider {
 /// what"): unknown, with no request sent. Callers that know the provider's [`Lookups`] never
 /// ask; this only keeps a stray question from reading as an answer.
 fn no_lookup(what: &str) -> ProviderCall {
-    ProviderCall {
-        outcome: ProviderOutcome::Unknown {
-            reason: format!("Adyen has no lookup of {what}: its outcome comes by notification"),
-        },
-        http_status: None,
-        latency: Duration::ZERO,
-    }
+    ProviderCall::unsent_unknown(format!(
+        "Adyen has no lookup of {what}: its outcome comes by notification"
+    ))
 }

@@ -453,13 +453,7 @@ impl PaymentProvider for StripeProvider {
         _params: &[(String, String)],
     ) -> ProviderCall {
         if provider_id.is_empty() {
-            return ProviderCall {
-                outcome: ProviderOutcome::Unknown {
-                    reason: "no payment intent to look up".into(),
-                },
-                http_status: None,
-                latency: Duration::ZERO,
-            };
+            return ProviderCall::unsent_unknown("no payment intent to look up");
         }
         self.retrieve(provider_id).await
     }
@@ -493,16 +487,10 @@ impl StripeProvider {
     /// id, so nothing is sent. The reconciler's list names the intent (or proves there is
     /// none), and the void is resent by id once it is known.
     async fn cancel_by_attempt(&self, req: &CancelRequest) -> ProviderCall {
-        ProviderCall {
-            outcome: ProviderOutcome::Unknown {
-                reason: format!(
-                    "attempt {}'s intent is not known yet: Stripe cancels by id only",
-                    req.attempt_id
-                ),
-            },
-            http_status: None,
-            latency: Duration::ZERO,
-        }
+        ProviderCall::unsent_unknown(format!(
+            "attempt {}'s intent is not known yet: Stripe cancels by id only",
+            req.attempt_id
+        ))
     }
 
     /// Check a Stripe event's signature (`Stripe-Signature`) and parse it.
