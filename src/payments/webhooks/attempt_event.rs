@@ -12,6 +12,7 @@ use crate::db::sql::Sql;
 use crate::db::statement::span;
 use crate::db::DbPool;
 use crate::ids::{PaymentId, ProviderWebhookId};
+use crate::payments::attempts::keyed::record_answer::is_contradiction;
 use crate::payments::attempts::transition::{decide, move_of, Decision};
 use crate::payments::attempts::{AttemptRow, PaymentAttempt, Source};
 use crate::payments::event_log::{EventLog, EventRow};
@@ -166,10 +167,7 @@ pub(super) async fn record_once(
             .optional()
         {
             // Another attempt took this charge id since the look: look again, and find it.
-            Err(diesel::result::Error::DatabaseError(
-                diesel::result::DatabaseErrorKind::UniqueViolation,
-                info,
-            )) if info.constraint_name() == Some("payment_attempts_provider_payment") => continue,
+            Err(e) if is_contradiction(&e) => continue,
             other => other?,
         };
         match written {
