@@ -16,7 +16,7 @@ use tracing_actix_web::TracingLogger;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::accounts::CallerCache;
+use crate::accounts::{self, CallerCache};
 use crate::db::{build_pool, DbPool, PoolSettings};
 use crate::delivery::metrics::DeliveryMetrics;
 use crate::delivery::send::Sender;
@@ -24,6 +24,8 @@ use crate::delivery::settings::DeliverySettings;
 use crate::delivery::{self, Deliverer};
 use crate::events::reaper::{self as event_reaper, EventReaperSettings};
 use crate::http::connections::{BudgetedStream, ClientLimits, ConnectionBudget};
+use crate::http::limits::{LimitSettings, Limits};
+use crate::http::metrics::MetricsAccess;
 use crate::http::{self, middleware as mw, AppState};
 use crate::idempotency::reaper::{self, ReaperSettings};
 use crate::idempotency::{quota, IdempotencyMetrics, IdempotencySettings, Keys, NewKeyQuota};
@@ -35,6 +37,7 @@ use crate::payments::reconciler::settings::ReconcilerSettings;
 use crate::payments::routing::RoutingCache;
 use crate::payments::Payments;
 use crate::providers::registry::Providers;
+use crate::sealing::MasterKeys;
 use crate::secret::Secret;
 use crate::telemetry::metrics::Metrics;
 
@@ -57,18 +60,36 @@ pub struct AppSettings {
     /// The delivery worker: its pace, its retry schedule, and where it may send.
     pub delivery: DeliverySettings,
     /// How long a live API key is remembered without asking the database: the longest a
-    /// revoked key keeps working.
+    /// revoked key keeps working if the key poll cannot reach the database.
     pub auth_cache_ttl: Duration,
+    /// How often the key poll evicts revoked and rotated keys here ([`accounts::sync`]).
+    pub key_poll: Duration,
     /// How often this replica tells the others how many new keys each merchant opened.
     pub quota_sync: Duration,
     /// What one client may hold: connections, and time to send a request.
     pub clients: ClientLimits,
+    /// What one client may ask in a while, and which proxies tell who the client is.
+    pub limits: LimitSettings,
     /// How long a stopping server waits for the answers in progress: longer than a provider
     /// call may take, so that no checkout is cut between its charge and its answer.
     pub drain: Duration,
     /// Where payers' browsers reach payorch (`https://pay.example.com`, no trailing `/`);
     /// `None`: the address bound.
     pub public_url: Option<String>,
+    /// What seals webhook-endpoint secrets at rest. `None` only before `serve` has loaded
+    /// them: [`Application::build`] refuses to start without (docs/PRODUCTION.md, section 5).
+    pub master_keys: Option<MasterKeys>,
+    /// Where the metrics are served, and to whom.
+    pub metrics: MetricsSettings,
+}
+
+/// Where `/metrics` is served (docs/PRODUCTION.md, "Metrics and provider URLs").
+#[derive(Debug, Clone, Default)]
+pub struct MetricsSettings {
+    /// Who may read `/metrics` on the API's port.
+    pub on_api_port: MetricsAccess,
+    /// A listener of their own (`host:port`; port 0 picks one), serving `/metrics` only.
+    pub bind: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,12 +106,20 @@ pub enum AppError {
     Metrics(#[from] prometheus::Error),
     #[error("the HTTP client of event deliveries: {0}")]
     DeliveryClient(#[from] reqwest::Error),
+    #[error("no master key to seal webhook-endpoint secrets with (docs/PRODUCTION.md, section 5)")]
+    NoMasterKey,
 }
 
 pub struct Application {
     port: u16,
     host: String,
     server: Server,
+    /// `/metrics` on a listener of its own (`--metrics-bind`), running, and where it listens.
+    metrics_server: Option<(
+        ServerHandle,
+        JoinHandle<std::io::Result<()>>,
+        std::net::SocketAddr,
+    )>,
     state: web::Data<AppState>,
     workers: Vec<JoinHandle<()>>,
     stop_workers: Arc<watch::Sender<bool>>,
@@ -105,6 +134,7 @@ impl Application {
         database_url: &str,
         providers: Providers,
     ) -> Result<Self, AppError> {
+        let master_keys = settings.master_keys.clone().ok_or(AppError::NoMasterKey)?;
         let pool = build_pool(database_url, &settings.pool).map_err(AppError::Pool)?;
         let listener = TcpListener::bind(&settings.bind).map_err(|source| AppError::Bind {
             bind: settings.bind.clone(),
@@ -126,6 +156,7 @@ impl Application {
             settings: settings.delivery.clone(),
             sender: Sender::new(&settings.delivery)?,
             metrics: delivery_metrics,
+            master_keys: master_keys.clone(),
         });
         let payments = Arc::new(Payments {
             public_url: settings
@@ -142,6 +173,8 @@ impl Application {
         let quota = Arc::new(NewKeyQuota::new(
             settings.idempotency.max_new_keys_per_minute,
         ));
+        let callers = CallerCache::new(settings.auth_cache_ttl);
+        let limits = Limits::new(&settings.limits, &metrics)?;
         let state = web::Data::new(AppState {
             pool: pool.clone(),
             metrics,
@@ -152,10 +185,13 @@ impl Application {
                 recent: Default::default(),
             },
             payments: payments.clone(),
-            callers: CallerCache::new(settings.auth_cache_ttl),
+            callers: callers.clone(),
+            limits,
             body_timeout: settings.clients.body_timeout,
             demo_checkout: Default::default(),
             webhook_urls: settings.delivery.urls,
+            master_keys,
+            metrics_access: settings.metrics.on_api_port.clone(),
         });
         let (stop_workers, stop) = watch::channel(false);
         let workers = vec![
@@ -177,6 +213,12 @@ impl Application {
                 stop.clone(),
             )),
             tokio::spawn(delivery::run(deliverer, stop.clone())),
+            tokio::spawn(accounts::sync::run(
+                pool.clone(),
+                callers,
+                settings.key_poll,
+                stop.clone(),
+            )),
             tokio::spawn(reconciler::run(pool, payments, stop)),
         ];
         let server = serve_http(settings, listener, local, state.clone()).map_err(|source| {
@@ -185,10 +227,22 @@ impl Application {
                 source,
             }
         })?;
+        let metrics_server = match &settings.metrics.bind {
+            Some(bind) => {
+                Some(
+                    serve_metrics(bind, state.clone()).map_err(|source| AppError::Bind {
+                        bind: bind.clone(),
+                        source,
+                    })?,
+                )
+            }
+            None => None,
+        };
         Ok(Application {
             port: local.port(),
             host: local.ip().to_string(),
             server,
+            metrics_server,
             state,
             workers,
             stop_workers: Arc::new(stop_workers),
@@ -203,6 +257,13 @@ impl Application {
     /// `http://host:port` as actually bound.
     pub fn base_url(&self) -> String {
         format!("http://{}:{}", self.host, self.port)
+    }
+
+    /// `http://host:port` of the metrics' own listener, if they have one.
+    pub fn metrics_url(&self) -> Option<String> {
+        self.metrics_server
+            .as_ref()
+            .map(|(_, _, local)| format!("http://{local}"))
     }
 
     pub fn pool(&self) -> &DbPool {
@@ -232,6 +293,10 @@ impl Application {
     /// [`Stopper`], then waits for the background workers to stop.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let served = self.server.await;
+        if let Some((handle, running, _)) = self.metrics_server {
+            handle.stop(true).await;
+            let _ = running.await;
+        }
         let _ = self.stop_workers.send(true);
         for worker in self.workers {
             let _ = worker.await;
@@ -263,6 +328,34 @@ impl Stopper {
     }
 }
 
+/// `GET /metrics` alone, on a listener of its own: an address only the operator's scraper
+/// reaches, so it asks for no token. Everything else there is an unknown route.
+fn serve_metrics(
+    bind: &str,
+    state: web::Data<AppState>,
+) -> std::io::Result<(
+    ServerHandle,
+    JoinHandle<std::io::Result<()>>,
+    std::net::SocketAddr,
+)> {
+    let listener = TcpListener::bind(bind)?;
+    let local = listener.local_addr()?;
+    let server = actix_web::HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .route(
+                "/metrics",
+                web::get().to(http::metrics::metrics_on_own_listener),
+            )
+            .default_service(web::to(http::not_found))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)?
+    .run();
+    Ok((server.handle(), tokio::spawn(server), local))
+}
+
 /// The HTTP server on `listener`: actix-web's `HttpServer`, put together from its parts so
 /// that every connection is counted in the [`ConnectionBudget`] from its accept until its
 /// client closes it ([`BudgetedStream`]); a connection over budget is closed unread.
@@ -278,6 +371,7 @@ fn serve_http(
     state: web::Data<AppState>,
 ) -> std::io::Result<Server> {
     let budget = ConnectionBudget::new(settings.clients.clone());
+    let trusted_proxies = settings.limits.trusted_proxies.clone();
     let header_timeout = settings.clients.header_timeout;
     let builder = actix_server::Server::build();
     let draining = builder.graceful_shutdown_signal();
@@ -293,7 +387,9 @@ fn serve_http(
             let draining = draining.clone();
             let app = App::new()
                 .app_data(state.clone())
+                .app_data(trusted_proxies.clone())
                 .wrap(from_fn(http::admission::admit))
+                .wrap(from_fn(http::limits::limit_requests))
                 .wrap(from_fn(mw::read_body_in_time))
                 .wrap(from_fn(http::metrics::record_request))
                 .wrap(from_fn(mw::request_id_header))

@@ -6,21 +6,27 @@ use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
 
-use diesel_async::{AsyncConnection, AsyncPgConnection};
+use diesel_async::AsyncPgConnection;
 use payorch_sandbox::{self as sandbox, SandboxConfig, SandboxHandle};
 use serde_json::json;
 
 use crate::accounts;
 use crate::app::Application;
 use crate::config::{
-    Cli, Command, CreateArgs, DatabaseArgs, MerchantCommand, ServeArgs, SupportKeyCommand,
+    Cli, Command, CreateArgs, DatabaseArgs, MerchantCommand, ReencryptArgs, SecretsCommand,
+    ServeArgs, SupportKeyArgs, SupportKeyCommand,
 };
 use crate::credentials::{self, Credentials, DemoAccount, OnMissingKeys};
 use crate::db::migrations::run_migrations;
-use crate::db::Database;
+use crate::db::{roles, Database};
+use crate::events::endpoints::sealed;
 use crate::providers::stripe::StripeProvider;
+use crate::sealing::sources::{load_master_keys, WhenNoneGiven, MASTER_KEY_VARIABLE};
+use crate::sealing::MasterKeys;
 use crate::secret::Secret;
 use crate::wiring::{self, Webhooks};
+
+mod keys;
 
 /// A failure that ends the command; printed as one line.
 #[derive(Debug)]
@@ -38,12 +44,23 @@ pub async fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Migrate(args) => migrate(args).await,
         Command::Merchant(MerchantCommand::Create(args)) => create_merchant(args).await,
         Command::SupportKey(SupportKeyCommand::Create(args)) => create_support_key(args).await,
+        Command::Keys(command) => keys::run(command).await,
         Command::Sandbox(config) => Ok(sandbox::run_standalone(config).await?),
+        Command::Secrets(SecretsCommand::Reencrypt(args)) => reencrypt_secrets(args).await,
     }
 }
 
 async fn open_database(args: &DatabaseArgs) -> Result<Database, CommandError> {
-    Ok(Database::open(args.database_url.clone(), args.data_dir.clone(), false).await?)
+    if args.migration_url().is_some() && args.url().is_none() {
+        return Err(CommandError(
+            "--migration-database-url goes with --database-url: the private cluster migrates \
+             as its own owner"
+                .into(),
+        ));
+    }
+    Ok(Database::open(args.url(), args.data_dir.clone(), false)
+        .await?
+        .with_migration_url(args.migration_url()))
 }
 
 async fn serve(args: ServeArgs) -> Result<(), CommandError> {
@@ -60,7 +77,7 @@ async fn serve(args: ServeArgs) -> Result<(), CommandError> {
 }
 
 async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandError> {
-    let settings = args.app_settings();
+    let mut settings = args.app_settings();
     let provider_timeout = Duration::from_millis(args.provider.provider_timeout_ms);
     if settings.idempotency.lease <= provider_timeout {
         return Err(CommandError(format!(
@@ -80,14 +97,38 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
             least_drain.as_millis()
         )));
     }
-    let applied = run_migrations(database.url()).await?;
+    if args.new_demo_keys && !args.demo() {
+        return Err(CommandError(
+            "--new-demo-keys mints keys for the demo, which is off with a real provider: make \
+             keys with `payorch merchant create` / `payorch support-key create`, or add --demo \
+             (never in production)"
+                .into(),
+        ));
+    }
+    let demo = args.demo().then_some(if args.new_demo_keys {
+        OnMissingKeys::MintNew
+    } else {
+        OnMissingKeys::Leave
+    });
+    if args.demo && !args.embedded_sandbox() {
+        tracing::warn!(
+            "--demo with a real provider: anyone who reaches /checkout pays the demo merchant \
+             through it; never in production (docs/PRODUCTION.md, \"No demo\")"
+        );
+    }
+    // Before anything is written: a real deployment without a master key stops here.
+    let master_keys = master_keys_of_serve(args)?;
+    let applied = run_migrations(database.migration_url()).await?;
     tracing::info!(applied = applied.len(), "database migrated");
+    warn_if_the_role_can_bypass_invariants(database.url()).await?;
+    seal_clear_endpoint_secrets(database.url(), &master_keys).await?;
+    settings.master_keys = Some(master_keys);
 
     let path = credentials::path_in(&args.database.data_dir);
     let previous = credentials::read(&path);
     // Kept across restarts so a provider configured with it keeps working. Given secrets
     // are all accepted; the first is the one the in-process sandbox signs with.
-    let webhook_secrets: Vec<Secret> = match args.provider.webhook_secrets.as_slice() {
+    let webhook_secrets: Vec<Secret> = match args.provider.webhook_secrets().as_slice() {
         [] => vec![previous
             .as_ref()
             .and_then(|p| p.webhook_secret.clone())
@@ -102,27 +143,20 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
             whole: provider_timeout,
             webhook_tolerance: Duration::from_secs(args.provider.webhook_tolerance_secs),
         };
-        let providers = providers_from_specs(&args.provider.providers, timeouts, |name| {
-            std::env::var(name).ok()
-        })
+        let providers = providers_from_specs(
+            &args.provider.providers,
+            timeouts,
+            crate::secret_files::env_or_file,
+        )
         .map_err(CommandError)?;
         tracing::info!(providers = ?providers.names(), "using external providers");
         let app = Application::build(&settings, database.url(), providers).await?;
         let base_url = app.base_url();
-        return run_server(
-            app,
-            &path,
-            previous,
-            &base_url,
-            &webhook_secret,
-            None,
-            args.new_demo_keys,
-        )
-        .await;
+        return run_server(app, &path, previous, &base_url, &webhook_secret, None, demo).await;
     }
     let (provider_url, provider_secret, sandbox) = match &args.provider.provider_url {
         Some(url) => {
-            let secret = args.provider.provider_secret.clone().ok_or_else(|| {
+            let secret = args.provider.secret().ok_or_else(|| {
                 CommandError(
                     "--provider-url needs --provider-secret (PAYORCH_PROVIDER_SECRET)".into(),
                 )
@@ -133,8 +167,7 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
         None => {
             let secret = args
                 .provider
-                .provider_secret
-                .clone()
+                .secret()
                 .unwrap_or_else(|| accounts::random_secret("sk_test_").into());
             let sandbox = start_sandbox(args, &secret, &webhook_secret).await?;
             (sandbox.base_url(), secret, Some(sandbox))
@@ -173,7 +206,7 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
             &base_url,
             &webhook_secret,
             sandbox.as_ref(),
-            args.new_demo_keys,
+            demo,
         )
         .await
     }
@@ -182,6 +215,82 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
         sandbox.stop().await;
     }
     result
+}
+
+/// The master keys `serve` seals endpoint secrets with: given, or the demo's own
+/// (docs/PRODUCTION.md, section 5).
+fn master_keys_of_serve(args: &ServeArgs) -> Result<MasterKeys, CommandError> {
+    let none_given = if args.embedded_sandbox() {
+        WhenNoneGiven::MakeOneInDataDir
+    } else {
+        WhenNoneGiven::Refuse
+    };
+    Ok(load_master_keys(
+        args.master_key.master_key_file.as_deref(),
+        std::env::var(MASTER_KEY_VARIABLE).ok(),
+        &args.database.data_dir,
+        none_given,
+    )?)
+}
+
+/// Seals the endpoint secrets an older version kept in clear, before the server answers.
+async fn seal_clear_endpoint_secrets(
+    database_url: &str,
+    keys: &MasterKeys,
+) -> Result<(), CommandError> {
+    let mut conn = crate::db::connect(database_url).await?;
+    let sealed = sealed::seal_clear_secrets(&mut conn, keys).await?;
+    if sealed > 0 {
+        tracing::info!(
+            endpoints = sealed,
+            key = keys.sealing_id(),
+            "sealed webhook-endpoint secrets kept in clear by an older version"
+        );
+    }
+    Ok(())
+}
+
+/// `payorch secrets reencrypt`: every endpoint secret rewritten under the first master key.
+async fn reencrypt_secrets(args: ReencryptArgs) -> Result<(), CommandError> {
+    let keys = load_master_keys(
+        args.master_key.master_key_file.as_deref(),
+        std::env::var(MASTER_KEY_VARIABLE).ok(),
+        &args.database.data_dir,
+        WhenNoneGiven::UseDataDirs,
+    )?;
+    let database = open_database(&args.database).await?;
+    let result = async {
+        let mut conn = crate::db::connect(database.url()).await?;
+        Ok::<_, CommandError>(sealed::reseal_all(&mut conn, &keys).await?)
+    }
+    .await;
+    database.shutdown().await?;
+    let rewritten = result?;
+    println!(
+        "{rewritten} webhook endpoint(s) rewritten; every secret is sealed under master key `{}`:          the other keys can be dropped",
+        keys.sealing_id()
+    );
+    Ok(())
+}
+
+/// Says loudly when the service's own role is a superuser or owns the tables: then nothing
+/// stops a bug or a stolen connection from disabling the triggers that hold the invariants
+/// (docs/PRODUCTION.md, section 2). It still serves: an old deployment keeps running.
+async fn warn_if_the_role_can_bypass_invariants(database_url: &str) -> Result<(), CommandError> {
+    let mut conn = crate::db::connect(database_url).await?;
+    let reach = roles::role_reach(&mut conn).await?;
+    if reach.can_bypass_invariants() {
+        tracing::warn!(
+            role = %reach.role,
+            superuser = reach.superuser,
+            owns_tables = reach.owns_tables,
+            "payorch connects to the database as a role that can disable the triggers holding \
+             the payment invariants: run it as a member of `{}` that owns nothing, and give \
+             the owner's URL to --migration-database-url (docs/PRODUCTION.md, section 2)",
+            roles::RUNTIME_GROUP
+        );
+    }
+    Ok(())
 }
 
 /// The in-process sandbox; its webhooks are pointed at the server once it is bound.
@@ -215,14 +324,72 @@ async fn run_server(
     base_url: &str,
     webhook_secret: &str,
     sandbox: Option<&SandboxHandle>,
-    new_demo_keys: bool,
+    demo: Option<OnMissingKeys>,
 ) -> Result<(), CommandError> {
-    let mut conn = app.pool().get().await?;
-    let on_missing = if new_demo_keys {
-        OnMissingKeys::MintNew
-    } else {
-        OnMissingKeys::Leave
+    let demo = match demo {
+        Some(on_missing) => {
+            open_demo(
+                &app,
+                path,
+                previous,
+                base_url,
+                webhook_secret,
+                sandbox,
+                on_missing,
+            )
+            .await?
+        }
+        None => {
+            tracing::info!(
+                "no demo: no demo merchant, no support key of payorch's making, and the \
+                 checkout demo off; make keys with `payorch merchant create` and \
+                 `payorch support-key create` (docs/PRODUCTION.md)"
+            );
+            false
+        }
     };
+
+    tracing::info!(%base_url, "payorch listening");
+    // The first line of stdout: scripts wait for it. One write, and a closed stdout (a script
+    // that read its line and left) is no reason to stop serving.
+    let mut banner = format!("payorch listening on {base_url}\n");
+    if demo {
+        banner.push_str(&format!(
+            "checkout demo on {base_url}/checkout (pays as the demo merchant)\n"
+        ));
+    }
+    {
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout
+            .write_all(banner.as_bytes())
+            .and_then(|()| stdout.flush());
+    }
+    let stopper = app.stopper();
+    let server = tokio::spawn(app.run_until_stopped());
+    shutdown_signal().await;
+    tracing::info!(
+        drain_secs = stopper.drain().as_secs(),
+        "stopping: no new connections; answering the requests in progress"
+    );
+    stopper.stop().await;
+    server.await??;
+    tracing::info!("stopped: every request in progress was answered or the drain time ran out");
+    Ok(())
+}
+
+/// The demo account (made now, or read back) and `credentials.json`; then the checkout demo
+/// acts as its merchant. Whether the checkout demo is on.
+async fn open_demo(
+    app: &Application,
+    path: &std::path::Path,
+    previous: Option<Credentials>,
+    base_url: &str,
+    webhook_secret: &str,
+    sandbox: Option<&SandboxHandle>,
+    on_missing: OnMissingKeys,
+) -> Result<bool, CommandError> {
+    let mut conn = app.pool().get().await?;
     let save = |demo: &DemoAccount| {
         credentials::write(
             path,
@@ -249,35 +416,7 @@ async fn run_server(
              `payorch merchant create` makes a merchant of your own"
         ),
     }
-    drop(conn);
-
-    tracing::info!(%base_url, "payorch listening");
-    // The first line of stdout: scripts wait for it. One write, and a closed stdout (a script
-    // that read its line and left) is no reason to stop serving.
-    let mut banner = format!("payorch listening on {base_url}\n");
-    if demo.is_some() {
-        banner.push_str(&format!(
-            "checkout demo on {base_url}/checkout (pays as the demo merchant)\n"
-        ));
-    }
-    {
-        use std::io::Write;
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout
-            .write_all(banner.as_bytes())
-            .and_then(|()| stdout.flush());
-    }
-    let stopper = app.stopper();
-    let server = tokio::spawn(app.run_until_stopped());
-    shutdown_signal().await;
-    tracing::info!(
-        drain_secs = stopper.drain().as_secs(),
-        "stopping: no new connections; answering the requests in progress"
-    );
-    stopper.stop().await;
-    server.await??;
-    tracing::info!("stopped: every request in progress was answered or the drain time ran out");
-    Ok(())
+    Ok(demo.is_some())
 }
 
 /// Ctrl-C or SIGTERM.
@@ -299,7 +438,7 @@ async fn shutdown_signal() {
 
 async fn migrate(args: DatabaseArgs) -> Result<(), CommandError> {
     let database = open_database(&args).await?;
-    let result = run_migrations(database.url()).await;
+    let result = run_migrations(database.migration_url()).await;
     database.shutdown().await?;
     let applied = result?;
     if applied.is_empty() {
@@ -321,8 +460,8 @@ async fn with_connection<T>(
 ) -> Result<T, CommandError> {
     let database = open_database(args).await?;
     let result = async {
-        run_migrations(database.url()).await?;
-        let mut conn = AsyncPgConnection::establish(database.url()).await?;
+        run_migrations(database.migration_url()).await?;
+        let mut conn = crate::db::connect(database.url()).await?;
         work(&mut conn).await
     }
     .await;
@@ -348,19 +487,20 @@ async fn create_merchant(args: CreateArgs) -> Result<(), CommandError> {
     Ok(())
 }
 
-async fn create_support_key(args: CreateArgs) -> Result<(), CommandError> {
+async fn create_support_key(args: SupportKeyArgs) -> Result<(), CommandError> {
+    let SupportKeyArgs { create: args, role } = args;
     let name = args.name.trim().to_string();
     let key = with_connection(&args.database, async |conn| {
-        Ok(accounts::create_support_key(conn, &name).await?)
+        Ok(accounts::create_support_key(conn, &name, role).await?)
     })
     .await?;
     if args.json {
         println!(
             "{}",
-            json!({"key_id": key.key_id, "name": name, "support_key": key.secret})
+            json!({"key_id": key.key_id, "name": name, "role": role, "support_key": key.secret})
         );
     } else {
-        println!("support key {} ({name})", key.key_id);
+        println!("support key {} ({name}, role {role})", key.key_id);
         println!("secret (shown once, keep it secret): {}", key.secret);
     }
     Ok(())

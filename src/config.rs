@@ -8,17 +8,23 @@ use clap::{Args, Parser, Subcommand};
 use ipnet::IpNet;
 use payorch_sandbox::SandboxConfig;
 
-use crate::app::AppSettings;
+use crate::accounts::SupportRole;
+use crate::app::{AppSettings, MetricsSettings};
 use crate::db::PoolSettings;
 use crate::delivery::settings::DeliverySettings;
 use crate::events::reaper::EventReaperSettings;
 use crate::events::safe_url::UrlPolicy;
+use crate::http::client_address::{ForwardedHeader, TrustedProxies};
 use crate::http::connections::ClientLimits;
+use crate::http::limits::LimitSettings;
+use crate::http::metrics::MetricsAccess;
 use crate::idempotency::reaper::ReaperSettings;
 use crate::idempotency::IdempotencySettings;
+use crate::ids::{ApiKeyId, MerchantId};
 use crate::payments::reconciler::settings::ReconcilerSettings;
 use crate::provider_specs::ProviderSpec;
 use crate::providers::stripe::StripeConfig;
+use crate::rate_limit::Quota;
 use crate::secret::Secret;
 
 #[derive(Debug, Parser)]
@@ -51,11 +57,44 @@ pub enum Command {
     /// Manage merchants.
     #[command(subcommand)]
     Merchant(MerchantCommand),
-    /// Manage support-staff keys.
+    /// Manage support-staff keys (`keys create --support` does the same).
     #[command(subcommand, name = "support-key")]
     SupportKey(SupportKeyCommand),
+    /// Keys of merchants and support staff: list, create, revoke, rotate (README, "Commands").
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Run the sandbox provider alone (the Stripe PaymentIntents protocol, with faults).
     Sandbox(SandboxConfig),
+    /// What is kept sealed at rest: webhook-endpoint secrets (docs/PRODUCTION.md, section 5).
+    #[command(subcommand)]
+    Secrets(SecretsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecretsCommand {
+    /// Rewrite every webhook-endpoint secret under the first master key; then the others can
+    /// be dropped.
+    Reencrypt(ReencryptArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReencryptArgs {
+    #[command(flatten)]
+    pub master_key: MasterKeyArgs,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+/// The master keys that seal webhook-endpoint secrets at rest (docs/PRODUCTION.md, section
+/// 5): from `--master-key-file`, or from the environment variable `PAYORCH_MASTER_KEY` (same
+/// form), never from the command line.
+#[derive(Debug, Clone, Args)]
+pub struct MasterKeyArgs {
+    /// A file of master keys, `<id>:<base64 of 32 bytes>` each, separated by commas or
+    /// lines: the first seals, every one opens. Default: `PAYORCH_MASTER_KEY`; else, with the
+    /// in-process sandbox only, `master_key` in `--data-dir` (made at the first start).
+    #[arg(long, env = "PAYORCH_MASTER_KEY_FILE")]
+    pub master_key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -66,8 +105,92 @@ pub enum MerchantCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum SupportKeyCommand {
-    /// Create a support-staff key (printed once, stored only as a hash).
-    Create(CreateArgs),
+    /// Create a support-staff key (printed once, stored only as a hash); read-only unless
+    /// `--role operate`.
+    Create(SupportKeyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SupportKeyArgs {
+    #[command(flatten)]
+    pub create: CreateArgs,
+    /// `read` (look only; the default, so that acting is granted on purpose) or `operate`
+    /// (also void, reconcile, redeliver, change routing).
+    #[arg(long, default_value = "read")]
+    pub role: SupportRole,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Every key, never a secret: id, role, merchant, name, created, last used, expiry and
+    /// revocation.
+    List(KeysListArgs),
+    /// A new key (its secret printed once, stored only as a hash): a further key of a
+    /// merchant, or a support person's.
+    Create(KeysCreateArgs),
+    /// Revoke a key now; every replica refuses it within a second.
+    Revoke(KeyIdArgs),
+    /// A new key of the same owner and name; the old one keeps working for the overlap, then
+    /// expires.
+    Rotate(KeysRotateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KeysListArgs {
+    /// Only this merchant's keys (`mer_…`).
+    #[arg(long, conflicts_with = "support")]
+    pub merchant: Option<MerchantId>,
+    /// Only support staff keys.
+    #[arg(long)]
+    pub support: bool,
+    /// One JSON array instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct KeysCreateArgs {
+    /// The merchant the key acts for (`mer_…`).
+    #[arg(long, conflicts_with = "support", required_unless_present = "support")]
+    pub merchant: Option<MerchantId>,
+    /// A support staff key; give its `--role`.
+    #[arg(long)]
+    pub support: bool,
+    /// A support key's role: `read` (look only; the default) or `operate` (also void,
+    /// reconcile, redeliver, change routing).
+    #[arg(long, requires = "support")]
+    pub role: Option<SupportRole>,
+    /// Who or what holds the key (a person, for a support key).
+    #[arg(long)]
+    pub name: String,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyIdArgs {
+    /// The key's id (`key_…`), as `keys list` shows it.
+    pub key_id: ApiKeyId,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct KeysRotateArgs {
+    #[command(flatten)]
+    pub key: KeyIdArgs,
+    /// How long the old key keeps working beside the new one (at most 30 days; 0 ends it
+    /// now).
+    #[arg(long, default_value_t = 86_400)]
+    pub overlap_secs: u64,
 }
 
 #[derive(Debug, Args)]
@@ -84,9 +207,31 @@ pub struct CreateArgs {
 /// Where the database is. Without `DATABASE_URL`, a private cluster under `--data-dir`.
 #[derive(Clone, Args)]
 pub struct DatabaseArgs {
-    /// An existing PostgreSQL database; when unset, payorch runs a private cluster.
+    /// An existing PostgreSQL database; when unset, payorch runs a private cluster. libpq's
+    /// `sslmode` (disable, prefer, require, verify-ca, verify-full) and `sslrootcert` apply.
+    /// In production, a role that owns nothing (docs/PRODUCTION.md, section 2).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+    /// The table owner's URL, for migrations (`serve` and `migrate`); defaults to
+    /// `DATABASE_URL`.
+    #[arg(long, env = "PAYORCH_MIGRATION_DATABASE_URL", hide_env_values = true)]
+    pub migration_database_url: Option<String>,
+    /// A file holding `DATABASE_URL` (a password kept out of the environment and `ps`).
+    #[arg(
+        long,
+        env = "DATABASE_URL_FILE",
+        conflicts_with = "database_url",
+        value_parser = secret_file
+    )]
+    pub database_url_file: Option<Secret>,
+    /// A file holding the migration URL.
+    #[arg(
+        long,
+        env = "PAYORCH_MIGRATION_DATABASE_URL_FILE",
+        conflicts_with = "migration_database_url",
+        value_parser = secret_file
+    )]
+    pub migration_database_url_file: Option<Secret>,
     /// The folder for the private cluster and `credentials.json`.
     #[arg(long, env = "PAYORCH_DATA_DIR", default_value = ".payorch")]
     pub data_dir: PathBuf,
@@ -113,6 +258,15 @@ impl std::fmt::Debug for DatabaseArgs {
                 "database_url",
                 &self.database_url.as_ref().map(|_| "[redacted]"),
             )
+            .field(
+                "migration_database_url",
+                &self.migration_database_url.as_ref().map(|_| "[redacted]"),
+            )
+            .field("database_url_file", &self.database_url_file)
+            .field(
+                "migration_database_url_file",
+                &self.migration_database_url_file,
+            )
             .field("data_dir", &self.data_dir)
             .field("db_pool_size", &self.db_pool_size)
             .field("db_acquire_timeout_ms", &self.db_acquire_timeout_ms)
@@ -121,7 +275,31 @@ impl std::fmt::Debug for DatabaseArgs {
     }
 }
 
+/// The contents of the file a `--…-file` flag names, read when the flags are (README,
+/// "Configuration"; docs/PRODUCTION.md, "Secrets").
+fn secret_file(path: &str) -> Result<Secret, String> {
+    crate::secret_files::read_secret_file(std::path::Path::new(path)).map(Secret::from)
+}
+
 impl DatabaseArgs {
+    /// `DATABASE_URL`, given or from its file.
+    pub fn url(&self) -> Option<String> {
+        self.database_url.clone().or_else(|| {
+            self.database_url_file
+                .as_ref()
+                .map(|s| s.expose().to_owned())
+        })
+    }
+
+    /// The migration URL, given or from its file.
+    pub fn migration_url(&self) -> Option<String> {
+        self.migration_database_url.clone().or_else(|| {
+            self.migration_database_url_file
+                .as_ref()
+                .map(|s| s.expose().to_owned())
+        })
+    }
+
     pub fn pool_settings(&self) -> PoolSettings {
         PoolSettings {
             max_size: self.db_pool_size,
@@ -149,12 +327,28 @@ pub struct ServeArgs {
     pub delivery: DeliveryArgs,
     #[command(flatten)]
     pub reconciler: ReconcilerArgs,
-    /// How long a live API key is remembered in process without asking the database; a
-    /// revoked key stops working at most this long after it is revoked (0: ask every time).
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+    #[command(flatten)]
+    pub master_key: MasterKeyArgs,
+    /// How long a live API key is remembered in process without asking the database (0: ask
+    /// every time). A revocation evicts it sooner (`--key-poll-ms`); this bounds it only while
+    /// that poll cannot reach the database.
     #[arg(long, env = "PAYORCH_AUTH_CACHE_MS", default_value_t = 5000)]
     pub auth_cache_ms: u64,
+    /// How often this replica asks the database for revoked or rotated keys (and writes keys'
+    /// last use): a revocation is honoured within about this long.
+    #[arg(long, env = "PAYORCH_KEY_POLL_MS", default_value_t = 250)]
+    pub key_poll_ms: u64,
+    /// The demo with a real provider too: on an empty database a demo merchant and a support
+    /// key written to `credentials.json`, and the anonymous checkout demo at `/checkout`
+    /// paying as that merchant through the provider (a test account's, say). Always on with
+    /// the in-process sandbox; never in production (docs/PRODUCTION.md, "No demo").
+    #[arg(long, env = "PAYORCH_DEMO")]
+    pub demo: bool,
     /// When the database has merchants but `credentials.json` is missing or stale: mint a
-    /// fresh API key for the demo merchant and a fresh support key, and write the file.
+    /// fresh API key for the demo merchant and a fresh support key, and write the file. Only
+    /// with the demo.
     #[arg(long, env = "PAYORCH_NEW_DEMO_KEYS")]
     pub new_demo_keys: bool,
     /// Most client connections open at once (lowered to fit the open-file limit).
@@ -188,6 +382,13 @@ pub struct ServeArgs {
     /// rolling deploys").
     #[arg(long, env = "PAYORCH_DRAIN_SECS", default_value_t = 20)]
     pub drain_secs: u64,
+    /// How many days a provider's webhook is kept after its payment (and each of its refunds
+    /// and captures) is final, or after it arrived if it names no payment; then it is deleted
+    /// (README, "Webhooks"). At least the providers' redelivery window: Adyen retries for up
+    /// to 30 days, Stripe for 3.
+    #[arg(long, env = "PAYORCH_PROVIDER_WEBHOOK_RETENTION_DAYS", default_value_t = 35,
+          value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    pub provider_webhook_retention_days: u64,
     /// How many days merchant events are kept; older ones are deleted with their deliveries,
     /// every `--reaper-interval-secs` (README, "Events and webhook endpoints").
     #[arg(long, env = "PAYORCH_EVENT_RETENTION_DAYS", default_value_t = 30,
@@ -198,6 +399,89 @@ pub struct ServeArgs {
     /// `/v1/payments/{id}/return` (README, "3-D Secure"). Default: the address `--bind` bound.
     #[arg(long, env = "PAYORCH_PUBLIC_URL", value_parser = parse_public_url)]
     pub public_url: Option<String>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// How much one client may ask in a while, and whose forwarding headers are believed
+/// (docs/PRODUCTION.md, "Limits and the addresses payorch believes"). Counted per replica;
+/// a limit of 0 is none.
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
+    /// `GET`s of the API a minute with one API key; then `429 rate_limited`.
+    #[arg(
+        long,
+        env = "PAYORCH_READS_PER_MINUTE_PER_KEY",
+        default_value_t = 6_000
+    )]
+    pub reads_per_minute_per_key: u32,
+    /// `GET`s of the API (and the checkout demo's) a minute from one client address (an IPv6
+    /// client by its /64).
+    #[arg(
+        long,
+        env = "PAYORCH_READS_PER_MINUTE_PER_ADDRESS",
+        default_value_t = 12_000
+    )]
+    pub reads_per_minute_per_address: u32,
+    /// Secrets that are no live key a minute from one client address; past it the address
+    /// is answered `429` without a lookup.
+    #[arg(
+        long,
+        env = "PAYORCH_FAILED_AUTH_PER_MINUTE_PER_ADDRESS",
+        default_value_t = 20
+    )]
+    pub failed_auth_per_minute_per_address: u32,
+    /// How long a secret that is no live key is answered `401` without a lookup: a key made
+    /// meanwhile works at most this long after it was made.
+    #[arg(long, env = "PAYORCH_FAILED_AUTH_MEMORY_MS", default_value_t = 2_000)]
+    pub failed_auth_memory_ms: u64,
+    /// `GET /v1/payments/{id}/return` a minute from one client address.
+    #[arg(
+        long,
+        env = "PAYORCH_PAYER_RETURNS_PER_MINUTE_PER_ADDRESS",
+        default_value_t = 60
+    )]
+    pub payer_returns_per_minute_per_address: u32,
+    /// After a payment's first two returns, how often a return may make payorch ask its
+    /// provider; the others are answered from what payorch knows (0: every return asks).
+    #[arg(long, env = "PAYORCH_PAYER_RETURN_CHECK_SECS", default_value_t = 5)]
+    pub payer_return_check_secs: u64,
+    /// Proxies (addresses or CIDR ranges, comma-separated) whose forwarding header says who
+    /// the client is; from anyone else it is ignored. Default: none. They are also exempt
+    /// from the per-address connection limit.
+    #[arg(
+        long = "trusted-proxies",
+        env = "PAYORCH_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_parser = parse_ip_net
+    )]
+    pub trusted_proxies: Vec<IpNet>,
+    /// The header the trusted proxies write: `x-forwarded-for` (with `X-Forwarded-Proto` and
+    /// `-Host`) or `forwarded` (RFC 7239); the other is ignored.
+    #[arg(
+        long,
+        env = "PAYORCH_FORWARDED_HEADER",
+        default_value = "x-forwarded-for"
+    )]
+    pub forwarded_header: ForwardedHeader,
+}
+
+impl LimitArgs {
+    pub fn settings(&self) -> LimitSettings {
+        let per_minute = Quota::per_minute;
+        LimitSettings {
+            reads_per_key: per_minute(self.reads_per_minute_per_key),
+            reads_per_address: per_minute(self.reads_per_minute_per_address),
+            failed_auth_per_address: per_minute(self.failed_auth_per_minute_per_address),
+            failed_auth_memory: Duration::from_millis(self.failed_auth_memory_ms),
+            payer_returns_per_address: per_minute(self.payer_returns_per_minute_per_address),
+            payer_return_check_interval: Duration::from_secs(self.payer_return_check_secs),
+            trusted_proxies: TrustedProxies {
+                nets: self.trusted_proxies.clone(),
+                header: self.forwarded_header,
+            },
+        }
+    }
 }
 
 /// An absolute http(s) URL with a host and no query or fragment, without its trailing `/`:
@@ -237,12 +521,21 @@ pub struct ProviderArgs {
         conflicts_with = "provider_url"
     )]
     pub providers: Vec<ProviderSpec>,
-    /// Base URL of a Stripe-protocol provider (Stripe itself, or `payorch sandbox`).
-    #[arg(long, env = "PAYORCH_PROVIDER_URL")]
+    /// Base URL of a Stripe-protocol provider (Stripe itself, or `payorch sandbox`): https,
+    /// or plain http to a loopback host only.
+    #[arg(long, env = "PAYORCH_PROVIDER_URL", value_parser = crate::provider_specs::provider_url)]
     pub provider_url: Option<String>,
     /// The provider's secret API key (for the in-process sandbox: made up at start).
     #[arg(long, env = "PAYORCH_PROVIDER_SECRET", hide_env_values = true)]
     pub provider_secret: Option<Secret>,
+    /// A file holding the provider's secret API key.
+    #[arg(
+        long,
+        env = "PAYORCH_PROVIDER_SECRET_FILE",
+        conflicts_with = "provider_secret",
+        value_parser = secret_file
+    )]
+    pub provider_secret_file: Option<Secret>,
     /// The secrets webhooks may be signed with, comma-separated: several at once while a
     /// secret is rotated; the in-process sandbox signs with the first (default: the one in
     /// credentials.json, else a new one).
@@ -253,6 +546,14 @@ pub struct ProviderArgs {
         value_delimiter = ','
     )]
     pub webhook_secrets: Vec<Secret>,
+    /// A file holding the webhook secrets, comma-separated.
+    #[arg(
+        long,
+        env = "PAYORCH_WEBHOOK_SECRET_FILE",
+        conflicts_with = "webhook_secrets",
+        value_parser = secret_file
+    )]
+    pub webhook_secret_file: Option<Secret>,
     /// Largest accepted distance between a webhook's signed timestamp and now.
     #[arg(long, env = "PAYORCH_WEBHOOK_TOLERANCE_SECS", default_value_t = 300)]
     pub webhook_tolerance_secs: u64,
@@ -288,6 +589,21 @@ pub struct ProviderArgs {
 }
 
 impl ProviderArgs {
+    /// The provider's secret, given or from its file.
+    pub fn secret(&self) -> Option<Secret> {
+        self.provider_secret
+            .clone()
+            .or_else(|| self.provider_secret_file.clone())
+    }
+
+    /// The webhook secrets, given or from their file.
+    pub fn webhook_secrets(&self) -> Vec<Secret> {
+        match &self.webhook_secret_file {
+            Some(file) => file.split(',').map(|s| s.trim().into()).collect(),
+            None => self.webhook_secrets.clone(),
+        }
+    }
+
     /// The adapter's configuration for a provider at `base_url`.
     pub fn stripe_config(
         &self,
@@ -476,6 +792,13 @@ impl ServeArgs {
         self.provider.providers.is_empty() && self.provider.provider_url.is_none()
     }
 
+    /// Whether `serve` runs the demo: a demo merchant and support key of its own making, and
+    /// the anonymous checkout demo. With the in-process sandbox, or when asked (`--demo`);
+    /// with a real provider and no `--demo`, no key is made but by an operator.
+    pub fn demo(&self) -> bool {
+        self.embedded_sandbox() || self.demo
+    }
+
     pub fn app_settings(&self) -> AppSettings {
         AppSettings {
             bind: self.bind.clone(),
@@ -488,6 +811,9 @@ impl ServeArgs {
             event_reaper: EventReaperSettings {
                 interval: Duration::from_secs(self.idempotency.reaper_interval_secs.max(1)),
                 retention: Duration::from_secs(self.event_retention_days * 24 * 3600),
+                provider_webhook_retention: Duration::from_secs(
+                    self.provider_webhook_retention_days * 24 * 3600,
+                ),
                 ..EventReaperSettings::default()
             },
             reconciler: self
@@ -495,17 +821,69 @@ impl ServeArgs {
                 .settings(Duration::from_millis(self.provider.provider_timeout_ms)),
             delivery: self.delivery.settings(self.embedded_sandbox()),
             auth_cache_ttl: Duration::from_millis(self.auth_cache_ms),
+            key_poll: Duration::from_millis(self.key_poll_ms.max(10)),
             quota_sync: Duration::from_millis(self.idempotency.quota_sync_ms.max(10)),
             clients: ClientLimits {
                 max_connections: self.max_connections,
                 max_connections_per_ip: self.max_connections_per_ip,
-                exempt: self.connection_budget_exempt.clone(),
+                // A trusted proxy carries many clients, each counted by its own address in
+                // the limits; its connections are its clients'.
+                exempt: [
+                    &self.connection_budget_exempt[..],
+                    &self.limits.trusted_proxies,
+                ]
+                .concat(),
                 body_timeout: Duration::from_millis(self.body_timeout_ms.max(1)),
                 header_timeout: Duration::from_millis(self.header_timeout_ms.max(1)),
             }
             .fitted_to_open_files(),
             drain: Duration::from_secs(self.drain_secs),
             public_url: self.public_url.clone(),
+            limits: self.limits.settings(),
+            // Loaded by `serve` (files, the environment): `commands::serve`.
+            master_keys: None,
+            metrics: self.metrics.settings(self.demo()),
+        }
+    }
+}
+
+/// Where `/metrics` is served (docs/PRODUCTION.md, "Metrics and provider URLs"): the demo
+/// serves them to anyone on the API's port; anything else needs a listener of their own or a
+/// token, or they are not served.
+#[derive(Debug, Clone, Args)]
+pub struct MetricsArgs {
+    /// A listener of their own for `/metrics` (`127.0.0.1:9090`, an internal address), where
+    /// no token is asked; then the API's port serves them only with `--metrics-token`.
+    #[arg(long, env = "PAYORCH_METRICS_BIND")]
+    pub metrics_bind: Option<String>,
+    /// A bearer token `/metrics` on the API's port asks for.
+    #[arg(long, env = "PAYORCH_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<Secret>,
+    /// A file holding the metrics token.
+    #[arg(
+        long,
+        env = "PAYORCH_METRICS_TOKEN_FILE",
+        conflicts_with = "metrics_token",
+        value_parser = secret_file
+    )]
+    pub metrics_token_file: Option<Secret>,
+}
+
+impl MetricsArgs {
+    pub fn settings(&self, demo: bool) -> MetricsSettings {
+        let token = self
+            .metrics_token
+            .clone()
+            .or_else(|| self.metrics_token_file.clone())
+            .filter(|token| !token.trim().is_empty());
+        let on_api_port = match token {
+            Some(token) => MetricsAccess::Token(token),
+            None if demo && self.metrics_bind.is_none() => MetricsAccess::Open,
+            None => MetricsAccess::Off,
+        };
+        MetricsSettings {
+            on_api_port,
+            bind: self.metrics_bind.clone(),
         }
     }
 }
@@ -552,7 +930,23 @@ mod secrets_in_debug {
             sandbox_url: None,
             webhook_secret: Some("whsec_file-secret-11".into()),
         };
-        let shown = format!("{cli:?} {sandbox:?} {stripe:?} {credentials:?}");
+        let (master_keys, master_key_text) = crate::sealing::MasterKeys::generate("k1");
+        let master_key = master_key_text
+            .split_once(':')
+            .expect("id:key")
+            .1
+            .to_owned();
+        let endpoint = crate::ids::EndpointId::new();
+        let webhook_secret = crate::events::signing::Secret::generate();
+        let sealed =
+            crate::events::endpoints::sealed::seal(&master_keys, endpoint, &webhook_secret);
+        let shown = format!(
+            "{cli:?} {sandbox:?} {stripe:?} {credentials:?} {master_keys:?} {sealed:?} \
+             {webhook_secret:?}"
+        );
+        for secret in [&master_key, sealed.stored(), webhook_secret.expose()] {
+            assert!(!shown.contains(secret), "{secret} shows in {shown}");
+        }
         for secret in [
             "db-password-1",
             "provider-secret-2",
@@ -625,5 +1019,58 @@ mod public_url_flag {
         ] {
             assert!(parse_public_url(bad).is_err(), "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod metrics_flags {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+    use crate::http::metrics::MetricsAccess;
+
+    fn metrics(args: &[&str]) -> crate::app::MetricsSettings {
+        let cli =
+            Cli::try_parse_from(["payorch", "serve"].iter().chain(args)).expect("the flags parse");
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve");
+        };
+        serve.app_settings().metrics
+    }
+
+    #[test]
+    fn metrics_are_open_for_the_demo_only_and_else_behind_a_token_or_their_own_listener() {
+        assert!(matches!(metrics(&[]).on_api_port, MetricsAccess::Open));
+        let real = ["--provider-url", "https://api.stripe.com"];
+        assert!(matches!(metrics(&real).on_api_port, MetricsAccess::Off));
+        let token = [&real[..], &["--metrics-token", "t0k"]].concat();
+        assert!(matches!(
+            metrics(&token).on_api_port,
+            MetricsAccess::Token(_)
+        ));
+        let own = [&real[..], &["--metrics-bind", "127.0.0.1:9090"]].concat();
+        let own = metrics(&own);
+        assert!(matches!(own.on_api_port, MetricsAccess::Off));
+        assert_eq!(own.bind.as_deref(), Some("127.0.0.1:9090"));
+        // The demo with a listener of their own keeps them off its public port too.
+        let demo_own = metrics(&["--metrics-bind", "127.0.0.1:9090"]);
+        assert!(matches!(demo_own.on_api_port, MetricsAccess::Off));
+    }
+
+    #[test]
+    fn provider_urls_are_https_but_on_this_machine() {
+        for bad in ["http://api.stripe.com", "http://10.1.2.3:12111"] {
+            assert!(
+                Cli::try_parse_from(["payorch", "serve", "--provider-url", bad]).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(Cli::try_parse_from([
+            "payorch",
+            "serve",
+            "--provider-url",
+            "http://127.0.0.1:12111"
+        ])
+        .is_ok());
     }
 }

@@ -16,6 +16,9 @@ pub mod ids;
 pub mod payments;
 pub mod provider_specs;
 pub mod providers;
+pub mod rate_limit;
+pub mod sealing;
+pub mod secret_files;
 pub mod telemetry;
 pub mod wiring;
 

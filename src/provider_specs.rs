@@ -57,14 +57,35 @@ impl FromStr for ProviderSpec {
             "adyen" => Protocol::Adyen,
             other => return Err(format!("protocol {other:?} is not one of stripe, adyen")),
         };
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(format!("{url:?} is not an http(s) URL"));
-        }
         Ok(ProviderSpec {
             name: name.to_owned(),
             protocol,
-            url: url.to_owned(),
+            url: provider_url(url)?,
         })
+    }
+}
+
+/// A provider's base URL: `https`, or plain `http` to a loopback host only (a sandbox on this
+/// machine). Payment data and the provider's secret key cross this link; over plain http to
+/// another host anyone on the path reads both (docs/PRODUCTION.md, "Metrics and provider URLs").
+pub fn provider_url(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    let url = reqwest::Url::parse(text).map_err(|err| format!("{text:?}: {err}"))?;
+    let host = url.host_str().unwrap_or_default();
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match url.scheme() {
+        "https" if !host.is_empty() => Ok(text.to_owned()),
+        "http" if loopback => Ok(text.to_owned()),
+        "http" => Err(format!(
+            "{text:?}: a provider is spoken to over https; plain http only to a loopback host \
+             (127.0.0.1, ::1, localhost), for a sandbox on this machine"
+        )),
+        _ => Err(format!("{text:?} is not an https URL")),
     }
 }
 
@@ -86,19 +107,26 @@ pub struct CallTimeouts {
     pub webhook_tolerance: Duration,
 }
 
-/// The providers `specs` name, in that order, their secrets read through `env`.
+/// The providers `specs` name, in that order, their secrets read through `env` (a variable's
+/// value, or its `_FILE` twin's file: [`crate::secret_files::env_or_file`]).
 pub fn providers_from_specs(
     specs: &[ProviderSpec],
     timeouts: CallTimeouts,
-    env: impl Fn(&str) -> Option<String>,
+    env: impl Fn(&str) -> Result<Option<String>, String>,
 ) -> Result<Providers, String> {
     let mut list: Vec<(String, Arc<dyn PaymentProvider>)> = Vec::with_capacity(specs.len());
     for spec in specs {
         let required = |what: &str| {
             let variable = spec.variable(what);
             env(&variable)
+                .map_err(|err| format!("provider {}: {err}", spec.name))?
                 .filter(|v| !v.trim().is_empty())
-                .ok_or_else(|| format!("provider {}: set {variable}", spec.name))
+                .ok_or_else(|| {
+                    format!(
+                        "provider {}: set {variable} (or {variable}_FILE to a file holding it)",
+                        spec.name
+                    )
+                })
         };
         let several =
             |value: String| -> Vec<Secret> { value.split(',').map(|s| s.trim().into()).collect() };
@@ -155,6 +183,32 @@ mod tests {
     }
 
     #[test]
+    fn providers_are_spoken_to_over_https_or_on_this_machine() {
+        for good in [
+            "https://api.stripe.com",
+            "https://checkout-test.adyen.com/v71",
+            "http://127.0.0.1:12111",
+            "http://localhost:12111",
+            "http://[::1]:12111",
+        ] {
+            assert_eq!(provider_url(good).as_deref(), Ok(good), "{good}");
+        }
+        for bad in [
+            "http://api.stripe.com",
+            "http://10.0.0.5:8080",
+            "http://[::ffff:7f00:1]:80",
+            "ftp://api.stripe.com",
+            "api.stripe.com",
+        ] {
+            assert!(provider_url(bad).is_err(), "{bad}");
+            assert!(
+                format!("eu=stripe:{bad}").parse::<ProviderSpec>().is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn a_spec_names_a_provider_its_protocol_and_its_url() {
         let spec: ProviderSpec = "eu-2=adyen:https://checkout-test.adyen.com"
             .parse()
@@ -189,23 +243,28 @@ mod tests {
             ("PAYORCH_PROVIDER_EU_SECRET", "AQE_key"),
             ("PAYORCH_PROVIDER_EU_MERCHANT_ACCOUNT", "Shop"),
         ]);
-        let missing =
-            providers_from_specs(&specs, timeouts(), |v| env.get(v).map(|s| s.to_string()));
+        let missing = providers_from_specs(&specs, timeouts(), |v| {
+            Ok(env.get(v).map(|s| s.to_string()))
+        });
         assert_eq!(
             missing.err().as_deref(),
-            Some("provider eu: set PAYORCH_PROVIDER_EU_HMAC_KEY")
+            Some(
+                "provider eu: set PAYORCH_PROVIDER_EU_HMAC_KEY (or \
+                 PAYORCH_PROVIDER_EU_HMAC_KEY_FILE to a file holding it)"
+            )
         );
         env.insert("PAYORCH_PROVIDER_EU_HMAC_KEY", "00ff00ff");
-        let providers =
-            providers_from_specs(&specs, timeouts(), |v| env.get(v).map(|s| s.to_string()))
-                .unwrap();
+        let providers = providers_from_specs(&specs, timeouts(), |v| {
+            Ok(env.get(v).map(|s| s.to_string()))
+        })
+        .unwrap();
         assert_eq!(providers.names(), ["us", "eu"]);
         assert_eq!(providers.get("eu").unwrap().adapter.name(), "adyen");
 
         let twice = [specs[0].clone(), specs[0].clone()];
-        assert!(
-            providers_from_specs(&twice, timeouts(), |v| env.get(v).map(|s| s.to_string()))
-                .is_err()
-        );
+        assert!(providers_from_specs(&twice, timeouts(), |v| Ok(env
+            .get(v)
+            .map(|s| s.to_string())))
+        .is_err());
     }
 }

@@ -17,6 +17,28 @@ diesel::table! {
         name -> Text,
         created_at -> Timestamptz,
         revoked_at -> Nullable<Timestamptz>,
+        support_role -> Nullable<Text>,
+        expires_at -> Nullable<Timestamptz>,
+        last_used_at -> Nullable<Timestamptz>,
+        rotated_from -> Nullable<Uuid>,
+        life_changed_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    support_actions (id) {
+        id -> Uuid,
+        key_id -> Uuid,
+        key_name -> Text,
+        support_role -> Text,
+        action -> Text,
+        target_kind -> Text,
+        target_id -> Uuid,
+        merchant_id -> Uuid,
+        order_id -> Nullable<Uuid>,
+        before -> Nullable<Jsonb>,
+        after -> Nullable<Jsonb>,
+        at -> Timestamptz,
     }
 }
 
@@ -34,6 +56,7 @@ diesel::table! {
         metadata -> Jsonb,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        checkout_demo -> Bool,
     }
 }
 

@@ -10,14 +10,19 @@
 //! `404 demo_checkout_off`.
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde_json::{json, Value};
+use reqwest::Url;
+use serde::Deserialize;
+use serde_json::json;
 
 use super::assets::{asset, HTML, SCRIPT, STYLE};
 use super::auth::caller_of;
 use super::errors::ApiError;
+use super::keyed::read_body;
+use super::orders::parse_order_id;
 use super::strict_json::StrictJson;
 use super::{orders, payments, AppState};
 use crate::accounts::Caller;
+use crate::payments::orders::find_order;
 
 /// What a demo order costs, in minor units of [`DEMO_CURRENCY`].
 pub const DEMO_AMOUNT: i64 = 2500;
@@ -39,7 +44,7 @@ pub(crate) async fn style() -> HttpResponse {
 /// The demo merchant, by the key this server keeps for it.
 async fn demo_merchant(state: &AppState) -> Result<Caller, ApiError> {
     let key = state.demo_checkout.get().ok_or(ApiError::DemoCheckoutOff)?;
-    caller_of(state, key.expose()).await
+    caller_of(state, key.expose(), None).await
 }
 
 /// `POST /checkout/demo/orders`: a new demo order under the browser's Idempotency-Key. The
@@ -55,20 +60,30 @@ pub(crate) async fn create_order(
         "description": DEMO_DESCRIPTION,
         "metadata": {"source": "checkout demo"},
     });
-    orders::make_order(merchant, &state, &req, &order).await
+    orders::make_order(merchant, &state, &req, &order, true).await
 }
 
-/// `GET /checkout/demo/orders/{id}`: the order and its payments.
+/// `GET /checkout/demo/orders/{id}`: an order the demo made, and its payments.
 pub(crate) async fn show_order(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let merchant = demo_merchant(&state).await?;
-    orders::show_order(merchant, &state, &path).await
+    orders::show_order(merchant, &state, &path, true).await
+}
+
+/// What a payer may choose: the payment method, and nothing else. Where the bank's check
+/// sends the payer back, and whether the charge is captured, are the merchant's to say, so
+/// an anonymous caller cannot make payorch's return route send a payer to a site of theirs.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DemoPayBody {
+    payment_method: String,
 }
 
 /// `POST /checkout/demo/orders/{id}/payments`: `{"payment_method": …}` under the browser's
-/// Idempotency-Key, answered as `POST /v1/orders/{id}/payments` answers.
+/// Idempotency-Key, for an order the demo made, answered as `POST /v1/orders/{id}/payments`
+/// answers. The return URL is this page's own, set here.
 pub(crate) async fn pay(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -76,15 +91,31 @@ pub(crate) async fn pay(
     body: web::Json<StrictJson>,
 ) -> Result<HttpResponse, ApiError> {
     let merchant = demo_merchant(&state).await?;
-    let body: &Value = &body;
-    payments::pay_order(merchant, &state, &req, &path, body).await
+    let chosen: DemoPayBody = read_body(&body)?;
+    let order_id = parse_order_id(&path)?;
+    let mut conn = state.pool.get().await?;
+    let made_here = find_order(&mut conn, merchant.scope(), order_id)
+        .await?
+        .is_some_and(|order| order.checkout_demo);
+    drop(conn);
+    if !made_here {
+        return Err(ApiError::NotFound("order"));
+    }
+    let mut back = Url::parse(&format!("{}/checkout", state.payments.public_url))
+        .map_err(|err| ApiError::Internal(format!("the public URL: {err}")))?;
+    back.query_pairs_mut()
+        .append_pair("order", &order_id.to_string())
+        .append_pair("returning", "1");
+    let body = json!({"payment_method": chosen.payment_method, "return_url": back.as_str()});
+    payments::pay_order(merchant, &state, &req, &path, &body).await
 }
 
-/// `GET /checkout/demo/payments/{id}`: what the page polls while an outcome is unknown.
+/// `GET /checkout/demo/payments/{id}`: what the page polls while an outcome is unknown, for a
+/// payment of an order the demo made.
 pub(crate) async fn show_payment(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let merchant = demo_merchant(&state).await?;
-    payments::show_payment(merchant, &state, &path).await
+    payments::show_payment(merchant, &state, &path, true).await
 }

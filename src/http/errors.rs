@@ -11,6 +11,7 @@ use serde::Serialize;
 use std::time::Duration;
 
 use crate::db::pool::PoolError;
+use crate::http::limits::LimitExceeded;
 use crate::idempotency::{ExpiredKey, IdempotencyError, KeyError};
 use crate::ids::{HoldOperationId, OrderId, PaymentId, RefundId};
 use crate::payments::attempts::pay::PayError;
@@ -58,6 +59,9 @@ pub enum ApiError {
     InvalidRequest(String),
     #[error("missing or unknown API key")]
     Unauthenticated,
+    /// `/metrics` on the API's port asks for the metrics token (`--metrics-token-file`).
+    #[error("missing or wrong metrics token")]
+    MetricsTokenRequired,
     #[error("{0}")]
     Forbidden(&'static str),
     #[error("no such {0}")]
@@ -86,6 +90,9 @@ pub enum ApiError {
     IdempotencyKeyExpired(Box<ExpiredKey>),
     #[error("too many new Idempotency-Keys this minute; retry after Retry-After seconds")]
     RateLimited { retry_after: Duration },
+    /// Over one of the request limits (src/http/limits.rs): refused before anything was done.
+    #[error("{}", .0.detail())]
+    RateLimitExceeded(Box<LimitExceeded>),
     #[error("`{field}` looks like a card number; payorch never accepts card data, send a provider payment method token instead")]
     RawCardDataForbidden { field: String },
     #[error("merchant_reference is already used by order {order_id}")]
@@ -192,7 +199,7 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::InvalidRequest(_) => "invalid_request",
-            ApiError::Unauthenticated => "unauthenticated",
+            ApiError::Unauthenticated | ApiError::MetricsTokenRequired => "unauthenticated",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
@@ -203,7 +210,7 @@ impl ApiError {
             ApiError::IdempotencyKeyInUse { .. } => "idempotency_key_in_use",
             ApiError::IdempotencyKeyReused => "idempotency_key_reused",
             ApiError::IdempotencyKeyExpired(_) => "idempotency_key_expired",
-            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::RateLimited { .. } | ApiError::RateLimitExceeded(_) => "rate_limited",
             ApiError::RawCardDataForbidden { .. } => "raw_card_data_forbidden",
             ApiError::MerchantReferenceExists { .. } => "merchant_reference_exists",
             ApiError::OrderNotCancelable { .. } => "order_not_cancelable",
@@ -230,7 +237,7 @@ impl ApiError {
     fn title(&self) -> &'static str {
         match self {
             ApiError::InvalidRequest(_) => "The request is malformed",
-            ApiError::Unauthenticated => "Authentication required",
+            ApiError::Unauthenticated | ApiError::MetricsTokenRequired => "Authentication required",
             ApiError::Forbidden(_) => "This key may not do that",
             ApiError::NotFound(_) => "Not found",
             ApiError::PayloadTooLarge { .. } => "Request body too large",
@@ -241,7 +248,7 @@ impl ApiError {
             ApiError::IdempotencyKeyInUse { .. } => "Idempotency-Key in use",
             ApiError::IdempotencyKeyReused => "Idempotency-Key reused",
             ApiError::IdempotencyKeyExpired(_) => "Idempotency-Key expired",
-            ApiError::RateLimited { .. } => "Rate limited",
+            ApiError::RateLimited { .. } | ApiError::RateLimitExceeded(_) => "Rate limited",
             ApiError::RawCardDataForbidden { .. } => "Raw card data forbidden",
             ApiError::MerchantReferenceExists { .. } => "Merchant reference exists",
             ApiError::OrderNotCancelable { .. } => "Order cannot be canceled",
@@ -270,6 +277,11 @@ impl ApiError {
         match self {
             ApiError::Unauthenticated => {
                 "send `Authorization: Bearer <secret>` with a live merchant or support key".into()
+            }
+            ApiError::MetricsTokenRequired => {
+                "send `Authorization: Bearer <token>` with the metrics token this server was \
+                 given (--metrics-token-file)"
+                    .into()
             }
             ApiError::Unavailable => format!(
                 "the database cannot be reached; nothing was changed, retry after {UNAVAILABLE_RETRY_AFTER_SECS} s"
@@ -315,6 +327,9 @@ impl ApiError {
             }
             ApiError::WebhookEndpointLimit { limit } => {
                 extra.insert("limit".into(), serde_json::json!(limit));
+            }
+            ApiError::RateLimitExceeded(exceeded) => {
+                extra.insert("policy".into(), serde_json::json!(exceeded.policy.name()));
             }
             ApiError::PaymentNotHeld {
                 payment_id, status, ..
@@ -378,7 +393,7 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthenticated | ApiError::MetricsTokenRequired => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) | ApiError::DemoCheckoutOff => StatusCode::NOT_FOUND,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -403,7 +418,9 @@ impl ResponseError for ApiError {
             ApiError::IdempotencyKeyReused | ApiError::RawCardDataForbidden { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited { .. } | ApiError::RateLimitExceeded(_) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::DuplicateHeader(_) => StatusCode::BAD_REQUEST,
@@ -432,9 +449,14 @@ impl ResponseError for ApiError {
             | ApiError::Overloaded { retry_after } => {
                 response.insert_header((header::RETRY_AFTER, retry_after.as_secs().max(1)));
             }
+            ApiError::RateLimitExceeded(exceeded) => {
+                for header in exceeded.headers() {
+                    response.insert_header(header);
+                }
+            }
             _ => {}
         }
-        if let ApiError::Unauthenticated = self {
+        if let ApiError::Unauthenticated | ApiError::MetricsTokenRequired = self {
             response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
         }
         if let ApiError::MethodNotAllowed { allow } = self {

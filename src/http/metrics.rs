@@ -3,11 +3,16 @@
 
 use std::time::Instant;
 
-use crate::http::AppState;
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header;
 use actix_web::middleware::Next;
-use actix_web::{web, Error, HttpResponse};
+use actix_web::{web, Error, HttpRequest, HttpResponse};
+use sha2::{Digest, Sha256};
+
+use crate::http::errors::ApiError;
+use crate::http::AppState;
+use crate::secret::Secret;
 
 /// Counts every request by its route pattern (not its path, which would explode the labels).
 pub async fn record_request(
@@ -30,9 +35,82 @@ pub async fn record_request(
     Ok(response)
 }
 
+/// Who may read `/metrics` on the API's own port. Metrics name merchants' traffic, providers'
+/// health and the database's state: for operators, not the internet (docs/PRODUCTION.md,
+/// "Metrics and provider URLs").
+#[derive(Clone, Default)]
+pub enum MetricsAccess {
+    /// Anyone: the demo, and tests.
+    #[default]
+    Open,
+    /// Whoever presents this bearer token (`--metrics-token-file`).
+    Token(Secret),
+    /// Nobody: the metrics are on a listener of their own (`--metrics-bind`), or not served.
+    Off,
+}
+
+/// The token never shows in `Debug` output.
+impl std::fmt::Debug for MetricsAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MetricsAccess::Open => "Open",
+            MetricsAccess::Token(_) => "Token([redacted])",
+            MetricsAccess::Off => "Off",
+        })
+    }
+}
+
+impl MetricsAccess {
+    /// Whether `req` may read the metrics; `Off` answers as an unknown route does.
+    fn admit(&self, req: &HttpRequest) -> Result<(), ApiError> {
+        match self {
+            MetricsAccess::Open => Ok(()),
+            MetricsAccess::Off => Err(ApiError::NotFound("route")),
+            MetricsAccess::Token(token) => {
+                let presented = req
+                    .headers()
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().split_once(' '))
+                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                    .map(|(_, secret)| secret.trim())
+                    .unwrap_or_default();
+                // Digests compared, not the token byte by byte: how long the comparison
+                // takes says nothing about the token.
+                let matches =
+                    Sha256::digest(presented.as_bytes()) == Sha256::digest(token.as_bytes());
+                if matches {
+                    Ok(())
+                } else {
+                    Err(ApiError::MetricsTokenRequired)
+                }
+            }
+        }
+    }
+}
+
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
-pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    security((), ("metrics_token" = [])),
+    responses(
+        (status = 200, description = "Prometheus text format", content_type = "text/plain"),
+        (status = 401, body = crate::http::errors::Problem, description = "unauthenticated: this server asks for its metrics token"),
+        (status = 404, body = crate::http::errors::Problem, description = "not served on this port (a listener of their own, `--metrics-bind`, or none)"),
+    ))]
+pub async fn metrics(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    state.metrics_access.admit(&req)?;
+    Ok(render(&state))
+}
+
+/// `GET /metrics` on the metrics' own listener (`--metrics-bind`): open, as that address is
+/// reached only by the operator's scraper.
+pub async fn metrics_on_own_listener(state: web::Data<AppState>) -> HttpResponse {
+    render(&state)
+}
+
+fn render(state: &AppState) -> HttpResponse {
     state.payments.publish_circuits();
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")

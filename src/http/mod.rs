@@ -5,6 +5,7 @@ pub mod assets;
 pub mod auth;
 pub mod card_data;
 pub mod checkout_page;
+pub mod client_address;
 pub mod connections;
 pub mod console;
 pub mod errors;
@@ -12,6 +13,7 @@ pub mod events;
 pub mod health;
 pub mod holds;
 pub mod keyed;
+pub mod limits;
 pub mod merchants;
 pub mod metrics;
 pub mod middleware;
@@ -49,6 +51,8 @@ pub struct AppState {
     pub payments: Arc<Payments>,
     /// Who a presented secret belongs to, remembered for a short while.
     pub callers: CallerCache,
+    /// How much one client may ask, and whose forwarding headers are believed.
+    pub limits: limits::Limits,
     /// Longest a request body may take to arrive once its headers have.
     pub body_timeout: std::time::Duration,
     /// The demo merchant's API key, once `serve` has its demo merchant: the checkout demo
@@ -58,6 +62,10 @@ pub struct AppState {
     /// (`--allow-http-webhooks`, `--allow-private-webhook-addresses`), so that payorch
     /// registers only what it will send to.
     pub webhook_urls: crate::events::safe_url::UrlPolicy,
+    /// What seals webhook-endpoint secrets at rest (docs/PRODUCTION.md, section 5).
+    pub master_keys: crate::sealing::MasterKeys,
+    /// Who may read `/metrics` on this port.
+    pub metrics_access: metrics::MetricsAccess,
 }
 
 impl AppState {

@@ -83,6 +83,17 @@ impl Modify for BearerAuth {
                     .build(),
             ),
         );
+        components.add_security_scheme(
+            "metrics_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "the metrics token (`--metrics-token-file`), when this server asks for one",
+                    ))
+                    .build(),
+            ),
+        );
     }
 }
 

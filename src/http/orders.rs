@@ -43,6 +43,7 @@ impl From<CreateOrderBody> for OrderFields {
             merchant_reference: body.merchant_reference,
             description: body.description,
             metadata: body.metadata,
+            checkout_demo: false,
         }
     }
 }
@@ -76,7 +77,7 @@ pub async fn create_order(
     req: HttpRequest,
     body: web::Json<StrictJson>,
 ) -> Result<HttpResponse, ApiError> {
-    make_order(caller, &state, &req, &body).await
+    make_order(caller, &state, &req, &body, false).await
 }
 
 /// `POST …/orders` for `caller`: the API's route and the checkout demo's.
@@ -85,10 +86,14 @@ pub(crate) async fn make_order(
     state: &AppState,
     req: &HttpRequest,
     body: &Value,
+    checkout_demo: bool,
 ) -> Result<HttpResponse, ApiError> {
     let merchant_id = caller.merchant_for_write()?;
     let key = idempotency_key(req)?;
-    let fields = OrderFields::from(read_body::<CreateOrderBody>(body)?);
+    let fields = OrderFields {
+        checkout_demo,
+        ..OrderFields::from(read_body::<CreateOrderBody>(body)?)
+    };
     let keyed = keyed_request(req, merchant_id, key, Operation::CreateOrder, Some(body));
     let command = OrderCommand::Create(fields);
     Ok(answer(command::run(&state.context(&keyed, command)).await?))
@@ -106,19 +111,22 @@ pub async fn get_order(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    show_order(caller, &state, &path).await
+    show_order(caller, &state, &path, false).await
 }
 
-/// `GET …/orders/{id}` for `caller`: the API's route and the checkout demo's.
+/// `GET …/orders/{id}` for `caller`: the API's route and, `checkout_demo_only`, the checkout
+/// demo's, to which any other order does not exist.
 pub(crate) async fn show_order(
     caller: Caller,
     state: &AppState,
     id: &str,
+    checkout_demo_only: bool,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_order_id(id)?;
     let mut conn = state.pool.get().await?;
     let order = orders::find_order(&mut conn, caller.scope(), id)
         .await?
+        .filter(|order| order.checkout_demo || !checkout_demo_only)
         .ok_or(ApiError::NotFound("order"))?;
     let payments = attempts_of_order(&mut conn, order.merchant_id, order.id).await?;
     Ok(HttpResponse::Ok().json(OrderWithPayments::new(order, payments)))

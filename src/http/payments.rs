@@ -18,7 +18,7 @@ use crate::idempotency::Operation;
 use crate::ids::PaymentId;
 use crate::payments::attempts::pay::{self, Paid, PayInput, PayTarget};
 use crate::payments::money::MinorUnits;
-use crate::payments::orders::OrderFields;
+use crate::payments::orders::{find_order, OrderFields};
 use crate::payments::refunds::refunds_of_payment;
 use crate::payments::PaymentAttempt;
 
@@ -158,6 +158,7 @@ pub async fn checkout(
             merchant_reference: fields.merchant_reference,
             description: fields.description,
             metadata: fields.metadata,
+            checkout_demo: false,
         }),
         payment_method: fields.payment_method,
         capture_method: fields.capture_method,
@@ -188,7 +189,7 @@ pub async fn get_payment(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    show_payment(caller, &state, &path).await
+    show_payment(caller, &state, &path, false).await
 }
 
 /// `GET …/payments/{id}` for `caller`: the API's route and the checkout demo's.
@@ -196,12 +197,19 @@ pub(crate) async fn show_payment(
     caller: Caller,
     state: &AppState,
     id: &str,
+    checkout_demo_only: bool,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_payment_id(id)?;
     let mut conn = state.pool.get().await?;
     let attempt = crate::payments::attempts::find_attempt(&mut conn, caller.scope(), id)
         .await?
         .ok_or(ApiError::NotFound("payment"))?;
+    if checkout_demo_only {
+        let order = find_order(&mut conn, Some(attempt.merchant_id), attempt.order_id).await?;
+        if !order.is_some_and(|order| order.checkout_demo) {
+            return Err(ApiError::NotFound("payment"));
+        }
+    }
     record_ids(&attempt);
     let refunds = refunds_of_payment(&mut conn, attempt.merchant_id, attempt.id).await?;
     Ok(HttpResponse::Ok().json(PaymentWithRefunds::new(attempt, refunds)))

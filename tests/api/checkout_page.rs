@@ -635,3 +635,126 @@ async fn the_demo_routes_set_the_price_and_are_off_without_a_demo_merchant() {
         assert_problem(response, 404, "demo_checkout_off").await;
     }
 }
+
+/// The demo's routes take no key, so they act only on what the demo made: an order the same
+/// merchant made through the API (its metadata, its payments) does not exist to them, and the
+/// payer chooses the card and nothing else — not where the bank's check sends the browser
+/// back, so payorch's return route cannot be made to redirect to a stranger's site.
+#[tokio::test]
+async fn the_demo_acts_only_on_its_own_orders_and_takes_only_a_card() {
+    let app = TestApp::spawn().await;
+    let private = app
+        .post_keyed(
+            &app.merchant_key,
+            "/v1/orders",
+            Some("api-order"),
+            Some(json!({"amount": 900, "currency": "eur", "metadata": {"vip": "yes"}}).to_string()),
+        )
+        .await;
+    assert_eq!(private.status(), 201);
+    let private: Value = private.json().await.unwrap();
+    let private_id = private["id"].as_str().unwrap();
+    let seen = app
+        .client
+        .get(app.url(&format!("/checkout/demo/orders/{private_id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(seen, 404, "not_found").await;
+    let paid = app
+        .client
+        .post(app.url(&format!("/checkout/demo/orders/{private_id}/payments")))
+        .header("Idempotency-Key", "pay-theirs")
+        .json(&json!({"payment_method": "pm_card_visa"}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(paid, 404, "not_found").await;
+    let api_payment = app
+        .post_keyed(
+            &app.merchant_key,
+            &format!("/v1/orders/{private_id}/payments"),
+            Some("api-pay"),
+            Some(json!({"payment_method": "pm_card_visa"}).to_string()),
+        )
+        .await;
+    assert_eq!(api_payment.status(), 201);
+    let api_payment: Value = api_payment.json().await.unwrap();
+    let seen = app
+        .client
+        .get(app.url(&format!(
+            "/checkout/demo/payments/{}",
+            api_payment["id"].as_str().unwrap()
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(seen, 404, "not_found").await;
+    assert_eq!(app.charges(), 1, "only the merchant's own payment charged");
+
+    // The demo's own order: a card, and nothing else.
+    let made: Value = app
+        .client
+        .post(app.url("/checkout/demo/orders"))
+        .header("Idempotency-Key", "demo-own")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let order_id = made["id"].as_str().unwrap();
+    let pay_path = format!("/checkout/demo/orders/{order_id}/payments");
+    for (key, extra) in [
+        (
+            "steer",
+            json!({"return_url": "https://attacker.example/phish"}),
+        ),
+        ("hold", json!({"capture_method": "manual"})),
+    ] {
+        let mut body = json!({"payment_method": "pm_card_visa"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let refused = app
+            .client
+            .post(app.url(&pay_path))
+            .header("Idempotency-Key", key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_problem(refused, 400, "invalid_request").await;
+    }
+    assert_eq!(app.charges(), 1, "a refused demo payment charged nothing");
+    let paid = app
+        .client
+        .post(app.url(&pay_path))
+        .header("Idempotency-Key", "demo-card")
+        .json(&json!({"payment_method": "pm_card_threeDSecure2Required"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paid.status(), 201);
+    let paid: Value = paid.json().await.unwrap();
+    // After the bank's check, payorch's return route sends the payer to the demo's own page.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let back = no_redirects
+        .get(app.url(&format!(
+            "/v1/payments/{}/return",
+            paid["id"].as_str().unwrap()
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(back.status(), 303);
+    let location = back.headers()["location"].to_str().unwrap();
+    let own_page = app.url(&format!("/checkout?order={order_id}&returning=1"));
+    assert!(
+        location.starts_with(&own_page),
+        "the demo's return URL is its own page, set by the server: {location}"
+    );
+}

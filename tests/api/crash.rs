@@ -163,6 +163,8 @@ fn serve_process(data_dir: &Path, database_url: &str, provider_url: &str) -> tok
             provider_url,
             "--provider-secret",
             "sk_test_kill",
+            // The credentials file this test reads is the demo's.
+            "--demo",
         ])
         .args([
             "--idempotency-lease-secs",
@@ -177,6 +179,8 @@ fn serve_process(data_dir: &Path, database_url: &str, provider_url: &str) -> tok
             "1",
         ])
         .env("DATABASE_URL", database_url)
+        // A real provider: serve refuses to start without a master key.
+        .env("PAYORCH_MASTER_KEY", crate::helpers::TEST_MASTER_KEY)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)

@@ -8,22 +8,26 @@ use std::time::Duration;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use tokio::sync::OnceCell;
 
-use payorch::accounts;
+use payorch::accounts::{self, SupportRole};
 use payorch::app::{AppSettings, Application};
+use payorch::db::cluster::CLUSTER_RUNTIME_USER;
 use payorch::db::migrations::run_migrations;
 use payorch::db::{ClusterOptions, PoolSettings, PrivateCluster};
 use payorch::delivery::settings::DeliverySettings;
+use payorch::events::endpoints::sealed::seal;
 use payorch::events::safe_url::UrlPolicy;
 use payorch::events::schedule::Schedule;
+use payorch::events::signing::Secret;
 use payorch::http::connections::ClientLimits;
 use payorch::idempotency::IdempotencySettings;
-use payorch::ids::MerchantId;
+use payorch::ids::{EndpointId, MerchantId};
 use payorch::payments::reconciler::settings::ReconcilerSettings;
 use payorch::providers::adyen::{AdyenConfig, AdyenProvider};
 use payorch::providers::circuit::CircuitSettings;
 use payorch::providers::registry::Providers;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::providers::PaymentProvider;
+use payorch::sealing::MasterKeys;
 use payorch::wiring::{self, Webhooks};
 use payorch_sandbox::{self as sandbox, SandboxConfig, SandboxHandle};
 
@@ -35,6 +39,9 @@ pub struct TestServer {
     admin_url: String,
     /// `url_for(name)` gives the URL of another database on the same server.
     url_template: UrlTemplate,
+    /// The same as the runtime role the apps run as, which owns nothing (src/db/roles.rs);
+    /// with `DATABASE_URL` given, the same role as `url_template`.
+    runtime_url_template: UrlTemplate,
     template_db: String,
 }
 
@@ -135,8 +142,8 @@ fn remove_abandoned_clusters() {
 }
 
 async fn start_server() -> TestServer {
-    let admin_url = match std::env::var("DATABASE_URL") {
-        Ok(url) => url,
+    let (admin_url, runtime_url) = match std::env::var("DATABASE_URL") {
+        Ok(url) => (url.clone(), url),
         Err(_) => {
             remove_abandoned_clusters();
             let options = ClusterOptions {
@@ -148,13 +155,21 @@ async fn start_server() -> TestServer {
                 .expect("cluster thread")
                 .expect("start the test cluster");
             let url = cluster.database_url("postgres");
+            let runtime_url = cluster.runtime_database_url("postgres");
             CLUSTER.set(cluster).expect("one test cluster");
             // SAFETY: registers a plain function to run at process exit.
             unsafe { libc::atexit(stop_test_cluster) };
-            url
+            let mut conn = AsyncPgConnection::establish(&url)
+                .await
+                .expect("connect to the test cluster");
+            payorch::db::roles::create_runtime_login(&mut conn, CLUSTER_RUNTIME_USER)
+                .await
+                .expect("create the runtime role");
+            (url, runtime_url)
         }
     };
     let url_template = UrlTemplate::parse(&admin_url);
+    let runtime_url_template = UrlTemplate::parse(&runtime_url);
     let template_db = format!("payorch_template_{}", std::process::id());
     let mut conn = AsyncPgConnection::establish(&admin_url)
         .await
@@ -175,6 +190,7 @@ async fn start_server() -> TestServer {
     TestServer {
         admin_url,
         url_template,
+        runtime_url_template,
         template_db,
     }
 }
@@ -186,7 +202,10 @@ pub async fn server() -> &'static TestServer {
 /// A database of its own for one test; dropped (with its connections) when this is dropped.
 pub struct TestDatabase {
     pub name: String,
+    /// As the owner of the tables: the tests' own setup and checks.
     pub url: String,
+    /// As the runtime role, which owns nothing: the apps' pools.
+    pub runtime_url: String,
     /// Set when this test created the database and so must drop it.
     admin_url: Option<String>,
 }
@@ -218,6 +237,7 @@ impl TestDatabase {
             .expect("create a test database");
         TestDatabase {
             url: server.url_template.url_for(&name),
+            runtime_url: server.runtime_url_template.url_for(&name),
             name,
             admin_url: Some(server.admin_url.clone()),
         }
@@ -228,6 +248,7 @@ impl TestDatabase {
         TestDatabase {
             name: String::new(),
             url: url.to_string(),
+            runtime_url: url.to_string(),
             admin_url: None,
         }
     }
@@ -302,11 +323,25 @@ pub fn test_settings() -> AppSettings {
         delivery: test_delivery_settings(),
         // Short, so a test can watch a revoked key stop working.
         auth_cache_ttl: Duration::from_millis(200),
+        key_poll: Duration::from_millis(250),
         quota_sync: Duration::from_millis(100),
         clients: ClientLimits::default(),
+        limits: Default::default(),
         drain: Duration::from_secs(20),
         public_url: None,
+        master_keys: Some(MasterKeys::parse(TEST_MASTER_KEY).expect("the tests' master key")),
+        // Open, as the demo has them: the tests read them without a token.
+        metrics: Default::default(),
     }
+}
+
+/// The master key of the tests' apps and `serve` processes (`PAYORCH_MASTER_KEY`'s form).
+pub const TEST_MASTER_KEY: &str = "test:ZhWt/QtNWiPtG7TJC5QkPELULO5rilbGc2TI+zmhFbQ=";
+
+/// `secret` as `webhook_endpoints` stores it for `endpoint`: sealed under [`TEST_MASTER_KEY`].
+pub fn sealed_secret(endpoint: EndpointId, secret: &Secret) -> String {
+    let keys = MasterKeys::parse(TEST_MASTER_KEY).expect("the tests' master key");
+    seal(&keys, endpoint, secret).stored().to_owned()
 }
 
 /// The delivery worker of a test app: quick to poll, its retries a fraction of a second apart
@@ -420,7 +455,7 @@ async fn start_app(
             );
             let providers = Providers::new(vec![("a".into(), a), ("b".into(), b)], circuit)
                 .expect("two providers");
-            let app = Application::build(&config.settings, &db.url, providers)
+            let app = Application::build(&config.settings, &db.runtime_url, providers)
                 .await
                 .expect("build the application");
             sandbox.set_webhook_url(Some(format!("{}/v1/webhooks/a", app.base_url())));
@@ -431,7 +466,7 @@ async fn start_app(
         }
         _ => wiring::app_on_sandbox(
             &config.settings,
-            &db.url,
+            &db.runtime_url,
             sandbox,
             stripe,
             Webhooks::ToTheApp,
@@ -495,7 +530,7 @@ impl TestApp {
         let (merchant, key) = accounts::create_merchant(&mut conn, "Test merchant")
             .await
             .expect("create a merchant");
-        let support = accounts::create_support_key(&mut conn, "Test support")
+        let support = accounts::create_support_key(&mut conn, "Test support", SupportRole::Operate)
             .await
             .expect("create a support key");
         let sandbox = Arc::new(

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use payorch::credentials::{self, Credentials};
 
-use crate::helpers::{payorch_bin, sandbox_process, temp_dir, TestDatabase};
+use crate::helpers::{payorch_bin, sandbox_process, temp_dir, TestDatabase, TEST_MASTER_KEY};
 
 fn serve(data_dir: &Path) -> tokio::process::Child {
     tokio::process::Command::new(payorch_bin())
@@ -428,5 +428,127 @@ async fn a_sigterm_under_load_cuts_no_checkout() {
         "every quick checkout the server took was answered"
     );
     assert!(!answered.is_empty());
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+/// `serve` with a real provider (here a sandbox in its own process, spoken to as Stripe, its
+/// secret in a file as an operator gives it) and no `--demo`, its first line on stdout: the
+/// address it listens on.
+async fn serve_without_demo(
+    data_dir: &Path,
+    database_url: &str,
+    provider_url: &str,
+    more: &[&str],
+) -> (tokio::process::Child, Option<String>) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(payorch_bin())
+        .args(["serve", "--bind", "127.0.0.1:0", "--workers", "1"])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--provider-url", provider_url])
+        .args(more)
+        .env("PAYORCH_PROVIDER_SECRET_FILE", secret_file(data_dir))
+        .env("PAYORCH_MASTER_KEY", TEST_MASTER_KEY)
+        .env("DATABASE_URL", database_url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start payorch serve");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("serve says where it listens, or exits")
+        .unwrap();
+    let base_url = first.and_then(|line| {
+        line.strip_prefix("payorch listening on ")
+            .map(str::to_owned)
+    });
+    (child, base_url)
+}
+
+/// A file holding the provider's secret, beside (not in) `data_dir`, with a trailing newline
+/// as `echo` writes it.
+fn secret_file(data_dir: &Path) -> std::path::PathBuf {
+    let file = data_dir.with_extension("provider-secret");
+    std::fs::write(&file, "sk_test_no_demo\n").unwrap();
+    file
+}
+
+/// With a real provider an empty database gets no demo: no merchant, no support key, no
+/// credentials file, and the anonymous checkout demo off. Only `--demo` turns it on.
+#[tokio::test]
+async fn with_a_real_provider_there_is_no_demo_unless_asked() {
+    let (_sandbox, sandbox_url) = sandbox_process(&["--secret", "sk_test_no_demo"]).await;
+    let db = TestDatabase::empty().await;
+    let data_dir = temp_dir("serve-no-demo");
+    let (child, base_url) = serve_without_demo(&data_dir, &db.url, &sandbox_url, &[]).await;
+    let base_url = base_url.expect("serve listens");
+    let client = reqwest::Client::new();
+    for (method, path) in [
+        ("POST", "/checkout/demo/orders".to_string()),
+        (
+            "GET",
+            format!(
+                "/checkout/demo/orders/ord_{}",
+                uuid::Uuid::now_v7().simple()
+            ),
+        ),
+    ] {
+        let off = client
+            .request(method.parse().unwrap(), format!("{base_url}{path}"))
+            .header("Idempotency-Key", "no-demo")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(off.status(), 404, "{method} {path}");
+        let problem: serde_json::Value = off.json().await.unwrap();
+        assert_eq!(problem["code"], "demo_checkout_off", "{problem}");
+    }
+    assert_eq!(db.count("merchants").await, 0);
+    assert_eq!(db.count("api_keys").await, 0, "no key but an operator's");
+    assert!(!credentials::path_in(&data_dir).exists());
+    terminate(child).await;
+
+    // Demo keys are the demo's: asked for without it, serve refuses to start.
+    let (mut refused, listening) =
+        serve_without_demo(&data_dir, &db.url, &sandbox_url, &["--new-demo-keys"]).await;
+    assert_eq!(listening, None);
+    let status = tokio::time::timeout(Duration::from_secs(30), refused.wait())
+        .await
+        .expect("serve exits")
+        .unwrap();
+    assert!(!status.success());
+    assert_eq!(db.count("api_keys").await, 0);
+
+    // `--demo`: the operator asked for it.
+    let (child, base_url) = serve_without_demo(&data_dir, &db.url, &sandbox_url, &["--demo"]).await;
+    let creds = wait_ready(&data_dir, "").await;
+    assert_eq!(Some(creds.base_url.clone()), base_url);
+    let demo_order = client
+        .post(format!("{}/checkout/demo/orders", creds.base_url))
+        .header("Idempotency-Key", "asked-for-demo")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(demo_order.status(), 201);
+    // The provider took the secret from its file: the charge went through.
+    let demo_order: serde_json::Value = demo_order.json().await.unwrap();
+    let paid: serde_json::Value = client
+        .post(format!(
+            "{}/checkout/demo/orders/{}/payments",
+            creds.base_url,
+            demo_order["id"].as_str().unwrap()
+        ))
+        .header("Idempotency-Key", "asked-for-demo-pay")
+        .json(&serde_json::json!({"payment_method": "pm_card_visa"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(paid["status"], "succeeded", "{paid}");
+    terminate(child).await;
     let _ = std::fs::remove_dir_all(&data_dir);
 }

@@ -393,20 +393,12 @@ async function payIntent(intent, why = "Processing…", followNow = false) {
   say(why);
   const path = `/checkout/demo/orders/${encodeURIComponent(order.id)}/payments`;
   // The same body on every send of the intent, or the key would refuse it as another request.
-  const body = { payment_method: intent.payment_method, return_url: intent.return_url };
+  // Only the card: the server sets where the bank's check sends the payer back (this page).
+  const body = { payment_method: intent.payment_method };
   const answer = await sendUntilAnswered(
     path, intent.key, body, PAY_DEADLINE_MS, () => checking(intent.payment_id),
   );
   await handle(answer, followNow);
-}
-
-/// Where the bank's check sends the payer back (through payorch, which finishes the payment
-/// first): this page, for this order, marked as a return.
-function returnUrl() {
-  const url = new URL("/checkout", window.location.origin);
-  url.searchParams.set("order", order.id);
-  url.searchParams.set("returning", "1");
-  return url.href;
 }
 
 form.addEventListener("submit", (event) => {
@@ -419,7 +411,7 @@ form.addEventListener("submit", (event) => {
   let intent = currentIntent();
   // Another tab may have sent this intent already: send the same request, not a new one.
   if (!intent.submitted) {
-    intent = { ...intent, payment_method: chosen, return_url: returnUrl(), submitted: true };
+    intent = { ...intent, payment_method: chosen, submitted: true };
     writeIntent(intent);
   }
   payIntent(intent, "Processing…", true);

@@ -41,6 +41,8 @@ pub struct Order {
     pub metadata: BTreeMap<String, String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Made by the anonymous checkout demo, whose routes act on no other order.
+    pub checkout_demo: bool,
 }
 
 /// The row as the table holds it; [`Order`] is what the code works with. Also read from `to_jsonb`
@@ -59,6 +61,7 @@ pub struct OrderRow {
     metadata: BTreeMap<String, String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    checkout_demo: bool,
 }
 
 /// An order's `metadata` column read strictly: anything but an object of strings is an
@@ -117,6 +120,7 @@ impl Order {
             metadata: row.metadata,
             created_at: row.created_at,
             updated_at: row.updated_at,
+            checkout_demo: row.checkout_demo,
         }
     }
 }
@@ -129,6 +133,8 @@ pub struct NewOrder {
     pub merchant_reference: Option<String>,
     pub description: Option<String>,
     pub metadata: BTreeMap<String, String>,
+    /// Made by the anonymous checkout demo ([`OrderFields::checkout_demo`]).
+    pub checkout_demo: bool,
 }
 
 /// Field problems found while parsing: `(field pointer, message)`.
@@ -220,6 +226,7 @@ impl NewOrder {
                 merchant_reference,
                 description,
                 metadata,
+                checkout_demo: false,
             }),
             _ => Err(problems),
         }
@@ -235,6 +242,9 @@ pub struct OrderFields {
     pub merchant_reference: Option<String>,
     pub description: Option<String>,
     pub metadata: Option<BTreeMap<String, String>>,
+    /// Set by the checkout demo's route, never read from a body: the demo's anonymous routes
+    /// act only on orders it made (README, "The checkout page").
+    pub checkout_demo: bool,
 }
 
 impl OrderFields {
@@ -247,6 +257,10 @@ impl OrderFields {
             self.description.clone(),
             self.metadata.clone(),
         )
+        .map(|order| NewOrder {
+            checkout_demo: self.checkout_demo,
+            ..order
+        })
     }
 }
 

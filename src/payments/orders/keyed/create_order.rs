@@ -7,7 +7,7 @@
 //! and currency; it starts `awaiting_payment` by the column's default.
 
 use diesel::result::DatabaseErrorKind;
-use diesel::sql_types::{BigInt, Jsonb, Nullable, Text, Uuid as SqlUuid};
+use diesel::sql_types::{BigInt, Bool, Jsonb, Nullable, Text, Uuid as SqlUuid};
 use serde_json::Value;
 
 use super::{is_reference_taken, order_made, order_now, OrderMade};
@@ -47,11 +47,13 @@ pub fn insert_order<'f>(
     let reference = q.bind::<Nullable<Text>, _>(order.order.merchant_reference.as_deref());
     let description = q.bind::<Nullable<Text>, _>(order.order.description.as_deref());
     let metadata = q.bind::<Jsonb, _>(&order.metadata);
+    let checkout_demo = q.bind::<Bool, _>(order.order.checkout_demo);
     q.push(format_args!(
         "made_order AS (
     INSERT INTO orders (merchant_id, id, amount, currency, merchant_reference, description,
-        metadata)
-    SELECT {merchant}, {id}, {amount}, {currency}, {reference}, {description}, {metadata}
+        metadata, checkout_demo)
+    SELECT {merchant}, {id}, {amount}, {currency}, {reference}, {description}, {metadata},
+        {checkout_demo}
     FROM {from} RETURNING *)"
     ));
 }

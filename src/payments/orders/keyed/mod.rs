@@ -76,6 +76,7 @@ mod tests {
             merchant_reference: Some("ref-1".into()),
             description: Some("two tickets".into()),
             metadata: None,
+            checkout_demo: false,
         };
         let order = fields.validate().expect("valid order");
         let sql = claim_text(Operation::CreateOrder, &CreateOrder::new(&order));
