@@ -7,15 +7,16 @@ go AS MATERIALIZED (
     SELECT 1 AS go FROM lock WHERE got AND $4 AND NOT EXISTS (SELECT 1 FROM found)),
 made_order AS (
     INSERT INTO orders (merchant_id, id, amount, currency, merchant_reference, description,
-        metadata)
-    SELECT $2, $5, $6, $7, $8, $9, $10
+        metadata, checkout_demo)
+    SELECT $2, $5, $6, $7, $8, $9, $10,
+        $11
     FROM go RETURNING *),
 made_attempt AS (
     INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method,
         provider, provider_idempotency_key, idempotency_key, next_check_at, sending_until,
         capture_method, return_url)
-    SELECT $2, $11, made_order.id, 'created', $12, $13, $14, $3,
-        $15, $15, $16, $17
+    SELECT $2, $12, made_order.id, 'created', $13, $14, $15, $3,
+        $16, $16, $17, $18
     FROM made_order RETURNING *),
 timeline AS (
     INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source)
@@ -25,11 +26,11 @@ recorded AS (
     INSERT INTO idempotency_keys (merchant_id, key, operation, fingerprint, state,
         locked_until, recovery_point, resource_type, resource_id, response_status,
         unresolved, expires_at)
-    SELECT $2, $3, $18, $19, $20,
-        now() + $21 * interval '1 millisecond',
-        $22, $23, done.resource_id, $24, $25,
-        now() + $26 * interval '1 millisecond'
-    FROM done RETURNING set_config('payorch.request', $27, true))
+    SELECT $2, $3, $19, $20, $21,
+        now() + $22 * interval '1 millisecond',
+        $23, $24, done.resource_id, $25, $26,
+        now() + $27 * interval '1 millisecond'
+    FROM done RETURNING set_config('payorch.request', $28, true))
 SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded,
        found.operation, found.fingerprint, found.state, found.locked_until,
        found.response_status, found.resource_type, found.resource_id,

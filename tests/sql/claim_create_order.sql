@@ -7,19 +7,20 @@ go AS MATERIALIZED (
     SELECT 1 AS go FROM lock WHERE got AND $4 AND NOT EXISTS (SELECT 1 FROM found)),
 made_order AS (
     INSERT INTO orders (merchant_id, id, amount, currency, merchant_reference, description,
-        metadata)
-    SELECT $2, $5, $6, $7, $8, $9, $10
+        metadata, checkout_demo)
+    SELECT $2, $5, $6, $7, $8, $9, $10,
+        $11
     FROM go RETURNING *),
 done AS (SELECT id AS resource_id FROM made_order),
 recorded AS (
     INSERT INTO idempotency_keys (merchant_id, key, operation, fingerprint, state,
         locked_until, recovery_point, resource_type, resource_id, response_status,
         unresolved, expires_at)
-    SELECT $2, $3, $11, $12, $13,
-        now() + $14 * interval '1 millisecond',
-        $15, $16, done.resource_id, $17, $18,
-        now() + $19 * interval '1 millisecond'
-    FROM done RETURNING set_config('payorch.request', $20, true))
+    SELECT $2, $3, $12, $13, $14,
+        now() + $15 * interval '1 millisecond',
+        $16, $17, done.resource_id, $18, $19,
+        now() + $20 * interval '1 millisecond'
+    FROM done RETURNING set_config('payorch.request', $21, true))
 SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded,
        found.operation, found.fingerprint, found.state, found.locked_until,
        found.response_status, found.resource_type, found.resource_id,
