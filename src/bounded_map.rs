@@ -47,6 +47,31 @@ impl<K: Eq + Hash, V: Clone> BoundedMap<K, V> {
         entries.insert(key, value);
     }
 
+    /// Reads and changes the value of `key` under one lock, so that no other change falls
+    /// between the read and the write (a rate limiter's check-and-take). `change` sees the
+    /// value remembered, if any, and says what to remember instead (`None`: leave it as it
+    /// is) and what to return. When full, room is made as [`insert_keeping`](Self::insert_keeping)
+    /// makes it.
+    pub fn update_keeping<R>(
+        &self,
+        key: K,
+        change: impl FnOnce(Option<&V>) -> (Option<V>, R),
+        keep: impl Fn(&V) -> bool,
+    ) -> R {
+        let mut entries = self.lock();
+        let (value, answer) = change(entries.get(&key));
+        if let Some(value) = value {
+            if entries.len() >= self.capacity && !entries.contains_key(&key) {
+                entries.retain(|_, value| keep(value));
+                if entries.len() >= self.capacity {
+                    entries.clear();
+                }
+            }
+            entries.insert(key, value);
+        }
+        answer
+    }
+
     /// Forgets `key`.
     pub fn remove<Q>(&self, key: &Q)
     where
@@ -64,6 +89,21 @@ impl<K: Eq + Hash, V: Clone> BoundedMap<K, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_update_reads_and_writes_one_value_and_makes_room_like_an_insert() {
+        let map = BoundedMap::new(2);
+        let seen = map.update_keeping(1, |old| (Some(10), old.copied()), |_| true);
+        assert_eq!(seen, None);
+        let seen = map.update_keeping(1, |old| (None, old.copied()), |_| true);
+        assert_eq!((seen, map.get(&1)), (Some(10), Some(10)), "None leaves it");
+        map.insert(2, 20);
+        map.update_keeping(3, |_| (Some(30), ()), |v| *v == 20);
+        assert_eq!(
+            (map.get(&1), map.get(&2), map.get(&3)),
+            (None, Some(20), Some(30))
+        );
+    }
 
     #[test]
     fn a_full_map_forgets_what_it_need_not_keep_then_everything() {

@@ -171,10 +171,13 @@ pub fn app_settings() -> AppSettings {
         reconciler: Default::default(),
         delivery: Default::default(),
         auth_cache_ttl: std::time::Duration::from_secs(5),
+        key_poll: std::time::Duration::from_millis(250),
         quota_sync: std::time::Duration::from_secs(1),
         clients: Default::default(),
+        limits: Default::default(),
         drain: std::time::Duration::from_secs(20),
         public_url: None,
+        master_keys: Some(payorch::sealing::MasterKeys::generate("bench").0),
     }
 }
 

@@ -3,13 +3,15 @@
 //! is then remembered for a few seconds ([`accounts::CallerCache`]).
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 
 use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 
-use crate::accounts::{self, Caller};
+use crate::accounts::{self, Caller, SupportRole};
+use crate::http::client_address::client_of;
 use crate::http::errors::ApiError;
 use crate::http::AppState;
 use crate::ids::{ApiKeyId, MerchantId};
@@ -29,28 +31,38 @@ impl FromRequest for Caller {
             let state = req
                 .app_data::<web::Data<AppState>>()
                 .ok_or_else(|| ApiError::Internal("application state missing".into()))?;
-            let caller = caller_of(state, &secret).await?;
+            let client = client_of(&req).ip;
+            let caller = caller_of(state, &secret, client).await?;
             req.extensions_mut().insert(caller);
             Ok(caller)
         })
     }
 }
 
-/// Who `secret` belongs to: remembered, or looked up and then remembered. Also how the
-/// checkout demo acts as its merchant with the key it keeps on the server.
-pub(crate) async fn caller_of(state: &AppState, secret: &str) -> Result<Caller, ApiError> {
+/// Who `secret`, presented from `client`, belongs to: remembered, or looked up and then
+/// remembered. A secret that is no live key is looked up only if neither it nor its client
+/// failed lately ([`FailedAuth`](crate::http::limits::failed_auth::FailedAuth)). Also how
+/// the checkout demo acts as its merchant with the key it keeps on the server (no client).
+pub(crate) async fn caller_of(
+    state: &AppState,
+    secret: &str,
+    client: Option<IpAddr>,
+) -> Result<Caller, ApiError> {
     let hash = accounts::secret_hash(secret);
     let caller = match state.callers.get(&hash) {
         Some(caller) => caller,
         None => {
+            let failed_auth = &state.limits.failed_auth;
+            failed_auth.before_lookup(&hash, client)?;
             let mut conn = state.pool.get().await?;
-            let caller = accounts::authenticate(&mut conn, &hash)
+            let key = accounts::authenticate(&mut conn, &hash)
                 .await?
-                .ok_or(ApiError::Unauthenticated)?;
-            state.callers.put(hash, caller);
-            caller
+                .ok_or_else(|| failed_auth.failed(hash, client))?;
+            state.callers.put(hash, key);
+            key.caller
         }
     };
+    state.callers.note_use(caller.key_id());
     tracing::Span::current().record("merchant", tracing::field::display(caller));
     Ok(caller)
 }

@@ -12,6 +12,7 @@ use tracing::Span;
 use tracing_actix_web::{DefaultRootSpanBuilder, RequestId, RootSpanBuilder};
 
 use crate::http::card_data::contains_card_number;
+use crate::http::client_address::client_of;
 use crate::http::connections::ClientLimits;
 use crate::http::errors::ApiError;
 use crate::http::{AppState, BODY_LIMIT};
@@ -170,12 +171,47 @@ pub async fn read_body_in_time(
 
 /// The root span of every request, with the fields later layers fill in: the ids a support
 /// person searches by, so one payment's log lines can be followed.
+///
+/// The fields of tracing-actix-web's own root span, but for the client's address, host and
+/// scheme: its builder takes them from `Forwarded` / `X-Forwarded-*` whoever sent them, so
+/// anyone could write what the log says of them; here they are what the trusted proxies
+/// say, or the peer's own ([`client_of`]).
 pub struct PayorchRootSpan;
 
 impl RootSpanBuilder for PayorchRootSpan {
     fn on_request_start(request: &ServiceRequest) -> Span {
-        tracing_actix_web::root_span!(
-            request,
+        let client = client_of(request.request());
+        let method = request.method().as_str();
+        let route = request.match_pattern();
+        let route = route.as_deref().unwrap_or("default");
+        let user_agent = request
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        let request_id = request
+            .extensions()
+            .get::<RequestId>()
+            .map(|id| id.to_string())
+            .unwrap_or_default();
+        tracing::info_span!(
+            "HTTP request",
+            http.method = %method,
+            http.route = %route,
+            http.flavor = ?request.version(),
+            http.scheme = %client.scheme,
+            http.host = %client.host,
+            http.client_ip = %client.ip.map(|ip| ip.to_string()).unwrap_or_default(),
+            http.user_agent = %user_agent,
+            http.target = %request.uri().path_and_query().map_or("", |p| p.as_str()),
+            http.status_code = tracing::field::Empty,
+            otel.name = %format_args!("{method} {route}"),
+            otel.kind = "server",
+            otel.status_code = tracing::field::Empty,
+            trace_id = tracing::field::Empty,
+            request_id = %request_id,
+            exception.message = tracing::field::Empty,
+            exception.details = tracing::field::Empty,
             merchant = tracing::field::Empty,
             idempotency_key = tracing::field::Empty,
             idempotency_outcome = tracing::field::Empty,

@@ -110,6 +110,7 @@ pub fn document() -> Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
         for item in paths.values_mut().filter_map(Value::as_object_mut) {
+            describe_rate_limits(item);
             for operation in item.values_mut().filter_map(Value::as_object_mut) {
                 complete_responses(operation);
                 describe_idempotency_key(operation);
@@ -279,6 +280,50 @@ fn complete_responses(operation: &mut Map<String, Value>) {
             response["content"] = json!({"application/problem+json": {
                 "schema": {"$ref": "#/components/schemas/Problem"}
             }});
+        }
+    }
+}
+
+/// The `429` of the request limits (docs/PRODUCTION.md, "Limits and the addresses payorch
+/// believes"): every keyed operation is refused once its address presented too many
+/// secrets that are no live key, and every keyed read once its key or address read too much.
+fn describe_rate_limits(item: &mut Map<String, Value>) {
+    for (method, operation) in item.iter_mut() {
+        let Some(operation) = operation.as_object_mut() else {
+            continue;
+        };
+        if !operation.contains_key("security") {
+            continue;
+        }
+        let mut why = String::from(
+            "rate_limited: too many secrets that are no live key from this address \
+             (`failed-auth-per-address`, answered before any lookup)",
+        );
+        if method == "get" {
+            why.push_str(
+                ", or too many reads with this key or from this address (`reads-per-key`, \
+                 `reads-per-address`; every read's answer says where it stands in \
+                 `RateLimit-Policy` and `RateLimit`)",
+            );
+        }
+        why.push_str("; retry after `Retry-After` seconds");
+        let responses = operation
+            .entry("responses")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(responses) = responses.as_object_mut() {
+            let response = responses
+                .entry("429")
+                .or_insert_with(|| json!({"description": ""}));
+            let description = match response["description"].as_str() {
+                Some(old) if !old.is_empty() => format!("{old}; {why}"),
+                _ => why,
+            };
+            response["description"] = Value::from(description);
+            response["headers"] = json!({
+                "Retry-After": {"description": "seconds", "schema": {"type": "integer"}},
+                "RateLimit-Policy": {"description": "the quota refused, as draft-ietf-httpapi-ratelimit-headers-10 writes it", "schema": {"type": "string"}},
+                "RateLimit": {"description": "what is left of it (`r=0`) and when it is back (`t`)", "schema": {"type": "string"}},
+            });
         }
     }
 }

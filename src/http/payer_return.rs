@@ -4,6 +4,8 @@
 //! it takes no API key: it only ever makes payorch ask the provider, never believes the
 //! query, and asks only about an attempt waiting for its payer, whose unguessable id the
 //! payer's own redirect carries. Then the payer goes on to the merchant's `return_url`.
+//! Returns are limited per address, and a payment's provider is asked only every few seconds
+//! (docs/PRODUCTION.md, "Limits and the addresses payorch believes").
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -26,6 +28,8 @@ use crate::payments::status::AttemptStatus;
         (status = 200, description = "a page saying the payment's status, for a payment made without a `return_url`", content_type = "text/html", body = String),
         (status = 400, body = crate::http::errors::Problem, description = "invalid_request: the query string cannot be read"),
         (status = 404, body = crate::http::errors::Problem, description = "no such payment"),
+        (status = 429, body = crate::http::errors::Problem, description = "rate_limited: too many returns from this address; retry after `Retry-After` seconds (`RateLimit-Policy` and `RateLimit` say the quota). Within seconds of a payment's second return, payorch answers from what it knows without asking the provider",
+            headers(("Retry-After" = u64, description = "seconds"), ("RateLimit-Policy" = String), ("RateLimit" = String))),
         (status = 503, body = crate::http::errors::Problem, description = "unavailable: the database cannot be reached"),
     ))]
 pub async fn payer_returned(
@@ -37,7 +41,8 @@ pub async fn payer_returned(
     let params = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
         .map_err(|err| ApiError::InvalidRequest(format!("the query string does not fit: {err}")))?
         .into_inner();
-    let attempt = payer_return::payer_returned(&state.pool, &state.payments, id, &params)
+    let checks = &state.limits.payer_checks;
+    let attempt = payer_return::payer_returned(&state.pool, &state.payments, checks, id, &params)
         .await?
         .ok_or(ApiError::NotFound("payment"))?;
     tracing::Span::current().record("order", tracing::field::display(attempt.order_id));

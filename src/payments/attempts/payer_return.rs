@@ -4,6 +4,8 @@
 //! is handed to the provider, never believed: only the provider's answer moves the attempt,
 //! and only an answer that is provably about this attempt.
 
+use std::time::Duration;
+
 use chrono::Utc;
 
 use super::call_log::log_call;
@@ -17,14 +19,52 @@ use crate::payments::reconciler::ReconcileError;
 use crate::payments::service::{settle_key, Payments};
 use crate::payments::status::AttemptStatus;
 use crate::providers::{ProviderCall, ProviderOutcome};
+use crate::rate_limit::{Quota, RateLimiter};
+
+/// How often a payer's return may make payorch ask the provider about one payment: two
+/// checks at once (the payer may come back just after someone else opened the link, or
+/// reload), then one each `interval`. The route needs no key, so without this anyone holding
+/// a payment's return link could make payorch call its provider as fast as they can ask.
+/// A return past it is answered from what payorch knows; the payment is still finished by
+/// its webhook, the reconciler, or the payer's next return. Counted per replica.
+pub struct ProviderChecks {
+    per_payment: RateLimiter<PaymentId>,
+}
+
+impl ProviderChecks {
+    /// `interval` zero: every return asks.
+    pub fn new(interval: Duration) -> Self {
+        let quota = if interval.is_zero() {
+            Quota {
+                limit: 0,
+                window: Duration::ZERO,
+            }
+        } else {
+            Quota {
+                limit: 2,
+                window: interval * 2,
+            }
+        };
+        ProviderChecks {
+            per_payment: RateLimiter::new(quota),
+        }
+    }
+
+    /// Takes a check of payment `id`, if one is due.
+    fn may_ask(&self, id: PaymentId) -> bool {
+        self.per_payment.take(id).is_allowed()
+    }
+}
 
 /// Attempt `id`, whichever merchant's, once the provider was asked about the challenge its
 /// payer came back from with the query `params`; `None` for no such attempt. Only an attempt
 /// waiting for its payer's challenge is asked about; any other is answered as it is, so the
-/// route cannot be used to make payorch call the provider about anything else.
+/// route cannot be used to make payorch call the provider about anything else; and only as
+/// often as `checks` allows, else it is answered as it is too.
 pub async fn payer_returned(
     pool: &DbPool,
     payments: &Payments,
+    checks: &ProviderChecks,
     id: PaymentId,
     params: &[(String, String)],
 ) -> Result<Option<PaymentAttempt>, ReconcileError> {
@@ -34,7 +74,7 @@ pub async fn payer_returned(
     };
     // No connection is held during the provider's calls.
     drop(conn);
-    if !awaits_challenge(&attempt) {
+    if !awaits_challenge(&attempt) || !checks.may_ask(attempt.id) {
         return Ok(Some(attempt));
     }
     let provider = payments.adapter(&attempt.provider);
