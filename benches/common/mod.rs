@@ -225,9 +225,11 @@ impl Stack {
         let data_dir = cleanup.dir.clone().unwrap_or_default();
         let database = Database::open(database_url, data_dir, false).await?;
         let url = database.url().to_string();
+        // The owner migrates; the bench's app runs as the runtime role, as `serve` does.
+        let owner_url = database.migration_url().to_string();
         cleanup.database = Some(database);
 
-        run_migrations(&url).await?;
+        run_migrations(&owner_url).await?;
         let (merchant, secret) = {
             let mut conn = AsyncPgConnection::establish(&url).await?;
             let (merchant, key) = accounts::create_merchant(&mut conn, "Bench merchant").await?;

@@ -4,6 +4,10 @@
 //! authentication: reaching the socket at all needs access to that folder, which belongs to
 //! the cluster's owner alone. As root the cluster runs as the `postgres` system user, since
 //! `initdb` refuses to run as root.
+//!
+//! Two roles, as a careful operator would have them (docs/PRODUCTION.md, section 2): the
+//! superuser the cluster is created with owns the tables and runs the migrations; the service
+//! connects as [`CLUSTER_RUNTIME_USER`], which owns nothing (src/db/roles.rs).
 
 use std::ffi::CString;
 use std::fs;
@@ -14,8 +18,10 @@ use std::process::{Command, Output};
 
 use sha2::{Digest, Sha256};
 
-/// The superuser the cluster is created with; the application connects as it.
+/// The superuser the cluster is created with: it owns the tables and runs the migrations.
 pub const CLUSTER_USER: &str = "payorch";
+/// The login role the service connects as: a member of `payorch_runtime`, owning nothing.
+pub const CLUSTER_RUNTIME_USER: &str = "payorch_app";
 /// The system user a root process hands the cluster to.
 const ROOT_RUNS_AS: &str = "postgres";
 /// Unix socket paths are limited to 107 bytes; `.s.PGSQL.5432` takes 14 of them.
@@ -130,10 +136,21 @@ impl PrivateCluster {
         self.started_here
     }
 
-    /// A libpq-style connection string for `database` over the cluster's socket.
+    /// A libpq-style connection string for `database` over the cluster's socket, as the
+    /// superuser that owns the tables (migrations, tests' own checks).
     pub fn database_url(&self, database: &str) -> String {
+        self.url_as(CLUSTER_USER, database)
+    }
+
+    /// The same as the runtime role the service runs as ([`CLUSTER_RUNTIME_USER`]), which
+    /// [`crate::db::roles::create_runtime_login`] makes.
+    pub fn runtime_database_url(&self, database: &str) -> String {
+        self.url_as(CLUSTER_RUNTIME_USER, database)
+    }
+
+    fn url_as(&self, user: &str, database: &str) -> String {
         format!(
-            "host='{}' user={CLUSTER_USER} dbname={database}",
+            "host='{}' user={user} dbname={database}",
             self.socket_dir().display()
         )
     }

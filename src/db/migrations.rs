@@ -7,6 +7,8 @@ use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::AsyncPgConnection;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 
+use super::url::DatabaseUrl;
+
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 
 /// An arbitrary constant that names "payorch schema changes" among advisory locks.
@@ -16,6 +18,8 @@ type SyncConn = AsyncConnectionWrapper<AsyncPgConnection>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MigrationError {
+    #[error("{0}")]
+    Url(String),
     #[error("could not connect to the database: {0}")]
     Connect(#[from] diesel::ConnectionError),
     #[error("advisory lock: {0}")]
@@ -27,11 +31,15 @@ pub enum MigrationError {
 }
 
 /// Applies every pending migration; returns the versions applied (empty when up to date).
+/// `database_url` is the owner's: the role that creates the tables and grants the runtime
+/// role its rights on them (migration 2026-11-27-000016_runtime_role; docs/PRODUCTION.md,
+/// section 2).
 pub async fn run_migrations(database_url: &str) -> Result<Vec<String>, MigrationError> {
-    let url = database_url.to_string();
+    let url = DatabaseUrl::parse(database_url).map_err(MigrationError::Url)?;
+    let conn = url.connect().await?;
     // The harness is synchronous; it drives the async connection from a blocking thread.
     tokio::task::spawn_blocking(move || {
-        let mut conn = SyncConn::establish(&url)?;
+        let mut conn = SyncConn::from(conn);
         diesel::sql_query("SELECT pg_advisory_lock($1)")
             .bind::<BigInt, _>(MIGRATION_LOCK_KEY)
             .execute(&mut conn)?;

@@ -5,19 +5,23 @@ pub mod cluster;
 pub mod migrations;
 pub mod pool;
 pub mod primary;
+pub mod roles;
 pub mod schema;
 #[cfg(test)]
 pub(crate) mod snapshot;
 pub mod sql;
 pub mod statement;
+pub mod tls;
 pub mod transaction;
+pub mod url;
 
 use std::path::PathBuf;
 
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 pub use cluster::{ClusterError, ClusterOptions, PrivateCluster};
 pub use pool::{build_pool, DbConn, DbPool, PoolSettings};
+pub use url::DatabaseUrl;
 
 /// The database payorch keeps its state in, inside the private cluster.
 pub const DATABASE_NAME: &str = "payorch";
@@ -26,10 +30,14 @@ pub const DATABASE_NAME: &str = "payorch";
 pub enum DatabaseError {
     #[error(transparent)]
     Cluster(#[from] ClusterError),
-    #[error("could not connect to the private cluster: {0}")]
+    #[error("{0}")]
+    Url(String),
+    #[error("could not connect to the database: {0}")]
     Connect(#[from] diesel::ConnectionError),
     #[error("could not create the database: {0}")]
     Create(#[from] diesel::result::Error),
+    #[error("could not create the runtime role: {0}")]
+    Roles(#[source] diesel::result::Error),
     #[error("cluster thread: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
@@ -37,20 +45,28 @@ pub enum DatabaseError {
 /// Where the database is: either given, or a private cluster this process may own.
 #[derive(Debug)]
 pub struct Database {
+    /// The service's own: the runtime role, which owns nothing (src/db/roles.rs).
     url: String,
+    /// The owner's, for migrations; the same as `url` when none was given apart.
+    migration_url: String,
     cluster: Option<PrivateCluster>,
 }
 
 impl Database {
     /// Uses `database_url` when given; otherwise starts (or joins) the private cluster under
-    /// `data_dir` and makes sure its `payorch` database exists.
+    /// `data_dir`, makes sure its `payorch` database and its runtime login role exist, and
+    /// gives the service that role's URL and the migrations the owner's.
     pub async fn open(
         database_url: Option<String>,
         data_dir: PathBuf,
         ephemeral: bool,
     ) -> Result<Self, DatabaseError> {
         if let Some(url) = database_url {
-            return Ok(Database { url, cluster: None });
+            return Ok(Database {
+                migration_url: url.clone(),
+                url,
+                cluster: None,
+            });
         }
         let options = ClusterOptions {
             data_dir,
@@ -58,15 +74,36 @@ impl Database {
         };
         let cluster =
             tokio::task::spawn_blocking(move || PrivateCluster::start(&options)).await??;
-        create_database_if_missing(&cluster.database_url("postgres"), DATABASE_NAME).await?;
+        let maintenance = cluster.database_url("postgres");
+        create_database_if_missing(&maintenance, DATABASE_NAME).await?;
+        let mut conn = connect(&maintenance).await?;
+        roles::create_runtime_login(&mut conn, cluster::CLUSTER_RUNTIME_USER)
+            .await
+            .map_err(DatabaseError::Roles)?;
         Ok(Database {
-            url: cluster.database_url(DATABASE_NAME),
+            url: cluster.runtime_database_url(DATABASE_NAME),
+            migration_url: cluster.database_url(DATABASE_NAME),
             cluster: Some(cluster),
         })
     }
 
+    /// Migrations run as `owner_url` (`--migration-database-url`) rather than as the
+    /// service's own URL; `None` leaves them as they are.
+    pub fn with_migration_url(mut self, owner_url: Option<String>) -> Self {
+        if let Some(owner_url) = owner_url {
+            self.migration_url = owner_url;
+        }
+        self
+    }
+
+    /// The service's URL: the runtime role's.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The URL migrations run under: the owner's.
+    pub fn migration_url(&self) -> &str {
+        &self.migration_url
     }
 
     pub fn cluster(&self) -> Option<&PrivateCluster> {
@@ -104,7 +141,7 @@ pub async fn create_database_if_missing(
     maintenance_url: &str,
     name: &str,
 ) -> Result<(), DatabaseError> {
-    let mut conn = AsyncPgConnection::establish(maintenance_url).await?;
+    let mut conn = connect(maintenance_url).await?;
     if database_exists(&mut conn, name).await? {
         return Ok(());
     }
@@ -116,6 +153,14 @@ pub async fn create_database_if_missing(
         Err(_) if database_exists(&mut conn, name).await? => Ok(()),
         Err(err) => Err(err.into()),
     }
+}
+
+/// A connection to `url` with the TLS its `sslmode` asks for (src/db/url.rs).
+pub async fn connect(url: &str) -> Result<AsyncPgConnection, DatabaseError> {
+    Ok(DatabaseUrl::parse(url)
+        .map_err(DatabaseError::Url)?
+        .connect()
+        .await?)
 }
 
 async fn database_exists(

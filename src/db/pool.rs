@@ -16,10 +16,11 @@ use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
 };
-use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::FutureExt;
 
 use super::primary::{Hosts, PrimaryWatch, POOL_APPLICATION_NAME};
+use super::url::DatabaseUrl;
 
 pub type DbConn = Object<AsyncPgConnection>;
 
@@ -145,10 +146,12 @@ impl Default for PoolSettings {
 
 /// The pool for `database_url`. A URL that lists several hosts gets a [`PrimaryWatch`]: the
 /// pool then connects only to the primary it has found, and drops connections opened before
-/// the primary changed. Needs a Tokio runtime.
+/// the primary changed. Every connection has the TLS the URL's `sslmode` asks for
+/// (src/db/tls.rs). Needs a Tokio runtime.
 pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool, String> {
     let statement_timeout_ms = settings.statement_timeout.as_millis();
-    let watch = Hosts::parse(database_url)?.map(|hosts| {
+    let url = DatabaseUrl::parse(database_url)?;
+    let watch = Hosts::of(&url)?.map(|hosts| {
         PrimaryWatch::start(
             hosts,
             PrimaryWatch::sync_wait_limit(settings.statement_timeout),
@@ -162,13 +165,13 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
     // and one that dies in the instant before use fails its request with a `503`, nothing
     // half-written, which the client's retry with the same key settles.
     manager_config.recycling_method = RecyclingMethod::Fast;
-    manager_config.custom_setup = Box::new(move |url| {
-        let url = url.to_string();
+    manager_config.custom_setup = Box::new(move |_| {
+        let url = url.clone();
         let watch = watch.clone();
         async move {
             let mut conn = match watch {
                 Some(watch) => watch.connect(patience).await?,
-                None => AsyncPgConnection::establish(&url).await?,
+                None => url.connect().await?,
             };
             // Every statement payorch prepares finds its rows by key (merchant, id, key,
             // provider id), where one plan fits every parameter. Left to choose, PostgreSQL

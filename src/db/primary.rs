@@ -20,7 +20,6 @@
 //!   and its client retries with its key, as after any lost connection. The limit is kept
 //!   below the pool's `statement_timeout` so that the timeout never gets there first.
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +27,9 @@ use diesel::ConnectionError;
 use diesel_async::AsyncPgConnection;
 use tokio::sync::watch;
 use tokio_postgres::config::{Host, TargetSessionAttrs};
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config};
+
+use super::url::DatabaseUrl;
 
 /// How often every host is asked.
 const PROBE_EVERY: Duration = Duration::from_millis(500);
@@ -41,7 +42,8 @@ const WATCH_APPLICATION_NAME: &str = "payorch-primary-watch";
 /// The hosts of a `DATABASE_URL`, and everything else it says, for one connection at a time.
 #[derive(Debug, Clone)]
 pub struct Hosts {
-    base: Config,
+    /// The whole URL: its settings for each host, and the TLS every connection uses.
+    url: DatabaseUrl,
     hosts: Vec<(Host, u16)>,
 }
 
@@ -49,7 +51,12 @@ impl Hosts {
     /// Parses a libpq URL or key/value string; `None` when it names one host only (then the
     /// driver connects as it is told, and there is nothing to watch).
     pub fn parse(database_url: &str) -> Result<Option<Hosts>, String> {
-        let base = Config::from_str(database_url).map_err(|err| err.to_string())?;
+        Hosts::of(&DatabaseUrl::parse(database_url)?)
+    }
+
+    /// The hosts of a URL already parsed; `None` when it names one host only.
+    pub fn of(url: &DatabaseUrl) -> Result<Option<Hosts>, String> {
+        let base = url.config();
         let names = base.get_hosts();
         if names.len() < 2 {
             return Ok(None);
@@ -70,7 +77,10 @@ impl Hosts {
         let hosts = (0..names.len())
             .map(|i| Ok((names[i].clone(), port(i)?)))
             .collect::<Result<_, String>>()?;
-        Ok(Some(Hosts { base, hosts }))
+        Ok(Some(Hosts {
+            url: url.clone(),
+            hosts,
+        }))
     }
 
     pub fn len(&self) -> usize {
@@ -93,7 +103,7 @@ impl Hosts {
     /// The URL's settings with host `i` alone, insisting on a writable session as the URL's
     /// `target_session_attrs=read-write` does (a host demoted since the last look is refused).
     fn config_for(&self, i: usize, application_name: &str) -> Config {
-        let base = &self.base;
+        let base = self.url.config();
         let mut config = Config::new();
         if let Some(user) = base.get_user() {
             config.user(user);
@@ -114,6 +124,8 @@ impl Hosts {
             .application_name(application_name)
             .keepalives(base.get_keepalives())
             .keepalives_idle(base.get_keepalives_idle())
+            .ssl_mode(base.get_ssl_mode())
+            .ssl_negotiation(base.get_ssl_negotiation())
             .target_session_attrs(TargetSessionAttrs::ReadWrite);
         let (host, port) = &self.hosts[i];
         match host {
@@ -127,8 +139,8 @@ impl Hosts {
     /// A connection for the pool to host `i`.
     async fn connect(&self, i: usize) -> Result<AsyncPgConnection, ConnectionError> {
         let (client, connection) = self
-            .config_for(i, POOL_APPLICATION_NAME)
-            .connect(NoTls)
+            .url
+            .connect_client(&self.config_for(i, POOL_APPLICATION_NAME))
             .await
             .map_err(|err| {
                 ConnectionError::BadConnection(format!("{}: {err}", self.describe(i)))
@@ -294,7 +306,7 @@ async fn probe(hosts: &Hosts, i: usize, session: &mut Option<Client>) -> Probe {
             config
                 .target_session_attrs(TargetSessionAttrs::Any)
                 .connect_timeout(PROBE_TIMEOUT);
-            let (client, connection) = config.connect(NoTls).await?;
+            let (client, connection) = hosts.url.connect_client(&config).await?;
             tokio::spawn(connection);
             *session = Some(client);
         }

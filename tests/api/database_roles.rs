@@ -1,0 +1,133 @@
+//! The service's database role owns nothing (docs/PRODUCTION.md, section 2): the app of every
+//! API test runs as it (tests/api/helpers.rs), which proves its rights suffice; these tests
+//! prove they stop there. As the runtime role, nothing gets around the triggers that hold
+//! the invariants: they cannot be disabled or dropped, the tables cannot be altered, and
+//! replication mode (which skips ordinary triggers) cannot be entered.
+
+use serde_json::json;
+use tokio_postgres::error::SqlState;
+
+use payorch::db::roles::{role_reach, RUNTIME_GROUP};
+use payorch::db::DatabaseUrl;
+
+use crate::helpers::{assert_refused_by, TestApp};
+use crate::payments::Route;
+
+/// A session as the role the app runs as.
+async fn runtime_session(app: &TestApp) -> tokio_postgres::Client {
+    let url = DatabaseUrl::parse(&app.db.runtime_url).expect("the runtime URL");
+    let (client, connection) = url
+        .connect_client(url.config())
+        .await
+        .expect("connect as the runtime role");
+    tokio::spawn(connection);
+    client
+}
+
+/// Asserts PostgreSQL refused `sql` for want of privilege (not for some other reason, such
+/// as a typo in a name, which would prove nothing).
+async fn assert_not_permitted(client: &tokio_postgres::Client, sql: &str) {
+    match client.batch_execute(sql).await {
+        Err(err) => assert_eq!(
+            err.code(),
+            Some(&SqlState::INSUFFICIENT_PRIVILEGE),
+            "{sql}: {err:?}"
+        ),
+        Ok(()) => panic!("the runtime role was let do {sql}"),
+    }
+}
+
+/// A checkout paid with the sandbox's test card: a succeeded attempt, made by the app as the
+/// runtime role. Its id without the prefix.
+async fn succeeded_attempt(app: &TestApp) -> String {
+    let key = uuid::Uuid::now_v7().to_string();
+    let (status, attempt) = app.pay(Route::Checkout, &key, "pm_card_visa").await;
+    assert_eq!(
+        (status, &attempt["status"]),
+        (201, &json!("succeeded")),
+        "{attempt}"
+    );
+    attempt["id"].as_str().expect("an attempt id")[4..].to_string()
+}
+
+#[tokio::test]
+async fn the_app_runs_as_a_role_that_is_no_superuser_and_owns_no_table() {
+    let app = TestApp::spawn().await;
+    let mut conn = payorch::db::connect(&app.db.runtime_url)
+        .await
+        .expect("connect as the runtime role");
+    let reach = role_reach(&mut conn).await.expect("the role's reach");
+    assert!(!reach.can_bypass_invariants(), "{reach:?}");
+    let mut owner = app.db.connect().await;
+    let owner_reach = role_reach(&mut owner).await.expect("the owner's reach");
+    assert!(
+        owner_reach.superuser && owner_reach.can_bypass_invariants(),
+        "the tests' own connections are the owner's, which serve would warn about: {owner_reach:?}"
+    );
+    let client = runtime_session(&app).await;
+    let member = client
+        .query_one(
+            "SELECT pg_has_role(current_user, $1, 'USAGE')",
+            &[&RUNTIME_GROUP],
+        )
+        .await
+        .expect("membership");
+    assert!(member.get::<_, bool>(0), "a member of {RUNTIME_GROUP}");
+}
+
+#[tokio::test]
+async fn the_runtime_role_cannot_disable_drop_or_skip_a_trigger_nor_alter_a_table() {
+    let app = TestApp::spawn().await;
+    let client = runtime_session(&app).await;
+    for sql in [
+        "ALTER TABLE payment_attempts DISABLE TRIGGER payment_attempts_guard_transition",
+        "ALTER TABLE payment_attempts DISABLE TRIGGER ALL",
+        "DROP TRIGGER payment_attempts_guard_transition ON payment_attempts",
+        "ALTER TABLE payment_attempts DROP CONSTRAINT payment_attempts_pkey",
+        "ALTER TABLE payment_attempts ADD COLUMN note text",
+        "CREATE OR REPLACE FUNCTION payment_attempts_guard_transition() RETURNS trigger \
+         LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+        "TRUNCATE payment_attempts CASCADE",
+        "SET session_replication_role = replica",
+        "CREATE TABLE shadow_attempts (id uuid)",
+        "INSERT INTO __diesel_schema_migrations (version) VALUES ('99999999999999')",
+    ] {
+        assert_not_permitted(&client, sql).await;
+    }
+}
+
+#[tokio::test]
+async fn the_runtime_role_cannot_rewrite_a_final_status() {
+    let app = TestApp::spawn().await;
+    let id = succeeded_attempt(&app).await;
+    let mut conn = payorch::db::connect(&app.db.runtime_url)
+        .await
+        .expect("connect as the runtime role");
+    assert_refused_by(
+        &mut conn,
+        &format!("UPDATE payment_attempts SET status = 'failed' WHERE id = '{id}'"),
+        "payment_attempts_final",
+    )
+    .await;
+    // Nor inside a transaction that first tries to step around the trigger: the attempt to
+    // switch it off is refused, and the update after it meets the trigger all the same.
+    let client = runtime_session(&app).await;
+    assert_not_permitted(
+        &client,
+        &format!(
+            "BEGIN; SET LOCAL session_replication_role = replica; \
+             UPDATE payment_attempts SET status = 'failed' WHERE id = '{id}'; COMMIT"
+        ),
+    )
+    .await;
+    client.batch_execute("ROLLBACK").await.expect("rollback");
+    let status: String = client
+        .query_one(
+            &format!("SELECT status FROM payment_attempts WHERE id = '{id}'"),
+            &[],
+        )
+        .await
+        .expect("the attempt")
+        .get(0);
+    assert_eq!(status, "succeeded");
+}
