@@ -10,7 +10,7 @@ use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde::{Deserialize, Serialize};
 
-use crate::accounts::{self, Caller};
+use crate::accounts::{self, Caller, SupportRole};
 use crate::ids::MerchantId;
 
 pub const FILE_NAME: &str = "credentials.json";
@@ -122,7 +122,8 @@ pub async fn demo_account(
             .await?;
         let fresh = if !accounts::any_merchant_exists(conn).await? {
             let (merchant, key) = accounts::create_merchant(conn, DEMO_MERCHANT).await?;
-            let support = accounts::create_support_key(conn, DEMO_SUPPORT).await?;
+            let support =
+                accounts::create_support_key(conn, DEMO_SUPPORT, SupportRole::Operate).await?;
             DemoAccount {
                 merchant_id: merchant.id,
                 api_key: key.secret,
@@ -138,7 +139,8 @@ pub async fn demo_account(
                 None => accounts::create_merchant(conn, DEMO_MERCHANT).await?.0.id,
             };
             let key = accounts::create_merchant_key(conn, merchant_id, DEMO_MERCHANT).await?;
-            let support = accounts::create_support_key(conn, DEMO_SUPPORT).await?;
+            let support =
+                accounts::create_support_key(conn, DEMO_SUPPORT, SupportRole::Operate).await?;
             DemoAccount {
                 merchant_id,
                 api_key: key.secret,
@@ -162,11 +164,13 @@ async fn still_valid(
         return Ok(None);
     };
     let merchant_ok = matches!(
-        accounts::authenticate(conn, &accounts::secret_hash(&previous.api_key)).await?,
+        accounts::authenticate(conn, &accounts::secret_hash(&previous.api_key)).await?.map(|k| k.caller),
         Some(Caller::Merchant { merchant_id, .. }) if merchant_id == previous.merchant_id
     );
     let support_ok = matches!(
-        accounts::authenticate(conn, &accounts::secret_hash(&previous.support_key)).await?,
+        accounts::authenticate(conn, &accounts::secret_hash(&previous.support_key))
+            .await?
+            .map(|k| k.caller),
         Some(Caller::Support { .. })
     );
     Ok((merchant_ok && support_ok).then_some(DemoAccount {

@@ -1,7 +1,11 @@
 //! Merchants and the secret keys that act for them or for support staff. A secret is shown
 //! once, when made; only its SHA-256 is stored, and authentication looks the hash up.
+//! A key lives until it is revoked or, once rotated, until its overlap ends ([`life`]).
 
 mod cache;
+mod last_used;
+pub mod life;
+pub mod sync;
 
 pub use cache::CallerCache;
 
@@ -24,28 +28,98 @@ pub enum Caller {
     },
     Support {
         key_id: ApiKeyId,
+        role: SupportRole,
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Merchant,
-    Support,
+/// What a support key may do (README, "Support"): read everything, or also act — void a
+/// hold, ask the provider now, redeliver an event, change a merchant's routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SupportRole {
+    Read,
+    Operate,
 }
 
-impl Role {
-    fn as_str(self) -> &'static str {
+impl SupportRole {
+    pub fn as_str(self) -> &'static str {
         match self {
-            Role::Merchant => "merchant",
-            Role::Support => "support",
+            SupportRole::Read => "read",
+            SupportRole::Operate => "operate",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<SupportRole> {
+        match raw {
+            "read" => Some(SupportRole::Read),
+            "operate" => Some(SupportRole::Operate),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for SupportRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for SupportRole {
+    type Err = String;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        SupportRole::parse(raw).ok_or_else(|| format!("`{raw}` is not a role: read or operate"))
+    }
+}
+
+/// Whom a key acts for: one merchant, or support staff with a role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyOwner {
+    Merchant(MerchantId),
+    Support(SupportRole),
+}
+
+impl KeyOwner {
+    fn role(self) -> &'static str {
+        match self {
+            KeyOwner::Merchant(_) => "merchant",
+            KeyOwner::Support(_) => "support",
+        }
+    }
+
+    fn merchant_id(self) -> Option<MerchantId> {
+        match self {
+            KeyOwner::Merchant(id) => Some(id),
+            KeyOwner::Support(_) => None,
+        }
+    }
+
+    fn support_role(self) -> Option<SupportRole> {
+        match self {
+            KeyOwner::Merchant(_) => None,
+            KeyOwner::Support(role) => Some(role),
         }
     }
 
     /// Secrets carry their role in a prefix, so a leaked one is recognisable in a log or a scan.
     fn secret_prefix(self) -> &'static str {
         match self {
-            Role::Merchant => "sk_mer_",
-            Role::Support => "sk_sup_",
+            KeyOwner::Merchant(_) => "sk_mer_",
+            KeyOwner::Support(_) => "sk_sup_",
+        }
+    }
+
+    /// The owner as stored: role, merchant and support role; `None` for a shape the table's
+    /// CHECKs make impossible.
+    fn from_row(
+        role: &str,
+        merchant_id: Option<uuid::Uuid>,
+        support: Option<&str>,
+    ) -> Option<Self> {
+        match (role, merchant_id, support) {
+            ("merchant", Some(m), None) => Some(KeyOwner::Merchant(MerchantId(m))),
+            ("support", None, Some(r)) => SupportRole::parse(r).map(KeyOwner::Support),
+            _ => None,
         }
     }
 }
@@ -90,19 +164,21 @@ pub fn secret_hash(secret: &str) -> SecretHash {
 
 async fn insert_key(
     conn: &mut AsyncPgConnection,
-    role: Role,
-    merchant_id: Option<MerchantId>,
+    owner: KeyOwner,
     name: &str,
+    rotated_from: Option<ApiKeyId>,
 ) -> QueryResult<NewKey> {
     let key_id = ApiKeyId::new();
-    let secret = random_secret(role.secret_prefix());
+    let secret = random_secret(owner.secret_prefix());
     diesel::insert_into(api_keys::table)
         .values((
             api_keys::id.eq(key_id.0),
             api_keys::secret_sha256.eq(secret_hash(&secret).as_slice()),
-            api_keys::role.eq(role.as_str()),
-            api_keys::merchant_id.eq(merchant_id.map(|m| m.0)),
+            api_keys::role.eq(owner.role()),
+            api_keys::merchant_id.eq(owner.merchant_id().map(|m| m.0)),
+            api_keys::support_role.eq(owner.support_role().map(SupportRole::as_str)),
             api_keys::name.eq(name),
+            api_keys::rotated_from.eq(rotated_from.map(|k| k.0)),
         ))
         .execute(conn)
         .await?;
@@ -123,7 +199,7 @@ pub async fn create_merchant(
             .load(conn)
             .await
             .and_then(crate::db::one)?;
-        let key = insert_key(conn, Role::Merchant, Some(id), &name).await?;
+        let key = insert_key(conn, KeyOwner::Merchant(id), &name, None).await?;
         Ok((
             Merchant {
                 id,
@@ -136,8 +212,12 @@ pub async fn create_merchant(
     .await
 }
 
-pub async fn create_support_key(conn: &mut AsyncPgConnection, name: &str) -> QueryResult<NewKey> {
-    insert_key(conn, Role::Support, None, name).await
+pub async fn create_support_key(
+    conn: &mut AsyncPgConnection,
+    name: &str,
+    role: SupportRole,
+) -> QueryResult<NewKey> {
+    insert_key(conn, KeyOwner::Support(role), name, None).await
 }
 
 /// A further API key for an existing merchant.
@@ -146,7 +226,7 @@ pub async fn create_merchant_key(
     merchant_id: MerchantId,
     name: &str,
 ) -> QueryResult<NewKey> {
-    insert_key(conn, Role::Merchant, Some(merchant_id), name).await
+    insert_key(conn, KeyOwner::Merchant(merchant_id), name, None).await
 }
 
 /// The oldest merchant called `name`, if any.
@@ -166,32 +246,60 @@ pub async fn oldest_merchant_named(
         .map(|id| id.map(MerchantId))
 }
 
-/// The caller a presented secret belongs to (by its hash), if it is a live key.
+/// A live key as authentication found it: who it is, and when it stops working if it was
+/// rotated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveKey {
+    pub caller: Caller,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// The key a presented secret belongs to (by its hash), if it is live: neither revoked nor
+/// past its `expires_at`.
 pub async fn authenticate(
     conn: &mut AsyncPgConnection,
     hash: &SecretHash,
-) -> QueryResult<Option<Caller>> {
-    let row: Option<(uuid::Uuid, String, Option<uuid::Uuid>)> = api_keys::table
+) -> QueryResult<Option<LiveKey>> {
+    type Row = (
+        uuid::Uuid,
+        String,
+        Option<uuid::Uuid>,
+        Option<String>,
+        Option<DateTime<Utc>>,
+    );
+    let row: Option<Row> = api_keys::table
         .filter(api_keys::secret_sha256.eq(hash.as_slice()))
         .filter(api_keys::revoked_at.is_null())
-        .select((api_keys::id, api_keys::role, api_keys::merchant_id))
+        .filter(
+            api_keys::expires_at
+                .is_null()
+                .or(api_keys::expires_at.gt(diesel::dsl::now)),
+        )
+        .select((
+            api_keys::id,
+            api_keys::role,
+            api_keys::merchant_id,
+            api_keys::support_role,
+            api_keys::expires_at,
+        ))
         .limit(1)
         .load(conn)
         .await
         .and_then(crate::db::one)
         .optional()?;
-    Ok(row.and_then(|(id, role, merchant_id)| {
-        let key_id = ApiKeyId(id);
-        match (role.as_str(), merchant_id) {
-            ("merchant", Some(m)) => Some(Caller::Merchant {
-                merchant_id: MerchantId(m),
-                key_id,
-            }),
-            ("support", None) => Some(Caller::Support { key_id }),
-            // The table's CHECK makes any other shape impossible.
-            _ => None,
-        }
-    }))
+    Ok(
+        row.and_then(|(id, role, merchant_id, support, expires_at)| {
+            let key_id = ApiKeyId(id);
+            let caller = match KeyOwner::from_row(&role, merchant_id, support.as_deref())? {
+                KeyOwner::Merchant(merchant_id) => Caller::Merchant {
+                    merchant_id,
+                    key_id,
+                },
+                KeyOwner::Support(role) => Caller::Support { key_id, role },
+            };
+            Some(LiveKey { caller, expires_at })
+        }),
+    )
 }
 
 pub async fn find_merchant(

@@ -89,7 +89,7 @@ impl std::fmt::Display for Caller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Caller::Merchant { merchant_id, .. } => write!(f, "{merchant_id}"),
-            Caller::Support { key_id } => write!(f, "support:{key_id}"),
+            Caller::Support { key_id, .. } => write!(f, "support:{key_id}"),
         }
     }
 }
@@ -105,13 +105,32 @@ impl Caller {
         }
     }
 
-    /// Support routes are for support keys only; the key's id.
-    pub fn require_support(&self) -> Result<ApiKeyId, ApiError> {
+    /// Support routes are for support keys only; the key's id and role.
+    pub fn require_support(&self) -> Result<(ApiKeyId, SupportRole), ApiError> {
         match self {
-            Caller::Support { key_id } => Ok(*key_id),
+            Caller::Support { key_id, role } => Ok((*key_id, *role)),
             Caller::Merchant { .. } => Err(ApiError::Forbidden(
                 "this route is for support staff keys; merchant keys cannot use it",
             )),
+        }
+    }
+
+    /// Support writes (void, reconcile, redeliver, routing) are for operate keys only; the
+    /// key's id.
+    pub fn require_operator(&self) -> Result<ApiKeyId, ApiError> {
+        match self.require_support()? {
+            (key_id, SupportRole::Operate) => Ok(key_id),
+            (_, SupportRole::Read) => Err(ApiError::Forbidden(
+                "this support key has the read role; this action needs a support key with the \
+                 operate role (`payorch keys create --support --role operate`)",
+            )),
+        }
+    }
+
+    /// The key the caller presented.
+    pub fn key_id(&self) -> ApiKeyId {
+        match self {
+            Caller::Merchant { key_id, .. } | Caller::Support { key_id, .. } => *key_id,
         }
     }
 

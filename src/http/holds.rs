@@ -10,7 +10,7 @@ use crate::http::errors::ApiError;
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::payments::parse_payment_id;
 use crate::http::strict_json::StrictJson;
-use crate::http::support::support_key_name;
+use crate::http::support::{audited, operator};
 use crate::http::views::holds::OperatedView;
 use crate::http::AppState;
 use crate::idempotency::Operation;
@@ -19,6 +19,7 @@ use crate::payments::attempts::find_attempt;
 use crate::payments::holds::operate::{operate, void_without_key, why_refused, HoldInput};
 use crate::payments::holds::{reason, HoldError, HoldKind};
 use crate::payments::money::MinorUnits;
+use crate::payments::support::audit::{Action, Done};
 use crate::payments::Source;
 
 /// What to take of the hold.
@@ -152,7 +153,7 @@ async fn operate_on(
     security(("bearer" = [])),
     responses(
         (status = 200, body = OperatedView, description = "the void and the payment as it is now; safe to press twice (the second finds the hold released, or the void under way)"),
-        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 409, body = crate::http::errors::Problem, description = "payment_not_cancelable (names `payment_status`), hold_operation_in_progress (names `operation_id`)"),
     ))]
@@ -161,7 +162,7 @@ pub async fn support_void(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let key_name = support_key_name(&state, &caller).await?;
+    let actor = operator(&state, &caller).await?;
     let payment_id = parse_payment_id(&path)?;
     let payment = {
         let mut conn = state.pool.get().await?;
@@ -169,24 +170,40 @@ pub async fn support_void(
             .await?
             .ok_or(ApiError::NotFound("payment"))?
     };
-    tracing::info!(support_key = %key_name, status = payment.status.as_str(), "support voids a hold");
+    tracing::info!(support_key = %actor.key_name, status = payment.status.as_str(), "support voids a hold");
     let merchant_id = payment.merchant_id;
-    let voided = void_without_key(
+    let done = Done {
+        action: Action::VoidPayment,
+        target_id: payment_id.0,
+        merchant_id,
+        order_id: Some(payment.order_id),
+        before: Some(serde_json::json!({ "status": payment.status.as_str() })),
+        after: None,
+    };
+    let voided = match void_without_key(
         &state.pool,
         &state.payments,
         payment,
         (Source::Support, reason::VOIDED),
     )
     .await
-    .map_err(|err| problem(err, payment_id))?;
-    match voided {
-        Some(operated) => Ok(HttpResponse::Ok().json(OperatedView::from(operated))),
-        None => {
+    {
+        Ok(Some(operated)) => Ok(operated),
+        Ok(None) => {
             let mut conn = state.pool.get().await?;
             let err = why_refused(&mut conn, merchant_id, payment_id, HoldKind::Void, None)
                 .await
                 .unwrap_or_else(|err| err);
             Err(problem(err, payment_id))
         }
-    }
+        Err(err) => Err(problem(err, payment_id)),
+    };
+    let operated = audited(&state, &actor, done, voided, |o| {
+        serde_json::json!({
+            "status": o.payment.status.as_str(),
+            "void": o.operation.status.as_str(),
+        })
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(OperatedView::from(operated)))
 }

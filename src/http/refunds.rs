@@ -10,7 +10,7 @@ use crate::http::errors::ApiError;
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::payments::parse_payment_id;
 use crate::http::strict_json::StrictJson;
-use crate::http::support::support_key_name;
+use crate::http::support::{audited, operator};
 use crate::http::views::Refund;
 use crate::http::AppState;
 use crate::idempotency::Operation;
@@ -18,6 +18,7 @@ use crate::ids::{PaymentId, RefundId};
 use crate::payments::money::MinorUnits;
 use crate::payments::refunds::refund::{self, RefundInput};
 use crate::payments::refunds::{self, RefundError};
+use crate::payments::support::audit::{Action, Done};
 use crate::payments::Source;
 
 /// What to give back; both optional.
@@ -104,7 +105,7 @@ pub async fn create_refund(
     security(("bearer" = [])),
     responses(
         (status = 200, body = Refund, description = "the refund as it is after the check; a final refund is answered as it is, without a call"),
-        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 503, body = crate::http::errors::Problem, description = "the database is unavailable; safe to press again"),
     ))]
@@ -113,7 +114,7 @@ pub async fn reconcile_refund(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let key_name = support_key_name(&state, &caller).await?;
+    let actor = operator(&state, &caller).await?;
     let id: RefundId = path.parse().map_err(|_| ApiError::NotFound("refund"))?;
     tracing::Span::current().record("refund", tracing::field::display(id));
     let refund = {
@@ -123,13 +124,29 @@ pub async fn reconcile_refund(
             .ok_or(ApiError::NotFound("refund"))?
     };
     let payment_id = refund.payment_id;
-    tracing::info!(support_key = %key_name, status = refund.status.as_str(), "support asked the provider about a refund now");
+    tracing::info!(support_key = %actor.key_name, status = refund.status.as_str(), "support asked the provider about a refund now");
+    let done = Done {
+        action: Action::ReconcileRefund,
+        target_id: id.0,
+        merchant_id: refund.merchant_id,
+        order_id: Some(refund.order_id),
+        before: Some(serde_json::json!({ "status": refund.status.as_str() })),
+        after: None,
+    };
     // The reconciler's own check, recorded with source `support`: pressed twice at once, at
     // most two harmless calls (a retrieve, or a resend under the refund's own key), and the
     // refund's row lock lets only one of them move it.
-    let refund = refunds::reconcile::check(&state.pool, &state.payments, refund, Source::Support)
+    let checked = refunds::reconcile::check(&state.pool, &state.payments, refund, Source::Support)
         .await
-        .map_err(|err| problem(err, payment_id))?;
+        .map_err(|err| problem(err, payment_id));
+    let refund = audited(
+        &state,
+        &actor,
+        done,
+        checked,
+        |r| serde_json::json!({ "status": r.status.as_str() }),
+    )
+    .await?;
     Ok(HttpResponse::Ok().json(Refund::from(refund)))
 }
 

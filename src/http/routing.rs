@@ -10,7 +10,7 @@ use crate::accounts::{self, Caller};
 use crate::http::errors::{ApiError, FieldError};
 use crate::http::keyed::read_body;
 use crate::http::strict_json::StrictJson;
-use crate::http::support::support_key_name;
+use crate::http::support::operator;
 use crate::http::AppState;
 use crate::ids::MerchantId;
 use crate::payments::money::Currency;
@@ -103,7 +103,7 @@ pub async fn get_routing(
     security(("bearer" = [])),
     responses(
         (status = 200, body = RoutingView, description = "the routing now; it applies on every replica within a second"),
-        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed: an unknown provider, a name twice, an empty list, a bad currency"),
     ))]
@@ -113,7 +113,7 @@ pub async fn put_routing(
     path: web::Path<String>,
     body: web::Json<StrictJson>,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_support()?;
+    let actor = operator(&state, &caller).await?;
     let merchant_id = merchant_in_path(&state, &caller, &path).await?;
     let fields = read_body::<RoutingBody>(&body)?;
     let configured = state.payments.providers.names();
@@ -137,11 +137,10 @@ pub async fn put_routing(
         providers: fields.providers,
         currencies,
     };
-    let by = support_key_name(&state, &caller).await?;
     let mut conn = state.pool.get().await?;
-    routing::save(&mut conn, merchant_id, &routing, &by).await?;
+    routing::change(&mut conn, merchant_id, &routing, &actor).await?;
     state.payments.routing.forget(merchant_id);
-    tracing::info!(merchant = %merchant_id, support_key = %by, ?routing, "routing changed");
+    tracing::info!(merchant = %merchant_id, support_key = %actor.key_name, ?routing, "routing changed");
     Ok(HttpResponse::Ok().json(view(&state, merchant_id, Some(routing))))
 }
 

@@ -1,6 +1,7 @@
 //! `/v1/support/payments…`: support staff find any payment, read its whole story, ask the
 //! provider about it now, and list what needs a human (README, "Support"). Support keys only;
-//! every read and action is logged with the key's name.
+//! every read and action is logged with the key's name, and every action (a write) needs the
+//! `operate` role and is audited ([`crate::payments::support::audit`]).
 
 pub mod events;
 pub mod stats;
@@ -19,6 +20,7 @@ use crate::http::{page_limit, AppState};
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::attempts::find_attempt;
 use crate::payments::reconciler;
+use crate::payments::support::audit::{self, Action, Actor, Done};
 use crate::payments::support::{self, Search};
 use crate::payments::{AttemptStatus, Source};
 use crate::providers::registry::is_valid_name;
@@ -28,10 +30,55 @@ pub(crate) async fn support_key_name(
     state: &AppState,
     caller: &Caller,
 ) -> Result<String, ApiError> {
-    let key_id = caller.require_support()?;
+    Ok(support_actor(state, caller).await?.key_name)
+}
+
+/// The support key acting, with its name; a merchant key is refused.
+async fn support_actor(state: &AppState, caller: &Caller) -> Result<Actor, ApiError> {
+    let (key_id, role) = caller.require_support()?;
     let mut conn = state.pool.get().await?;
-    let name = accounts::key_name(&mut conn, key_id).await?;
-    Ok(name.unwrap_or_else(|| "an unnamed support key".to_owned()))
+    let key_name = accounts::key_name(&mut conn, key_id)
+        .await?
+        .unwrap_or_else(|| "an unnamed support key".to_owned());
+    Ok(Actor {
+        key_id,
+        key_name,
+        role,
+    })
+}
+
+/// The support key about to write, with its name: a merchant key and a read-only support key
+/// are refused `403`, before anything is looked up or done.
+pub(crate) async fn operator(state: &AppState, caller: &Caller) -> Result<Actor, ApiError> {
+    caller.require_operator()?;
+    support_actor(state, caller).await
+}
+
+/// Audits a provider-driven action once it has answered: `after` is what it answered, or
+/// `{"error": code}` when it failed. The action's own answer is returned, unless the audit
+/// row cannot be written: then the caller is told so (pressing again is safe).
+pub(crate) async fn audited<T>(
+    state: &AppState,
+    actor: &Actor,
+    done: Done,
+    outcome: Result<T, ApiError>,
+    after: impl FnOnce(&T) -> serde_json::Value,
+) -> Result<T, ApiError> {
+    let after = match &outcome {
+        Ok(value) => after(value),
+        Err(err) => serde_json::json!({ "error": err.code() }),
+    };
+    let mut conn = state.pool.get().await?;
+    audit::record(
+        &mut conn,
+        actor,
+        Done {
+            after: Some(after),
+            ..done
+        },
+    )
+    .await?;
+    outcome
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -222,7 +269,7 @@ pub async fn payment_story(
     security(("bearer" = [])),
     responses(
         (status = 200, body = Payment, description = "the attempt as it is after the check; a final attempt is answered as it is, without a call"),
-        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 503, body = crate::http::errors::Problem, description = "the database is unavailable; safe to press again"),
     ))]
@@ -231,7 +278,8 @@ pub async fn reconcile_now(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let key_name = support_key_name(&state, &caller).await?;
+    let actor = operator(&state, &caller).await?;
+    let key_name = &actor.key_name;
     let id = parse_payment_id(&path)?;
     let attempt = {
         let mut conn = state.pool.get().await?;
@@ -245,12 +293,29 @@ pub async fn reconcile_now(
     // call (a retrieve, or a resend under the attempt's own key), and only one of the two
     // can move the attempt.
     let who = format!("support key {key_name:?}");
-    let attempt = reconciler::check(
+    let done = Done {
+        action: Action::ReconcilePayment,
+        target_id: attempt.id.0,
+        merchant_id: attempt.merchant_id,
+        order_id: Some(attempt.order_id),
+        before: Some(serde_json::json!({ "status": attempt.status.as_str() })),
+        after: None,
+    };
+    let checked = reconciler::check(
         &state.pool,
         &state.payments,
         attempt,
         Source::Support,
         Some(&who),
+    )
+    .await
+    .map_err(ApiError::from);
+    let attempt = audited(
+        &state,
+        &actor,
+        done,
+        checked,
+        |a| serde_json::json!({ "status": a.status.as_str() }),
     )
     .await?;
     Ok(HttpResponse::Ok().json(Payment::from(attempt)))

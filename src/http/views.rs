@@ -5,6 +5,7 @@
 
 pub mod deliveries;
 pub mod holds;
+pub mod support_actions;
 
 use std::collections::BTreeMap;
 
@@ -452,6 +453,9 @@ pub struct Story {
     hold_operations: Vec<holds::HoldOperationView>,
     /// The events of its order, oldest first, each with its deliveries and their sends.
     events: Vec<deliveries::StoryEvent>,
+    /// What support keys did to its order's payments, refunds and events, oldest first:
+    /// who, what, before and after, when.
+    support_actions: Vec<support_actions::SupportAction>,
 }
 
 /// One line of a refund's timeline.
@@ -496,6 +500,7 @@ impl Story {
             refund_timeline: s.refund_timeline.into_iter().map(Into::into).collect(),
             hold_operations: s.hold_operations.into_iter().map(Into::into).collect(),
             events: events.into_iter().map(Into::into).collect(),
+            support_actions: s.support_actions.into_iter().map(Into::into).collect(),
         }
     }
 }

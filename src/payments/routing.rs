@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
 use crate::bounded_map::BoundedMap;
 use crate::db::pool::PoolError;
-use crate::db::schema::merchant_routing;
+use crate::db::schema::{merchant_routing, merchants};
 use crate::db::DbPool;
 use crate::ids::MerchantId;
+use crate::payments::support::audit::{self, Action, Actor, Done};
 use crate::providers::registry::{NamedProvider, Providers};
 
 /// A merchant's routing as stored: provider names in order, and per currency (lowercase
@@ -27,6 +28,11 @@ pub struct Routing {
 }
 
 impl Routing {
+    /// As the audit of a change keeps it.
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ "providers": self.providers, "currencies": self.currencies })
+    }
+
     /// The names to try for `currency`, in order.
     pub fn names_for(&self, currency: &str) -> &[String] {
         self.currencies
@@ -85,8 +91,45 @@ pub async fn load(
     }))
 }
 
+/// Replaces the merchant's routing for support key `actor`, and audits the change with the
+/// routing before and after, in one transaction: a change is never made unaudited.
+pub async fn change(
+    conn: &mut AsyncPgConnection,
+    merchant: MerchantId,
+    routing: &Routing,
+    actor: &Actor,
+) -> QueryResult<()> {
+    conn.transaction(async |conn| {
+        // Locked, so two changes at once audit each other's result as their `before`.
+        let before: Option<Routing> = {
+            merchants::table
+                .find(merchant.0)
+                .select(merchants::id)
+                .for_no_key_update()
+                .load::<uuid::Uuid>(conn)
+                .await?;
+            load(conn, merchant).await?
+        };
+        save(conn, merchant, routing, &actor.key_name).await?;
+        audit::record(
+            conn,
+            actor,
+            Done {
+                action: Action::ChangeRouting,
+                target_id: merchant.0,
+                merchant_id: merchant,
+                order_id: None,
+                before: before.as_ref().map(Routing::to_json),
+                after: Some(routing.to_json()),
+            },
+        )
+        .await
+    })
+    .await
+}
+
 /// Replaces the merchant's routing; `by` is who did it (a support key's name).
-pub async fn save(
+async fn save(
     conn: &mut AsyncPgConnection,
     merchant: MerchantId,
     routing: &Routing,

@@ -272,6 +272,14 @@ async function redeliver(id, button, result) {
   }
 }
 
+// What a support key did: who (the key's name and role), what, before → after.
+function supportActionItem(a) {
+  const shown = (state) => (state == null ? "—" : Object.entries(state).map(([k, v]) => `${k} ${v}`).join(", "));
+  return el("li", {}, el("span", { class: "when" }, when(a.at)),
+    el("span", { class: "kind" }, a.action.replaceAll("_", " ")),
+    `${a.target_id} by ${a.key_name} (${a.role}): ${shown(a.before)} → ${shown(a.after)}`);
+}
+
 async function showStory(id) {
   say("Loading the payment…");
   try {
@@ -283,6 +291,8 @@ async function showStory(id) {
       ? story.other_attempts.map(paymentLink) : [el("li", {}, "none")]));
     $("events").replaceChildren(...((story.events || []).length
       ? story.events.map(eventItem) : [el("li", {}, "none yet")]));
+    $("support-actions").replaceChildren(...((story.support_actions || []).length
+      ? story.support_actions.map(supportActionItem) : [el("li", {}, "none")]));
     $("reconcile").dataset.payment = story.payment.id;
     $("reconcile-result").textContent = "";
     $("void-row").hidden = !voidable(story.payment);

@@ -9,17 +9,18 @@ use crate::accounts::Caller;
 use crate::events::find_event;
 use crate::events::redeliver::redeliver;
 use crate::http::errors::ApiError;
-use crate::http::support::support_key_name;
+use crate::http::support::{audited, operator};
 use crate::http::views::deliveries::Redelivered;
 use crate::http::AppState;
 use crate::ids::EventId;
+use crate::payments::support::audit::{Action, Done};
 
 #[utoipa::path(post, path = "/v1/support/events/{id}/redeliver", tag = "support",
     params(("id" = String, Path, description = "event id, `evt_…`")),
     security(("bearer" = [])),
     responses(
         (status = 200, body = Redelivered, description = "the event's deliveries, each to an enabled endpoint now pending and due at once"),
-        (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
+        (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem, description = "no such event (or past its retention)"),
     ))]
 pub async fn redeliver_event(
@@ -27,13 +28,30 @@ pub async fn redeliver_event(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let key_name = support_key_name(&state, &caller).await?;
+    let actor = operator(&state, &caller).await?;
     let id: EventId = path.parse().map_err(|_| ApiError::NotFound("event"))?;
     let mut conn = state.pool.get().await?;
     let event = find_event(&mut conn, None, id)
         .await?
         .ok_or(ApiError::NotFound("event"))?;
-    tracing::info!(support_key = %key_name, event = %id, merchant = %event.merchant_id, "support redelivered an event");
-    let deliveries = redeliver(&mut conn, id).await?;
+    tracing::info!(support_key = %actor.key_name, event = %id, merchant = %event.merchant_id, "support redelivered an event");
+    let done = Done {
+        action: Action::RedeliverEvent,
+        target_id: id.0,
+        merchant_id: event.merchant_id,
+        order_id: Some(event.order_id),
+        before: Some(serde_json::json!({ "event_type": event.event_type.as_str() })),
+        after: None,
+    };
+    let redelivered = redeliver(&mut conn, id).await.map_err(ApiError::from);
+    drop(conn);
+    let deliveries = audited(
+        &state,
+        &actor,
+        done,
+        redelivered,
+        |deliveries| serde_json::json!({ "deliveries_due": deliveries.len() }),
+    )
+    .await?;
     Ok(HttpResponse::Ok().json(Redelivered::new(id, deliveries)))
 }

@@ -6,6 +6,7 @@
 //! stable and unique keyset cursor, and a time range becomes an id range the primary key and
 //! `payment_attempts_id` can scan.
 
+pub mod audit;
 pub mod stats;
 
 use chrono::{DateTime, Duration, Utc};
@@ -204,6 +205,8 @@ pub struct Story {
     pub refund_timeline: Vec<RefundTimelineEntry>,
     /// Its captures and voids, oldest first (a manual capture's hold, a challenge canceled).
     pub hold_operations: Vec<HoldOperation>,
+    /// What support keys did to its order's payments, refunds and events, oldest first.
+    pub support_actions: Vec<audit::RecordedAction>,
 }
 
 /// The story of attempt `id`, whichever merchant it belongs to.
@@ -223,6 +226,8 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
     let refunds = refunds_of_payment(conn, payment.merchant_id, payment.id).await?;
     let refund_timeline = refund_timeline(conn, payment.merchant_id, payment.id).await?;
     let hold_operations = operations_of_payment(conn, payment.merchant_id, payment.id).await?;
+    let support_actions =
+        audit::actions_of_order(conn, payment.merchant_id, payment.order_id).await?;
     let idempotency_key = match &payment.idempotency_key {
         Some(key) => idempotency_keys::table
             .find((payment.merchant_id.0, key))
@@ -244,6 +249,7 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
         refunds,
         refund_timeline,
         hold_operations,
+        support_actions,
         payment,
     }))
 }

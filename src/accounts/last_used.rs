@@ -1,0 +1,95 @@
+//! `api_keys.last_used_at`, kept cheaply: a request only notes its key in memory, at most once
+//! a minute per key on this replica, and the key poll ([`super::sync`]) writes what was noted
+//! in one statement. Good to a minute or so, which is what an operator asks of it ("is this
+//! key still in use?"); never a write on the request path.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use crate::bounded_map::BoundedMap;
+use crate::db::schema::api_keys;
+use crate::ids::ApiKeyId;
+
+/// A key's use is written at most once in this long by one replica.
+pub(super) const WRITE_EVERY: Duration = Duration::from_secs(60);
+
+/// Keys whose last note this replica remembers; past it, it starts again (one extra write
+/// per key).
+const REMEMBERED_KEYS: usize = 10_000;
+
+pub(super) struct KeyUses {
+    noted: BoundedMap<ApiKeyId, Instant>,
+    pending: Mutex<HashSet<ApiKeyId>>,
+}
+
+impl Default for KeyUses {
+    fn default() -> Self {
+        KeyUses {
+            noted: BoundedMap::new(REMEMBERED_KEYS),
+            pending: Mutex::new(HashSet::new()),
+        }
+    }
+}
+
+impl KeyUses {
+    /// `key` was used now: to be written, unless it was noted less than a minute ago.
+    pub(super) fn note(&self, key: ApiKeyId) {
+        if self
+            .noted
+            .get(&key)
+            .is_some_and(|at| at.elapsed() < WRITE_EVERY)
+        {
+            return;
+        }
+        self.noted
+            .insert_keeping(key, Instant::now(), |at| at.elapsed() < WRITE_EVERY);
+        self.lock().insert(key);
+    }
+
+    /// Writes `last_used_at` of every key noted since the last write; kept for the next
+    /// try if the write fails.
+    pub(super) async fn write(&self, conn: &mut AsyncPgConnection) -> QueryResult<usize> {
+        let keys: Vec<uuid::Uuid> = self.lock().drain().map(|k| k.0).collect();
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let written = diesel::update(api_keys::table)
+            .filter(api_keys::id.eq_any(&keys))
+            .set(api_keys::last_used_at.eq(diesel::dsl::now))
+            .execute(conn)
+            .await;
+        if written.is_err() {
+            self.lock().extend(keys.into_iter().map(ApiKeyId));
+        }
+        written
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<ApiKeyId>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_noted_once_a_minute() {
+        let uses = KeyUses::default();
+        let key = ApiKeyId::new();
+        let other = ApiKeyId::new();
+        for _ in 0..100 {
+            uses.note(key);
+        }
+        uses.note(other);
+        let pending = uses.lock().clone();
+        assert_eq!(pending, HashSet::from([key, other]));
+        uses.lock().clear();
+        uses.note(key);
+        assert!(uses.lock().is_empty(), "noted again within the minute");
+    }
+}

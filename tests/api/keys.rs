@@ -1,0 +1,684 @@
+//! Keys with a life (README, "Commands"; docs/PRODUCTION.md, section 3): several keys per
+//! merchant, rotation with an overlap, revocation honoured by every replica within a second,
+//! `last_used_at`; support keys with a role, and every support write audited.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use diesel_async::RunQueryDsl;
+use payorch::accounts::life::{self, KeyFilter};
+use payorch::accounts::{self, KeyOwner, SupportRole};
+use payorch::ids::ApiKeyId;
+use serde_json::{json, Value};
+
+use crate::helpers::{assert_problem, assert_refused_by, eventually, payorch_bin, TestApp};
+use crate::payments::Route;
+
+/// An app whose auth cache would remember a live key for a minute: only the key poll can
+/// make a replica refuse a revoked key sooner.
+async fn app_with_a_long_auth_cache() -> TestApp {
+    TestApp::spawn_with(|settings| settings.auth_cache_ttl = Duration::from_secs(60)).await
+}
+
+async fn get_on(app: &TestApp, base_url: &str, secret: &str, path: &str) -> reqwest::Response {
+    app.client
+        .get(format!("{base_url}{path}"))
+        .bearer_auth(secret)
+        .send()
+        .await
+        .expect("request sent")
+}
+
+/// Whether `secret` is refused `401` on `base_url`, as an unknown key is.
+async fn refused(app: &TestApp, base_url: &str, secret: &str) -> bool {
+    let path = format!("/v1/merchants/{}", app.merchant_id);
+    get_on(app, base_url, secret, &path).await.status() == 401
+}
+
+#[tokio::test]
+async fn a_revoked_key_is_refused_by_every_replica_within_a_second() {
+    let app = app_with_a_long_auth_cache().await;
+    let (replica, _handle) = app.replica().await;
+    let mut conn = app.db.connect().await;
+    let (_, second) =
+        life::create_key(&mut conn, KeyOwner::Merchant(app.merchant_id), "second key")
+            .await
+            .unwrap();
+    // Both replicas have both keys in their caches.
+    for base in [&app.base_url, &replica] {
+        for secret in [&app.merchant_key, &second.secret] {
+            assert!(!refused(&app, base, secret).await);
+        }
+    }
+    life::revoke_key(&mut conn, second.key_id).await.unwrap();
+    for base in [&app.base_url, &replica] {
+        assert!(
+            eventually(Duration::from_secs(2), || refused(
+                &app,
+                base,
+                &second.secret
+            ))
+            .await,
+            "{base} still takes the revoked key"
+        );
+    }
+    // The merchant's other key works on.
+    assert!(!refused(&app, &replica, &app.merchant_key).await);
+
+    // Revoked by hand in SQL, as before there was a command: honoured alike.
+    diesel::sql_query(
+        "UPDATE api_keys SET revoked_at = now() WHERE role = 'merchant' AND revoked_at IS NULL",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    assert!(
+        eventually(Duration::from_secs(2), || refused(
+            &app,
+            &replica,
+            &app.merchant_key
+        ))
+        .await
+    );
+}
+
+#[tokio::test]
+async fn a_rotated_key_works_for_the_overlap_then_is_refused_like_a_revoked_one() {
+    let app = app_with_a_long_auth_cache().await;
+    let (replica, _handle) = app.replica().await;
+    let mut conn = app.db.connect().await;
+    let first = life::list_keys(&mut conn, KeyFilter::Merchant(app.merchant_id))
+        .await
+        .unwrap()[0]
+        .id;
+    assert!(!refused(&app, &replica, &app.merchant_key).await);
+
+    // With a day's overlap both keys work, and the old one knows when it ends.
+    let (old, made, new) = life::rotate_key(&mut conn, first, Duration::from_secs(86_400))
+        .await
+        .unwrap();
+    let ends_in = old.expires_at.unwrap() - chrono::Utc::now();
+    assert!(ends_in > chrono::Duration::hours(23) && ends_in <= chrono::Duration::hours(24));
+    assert_eq!(made.rotated_from, Some(first));
+    assert_eq!(made.merchant_id, Some(app.merchant_id));
+    assert!(!refused(&app, &replica, &app.merchant_key).await);
+    assert!(!refused(&app, &replica, &new.secret).await);
+
+    // Rotated again with no overlap: the key just made ends at once, on every replica.
+    let (_, _, newest) = life::rotate_key(&mut conn, made.id, Duration::ZERO)
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(2), || refused(
+            &app,
+            &replica,
+            &new.secret
+        ))
+        .await
+    );
+    assert!(!refused(&app, &replica, &newest.secret).await);
+
+    // An expired key's answer is a revoked key's, word for word.
+    diesel::sql_query("UPDATE api_keys SET expires_at = now() WHERE id = $1")
+        .bind::<diesel::sql_types::Uuid, _>(first.0)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(2), || refused(
+            &app,
+            &replica,
+            &app.merchant_key
+        ))
+        .await
+    );
+    let path = format!("/v1/merchants/{}", app.merchant_id);
+    let expired = assert_problem(
+        get_on(&app, &replica, &app.merchant_key, &path).await,
+        401,
+        "unauthenticated",
+    )
+    .await;
+    let unknown = assert_problem(
+        get_on(&app, &replica, "sk_mer_never_made", &path).await,
+        401,
+        "unauthenticated",
+    )
+    .await;
+    assert_eq!(expired["detail"], unknown["detail"]);
+
+    // Neither a revoked nor an expired key can be rotated.
+    assert!(matches!(
+        life::rotate_key(&mut conn, first, Duration::ZERO).await,
+        Err(life::KeyLifeError::Expired(_))
+    ));
+    life::revoke_key(&mut conn, newest.key_id).await.unwrap();
+    assert!(matches!(
+        life::rotate_key(&mut conn, newest.key_id, Duration::ZERO).await,
+        Err(life::KeyLifeError::Revoked(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_revocation_is_for_good_and_a_key_s_identity_never_changes() {
+    let app = TestApp::spawn().await;
+    let mut conn = app.db.connect().await;
+    assert_refused_by(
+        &mut conn,
+        "UPDATE api_keys SET role = 'support', merchant_id = NULL, support_role = 'operate' \
+         WHERE role = 'merchant'",
+        "api_keys_identity_fixed",
+    )
+    .await;
+    diesel::sql_query("UPDATE api_keys SET revoked_at = now()")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    assert_refused_by(
+        &mut conn,
+        "UPDATE api_keys SET revoked_at = NULL",
+        "api_keys_revoked_for_good",
+    )
+    .await;
+    assert_refused_by(
+        &mut conn,
+        "INSERT INTO api_keys (id, secret_sha256, role, name) \
+         VALUES (gen_random_uuid(), sha256('x'), 'support', 'no role')",
+        "api_keys_support_role",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn last_used_at_is_written_off_the_request_path() {
+    let app = TestApp::spawn().await;
+    let mut conn = app.db.connect().await;
+    let keys = life::list_keys(&mut conn, KeyFilter::All).await.unwrap();
+    assert!(keys.iter().all(|k| k.last_used_at.is_none()));
+    let path = format!("/v1/merchants/{}", app.merchant_id);
+    for _ in 0..3 {
+        assert_eq!(app.get_as(&app.merchant_key, &path).await.status(), 200);
+    }
+    let used = || async {
+        let keys = life::list_keys(&mut app.db.connect().await, KeyFilter::All)
+            .await
+            .unwrap();
+        keys.iter()
+            .filter(|k| k.last_used_at.is_some())
+            .map(|k| k.merchant_id)
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            !used().await.is_empty()
+        })
+        .await
+    );
+    // Only the merchant's key was used; the support key was not.
+    assert_eq!(used().await, vec![Some(app.merchant_id)]);
+}
+
+/// `payorch <args>` against the test database; its stdout, which must be a success.
+async fn payorch(app: &TestApp, args: &[&str]) -> String {
+    let output = tokio::process::Command::new(payorch_bin())
+        .args(args)
+        .env("DATABASE_URL", &app.db.url)
+        .env_remove("PAYORCH_MIGRATION_DATABASE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .expect("run payorch");
+    assert!(
+        output.status.success(),
+        "payorch {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn json_of(out: &str) -> Value {
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[tokio::test]
+async fn the_keys_command_lists_creates_rotates_and_revokes() {
+    let app = TestApp::spawn().await;
+    let merchant = app.merchant_id.to_string();
+
+    // A second key for the merchant: its secret printed once, and it works at once.
+    let made = json_of(
+        &payorch(
+            &app,
+            &[
+                "keys",
+                "create",
+                "--merchant",
+                &merchant,
+                "--name",
+                "deploy 2",
+                "--json",
+            ],
+        )
+        .await,
+    );
+    let second = made["secret"].as_str().unwrap().to_string();
+    let second_id = made["key"]["id"].as_str().unwrap().to_string();
+    assert!(second.starts_with("sk_mer_"));
+    assert!(!refused(&app, &app.base_url, &second).await);
+
+    // The list shows both keys and neither a secret nor its hash.
+    let listed = payorch(&app, &["keys", "list", "--merchant", &merchant, "--json"]).await;
+    let hash = hex::encode(accounts::secret_hash(&second));
+    for hidden in [second.as_str(), app.merchant_key.as_str(), hash.as_str()] {
+        assert!(
+            !listed.contains(hidden),
+            "the list shows a secret: {listed}"
+        );
+    }
+    let listed = json_of(&listed);
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Test merchant", "deploy 2"]);
+    for column in [
+        "id",
+        "role",
+        "merchant_id",
+        "name",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    ] {
+        assert!(listed[1].get(column).is_some(), "no {column}: {listed}");
+    }
+    let table = payorch(&app, &["keys", "list"]).await;
+    assert!(
+        table.contains(&second_id) && table.contains("support:operate"),
+        "{table}"
+    );
+
+    // Rotated with no overlap: the new key works, the old one is refused.
+    let rotated = json_of(
+        &payorch(
+            &app,
+            &[
+                "keys",
+                "rotate",
+                &second_id,
+                "--overlap-secs",
+                "0",
+                "--json",
+            ],
+        )
+        .await,
+    );
+    let third = rotated["secret"].as_str().unwrap().to_string();
+    assert_eq!(rotated["key"]["rotated_from"], second_id);
+    assert_eq!(rotated["key"]["name"], "deploy 2");
+    assert!(
+        eventually(Duration::from_secs(2), || refused(
+            &app,
+            &app.base_url,
+            &second
+        ))
+        .await
+    );
+    assert!(!refused(&app, &app.base_url, &third).await);
+
+    // Revoked: refused, and revoking again says so.
+    let third_id = rotated["key"]["id"].as_str().unwrap().to_string();
+    let revoked = json_of(&payorch(&app, &["keys", "revoke", &third_id, "--json"]).await);
+    assert!(revoked["key"]["revoked_at"].is_string());
+    assert!(
+        eventually(Duration::from_secs(2), || refused(
+            &app,
+            &app.base_url,
+            &third
+        ))
+        .await
+    );
+    let again = tokio::process::Command::new(payorch_bin())
+        .args(["keys", "revoke", &third_id])
+        .env("DATABASE_URL", &app.db.url)
+        .output()
+        .await
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already revoked"));
+}
+
+#[tokio::test]
+async fn a_new_support_key_is_read_only_unless_it_is_given_operate() {
+    let app = TestApp::spawn().await;
+    let by_alias =
+        json_of(&payorch(&app, &["support-key", "create", "--name", "Ada", "--json"]).await);
+    assert_eq!(by_alias["role"], "read");
+    let read = json_of(
+        &payorch(
+            &app,
+            &["keys", "create", "--support", "--name", "Grace", "--json"],
+        )
+        .await,
+    );
+    assert_eq!(read["key"]["support_role"], "read");
+    let operate = json_of(
+        &payorch(
+            &app,
+            &[
+                "keys",
+                "create",
+                "--support",
+                "--role",
+                "operate",
+                "--name",
+                "Linus",
+                "--json",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(operate["key"]["support_role"], "operate");
+    let mut conn = app.db.connect().await;
+    let support = life::list_keys(&mut conn, KeyFilter::Support)
+        .await
+        .unwrap();
+    let roles: Vec<(String, Option<SupportRole>)> = support
+        .into_iter()
+        .map(|k| (k.name, k.support_role))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("Test support".to_string(), Some(SupportRole::Operate)),
+            ("Ada".to_string(), Some(SupportRole::Read)),
+            ("Grace".to_string(), Some(SupportRole::Read)),
+            ("Linus".to_string(), Some(SupportRole::Operate)),
+        ]
+    );
+}
+
+/// A manual-capture checkout: a payment holding money, which support may void.
+async fn held(app: &TestApp) -> Value {
+    let body = json!({"amount": 4200, "currency": "eur", "payment_method": "pm_card_visa",
+                      "capture_method": "manual"});
+    let response = app.checkout("held-for-support", &body).await;
+    assert_eq!(response.status(), 201);
+    response.json::<Value>().await.unwrap()["payment"].clone()
+}
+
+async fn support_post(app: &TestApp, secret: &str, path: &str) -> reqwest::Response {
+    app.post_keyed(secret, path, None, None).await
+}
+
+async fn put_routing(app: &TestApp, secret: &str, body: &Value) -> reqwest::Response {
+    app.client
+        .put(app.url(&format!("/v1/merchants/{}/routing", app.merchant_id)))
+        .bearer_auth(secret)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_read_only_support_key_reads_everything_and_writes_nothing() {
+    let app = TestApp::spawn().await;
+    let mut conn = app.db.connect().await;
+    let reader = accounts::create_support_key(&mut conn, "Reader", SupportRole::Read)
+        .await
+        .unwrap()
+        .secret;
+    let payment = held(&app).await;
+    let id = payment["id"].as_str().unwrap();
+    let (_, paid) = app
+        .pay(Route::Checkout, "paid-for-refund", "pm_card_visa")
+        .await;
+    let refund: Value = app
+        .refunded(paid["id"].as_str().unwrap(), "refund-1", json!({}))
+        .await;
+    let refund_id = refund["id"].as_str().unwrap();
+    let event: Value = app
+        .get_as(&app.merchant_key, "/v1/events?limit=1")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let event_id = event["data"][0]["id"].as_str().unwrap();
+
+    // Reads are allowed.
+    let story = app
+        .get_as(&reader, &format!("/v1/support/payments/{id}"))
+        .await;
+    assert_eq!(story.status(), 200);
+
+    // Every write is refused, by name of the role it needs, and nothing moves.
+    for path in [
+        format!("/v1/support/payments/{id}/reconcile"),
+        format!("/v1/support/payments/{id}/void"),
+        format!("/v1/support/refunds/{refund_id}/reconcile"),
+        format!("/v1/support/events/{event_id}/redeliver"),
+    ] {
+        let body = assert_problem(support_post(&app, &reader, &path).await, 403, "forbidden").await;
+        assert!(
+            body["detail"].as_str().unwrap().contains("operate role"),
+            "{path}: {body}"
+        );
+    }
+    let configured: Value = app
+        .get_as(
+            &reader,
+            &format!("/v1/merchants/{}/routing", app.merchant_id),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let routing = json!({"providers": configured["configured"]});
+    let body = assert_problem(put_routing(&app, &reader, &routing).await, 403, "forbidden").await;
+    assert!(body["detail"].as_str().unwrap().contains("operate role"));
+
+    assert_eq!(app.payment(id).await["status"], payment["status"]);
+    assert_eq!(app.db.count("merchant_routing").await, 0);
+    assert_eq!(app.db.count("support_actions").await, 0);
+    assert!(app
+        .sandbox
+        .voids()
+        .iter()
+        .all(|v| v.attempt_id.as_deref() != Some(id)));
+}
+
+#[tokio::test]
+async fn every_support_write_is_audited_and_shown_in_the_payment_s_story() {
+    let app = TestApp::spawn().await;
+    let payment = held(&app).await;
+    let id = payment["id"].as_str().unwrap();
+    let before = payment["status"].as_str().unwrap().to_string();
+
+    let response = support_post(
+        &app,
+        &app.support_key,
+        &format!("/v1/support/payments/{id}/reconcile"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let response = support_post(
+        &app,
+        &app.support_key,
+        &format!("/v1/support/payments/{id}/void"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    // Pressed again: refused, and audited as asked and refused.
+    let response = support_post(
+        &app,
+        &app.support_key,
+        &format!("/v1/support/payments/{id}/void"),
+    )
+    .await;
+    assert_problem(response, 409, "payment_not_cancelable").await;
+
+    let story = app
+        .get_as(&app.support_key, &format!("/v1/support/payments/{id}"))
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    let actions = story["support_actions"].as_array().unwrap();
+    let seen: Vec<(&str, &Value, &Value)> = actions
+        .iter()
+        .map(|a| (a["action"].as_str().unwrap(), &a["before"], &a["after"]))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "reconcile_payment",
+                &json!({"status": before}),
+                &json!({"status": before})
+            ),
+            (
+                "void_payment",
+                &json!({"status": before}),
+                &json!({"status": "canceled", "void": "succeeded"})
+            ),
+            (
+                "void_payment",
+                &json!({"status": "canceled"}),
+                &json!({"error": "payment_not_cancelable"})
+            ),
+        ]
+    );
+    for action in actions {
+        assert_eq!(action["key_name"], "Test support");
+        assert_eq!(action["role"], "operate");
+        assert_eq!(action["target_id"], id);
+        assert!(action["key_id"].as_str().unwrap().starts_with("key_"));
+        assert!(action["at"].is_string());
+    }
+
+    // A routing change is audited in its own transaction, with the routing before and after.
+    let configured: Value = app
+        .get_as(
+            &app.support_key,
+            &format!("/v1/merchants/{}/routing", app.merchant_id),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let mut order: Vec<Value> = configured["configured"].as_array().unwrap().clone();
+    for _ in 0..2 {
+        order.reverse();
+        let response = put_routing(&app, &app.support_key, &json!({"providers": order})).await;
+        assert_eq!(response.status(), 200);
+    }
+    #[derive(diesel::QueryableByName)]
+    struct Audited {
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Jsonb>)]
+        before: Option<Value>,
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Jsonb>)]
+        after: Option<Value>,
+    }
+    let mut conn = app.db.connect().await;
+    let changes: Vec<Audited> = diesel::sql_query(
+        "SELECT before, after FROM support_actions WHERE action = 'change_routing' ORDER BY at, id",
+    )
+    .load(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(changes.len(), 2);
+    assert_eq!(changes[0].before, None, "the default routing, none stored");
+    assert_eq!(changes[1].before, changes[0].after);
+    assert_eq!(
+        changes[1].after.as_ref().unwrap()["providers"],
+        json!(order)
+    );
+
+    // The audit is append-only, whoever asks.
+    assert_refused_by(
+        &mut conn,
+        "UPDATE support_actions SET key_name = 'someone else'",
+        "support_actions_append_only",
+    )
+    .await;
+    assert_refused_by(
+        &mut conn,
+        "DELETE FROM support_actions",
+        "support_actions_append_only",
+    )
+    .await;
+    assert_eq!(app.db.count("support_actions").await, 5);
+}
+
+#[tokio::test]
+async fn a_refund_reconcile_and_a_redelivery_are_audited_on_the_order() {
+    let app = TestApp::spawn().await;
+    let (_, paid) = app.pay(Route::Checkout, "audited", "pm_card_visa").await;
+    let id = paid["id"].as_str().unwrap();
+    let refund = app.refunded(id, "refund-audited", json!({})).await;
+    let refund_id = refund["id"].as_str().unwrap();
+    let response = support_post(
+        &app,
+        &app.support_key,
+        &format!("/v1/support/refunds/{refund_id}/reconcile"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let story: Value = app
+        .get_as(&app.support_key, &format!("/v1/support/payments/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let event_id = story["events"][0]["id"].as_str().unwrap().to_string();
+    let response = support_post(
+        &app,
+        &app.support_key,
+        &format!("/v1/support/events/{event_id}/redeliver"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+
+    let story: Value = app
+        .get_as(&app.support_key, &format!("/v1/support/payments/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let actions = story["support_actions"].as_array().unwrap();
+    assert_eq!(actions.len(), 2, "{story}");
+    assert_eq!(actions[0]["action"], "reconcile_refund");
+    assert_eq!(actions[0]["target_kind"], "refund");
+    assert_eq!(actions[0]["target_id"], refund_id);
+    assert_eq!(actions[0]["before"]["status"], refund["status"]);
+    assert!(actions[0]["after"]["status"].is_string());
+    assert_eq!(actions[1]["action"], "redeliver_event");
+    assert_eq!(actions[1]["target_kind"], "event");
+    assert_eq!(actions[1]["target_id"], event_id);
+    assert!(actions[1]["after"]["deliveries_due"].is_number());
+}
+
+#[tokio::test]
+async fn an_unknown_key_or_merchant_is_named() {
+    let app = TestApp::spawn().await;
+    let mut conn = app.db.connect().await;
+    let missing = ApiKeyId::new();
+    assert!(matches!(
+        life::revoke_key(&mut conn, missing).await,
+        Err(life::KeyLifeError::NotFound(id)) if id == missing
+    ));
+    assert!(matches!(
+        life::create_key(
+            &mut conn,
+            KeyOwner::Merchant(payorch::ids::MerchantId::new()),
+            "x"
+        )
+        .await,
+        Err(life::KeyLifeError::NoSuchMerchant(_))
+    ));
+}
