@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Checks payorch against its own OpenAPI document with schemathesis (README, "Tests"): a live
 # `serve` (debug build, private PostgreSQL, in-process sandbox) and the demo merchant's key;
-# positive and negative generated requests, each POST with a fresh Idempotency-Key. Fails on
-# any 5xx, any status or content type the document does not list, any response that does not
-# match its schema, and if no generated create-order or checkout reached 201.
+# positive and negative generated requests, each POST with a fresh Idempotency-Key, then the
+# support routes as the demo's support key. Fails on any 5xx, any status or content type the
+# document does not list, any response that does not match its schema, any answer that shows a
+# secret or an internal failure, and if no generated create-order or checkout reached 201.
 #
 #   scripts/schemathesis/run.sh     (schemathesis on PATH; EXAMPLES per operation, default 60;
 #                                    .ci/run installs it in a venv, see there)
@@ -36,15 +37,31 @@ for _ in $(seq 1 300); do
 done
 base=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["base_url"])' "$creds")
 key=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["api_key"])' "$creds")
+support=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["support_key"])' "$creds")
+# What no answer may show (hooks.py, nothing_leaked): the demo's keys, its webhook secret and
+# its master key (the key of each `id:key` line of the data folder's master_key file).
+secrets=$(python3 - "$creds" "$work/data/master_key" <<'PY'
+import json, sys
+creds = json.load(open(sys.argv[1]))
+found = [creds["api_key"], creds["support_key"], creds.get("webhook_secret") or ""]
+try:
+    for line in open(sys.argv[2], encoding="utf-8"):
+        for part in line.replace(",", "\n").split():
+            found.append(part.split(":", 1)[-1])
+except FileNotFoundError:
+    pass
+print(",".join(s for s in found if len(s) >= 16))
+PY
+)
 echo "payorch at $base"
 
-checks=not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance
+checks=not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,nothing_leaked
 # One worker: with two, hypothesis parses lambda sources (`ast.parse`) on two threads at once,
 # and Python 3.11's AST recursion counter is not thread-safe ("SystemError: AST constructor
 # recursion depth mismatch"), which crashed a run of the tool, not of payorch.
 for mode in positive negative; do
   echo "== schemathesis, $mode"
-  PAYORCH_ST_COUNTS="$counts" SCHEMATHESIS_HOOKS=hooks \
+  PAYORCH_ST_COUNTS="$counts" PAYORCH_ST_SECRETS="$secrets" SCHEMATHESIS_HOOKS=hooks \
     PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" \
     schemathesis run "$base/openapi.json" --url "$base" \
       --header "Authorization: Bearer $key" \
@@ -52,6 +69,17 @@ for mode in positive negative; do
       --phases examples,coverage,fuzzing --workers 1 --no-color \
       --generation-database none --seed 20261122
 done
+# The support staff's routes, as the demo's support key (an operator): their reads, the story
+# with its audit, and their writes.
+echo "== schemathesis, support routes"
+PAYORCH_ST_COUNTS="$counts" PAYORCH_ST_SECRETS="$secrets" SCHEMATHESIS_HOOKS=hooks \
+  PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" \
+  schemathesis run "$base/openapi.json" --url "$base" \
+    --header "Authorization: Bearer $support" \
+    --include-path-regex '^/v1/(support|merchants)/' \
+    --mode all --checks "$checks" --max-examples "$examples" \
+    --phases examples,coverage,fuzzing --workers 1 --no-color \
+    --generation-database none --seed 20261127
 
 python3 - "$counts" <<'PY'
 import json, sys
