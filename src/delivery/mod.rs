@@ -25,8 +25,10 @@ use self::send::{Sender, Signed};
 use self::settings::DeliverySettings;
 use self::take::{take_due, Taken};
 use crate::db::DbPool;
+use crate::events::endpoints::sealed::UnsealError;
 use crate::events::schedule::{Answer, Verdict};
-use crate::events::signing::{Secret, SigningSecrets};
+use crate::events::signing::SigningSecrets;
+use crate::sealing::MasterKeys;
 
 /// What every send of one worker shares.
 pub struct Deliverer {
@@ -34,6 +36,8 @@ pub struct Deliverer {
     pub settings: DeliverySettings,
     pub sender: Sender,
     pub metrics: Arc<DeliveryMetrics>,
+    /// What opens the endpoints' sealed secrets (docs/PRODUCTION.md, section 5).
+    pub master_keys: MasterKeys,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -116,7 +120,8 @@ async fn deliver(deliverer: &Deliverer, taken: Taken) {
 
 async fn try_deliver(deliverer: &Deliverer, taken: &Taken) -> Result<(), DeliveryError> {
     let body = event_body(taken.event.clone());
-    let (attempt, answer) = match (body, signing_secrets(taken)) {
+    let secrets = signing_secrets(taken, &deliverer.master_keys);
+    let (attempt, answer) = match (body, secrets) {
         (Ok(body), Ok(secrets)) => {
             let now = Utc::now();
             let id = taken.event_id().to_string();
@@ -139,13 +144,11 @@ async fn try_deliver(deliverer: &Deliverer, taken: &Taken) -> Result<(), Deliver
             (attempt, sent.answer)
         }
         // Not sendable as it stands (an event this version cannot read, a secret that does
-        // not parse): a failed attempt, retried on the schedule, so a newer replica or a
-        // rotated secret can still deliver it.
+        // not open under this replica's master keys or does not parse): a failed attempt,
+        // retried on the schedule, so a newer replica, a replica with the key or a rotated
+        // secret can still deliver it.
         (Err(err), _) => (not_sent(format!("not sent: {err}")), Answer::NoAnswer),
-        (Ok(_), Err(err)) => (
-            not_sent(format!("not sent: the endpoint's secret: {err}")),
-            Answer::NoAnswer,
-        ),
+        (Ok(_), Err(err)) => (not_sent(format!("not sent: {err}")), Answer::NoAnswer),
     };
     let verdict = deliverer.settings.schedule.judge(
         u32::try_from(taken.attempts + 1).unwrap_or(u32::MAX),
@@ -186,14 +189,15 @@ fn not_sent(error: String) -> Attempt {
     }
 }
 
-/// The secrets that sign a delivery of `taken`'s endpoint now.
-fn signing_secrets(taken: &Taken) -> Result<SigningSecrets, crate::events::signing::SecretError> {
-    let previous = match (&taken.previous_secret, taken.previous_secret_until) {
-        (Some(secret), Some(until)) => Some((Secret::parse(secret)?, until)),
+/// The secrets that sign a delivery of `taken`'s endpoint now, opened under `keys`.
+fn signing_secrets(taken: &Taken, keys: &MasterKeys) -> Result<SigningSecrets, UnsealError> {
+    let endpoint = taken.endpoint_id();
+    let previous = match (taken.previous_secret(), taken.previous_secret_until) {
+        (Some(secret), Some(until)) => Some((secret.open(keys, endpoint)?, until)),
         _ => None,
     };
     Ok(SigningSecrets {
-        current: Secret::parse(&taken.secret)?,
+        current: taken.secret.open(keys, endpoint)?,
         previous,
     })
 }

@@ -14,6 +14,7 @@ use diesel::QueryableByName;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
+use crate::events::endpoints::sealed::SealedSecret;
 use crate::events::EventRow;
 use crate::ids::{EndpointId, EventId, MerchantId};
 
@@ -38,10 +39,13 @@ pub struct Taken {
     pub lease_until: DateTime<Utc>,
     #[diesel(sql_type = Text)]
     pub url: String,
-    #[diesel(sql_type = Text)]
-    pub secret: String,
+    /// The endpoint's secrets as stored: sealed, opened only to sign.
+    #[diesel(sql_type = Text, deserialize_as = String)]
+    pub secret: SealedSecret,
+    /// Sealed too (read through [`Taken::previous_secret`]; a `Debug` of it shows only the
+    /// sealed text).
     #[diesel(sql_type = Nullable<Text>)]
-    pub previous_secret: Option<String>,
+    previous_secret: Option<String>,
     #[diesel(sql_type = Nullable<Timestamptz>)]
     pub previous_secret_until: Option<DateTime<Utc>>,
     /// The event, read in the same statement: its body needs no query of its own.
@@ -60,6 +64,11 @@ impl Taken {
 
     pub fn merchant_id(&self) -> MerchantId {
         MerchantId(self.merchant_id)
+    }
+
+    /// The secret a rotation replaced, sealed, while it is kept.
+    pub fn previous_secret(&self) -> Option<SealedSecret> {
+        self.previous_secret.clone().map(SealedSecret::from)
     }
 
     /// Whether the statement canceled it instead (its endpoint is disabled or deleted).

@@ -2,6 +2,9 @@
 //! (`--event-retention-days`, 30 by default; README, "Events and webhook endpoints"), in small
 //! batches. An event's deliveries and their attempts go with it (`ON DELETE CASCADE`, the
 //! `…_merchant_events` migration). `FOR UPDATE SKIP LOCKED` lets replicas share the work.
+//!
+//! The same worker deletes the providers' webhooks past their own retention
+//! (`--provider-webhook-retention-days`; [`crate::payments::webhooks::retention`]).
 
 use std::time::Duration;
 
@@ -10,6 +13,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use tokio::sync::watch;
 
 use crate::db::DbPool;
+use crate::payments::webhooks::retention::delete_old_webhooks;
 
 #[derive(Debug, Clone)]
 pub struct EventReaperSettings {
@@ -17,6 +21,9 @@ pub struct EventReaperSettings {
     pub interval: Duration,
     /// How long an event is kept after it was written.
     pub retention: Duration,
+    /// How long a provider's webhook is kept after its payment is final (or, about no
+    /// payment, after it arrived).
+    pub provider_webhook_retention: Duration,
     /// Events deleted per statement: each batch is one short transaction.
     pub batch: i64,
 }
@@ -26,6 +33,7 @@ impl Default for EventReaperSettings {
         EventReaperSettings {
             interval: Duration::from_secs(60),
             retention: Duration::from_secs(30 * 24 * 3600),
+            provider_webhook_retention: Duration::from_secs(35 * 24 * 3600),
             batch: 500,
         }
     }
@@ -45,6 +53,21 @@ pub async fn run(pool: DbPool, settings: EventReaperSettings, mut stop: watch::R
             Ok(deleted) => tracing::info!(deleted, "reaped events past their retention"),
             Err(err) => tracing::warn!(error = %err, "event reaper failed; retrying later"),
         }
+        let reaped = match pool.get().await {
+            Ok(mut conn) => reap_provider_webhooks(&mut conn, &settings)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(err) => Err(err.to_string()),
+        };
+        match reaped {
+            Ok(0) => {}
+            Ok(deleted) => {
+                tracing::info!(deleted, "reaped provider webhooks past their retention")
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "provider webhook reaper failed; retrying later")
+            }
+        }
         tokio::select! {
             _ = tokio::time::sleep(settings.interval) => {}
             _ = stop.changed() => return,
@@ -61,6 +84,22 @@ pub async fn reap_once(
     let mut deleted = 0;
     loop {
         let batch = delete_old(conn, settings.batch, retention_ms).await?;
+        deleted += batch;
+        if (batch as i64) < settings.batch {
+            return Ok(deleted);
+        }
+    }
+}
+
+/// Deletes every provider webhook past its retention, a batch at a time; how many went.
+pub async fn reap_provider_webhooks(
+    conn: &mut AsyncPgConnection,
+    settings: &EventReaperSettings,
+) -> diesel::QueryResult<usize> {
+    let mut deleted = 0;
+    loop {
+        let batch =
+            delete_old_webhooks(conn, settings.batch, settings.provider_webhook_retention).await?;
         deleted += batch;
         if (batch as i64) < settings.batch {
             return Ok(deleted);

@@ -197,6 +197,7 @@ async fn run(
     let ctx = EndpointContext {
         pool: &state.pool,
         keys: &state.idempotency,
+        master_keys: &state.master_keys,
         keyed,
         command,
     };

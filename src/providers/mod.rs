@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 
 pub mod adyen;
 pub mod circuit;
+pub mod kept;
 pub mod registry;
 pub mod stripe;
 pub mod traced;
@@ -285,7 +286,8 @@ pub struct WebhookEvent {
     pub currency: Option<String>,
     /// For an event about a refund that payorch acts on: what it says about the refund.
     pub refund: Option<RefundNotice>,
-    /// The whole event as received.
+    /// What payorch keeps of the event, as `webhook_events.payload` stores it: the adapter's
+    /// allowlist ([`kept`]), without card or billing details.
     pub raw: serde_json::Value,
 }
 

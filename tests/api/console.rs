@@ -6,9 +6,12 @@ use std::time::Duration;
 use fantoccini::Locator;
 use serde_json::json;
 
+use payorch::events::signing::Secret;
+use payorch::ids::EndpointId;
+
 use crate::browser::{browser, run, screenshot, show, text_with};
 
-use crate::helpers::{eventually, TestApp};
+use crate::helpers::{eventually, sealed_secret, TestApp};
 use crate::payments::Route;
 
 #[tokio::test]
@@ -30,17 +33,20 @@ async fn a_support_person_finds_a_stuck_payment_sees_its_story_and_reconciles_it
     // Its `payment.pending` event went to an endpoint that answered 503 (written by SQL: the
     // delivery is due in a day, so no worker sends it meanwhile).
     let mut conn = app.db.connect().await;
+    let endpoint = EndpointId::new();
     diesel_async::RunQueryDsl::execute(
         diesel::sql_query(format!(
             "WITH hook AS (INSERT INTO webhook_endpoints (merchant_id, id, url, enabled_events, \
-                 secret) VALUES ('{m}', gen_random_uuid(), 'https://shop.invalid/hook', \
-                 ARRAY['*'], 'whsec_dGVzdA==') RETURNING merchant_id, id), \
+                 secret) VALUES ('{m}', '{endpoint}', 'https://shop.invalid/hook', \
+                 ARRAY['*'], '{sealed}') RETURNING merchant_id, id), \
              sent AS (INSERT INTO event_deliveries (event_id, endpoint_id, merchant_id, attempts, \
                  next_attempt_at) SELECT e.id, hook.id, hook.merchant_id, 1, \
                  now() + interval '1 day' FROM events e, hook RETURNING event_id, endpoint_id) \
              INSERT INTO delivery_attempts (event_id, endpoint_id, http_status, latency_ms, error) \
              SELECT event_id, endpoint_id, 503, 42, 'the endpoint answered 503' FROM sent",
-            m = app.merchant_id.0
+            m = app.merchant_id.0,
+            endpoint = endpoint.0,
+            sealed = sealed_secret(endpoint, &Secret::generate()),
         )),
         &mut conn,
     )

@@ -20,7 +20,7 @@ use payorch::events::safe_url::UrlPolicy;
 use payorch::events::signing::{verify, Secret};
 use payorch::ids::{EndpointId, EventId};
 
-use crate::helpers::{eventually, TestApp};
+use crate::helpers::{eventually, sealed_secret, TestApp};
 use crate::payments::checkout_body;
 
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -40,7 +40,7 @@ async fn subscribe(app: &TestApp, url: &str, events: &[&str], secret: &Secret) -
     .bind::<diesel::sql_types::Array<Text>, _>(
         events.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
     )
-    .bind::<Text, _>(secret.expose())
+    .bind::<Text, _>(sealed_secret(id, secret))
     .execute(&mut conn)
     .await
     .expect("an endpoint");
@@ -648,7 +648,7 @@ async fn after_a_rotation_both_secrets_sign_until_the_previous_one_ends() {
              previous_secret_until = now() + interval '24 hours' WHERE id = $1",
     )
     .bind::<SqlUuid, _>(endpoint.0)
-    .bind::<Text, _>(old.expose())
+    .bind::<Text, _>(sealed_secret(endpoint, &old))
     .execute(&mut conn)
     .await
     .unwrap();

@@ -10,9 +10,10 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use payorch::events::reaper::{reap_once, EventReaperSettings};
-use payorch::ids::{EventId, MerchantId};
+use payorch::events::signing::Secret;
+use payorch::ids::{EndpointId, EventId, MerchantId};
 
-use crate::helpers::{assert_problem, eventually, TestApp};
+use crate::helpers::{assert_problem, eventually, sealed_secret, TestApp};
 use crate::payments::checkout_body;
 
 async fn run_sql(conn: &mut AsyncPgConnection, sql: &str) -> usize {
@@ -77,9 +78,10 @@ async fn endpoint(
             "INSERT INTO webhook_endpoints (merchant_id, id, url, enabled_events, secret, status, \
                  disabled_reason, failing_since) \
              VALUES ('{m}', '{id}', 'https://endpoint.invalid/{id}', ARRAY[{events}], \
-                 'whsec_dGVzdA==', '{status}', {reason}, \
+                 '{sealed}', '{status}', {reason}, \
                  CASE WHEN '{status}' = 'disabled' THEN now() - interval '3 days' END)",
-            m = merchant.0
+            m = merchant.0,
+            sealed = sealed_secret(EndpointId(id), &Secret::generate()),
         ),
     )
     .await;

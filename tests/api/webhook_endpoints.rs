@@ -2,10 +2,13 @@
 //! like every POST, their secret shown only to the request that made it, read by their
 //! merchant and support, soft-deleted with their pending deliveries canceled.
 
+use payorch::events::endpoints::sealed::SealedSecret;
 use payorch::events::safe_url::UrlPolicy;
+use payorch::ids::EndpointId;
+use payorch::sealing::MasterKeys;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_problem, TestApp};
+use crate::helpers::{assert_problem, TestApp, TEST_MASTER_KEY};
 use crate::payments::Route;
 
 const URL: &str = "https://shop.example/webhooks/payorch";
@@ -53,8 +56,9 @@ impl TestApp {
             .expect("request sent")
     }
 
-    /// The endpoint's secrets as stored: `(secret, previous_secret, previous_secret_until -
-    /// updated_at in seconds)`.
+    /// The endpoint's secrets as stored, each opened under the tests' master key (and checked
+    /// sealed: the clear secret is nowhere in the column): `(secret, previous_secret,
+    /// previous_secret_until - updated_at in seconds)`.
     async fn stored_secrets(&self, id: &str) -> (String, Option<String>, Option<f64>) {
         #[derive(diesel::QueryableByName)]
         struct Row {
@@ -77,7 +81,17 @@ impl TestApp {
         )
         .await
         .unwrap();
-        (row.secret, row.previous_secret, row.window)
+        let keys = MasterKeys::parse(TEST_MASTER_KEY).unwrap();
+        let endpoint = EndpointId(uuid.parse().unwrap());
+        let open = |stored: String| {
+            assert!(stored.starts_with("v1:test:"), "{stored}");
+            let secret = SealedSecret::from(stored.clone())
+                .open(&keys, endpoint)
+                .expect("it opens under the master key");
+            assert!(!stored.contains(&secret.expose()[6..]), "{stored}");
+            secret.expose().to_owned()
+        };
+        (open(row.secret), row.previous_secret.map(open), row.window)
     }
 }
 

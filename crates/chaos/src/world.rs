@@ -24,6 +24,8 @@ use crate::strict::{self, Protocol};
 /// The provider secret and webhook secret the sandbox and every replica share.
 const PROVIDER_SECRET: &str = "sk_test_chaos";
 const WEBHOOK_SECRET: &str = "whsec_chaos";
+/// The master key that seals webhook-endpoint secrets: a real provider's serve needs one.
+const MASTER_KEY: &str = "chaos:l8sXbUp3HnXm0o1Zq0mJ8lJH9N4R1Tq0y2m6WwGqk3E=";
 
 /// Settings that make the reconciler finish a run in seconds rather than the production
 /// defaults' minutes; each is a flag a deployment may set the same way (README,
@@ -578,12 +580,15 @@ fn serve_args(
     args
 }
 
-/// The environment of `serve`: named providers take their secrets from it only.
+/// The environment of `serve`: its master key, and named providers take their secrets from
+/// it only.
 fn serve_env(strict: bool) -> Vec<(&'static str, &'static str)> {
+    let master_key = ("PAYORCH_MASTER_KEY", MASTER_KEY);
     if !strict {
-        return Vec::new();
+        return vec![master_key];
     }
     vec![
+        master_key,
         ("PAYORCH_PROVIDER_STRIPE_SECRET", PROVIDER_SECRET),
         ("PAYORCH_PROVIDER_STRIPE_WEBHOOK_SECRET", WEBHOOK_SECRET),
         ("PAYORCH_PROVIDER_ADYEN_SECRET", PROVIDER_SECRET),
@@ -759,6 +764,12 @@ mod tests {
         assert_eq!(kind.reconciler.provider_settle_secs, 5);
         // Every named provider's secrets are in the environment a strict serve gets.
         let env: Vec<&str> = serve_env(true).iter().map(|(k, _)| *k).collect();
+        // A serve with a real provider refuses to start without a master key.
+        for strict in [true, false] {
+            assert!(serve_env(strict)
+                .iter()
+                .any(|(k, _)| *k == "PAYORCH_MASTER_KEY"));
+        }
         for spec in &strict.provider.providers {
             let needed: &[&str] = match spec.name.as_str() {
                 "adyen" => &["SECRET", "HMAC_KEY", "MERCHANT_ACCOUNT"],

@@ -18,15 +18,18 @@ use super::{UnreadableEndpoint, WebhookEndpoint, MAX_ENDPOINTS};
 use crate::db::pool::PoolError;
 use crate::db::DbPool;
 use crate::events::safe_url::UrlPolicy;
+use crate::events::signing::Secret;
 use crate::idempotency::{claim, IdempotencyError, Keyed, KeyedRequest, KeyedWork, Keys, RecordAs};
 use crate::ids::EndpointId;
 use crate::payments::orders::FieldProblems;
-use crate::secret::Secret;
+use crate::sealing::MasterKeys;
 
 /// Everything one endpoint request needs: the command is its input.
 pub struct EndpointContext<'a> {
     pub pool: &'a DbPool,
     pub keys: &'a Keys,
+    /// What seals a new secret and opens the stored one for the answer.
+    pub master_keys: &'a MasterKeys,
     /// The request's merchant, key, operation and fingerprint.
     pub keyed: &'a KeyedRequest,
     pub command: EndpointCommand,
@@ -95,19 +98,28 @@ pub async fn run(ctx: &EndpointContext<'_>) -> Result<EndpointAnswer, EndpointEr
             let endpoint = fields.validate(*policy).map_err(EndpointError::Invalid)?;
             // Only the limit refuses a new endpoint (ids are fresh UUIDv7s), and an insert
             // from `go` never finds nothing to do.
-            keyed(ctx, &CreateEndpoint::new(&endpoint), |refused| {
-                if refused {
-                    EndpointError::LimitReached
-                } else {
-                    EndpointError::Inconsistent("a new webhook endpoint was not inserted".into())
-                }
-            })
+            keyed(
+                ctx,
+                &CreateEndpoint::new(&endpoint, ctx.master_keys),
+                |refused| {
+                    if refused {
+                        EndpointError::LimitReached
+                    } else {
+                        EndpointError::Inconsistent(
+                            "a new webhook endpoint was not inserted".into(),
+                        )
+                    }
+                },
+            )
             .await
         }
         // Only a missing endpoint declines a rotation: unknown, another merchant's, or
         // deleted.
         EndpointCommand::RotateSecret(id) => {
-            keyed(ctx, &RotateSecret::new(*id), |_| EndpointError::NotFound).await
+            keyed(ctx, &RotateSecret::new(*id, ctx.master_keys), |_| {
+                EndpointError::NotFound
+            })
+            .await
         }
     }
 }
@@ -121,7 +133,7 @@ async fn keyed<W: KeyedWork<Made = EndpointMade>>(
     declined: impl FnOnce(bool) -> EndpointError,
 ) -> Result<EndpointAnswer, EndpointError> {
     let answer = |made: EndpointMade, status: u16, replayed: bool| {
-        let (endpoint, secret) = made.endpoint()?.ok_or_else(|| {
+        let (endpoint, secret) = made.endpoint(ctx.master_keys)?.ok_or_else(|| {
             EndpointError::Inconsistent("a webhook endpoint key names no endpoint".into())
         })?;
         let secret = endpoint.deleted_at.is_none().then_some(secret);

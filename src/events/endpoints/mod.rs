@@ -8,11 +8,14 @@
 //! What the database holds (the `…_merchant_events` migration): the URL's length, the event
 //! types an endpoint may list, at most [`MAX_ENDPOINTS`] endpoints per merchant that are not
 //! deleted (`webhook_endpoints_limit`, under the merchant's row lock, so two registrations at
-//! once cannot both take the last place), and a previous secret only with its end.
+//! once cannot both take the last place), and a previous secret only with its end. Secrets
+//! are stored sealed under the master key ([`sealed`]; the `…_secrets_at_rest_…` migration
+//! refuses a clear one).
 
 pub mod command;
 pub mod fields;
 pub mod keyed;
+pub mod sealed;
 pub mod store;
 
 use chrono::{DateTime, Utc};

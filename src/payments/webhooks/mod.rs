@@ -12,6 +12,7 @@ mod attempt_event;
 pub mod keyed;
 mod outcome;
 mod refund_event;
+pub mod retention;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;

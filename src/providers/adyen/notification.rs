@@ -111,7 +111,7 @@ fn event_for_item(
         amount: amount.value,
         currency: amount.currency.as_deref().map(str::to_ascii_lowercase),
         refund: None,
-        raw,
+        raw: crate::providers::kept::adyen_item(&raw),
     };
     // The payment a capture or cancellation item is about; `None` if it names none.
     let payment = non_empty(&item.original_reference);

@@ -574,6 +574,6 @@ pub fn parse_event(raw_body: &[u8]) -> Result<WebhookEvent, WebhookError> {
         amount,
         currency,
         refund,
-        raw,
+        raw: crate::providers::kept::stripe_event(&raw),
     })
 }

@@ -13,25 +13,30 @@ use diesel::sql_types::{Array, Nullable, Text, Uuid as SqlUuid};
 use super::{endpoint_made, endpoint_now, EndpointMade};
 use crate::db::statement::{Param, Statement};
 use crate::events::endpoints::fields::NewEndpoint;
+use crate::events::endpoints::sealed::{seal, SealedSecret};
 use crate::events::signing::Secret;
 use crate::idempotency::{ClaimParams, KeyedWork, RecordAs, ResourceType};
 use crate::ids::EndpointId;
+use crate::sealing::MasterKeys;
 
 /// `POST /v1/webhook_endpoints`.
 pub struct CreateEndpoint<'a> {
     id: EndpointId,
     endpoint: &'a NewEndpoint,
     enabled_events: Vec<String>,
-    secret: Secret,
+    /// A new secret, sealed for the new endpoint: the clear one is read back from it for
+    /// the answer.
+    secret: SealedSecret,
 }
 
 impl<'a> CreateEndpoint<'a> {
-    pub fn new(endpoint: &'a NewEndpoint) -> Self {
+    pub fn new(endpoint: &'a NewEndpoint, keys: &MasterKeys) -> Self {
+        let id = EndpointId::new();
         CreateEndpoint {
-            id: EndpointId::new(),
+            id,
             endpoint,
             enabled_events: endpoint.enabled_events.to_strings(),
-            secret: Secret::generate(),
+            secret: seal(keys, id, &Secret::generate()),
         }
     }
 }
@@ -56,7 +61,7 @@ impl KeyedWork for CreateEndpoint<'_> {
         let url = q.bind::<Text, _>(self.endpoint.url.as_str());
         let description = q.bind::<Nullable<Text>, _>(self.endpoint.description.as_deref());
         let events = q.bind::<Array<Text>, _>(&self.enabled_events);
-        let secret = q.bind::<Text, _>(self.secret.expose());
+        let secret = q.bind::<Text, _>(self.secret.stored());
         q.push(format_args!(
             "made_endpoint AS (
     INSERT INTO webhook_endpoints (merchant_id, id, url, description, enabled_events, secret)

@@ -17,9 +17,11 @@ use serde::Deserialize;
 pub use create_endpoint::CreateEndpoint;
 pub use rotate_secret::RotateSecret;
 
+use super::sealed::SealedSecret;
 use super::{EndpointRow, UnreadableEndpoint, WebhookEndpoint};
 use crate::db::statement::{Param, Statement};
-use crate::secret::Secret;
+use crate::events::signing::Secret;
+use crate::sealing::MasterKeys;
 
 /// What an endpoint's keyed statement made, or its replay read.
 #[derive(Default, Deserialize)]
@@ -31,14 +33,28 @@ pub struct EndpointMade {
 struct MadeRow {
     #[serde(flatten)]
     row: EndpointRow,
-    secret: Secret,
+    secret: SealedSecret,
 }
 
 impl EndpointMade {
-    /// The endpoint and the secret that signs for it now; `None` when the key names none.
-    pub fn endpoint(self) -> Result<Option<(WebhookEndpoint, Secret)>, UnreadableEndpoint> {
+    /// The endpoint and the secret that signs for it now, opened under `keys`; `None` when
+    /// the key names none.
+    pub fn endpoint(
+        self,
+        keys: &MasterKeys,
+    ) -> Result<Option<(WebhookEndpoint, Secret)>, UnreadableEndpoint> {
         self.endpoint
-            .map(|made| Ok((WebhookEndpoint::try_from(made.row)?, made.secret)))
+            .map(|made| {
+                let endpoint = WebhookEndpoint::try_from(made.row)?;
+                let secret =
+                    made.secret
+                        .open(keys, endpoint.id)
+                        .map_err(|err| UnreadableEndpoint {
+                            id: endpoint.id,
+                            what: err.to_string(),
+                        })?;
+                Ok((endpoint, secret))
+            })
             .transpose()
     }
 }
@@ -77,14 +93,15 @@ mod tests {
             enabled_events: EnabledEvents::All,
             description: Some("orders".into()),
         };
+        let (keys, _) = MasterKeys::generate("k1");
         let sql = claim_text(
             Operation::CreateWebhookEndpoint,
-            &CreateEndpoint::new(&endpoint),
+            &CreateEndpoint::new(&endpoint, &keys),
         );
         assert_sql_snapshot("claim_create_webhook_endpoint", &sql);
         let sql = claim_text(
             Operation::RotateWebhookSecret,
-            &RotateSecret::new(EndpointId::new()),
+            &RotateSecret::new(EndpointId::new(), &keys),
         );
         assert_sql_snapshot("claim_rotate_webhook_secret", &sql);
     }

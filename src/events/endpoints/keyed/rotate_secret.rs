@@ -13,22 +13,25 @@ use diesel::sql_types::{Text, Uuid as SqlUuid};
 
 use super::{endpoint_made, endpoint_now, EndpointMade};
 use crate::db::statement::{Param, Statement};
+use crate::events::endpoints::sealed::{seal, SealedSecret};
 use crate::events::endpoints::PREVIOUS_SECRET_WINDOW;
 use crate::events::signing::Secret;
 use crate::idempotency::{ClaimParams, KeyedWork, RecordAs, ResourceType};
 use crate::ids::EndpointId;
+use crate::sealing::MasterKeys;
 
 /// `POST /v1/webhook_endpoints/{id}/rotate_secret`.
 pub struct RotateSecret {
     id: EndpointId,
-    secret: Secret,
+    /// The new secret, sealed for the endpoint.
+    secret: SealedSecret,
 }
 
 impl RotateSecret {
-    pub fn new(id: EndpointId) -> Self {
+    pub fn new(id: EndpointId, keys: &MasterKeys) -> Self {
         RotateSecret {
             id,
-            secret: Secret::generate(),
+            secret: seal(keys, id, &Secret::generate()),
         }
     }
 }
@@ -44,7 +47,7 @@ impl KeyedWork for RotateSecret {
     }
     fn ctes<'f>(&'f self, q: &mut Statement<'f>, claim: &ClaimParams) {
         let id = q.bind::<SqlUuid, _>(self.id.0);
-        let secret = q.bind::<Text, _>(self.secret.expose());
+        let secret = q.bind::<Text, _>(self.secret.stored());
         q.push(format_args!(
             "made_endpoint AS (
     UPDATE webhook_endpoints SET secret = {secret}, previous_secret = secret,

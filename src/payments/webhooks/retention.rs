@@ -1,0 +1,48 @@
+//! How long a provider's webhook is kept (README, "Webhooks"; docs/PRODUCTION.md, section 6):
+//! `--provider-webhook-retention-days` (35 by default) after everything it could be about is
+//! final — its payment, each of the payment's refunds and hold operations — and after it
+//! arrived; a webhook about no payment payorch knows, that long after it arrived. Then it is
+//! deleted by the event reaper, a batch at a time.
+//!
+//! The default outlasts the providers' redeliveries (Adyen retries for up to 30 days, Stripe
+//! for 3), and a copy that comes after its row is gone is harmless all the same: it is judged
+//! again against a payment that is final, changes nothing, and is answered `2xx`.
+
+use std::time::Duration;
+
+use diesel::sql_types::BigInt;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+/// Deletes up to `batch` provider webhooks past `retention`, oldest first; how many went.
+/// `FOR UPDATE SKIP LOCKED` lets replicas share the work, and a row a redelivery is counting
+/// on is left for the next round.
+pub async fn delete_old_webhooks(
+    conn: &mut AsyncPgConnection,
+    batch: i64,
+    retention: Duration,
+) -> diesel::QueryResult<usize> {
+    let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+    diesel::sql_query(
+        "WITH cutoff AS (SELECT now() - $2 * interval '1 millisecond' AS at) \
+         DELETE FROM webhook_events w USING ( \
+             SELECT w.id FROM webhook_events w, cutoff \
+             WHERE w.received_at < cutoff.at \
+               AND (w.attempt_id IS NULL OR ( \
+                   EXISTS (SELECT 1 FROM payment_attempts a \
+                           WHERE a.merchant_id = w.merchant_id AND a.id = w.attempt_id \
+                             AND a.finished_at < cutoff.at) \
+                   AND NOT EXISTS (SELECT 1 FROM refunds r \
+                           WHERE r.merchant_id = w.merchant_id AND r.payment_id = w.attempt_id \
+                             AND (r.finished_at IS NULL OR r.finished_at >= cutoff.at)) \
+                   AND NOT EXISTS (SELECT 1 FROM hold_operations h \
+                           WHERE h.merchant_id = w.merchant_id AND h.payment_id = w.attempt_id \
+                             AND (h.finished_at IS NULL OR h.finished_at >= cutoff.at)))) \
+             ORDER BY w.received_at LIMIT $1 \
+             FOR UPDATE OF w SKIP LOCKED) old \
+         WHERE w.id = old.id",
+    )
+    .bind::<BigInt, _>(batch)
+    .bind::<BigInt, _>(retention_ms)
+    .execute(conn)
+    .await
+}
