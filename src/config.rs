@@ -1074,3 +1074,53 @@ mod metrics_flags {
         .is_ok());
     }
 }
+
+#[cfg(test)]
+mod limit_flags {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+    use crate::app::AppSettings;
+    use crate::http::client_address::ForwardedHeader;
+    use crate::rate_limit::Quota;
+
+    fn settings(args: &[&str]) -> AppSettings {
+        let cli =
+            Cli::try_parse_from(["payorch", "serve"].iter().chain(args)).expect("the flags parse");
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve");
+        };
+        serve.app_settings()
+    }
+
+    #[test]
+    fn no_proxy_is_trusted_unless_named_and_a_named_one_is_exempt_from_connection_shares() {
+        let default = settings(&[]);
+        assert!(default.limits.trusted_proxies.nets.is_empty());
+        assert_eq!(default.limits, Default::default());
+        let named = settings(&[
+            "--trusted-proxies",
+            "10.0.0.0/8,192.0.2.1",
+            "--forwarded-header",
+            "Forwarded",
+            "--reads-per-minute-per-key",
+            "10",
+        ]);
+        let proxies = &named.limits.trusted_proxies;
+        assert_eq!(
+            proxies.nets,
+            [
+                "10.0.0.0/8".parse().unwrap(),
+                "192.0.2.1/32".parse().unwrap()
+            ]
+        );
+        assert_eq!(proxies.header, ForwardedHeader::Forwarded);
+        assert_eq!(named.limits.reads_per_key, Quota::per_minute(10));
+        for net in &proxies.nets {
+            assert!(named.clients.exempt.contains(net), "{net}");
+        }
+        assert!(
+            Cli::try_parse_from(["payorch", "serve", "--forwarded-header", "x-real-ip"]).is_err()
+        );
+    }
+}

@@ -324,11 +324,18 @@ mod tests {
         assert_eq!(proxies.client(ip("10.0.0.7"), &none).ip, ip("10.0.0.7"));
     }
 
-    /// The fields of the request's root span, as a log line would show them.
-    fn root_span_fields(request: actix_web::test::TestRequest) -> Vec<(String, String)> {
+    /// The fields of the root span of `request`, served behind `proxies` by payorch's request
+    /// logger, as a log line would show them.
+    async fn root_span_fields(
+        request: actix_web::test::TestRequest,
+        proxies: TrustedProxies,
+    ) -> Vec<(String, String)> {
+        use actix_web::{test, web, App, HttpResponse};
         use std::sync::{Arc, Mutex};
         use tracing::field::{Field, Visit};
-        use tracing_actix_web::RootSpanBuilder;
+        use tracing_actix_web::TracingLogger;
+
+        use crate::http::middleware::PayorchRootSpan;
         use tracing_subscriber::layer::{Context, SubscriberExt};
 
         #[derive(Clone, Default)]
@@ -351,12 +358,14 @@ mod tests {
         }
         let fields = Fields::default();
         let subscriber = tracing_subscriber::registry().with(fields.clone());
-        let request = request.to_srv_request();
-        tracing::subscriber::with_default(subscriber, || {
-            drop(crate::http::middleware::PayorchRootSpan::on_request_start(
-                &request,
-            ))
-        });
+        // The test runs the service on this thread.
+        let _logging = tracing::subscriber::set_default(subscriber);
+        let app = App::new()
+            .app_data(proxies)
+            .wrap(TracingLogger::<PayorchRootSpan>::new())
+            .route("/v1/payments/{id}", web::get().to(HttpResponse::Ok));
+        let service = test::init_service(app).await;
+        test::call_service(&service, request.to_request()).await;
         let seen = fields.0.lock().unwrap().clone();
         seen
     }
@@ -366,8 +375,8 @@ mod tests {
         found.map(|(_, v)| v.clone()).unwrap_or_default()
     }
 
-    #[test]
-    fn the_log_span_shows_what_the_trusted_proxies_say_and_nothing_a_client_made_up() {
+    #[actix_web::test]
+    async fn the_log_span_shows_what_the_trusted_proxies_say_and_nothing_a_client_made_up() {
         let spoofing = || {
             let mut request = actix_web::test::TestRequest::get()
                 .uri("/v1/payments/pay_1")
@@ -377,7 +386,7 @@ mod tests {
             }
             request
         };
-        let untrusted = root_span_fields(spoofing());
+        let untrusted = root_span_fields(spoofing(), TrustedProxies::default()).await;
         assert_eq!(field(&untrusted, "http.client_ip"), "10.0.0.5");
         assert_eq!(field(&untrusted, "http.host"), "pay.example");
         assert_eq!(field(&untrusted, "http.scheme"), "http");
@@ -388,7 +397,7 @@ mod tests {
             "{untrusted:?}"
         );
         let proxies = trusting(&["10.0.0.0/8"], ForwardedHeader::XForwardedFor);
-        let trusted = root_span_fields(spoofing().app_data(proxies));
+        let trusted = root_span_fields(spoofing(), proxies).await;
         assert_eq!(field(&trusted, "http.client_ip"), "203.0.113.9");
         assert_eq!(field(&trusted, "http.host"), "evil.example");
         assert_eq!(field(&trusted, "http.scheme"), "https");
