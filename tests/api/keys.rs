@@ -11,7 +11,9 @@ use payorch::accounts::{self, KeyOwner, SupportRole};
 use payorch::ids::ApiKeyId;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_problem, assert_refused_by, eventually, payorch_bin, TestApp};
+use crate::helpers::{
+    assert_problem, assert_refused_by, eventually, payorch_bin, TestApp, TestDatabase,
+};
 use crate::payments::Route;
 
 /// An app whose auth cache would remember a live key for a minute: only the key poll can
@@ -681,4 +683,108 @@ async fn an_unknown_key_or_merchant_is_named() {
         .await,
         Err(life::KeyLifeError::NoSuchMerchant(_))
     ));
+}
+
+#[tokio::test]
+async fn support_keys_made_before_roles_keep_acting_after_the_upgrade() {
+    use diesel::Connection;
+    use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+    use diesel_migrations::MigrationHarness;
+    use payorch::db::migrations::{run_migrations, MIGRATIONS};
+
+    // The database as it was before this migration, with a support key of that time.
+    let db = TestDatabase::empty().await;
+    let url = db.url.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut conn =
+            AsyncConnectionWrapper::<diesel_async::AsyncPgConnection>::establish(&url).unwrap();
+        loop {
+            let pending = conn.pending_migrations(MIGRATIONS).unwrap();
+            let next = pending.iter().next().expect("this migration is among them");
+            if next.name().version().to_string().as_str() >= "20261127000017" {
+                return;
+            }
+            conn.run_next_migration(MIGRATIONS).unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    let mut conn = db.connect().await;
+    diesel::sql_query(
+        "INSERT INTO api_keys (id, secret_sha256, role, name) \
+         VALUES (gen_random_uuid(), sha256('before roles'), 'support', 'Before roles')",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+
+    run_migrations(&db.url).await.unwrap();
+    let keys = life::list_keys(&mut conn, KeyFilter::Support)
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0].support_role, Some(SupportRole::Operate));
+}
+
+/// The console shows what support did in the payment's story, and tells a read-only key
+/// which role a write needs.
+#[tokio::test]
+async fn the_console_shows_support_actions_and_refuses_a_read_only_key_by_name() {
+    use crate::browser::{browser, screenshot, show, text_with};
+    use fantoccini::Locator;
+
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let reader =
+        accounts::create_support_key(&mut app.db.connect().await, "Reader", SupportRole::Read)
+            .await
+            .unwrap()
+            .secret;
+    let payment = held(&app).await;
+    let id = payment["id"].as_str().unwrap().to_owned();
+
+    // A read-only key sees the story and is told which role the void needs.
+    client.goto(&app.url("/console")).await.unwrap();
+    let key = client.find(Locator::Id("key")).await.unwrap();
+    key.send_keys(&reader).await.unwrap();
+    key.send_keys("\u{E007}").await.unwrap();
+    let query = client.find(Locator::Id("query")).await.unwrap();
+    query.send_keys(&id).await.unwrap();
+    query.send_keys("\u{E007}").await.unwrap();
+    text_with(&client, "support-actions", "none").await;
+    client
+        .find(Locator::Id("void-hold"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    text_with(&client, "void-result", "operate role").await;
+    assert_eq!(app.payment(&id).await["status"], "authorized");
+
+    // Voided by the operator key: the story lists who did it, before and after.
+    let response = support_post(
+        &app,
+        &app.support_key,
+        &format!("/v1/support/payments/{id}/void"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    // Found again, as the read-only key still may.
+    let query = client.find(Locator::Id("query")).await.unwrap();
+    query.clear().await.unwrap();
+    query.send_keys(&id).await.unwrap();
+    query.send_keys("\u{E007}").await.unwrap();
+    let shown = text_with(&client, "support-actions", "void payment").await;
+    assert!(
+        shown.contains(
+            "by Test support (operate): status authorized → status canceled, void succeeded"
+        ),
+        "{shown}"
+    );
+    show(&client, "support-actions").await;
+    screenshot(&client, "console-support-actions").await;
+    client.close().await.unwrap();
 }

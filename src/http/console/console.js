@@ -32,7 +32,9 @@ async function api(method, path) {
     headers: { Authorization: `Bearer ${key}` },
   });
   const body = await response.json().catch(() => ({}));
-  if (response.status === 401 || response.status === 403) {
+  // A read refused is a key that is not a support key; a write refused is a read-only
+  // support key, which keeps reading (the message names the role the write needs).
+  if (response.status === 401 || (response.status === 403 && method === "GET")) {
     forget();
     throw new Error(body.detail || "That key is not a support key; enter another.");
   }
