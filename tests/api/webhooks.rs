@@ -16,7 +16,7 @@ use crate::payments::Route;
 
 /// An app whose attempts only webhooks can finish: the sandbox sends none by itself and
 /// keeps `processing` for an hour, and the reconciler sleeps.
-async fn quiet_app() -> TestApp {
+pub async fn quiet_app() -> TestApp {
     let app = TestApp::spawn_config(|config| {
         config.sandbox.processing_ms = 3_600_000;
         config.settings.reconciler.interval = Duration::from_secs(3600);
@@ -27,7 +27,7 @@ async fn quiet_app() -> TestApp {
 }
 
 /// A fixture event body made about `attempt`, with its own event id.
-fn event(kind: &str, event_id: &str, attempt: &Value) -> String {
+pub fn event(kind: &str, event_id: &str, attempt: &Value) -> String {
     let path = format!(
         "{}/fixtures/webhooks/payment_intent.{kind}.json",
         env!("CARGO_MANIFEST_DIR")
@@ -70,7 +70,7 @@ impl TestApp {
     }
 
     /// A pending attempt with a provider charge id, as `pm_sandbox_processing` leaves it.
-    async fn pending_attempt(&self, key: &str) -> Value {
+    pub async fn pending_attempt(&self, key: &str) -> Value {
         let (status, attempt) = self
             .pay(Route::Checkout, key, "pm_sandbox_processing")
             .await;
@@ -80,7 +80,7 @@ impl TestApp {
         attempt
     }
 
-    async fn event_outcomes(&self) -> Vec<(String, String)> {
+    pub async fn event_outcomes(&self) -> Vec<(String, String)> {
         let mut conn = self.db.connect().await;
         webhook_events::table
             .order(webhook_events::received_at)

@@ -1,0 +1,286 @@
+//! What payorch keeps of providers' webhooks (docs/PRODUCTION.md, section 6): realistic full
+//! payloads are stored without card or billing details, and a stored webhook is deleted a
+//! retention after its payment is final (after it arrived, if it names no payment), a copy
+//! redelivered after that changing nothing.
+
+use std::time::Duration;
+
+use diesel::sql_types::Text;
+use diesel_async::RunQueryDsl;
+use serde_json::{json, Value};
+
+use payorch::events::reaper::{reap_provider_webhooks, EventReaperSettings};
+
+use crate::helpers::TestApp;
+use crate::payments::Route;
+use crate::webhooks::{event, quiet_app};
+
+/// Card, billing and personal data a real payload carries: none may be stored.
+const CARD_AND_BILLING: [&str; 16] = [
+    "4242",
+    "visa",
+    "Visa",
+    "2034",
+    "Xt5EWLLDS7FJjR1c",
+    "credit",
+    "Jenny",
+    "jenny.rosen@example.com",
+    "+15555550123",
+    "Market Street",
+    "94111",
+    "billing_details",
+    "payment_method_details",
+    "shipping",
+    "cardSummary",
+    "expiryDate",
+];
+
+/// Every stored payload, as text.
+async fn stored_payloads(app: &TestApp) -> Vec<String> {
+    #[derive(diesel::QueryableByName)]
+    struct Payload {
+        #[diesel(sql_type = Text)]
+        payload: String,
+    }
+    let mut conn = app.db.connect().await;
+    let rows: Vec<Payload> = diesel::sql_query(
+        "SELECT payload::text AS payload FROM webhook_events ORDER BY received_at",
+    )
+    .load(&mut conn)
+    .await
+    .unwrap();
+    rows.into_iter().map(|r| r.payload).collect()
+}
+
+fn assert_no_card_or_billing_data(payloads: &[String]) {
+    assert!(!payloads.is_empty());
+    for payload in payloads {
+        for needle in CARD_AND_BILLING {
+            assert!(!payload.contains(needle), "{needle} is kept in {payload}");
+        }
+    }
+}
+
+/// Stripe's `payment_intent.succeeded` as Stripe sends it when the charge is expanded: the
+/// card's details, the payer's billing address, a shipping address and a receipt email.
+fn full_stripe_event(event_id: &str, attempt: &Value) -> String {
+    let mut body: Value = serde_json::from_str(&event("succeeded", event_id, attempt)).unwrap();
+    let object = &mut body["data"]["object"];
+    let billing = json!({
+        "address": {"city": "San Francisco", "country": "US", "line1": "510 Townsend Street",
+                    "line2": "Market Street", "postal_code": "94111", "state": "CA"},
+        "email": "jenny.rosen@example.com",
+        "name": "Jenny Rosen",
+        "phone": "+15555550123"
+    });
+    object["latest_charge"] = json!({
+        "id": "ch_3PfullCharge000001",
+        "object": "charge",
+        "amount": attempt["amount"],
+        "amount_captured": attempt["amount"],
+        "currency": attempt["currency"],
+        "status": "succeeded",
+        "paid": true,
+        "captured": true,
+        "payment_intent": attempt["provider_payment_id"],
+        "billing_details": billing,
+        "receipt_email": "jenny.rosen@example.com",
+        "payment_method": "pm_1PfullCard00001",
+        "payment_method_details": {
+            "type": "card",
+            "card": {
+                "brand": "visa", "last4": "4242", "exp_month": 12, "exp_year": 2034,
+                "fingerprint": "Xt5EWLLDS7FJjR1c", "funding": "credit", "country": "US",
+                "checks": {"address_line1_check": "pass", "cvc_check": "pass"},
+                "network": "visa", "wallet": null
+            }
+        },
+        "outcome": {"network_status": "approved_by_network", "type": "authorized"},
+        "metadata": attempt_metadata(attempt)
+    });
+    object["shipping"] = json!({"name": "Jenny Rosen", "phone": "+15555550123",
+                                "address": billing["address"]});
+    object["receipt_email"] = json!("jenny.rosen@example.com");
+    object["customer"] = json!("cus_Jenny0001");
+    object["payment_method"] = json!("pm_1PfullCard00001");
+    object["description"] = json!("Jenny Rosen's order");
+    object["last_payment_error"] = json!({
+        "code": "card_declined", "decline_code": "insufficient_funds",
+        "message": "Your card has insufficient funds.", "type": "card_error",
+        "payment_method": {"id": "pm_1PfullCard00001", "billing_details": billing,
+                           "card": {"brand": "visa", "last4": "4242", "exp_year": 2034}}
+    });
+    body.to_string()
+}
+
+fn attempt_metadata(attempt: &Value) -> Value {
+    json!({"attempt_id": attempt["id"], "order_id": attempt["order_id"],
+           "merchant_id": attempt["merchant_id"]})
+}
+
+#[tokio::test]
+async fn a_full_stripe_payload_is_stored_without_card_or_billing_data_and_still_applies() {
+    let app = quiet_app().await;
+    let attempt = app.pending_attempt("full-stripe").await;
+    let id = attempt["id"].as_str().unwrap();
+    let receipt = app
+        .deliver_signed(&full_stripe_event("evt_full_stripe", &attempt))
+        .await;
+    assert_eq!(receipt["outcome"], "applied", "{receipt}");
+    assert_eq!(app.payment(id).await["status"], "succeeded");
+
+    let payloads = stored_payloads(&app).await;
+    assert_no_card_or_billing_data(&payloads);
+    // What payorch and support read is kept.
+    let kept: Value = serde_json::from_str(&payloads[0]).unwrap();
+    assert_eq!(kept["id"], "evt_full_stripe");
+    assert_eq!(kept["type"], "payment_intent.succeeded");
+    let object = &kept["data"]["object"];
+    assert_eq!(object["id"], attempt["provider_payment_id"]);
+    assert_eq!(object["status"], "succeeded");
+    assert_eq!(object["amount"], attempt["amount"]);
+    assert_eq!(object["metadata"]["attempt_id"], attempt["id"]);
+    assert_eq!(object["latest_charge"]["id"], "ch_3PfullCharge000001");
+    assert_eq!(object["last_payment_error"]["code"], "card_declined");
+    assert!(object.get("customer").is_none(), "{object}");
+}
+
+#[tokio::test]
+async fn an_adyen_authorisation_is_stored_without_its_card_fields_and_still_applies() {
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.interval = Duration::from_secs(3600);
+        config.settings.reconciler.backoff = vec![Duration::from_secs(3600)];
+    })
+    .await;
+    app.route_to(&["adyen"]).await;
+    app.sandbox.set_notification_url(None);
+    let (_, attempt) = app
+        .pay(Route::Checkout, "full-adyen", "pm_sandbox_processing")
+        .await;
+    let id = attempt["id"].as_str().unwrap();
+    let item = json!({
+        "additionalData": {
+            "authCode": "874574",
+            "cardSummary": "4242",
+            "expiryDate": "12/2034",
+            "cardHolderName": "Jenny Rosen",
+            "cardBin": "424242",
+            "issuerCountry": "US",
+            "fundingSource": "credit",
+            "paymentMethodVariant": "visa",
+            "shopperEmail": "jenny.rosen@example.com",
+            "billingAddress.street": "Market Street",
+            "billingAddress.postalCode": "94111",
+            "refusalReasonRaw": "AUTHORISED"
+        },
+        "amount": {"value": attempt["amount"], "currency": "EUR"},
+        "eventCode": "AUTHORISATION",
+        "eventDate": "2026-11-27T10:00:00+01:00",
+        "merchantAccountCode": payorch::wiring::SANDBOX_MERCHANT_ACCOUNT,
+        "merchantReference": id,
+        "pspReference": attempt["provider_payment_id"],
+        "paymentMethod": "visa",
+        "reason": "874574:4242:12/2034",
+        "operations": ["CANCEL", "CAPTURE", "REFUND"],
+        "success": "true",
+    });
+    let answer = app
+        .notify(&[item], app.sandbox.adyen_hmac_key().expose())
+        .await;
+    assert_eq!(answer.status(), 200);
+    assert_eq!(app.payment(id).await["status"], "succeeded");
+
+    let payloads = stored_payloads(&app).await;
+    assert_no_card_or_billing_data(&payloads);
+    for needle in [
+        "874574",
+        "424242",
+        "cardHolderName",
+        "hmacSignature",
+        "shopperEmail",
+    ] {
+        assert!(!payloads[0].contains(needle), "{needle} in {}", payloads[0]);
+    }
+    let kept: Value = serde_json::from_str(&payloads[0]).unwrap();
+    assert_eq!(kept["pspReference"], attempt["provider_payment_id"]);
+    assert_eq!(kept["merchantReference"], id);
+    assert_eq!(kept["eventCode"], "AUTHORISATION");
+    assert_eq!(kept["success"], "true");
+    assert_eq!(kept["additionalData"]["refusalReasonRaw"], "AUTHORISED");
+}
+
+/// The provider event ids of the stored webhooks, sorted.
+async fn recorded(app: &TestApp) -> Vec<String> {
+    let mut ids: Vec<String> = app
+        .event_outcomes()
+        .await
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn retention(retention: Duration) -> EventReaperSettings {
+    EventReaperSettings {
+        provider_webhook_retention: retention,
+        batch: 2,
+        ..EventReaperSettings::default()
+    }
+}
+
+#[tokio::test]
+async fn a_webhook_is_reaped_a_retention_after_its_payment_is_final_and_a_late_copy_changes_nothing(
+) {
+    let app = quiet_app().await;
+    let finished = app.pending_attempt("reaped-final").await;
+    let open = app.pending_attempt("reaped-open").await;
+    let finished_id = finished["id"].as_str().unwrap();
+    let succeeded = event("succeeded", "evt_final", &finished);
+    assert_eq!(app.deliver_signed(&succeeded).await["outcome"], "applied");
+    let told = app
+        .deliver_signed(&event("processing", "evt_open", &open))
+        .await;
+    assert_eq!(told["outcome"], "applied");
+    let mut stranger = finished.clone();
+    stranger["id"] = format!("pay_{}", uuid::Uuid::now_v7().simple()).into();
+    stranger["provider_payment_id"] = "pi_not_ours".into();
+    let unknown = app
+        .deliver_signed(&event("succeeded", "evt_unknown", &stranger))
+        .await;
+    assert_eq!(unknown["outcome"], "unknown_attempt");
+    assert_eq!(app.count("webhook_events").await, 3);
+
+    let mut conn = app.db.connect().await;
+    let a_day = retention(Duration::from_secs(24 * 3600));
+    // Nothing is older than the retention yet.
+    assert_eq!(reap_provider_webhooks(&mut conn, &a_day).await.unwrap(), 0);
+
+    // Received 40 days ago: the one about no payment goes; the others stay, one's payment
+    // open, the other's final only now.
+    diesel::sql_query("UPDATE webhook_events SET received_at = received_at - interval '40 days'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(reap_provider_webhooks(&mut conn, &a_day).await.unwrap(), 1);
+    assert_eq!(recorded(&app).await, ["evt_final", "evt_open"]);
+
+    // A retention after the payment is final, its webhook goes; the open payment's stays.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let moments = retention(Duration::from_millis(10));
+    assert_eq!(
+        reap_provider_webhooks(&mut conn, &moments).await.unwrap(),
+        1
+    );
+    assert_eq!(recorded(&app).await, ["evt_open"]);
+
+    // A late copy of the reaped webhook: acknowledged, and nothing about the payment moves.
+    let events_before = app.count("events").await;
+    let payment_before = app.payment(finished_id).await;
+    let charges_before = app.charges_for(finished_id);
+    let late = app.deliver_signed(&succeeded).await;
+    assert_ne!(late["outcome"], "conflict", "{late}");
+    assert_eq!(app.payment(finished_id).await, payment_before);
+    assert_eq!(app.count("events").await, events_before);
+    assert_eq!(app.charges_for(finished_id), charges_before);
+}
