@@ -4,18 +4,27 @@ use actix_web::{web, HttpResponse};
 use serde::Serialize;
 
 use crate::db::migrations::migrations_applied;
+use crate::db::roles::role_reach;
 use crate::http::errors::ApiError;
 use crate::http::AppState;
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct Health {
     status: &'static str,
+    /// When ready: `owns_nothing` while payorch's database role can only read and write rows,
+    /// as it should; `can_bypass_invariants` when it is a superuser or owns the tables, and so
+    /// could disable the triggers that hold the invariants (docs/PRODUCTION.md, section 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database_role: Option<&'static str>,
 }
 
 #[utoipa::path(get, path = "/health/live", tag = "operations",
     responses((status = 200, body = Health)))]
 pub async fn live() -> HttpResponse {
-    HttpResponse::Ok().json(Health { status: "ok" })
+    HttpResponse::Ok().json(Health {
+        status: "ok",
+        database_role: None,
+    })
 }
 
 #[utoipa::path(get, path = "/health/ready", tag = "operations",
@@ -26,7 +35,17 @@ pub async fn live() -> HttpResponse {
 pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let mut conn = state.pool.get().await?;
     match migrations_applied(&mut conn).await {
-        Ok(true) => Ok(HttpResponse::Ok().json(Health { status: "ready" })),
+        Ok(true) => Ok(HttpResponse::Ok().json(Health {
+            status: "ready",
+            // Where an operator's probes look: the start-up warning scrolls away.
+            database_role: role_reach(&mut conn).await.ok().map(|reach| {
+                if reach.can_bypass_invariants() {
+                    "can_bypass_invariants"
+                } else {
+                    "owns_nothing"
+                }
+            }),
+        })),
         Ok(false) => Err(ApiError::Unavailable),
         Err(err) => Err(match ApiError::from(err) {
             // A missing migrations table is "not migrated yet", not a server fault.

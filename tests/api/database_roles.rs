@@ -10,7 +10,7 @@ use tokio_postgres::error::SqlState;
 use payorch::db::roles::{role_reach, RUNTIME_GROUP};
 use payorch::db::DatabaseUrl;
 
-use crate::helpers::{assert_refused_by, TestApp};
+use crate::helpers::{assert_refused_by, TestApp, TestDatabase};
 use crate::payments::Route;
 
 /// A session as the role the app runs as.
@@ -130,4 +130,20 @@ async fn the_runtime_role_cannot_rewrite_a_final_status() {
         .expect("the attempt")
         .get(0);
     assert_eq!(status, "succeeded");
+}
+
+#[tokio::test]
+async fn readiness_says_whether_the_role_could_bypass_the_invariants() {
+    let app = TestApp::spawn().await;
+    let ready: serde_json::Value = app.get("/health/ready").await.json().await.unwrap();
+    assert_eq!(ready["database_role"], "owns_nothing", "{ready}");
+
+    // The same app run as the tables' owner, as an older deployment would be.
+    let mut as_owner = TestDatabase::migrated().await;
+    as_owner.runtime_url = as_owner.url.clone();
+    let app = TestApp::spawn_on(as_owner).await;
+    let response = app.get("/health/ready").await;
+    assert_eq!(response.status(), 200, "still ready: it only says so");
+    let ready: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(ready["database_role"], "can_bypass_invariants", "{ready}");
 }
