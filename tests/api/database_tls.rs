@@ -14,7 +14,7 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair}
 use payorch::db::cluster::CLUSTER_RUNTIME_USER;
 use payorch::db::{create_database_if_missing, ClusterOptions, DatabaseUrl, PrivateCluster};
 
-use crate::helpers::{eventually, temp_dir};
+use crate::helpers::{eventually, payorch_bin, temp_dir};
 
 /// A certificate authority of its own, for one test.
 fn authority(name: &str) -> CertifiedIssuer<'static, KeyPair> {
@@ -329,4 +329,45 @@ async fn verify_full_takes_only_the_right_ca_and_host_and_require_refuses_a_serv
         Ok(false),
         "prefer goes on in clear, as libpq does"
     );
+}
+
+#[tokio::test]
+async fn a_bad_sslmode_or_ca_file_stops_serve_and_migrate_at_start_with_the_reason() {
+    let data_dir = temp_dir("tls-start");
+    let ca = data_dir.join("missing-ca.pem");
+    // Port 1: nothing is ever reached; the URL is refused before any connection.
+    let cases = [
+        (
+            "sslmode=requre".to_string(),
+            "sslmode `requre` is not one payorch knows",
+        ),
+        (
+            "sslmode=verify-full".to_string(),
+            "sslmode=verify-full needs sslrootcert",
+        ),
+        (
+            format!("sslmode=verify-ca&sslrootcert={}", ca.display()),
+            "missing-ca.pem",
+        ),
+    ];
+    for (tls, reason) in &cases {
+        for command in ["migrate", "serve"] {
+            let out = tokio::process::Command::new(payorch_bin())
+                .arg(command)
+                .arg("--data-dir")
+                .arg(&data_dir)
+                .env(
+                    "DATABASE_URL",
+                    format!("postgres://payorch@127.0.0.1:1/payorch?{tls}"),
+                )
+                .env_remove("PAYORCH_MIGRATION_DATABASE_URL")
+                .output()
+                .await
+                .expect("run payorch");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{command} with {tls}: {stderr}");
+            assert!(stderr.contains(reason), "{command} with {tls}: {stderr}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&data_dir);
 }
