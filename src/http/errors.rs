@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::time::Duration;
 
 use crate::db::pool::PoolError;
-use crate::http::limits::LimitExceeded;
+use crate::http::limits::exceeded::LimitExceeded;
 use crate::idempotency::{ExpiredKey, IdempotencyError, KeyError};
 use crate::ids::{HoldOperationId, OrderId, PaymentId, RefundId};
 use crate::payments::attempts::pay::PayError;

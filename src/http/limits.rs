@@ -10,6 +10,7 @@
 //! carries both too, so a client can slow down before it is refused. The counts are this
 //! replica's ([`crate::rate_limit`]): N replicas allow N times the rate.
 
+pub mod exceeded;
 pub mod failed_auth;
 
 use std::net::{IpAddr, Ipv6Addr};
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use actix_web::http::header::{self, HeaderMap};
 use actix_web::http::Method;
 use actix_web::middleware::Next;
 use actix_web::{web, Error, ResponseError};
@@ -31,10 +32,9 @@ use crate::payments::attempts::payer_return::ProviderChecks;
 use crate::rate_limit::{Decision, Quota, RateLimiter};
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::once_a_second::OnceASecond;
+use exceeded::{field_value, Counted, RATELIMIT, RATELIMIT_POLICY};
+pub use exceeded::{LimitExceeded, Policy};
 use failed_auth::FailedAuth;
-
-pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitSettings {
@@ -68,116 +68,6 @@ impl Default for LimitSettings {
             payer_return_check_interval: Duration::from_secs(5),
             trusted_proxies: TrustedProxies::default(),
         }
-    }
-}
-
-/// The quotas one request may be counted in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    ReadsPerKey,
-    ReadsPerAddress,
-    FailedAuthPerAddress,
-    PayerReturnsPerAddress,
-}
-
-impl Policy {
-    /// Its name in the RateLimit fields and the problem's `policy`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::ReadsPerKey => "reads-per-key",
-            Policy::ReadsPerAddress => "reads-per-address",
-            Policy::FailedAuthPerAddress => "failed-auth-per-address",
-            Policy::PayerReturnsPerAddress => "payer-returns-per-address",
-        }
-    }
-
-    fn what(self) -> &'static str {
-        match self {
-            Policy::ReadsPerKey => "reads with this API key",
-            Policy::ReadsPerAddress => "reads from this address",
-            Policy::FailedAuthPerAddress => {
-                "secrets that are no live key from this address (nothing was looked up)"
-            }
-            Policy::PayerReturnsPerAddress => "payer returns from this address",
-        }
-    }
-}
-
-/// A request refused by `policy`, whose `quota` is used up until `retry_after`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LimitExceeded {
-    pub policy: Policy,
-    pub quota: Quota,
-    pub retry_after: Duration,
-}
-
-impl LimitExceeded {
-    /// Whole seconds, at least one: what `Retry-After` and `t` say.
-    pub fn retry_after_secs(&self) -> u64 {
-        self.retry_after.as_secs_f64().ceil().max(1.0) as u64
-    }
-
-    pub fn detail(&self) -> String {
-        format!(
-            "too many {}: at most {} every {} s; nothing was done, retry after {} s \
-             (Retry-After)",
-            self.policy.what(),
-            self.quota.limit,
-            self.quota.window.as_secs(),
-            self.retry_after_secs()
-        )
-    }
-
-    /// `Retry-After`, `RateLimit-Policy` and `RateLimit` of the `429`.
-    pub fn headers(&self) -> [(HeaderName, HeaderValue); 3] {
-        let secs = self.retry_after_secs();
-        let state = Counted {
-            policy: self.policy,
-            quota: self.quota,
-            remaining: 0,
-            reset_secs: secs,
-        };
-        [
-            (header::RETRY_AFTER, HeaderValue::from(secs)),
-            (RATELIMIT_POLICY, field_value(state.policy_item())),
-            (RATELIMIT, field_value(state.limit_item())),
-        ]
-    }
-}
-
-fn field_value(text: String) -> HeaderValue {
-    // Policy names and numbers only: always a valid header value.
-    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
-}
-
-/// Where one request stands in one quota.
-#[derive(Debug, Clone, Copy)]
-struct Counted {
-    policy: Policy,
-    quota: Quota,
-    remaining: u32,
-    reset_secs: u64,
-}
-
-impl Counted {
-    /// An item of `RateLimit-Policy`: `"reads-per-key";q=6000;w=60`.
-    fn policy_item(&self) -> String {
-        format!(
-            "\"{}\";q={};w={}",
-            self.policy.name(),
-            self.quota.limit,
-            self.quota.window.as_secs()
-        )
-    }
-
-    /// An item of `RateLimit`: `"reads-per-key";r=5999;t=1`.
-    fn limit_item(&self) -> String {
-        format!(
-            "\"{}\";r={};t={}",
-            self.policy.name(),
-            self.remaining,
-            self.reset_secs
-        )
     }
 }
 
@@ -398,27 +288,5 @@ mod tests {
         assert_ne!(address_key(a), address_key(other));
         let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
         assert_eq!(address_key(mapped), "192.0.2.1".parse::<IpAddr>().unwrap());
-    }
-
-    #[test]
-    fn a_refusal_says_when_to_retry_in_the_drafts_fields() {
-        let exceeded = LimitExceeded {
-            policy: Policy::ReadsPerKey,
-            quota: Quota::per_minute(600),
-            retry_after: Duration::from_millis(11_200),
-        };
-        let headers = exceeded.headers();
-        let text: Vec<_> = headers
-            .iter()
-            .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap()))
-            .collect();
-        assert_eq!(
-            text,
-            [
-                "retry-after: 12",
-                "ratelimit-policy: \"reads-per-key\";q=600;w=60",
-                "ratelimit: \"reads-per-key\";r=0;t=12",
-            ]
-        );
     }
 }

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use prometheus::{IntCounterVec, Opts};
 
-use super::{address_key, LimitExceeded, Policy};
+use super::address_key;
+use super::exceeded::{LimitExceeded, Policy};
 use crate::accounts::SecretHash;
 use crate::bounded_map::BoundedMap;
 use crate::http::errors::ApiError;
