@@ -700,7 +700,7 @@ async fn support_keys_made_before_roles_keep_acting_after_the_upgrade() {
             AsyncConnectionWrapper::<diesel_async::AsyncPgConnection>::establish(&url).unwrap();
         loop {
             let pending = conn.pending_migrations(MIGRATIONS).unwrap();
-            let next = pending.iter().next().expect("this migration is among them");
+            let next = <[_]>::first(&pending).expect("this migration is among them");
             if next.name().version().to_string().as_str() >= "20261127000017" {
                 return;
             }
