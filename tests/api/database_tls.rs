@@ -371,3 +371,68 @@ async fn a_bad_sslmode_or_ca_file_stops_serve_and_migrate_at_start_with_the_reas
     }
     let _ = std::fs::remove_dir_all(&data_dir);
 }
+
+#[tokio::test]
+async fn serve_migrates_as_the_owner_and_serves_as_the_runtime_role_both_over_verify_full() {
+    let server = TlsCluster::start("tls-serve").await;
+    create_database_if_missing(&server.socket_url("postgres"), "payorch")
+        .await
+        .expect("create the database");
+    let mut admin = payorch::db::connect(&server.socket_url("postgres"))
+        .await
+        .expect("the superuser");
+    payorch::db::roles::create_runtime_login(&mut admin, CLUSTER_RUNTIME_USER)
+        .await
+        .expect("the runtime role");
+    let tls = server.verify_full(&server.ca_file);
+    let data_dir = temp_dir("tls-serve-data");
+    let mut serve = tokio::process::Command::new(payorch_bin())
+        .args(["serve", "--bind", "127.0.0.1:0", "--workers", "1"])
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .env(
+            "DATABASE_URL",
+            server.tcp_url(CLUSTER_RUNTIME_USER, "localhost", &tls),
+        )
+        .env(
+            "PAYORCH_MIGRATION_DATABASE_URL",
+            server.tcp_url("payorch", "localhost", &tls),
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start payorch serve");
+    let creds = crate::serve::wait_ready(&data_dir, "").await;
+    let ready: serde_json::Value = reqwest::get(format!("{}/health/ready", creds.base_url))
+        .await
+        .expect("ready")
+        .json()
+        .await
+        .expect("a JSON body");
+    assert_eq!(ready["database_role"], "owns_nothing", "{ready}");
+    let (sessions, encrypted) = sessions_of(&server, "payorch").await;
+    assert!(sessions >= 1, "serve's pool is connected");
+    assert_eq!(
+        encrypted, sessions,
+        "every session of serve's pool is encrypted"
+    );
+    let (client, connection) =
+        tokio_postgres::connect(&server.socket_url("payorch"), tokio_postgres::NoTls)
+            .await
+            .expect("connect over the socket");
+    tokio::spawn(connection);
+    let owners: Vec<String> = client
+        .query(
+            "SELECT DISTINCT tableowner::text FROM pg_tables WHERE schemaname = 'public'",
+            &[],
+        )
+        .await
+        .expect("the tables' owners")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(owners, ["payorch"], "the migrations ran as the owner");
+    serve.kill().await.expect("stop serve");
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
