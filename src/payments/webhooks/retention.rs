@@ -46,3 +46,38 @@ pub async fn delete_old_webhooks(
     .execute(conn)
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::config::{Cli, Command};
+
+    #[test]
+    fn the_default_retention_outlasts_the_providers_redeliveries() {
+        let cli = Cli::try_parse_from(["payorch", "serve"]).expect("the flags parse");
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve");
+        };
+        let kept = serve.app_settings().event_reaper.provider_webhook_retention;
+        // Adyen retries a webhook for up to 30 days, Stripe for 3.
+        assert!(
+            kept > std::time::Duration::from_secs(30 * 24 * 3600),
+            "{kept:?}"
+        );
+        let cli = Cli::try_parse_from([
+            "payorch",
+            "serve",
+            "--provider-webhook-retention-days",
+            "90",
+        ])
+        .expect("the flag parses");
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve");
+        };
+        assert_eq!(
+            serve.app_settings().event_reaper.provider_webhook_retention,
+            std::time::Duration::from_secs(90 * 24 * 3600)
+        );
+    }
+}
