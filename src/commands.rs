@@ -116,11 +116,11 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
              through it; never in production (docs/PRODUCTION.md, \"No demo\")"
         );
     }
-    // Before anything is written: a real deployment without a master key stops here.
-    let master_keys = master_keys_of_serve(args)?;
     let applied = run_migrations(database.migration_url()).await?;
     tracing::info!(applied = applied.len(), "database migrated");
     warn_if_the_role_can_bypass_invariants(database.url()).await?;
+    // Before the server answers: a real deployment without a master key stops here.
+    let master_keys = master_keys_of_serve(args)?;
     seal_clear_endpoint_secrets(database.url(), &master_keys).await?;
     settings.master_keys = Some(master_keys);
 
