@@ -257,18 +257,23 @@ where
 {
     type Stream = TlsStream<S>;
     type TlsConnect = RustlsHandshake;
-    type Error = rustls::pki_types::InvalidDnsNameError;
+    type Error = std::convert::Infallible;
 
-    /// `host` is the URL's host name (tokio-postgres gives `hostaddr` no name): an IP address
-    /// or a DNS name, which `verify-full` finds among the certificate's names.
+    /// `host` is the URL's host name (tokio-postgres gives `hostaddr` no name, and a Unix
+    /// socket the empty one): an IP address or a DNS name, which `verify-full` finds among the
+    /// certificate's names. Asked for every connection, TLS or not, so a name that cannot be
+    /// checked is refused only if a handshake is actually made.
     fn make_tls_connect(&mut self, host: &str) -> Result<RustlsHandshake, Self::Error> {
         let name = match ServerName::try_from(host.to_string()) {
-            Ok(name) => name,
+            Ok(name) => Ok(name),
             // Only `verify-full` looks at the name; the others need one for the handshake.
             Err(_) if self.mode != SslMode::VerifyFull => {
-                ServerName::try_from("localhost").expect("a valid name")
+                Ok(ServerName::try_from("localhost").expect("a valid name"))
             }
-            Err(err) => return Err(err),
+            Err(err) => Err(format!(
+                "sslmode=verify-full: the host `{host}` is no name a certificate can be checked \
+                 against: {err}"
+            )),
         };
         Ok(RustlsHandshake {
             config: Arc::clone(&self.config),
@@ -280,7 +285,7 @@ where
 /// One connection's handshake, to the server named when the connection was made.
 pub struct RustlsHandshake {
     config: Arc<ClientConfig>,
-    name: ServerName<'static>,
+    name: Result<ServerName<'static>, String>,
 }
 
 impl<S> TlsConnect<S> for RustlsHandshake
@@ -294,7 +299,8 @@ where
     fn connect(self, stream: S) -> Self::Future {
         let connector = tokio_rustls::TlsConnector::from(self.config);
         Box::pin(async move {
-            let stream = connector.connect(self.name, stream).await?;
+            let name = self.name.map_err(std::io::Error::other)?;
+            let stream = connector.connect(name, stream).await?;
             Ok(TlsStream(Box::new(stream)))
         })
     }

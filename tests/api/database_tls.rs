@@ -313,6 +313,18 @@ async fn verify_full_takes_only_the_right_ca_and_host_and_require_refuses_a_serv
         "require encrypts and, without a CA file, verifies nothing (libpq's meaning)"
     );
 
+    // A Unix socket has no TLS, and libpq does not ask for it there, verify-full or not.
+    assert_eq!(
+        connect_with(&format!(
+            "{} sslmode=verify-full sslrootcert='{}'",
+            server.socket_url("payorch"),
+            server.ca_file.display()
+        ))
+        .await,
+        Ok(false),
+        "verify-full over the socket connects, in clear"
+    );
+
     server.turn_tls_off().await;
     let refused = connect_with(&server.tcp_url(user, "localhost", "sslmode=require"))
         .await
