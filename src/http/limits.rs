@@ -57,7 +57,9 @@ pub struct LimitSettings {
 }
 
 impl Default for LimitSettings {
-    /// Far above what an integration or the benchmarks ask (writes are not counted here).
+    /// A key may read 100 times a second (Stripe's live-mode rate), an address twice that;
+    /// twenty bad secrets a minute is more than any typo. Writes, which the benchmarks drive,
+    /// are not counted here.
     fn default() -> Self {
         LimitSettings {
             reads_per_key: Quota::per_minute(6_000),
