@@ -788,3 +788,44 @@ async fn the_console_shows_support_actions_and_refuses_a_read_only_key_by_name()
     screenshot(&client, "console-support-actions").await;
     client.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_openapi_document_shows_support_actions_and_the_role_a_write_needs() {
+    let app = TestApp::spawn().await;
+    let doc: Value = app.get("/openapi.json").await.json().await.unwrap();
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(
+        schemas["Story"]["properties"]["support_actions"]["items"]["$ref"],
+        "#/components/schemas/SupportAction"
+    );
+    for field in [
+        "key_id",
+        "key_name",
+        "role",
+        "action",
+        "target_kind",
+        "target_id",
+        "at",
+    ] {
+        assert!(
+            schemas["SupportAction"]["properties"].get(field).is_some(),
+            "SupportAction lacks {field}"
+        );
+    }
+    for (method, path) in [
+        ("post", "/v1/support/payments/{id}/reconcile"),
+        ("post", "/v1/support/payments/{id}/void"),
+        ("post", "/v1/support/refunds/{id}/reconcile"),
+        ("post", "/v1/support/events/{id}/redeliver"),
+        ("put", "/v1/merchants/{id}/routing"),
+    ] {
+        let forbidden = &doc["paths"][path][method]["responses"]["403"]["description"];
+        assert!(
+            forbidden
+                .as_str()
+                .unwrap_or_default()
+                .contains("`operate` role"),
+            "{method} {path}: {forbidden}"
+        );
+    }
+}

@@ -295,25 +295,23 @@ impl World {
         strict: bool,
     ) -> Result<(Vec<(String, Merchant)>, String), String> {
         run(payorch, &["migrate", "--database-url", database_url]).await?;
-        let made = |what: &'static str, name: String| async move {
-            let printed = run(
-                payorch,
-                &[
-                    what,
-                    "create",
-                    "--name",
-                    &name,
-                    "--json",
-                    "--database-url",
-                    database_url,
-                ],
-            )
-            .await?;
+        let made = |what: &'static str, name: String, more: &'static [&'static str]| async move {
+            let mut args = vec![
+                what,
+                "create",
+                "--name",
+                &name,
+                "--json",
+                "--database-url",
+                database_url,
+            ];
+            args.extend_from_slice(more);
+            let printed = run(payorch, &args).await?;
             serde_json::from_str::<serde_json::Value>(&printed)
                 .map_err(|_| format!("`{what} create` printed {printed}"))
         };
         if !strict {
-            let merchant = made("merchant", "chaos".into()).await?;
+            let merchant = made("merchant", "chaos".into(), &[]).await?;
             let api_key = merchant["api_key"]
                 .as_str()
                 .ok_or_else(|| format!("`merchant create` printed no api_key: {merchant}"))?;
@@ -325,7 +323,7 @@ impl World {
         }
         let mut merchants = Vec::new();
         for protocol in strict::MERCHANTS {
-            let merchant = made("merchant", format!("chaos-{}", protocol.name())).await?;
+            let merchant = made("merchant", format!("chaos-{}", protocol.name()), &[]).await?;
             let (Some(id), Some(api_key)) = (
                 merchant["merchant_id"].as_str(),
                 merchant["api_key"].as_str(),
@@ -340,7 +338,8 @@ impl World {
                 },
             ));
         }
-        let support = made("support-key", "chaos".into()).await?;
+        // It changes routing: a support write, which needs the operate role.
+        let support = made("support-key", "chaos".into(), &["--role", "operate"]).await?;
         let support_key = support["support_key"]
             .as_str()
             .ok_or_else(|| format!("`support-key create` printed no support_key: {support}"))?;
