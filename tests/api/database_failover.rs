@@ -11,6 +11,7 @@ use diesel::QueryableByName;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use serde_json::Value;
 
+use payorch::db::cluster::CLUSTER_RUNTIME_USER;
 use payorch::db::{create_database_if_missing, ClusterOptions, PrivateCluster};
 
 use crate::helpers::{assert_problem, eventually, temp_dir, TestApp, TestDatabase};
@@ -43,6 +44,11 @@ async fn formation() -> (PrivateCluster, PrivateCluster) {
         .await
         .unwrap();
     let mut conn = AsyncPgConnection::establish(&a.database_url("payorch"))
+        .await
+        .unwrap();
+    // The app runs as the role that owns nothing, as in production: fencing an old primary
+    // and ending stalled commits must work with that role's rights alone.
+    payorch::db::roles::create_runtime_login(&mut conn, CLUSTER_RUNTIME_USER)
         .await
         .unwrap();
     for statement in [
@@ -134,7 +140,7 @@ async fn paid(app: &TestApp, key: &str) -> String {
 async fn the_pool_follows_the_primary_through_a_failover_and_fences_the_old_one() {
     let (a, b) = formation().await;
     let url = format!(
-        "host={},{} user=payorch dbname=payorch target_session_attrs=read-write",
+        "host={},{} user={CLUSTER_RUNTIME_USER} dbname=payorch target_session_attrs=read-write",
         a.socket_dir().display(),
         b.socket_dir().display()
     );
