@@ -829,3 +829,52 @@ async fn the_openapi_document_shows_support_actions_and_the_role_a_write_needs()
         );
     }
 }
+
+/// Every action the code audits is one the table takes, on the kind of target the code names;
+/// anything else is refused by the database.
+#[tokio::test]
+async fn every_audited_action_is_one_the_database_takes() {
+    use payorch::ids::OrderId;
+    use payorch::payments::support::audit::{self, Action, Actor, Done};
+
+    let app = TestApp::spawn().await;
+    let mut conn = app.db.connect().await;
+    let key = life::list_keys(&mut conn, KeyFilter::Support)
+        .await
+        .unwrap()[0]
+        .clone();
+    let actor = Actor {
+        key_id: key.id,
+        key_name: key.name,
+        role: SupportRole::Operate,
+    };
+    for action in Action::ALL {
+        let order_id = (action != Action::ChangeRouting).then(OrderId::new);
+        audit::record(
+            &mut conn,
+            &actor,
+            Done {
+                action,
+                target_id: uuid::Uuid::now_v7(),
+                merchant_id: app.merchant_id,
+                order_id,
+                before: None,
+                after: Some(json!({})),
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{action:?}: {e}"));
+    }
+    assert_refused_by(
+        &mut conn,
+        &format!(
+            "INSERT INTO support_actions (id, key_id, key_name, support_role, action, \
+             target_kind, target_id, merchant_id, order_id) VALUES (gen_random_uuid(), \
+             '{}', 'x', 'operate', 'void_payment', 'refund', gen_random_uuid(), '{}', \
+             gen_random_uuid())",
+            actor.key_id.0, app.merchant_id.0
+        ),
+        "support_actions_action_target",
+    )
+    .await;
+}
