@@ -151,9 +151,10 @@ pub struct KeysListArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("owner").required(true).args(["merchant", "support"])))]
 pub struct KeysCreateArgs {
     /// The merchant the key acts for (`mer_…`).
-    #[arg(long, conflicts_with = "support", required_unless_present = "support")]
+    #[arg(long)]
     pub merchant: Option<MerchantId>,
     /// A support staff key; give its `--role`.
     #[arg(long)]
