@@ -178,6 +178,7 @@ pub fn app_settings() -> AppSettings {
         drain: std::time::Duration::from_secs(20),
         public_url: None,
         master_keys: Some(payorch::sealing::MasterKeys::generate("bench").0),
+        metrics: Default::default(),
     }
 }
 
