@@ -121,7 +121,7 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
     warn_if_the_role_can_bypass_invariants(database.url()).await?;
     // Before the server answers: a real deployment without a master key stops here.
     let master_keys = master_keys_of_serve(args)?;
-    seal_clear_endpoint_secrets(database.url(), &master_keys).await?;
+    seal_clear_endpoint_secrets(database, &master_keys).await?;
     settings.master_keys = Some(master_keys);
 
     let path = credentials::path_in(&args.database.data_dir);
@@ -233,18 +233,28 @@ fn master_keys_of_serve(args: &ServeArgs) -> Result<MasterKeys, CommandError> {
     )?)
 }
 
-/// Seals the endpoint secrets an older version kept in clear, before the server answers.
+/// Seals the endpoint secrets an older version kept in clear, before the server answers;
+/// then, as the owner, has the database hold its CHECKs against a clear secret for every row.
 async fn seal_clear_endpoint_secrets(
-    database_url: &str,
+    database: &Database,
     keys: &MasterKeys,
 ) -> Result<(), CommandError> {
-    let mut conn = crate::db::connect(database_url).await?;
+    let mut conn = crate::db::connect(database.url()).await?;
     let sealed = sealed::seal_clear_secrets(&mut conn, keys).await?;
     if sealed > 0 {
         tracing::info!(
             endpoints = sealed,
             key = keys.sealing_id(),
             "sealed webhook-endpoint secrets kept in clear by an older version"
+        );
+    }
+    let mut owner = crate::db::connect(database.migration_url()).await?;
+    if let Err(err) = sealed::validate_sealed_checks(&mut owner).await {
+        // Every write is checked already; only the proof about old rows waits for the owner.
+        tracing::warn!(
+            error = %err,
+            "could not validate the CHECKs against secrets in clear; run ALTER TABLE \
+             webhook_endpoints VALIDATE CONSTRAINT … as the owner (docs/PRODUCTION.md, section 5)"
         );
     }
     Ok(())

@@ -5,8 +5,9 @@
 -- cannot know the key, so the rows an older version wrote in clear are sealed by `serve` at
 -- its start, before it answers; these CHECKs are therefore NOT VALID: they refuse every
 -- clear value written from now on (an insert, and any update of a row, so a clear row left
--- over cannot be touched before it is sealed), and `ALTER TABLE webhook_endpoints VALIDATE
--- CONSTRAINT …`, run as the owner once a start has sealed them, proves none is left.
+-- over cannot be touched before it is sealed); once a start has sealed them, it validates
+-- them as the owner (`events::endpoints::sealed::validate_sealed_checks`), so they hold for
+-- every row.
 ALTER TABLE webhook_endpoints
     ADD CONSTRAINT webhook_endpoints_secret_sealed
         CHECK (secret ~ '^v1:[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/]{16}:[A-Za-z0-9+/]+$') NOT VALID,
