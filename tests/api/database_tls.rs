@@ -28,18 +28,18 @@ fn authority(name: &str) -> CertifiedIssuer<'static, KeyPair> {
 
 /// A private cluster on a loopback port, serving a certificate for `localhost` alone (not
 /// for 127.0.0.1) signed by its CA; stopped and removed when dropped.
-struct TlsCluster {
+pub(crate) struct TlsCluster {
     cluster: PrivateCluster,
     dir: PathBuf,
     port: u16,
     /// The PEM file of the CA that signed the server's certificate.
-    ca_file: PathBuf,
+    pub(crate) ca_file: PathBuf,
     /// The PEM file of another CA, which signed nothing the server has.
     other_ca_file: PathBuf,
 }
 
 impl TlsCluster {
-    async fn start(label: &str) -> TlsCluster {
+    pub(crate) async fn start(label: &str) -> TlsCluster {
         let dir = temp_dir(label);
         let options = ClusterOptions {
             data_dir: dir.clone(),
@@ -100,7 +100,7 @@ impl TlsCluster {
     }
 
     /// The superuser over the cluster's socket (no TLS there, as with libpq).
-    fn socket_url(&self, database: &str) -> String {
+    pub(crate) fn socket_url(&self, database: &str) -> String {
         format!(
             "host='{}' port={} user=payorch dbname={database}",
             self.cluster.socket_dir().display(),
@@ -109,11 +109,11 @@ impl TlsCluster {
     }
 
     /// `user` on `host` over TCP, with `tls` appended (`sslmode=…&sslrootcert=…`).
-    fn tcp_url(&self, user: &str, host: &str, tls: &str) -> String {
+    pub(crate) fn tcp_url(&self, user: &str, host: &str, tls: &str) -> String {
         format!("postgres://{user}@{host}:{}/payorch?{tls}", self.port)
     }
 
-    fn verify_full(&self, ca: &Path) -> String {
+    pub(crate) fn verify_full(&self, ca: &Path) -> String {
         format!("sslmode=verify-full&sslrootcert={}", ca.display())
     }
 
@@ -187,7 +187,7 @@ async fn connect_with(url: &str) -> Result<bool, String> {
 }
 
 /// The sessions of `application_name` on the server, and how many of them are encrypted.
-async fn sessions_of(cluster: &TlsCluster, application_name: &str) -> (i64, i64) {
+pub(crate) async fn sessions_of(cluster: &TlsCluster, application_name: &str) -> (i64, i64) {
     let (client, connection) =
         tokio_postgres::connect(&cluster.socket_url("postgres"), tokio_postgres::NoTls)
             .await

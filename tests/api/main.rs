@@ -38,6 +38,7 @@ mod outbox;
 mod overload;
 mod payer_return;
 mod payments;
+mod production;
 mod provider_webhooks_kept;
 mod refunds;
 mod secrets_at_rest;
