@@ -29,8 +29,15 @@ def nothing_leaked(ctx, response, case):
     for secret in SECRETS:
         if secret in text:
             raise AssertionError(f"a secret of the server (…{secret[-4:]}) shows in the answer")
+    # A problem may name what the request held (a bad value of a field): a marker the
+    # generated request carried itself is no sign of a failure.
+    asked = json.dumps(
+        [case.body if isinstance(case.body, (dict, list, str)) else None,
+         case.query, case.path_parameters, case.headers],
+        ensure_ascii=False, default=str,
+    )
     for marker in INTERNALS:
-        if marker in text:
+        if marker in text and marker not in asked:
             raise AssertionError(f"the answer shows an internal failure: {marker!r}")
 
 
