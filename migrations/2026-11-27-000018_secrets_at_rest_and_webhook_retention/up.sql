@@ -16,5 +16,17 @@ ALTER TABLE webhook_endpoints
         NOT VALID;
 
 -- Provider webhooks are deleted a retention after their payment is final, or after they
--- arrived (`payments::webhooks::retention`): the reaper reads them oldest first.
-CREATE INDEX webhook_events_age ON webhook_events (received_at);
+-- arrived (`payments::webhooks::retention`): the reaper reads them oldest first, through
+-- `webhook_events_age`, built without blocking inserts by a migration of its own
+-- (2026-11-27-000020_webhook_events_age).
+--
+-- `payload_kept`: whether `payload` went through the allowlist of what is kept
+-- (`providers::kept`; docs/PRODUCTION.md, section 6). Rows an older version stored hold the
+-- whole payload, card and billing data included; the event reaper rewrites them through the
+-- same allowlist (`payments::webhooks::old_payloads`). The default stays false and this
+-- version sets true on each insert, so a row an older replica writes while an upgrade rolls
+-- is marked for stripping too. A constant default: adding the column rewrites nothing.
+-- The runtime role's table-wide grant (migration 2026-11-27-000016_runtime_role) covers a
+-- new column; it is granted again by name so the rights do not rest on that alone.
+ALTER TABLE webhook_events ADD COLUMN payload_kept boolean NOT NULL DEFAULT false;
+GRANT SELECT, INSERT, UPDATE, DELETE ON webhook_events TO payorch_runtime;

@@ -4,6 +4,9 @@
 -- the order is made and never changed. A constant default: adding the column rewrites nothing.
 
 ALTER TABLE orders ADD COLUMN checkout_demo boolean NOT NULL DEFAULT false;
+-- The runtime role's table-wide grant (migration 2026-11-27-000016_runtime_role) covers the
+-- new column; granted again by name so the rights do not rest on that alone.
+GRANT SELECT, INSERT, UPDATE, DELETE ON orders TO payorch_runtime;
 
 CREATE FUNCTION orders_checkout_demo_is_fixed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -40,9 +40,7 @@ pub async fn run_migrations(database_url: &str) -> Result<Vec<String>, Migration
     // The harness is synchronous; it drives the async connection from a blocking thread.
     tokio::task::spawn_blocking(move || {
         let mut conn = SyncConn::from(conn);
-        diesel::sql_query("SELECT pg_advisory_lock($1)")
-            .bind::<BigInt, _>(MIGRATION_LOCK_KEY)
-            .execute(&mut conn)?;
+        take_the_migration_lock(&mut conn)?;
         let applied = conn
             .run_pending_migrations(MIGRATIONS)
             .map(|versions| versions.iter().map(|v| v.to_string()).collect())
@@ -55,6 +53,31 @@ pub async fn run_migrations(database_url: &str) -> Result<Vec<String>, Migration
     })
     .await?
 }
+
+/// Takes the advisory lock, asking again until it is free rather than waiting in
+/// `pg_advisory_lock`: a waiting statement holds a snapshot, and `CREATE INDEX CONCURRENTLY`
+/// (migration 2026-11-27-000020_webhook_events_age) waits for every older snapshot of the
+/// database, so a replica waiting for the lock and the one holding it building the index would
+/// wait for each other.
+fn take_the_migration_lock(conn: &mut SyncConn) -> Result<(), diesel::result::Error> {
+    #[derive(QueryableByName)]
+    struct Taken {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        taken: bool,
+    }
+    loop {
+        let Taken { taken } = diesel::sql_query("SELECT pg_try_advisory_lock($1) AS taken")
+            .bind::<BigInt, _>(MIGRATION_LOCK_KEY)
+            .get_result(conn)?;
+        if taken {
+            return Ok(());
+        }
+        std::thread::sleep(LOCK_RETRY);
+    }
+}
+
+/// How long a replica waits before asking for the migration lock again.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Whether every embedded migration has been applied (for readiness).
 pub async fn migrations_applied(

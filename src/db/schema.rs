@@ -227,6 +227,7 @@ diesel::table! {
         provider_created_at -> Nullable<Timestamptz>,
         received_at -> Timestamptz,
         deliveries -> Integer,
+        payload_kept -> Bool,
     }
 }
 

@@ -4,7 +4,11 @@
 //! `…_merchant_events` migration). `FOR UPDATE SKIP LOCKED` lets replicas share the work.
 //!
 //! The same worker deletes the providers' webhooks past their own retention
-//! (`--provider-webhook-retention-days`; [`crate::payments::webhooks::retention`]).
+//! (`--provider-webhook-retention-days`; [`crate::payments::webhooks::retention`]), and
+//! rewrites the ones an older version stored whole through the allowlist of what is kept
+//! ([`crate::payments::webhooks::old_payloads`]). Here rather than at `serve`'s start: a big
+//! table does not hold the start back, and rows an older replica writes while an upgrade
+//! rolls are found on a later round.
 
 use std::time::Duration;
 
@@ -13,6 +17,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use tokio::sync::watch;
 
 use crate::db::DbPool;
+use crate::payments::webhooks::old_payloads::strip_old_payloads;
 use crate::payments::webhooks::retention::delete_old_webhooks;
 
 #[derive(Debug, Clone)]
@@ -68,6 +73,22 @@ pub async fn run(pool: DbPool, settings: EventReaperSettings, mut stop: watch::R
                 tracing::warn!(error = %err, "provider webhook reaper failed; retrying later")
             }
         }
+        let stripped = match pool.get().await {
+            Ok(mut conn) => strip_stored_webhooks(&mut conn, &settings)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(err) => Err(err.to_string()),
+        };
+        match stripped {
+            Ok(0) => {}
+            Ok(rewritten) => tracing::info!(
+                rewritten,
+                "provider webhooks stored whole by an older version rewritten without card data"
+            ),
+            Err(err) => {
+                tracing::warn!(error = %err, "rewriting old provider webhooks failed; retrying later")
+            }
+        }
         tokio::select! {
             _ = tokio::time::sleep(settings.interval) => {}
             _ = stop.changed() => return,
@@ -103,6 +124,22 @@ pub async fn reap_provider_webhooks(
         deleted += batch;
         if (batch as i64) < settings.batch {
             return Ok(deleted);
+        }
+    }
+}
+
+/// Rewrites every provider webhook stored whole into what is kept of it, a batch at a time;
+/// how many.
+pub async fn strip_stored_webhooks(
+    conn: &mut AsyncPgConnection,
+    settings: &EventReaperSettings,
+) -> diesel::QueryResult<usize> {
+    let mut rewritten = 0;
+    loop {
+        let batch = strip_old_payloads(conn, settings.batch).await?;
+        rewritten += batch;
+        if (batch as i64) < settings.batch {
+            return Ok(rewritten);
         }
     }
 }

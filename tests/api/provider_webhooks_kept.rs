@@ -9,7 +9,7 @@ use diesel::sql_types::Text;
 use diesel_async::RunQueryDsl;
 use serde_json::{json, Value};
 
-use payorch::events::reaper::{reap_provider_webhooks, EventReaperSettings};
+use payorch::events::reaper::{reap_provider_webhooks, strip_stored_webhooks, EventReaperSettings};
 
 use crate::helpers::TestApp;
 use crate::payments::Route;
@@ -283,4 +283,85 @@ async fn a_webhook_is_reaped_a_retention_after_its_payment_is_final_and_a_late_c
     assert_eq!(app.payment(finished_id).await, payment_before);
     assert_eq!(app.count("events").await, events_before);
     assert_eq!(app.charges_for(finished_id), charges_before);
+}
+
+#[tokio::test]
+async fn webhooks_an_older_version_stored_whole_are_rewritten_through_the_allowlist_and_stay_in_the_story(
+) {
+    let app = quiet_app().await;
+    let attempt = app.pending_attempt("stored-whole").await;
+    let id = attempt["id"].as_str().unwrap();
+    let receipt = app
+        .deliver_signed(&full_stripe_event("evt_kept_now", &attempt))
+        .await;
+    assert_eq!(receipt["outcome"], "applied", "{receipt}");
+
+    // Rows as the version before the allowlist wrote them: the whole payload, with the
+    // columns it knew, so `payload_kept` takes its default.
+    let mut conn = app.db.connect().await;
+    for n in 0..3 {
+        let whole = full_stripe_event(&format!("evt_stored_whole_{n}"), &attempt);
+        diesel::sql_query(
+            "INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, \
+                 detail, merchant_id, attempt_id, payload, provider_created_at, received_at) \
+             SELECT gen_random_uuid(), 'stripe', $1, 'payment_intent.succeeded', 'stale', \
+                 'already succeeded', merchant_id, id, $2::jsonb, now(), \
+                 now() - $3 * interval '1 minute' \
+             FROM payment_attempts WHERE provider_payment_id = $4",
+        )
+        .bind::<Text, _>(format!("evt_stored_whole_{n}"))
+        .bind::<Text, _>(whole)
+        .bind::<diesel::sql_types::Integer, _>(10 - n)
+        .bind::<Text, _>(attempt["provider_payment_id"].as_str().unwrap())
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    let before = stored_payloads(&app).await;
+    assert_eq!(before.len(), 4);
+    assert!(before.iter().any(|p| p.contains("jenny.rosen@example.com")));
+
+    // Two at a time: three old rows take two batches; the row kept already is left alone.
+    let rewritten = strip_stored_webhooks(&mut conn, &retention(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    assert_eq!(rewritten, 3);
+    let after = stored_payloads(&app).await;
+    assert_no_card_or_billing_data(&after);
+    for payload in &after {
+        let kept: Value = serde_json::from_str(payload).unwrap();
+        assert_eq!(kept["type"], "payment_intent.succeeded", "{kept}");
+        assert_eq!(kept["data"]["object"]["id"], attempt["provider_payment_id"]);
+        assert_eq!(
+            kept["data"]["object"]["metadata"]["attempt_id"],
+            attempt["id"]
+        );
+    }
+    assert_eq!(app.count("webhook_events WHERE NOT payload_kept").await, 0);
+    // Nothing is left to do on the next round.
+    assert_eq!(
+        strip_stored_webhooks(&mut conn, &retention(Duration::from_secs(3600)))
+            .await
+            .unwrap(),
+        0
+    );
+
+    // Support still reads every one of them in the payment's story.
+    let story = app.story(id).await;
+    let mut told: Vec<&str> = story["webhook_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["provider_event_id"].as_str().unwrap())
+        .collect();
+    told.sort();
+    assert_eq!(
+        told,
+        [
+            "evt_kept_now",
+            "evt_stored_whole_0",
+            "evt_stored_whole_1",
+            "evt_stored_whole_2"
+        ]
+    );
 }

@@ -19,9 +19,9 @@ settled AS (
       AND EXISTS (SELECT 1 FROM moved WHERE status IN ('authorized', 'succeeded', 'failed', 'canceled'))),
 recorded AS (
     INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, detail,
-        merchant_id, attempt_id, payload, provider_created_at)
+        merchant_id, attempt_id, payload, provider_created_at, payload_kept)
     SELECT $19, $20, $21, $22, 'applied', $23, merchant_id, id,
-        $24, $25
+        $24, $25, true
     FROM moved
     ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING 1)
 SELECT EXISTS (SELECT 1 FROM recorded) AS recorded FROM moved

@@ -60,9 +60,9 @@ pub(super) fn apply_to_attempt<'f>(
         ",
 recorded AS (
     INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, detail,
-        merchant_id, attempt_id, payload, provider_created_at)
+        merchant_id, attempt_id, payload, provider_created_at, payload_kept)
     SELECT {id}, {provider}, {event_key}, {event_type}, {applied}, {detail}, merchant_id, id,
-        {payload}, {created}
+        {payload}, {created}, true
     FROM moved
     ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING 1)
 SELECT EXISTS (SELECT 1 FROM recorded) AS recorded FROM moved",

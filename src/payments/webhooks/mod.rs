@@ -10,6 +10,7 @@
 
 mod attempt_event;
 pub mod keyed;
+pub mod old_payloads;
 mod outcome;
 mod refund_event;
 pub mod retention;

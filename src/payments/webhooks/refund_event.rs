@@ -24,8 +24,8 @@ pub(super) async fn record_refund_event(
     in_transaction(&mut conn, async |conn| {
         let inserted = diesel::sql_query(
             "INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, \
-                 payload, provider_created_at) \
-             VALUES ($1, $2, $3, $4, 'ignored', $5, $6) \
+                 payload, provider_created_at, payload_kept) \
+             VALUES ($1, $2, $3, $4, 'ignored', $5, $6, true) \
              ON CONFLICT (provider, provider_event_id) DO NOTHING",
         )
         .bind::<SqlUuid, _>(id.0)
