@@ -53,6 +53,13 @@ CREATE TRIGGER api_keys_life BEFORE UPDATE ON api_keys
 
 -- Every write a support key made: who (the key, its name and role at the time), what, to
 -- which resource, the state before and after, and when. Append-only.
+--
+-- A redelivery or a routing change is one row, written in the transaction that makes it. A
+-- provider-driven action (a reconcile, a void) cannot share a transaction with the provider,
+-- so it is two rows: the ask, `after` = {"outcome": "asked"}, written before anything is done
+-- (if it cannot be written, nothing is done), and the outcome, naming the ask in `answers`,
+-- once the action has answered. An ask with no outcome is an action whose process stopped
+-- before it could say what happened: the story shows it as "asked, outcome unknown".
 CREATE TABLE support_actions (
     id           uuid        PRIMARY KEY,
     key_id       uuid        NOT NULL REFERENCES api_keys (id),
@@ -69,6 +76,7 @@ CREATE TABLE support_actions (
     order_id     uuid,
     before       jsonb,
     after        jsonb,
+    answers      uuid,
     at           timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT support_actions_target CHECK ((target_kind = 'merchant') = (order_id IS NULL)),
     CONSTRAINT support_actions_action_target CHECK (
@@ -78,7 +86,20 @@ CREATE TABLE support_actions (
             WHEN 'reconcile_refund' THEN target_kind = 'refund'
             WHEN 'redeliver_event' THEN target_kind = 'event'
             WHEN 'change_routing' THEN target_kind = 'merchant'
-        END)
+        END),
+    -- A provider-driven action's row is its ask or an outcome naming the ask; any other
+    -- action's row is neither.
+    CONSTRAINT support_actions_asked_first CHECK (
+        CASE WHEN action IN ('reconcile_payment', 'void_payment', 'reconcile_refund')
+            THEN (after IS NOT DISTINCT FROM '{"outcome": "asked"}') = (answers IS NULL)
+            ELSE answers IS NULL AND after IS DISTINCT FROM '{"outcome": "asked"}'
+        END),
+    -- An outcome answers one ask of the same key, action and target, and an ask has at most
+    -- one outcome.
+    CONSTRAINT support_actions_one_outcome UNIQUE (answers),
+    CONSTRAINT support_actions_askable UNIQUE (id, key_id, action, target_id),
+    CONSTRAINT support_actions_answers FOREIGN KEY (answers, key_id, action, target_id)
+        REFERENCES support_actions (id, key_id, action, target_id)
 );
 
 CREATE INDEX support_actions_order ON support_actions (merchant_id, order_id, at)

@@ -38,6 +38,7 @@ diesel::table! {
         order_id -> Nullable<Uuid>,
         before -> Nullable<Jsonb>,
         after -> Nullable<Jsonb>,
+        answers -> Nullable<Uuid>,
         at -> Timestamptz,
     }
 }

@@ -180,25 +180,27 @@ pub async fn support_void(
         before: Some(serde_json::json!({ "status": payment.status.as_str() })),
         after: None,
     };
-    let voided = match void_without_key(
-        &state.pool,
-        &state.payments,
-        payment,
-        (Source::Support, reason::VOIDED),
-    )
-    .await
-    {
-        Ok(Some(operated)) => Ok(operated),
-        Ok(None) => {
-            let mut conn = state.pool.get().await?;
-            let err = why_refused(&mut conn, merchant_id, payment_id, HoldKind::Void, None)
-                .await
-                .unwrap_or_else(|err| err);
-            Err(problem(err, payment_id))
+    let void = async {
+        match void_without_key(
+            &state.pool,
+            &state.payments,
+            payment,
+            (Source::Support, reason::VOIDED),
+        )
+        .await
+        {
+            Ok(Some(operated)) => Ok(operated),
+            Ok(None) => {
+                let mut conn = state.pool.get().await?;
+                let err = why_refused(&mut conn, merchant_id, payment_id, HoldKind::Void, None)
+                    .await
+                    .unwrap_or_else(|err| err);
+                Err(problem(err, payment_id))
+            }
+            Err(err) => Err(problem(err, payment_id)),
         }
-        Err(err) => Err(problem(err, payment_id)),
     };
-    let operated = audited(&state, &actor, done, voided, |o| {
+    let operated = audited(&state, &actor, done, void, |o| {
         serde_json::json!({
             "status": o.payment.status.as_str(),
             "void": o.operation.status.as_str(),

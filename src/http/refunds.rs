@@ -136,14 +136,16 @@ pub async fn reconcile_refund(
     // The reconciler's own check, recorded with source `support`: pressed twice at once, at
     // most two harmless calls (a retrieve, or a resend under the refund's own key), and the
     // refund's row lock lets only one of them move it.
-    let checked = refunds::reconcile::check(&state.pool, &state.payments, refund, Source::Support)
-        .await
-        .map_err(|err| problem(err, payment_id));
+    let check = async {
+        refunds::reconcile::check(&state.pool, &state.payments, refund, Source::Support)
+            .await
+            .map_err(|err| problem(err, payment_id))
+    };
     let refund = audited(
         &state,
         &actor,
         done,
-        checked,
+        check,
         |r| serde_json::json!({ "status": r.status.as_str() }),
     )
     .await?;

@@ -54,30 +54,38 @@ pub(crate) async fn operator(state: &AppState, caller: &Caller) -> Result<Actor,
     support_actor(state, caller).await
 }
 
-/// Audits a provider-driven action once it has answered: `after` is what it answered, or
-/// `{"error": code}` when it failed. The action's own answer is returned, unless the audit
-/// row cannot be written: then the caller is told so (pressing again is safe).
+/// Takes a provider-driven action on record (README, "Support"): its ask is written before
+/// `action` runs — if it cannot be, the action is not taken, and the caller is answered `503`
+/// or `500` with nothing moved (pressing again is safe) — and its outcome once it has
+/// answered: `after` of what it answered, or `{"error": code}` when it failed. An outcome that
+/// cannot be written is logged and leaves the ask on its own, shown as asked, outcome
+/// unknown; the caller is still answered what the action did, since it was done.
 pub(crate) async fn audited<T>(
     state: &AppState,
     actor: &Actor,
     done: Done,
-    outcome: Result<T, ApiError>,
+    action: impl std::future::Future<Output = Result<T, ApiError>>,
     after: impl FnOnce(&T) -> serde_json::Value,
 ) -> Result<T, ApiError> {
+    let asked = {
+        let mut conn = state.pool.get().await?;
+        audit::ask(&mut conn, actor, done).await?
+    };
+    let outcome = action.await;
     let after = match &outcome {
         Ok(value) => after(value),
         Err(err) => serde_json::json!({ "error": err.code() }),
     };
-    let mut conn = state.pool.get().await?;
-    audit::record(
-        &mut conn,
-        actor,
-        Done {
-            after: Some(after),
-            ..done
-        },
-    )
-    .await?;
+    let answered = match state.pool.get().await {
+        Ok(mut conn) => audit::answer(&mut conn, asked, after)
+            .await
+            .map_err(|err| err.to_string()),
+        Err(err) => Err(err.to_string()),
+    };
+    if let Err(err) = answered {
+        tracing::error!(error = %err, support_key = %actor.key_name,
+            "a support action was done but its outcome not recorded: its ask stands, outcome unknown");
+    }
     outcome
 }
 
@@ -301,20 +309,22 @@ pub async fn reconcile_now(
         before: Some(serde_json::json!({ "status": attempt.status.as_str() })),
         after: None,
     };
-    let checked = reconciler::check(
-        &state.pool,
-        &state.payments,
-        attempt,
-        Source::Support,
-        Some(&who),
-    )
-    .await
-    .map_err(ApiError::from);
+    let check = async {
+        reconciler::check(
+            &state.pool,
+            &state.payments,
+            attempt,
+            Source::Support,
+            Some(&who),
+        )
+        .await
+        .map_err(ApiError::from)
+    };
     let attempt = audited(
         &state,
         &actor,
         done,
-        checked,
+        check,
         |a| serde_json::json!({ "status": a.status.as_str() }),
     )
     .await?;

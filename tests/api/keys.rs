@@ -561,7 +561,21 @@ async fn every_support_write_is_audited_and_shown_in_the_payment_s_story() {
         assert_eq!(action["target_id"], id);
         assert!(action["key_id"].as_str().unwrap().starts_with("key_"));
         assert!(action["at"].is_string());
+        assert_eq!(action["outcome"], "recorded");
+        assert!(action["answered_at"].as_str().unwrap() >= action["at"].as_str().unwrap());
     }
+    // Each is two rows: the ask, written before the provider was asked, and its outcome.
+    assert_eq!(
+        app.db
+            .count(
+                "support_actions a WHERE a.after = '{\"outcome\": \"asked\"}' \
+                 AND a.answers IS NULL AND a.before IS NOT NULL \
+                 AND EXISTS (SELECT 1 FROM support_actions o WHERE o.answers = a.id \
+                             AND o.at >= a.at AND o.before = a.before)"
+            )
+            .await,
+        3
+    );
 
     // A routing change is audited in its own transaction, with the routing before and after.
     let configured: Value = app
@@ -614,7 +628,7 @@ async fn every_support_write_is_audited_and_shown_in_the_payment_s_story() {
         "support_actions_append_only",
     )
     .await;
-    assert_eq!(app.db.count("support_actions").await, 5);
+    assert_eq!(app.db.count("support_actions").await, 3 * 2 + 2);
 }
 
 #[tokio::test]
@@ -663,6 +677,12 @@ async fn a_refund_reconcile_and_a_redelivery_are_audited_on_the_order() {
     assert_eq!(actions[1]["target_kind"], "event");
     assert_eq!(actions[1]["target_id"], event_id);
     assert!(actions[1]["after"]["deliveries_due"].is_number());
+    assert!(
+        actions.iter().all(|a| a["outcome"] == "recorded"),
+        "{story}"
+    );
+    // The refund's reconcile is its ask and its outcome; the redelivery one row, written with it.
+    assert_eq!(app.db.count("support_actions").await, 2 + 1);
 }
 
 #[tokio::test]
@@ -784,6 +804,31 @@ async fn the_console_shows_support_actions_and_refuses_a_read_only_key_by_name()
         ),
         "{shown}"
     );
+
+    // An action whose outcome was never recorded is shown as asked, outcome unknown.
+    let mut conn = app.db.connect().await;
+    refuse_audit_rows(
+        &mut conn,
+        r#"NEW.after IS DISTINCT FROM '{"outcome": "asked"}'"#,
+    )
+    .await;
+    let response = support_post(
+        &app,
+        &app.support_key,
+        &format!("/v1/support/payments/{id}/reconcile"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    allow_audit_rows(&mut conn).await;
+    let query = client.find(Locator::Id("query")).await.unwrap();
+    query.clear().await.unwrap();
+    query.send_keys(&id).await.unwrap();
+    query.send_keys("\u{E007}").await.unwrap();
+    let shown = text_with(&client, "support-actions", "reconcile payment").await;
+    assert!(
+        shown.contains("by Test support (operate): status canceled → asked, outcome unknown"),
+        "{shown}"
+    );
     show(&client, "support-actions").await;
     screenshot(&client, "console-support-actions").await;
     client.close().await.unwrap();
@@ -806,6 +851,8 @@ async fn the_openapi_document_shows_support_actions_and_the_role_a_write_needs()
         "target_kind",
         "target_id",
         "at",
+        "outcome",
+        "answered_at",
     ] {
         assert!(
             schemas["SupportAction"]["properties"].get(field).is_some(),
@@ -848,22 +895,27 @@ async fn every_audited_action_is_one_the_database_takes() {
         key_name: key.name,
         role: SupportRole::Operate,
     };
+    let done = |action: Action| Done {
+        action,
+        target_id: uuid::Uuid::now_v7(),
+        merchant_id: app.merchant_id,
+        order_id: (action != Action::ChangeRouting).then(OrderId::new),
+        before: None,
+        after: Some(json!({})),
+    };
     for action in Action::ALL {
-        let order_id = (action != Action::ChangeRouting).then(OrderId::new);
-        audit::record(
-            &mut conn,
-            &actor,
-            Done {
-                action,
-                target_id: uuid::Uuid::now_v7(),
-                merchant_id: app.merchant_id,
-                order_id,
-                before: None,
-                after: Some(json!({})),
-            },
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{action:?}: {e}"));
+        if action.is_asked_first() {
+            let asked = audit::ask(&mut conn, &actor, done(action))
+                .await
+                .unwrap_or_else(|e| panic!("{action:?} asked: {e}"));
+            audit::answer(&mut conn, asked, json!({}))
+                .await
+                .unwrap_or_else(|e| panic!("{action:?} answered: {e}"));
+        } else {
+            audit::record(&mut conn, &actor, done(action))
+                .await
+                .unwrap_or_else(|e| panic!("{action:?}: {e}"));
+        }
     }
     assert_refused_by(
         &mut conn,
@@ -877,4 +929,244 @@ async fn every_audited_action_is_one_the_database_takes() {
         "support_actions_action_target",
     )
     .await;
+
+    // A provider-driven action's outcome with no ask before it, and a one-row action that
+    // says it was only asked, are refused.
+    let row = |action: &str, kind: &str, after: &str, answers: &str| {
+        format!(
+            "INSERT INTO support_actions (id, key_id, key_name, support_role, action, \
+             target_kind, target_id, merchant_id, order_id, after, answers) \
+             SELECT gen_random_uuid(), '{}', 'x', 'operate', '{action}', '{kind}', \
+             gen_random_uuid(), '{}', gen_random_uuid(), '{after}', {answers}",
+            actor.key_id.0, app.merchant_id.0
+        )
+    };
+    assert_refused_by(
+        &mut conn,
+        &row(
+            "void_payment",
+            "payment",
+            r#"{"status": "canceled"}"#,
+            "NULL",
+        ),
+        "support_actions_asked_first",
+    )
+    .await;
+    assert_refused_by(
+        &mut conn,
+        &row(
+            "redeliver_event",
+            "event",
+            r#"{"outcome": "asked"}"#,
+            "NULL",
+        ),
+        "support_actions_asked_first",
+    )
+    .await;
+    // An ask is answered once, by an outcome of its own key, action and target.
+    let answer_to = |action: &str, target: &str, answered: bool| {
+        format!(
+            "INSERT INTO support_actions (id, key_id, key_name, support_role, action, \
+             target_kind, target_id, merchant_id, order_id, after, answers) \
+             SELECT gen_random_uuid(), key_id, key_name, support_role, '{action}', target_kind, \
+             {target}, merchant_id, order_id, '{{}}', id FROM support_actions a \
+             WHERE action = 'void_payment' AND answers IS NULL AND {} \
+             EXISTS (SELECT 1 FROM support_actions o WHERE o.answers = a.id)",
+            if answered { "" } else { "NOT" }
+        )
+    };
+    assert_refused_by(
+        &mut conn,
+        &answer_to("void_payment", "target_id", true),
+        "support_actions_one_outcome",
+    )
+    .await;
+    let _unanswered = audit::ask(&mut conn, &actor, done(Action::VoidPayment))
+        .await
+        .unwrap();
+    assert_refused_by(
+        &mut conn,
+        &answer_to("reconcile_payment", "target_id", false),
+        "support_actions_answers",
+    )
+    .await;
+    assert_refused_by(
+        &mut conn,
+        &answer_to("void_payment", "gen_random_uuid()", false),
+        "support_actions_answers",
+    )
+    .await;
+    assert_eq!(app.db.count("support_actions").await, 3 * 2 + 2 + 1);
+}
+
+/// Makes the database refuse the `support_actions` rows for which `when` holds (an SQL
+/// condition on `NEW`), as an outage or a crash at that write would leave them unwritten.
+async fn refuse_audit_rows(conn: &mut diesel_async::AsyncPgConnection, when: &str) {
+    for sql in [
+        "CREATE OR REPLACE FUNCTION refuse_audit_row() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN RAISE EXCEPTION 'the audit cannot be written'; END; $$"
+            .to_owned(),
+        "DROP TRIGGER IF EXISTS refuse_audit_row ON support_actions".to_owned(),
+        format!(
+            "CREATE TRIGGER refuse_audit_row BEFORE INSERT ON support_actions FOR EACH ROW \
+             WHEN ({when}) EXECUTE FUNCTION refuse_audit_row()"
+        ),
+    ] {
+        diesel::sql_query(&sql)
+            .execute(conn)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}
+
+async fn allow_audit_rows(conn: &mut diesel_async::AsyncPgConnection) {
+    diesel::sql_query("DROP TRIGGER refuse_audit_row ON support_actions")
+        .execute(conn)
+        .await
+        .unwrap();
+}
+
+/// A void, a reconcile or a redelivery whose audit cannot be written is not done: the caller
+/// is told so, and nothing moved.
+#[tokio::test]
+async fn a_support_action_is_not_taken_when_its_audit_cannot_be_written() {
+    let app = TestApp::spawn().await;
+    let payment = held(&app).await;
+    let id = payment["id"].as_str().unwrap();
+    let story: Value = app
+        .get_as(&app.support_key, &format!("/v1/support/payments/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let event_id = story["events"][0]["id"]
+        .as_str()
+        .expect("an event")
+        .to_owned();
+    let mut conn = app.db.connect().await;
+    // An endpoint made after the events, so a redelivery would give it a delivery.
+    let endpoint = uuid::Uuid::now_v7();
+    diesel::sql_query(format!(
+        "INSERT INTO webhook_endpoints (merchant_id, id, url, enabled_events, secret) \
+         VALUES ('{}', '{endpoint}', 'https://endpoint.invalid/', ARRAY['*'], '{}')",
+        app.merchant_id.0,
+        crate::helpers::sealed_secret(
+            payorch::ids::EndpointId(endpoint),
+            &payorch::events::signing::Secret::generate()
+        ),
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let provider_calls = app.db.count("provider_calls").await;
+    refuse_audit_rows(&mut conn, "true").await;
+
+    for path in [
+        format!("/v1/support/payments/{id}/void"),
+        format!("/v1/support/payments/{id}/reconcile"),
+        format!("/v1/support/events/{event_id}/redeliver"),
+    ] {
+        let response = support_post(&app, &app.support_key, &path).await;
+        assert_problem(response, 500, "internal_error").await;
+    }
+    assert_eq!(app.payment(id).await["status"], "authorized");
+    assert!(app
+        .sandbox
+        .voids()
+        .iter()
+        .all(|v| v.attempt_id.as_deref() != Some(id)));
+    assert_eq!(app.db.count("provider_calls").await, provider_calls);
+    assert_eq!(app.db.count("event_deliveries").await, 0);
+    assert_eq!(app.db.count("support_actions").await, 0);
+
+    // Once the audit can be written, the same void is done, and on record.
+    allow_audit_rows(&mut conn).await;
+    let response = support_post(
+        &app,
+        &app.support_key,
+        &format!("/v1/support/payments/{id}/void"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(app.payment(id).await["status"], "canceled");
+    assert_eq!(app.db.count("support_actions").await, 2);
+}
+
+/// A provider-driven action is on record before it is taken: when its outcome is never
+/// written (the process stopped, the database went away), the story still shows it, as
+/// asked with its outcome unknown.
+#[tokio::test]
+async fn an_action_whose_outcome_never_came_is_shown_asked_with_its_outcome_unknown() {
+    let app = TestApp::spawn().await;
+    let payment = held(&app).await;
+    let id = payment["id"].as_str().unwrap();
+    let mut conn = app.db.connect().await;
+    refuse_audit_rows(
+        &mut conn,
+        r#"NEW.after IS DISTINCT FROM '{"outcome": "asked"}'"#,
+    )
+    .await;
+
+    // The void is done (the caller is told what it did), its outcome never recorded.
+    let response = support_post(
+        &app,
+        &app.support_key,
+        &format!("/v1/support/payments/{id}/void"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(app.payment(id).await["status"], "canceled");
+    assert!(app
+        .sandbox
+        .voids()
+        .iter()
+        .any(|v| v.attempt_id.as_deref() == Some(id)));
+    allow_audit_rows(&mut conn).await;
+
+    let story: Value = app
+        .get_as(&app.support_key, &format!("/v1/support/payments/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let actions = story["support_actions"].as_array().unwrap();
+    assert_eq!(actions.len(), 1, "{story}");
+    assert_eq!(actions[0]["action"], "void_payment");
+    assert_eq!(actions[0]["key_name"], "Test support");
+    assert_eq!(actions[0]["before"], json!({"status": "authorized"}));
+    assert_eq!(actions[0]["outcome"], "unknown");
+    assert_eq!(actions[0]["after"], Value::Null);
+    assert_eq!(actions[0]["answered_at"], Value::Null);
+    assert_eq!(app.db.count("support_actions").await, 1);
+
+    // Pressed again, the second void is refused and fully on record; the first stays unknown.
+    let response = support_post(
+        &app,
+        &app.support_key,
+        &format!("/v1/support/payments/{id}/void"),
+    )
+    .await;
+    assert_problem(response, 409, "payment_not_cancelable").await;
+    let story: Value = app
+        .get_as(&app.support_key, &format!("/v1/support/payments/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let outcomes: Vec<(&Value, &Value)> = story["support_actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (&a["outcome"], &a["after"]))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (&json!("unknown"), &Value::Null),
+            (
+                &json!("recorded"),
+                &json!({"error": "payment_not_cancelable"})
+            ),
+        ]
+    );
 }

@@ -274,12 +274,14 @@ async function redeliver(id, button, result) {
   }
 }
 
-// What a support key did: who (the key's name and role), what, before → after.
+// What a support key did: who (the key's name and role), what, before → after. An action
+// asked whose outcome was never recorded says so: it may have been done.
 function supportActionItem(a) {
   const shown = (state) => (state == null ? "—" : Object.entries(state).map(([k, v]) => `${k} ${v}`).join(", "));
+  const after = a.outcome === "unknown" ? "asked, outcome unknown" : shown(a.after);
   return el("li", {}, el("span", { class: "when" }, when(a.at)),
     el("span", { class: "kind" }, a.action.replaceAll("_", " ")),
-    `${a.target_id} by ${a.key_name} (${a.role}): ${shown(a.before)} → ${shown(a.after)}`);
+    `${a.target_id} by ${a.key_name} (${a.role}): ${shown(a.before)} → ${after}`);
 }
 
 async function showStory(id) {

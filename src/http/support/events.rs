@@ -1,19 +1,19 @@
 //! `POST /v1/support/events/{id}/redeliver`: support sends an event to the merchant's
 //! endpoints again (README, "Support"). No body and no Idempotency-Key, as "Reconcile now":
 //! pressing it twice only makes the same deliveries due twice, and receivers deduplicate by
-//! `webhook-id` (README, "Deduplicating").
+//! `webhook-id` (README, "Deduplicating"). The redelivery and its audit row are one
+//! transaction.
 
 use actix_web::{web, HttpResponse};
 
 use crate::accounts::Caller;
 use crate::events::find_event;
-use crate::events::redeliver::redeliver;
+use crate::events::redeliver::redeliver_audited;
 use crate::http::errors::ApiError;
-use crate::http::support::{audited, operator};
+use crate::http::support::operator;
 use crate::http::views::deliveries::Redelivered;
 use crate::http::AppState;
 use crate::ids::EventId;
-use crate::payments::support::audit::{Action, Done};
 
 #[utoipa::path(post, path = "/v1/support/events/{id}/redeliver", tag = "support",
     params(("id" = String, Path, description = "event id, `evt_…`")),
@@ -35,23 +35,6 @@ pub async fn redeliver_event(
         .await?
         .ok_or(ApiError::NotFound("event"))?;
     tracing::info!(support_key = %actor.key_name, event = %id, merchant = %event.merchant_id, "support redelivered an event");
-    let done = Done {
-        action: Action::RedeliverEvent,
-        target_id: id.0,
-        merchant_id: event.merchant_id,
-        order_id: Some(event.order_id),
-        before: Some(serde_json::json!({ "event_type": event.event_type.as_str() })),
-        after: None,
-    };
-    let redelivered = redeliver(&mut conn, id).await.map_err(ApiError::from);
-    drop(conn);
-    let deliveries = audited(
-        &state,
-        &actor,
-        done,
-        redelivered,
-        |deliveries| serde_json::json!({ "deliveries_due": deliveries.len() }),
-    )
-    .await?;
+    let deliveries = redeliver_audited(&mut conn, &event, &actor).await?;
     Ok(HttpResponse::Ok().json(Redelivered::new(id, deliveries)))
 }

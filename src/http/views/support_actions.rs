@@ -25,10 +25,19 @@ pub struct SupportAction {
     /// What it was before (for a reconcile or void, its status).
     #[schema(value_type = Option<Object>)]
     before: Option<serde_json::Value>,
-    /// What it was after; `{"error": code}` when the action failed.
+    /// What it was after; `{"error": code}` when the action failed; null while the outcome
+    /// is unknown.
     #[schema(value_type = Option<Object>)]
     after: Option<serde_json::Value>,
+    /// When it was asked (a redelivery or routing change: done).
     at: DateTime<Utc>,
+    /// `recorded`, or `unknown`: a reconcile or void is on record as asked before it is
+    /// taken, and its outcome when it has answered; an outcome missing means the action is
+    /// still running, or its process stopped before it could say (look at the target's own
+    /// state).
+    outcome: &'static str,
+    /// When the outcome was recorded; null while it is unknown.
+    answered_at: Option<DateTime<Utc>>,
 }
 
 impl From<RecordedAction> for SupportAction {
@@ -50,6 +59,12 @@ impl From<RecordedAction> for SupportAction {
             before: a.before,
             after: a.after,
             at: a.at,
+            outcome: if a.answered_at.is_some() {
+                "recorded"
+            } else {
+                "unknown"
+            },
+            answered_at: a.answered_at,
         }
     }
 }
