@@ -215,6 +215,12 @@ impl Application {
             tokio::spawn(delivery::run(deliverer, stop.clone())),
             tokio::spawn(accounts::sync::run(
                 pool.clone(),
+                callers.clone(),
+                settings.key_poll,
+                stop.clone(),
+            )),
+            tokio::spawn(accounts::sync::run_last_used(
+                pool.clone(),
                 callers,
                 settings.key_poll,
                 stop.clone(),

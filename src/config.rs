@@ -338,8 +338,9 @@ pub struct ServeArgs {
     #[arg(long, env = "PAYORCH_AUTH_CACHE_MS", default_value_t = 5000)]
     pub auth_cache_ms: u64,
     /// How often this replica asks the database for revoked or rotated keys (and writes keys'
-    /// last use): a revocation is honoured within about this long.
-    #[arg(long, env = "PAYORCH_KEY_POLL_MS", default_value_t = 250)]
+    /// last use): a revocation is honoured within about this long. At most 10 minutes.
+    #[arg(long, env = "PAYORCH_KEY_POLL_MS", default_value_t = 250,
+          value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub key_poll_ms: u64,
     /// The demo with a real provider too: on an empty database a demo merchant and a support
     /// key written to `credentials.json`, and the anonymous checkout demo at `/checkout`
@@ -433,8 +434,9 @@ pub struct LimitArgs {
     )]
     pub failed_auth_per_minute_per_address: u32,
     /// How long a secret that is no live key is answered `401` without a lookup: a key made
-    /// meanwhile works at most this long after it was made.
-    #[arg(long, env = "PAYORCH_FAILED_AUTH_MEMORY_MS", default_value_t = 2_000)]
+    /// meanwhile works at most this long after it was made. At most an hour.
+    #[arg(long, env = "PAYORCH_FAILED_AUTH_MEMORY_MS", default_value_t = 2_000,
+          value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub failed_auth_memory_ms: u64,
     /// `GET /v1/payments/{id}/return` a minute from one client address.
     #[arg(
@@ -444,8 +446,10 @@ pub struct LimitArgs {
     )]
     pub payer_returns_per_minute_per_address: u32,
     /// After a payment's first two returns, how often a return may make payorch ask its
-    /// provider; the others are answered from what payorch knows (0: every return asks).
-    #[arg(long, env = "PAYORCH_PAYER_RETURN_CHECK_SECS", default_value_t = 5)]
+    /// provider; the others are answered from what payorch knows (0: every return asks). At
+    /// most a day: a bound, so the interval's arithmetic cannot overflow.
+    #[arg(long, env = "PAYORCH_PAYER_RETURN_CHECK_SECS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
     pub payer_return_check_secs: u64,
     /// Proxies (addresses or CIDR ranges, comma-separated) whose forwarding header says who
     /// the client is; from anyone else it is ignored. Default: none. They are also exempt

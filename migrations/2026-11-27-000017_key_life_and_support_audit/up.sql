@@ -11,9 +11,12 @@ ALTER TABLE api_keys
     ADD COLUMN last_used_at    timestamptz,
     -- The key this one replaced by a rotation.
     ADD COLUMN rotated_from    uuid REFERENCES api_keys (id),
-    -- Set by `api_keys_life` whenever `revoked_at` or `expires_at` changes: what every replica
-    -- polls to evict a key it remembers (README, "Authentication").
-    ADD COLUMN life_changed_at timestamptz;
+    -- Set by `api_keys_life` whenever `revoked_at` or `expires_at` changes: when (for people)
+    -- and by which transaction (for the replicas' poll, which evicts a key it remembers;
+    -- README, "Authentication"). The poll goes by the transaction, not the time: a time is
+    -- stamped before the commit, which may come much later, and the poll would have passed it.
+    ADD COLUMN life_changed_at timestamptz,
+    ADD COLUMN life_changed_xid xid8;
 
 -- Support keys made before roles could do everything: they keep doing it, so that an upgrade
 -- breaks nobody. A key made from now on is read-only unless it is given `operate`.
@@ -22,19 +25,25 @@ UPDATE api_keys SET support_role = 'operate' WHERE role = 'support';
 ALTER TABLE api_keys ADD CONSTRAINT api_keys_support_role
     CHECK ((role = 'support') = (support_role IS NOT NULL));
 
--- The replicas' poll: keys whose life changed in the last seconds, newest few only.
-CREATE INDEX api_keys_life_changed_at ON api_keys (life_changed_at)
-    WHERE life_changed_at IS NOT NULL;
+-- The replicas' poll: keys whose life was changed by a transaction at or after a snapshot's
+-- xmin, a few only.
+CREATE INDEX api_keys_life_changed_xid ON api_keys (life_changed_xid)
+    WHERE life_changed_xid IS NOT NULL;
 
--- A key's secret, role and merchant never change, a revocation is for good, and any change of
--- its life is stamped for the replicas' poll, also when made by hand in SQL.
+-- A key's secret, role, support role and merchant never change, a revocation is for good, and
+-- any change of its life is stamped for the replicas' poll, also when made by hand in SQL.
+-- The support role is part of the identity: replicas remember a key's caller, role included,
+-- and learn only of changes to its life, so another role is another key (made, and the old
+-- one revoked).
 CREATE FUNCTION api_keys_life() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.secret_sha256 <> OLD.secret_sha256 OR NEW.role <> OLD.role
+       OR NEW.support_role IS DISTINCT FROM OLD.support_role
        OR NEW.merchant_id IS DISTINCT FROM OLD.merchant_id
        OR NEW.created_at <> OLD.created_at THEN
-        RAISE EXCEPTION 'api key %: its secret, role, merchant and creation never change', OLD.id
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'api_keys_identity_fixed';
+        RAISE EXCEPTION 'api key %: its secret, role, support role, merchant and creation never change', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'api_keys_identity_fixed',
+                  HINT = 'for another role, make a new key (payorch keys create --support --role ...) and revoke this one';
     END IF;
     IF OLD.revoked_at IS NOT NULL AND NEW.revoked_at IS DISTINCT FROM OLD.revoked_at THEN
         RAISE EXCEPTION 'api key % is revoked for good; make a new key', OLD.id
@@ -43,6 +52,7 @@ BEGIN
     IF NEW.revoked_at IS DISTINCT FROM OLD.revoked_at
        OR NEW.expires_at IS DISTINCT FROM OLD.expires_at THEN
         NEW.life_changed_at := clock_timestamp();
+        NEW.life_changed_xid := pg_current_xact_id();
     END IF;
     RETURN NEW;
 END;
@@ -119,5 +129,8 @@ CREATE TRIGGER support_actions_append_only BEFORE UPDATE OR DELETE ON support_ac
 CREATE TRIGGER support_actions_no_truncate BEFORE TRUNCATE ON support_actions
     FOR EACH STATEMENT EXECUTE FUNCTION support_actions_append_only();
 
--- And the service's own role may only add to it (docs/PRODUCTION.md, section 2).
+-- And the service's own role may only add to it (docs/PRODUCTION.md, section 2). Granted
+-- here, not left to migration 16's default privileges, which hold only for tables made by the
+-- role that ran it: migrated by another owner, support writes would fail after their action.
+GRANT SELECT, INSERT ON support_actions TO payorch_runtime;
 REVOKE UPDATE, DELETE, TRUNCATE ON support_actions FROM payorch_runtime;

@@ -20,6 +20,17 @@ use crate::ids::ApiKeyId;
 /// More live keys than this in the cache and the stale ones go; past it all of them.
 const CAPACITY: usize = 10_000;
 
+/// What [`CallerCache::recall`] knows of a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recalled {
+    /// Looked up less than the ttl ago, and not expired: the caller, with no lookup.
+    Fresh(Caller),
+    /// A live key when last looked up, neither evicted by the key poll nor failed since: to
+    /// be looked up again, and not held up by the failed-authentication limits meanwhile.
+    Stale,
+    Unknown,
+}
+
 #[derive(Clone)]
 pub struct CallerCache {
     inner: Arc<Inner>,
@@ -58,12 +69,21 @@ impl CallerCache {
 
     /// The caller of `hash`, if it was looked up less than `ttl` ago and has not expired since.
     pub fn get(&self, hash: &SecretHash) -> Option<Caller> {
+        match self.recall(hash) {
+            Recalled::Fresh(caller) => Some(caller),
+            Recalled::Stale | Recalled::Unknown => None,
+        }
+    }
+
+    /// What this replica remembers of `hash`: a caller to answer with, a key that was live
+    /// when last looked up and has not been evicted since (to be looked up again), or nothing.
+    pub fn recall(&self, hash: &SecretHash) -> Recalled {
         let ttl = self.inner.ttl;
-        self.inner
-            .entries
-            .get(hash)
-            .filter(|entry| entry.fresh(ttl))
-            .map(|entry| entry.caller)
+        match self.inner.entries.get(hash) {
+            Some(entry) if entry.fresh(ttl) => Recalled::Fresh(entry.caller),
+            Some(_) => Recalled::Stale,
+            None => Recalled::Unknown,
+        }
     }
 
     /// Remembers a live key just looked up.
@@ -140,6 +160,24 @@ mod tests {
         cache.put([2; 32], key(Some(Utc::now() + chrono::Duration::hours(1))));
         assert_eq!(cache.get(&[1; 32]), None);
         assert!(cache.get(&[2; 32]).is_some());
+    }
+
+    #[test]
+    fn a_key_past_the_ttl_or_its_expiry_is_remembered_as_stale_until_evicted() {
+        let cache = CallerCache::new(Duration::from_millis(50));
+        let who = key(None);
+        cache.put([1; 32], who);
+        cache.put(
+            [2; 32],
+            key(Some(Utc::now() - chrono::Duration::seconds(1))),
+        );
+        assert_eq!(cache.recall(&[1; 32]), Recalled::Fresh(who.caller));
+        assert_eq!(cache.recall(&[2; 32]), Recalled::Stale);
+        assert_eq!(cache.recall(&[3; 32]), Recalled::Unknown);
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(cache.recall(&[1; 32]), Recalled::Stale);
+        cache.evict(&[1; 32]);
+        assert_eq!(cache.recall(&[1; 32]), Recalled::Unknown);
     }
 
     #[test]

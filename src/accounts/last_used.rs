@@ -1,17 +1,18 @@
 //! `api_keys.last_used_at`, kept cheaply: a request only notes its key in memory, at most once
-//! a minute per key on this replica, and the key poll ([`super::sync`]) writes what was noted
-//! in one statement. Good to a minute or so, which is what an operator asks of it ("is this
-//! key still in use?"); never a write on the request path.
+//! a minute per key on this replica, and a task of its own ([`super::sync::run_last_used`])
+//! writes what was noted in one statement. Good to a minute or so, which is what an operator
+//! asks of it ("is this key still in use?"); never a write on the request path.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use diesel::prelude::*;
+use diesel::result::QueryResult;
+use diesel::sql_types::{Array, Uuid as SqlUuid};
+use diesel::QueryableByName;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use crate::bounded_map::BoundedMap;
-use crate::db::schema::api_keys;
 use crate::ids::ApiKeyId;
 
 /// A key's use is written at most once in this long by one replica.
@@ -20,6 +21,13 @@ pub(super) const WRITE_EVERY: Duration = Duration::from_secs(60);
 /// Keys whose last note this replica remembers; past it, it starts again (one extra write
 /// per key).
 const REMEMBERED_KEYS: usize = 10_000;
+
+/// A noted key whose row was locked when its use was written.
+#[derive(QueryableByName)]
+struct Skipped {
+    #[diesel(sql_type = SqlUuid)]
+    id: uuid::Uuid,
+}
 
 pub(super) struct KeyUses {
     noted: BoundedMap<ApiKeyId, Instant>,
@@ -50,22 +58,40 @@ impl KeyUses {
         self.lock().insert(key);
     }
 
-    /// Writes `last_used_at` of every key noted since the last write; kept for the next
-    /// try if the write fails.
+    /// Writes `last_used_at` of every key noted since the last write. A key whose row someone
+    /// else holds locked is skipped, never waited for, and kept for the next try with the
+    /// keys of a failed write.
     pub(super) async fn write(&self, conn: &mut AsyncPgConnection) -> QueryResult<usize> {
         let keys: Vec<uuid::Uuid> = self.lock().drain().map(|k| k.0).collect();
         if keys.is_empty() {
             return Ok(0);
         }
-        let written = diesel::update(api_keys::table)
-            .filter(api_keys::id.eq_any(&keys))
-            .set(api_keys::last_used_at.eq(diesel::dsl::now))
-            .execute(conn)
-            .await;
-        if written.is_err() {
-            self.lock().extend(keys.into_iter().map(ApiKeyId));
+        // The last SELECT reads the snapshot before the UPDATE: the keys that exist and were
+        // not written (locked), to try again; a key that no longer exists is not kept.
+        let skipped: QueryResult<Vec<Skipped>> = diesel::sql_query(
+            "WITH written AS ( \
+                 UPDATE api_keys SET last_used_at = now() \
+                 WHERE id IN (SELECT id FROM api_keys WHERE id = ANY($1) \
+                              FOR UPDATE SKIP LOCKED) \
+                 RETURNING id) \
+             SELECT id FROM api_keys \
+             WHERE id = ANY($1) AND id NOT IN (SELECT id FROM written)",
+        )
+        .bind::<Array<SqlUuid>, _>(&keys)
+        .load(conn)
+        .await;
+        match skipped {
+            Ok(skipped) => {
+                let written = keys.len() - skipped.len();
+                self.lock()
+                    .extend(skipped.into_iter().map(|row| ApiKeyId(row.id)));
+                Ok(written)
+            }
+            Err(err) => {
+                self.lock().extend(keys.into_iter().map(ApiKeyId));
+                Err(err)
+            }
         }
-        written
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<ApiKeyId>> {

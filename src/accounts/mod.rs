@@ -7,7 +7,7 @@ mod last_used;
 pub mod life;
 pub mod sync;
 
-pub use cache::CallerCache;
+pub use cache::{CallerCache, Recalled};
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;

@@ -22,6 +22,8 @@ diesel::table! {
         last_used_at -> Nullable<Timestamptz>,
         rotated_from -> Nullable<Uuid>,
         life_changed_at -> Nullable<Timestamptz>,
+        // life_changed_xid (xid8) is left out: diesel has no xid8 type, and only the key
+        // poll reads it, in its own SQL (accounts::sync).
     }
 }
 

@@ -10,7 +10,7 @@ use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 
-use crate::accounts::{self, Caller, SupportRole};
+use crate::accounts::{self, Caller, Recalled, SupportRole};
 use crate::http::client_address::client_of;
 use crate::http::errors::ApiError;
 use crate::http::AppState;
@@ -41,23 +41,31 @@ impl FromRequest for Caller {
 
 /// Who `secret`, presented from `client`, belongs to: remembered, or looked up and then
 /// remembered. A secret that is no live key is looked up only if neither it nor its client
-/// failed lately ([`FailedAuth`](crate::http::limits::failed_auth::FailedAuth)). Also how
-/// the checkout demo acts as its merchant with the key it keeps on the server (no client).
+/// failed lately ([`FailedAuth`](crate::http::limits::failed_auth::FailedAuth)); one that was
+/// a live key when last looked up, and was not evicted since, is looked up whatever its client
+/// did, so a live key is never refused for its neighbours' failures (a shared NAT); if it has
+/// become no live key, it is forgotten and its next try meets the limits. Also how the
+/// checkout demo acts as its merchant with the key it keeps on the server (no client).
 pub(crate) async fn caller_of(
     state: &AppState,
     secret: &str,
     client: Option<IpAddr>,
 ) -> Result<Caller, ApiError> {
     let hash = accounts::secret_hash(secret);
-    let caller = match state.callers.get(&hash) {
-        Some(caller) => caller,
-        None => {
+    let caller = match state.callers.recall(&hash) {
+        Recalled::Fresh(caller) => caller,
+        remembered => {
             let failed_auth = &state.limits.failed_auth;
-            failed_auth.before_lookup(&hash, client)?;
+            if remembered == Recalled::Unknown {
+                failed_auth.before_lookup(&hash, client)?;
+            }
             let mut conn = state.pool.get().await?;
             let key = accounts::authenticate(&mut conn, &hash)
                 .await?
-                .ok_or_else(|| failed_auth.failed(hash, client))?;
+                .ok_or_else(|| {
+                    state.callers.evict(&hash);
+                    failed_auth.failed(hash, client)
+                })?;
             state.callers.put(hash, key);
             key.caller
         }

@@ -92,9 +92,9 @@ fn read_file(path: &Path) -> Result<MasterKeys, SourceError> {
     parse(&text, path.display().to_string())
 }
 
-/// The demo's key: read, or made and written readable by its owner only. Made with
-/// `create_new`, so two starts at once cannot each write their own: the second reads the
-/// first's.
+/// The demo's key: read, or made and written readable by its owner only. Written whole to a
+/// file of its own, then hard-linked into place, which fails if the key exists: of two starts
+/// at once, one makes the key and the other reads it, never a file still being written.
 fn read_or_make(path: &Path) -> Result<MasterKeys, SourceError> {
     let file_error = |source| SourceError::File {
         path: path.to_path_buf(),
@@ -112,21 +112,31 @@ fn read_or_make(path: &Path) -> Result<MasterKeys, SourceError> {
     }
     let id = format!("demo-{}", hex::encode(rand::random::<[u8; 4]>()));
     let (keys, text) = MasterKeys::generate(&id);
-    let made = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path);
-    match made {
-        Ok(mut file) => {
-            file.write_all(format!("{text}\n").as_bytes())
-                .map_err(file_error)?;
+    let mut draft = path.as_os_str().to_owned();
+    draft.push(format!(".{id}.new"));
+    let draft = PathBuf::from(draft);
+    let written = write_new(&draft, &text).and_then(|()| fs::hard_link(&draft, path));
+    // The draft goes whatever happened; the key, if linked, stays under its own name.
+    let _ = fs::remove_file(&draft);
+    match written {
+        Ok(()) => {
             tracing::info!(path = %path.display(), key = id, "made the demo's master key");
             Ok(keys)
         }
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => read_file(path),
         Err(err) => Err(file_error(err)),
     }
+}
+
+/// `text` and a newline in a new file at `path`, readable by its owner only, on disk.
+fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(format!("{text}\n").as_bytes())?;
+    file.sync_all()
 }
 
 #[cfg(test)]
@@ -158,6 +168,35 @@ mod tests {
         let sealed = first.seal("whsec_x", "ctx");
         assert_eq!(again.open(&sealed, "ctx").as_deref(), Ok("whsec_x"));
         let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn demo_starts_at_once_all_read_the_one_key_made() {
+        for round in 0..50 {
+            let dir = folder(&format!("race-{round}"));
+            let start = std::sync::Barrier::new(8);
+            let ids: Vec<Result<String, String>> = std::thread::scope(|scope| {
+                let starts: Vec<_> = (0..8)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            start.wait();
+                            load_master_keys(None, None, &dir, WhenNoneGiven::MakeOneInDataDir)
+                                .map(|keys| keys.sealing_id().to_owned())
+                                .map_err(|err| err.to_string())
+                        })
+                    })
+                    .collect();
+                starts
+                    .into_iter()
+                    .map(|s| s.join().expect("a start"))
+                    .collect()
+            });
+            let first = ids[0].clone().expect("a key");
+            assert!(ids.iter().all(|id| id.as_ref() == Ok(&first)), "{ids:?}");
+            let files = fs::read_dir(&dir).expect("the folder").count();
+            assert_eq!(files, 1, "only the key is left in the folder");
+            let _ = fs::remove_dir_all(dir);
+        }
     }
 
     #[test]

@@ -84,6 +84,131 @@ async fn a_revoked_key_is_refused_by_every_replica_within_a_second() {
     );
 }
 
+/// A revocation made by hand in a transaction held open longer than the poll's margin: every
+/// replica refuses the key soon after the COMMIT, however long after its UPDATE that was.
+#[tokio::test]
+async fn a_revocation_committed_long_after_its_update_is_honoured_by_every_replica() {
+    let app = app_with_a_long_auth_cache().await;
+    let (replica, _handle) = app.replica().await;
+    let mut conn = app.db.connect().await;
+    let (_, key) = life::create_key(&mut conn, KeyOwner::Merchant(app.merchant_id), "held")
+        .await
+        .unwrap();
+    for base in [&app.base_url, &replica] {
+        assert!(!refused(&app, base, &key.secret).await);
+    }
+    // Its use written by both replicas first, so that no write of theirs waits on the row the
+    // transaction below holds (see the next test).
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            let mut conn = app.db.connect().await;
+            let key = life::find_key(&mut conn, key.key_id).await.unwrap();
+            key.is_some_and(|key| key.last_used_at.is_some())
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    diesel::sql_query("BEGIN").execute(&mut conn).await.unwrap();
+    diesel::sql_query("UPDATE api_keys SET revoked_at = now() WHERE id = $1")
+        .bind::<diesel::sql_types::Uuid, _>(key.key_id.0)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    tokio::time::sleep(accounts::sync::MARGIN + Duration::from_secs(1)).await;
+    for base in [&app.base_url, &replica] {
+        assert!(
+            !refused(&app, base, &key.secret).await,
+            "not revoked before the commit"
+        );
+    }
+    diesel::sql_query("COMMIT")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    for base in [&app.base_url, &replica] {
+        assert!(
+            eventually(Duration::from_secs(2), || refused(&app, base, &key.secret)).await,
+            "{base} still takes the key revoked by the committed transaction"
+        );
+    }
+}
+
+/// A hand transaction holding a key's row while that key is used: its `last_used_at` waits,
+/// the revocation of another key does not.
+#[tokio::test]
+async fn a_locked_key_row_holds_up_neither_revocations_nor_other_keys_last_use() {
+    let app = app_with_a_long_auth_cache().await;
+    let (replica, _handle) = app.replica().await;
+    let mut conn = app.db.connect().await;
+    let owner = KeyOwner::Merchant(app.merchant_id);
+    let (_, locked) = life::create_key(&mut conn, owner, "locked").await.unwrap();
+    let (_, revoked) = life::create_key(&mut conn, owner, "revoked").await.unwrap();
+    let (_, other) = life::create_key(&mut conn, owner, "other").await.unwrap();
+    for base in [&app.base_url, &replica] {
+        assert!(!refused(&app, base, &revoked.secret).await);
+    }
+
+    let mut holder = app.db.connect().await;
+    diesel::sql_query("BEGIN")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    diesel::sql_query("SELECT id FROM api_keys WHERE id = $1 FOR UPDATE")
+        .bind::<diesel::sql_types::Uuid, _>(locked.key_id.0)
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    for base in [&app.base_url, &replica] {
+        assert!(!refused(&app, base, &locked.secret).await);
+        assert!(!refused(&app, base, &other.secret).await);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    life::revoke_key(&mut conn, revoked.key_id).await.unwrap();
+    for base in [&app.base_url, &replica] {
+        assert!(
+            eventually(Duration::from_secs(2), || refused(
+                &app,
+                base,
+                &revoked.secret
+            ))
+            .await,
+            "{base} still takes the revoked key while another key's row is locked"
+        );
+    }
+    let last_used = |id: ApiKeyId| {
+        let db = &app.db;
+        async move {
+            let mut conn = db.connect().await;
+            life::find_key(&mut conn, id)
+                .await
+                .unwrap()
+                .unwrap()
+                .last_used_at
+        }
+    };
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            last_used(other.key_id).await.is_some()
+        })
+        .await,
+        "the other key's use is written"
+    );
+    assert_eq!(last_used(locked.key_id).await, None, "the row is locked");
+
+    diesel::sql_query("COMMIT")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            last_used(locked.key_id).await.is_some()
+        })
+        .await,
+        "written once the row is free"
+    );
+}
+
 #[tokio::test]
 async fn a_rotated_key_works_for_the_overlap_then_is_refused_like_a_revoked_one() {
     let app = app_with_a_long_auth_cache().await;
@@ -176,6 +301,13 @@ async fn a_revocation_is_for_good_and_a_key_s_identity_never_changes() {
         .execute(&mut conn)
         .await
         .unwrap();
+    // A support key's role is its identity too: another role is another key.
+    assert_refused_by(
+        &mut conn,
+        "UPDATE api_keys SET support_role = 'read' WHERE role = 'support'",
+        "api_keys_identity_fixed",
+    )
+    .await;
     assert_refused_by(
         &mut conn,
         "UPDATE api_keys SET revoked_at = NULL",
@@ -744,6 +876,66 @@ async fn support_keys_made_before_roles_keep_acting_after_the_upgrade() {
         .unwrap();
     assert_eq!(keys.len(), 1);
     assert_eq!(keys[0].support_role, Some(SupportRole::Operate));
+}
+
+/// Migrated by an owner whose default privileges grant the runtime role nothing (another
+/// role than the one that ran migration 16): the runtime role may still read and add to the
+/// support audit, and only that.
+#[tokio::test]
+async fn the_runtime_role_may_add_to_the_audit_whoever_migrates() {
+    use diesel::sql_types::{Bool, Text};
+    use diesel::Connection;
+    use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+    use diesel_migrations::MigrationHarness;
+    use payorch::db::migrations::{run_migrations, MIGRATIONS};
+
+    #[derive(diesel::QueryableByName)]
+    struct Granted {
+        #[diesel(sql_type = Bool)]
+        granted: bool,
+    }
+
+    let db = TestDatabase::empty().await;
+    let url = db.url.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut conn =
+            AsyncConnectionWrapper::<diesel_async::AsyncPgConnection>::establish(&url).unwrap();
+        loop {
+            let pending = conn.pending_migrations(MIGRATIONS).unwrap();
+            let next = <[_]>::first(&pending).expect("this migration is among them");
+            if next.name().version().to_string().as_str() >= "20261127000017" {
+                return;
+            }
+            conn.run_next_migration(MIGRATIONS).unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    let mut conn = db.connect().await;
+    diesel::sql_query(
+        "ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE ALL ON TABLES FROM payorch_runtime",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    run_migrations(&db.url).await.unwrap();
+
+    for (privilege, expected) in [
+        ("SELECT", true),
+        ("INSERT", true),
+        ("UPDATE", false),
+        ("DELETE", false),
+        ("TRUNCATE", false),
+    ] {
+        let Granted { granted } = diesel::sql_query(
+            "SELECT has_table_privilege('payorch_runtime', 'support_actions', $1) AS granted",
+        )
+        .bind::<Text, _>(privilege)
+        .get_result(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(granted, expected, "{privilege} on support_actions");
+    }
 }
 
 /// The console shows what support did in the payment's story, and tells a read-only key

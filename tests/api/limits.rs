@@ -309,3 +309,92 @@ async fn the_openapi_document_lists_the_429_of_every_limit() {
         "{payer_return}"
     );
 }
+
+/// A shared address (a NAT) where someone keeps sending a dead key: the live keys behind it
+/// work on after their cache entries go stale; a key this replica never saw live meets the
+/// limit.
+#[tokio::test]
+async fn a_live_key_is_looked_up_past_its_address_s_failed_auth_limit() {
+    let ttl = Duration::from_millis(300);
+    let app = TestApp::spawn_with(|settings| {
+        settings.auth_cache_ttl = ttl;
+        settings.limits.failed_auth_per_address = Quota::per_minute(3);
+    })
+    .await;
+    let path = format!("/v1/merchants/{}", app.merchant_id);
+    assert_eq!(app.get_as(&app.merchant_key, &path).await.status(), 200);
+    for n in 0..3 {
+        let dead = format!("sk_mer_dead_{n}");
+        assert_problem(app.get_as(&dead, &path).await, 401, "unauthenticated").await;
+    }
+    let response = app.get_as("sk_mer_dead_again", &path).await;
+    assert_limited(response, "failed-auth-per-address", 3, 60).await;
+
+    tokio::time::sleep(ttl + Duration::from_millis(200)).await;
+    let lookups = metric(&app, LOOKED_UP).await;
+    for _ in 0..2 {
+        let response = app.get_as(&app.merchant_key, &path).await;
+        assert_eq!(response.status(), 200, "the live key, its entry stale");
+        tokio::time::sleep(ttl + Duration::from_millis(50)).await;
+    }
+    let never_seen = format!("sk_mer_{}", uuid::Uuid::now_v7().simple());
+    let response = app.get_as(&never_seen, &path).await;
+    assert_limited(response, "failed-auth-per-address", 3, 60).await;
+    assert_eq!(
+        metric(&app, LOOKED_UP).await,
+        lookups,
+        "no secret that is no live key was looked up"
+    );
+}
+
+/// A key this replica found live, which has since become no live key without the key poll
+/// seeing it (its expiry passed, with no write to the row): looked up once past the limit,
+/// then forgotten, so its next try meets the limit like any dead key.
+#[tokio::test]
+async fn a_remembered_key_that_died_is_looked_up_once_then_meets_the_limit() {
+    let ttl = Duration::from_millis(300);
+    let app = TestApp::spawn_with(|settings| {
+        settings.auth_cache_ttl = ttl;
+        settings.limits.failed_auth_per_address = Quota::per_minute(3);
+        settings.limits.failed_auth_memory = Duration::ZERO;
+    })
+    .await;
+    let path = format!("/v1/merchants/{}", app.merchant_id);
+    let mut conn = app.db.connect().await;
+    let first = payorch::accounts::life::list_keys(
+        &mut conn,
+        payorch::accounts::life::KeyFilter::Merchant(app.merchant_id),
+    )
+    .await
+    .unwrap()[0]
+        .id;
+    // It ends in a few seconds, and is first seen once the key poll is done evicting it for
+    // that change (its margin): no later write tells the poll that it ended.
+    let set_at = tokio::time::Instant::now();
+    diesel::sql_query(
+        "UPDATE api_keys SET expires_at = now() + interval '5 seconds' WHERE id = $1",
+    )
+    .bind::<SqlUuid, _>(first.0)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    tokio::time::sleep(payorch::accounts::sync::MARGIN + Duration::from_secs(1)).await;
+    assert_eq!(app.get_as(&app.merchant_key, &path).await.status(), 200);
+    for n in 0..3 {
+        let dead = format!("sk_mer_dead_{n}");
+        assert_problem(app.get_as(&dead, &path).await, 401, "unauthenticated").await;
+    }
+    tokio::time::sleep_until(set_at + Duration::from_millis(5_500)).await;
+
+    let lookups = metric(&app, LOOKED_UP).await;
+    let response = app.get_as(&app.merchant_key, &path).await;
+    assert_limited(response, "failed-auth-per-address", 3, 60).await;
+    assert_eq!(metric(&app, LOOKED_UP).await, lookups + 1, "looked up once");
+    let response = app.get_as(&app.merchant_key, &path).await;
+    assert_limited(response, "failed-auth-per-address", 3, 60).await;
+    assert_eq!(
+        metric(&app, LOOKED_UP).await,
+        lookups + 1,
+        "forgotten: refused before any lookup"
+    );
+}

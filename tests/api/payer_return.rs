@@ -298,3 +298,34 @@ async fn another_payments_redirect_result_moves_nothing() {
     assert_eq!(app.payment(cheap_id).await["status"], "succeeded");
     assert_eq!(app.charges_for(cheap_id), 1);
 }
+
+/// `serve` given `flag value`: refused at parse, or the settings it builds.
+fn serve_with(flag: &str, value: &str) -> Result<payorch::config::ServeArgs, clap::Error> {
+    use clap::Parser;
+    let cli = payorch::config::Cli::try_parse_from(["payorch", "serve", flag, value])?;
+    let payorch::config::Command::Serve(serve) = cli.command else {
+        panic!("serve");
+    };
+    Ok(*serve)
+}
+
+#[test]
+fn a_duration_flag_too_big_for_its_arithmetic_is_refused_when_parsed() {
+    for flag in [
+        "--payer-return-check-secs",
+        "--failed-auth-memory-ms",
+        "--key-poll-ms",
+    ] {
+        let refused = serve_with(flag, &u64::MAX.to_string()).expect_err(flag);
+        assert_eq!(
+            refused.kind(),
+            clap::error::ErrorKind::ValueValidation,
+            "{flag}"
+        );
+    }
+    // The longest interval accepted builds the throttle it sets.
+    let longest = serve_with("--payer-return-check-secs", "86400").expect("a day parses");
+    let interval = longest.app_settings().limits.payer_return_check_interval;
+    assert_eq!(interval, Duration::from_secs(86_400));
+    let _ = payorch::payments::attempts::payer_return::ProviderChecks::new(interval);
+}

@@ -278,6 +278,11 @@ async fn the_master_key_rotates_old_values_open_until_reencrypted_and_then_only_
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("master key `new`: the other keys"),
+        "one line, one space between its parts: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let mut conn = app.db.connect().await;
     let row = stored(&mut conn, id).await;
     let previous = row.previous_secret.clone().expect("the previous secret");
@@ -458,5 +463,90 @@ async fn serve_seals_the_secrets_an_older_version_kept_in_clear_before_it_answer
     assert_eq!(checks.len(), 2);
     assert!(checks.iter().all(|c| c.convalidated));
     child.kill().await.unwrap();
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+#[tokio::test]
+async fn serve_starts_with_a_warning_when_the_owner_cannot_connect_to_validate_the_checks() {
+    let db = crate::helpers::TestDatabase::migrated().await;
+    let mut holder = db.connect().await;
+    let mut admin = db.connect().await;
+    // The start is held at sealing (as the runtime role), after it migrated as the owner...
+    diesel::sql_query("BEGIN")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    diesel::sql_query("LOCK TABLE webhook_endpoints IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let data_dir = crate::helpers::temp_dir("owner-gone");
+    let mut command = tokio::process::Command::new(payorch_bin());
+    command
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--data-dir",
+        ])
+        .arg(&data_dir)
+        .env("DATABASE_URL", &db.runtime_url)
+        .env("PAYORCH_MIGRATION_DATABASE_URL", &db.url)
+        .env_remove("PAYORCH_MIGRATION_DATABASE_URL_FILE")
+        .env("PAYORCH_MASTER_KEY", TEST_MASTER_KEY)
+        .env_remove("PAYORCH_MASTER_KEY_FILE")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let child = command.spawn().expect("start payorch serve");
+    #[derive(diesel::QueryableByName)]
+    struct Waiting {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        waiting: i64,
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let Waiting { waiting } = diesel::sql_query(
+            "SELECT count(*) AS waiting FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock' \
+               AND query LIKE '%webhook_endpoints%'",
+        )
+        .get_result(&mut admin)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "serve never reached sealing"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // ...and then the owner can no longer log in to this database.
+    diesel::sql_query(format!(
+        "ALTER ROLE CURRENT_USER IN DATABASE {} SET session_preload_libraries = \
+         'payorch_no_such_library'",
+        db.name
+    ))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    diesel::sql_query("COMMIT")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+
+    crate::serve::wait_ready(&data_dir, "").await;
+    let mut child = child;
+    child.start_kill().unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("could not validate the CHECKs against secrets in clear"),
+        "{said}"
+    );
     let _ = std::fs::remove_dir_all(&data_dir);
 }

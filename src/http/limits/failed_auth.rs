@@ -6,7 +6,9 @@
 //! A remembered failure is kept only `memory` (2 s by default): keys are made by another
 //! process (the CLI), which cannot tell this replica, so a key presented just before it was
 //! made works at most that long after (docs/PRODUCTION.md, "Limits and the addresses payorch
-//! believes"). Live keys never come here: they are answered from the caller cache first.
+//! believes"). Live keys never meet these limits: a key this replica found live and has not
+//! seen revoked since is answered from the caller cache, or looked up without them
+//! (`http::auth::caller_of`); only a key it never saw live, or saw fail since, comes here.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
