@@ -57,8 +57,9 @@ pub async fn life_changes_since(
          FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) AS now",
     )
     .bind::<Nullable<BigInt>, _>(from)
-    .get_result(conn)
-    .await?;
+    .load(conn)
+    .await
+    .and_then(crate::db::one)?;
     Ok((
         look.xmin,
         look.changed
