@@ -156,6 +156,7 @@ async fn operate_on(
         (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 409, body = crate::http::errors::Problem, description = "payment_not_cancelable (names `payment_status`), hold_operation_in_progress (names `operation_id`)"),
+        (status = 503, body = crate::http::errors::Problem, description = "the database is unavailable: nothing is done unless it is on record in the audit first; safe to press again"),
     ))]
 pub async fn support_void(
     caller: Caller,

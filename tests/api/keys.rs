@@ -1235,6 +1235,10 @@ async fn a_support_action_is_not_taken_when_its_audit_cannot_be_written() {
         .as_str()
         .expect("an event")
         .to_owned();
+    let deliveries_of_event = format!(
+        "event_deliveries WHERE event_id = '{}'",
+        event_id.parse::<payorch::ids::EventId>().unwrap().0
+    );
     let mut conn = app.db.connect().await;
     // An endpoint made after the events, so a redelivery would give it a delivery.
     let endpoint = uuid::Uuid::now_v7();
@@ -1268,7 +1272,7 @@ async fn a_support_action_is_not_taken_when_its_audit_cannot_be_written() {
         .iter()
         .all(|v| v.attempt_id.as_deref() != Some(id)));
     assert_eq!(app.db.count("provider_calls").await, provider_calls);
-    assert_eq!(app.db.count("event_deliveries").await, 0);
+    assert_eq!(app.db.count(&deliveries_of_event).await, 0);
     assert_eq!(app.db.count("support_actions").await, 0);
 
     // Once the audit can be written, the same void is done, and on record.
@@ -1281,7 +1285,11 @@ async fn a_support_action_is_not_taken_when_its_audit_cannot_be_written() {
     .await;
     assert_eq!(response.status(), 200);
     assert_eq!(app.payment(id).await["status"], "canceled");
-    assert_eq!(app.db.count("support_actions").await, 2);
+    let path = format!("/v1/support/events/{event_id}/redeliver");
+    let response = support_post(&app, &app.support_key, &path).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(app.db.count(&deliveries_of_event).await, 1);
+    assert_eq!(app.db.count("support_actions").await, 2 + 1);
 }
 
 /// A provider-driven action is on record before it is taken: when its outcome is never

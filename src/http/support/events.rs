@@ -22,6 +22,7 @@ use crate::ids::EventId;
         (status = 200, body = Redelivered, description = "the event's deliveries, each to an enabled endpoint now pending and due at once"),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem, description = "no such event (or past its retention)"),
+        (status = 503, body = crate::http::errors::Problem, description = "the database is unavailable: nothing is done unless it is on record in the audit first; safe to press again"),
     ))]
 pub async fn redeliver_event(
     caller: Caller,
