@@ -10,17 +10,20 @@
 //! of transactions at or above an earlier look's snapshot xmin. Whatever that look could not
 //! see — committed after it, however long after its `UPDATE` — has an id at or above it, so a
 //! revocation inside a transaction held open by hand is found when it commits. Each look
-//! reaches back to the xmin of a look at least [`MARGIN`] old, so that a key put in the cache
-//! by a request whose lookup raced the revocation is evicted again by a later look; evicting
-//! twice costs one more lookup.
+//! reaches back to the xmin of a look at least [`MARGIN`] old, and a change is evicted by every
+//! look for [`MARGIN`] after this replica first saw it, so that a key put in the cache by a
+//! request whose lookup raced the revocation is evicted again; evicting twice costs one more
+//! lookup. After that a change is not evicted again, even while a long transaction elsewhere
+//! holds the xmin back and the looks keep finding it: a rotated key in its overlap stays
+//! cached.
 //!
 //! The keys' `last_used_at` is written by a task of its own ([`run_last_used`]): a row lock
 //! held by hand on a used key must not hold up the evictions.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use diesel::sql_types::{Array, BigInt, Bytea, Nullable};
+use diesel::sql_types::{BigInt, Bytea, Nullable};
 use diesel::QueryableByName;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use tokio::sync::watch;
@@ -31,48 +34,60 @@ use crate::db::DbPool;
 /// How long a change is evicted again by later looks, after the look that first saw it.
 pub const MARGIN: Duration = Duration::from_secs(2);
 
-/// A look at `api_keys`: its snapshot's xmin (as a number: diesel has no `xid8`), and the
-/// secret hashes of the keys changed by transactions at or above `from` (through the partial
-/// index on `life_changed_xid`). With no `from`, the look's own xmin: the first look only
-/// sets where the next ones start.
+/// A row of a look at `api_keys`: its snapshot's xmin (as a number: diesel has no `xid8`),
+/// and a key changed by a transaction at or above `from`, with that transaction (none when
+/// nothing changed).
 #[derive(QueryableByName)]
-struct Look {
+struct LookRow {
     #[diesel(sql_type = BigInt)]
     xmin: i64,
-    #[diesel(sql_type = Array<Bytea>)]
-    changed: Vec<Vec<u8>>,
+    #[diesel(sql_type = Nullable<Bytea>)]
+    hash: Option<Vec<u8>>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    xid: Option<i64>,
 }
 
-/// The snapshot xmin of this look, and the secret hashes of keys whose life was changed by a
-/// transaction at or above `from` (an earlier look's xmin). Both in one statement, so from one
-/// snapshot: a change this look misses is one it could not see, above its xmin.
+/// A change of a key's life: its secret's hash, and the transaction that made it.
+pub type Change = (SecretHash, i64);
+
+/// The snapshot xmin of this look, and the keys whose life was changed by a transaction at or
+/// above `from` (an earlier look's xmin; with none, this look's own, so the first look only
+/// sets where the next ones start), through the partial index on `life_changed_xid`. Both in
+/// one statement, so from one snapshot: a change this look misses is one it could not see,
+/// above its xmin.
 pub async fn life_changes_since(
     conn: &mut AsyncPgConnection,
     from: Option<i64>,
-) -> diesel::QueryResult<(i64, Vec<SecretHash>)> {
-    let look: Look = diesel::sql_query(
-        "SELECT (now.xmin::text)::bigint AS xmin, \
-                ARRAY(SELECT secret_sha256 FROM api_keys \
-                      WHERE life_changed_xid >= COALESCE(($1::text)::xid8, now.xmin)) AS changed \
-         FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) AS now",
+) -> diesel::QueryResult<(i64, Vec<Change>)> {
+    let rows: Vec<LookRow> = diesel::sql_query(
+        "SELECT (now.xmin::text)::bigint AS xmin, k.secret_sha256 AS hash, \
+                (k.life_changed_xid::text)::bigint AS xid \
+         FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) AS now \
+         LEFT JOIN api_keys AS k \
+           ON k.life_changed_xid >= COALESCE(($1::text)::xid8, now.xmin)",
     )
     .bind::<Nullable<BigInt>, _>(from)
     .load(conn)
-    .await
-    .and_then(crate::db::one)?;
-    Ok((
-        look.xmin,
-        look.changed
-            .into_iter()
-            .filter_map(|h| SecretHash::try_from(h.as_slice()).ok())
-            .collect(),
-    ))
+    .await?;
+    let xmin = <[LookRow]>::first(&rows)
+        .map(|row| row.xmin)
+        .ok_or(diesel::NotFound)?;
+    let changes = rows
+        .into_iter()
+        .filter_map(|row| {
+            let hash = SecretHash::try_from(row.hash?.as_slice()).ok()?;
+            Some((hash, row.xid?))
+        })
+        .collect();
+    Ok((xmin, changes))
 }
 
-/// The xmins of the recent looks, oldest first: the oldest is where the next look starts.
+/// What the poll remembers between looks: the xmins of the recent looks, oldest first (the
+/// oldest is where the next look starts), and when it first saw each change still found.
 #[derive(Default)]
 struct Looks {
     recent: VecDeque<(Instant, i64)>,
+    seen: HashMap<SecretHash, (i64, Instant)>,
 }
 
 impl Looks {
@@ -82,8 +97,11 @@ impl Looks {
         self.recent.front().map(|(_, xmin)| *xmin)
     }
 
-    fn took(&mut self, xmin: i64) {
-        self.recent.push_back((Instant::now(), xmin));
+    /// A look was taken with `xmin` and found `changes`: the keys to evict, those of the
+    /// changes first seen less than [`MARGIN`] ago.
+    fn took(&mut self, xmin: i64, changes: Vec<Change>) -> Vec<SecretHash> {
+        let now = Instant::now();
+        self.recent.push_back((now, xmin));
         while self
             .recent
             .get(1)
@@ -91,6 +109,21 @@ impl Looks {
         {
             self.recent.pop_front();
         }
+        let mut seen = HashMap::with_capacity(changes.len());
+        let mut evict = Vec::new();
+        for (hash, xid) in changes {
+            let first = match self.seen.get(&hash) {
+                Some(&(was, at)) if was == xid => at,
+                _ => now,
+            };
+            if first.elapsed() < MARGIN {
+                evict.push(hash);
+            }
+            seen.insert(hash, (xid, first));
+        }
+        // Changes no longer found are behind every look to come: forgotten.
+        self.seen = seen;
+        evict
     }
 }
 
@@ -105,11 +138,10 @@ pub async fn run(
     loop {
         match pool.get().await {
             Ok(mut conn) => match life_changes_since(&mut conn, looks.from()).await {
-                Ok((xmin, changed)) => {
-                    for hash in &changed {
-                        callers.evict(hash);
+                Ok((xmin, changes)) => {
+                    for hash in looks.took(xmin, changes) {
+                        callers.evict(&hash);
                     }
-                    looks.took(xmin);
                 }
                 Err(err) => tracing::warn!(
                     error = %err,
@@ -157,25 +189,52 @@ pub async fn run_last_used(
 mod tests {
     use super::*;
 
+    fn ago(looks: &mut Looks, by: Duration) {
+        for (at, _) in looks.recent.iter_mut() {
+            *at -= by;
+        }
+        for (_, at) in looks.seen.values_mut() {
+            *at -= by;
+        }
+    }
+
     #[test]
     fn a_look_starts_at_the_xmin_of_a_look_at_least_the_margin_old() {
         let mut looks = Looks::default();
         assert_eq!(looks.from(), None);
-        looks.took(10);
-        looks.took(12);
-        assert_eq!(
-            looks.from(),
-            Some(10),
-            "the first look is not yet the margin old"
-        );
-        looks.recent[0].0 -= MARGIN * 2;
-        looks.recent[1].0 -= MARGIN;
-        looks.took(15);
+        looks.took(10, vec![]);
+        ago(&mut looks, MARGIN);
+        looks.took(12, vec![]);
+        assert_eq!(looks.from(), Some(10), "the only look the margin old");
+        ago(&mut looks, MARGIN);
+        looks.took(15, vec![]);
         assert_eq!(
             looks.from(),
             Some(12),
             "the newest look at least the margin old"
         );
         assert_eq!(looks.recent.len(), 2);
+    }
+
+    #[test]
+    fn a_change_is_evicted_for_the_margin_after_it_was_first_seen_then_no_more() {
+        let mut looks = Looks::default();
+        let (key, other) = ([1; 32], [2; 32]);
+        assert_eq!(looks.took(10, vec![(key, 11)]), vec![key]);
+        assert_eq!(
+            looks.took(10, vec![(key, 11)]),
+            vec![key],
+            "again, within the margin"
+        );
+        ago(&mut looks, MARGIN);
+        // The xmin held back by a long transaction elsewhere: the change is found again.
+        assert_eq!(looks.took(10, vec![(key, 11), (other, 12)]), vec![other]);
+        // Changed again by another transaction: evicted again.
+        assert_eq!(
+            looks.took(10, vec![(key, 13), (other, 12)]),
+            vec![key, other]
+        );
+        looks.took(14, vec![]);
+        assert!(looks.seen.is_empty(), "behind every look to come");
     }
 }
