@@ -10,8 +10,10 @@ DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'payorch_runtime') THEN
         IF NOT (SELECT rolcreaterole OR rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-            RAISE EXCEPTION 'the group role payorch_runtime does not exist and % may not create it', current_user
-                USING HINT = 'as an administrator: CREATE ROLE payorch_runtime NOLOGIN; GRANT payorch_runtime TO <the service''s login role>';
+            -- The SQL is in the message too: `payorch migrate` and `serve` print the message,
+            -- not the hint (docs/PRODUCTION.md, section 2, "Before upgrading").
+            RAISE EXCEPTION 'the group role payorch_runtime does not exist and % may not create it: as an administrator of the server, run CREATE ROLE payorch_runtime NOLOGIN; GRANT payorch_runtime TO payorch_app; (payorch_app: the login role of DATABASE_URL) then migrate again', current_user
+                USING HINT = 'as an administrator: CREATE ROLE payorch_runtime NOLOGIN; GRANT payorch_runtime TO payorch_app; (payorch_app: the login role of DATABASE_URL)';
         END IF;
         BEGIN
             CREATE ROLE payorch_runtime NOLOGIN;

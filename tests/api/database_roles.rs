@@ -147,3 +147,52 @@ async fn readiness_says_whether_the_role_could_bypass_the_invariants() {
     let ready: serde_json::Value = response.json().await.unwrap();
     assert_eq!(ready["database_role"], "can_bypass_invariants", "{ready}");
 }
+
+/// `payorch_runtime` is the server's, not the database's: another environment's runtime login
+/// on the same server reaches this database's tables until CONNECT is taken from PUBLIC and
+/// given to this environment's roles (docs/PRODUCTION.md, section 2).
+#[tokio::test]
+async fn another_environments_runtime_login_gets_in_until_connect_is_revoked_from_public() {
+    use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+
+    let db = TestDatabase::migrated().await;
+    let mut admin = db.connect().await;
+    let other = format!("staging_app_{}", uuid::Uuid::now_v7().simple());
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {other} LOGIN IN ROLE {RUNTIME_GROUP}"
+        ))
+        .await
+        .unwrap();
+    let this_env = DatabaseUrl::parse(&db.runtime_url).unwrap();
+    let this_login = this_env.config().get_user().unwrap().to_owned();
+    let other_url = db
+        .runtime_url
+        .replace(&format!("user={this_login}"), &format!("user={other}"));
+    assert_ne!(other_url, db.runtime_url);
+
+    let mut intruder = AsyncPgConnection::establish(&other_url)
+        .await
+        .expect("CONNECT is PUBLIC's by default");
+    intruder
+        .batch_execute("SELECT count(*) FROM merchants")
+        .await
+        .expect("and the group's rights reach the tables");
+    drop(intruder);
+
+    for statement in [
+        format!("REVOKE CONNECT ON DATABASE {} FROM PUBLIC", db.name),
+        format!("GRANT CONNECT ON DATABASE {} TO {this_login}", db.name),
+    ] {
+        admin.batch_execute(&statement).await.unwrap();
+    }
+    let refused = AsyncPgConnection::establish(&other_url).await;
+    assert!(refused.is_err(), "another environment's login is refused");
+    AsyncPgConnection::establish(&db.runtime_url)
+        .await
+        .expect("this environment's runtime login still connects");
+    admin
+        .batch_execute(&format!("DROP ROLE {other}"))
+        .await
+        .unwrap();
+}

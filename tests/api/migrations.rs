@@ -67,3 +67,90 @@ async fn concurrent_migrations_in_process_apply_once() {
     let applied: Vec<usize> = runs.into_iter().map(|r| r.unwrap().len()).collect();
     assert_eq!(applied.iter().filter(|n| **n > 0).count(), 1, "{applied:?}");
 }
+
+/// An upgrade of a deployment whose owner may not create roles (managed PostgreSQL) stops at
+/// the runtime-role migration until an administrator creates the group, and says the SQL.
+#[tokio::test]
+async fn an_owner_that_cannot_create_roles_is_told_the_sql_that_creates_the_runtime_group() {
+    use diesel_async::{AsyncConnection, SimpleAsyncConnection};
+    use payorch::db::cluster::CLUSTER_USER;
+    use payorch::db::{ClusterOptions, PrivateCluster};
+
+    let data_dir = crate::helpers::temp_dir("no-createrole");
+    let options = ClusterOptions {
+        data_dir: data_dir.clone(),
+        ephemeral: true,
+    };
+    // A server of its own: payorch_runtime is server-wide, and the shared one has it.
+    let cluster = tokio::task::spawn_blocking(move || PrivateCluster::start(&options))
+        .await
+        .unwrap()
+        .expect("start a private cluster");
+    let mut admin = diesel_async::AsyncPgConnection::establish(&cluster.database_url("postgres"))
+        .await
+        .unwrap();
+    for statement in [
+        "CREATE ROLE managed_owner LOGIN NOCREATEROLE",
+        "CREATE DATABASE payorch_managed OWNER managed_owner",
+    ] {
+        admin.batch_execute(statement).await.unwrap();
+    }
+    let owner_url = cluster
+        .database_url("payorch_managed")
+        .replace(&format!("user={CLUSTER_USER} "), "user=managed_owner ");
+    assert!(owner_url.contains("user=managed_owner"), "{owner_url}");
+
+    let refused = run_migrations(&owner_url)
+        .await
+        .expect_err("stops at the runtime role")
+        .to_string();
+    assert!(
+        refused
+            .contains("CREATE ROLE payorch_runtime NOLOGIN; GRANT payorch_runtime TO payorch_app;"),
+        "{refused}"
+    );
+    // Once an administrator ran it, the upgrade goes on.
+    admin
+        .batch_execute("CREATE ROLE payorch_runtime NOLOGIN")
+        .await
+        .unwrap();
+    run_migrations(&owner_url).await.expect("migrates");
+    drop(admin);
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .unwrap()
+        .expect("stop the private cluster");
+    let _ = std::fs::remove_dir_all(data_dir);
+}
+
+/// The webhook indexes built CONCURRENTLY, outside a transaction, are there and valid.
+#[tokio::test]
+async fn the_webhook_indexes_built_concurrently_are_valid() {
+    #[derive(diesel::QueryableByName)]
+    struct Index {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        name: String,
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        valid: bool,
+    }
+    let db = TestDatabase::empty().await;
+    run_migrations(&db.url).await.unwrap();
+    let mut conn = db.connect().await;
+    let mut indexes: Vec<Index> = diesel::sql_query(
+        "SELECT indexrelid::regclass::text AS name, indisvalid AS valid FROM pg_index \
+         WHERE indrelid = 'webhook_events'::regclass \
+           AND indexrelid::regclass::text IN ('webhook_events_age', 'webhook_events_unkept')",
+    )
+    .load(&mut conn)
+    .await
+    .unwrap();
+    indexes.sort_by(|a, b| a.name.cmp(&b.name));
+    let found: Vec<(&str, bool)> = indexes.iter().map(|i| (i.name.as_str(), i.valid)).collect();
+    assert_eq!(
+        found,
+        [
+            ("webhook_events_age", true),
+            ("webhook_events_unkept", true)
+        ]
+    );
+}
