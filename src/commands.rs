@@ -13,20 +13,18 @@ use serde_json::json;
 use crate::accounts;
 use crate::app::Application;
 use crate::config::{
-    Cli, Command, CreateArgs, DatabaseArgs, MerchantCommand, ReencryptArgs, SecretsCommand,
-    ServeArgs, SupportKeyArgs, SupportKeyCommand,
+    Cli, Command, CreateArgs, DatabaseArgs, MerchantCommand, SecretsCommand, ServeArgs,
+    SupportKeyArgs, SupportKeyCommand,
 };
 use crate::credentials::{self, Credentials, DemoAccount, OnMissingKeys};
 use crate::db::migrations::run_migrations;
 use crate::db::{roles, Database};
-use crate::events::endpoints::sealed;
 use crate::providers::stripe::StripeProvider;
-use crate::sealing::sources::{load_master_keys, WhenNoneGiven, MASTER_KEY_VARIABLE};
-use crate::sealing::MasterKeys;
 use crate::secret::Secret;
 use crate::wiring::{self, Webhooks};
 
 mod keys;
+mod secrets;
 
 /// A failure that ends the command; printed as one line.
 #[derive(Debug)]
@@ -46,7 +44,7 @@ pub async fn run(cli: Cli) -> Result<(), CommandError> {
         Command::SupportKey(SupportKeyCommand::Create(args)) => create_support_key(args).await,
         Command::Keys(command) => keys::run(command).await,
         Command::Sandbox(config) => Ok(sandbox::run_standalone(config).await?),
-        Command::Secrets(SecretsCommand::Reencrypt(args)) => reencrypt_secrets(args).await,
+        Command::Secrets(SecretsCommand::Reencrypt(args)) => secrets::reencrypt_secrets(args).await,
     }
 }
 
@@ -120,8 +118,8 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
     tracing::info!(applied = applied.len(), "database migrated");
     warn_if_the_role_can_bypass_invariants(database.url()).await?;
     // Before the server answers: a real deployment without a master key stops here.
-    let master_keys = master_keys_of_serve(args)?;
-    seal_clear_endpoint_secrets(database, &master_keys).await?;
+    let master_keys = secrets::master_keys_of_serve(args)?;
+    secrets::seal_clear_endpoint_secrets(database, &master_keys).await?;
     settings.master_keys = Some(master_keys);
 
     let path = credentials::path_in(&args.database.data_dir);
@@ -215,79 +213,6 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
         sandbox.stop().await;
     }
     result
-}
-
-/// The master keys `serve` seals endpoint secrets with: given, or the demo's own
-/// (docs/PRODUCTION.md, section 5).
-fn master_keys_of_serve(args: &ServeArgs) -> Result<MasterKeys, CommandError> {
-    let none_given = if args.embedded_sandbox() {
-        WhenNoneGiven::MakeOneInDataDir
-    } else {
-        WhenNoneGiven::Refuse
-    };
-    Ok(load_master_keys(
-        args.master_key.master_key_file.as_deref(),
-        std::env::var(MASTER_KEY_VARIABLE).ok(),
-        &args.database.data_dir,
-        none_given,
-    )?)
-}
-
-/// Seals the endpoint secrets an older version kept in clear, before the server answers;
-/// then, as the owner, has the database hold its CHECKs against a clear secret for every row.
-async fn seal_clear_endpoint_secrets(
-    database: &Database,
-    keys: &MasterKeys,
-) -> Result<(), CommandError> {
-    let mut conn = crate::db::connect(database.url()).await?;
-    let sealed = sealed::seal_clear_secrets(&mut conn, keys).await?;
-    if sealed > 0 {
-        tracing::info!(
-            endpoints = sealed,
-            key = keys.sealing_id(),
-            "sealed webhook-endpoint secrets kept in clear by an older version"
-        );
-    }
-    // Every write is checked already; only the proof about old rows waits for the owner, so
-    // an owner that cannot connect from here is a warning too, not a refusal to start.
-    let validated = match crate::db::connect(database.migration_url()).await {
-        Ok(mut owner) => sealed::validate_sealed_checks(&mut owner)
-            .await
-            .map_err(|err| err.to_string()),
-        Err(err) => Err(err.to_string()),
-    };
-    if let Err(err) = validated {
-        tracing::warn!(
-            error = %err,
-            "could not validate the CHECKs against secrets in clear; run ALTER TABLE \
-             webhook_endpoints VALIDATE CONSTRAINT … as the owner (docs/PRODUCTION.md, section 5)"
-        );
-    }
-    Ok(())
-}
-
-/// `payorch secrets reencrypt`: every endpoint secret rewritten under the first master key.
-async fn reencrypt_secrets(args: ReencryptArgs) -> Result<(), CommandError> {
-    let keys = load_master_keys(
-        args.master_key.master_key_file.as_deref(),
-        std::env::var(MASTER_KEY_VARIABLE).ok(),
-        &args.database.data_dir,
-        WhenNoneGiven::UseDataDirs,
-    )?;
-    let database = open_database(&args.database).await?;
-    let result = async {
-        let mut conn = crate::db::connect(database.url()).await?;
-        Ok::<_, CommandError>(sealed::reseal_all(&mut conn, &keys).await?)
-    }
-    .await;
-    database.shutdown().await?;
-    let rewritten = result?;
-    println!(
-        "{rewritten} webhook endpoint(s) rewritten; every secret is sealed under master key `{}`: \
-         the other keys can be dropped",
-        keys.sealing_id()
-    );
-    Ok(())
 }
 
 /// Says loudly when the service's own role is a superuser or owns the tables: then nothing
