@@ -42,6 +42,8 @@ pub enum SupportRole {
 }
 
 impl SupportRole {
+    pub const ALL: [SupportRole; 2] = [SupportRole::Read, SupportRole::Operate];
+
     pub fn as_str(self) -> &'static str {
         match self {
             SupportRole::Read => "read",
@@ -80,7 +82,8 @@ pub enum KeyOwner {
 }
 
 impl KeyOwner {
-    fn role(self) -> &'static str {
+    /// The owner's kind as `api_keys.role` holds it.
+    pub fn role(self) -> &'static str {
         match self {
             KeyOwner::Merchant(_) => "merchant",
             KeyOwner::Support(_) => "support",
@@ -365,4 +368,16 @@ pub async fn key_name(conn: &mut AsyncPgConnection, id: ApiKeyId) -> QueryResult
         .await
         .and_then(crate::db::one)
         .optional()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SupportRole;
+
+    #[test]
+    fn every_support_role_reads_back_as_itself() {
+        for r in SupportRole::ALL {
+            assert_eq!(r.as_str().parse::<SupportRole>(), Ok(r));
+        }
+    }
 }

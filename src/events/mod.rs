@@ -287,3 +287,15 @@ pub async fn events_of_order(
         .map(Event::from_row)
         .collect::<Result<_, _>>()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::EventType;
+
+    #[test]
+    fn every_event_type_reads_back_as_itself() {
+        for t in EventType::ALL {
+            assert_eq!(EventType::parse(t.as_str()), Some(t));
+        }
+    }
+}

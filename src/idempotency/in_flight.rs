@@ -32,6 +32,14 @@ pub enum ResourceType {
 }
 
 impl ResourceType {
+    pub const ALL: [ResourceType; 5] = [
+        ResourceType::Order,
+        ResourceType::PaymentAttempt,
+        ResourceType::Refund,
+        ResourceType::WebhookEndpoint,
+        ResourceType::HoldOperation,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ResourceType::Order => "order",
@@ -43,15 +51,7 @@ impl ResourceType {
     }
 
     pub fn parse(raw: &str) -> Option<Self> {
-        [
-            Self::Order,
-            Self::PaymentAttempt,
-            Self::Refund,
-            Self::WebhookEndpoint,
-            Self::HoldOperation,
-        ]
-        .into_iter()
-        .find(|t| t.as_str() == raw)
+        Self::ALL.into_iter().find(|t| t.as_str() == raw)
     }
 
     /// Keys of work that moved money are retired past their TTL instead of freed
@@ -76,6 +76,9 @@ pub enum KeyState {
 }
 
 impl KeyState {
+    /// Every state, for the tests that hold the `key_state` domain to it.
+    pub const ALL: [KeyState; 3] = [KeyState::InFlight, KeyState::Completed, KeyState::Expired];
+
     pub fn as_str(self) -> &'static str {
         match self {
             KeyState::InFlight => "in_flight",
@@ -85,9 +88,7 @@ impl KeyState {
     }
 
     pub fn parse(raw: &str) -> Option<Self> {
-        [Self::InFlight, Self::Completed, Self::Expired]
-            .into_iter()
-            .find(|s| s.as_str() == raw)
+        Self::ALL.into_iter().find(|s| s.as_str() == raw)
     }
 
     /// As an SQL literal, for a statement's text: a fixed value keeps one plan.
@@ -111,6 +112,13 @@ pub enum RecoveryPoint {
 }
 
 impl RecoveryPoint {
+    pub const ALL: [RecoveryPoint; 4] = [
+        RecoveryPoint::AttemptCreated,
+        RecoveryPoint::RefundCreated,
+        RecoveryPoint::HoldOperationCreated,
+        RecoveryPoint::Finished,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             RecoveryPoint::AttemptCreated => "attempt_created",
@@ -121,14 +129,7 @@ impl RecoveryPoint {
     }
 
     pub fn parse(raw: &str) -> Option<Self> {
-        [
-            Self::AttemptCreated,
-            Self::RefundCreated,
-            Self::HoldOperationCreated,
-            Self::Finished,
-        ]
-        .into_iter()
-        .find(|p| p.as_str() == raw)
+        Self::ALL.into_iter().find(|p| p.as_str() == raw)
     }
 
     /// As an SQL literal.
@@ -405,22 +406,14 @@ pub(crate) mod tests {
 
     #[test]
     fn each_word_reads_back_as_itself() {
-        for t in [
-            ResourceType::Order,
-            ResourceType::PaymentAttempt,
-            ResourceType::Refund,
-            ResourceType::WebhookEndpoint,
-        ] {
+        // Over `ALL`, so a new variant is covered without touching this test.
+        for t in ResourceType::ALL {
             assert_eq!(ResourceType::parse(t.as_str()), Some(t));
         }
-        for p in [
-            RecoveryPoint::AttemptCreated,
-            RecoveryPoint::RefundCreated,
-            RecoveryPoint::Finished,
-        ] {
+        for p in RecoveryPoint::ALL {
             assert_eq!(RecoveryPoint::parse(p.as_str()), Some(p));
         }
-        for s in [KeyState::InFlight, KeyState::Completed, KeyState::Expired] {
+        for s in KeyState::ALL {
             assert_eq!(KeyState::parse(s.as_str()), Some(s));
         }
         assert_eq!(RecoveryPoint::parse("attempt_made"), None);

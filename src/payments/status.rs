@@ -38,6 +38,16 @@ pub enum AttemptStatus {
 }
 
 impl AttemptStatus {
+    /// Every status, for the tests that hold the `attempt_status` domain to it.
+    pub const ALL: [AttemptStatus; 6] = [
+        AttemptStatus::Created,
+        AttemptStatus::Pending,
+        AttemptStatus::Authorized,
+        AttemptStatus::Succeeded,
+        AttemptStatus::Failed,
+        AttemptStatus::Canceled,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             AttemptStatus::Created => "created",
@@ -140,6 +150,17 @@ pub enum OrderStatus {
 }
 
 impl OrderStatus {
+    /// Every status, for the tests that hold the `order_status` domain to it.
+    pub const ALL: [OrderStatus; 7] = [
+        OrderStatus::AwaitingPayment,
+        OrderStatus::Processing,
+        OrderStatus::Authorized,
+        OrderStatus::Paid,
+        OrderStatus::Canceled,
+        OrderStatus::PartiallyRefunded,
+        OrderStatus::Refunded,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             OrderStatus::AwaitingPayment => "awaiting_payment",
@@ -196,5 +217,20 @@ impl diesel::deserialize::FromSql<diesel::sql_types::Text, diesel::pg::Pg> for O
             diesel::pg::Pg,
         >>::from_sql(bytes)?;
         OrderStatus::parse(&text).ok_or_else(|| format!("unknown order status {text:?}").into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_reads_back_as_itself() {
+        for s in AttemptStatus::ALL {
+            assert_eq!(AttemptStatus::parse(s.as_str()), Some(s));
+        }
+        for s in OrderStatus::ALL {
+            assert_eq!(OrderStatus::parse(s.as_str()), Some(s));
+        }
     }
 }

@@ -34,6 +34,8 @@ pub enum CaptureMethod {
 }
 
 impl CaptureMethod {
+    pub const ALL: [CaptureMethod; 2] = [CaptureMethod::Automatic, CaptureMethod::Manual];
+
     pub fn as_str(self) -> &'static str {
         match self {
             CaptureMethod::Automatic => "automatic",
@@ -373,4 +375,16 @@ pub trait PaymentProvider: Send + Sync {
         signature_header: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Vec<WebhookEvent>, WebhookError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CaptureMethod;
+
+    #[test]
+    fn every_capture_method_reads_back_as_itself() {
+        for m in CaptureMethod::ALL {
+            assert_eq!(CaptureMethod::parse(m.as_str()), Some(m));
+        }
+    }
 }

@@ -77,6 +77,8 @@ pub enum EndpointStatus {
 }
 
 impl EndpointStatus {
+    pub const ALL: [EndpointStatus; 2] = [EndpointStatus::Enabled, EndpointStatus::Disabled];
+
     pub fn as_str(self) -> &'static str {
         match self {
             EndpointStatus::Enabled => "enabled",
@@ -85,9 +87,7 @@ impl EndpointStatus {
     }
 
     fn parse(raw: &str) -> Option<Self> {
-        [Self::Enabled, Self::Disabled]
-            .into_iter()
-            .find(|s| s.as_str() == raw)
+        Self::ALL.into_iter().find(|s| s.as_str() == raw)
     }
 }
 
@@ -163,6 +163,13 @@ impl TryFrom<EndpointRow> for WebhookEndpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_endpoint_status_reads_back_as_itself() {
+        for s in EndpointStatus::ALL {
+            assert_eq!(EndpointStatus::parse(s.as_str()), Some(s));
+        }
+    }
 
     #[test]
     fn enabled_events_read_back_as_written() {

@@ -61,6 +61,18 @@ pub enum CallKind {
 }
 
 impl CallKind {
+    /// Every kind, for the tests that hold the `provider_operation` domain to it.
+    pub const ALL: [CallKind; 8] = [
+        CallKind::Create,
+        CallKind::Retrieve,
+        CallKind::List,
+        CallKind::CreateRefund,
+        CallKind::RetrieveRefund,
+        CallKind::Capture,
+        CallKind::Cancel,
+        CallKind::CompleteAction,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             CallKind::Create => "create",
@@ -209,4 +221,20 @@ pub async fn log_hold_call(
     source, outcome, http_status, latency_ms, detail) VALUES ({merchant}, {attempt}, {operation}, {values})"
     ));
     q.finish().execute(conn).await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CallKind;
+
+    /// The log is written, never parsed back: the round trip is through `ALL`.
+    #[test]
+    fn every_call_kind_has_a_word_of_its_own() {
+        for kind in CallKind::ALL {
+            let back = CallKind::ALL
+                .into_iter()
+                .filter(|k| k.as_str() == kind.as_str());
+            assert_eq!(back.collect::<Vec<_>>(), vec![kind]);
+        }
+    }
 }

@@ -12,49 +12,23 @@ pub mod final_attempts;
 pub mod keyed;
 pub mod pay;
 pub mod payer_return;
+mod source;
 pub mod transition;
 
 pub use call_log::{provider_calls_of, CallKind, LoggedCall};
+pub use source::Source;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::result::DatabaseErrorKind;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::db::schema::{attempt_events, orders, payment_attempts};
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::status::{AttemptStatus, OrderStatus};
 use crate::providers::{CaptureMethod, NextAction};
-
-/// Who moved an attempt; kept on every timeline row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Source {
-    Api,
-    ProviderResponse,
-    Webhook,
-    Reconciler,
-    Support,
-}
-
-impl Source {
-    /// As an SQL literal, for a statement whose source is fixed.
-    pub fn sql(self) -> String {
-        format!("'{}'", self.as_str())
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Api => "api",
-            Source::ProviderResponse => "provider_response",
-            Source::Webhook => "webhook",
-            Source::Reconciler => "reconciler",
-            Source::Support => "support",
-        }
-    }
-}
 
 /// A payment attempt (the API shows it as `http::views::Payment`).
 #[derive(Debug, Clone)]

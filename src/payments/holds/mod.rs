@@ -37,6 +37,8 @@ pub enum HoldKind {
 }
 
 impl HoldKind {
+    pub const ALL: [HoldKind; 2] = [HoldKind::Capture, HoldKind::Void];
+
     pub fn as_str(self) -> &'static str {
         match self {
             HoldKind::Capture => "capture",
@@ -45,9 +47,7 @@ impl HoldKind {
     }
 
     fn parse(raw: &str) -> Option<Self> {
-        [HoldKind::Capture, HoldKind::Void]
-            .into_iter()
-            .find(|k| k.as_str() == raw)
+        Self::ALL.into_iter().find(|k| k.as_str() == raw)
     }
 }
 
@@ -227,5 +227,17 @@ pub(crate) fn hold_call(operation: &HoldOperation, payment: &PaymentAttempt) -> 
             attempt_id: payment.id.to_string(),
             merchant_id: payment.merchant_id.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HoldKind;
+
+    #[test]
+    fn every_hold_kind_reads_back_as_itself() {
+        for k in HoldKind::ALL {
+            assert_eq!(HoldKind::parse(k.as_str()), Some(k));
+        }
     }
 }

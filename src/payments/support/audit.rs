@@ -279,3 +279,19 @@ fn with_outcomes(rows: Vec<Row>) -> Vec<RecordedAction> {
     }
     actions
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Action;
+
+    /// The audit is written, never parsed back: the round trip is through `ALL`.
+    #[test]
+    fn every_action_has_a_word_of_its_own() {
+        for action in Action::ALL {
+            let back = Action::ALL
+                .into_iter()
+                .filter(|a| a.as_str() == action.as_str());
+            assert_eq!(back.collect::<Vec<_>>(), vec![action]);
+        }
+    }
+}

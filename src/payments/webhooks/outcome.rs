@@ -25,6 +25,15 @@ pub enum EventOutcome {
 }
 
 impl EventOutcome {
+    /// Every outcome, for the tests that hold the `webhook_outcome` domain to it.
+    pub const ALL: [EventOutcome; 5] = [
+        EventOutcome::Applied,
+        EventOutcome::Stale,
+        EventOutcome::Conflict,
+        EventOutcome::UnknownAttempt,
+        EventOutcome::Ignored,
+    ];
+
     /// As an SQL literal, for a statement that records a fixed outcome.
     pub fn sql(self) -> String {
         format!("'{}'", self.as_str())
@@ -61,4 +70,20 @@ pub enum ReceiveError {
     Database(#[from] diesel::result::Error),
     #[error(transparent)]
     Log(#[from] LogError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EventOutcome;
+
+    /// Outcomes are written, never parsed back: the round trip is through `ALL`.
+    #[test]
+    fn every_outcome_has_a_word_of_its_own() {
+        for outcome in EventOutcome::ALL {
+            let back = EventOutcome::ALL
+                .into_iter()
+                .filter(|o| o.as_str() == outcome.as_str());
+            assert_eq!(back.collect::<Vec<_>>(), vec![outcome]);
+        }
+    }
 }
