@@ -2,7 +2,7 @@
 //! attempt shares (pay an order, checkout, failover).
 //!
 //! What it relies on (docs/DESIGN.md, "Attempts"): the order's trigger
-//! (`payment_attempts_take_order`) copies amount and currency from the order and moves it to
+//! (`payment_attempts_claim_order`) copies amount and currency from the order and moves it to
 //! `processing` in the same statement, or refuses an order that is not awaiting payment or
 //! already has an open attempt (invariants 1, 2 and 5); `payment_attempts_provider_key` makes
 //! the attempt's provider idempotency key its own.
