@@ -77,7 +77,7 @@ pub(crate) async fn caller_of(
 
 /// The bearer secret, if the request has one; two `Authorization` headers are refused rather
 /// than one of them picked.
-fn bearer_secret(req: &HttpRequest) -> Result<Option<String>, ApiError> {
+pub(crate) fn bearer_secret(req: &HttpRequest) -> Result<Option<String>, ApiError> {
     let mut values = req.headers().get_all(header::AUTHORIZATION);
     let Some(first) = values.next() else {
         return Ok(None);

@@ -5,11 +5,11 @@ use std::time::Instant;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header;
 use actix_web::middleware::Next;
 use actix_web::{web, Error, HttpRequest, HttpResponse};
 use sha2::{Digest, Sha256};
 
+use crate::http::auth::bearer_secret;
 use crate::http::errors::ApiError;
 use crate::http::AppState;
 use crate::secret::Secret;
@@ -67,14 +67,8 @@ impl MetricsAccess {
             MetricsAccess::Open => Ok(()),
             MetricsAccess::Off => Err(ApiError::NotFound("route")),
             MetricsAccess::Token(token) => {
-                let presented = req
-                    .headers()
-                    .get(header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().split_once(' '))
-                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                    .map(|(_, secret)| secret.trim())
-                    .unwrap_or_default();
+                // Read as every key is; two Authorization headers present no token.
+                let presented = bearer_secret(req).ok().flatten().unwrap_or_default();
                 // Digests compared, not the token byte by byte: how long the comparison
                 // takes says nothing about the token.
                 let matches =

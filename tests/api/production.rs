@@ -9,13 +9,13 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::AsyncBufReadExt;
 
 use payorch::db::cluster::CLUSTER_RUNTIME_USER;
 use payorch::db::create_database_if_missing;
 
 use crate::database_tls::{sessions_of, TlsCluster};
 use crate::helpers::{eventually, payorch_bin, sandbox_process, temp_dir, TEST_MASTER_KEY};
+use crate::serve::listening_on;
 
 const PROVIDER_SECRET: &str = "sk_test_checklist";
 const WEBHOOK_SECRET: &str = "whsec_checklist";
@@ -162,16 +162,9 @@ async fn an_operator_following_the_checklist_gets_a_server_safe_on_the_internet(
         .kill_on_drop(true)
         .spawn()
         .expect("start payorch serve");
-    let mut lines = tokio::io::BufReader::new(serve.stdout.take().unwrap()).lines();
-    let banner = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+    let base = listening_on(&mut serve)
         .await
-        .expect("serve says where it listens")
-        .unwrap()
         .unwrap_or_else(|| panic!("serve stopped: {}", std::fs::read_to_string(&log).unwrap()));
-    let base = banner
-        .strip_prefix("payorch listening on ")
-        .expect("the banner")
-        .to_owned();
     let http = reqwest::Client::new();
     let get = |path: &str, secret: Option<&str>| {
         let mut request = http.get(format!("{base}{path}"));

@@ -440,7 +440,6 @@ async fn serve_without_demo(
     provider_url: &str,
     more: &[&str],
 ) -> (tokio::process::Child, Option<String>) {
-    use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(payorch_bin())
         .args(["serve", "--bind", "127.0.0.1:0", "--workers", "1"])
         .arg("--data-dir")
@@ -455,16 +454,23 @@ async fn serve_without_demo(
         .kill_on_drop(true)
         .spawn()
         .expect("start payorch serve");
+    let base_url = listening_on(&mut child).await;
+    (child, base_url)
+}
+
+/// The address `serve` (spawned with its stdout piped) says it listens on in its first line;
+/// `None` when it exits before saying it.
+pub async fn listening_on(child: &mut tokio::process::Child) -> Option<String> {
+    use tokio::io::AsyncBufReadExt;
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
         .await
         .expect("serve says where it listens, or exits")
         .unwrap();
-    let base_url = first.and_then(|line| {
+    first.and_then(|line| {
         line.strip_prefix("payorch listening on ")
             .map(str::to_owned)
-    });
-    (child, base_url)
+    })
 }
 
 /// A file holding the provider's secret, beside (not in) `data_dir`, with a trailing newline
