@@ -839,28 +839,11 @@ async fn an_unknown_key_or_merchant_is_named() {
 
 #[tokio::test]
 async fn support_keys_made_before_roles_keep_acting_after_the_upgrade() {
-    use diesel::Connection;
-    use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
-    use diesel_migrations::MigrationHarness;
-    use payorch::db::migrations::{run_migrations, MIGRATIONS};
+    use payorch::db::migrations::run_migrations;
 
     // The database as it was before this migration, with a support key of that time.
     let db = TestDatabase::empty().await;
-    let url = db.url.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut conn =
-            AsyncConnectionWrapper::<diesel_async::AsyncPgConnection>::establish(&url).unwrap();
-        loop {
-            let pending = conn.pending_migrations(MIGRATIONS).unwrap();
-            let next = <[_]>::first(&pending).expect("this migration is among them");
-            if next.name().version().to_string().as_str() >= "20261127000017" {
-                return;
-            }
-            conn.run_next_migration(MIGRATIONS).unwrap();
-        }
-    })
-    .await
-    .unwrap();
+    migrate_before(&db.url, "20261127000017").await;
     let mut conn = db.connect().await;
     diesel::sql_query(
         "INSERT INTO api_keys (id, secret_sha256, role, name) \
@@ -884,10 +867,7 @@ async fn support_keys_made_before_roles_keep_acting_after_the_upgrade() {
 #[tokio::test]
 async fn the_runtime_role_may_add_to_the_audit_whoever_migrates() {
     use diesel::sql_types::{Bool, Text};
-    use diesel::Connection;
-    use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
-    use diesel_migrations::MigrationHarness;
-    use payorch::db::migrations::{run_migrations, MIGRATIONS};
+    use payorch::db::migrations::run_migrations;
 
     #[derive(diesel::QueryableByName)]
     struct Granted {
@@ -896,21 +876,7 @@ async fn the_runtime_role_may_add_to_the_audit_whoever_migrates() {
     }
 
     let db = TestDatabase::empty().await;
-    let url = db.url.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut conn =
-            AsyncConnectionWrapper::<diesel_async::AsyncPgConnection>::establish(&url).unwrap();
-        loop {
-            let pending = conn.pending_migrations(MIGRATIONS).unwrap();
-            let next = <[_]>::first(&pending).expect("this migration is among them");
-            if next.name().version().to_string().as_str() >= "20261127000017" {
-                return;
-            }
-            conn.run_next_migration(MIGRATIONS).unwrap();
-        }
-    })
-    .await
-    .unwrap();
+    migrate_before(&db.url, "20261127000017").await;
     let mut conn = db.connect().await;
     diesel::sql_query(
         "ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE ALL ON TABLES FROM payorch_runtime",
@@ -1369,4 +1335,28 @@ async fn an_action_whose_outcome_never_came_is_shown_asked_with_its_outcome_unkn
             ),
         ]
     );
+}
+
+/// Migrates the database at `url` up to, not including, the migration of `version`.
+async fn migrate_before(url: &str, version: &'static str) {
+    use diesel::Connection;
+    use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+    use diesel_migrations::MigrationHarness;
+    use payorch::db::migrations::MIGRATIONS;
+
+    let url = url.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut conn =
+            AsyncConnectionWrapper::<diesel_async::AsyncPgConnection>::establish(&url).unwrap();
+        loop {
+            let pending = conn.pending_migrations(MIGRATIONS).unwrap();
+            let next = <[_]>::first(&pending).expect("this migration is among them");
+            if next.name().version().to_string().as_str() >= version {
+                return;
+            }
+            conn.run_next_migration(MIGRATIONS).unwrap();
+        }
+    })
+    .await
+    .unwrap();
 }
