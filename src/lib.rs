@@ -20,6 +20,7 @@ pub mod rate_limit;
 pub mod sealing;
 pub mod secret_files;
 pub mod telemetry;
+pub mod views;
 pub mod wiring;
 
 // Shared with the sandbox provider, so kept in `payorch-wire`; here where they always stood.

@@ -4,7 +4,7 @@
 //! worker takes it (`take`), so a body costs no query.
 
 use crate::events::{Event, EventRow, UnreadableEvent};
-use crate::http::views;
+use crate::views;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {

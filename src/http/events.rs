@@ -9,8 +9,9 @@ use crate::accounts::Caller;
 use crate::events::list::{list_events, seq_of, EventFilter};
 use crate::events::{find_event, EventType, EventsError};
 use crate::http::errors::{ApiError, FieldError};
-use crate::http::{views, AppState};
+use crate::http::AppState;
 use crate::ids::{EventId, MerchantId};
+use crate::views;
 
 /// A page when `limit` is not given: Stripe's, whose event list this one follows.
 const DEFAULT_LIMIT: i64 = 10;

@@ -11,7 +11,6 @@ use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::payments::parse_payment_id;
 use crate::http::strict_json::StrictJson;
 use crate::http::support::{audited, operator};
-use crate::http::views::holds::OperatedView;
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::PaymentId;
@@ -21,6 +20,7 @@ use crate::payments::holds::{reason, HoldError, HoldKind};
 use crate::payments::money::MinorUnits;
 use crate::payments::support::audit::{Action, Done};
 use crate::payments::Source;
+use crate::views::holds::OperatedView;
 
 /// What to take of the hold.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::accounts::{self, Caller};
 use crate::http::errors::{ApiError, FieldError};
-use crate::http::views::Merchant;
 use crate::http::{page_limit, AppState};
 use crate::ids::MerchantId;
+use crate::views::Merchant;
 
 #[utoipa::path(get, path = "/v1/merchants/{id}", tag = "merchants",
     params(("id" = String, Path, description = "merchant id, `mer_…`")),

@@ -25,7 +25,6 @@ pub mod refunds;
 pub mod routing;
 pub mod strict_json;
 pub mod support;
-pub mod views;
 pub mod webhook_endpoints;
 pub mod webhooks;
 

@@ -12,13 +12,13 @@ use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::strict_json::StrictJson;
 use crate::http::AppState;
 
-use crate::http::views::{Order, OrderWithPayments};
 use crate::idempotency::Operation;
 use crate::ids::OrderId;
 use crate::payments::attempts::attempts_of_order;
 use crate::payments::money::MinorUnits;
 use crate::payments::orders::command::{self, OrderAnswer, OrderCommand};
 use crate::payments::orders::{self, OrderFields};
+use crate::views::{Order, OrderWithPayments};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

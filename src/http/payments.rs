@@ -12,7 +12,6 @@ use crate::http::errors::ApiError;
 use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::orders::parse_order_id;
 use crate::http::strict_json::StrictJson;
-use crate::http::views::{Order, Payment, PaymentWithRefunds};
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::PaymentId;
@@ -21,6 +20,7 @@ use crate::payments::money::MinorUnits;
 use crate::payments::orders::{find_order, OrderFields};
 use crate::payments::refunds::refunds_of_payment;
 use crate::payments::PaymentAttempt;
+use crate::views::{Order, Payment, PaymentWithRefunds};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

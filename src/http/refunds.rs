@@ -11,7 +11,6 @@ use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
 use crate::http::payments::parse_payment_id;
 use crate::http::strict_json::StrictJson;
 use crate::http::support::{audited, operator};
-use crate::http::views::Refund;
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::{PaymentId, RefundId};
@@ -20,6 +19,7 @@ use crate::payments::refunds::refund::{self, RefundInput};
 use crate::payments::refunds::{self, RefundError};
 use crate::payments::support::audit::{Action, Done};
 use crate::payments::Source;
+use crate::views::Refund;
 
 /// What to give back; both optional.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

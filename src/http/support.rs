@@ -15,7 +15,6 @@ use crate::events::deliveries::story_of_order;
 use crate::events::disabled::disabled_endpoints;
 use crate::http::errors::{ApiError, FieldError};
 use crate::http::payments::parse_payment_id;
-use crate::http::views::{self, NeedsAHuman, Payment, Story};
 use crate::http::{page_limit, AppState};
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::attempts::find_attempt;
@@ -24,6 +23,7 @@ use crate::payments::support::audit::{self, Action, Actor, Done};
 use crate::payments::support::{self, Search};
 use crate::payments::{AttemptStatus, Source};
 use crate::providers::registry::is_valid_name;
+use crate::views::{self, NeedsAHuman, Payment, Story};
 
 /// The support key's name, for the log of what its holder did; a merchant key is refused.
 pub(crate) async fn support_key_name(

@@ -10,8 +10,8 @@ use diesel_async::RunQueryDsl;
 use serde_json::{json, Value};
 
 use payorch::events::events_of_order;
-use payorch::http::views;
 use payorch::ids::{MerchantId, OrderId};
+use payorch::views;
 
 use crate::helpers::{assert_refused_by, TestApp};
 use crate::payments::checkout_body;

@@ -11,9 +11,9 @@ use crate::events::find_event;
 use crate::events::redeliver::redeliver_audited;
 use crate::http::errors::ApiError;
 use crate::http::support::operator;
-use crate::http::views::deliveries::Redelivered;
 use crate::http::AppState;
 use crate::ids::EventId;
+use crate::views::deliveries::Redelivered;
 
 #[utoipa::path(post, path = "/v1/support/events/{id}/redeliver", tag = "support",
     params(("id" = String, Path, description = "event id, `evt_…`")),

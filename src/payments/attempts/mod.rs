@@ -30,7 +30,7 @@ use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::status::{AttemptStatus, OrderStatus};
 use crate::providers::{CaptureMethod, NextAction};
 
-/// A payment attempt (the API shows it as `http::views::Payment`).
+/// A payment attempt (the API shows it as `views::Payment`).
 #[derive(Debug, Clone)]
 pub struct PaymentAttempt {
     pub id: PaymentId,

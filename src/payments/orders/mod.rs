@@ -28,7 +28,7 @@ pub const MAX_METADATA_VALUE_LEN: usize = 500;
 pub const MAX_REFERENCE_LEN: usize = 255;
 pub const MAX_DESCRIPTION_LEN: usize = 1000;
 
-/// An order (the API shows it as `http::views::Order`).
+/// An order (the API shows it as `views::Order`).
 #[derive(Debug, Clone)]
 pub struct Order {
     pub id: OrderId,
