@@ -15,45 +15,25 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
 use super::origin::RequestOrigin;
+use super::words::words;
 use super::{IdempotencyKey, KeyedRequest, Recorded};
 use crate::db::statement::{span, Param, Statement};
 use crate::ids::MerchantId;
 use tracing::Instrument;
 
-/// What a key names (`idempotency_keys.resource_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResourceType {
-    Order,
-    PaymentAttempt,
-    Refund,
-    WebhookEndpoint,
-    /// A capture or a void of a payment's hold.
-    HoldOperation,
+words! {
+    /// What a key names (`idempotency_keys.resource_type`).
+    pub enum ResourceType {
+        Order => "order",
+        PaymentAttempt => "payment_attempt",
+        Refund => "refund",
+        WebhookEndpoint => "webhook_endpoint",
+        /// A capture or a void of a payment's hold.
+        HoldOperation => "hold_operation",
+    }
 }
 
 impl ResourceType {
-    pub const ALL: [ResourceType; 5] = [
-        ResourceType::Order,
-        ResourceType::PaymentAttempt,
-        ResourceType::Refund,
-        ResourceType::WebhookEndpoint,
-        ResourceType::HoldOperation,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ResourceType::Order => "order",
-            ResourceType::PaymentAttempt => "payment_attempt",
-            ResourceType::Refund => "refund",
-            ResourceType::WebhookEndpoint => "webhook_endpoint",
-            ResourceType::HoldOperation => "hold_operation",
-        }
-    }
-
-    pub fn parse(raw: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == raw)
-    }
-
     /// Keys of work that moved money are retired past their TTL instead of freed
     /// (migrations `…_key_retirement`, `idempotency_key_made_money_move`).
     pub fn made_money_move(self) -> bool {
@@ -64,74 +44,44 @@ impl ResourceType {
     }
 }
 
-/// Where a key is in its life (`idempotency_keys.state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyState {
-    /// Its request (or whoever took it over) is doing the work, under a lease once committed.
-    InFlight,
-    /// Its work is done: a retry replays it.
-    Completed,
-    /// Retired past its TTL: its work moved money, so it names what it made until its horizon.
-    Expired,
+words! {
+    /// Where a key is in its life (`idempotency_keys.state`).
+    pub enum KeyState {
+        /// Its request (or whoever took it over) is doing the work, under a lease once
+        /// committed.
+        InFlight => "in_flight",
+        /// Its work is done: a retry replays it.
+        Completed => "completed",
+        /// Retired past its TTL: its work moved money, so it names what it made until its
+        /// horizon.
+        Expired => "expired",
+    }
 }
 
 impl KeyState {
-    /// Every state, for the tests that hold the `key_state` domain to it.
-    pub const ALL: [KeyState; 3] = [KeyState::InFlight, KeyState::Completed, KeyState::Expired];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KeyState::InFlight => "in_flight",
-            KeyState::Completed => "completed",
-            KeyState::Expired => "expired",
-        }
-    }
-
-    pub fn parse(raw: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == raw)
-    }
-
     /// As an SQL literal, for a statement's text: a fixed value keeps one plan.
     pub fn sql(self) -> String {
         format!("'{}'", self.as_str())
     }
 }
 
-/// How far a key's work had got when its request last recorded it
-/// (`idempotency_keys.recovery_point`): where a request that takes the key over resumes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecoveryPoint {
-    /// The attempt exists (transaction 1 committed); its charge may or may not have been sent.
-    AttemptCreated,
-    /// The refund exists; its provider call may or may not have been sent.
-    RefundCreated,
-    /// The capture or void exists; its provider call may or may not have been sent.
-    HoldOperationCreated,
-    /// The work is done and the key completed.
-    Finished,
+words! {
+    /// How far a key's work had got when its request last recorded it
+    /// (`idempotency_keys.recovery_point`): where a request that takes the key over resumes.
+    pub enum RecoveryPoint {
+        /// The attempt exists (transaction 1 committed); its charge may or may not have been
+        /// sent.
+        AttemptCreated => "attempt_created",
+        /// The refund exists; its provider call may or may not have been sent.
+        RefundCreated => "refund_created",
+        /// The capture or void exists; its provider call may or may not have been sent.
+        HoldOperationCreated => "hold_operation_created",
+        /// The work is done and the key completed.
+        Finished => "finished",
+    }
 }
 
 impl RecoveryPoint {
-    pub const ALL: [RecoveryPoint; 4] = [
-        RecoveryPoint::AttemptCreated,
-        RecoveryPoint::RefundCreated,
-        RecoveryPoint::HoldOperationCreated,
-        RecoveryPoint::Finished,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecoveryPoint::AttemptCreated => "attempt_created",
-            RecoveryPoint::RefundCreated => "refund_created",
-            RecoveryPoint::HoldOperationCreated => "hold_operation_created",
-            RecoveryPoint::Finished => "finished",
-        }
-    }
-
-    pub fn parse(raw: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.as_str() == raw)
-    }
-
     /// As an SQL literal.
     pub fn sql(self) -> String {
         format!("'{}'", self.as_str())

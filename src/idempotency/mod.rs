@@ -7,6 +7,7 @@ pub mod claim;
 pub mod fingerprint;
 pub mod in_flight;
 pub mod key;
+pub mod operation;
 pub mod origin;
 pub mod quota;
 pub mod reaper;
@@ -14,6 +15,7 @@ pub mod recent;
 pub mod request;
 pub mod settings;
 pub mod takeover;
+pub mod words;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +26,7 @@ pub use claim::{claim, ClaimParams, Keyed, KeyedWork, RecordAs};
 pub use fingerprint::{fingerprint, Fingerprint};
 pub use in_flight::{InFlightKey, KeyState, RecoveryPoint, ResourceType};
 pub use key::{IdempotencyKey, KeyError};
+pub use operation::{KeyTtl, Operation};
 pub use quota::NewKeyQuota;
 pub use recent::RecentKeys;
 pub use request::{ExpiredKey, IdempotencyError, KeyedRequest, Recorded, StoredKey};
@@ -36,64 +39,6 @@ pub struct Keys {
     pub metrics: Arc<IdempotencyMetrics>,
     pub quota: Arc<NewKeyQuota>,
     pub recent: RecentKeys,
-}
-
-/// The kinds of keyed work; a key belongs to one and its TTL follows from it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    CreateOrder,
-    CancelOrder,
-    CreatePayment,
-    Checkout,
-    CreateRefund,
-    CreateWebhookEndpoint,
-    RotateWebhookSecret,
-    CapturePayment,
-    CancelPayment,
-}
-
-impl Operation {
-    /// Every operation, for the tests that hold the `key_operation` domain to it.
-    pub const ALL: [Operation; 9] = [
-        Operation::CreateOrder,
-        Operation::CancelOrder,
-        Operation::CreatePayment,
-        Operation::Checkout,
-        Operation::CreateRefund,
-        Operation::CreateWebhookEndpoint,
-        Operation::RotateWebhookSecret,
-        Operation::CapturePayment,
-        Operation::CancelPayment,
-    ];
-
-    /// The route the operation is asked for by: the label of its metrics and log lines.
-    pub fn route(self) -> &'static str {
-        match self {
-            Operation::CreateOrder => "/v1/orders",
-            Operation::CancelOrder => "/v1/orders/{id}/cancel",
-            Operation::CreatePayment => "/v1/orders/{id}/payments",
-            Operation::Checkout => "/v1/checkout",
-            Operation::CreateRefund => "/v1/payments/{id}/refunds",
-            Operation::CreateWebhookEndpoint => "/v1/webhook_endpoints",
-            Operation::RotateWebhookSecret => "/v1/webhook_endpoints/{id}/rotate_secret",
-            Operation::CapturePayment => "/v1/payments/{id}/capture",
-            Operation::CancelPayment => "/v1/payments/{id}/cancel",
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::CreateOrder => "create_order",
-            Operation::CancelOrder => "cancel_order",
-            Operation::CreatePayment => "create_payment",
-            Operation::Checkout => "checkout",
-            Operation::CreateRefund => "create_refund",
-            Operation::CreateWebhookEndpoint => "create_webhook_endpoint",
-            Operation::RotateWebhookSecret => "rotate_webhook_secret",
-            Operation::CapturePayment => "capture_payment",
-            Operation::CancelPayment => "cancel_payment",
-        }
-    }
 }
 
 /// Idempotency outcomes by route (`created`, `replayed`, `in_use`, `reused_mismatch`,
@@ -154,22 +99,5 @@ impl IdempotencyMetrics {
         self.wait
             .with_label_values(&[outcome])
             .observe(waited.as_secs_f64());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Operation;
-
-    /// Nothing parses an operation back (a key's row is read by its resource), so the
-    /// round trip is through `ALL`: each word names one operation.
-    #[test]
-    fn every_operation_has_a_word_of_its_own() {
-        for op in Operation::ALL {
-            let back = Operation::ALL
-                .into_iter()
-                .filter(|o| o.as_str() == op.as_str());
-            assert_eq!(back.collect::<Vec<_>>(), vec![op]);
-        }
     }
 }

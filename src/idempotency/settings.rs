@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::Operation;
+use super::{KeyTtl, Operation};
 
 #[derive(Debug, Clone)]
 pub struct IdempotencySettings {
@@ -30,18 +30,9 @@ impl Default for IdempotencySettings {
 
 impl IdempotencySettings {
     pub fn ttl(&self, operation: Operation) -> Duration {
-        match operation {
-            // Database-only work, like an order's: its key is freed past the TTL.
-            Operation::CreateOrder
-            | Operation::CancelOrder
-            | Operation::CreateWebhookEndpoint
-            | Operation::RotateWebhookSecret => self.order_ttl,
-            // Work that moves money: kept as long as a payment's key.
-            Operation::CreatePayment
-            | Operation::Checkout
-            | Operation::CreateRefund
-            | Operation::CapturePayment
-            | Operation::CancelPayment => self.payment_ttl,
+        match operation.ttl() {
+            KeyTtl::Order => self.order_ttl,
+            KeyTtl::Payment => self.payment_ttl,
         }
     }
 }
