@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::accounts::{self, CallerCache};
+use crate::db::pool_metrics::PoolGauges;
 use crate::db::{build_pool, DbPool, PoolSettings};
 use crate::delivery::metrics::DeliveryMetrics;
 use crate::delivery::send::Sender;
@@ -145,6 +146,7 @@ impl Application {
             source,
         })?;
         let metrics = Arc::new(Metrics::new()?);
+        metrics.register(Box::new(PoolGauges::new(pool.clone())?))?;
         let idempotency_metrics = Arc::new(IdempotencyMetrics::new()?);
         idempotency_metrics.register(&metrics)?;
         let payment_metrics = Arc::new(PaymentMetrics::new()?);

@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod migrations;
 pub mod pool;
+pub mod pool_metrics;
 pub mod primary;
 pub mod roles;
 pub mod schema;

@@ -108,5 +108,5 @@ fn render(state: &AppState) -> HttpResponse {
     state.payments.publish_circuits();
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
-        .body(state.metrics.render(&state.pool))
+        .body(state.metrics.render())
 }
