@@ -15,9 +15,9 @@ INSERT INTO payment_attempts (merchant_id, id, order_id, status, amount, currenc
 SELECT merchant_id, pg_temp.uuid7(created_at), id, 'succeeded', amount, currency, 'pm_card_visa', 'stripe',
     'payorch_seed_' || id, 'pi_seed_' || id, 'seed-' || id, NULL, created_at, created_at, created_at
 FROM orders WHERE merchant_id = :'mer'::uuid;
-INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source, created_at)
+INSERT INTO attempt_transitions (merchant_id, attempt_id, from_status, to_status, source, created_at)
 SELECT merchant_id, id, NULL, 'created', 'api', created_at FROM payment_attempts WHERE provider_idempotency_key LIKE 'payorch_seed_%';
-INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source, created_at)
+INSERT INTO attempt_transitions (merchant_id, attempt_id, from_status, to_status, source, created_at)
 SELECT merchant_id, id, 'created', 'succeeded', 'provider_response', created_at FROM payment_attempts WHERE provider_idempotency_key LIKE 'payorch_seed_%';
 INSERT INTO idempotency_keys (merchant_id, key, operation, fingerprint, state, recovery_point, resource_type,
     resource_id, response_status, unresolved, created_at, updated_at, expires_at)
@@ -28,4 +28,4 @@ SET session_replication_role = origin;
 VACUUM ANALYZE;
 CHECKPOINT;
 SELECT (SELECT count(*) FROM orders) AS orders, (SELECT count(*) FROM payment_attempts) AS attempts,
-       (SELECT count(*) FROM idempotency_keys) AS keys, (SELECT count(*) FROM attempt_events) AS events;
+       (SELECT count(*) FROM idempotency_keys) AS keys, (SELECT count(*) FROM attempt_transitions) AS events;

@@ -18,7 +18,7 @@
 //! 2. duplicates: the same events again, each recognised and changing nothing.
 //!
 //! The warm-up uses readiness checks (HTTP connections and the database pool) because any
-//! event would add a `webhook_events` row, and the run ends by checking that there are
+//! event would add a `provider_webhooks` row, and the run ends by checking that there are
 //! exactly `BENCH_REQUESTS` of those.
 //!
 //! Prints a plain-text report; exits non-zero when any request gets an unexpected answer or
@@ -285,8 +285,8 @@ async fn verify(
            (SELECT count(*) FROM orders WHERE merchant_id = $1 AND status = 'paid') AS paid, \
            (SELECT count(*) FROM idempotency_keys \
             WHERE merchant_id = $1 AND resource_id = ANY($2) AND NOT unresolved) AS keys_resolved, \
-           (SELECT count(*) FROM webhook_events WHERE provider_event_id = ANY($3)) AS events, \
-           (SELECT count(*) FROM webhook_events \
+           (SELECT count(*) FROM provider_webhooks WHERE provider_event_id = ANY($3)) AS events, \
+           (SELECT count(*) FROM provider_webhooks \
             WHERE provider_event_id = ANY($3) AND outcome = 'applied') AS events_applied",
     )
     .bind::<SqlUuid, _>(merchant.0)
@@ -302,7 +302,7 @@ async fn verify(
         counts.succeeded, counts.paid, counts.keys_resolved
     );
     println!(
-        "  webhook_events rows {} ({} applied)",
+        "  provider_webhooks rows {} ({} applied)",
         counts.events, counts.events_applied
     );
     Ok([

@@ -41,14 +41,59 @@ def modules(src):
 def code_of(path):
     """The file's code: no comments, string contents or `#[cfg(test)]` items (tests may
     import what they test from anywhere)."""
-    text = open(path, encoding="utf-8").read()
-    text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r'"(\\.|[^"\\])*"', '""', text)
-    text = re.sub(r"'[{}]'", "' '", text)
+    text = without_literals(open(path, encoding="utf-8").read())
     text = re.sub(r"pub\(in [^)]*\)", "pub", text)
     while (start := text.find("#[cfg(test)]")) >= 0:
         text = text[:start] + text[end_of_item(text, start + len("#[cfg(test)]")):]
     return text
+
+
+# A raw string's opening: `r"`, `r#"`, `br##"`, … (not a raw identifier such as `r#type`).
+RAW_STRING = re.compile(r'(?<![\w])[bc]?r(#*)"')
+
+
+def without_literals(text):
+    """`text` without its comments, and with every string and character literal emptied, read
+    token by token: a regular expression over the whole text cannot tell a string continued
+    by a `\\` at a line's end, a `'"'` or a lifetime from the code around them, and one
+    misread literal hides every path after it."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if text.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif text.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+            out.append(" ")
+        elif (raw := RAW_STRING.match(text, i)) is not None:
+            end = text.find('"' + raw.group(1), raw.end())
+            i = n if end < 0 else end + 1 + len(raw.group(1))
+            out.append('""')
+        elif c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            i += 1
+            out.append('""')
+        elif c == "'" and text.startswith("\\", i + 1):
+            end = text.find("'", i + 3)
+            i = n if end < 0 else end + 1
+            out.append("' '")
+        elif c == "'" and i + 2 < n and text[i + 2] == "'":
+            i += 3
+            out.append("' '")
+        else:
+            out.append(c)  # code, or a lifetime's or label's quote
+            i += 1
+    return "".join(out)
 
 
 def end_of_item(text, at):

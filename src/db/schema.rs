@@ -125,7 +125,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    attempt_events (merchant_id, id) {
+    attempt_transitions (merchant_id, id) {
         merchant_id -> Uuid,
         id -> Int8,
         attempt_id -> Uuid,
@@ -204,7 +204,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    refund_events (merchant_id, id) {
+    refund_transitions (merchant_id, id) {
         merchant_id -> Uuid,
         id -> Int8,
         refund_id -> Uuid,
@@ -217,7 +217,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    webhook_events (id) {
+    provider_webhooks (id) {
         id -> Uuid,
         provider -> Text,
         provider_event_id -> Text,
@@ -242,16 +242,16 @@ diesel::allow_tables_to_appear_in_same_query!(
     orders,
     idempotency_keys,
     payment_attempts,
-    attempt_events,
+    attempt_transitions,
     provider_calls,
     refunds,
-    refund_events,
-    webhook_events,
+    refund_transitions,
+    provider_webhooks,
     hold_operations
 );
 
 diesel::table! {
-    events (id) {
+    merchant_events (id) {
         id -> Uuid,
         seq -> Int8,
         merchant_id -> Uuid,
@@ -309,9 +309,9 @@ diesel::table! {
     }
 }
 
-diesel::joinable!(event_deliveries -> events (event_id));
+diesel::joinable!(event_deliveries -> merchant_events (event_id));
 diesel::allow_tables_to_appear_in_same_query!(
-    events,
+    merchant_events,
     webhook_endpoints,
     event_deliveries,
     delivery_attempts

@@ -104,7 +104,7 @@ pub async fn take_due(
              next_attempt_at = CASE WHEN judged.live \
                  THEN now() + $1 * interval '1 microsecond' ELSE d.next_attempt_at END, \
              updated_at = now() \
-         FROM judged, webhook_endpoints e, events ev \
+         FROM judged, webhook_endpoints e, merchant_events ev \
          WHERE d.event_id = judged.event_id AND d.endpoint_id = judged.endpoint_id \
            AND e.merchant_id = d.merchant_id AND e.id = d.endpoint_id AND ev.id = d.event_id \
          RETURNING d.event_id, d.endpoint_id, d.merchant_id, d.state::text AS state, \

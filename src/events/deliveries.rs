@@ -8,7 +8,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::EventRequest;
-use crate::db::schema::{delivery_attempts, event_deliveries, events, webhook_endpoints};
+use crate::db::schema::{delivery_attempts, event_deliveries, merchant_events, webhook_endpoints};
 use crate::ids::{EndpointId, EventId, MerchantId, OrderId};
 
 /// One event to one endpoint, as it stands.
@@ -161,15 +161,15 @@ pub async fn story_of_order(
     merchant: MerchantId,
     order: OrderId,
 ) -> QueryResult<Vec<EventStory>> {
-    let rows: Vec<(Uuid, String, DateTime<Utc>, Option<Value>)> = events::table
-        .filter(events::merchant_id.eq(merchant.0))
-        .filter(events::order_id.eq(order.0))
-        .order(events::seq)
+    let rows: Vec<(Uuid, String, DateTime<Utc>, Option<Value>)> = merchant_events::table
+        .filter(merchant_events::merchant_id.eq(merchant.0))
+        .filter(merchant_events::order_id.eq(order.0))
+        .order(merchant_events::seq)
         .select((
-            events::id,
-            events::event_type,
-            events::created_at,
-            events::request,
+            merchant_events::id,
+            merchant_events::event_type,
+            merchant_events::created_at,
+            merchant_events::request,
         ))
         .load(conn)
         .await?;

@@ -4,7 +4,7 @@
 //! `seq` is the cursor, not the id: two events of one statement share a millisecond, and
 //! only `seq` says which came first. Events written while someone pages have a higher `seq`
 //! than every cursor, so a page never repeats or skips one. A merchant's pages are read
-//! through `events_of_merchant (merchant_id, seq)`, support's through `events_seq`.
+//! through `merchant_events_of_merchant (merchant_id, seq)`, support's through `merchant_events_seq`.
 
 use chrono::{DateTime, Utc};
 use diesel::dsl::{exists, not};
@@ -12,7 +12,7 @@ use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::{Event, EventRow, EventType, EventsError};
-use crate::db::schema::{event_deliveries, events};
+use crate::db::schema::{event_deliveries, merchant_events};
 use crate::ids::{EventId, MerchantId};
 
 /// What `GET /v1/events` filters by; every filter given must hold.
@@ -39,12 +39,12 @@ pub async fn seq_of(
     scope: Option<MerchantId>,
     id: EventId,
 ) -> QueryResult<Option<i64>> {
-    let mut query = events::table
-        .filter(events::id.eq(id.0))
-        .select(events::seq)
+    let mut query = merchant_events::table
+        .filter(merchant_events::id.eq(id.0))
+        .select(merchant_events::seq)
         .into_boxed();
     if let Some(merchant) = scope {
-        query = query.filter(events::merchant_id.eq(merchant.0));
+        query = query.filter(merchant_events::merchant_id.eq(merchant.0));
     }
     query
         .limit(1)
@@ -62,32 +62,32 @@ pub async fn list_events(
     before_seq: Option<i64>,
     limit: i64,
 ) -> Result<Vec<Event>, EventsError> {
-    let mut query = events::table
+    let mut query = merchant_events::table
         .select(EventRow::as_select())
-        .order(events::seq.desc())
+        .order(merchant_events::seq.desc())
         .limit(limit)
         .into_boxed();
     if let Some(merchant) = filter.merchant {
-        query = query.filter(events::merchant_id.eq(merchant.0));
+        query = query.filter(merchant_events::merchant_id.eq(merchant.0));
     }
     if let Some(seq) = before_seq {
-        query = query.filter(events::seq.lt(seq));
+        query = query.filter(merchant_events::seq.lt(seq));
     }
     if !filter.types.is_empty() {
         let types: Vec<&str> = filter.types.iter().map(|t| t.as_str()).collect();
-        query = query.filter(events::event_type.eq_any(types));
+        query = query.filter(merchant_events::event_type.eq_any(types));
     }
     if let Some(from) = filter.created_gte {
-        query = query.filter(events::created_at.ge(from));
+        query = query.filter(merchant_events::created_at.ge(from));
     }
     if let Some(to) = filter.created_lte {
-        query = query.filter(events::created_at.le(to));
+        query = query.filter(merchant_events::created_at.le(to));
     }
     // Each probe reads the deliveries of one event by the primary key's `event_id` prefix.
     let undelivered = || {
         exists(
             event_deliveries::table
-                .filter(event_deliveries::event_id.eq(events::id))
+                .filter(event_deliveries::event_id.eq(merchant_events::id))
                 .filter(event_deliveries::state.ne("succeeded")),
         )
     };
@@ -95,8 +95,9 @@ pub async fn list_events(
         None => {}
         Some(false) => query = query.filter(undelivered()),
         Some(true) => {
-            let delivered =
-                exists(event_deliveries::table.filter(event_deliveries::event_id.eq(events::id)));
+            let delivered = exists(
+                event_deliveries::table.filter(event_deliveries::event_id.eq(merchant_events::id)),
+            );
             query = query.filter(delivered).filter(not(undelivered()));
         }
     }

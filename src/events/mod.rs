@@ -27,14 +27,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::db::schema::events;
+use crate::db::schema::merchant_events;
 use crate::ids::{EventId, MerchantId, OrderId};
 use crate::payments::attempts::AttemptRow;
 use crate::payments::orders::{Order, OrderRow};
 use crate::payments::refunds::{Refund, RefundRow};
 use crate::payments::PaymentAttempt;
 
-/// What changed (`events.type`, the `event_type` domain of the migration).
+/// What changed (`merchant_events.type`, the `event_type` domain of the migration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum EventType {
     /// A payment's outcome is not known yet (the first time only).
@@ -146,7 +146,7 @@ pub struct Event {
 /// The row; its `snapshot` is decoded by [`Event::from_row`]. Also read by name, beside a
 /// delivery the worker takes (`delivery::take`).
 #[derive(Debug, Clone, Queryable, Selectable, QueryableByName)]
-#[diesel(table_name = events)]
+#[diesel(table_name = merchant_events)]
 pub struct EventRow {
     id: Uuid,
     seq: i64,
@@ -253,12 +253,12 @@ pub async fn find_event(
     scope: Option<MerchantId>,
     id: EventId,
 ) -> Result<Option<Event>, EventsError> {
-    let mut query = events::table
-        .filter(events::id.eq(id.0))
+    let mut query = merchant_events::table
+        .filter(merchant_events::id.eq(id.0))
         .select(EventRow::as_select())
         .into_boxed();
     if let Some(merchant) = scope {
-        query = query.filter(events::merchant_id.eq(merchant.0));
+        query = query.filter(merchant_events::merchant_id.eq(merchant.0));
     }
     let row = query
         .limit(1)
@@ -275,10 +275,10 @@ pub async fn events_of_order(
     merchant: MerchantId,
     order: OrderId,
 ) -> Result<Vec<Event>, EventsError> {
-    let rows = events::table
-        .filter(events::merchant_id.eq(merchant.0))
-        .filter(events::order_id.eq(order.0))
-        .order(events::seq)
+    let rows = merchant_events::table
+        .filter(merchant_events::merchant_id.eq(merchant.0))
+        .filter(merchant_events::order_id.eq(order.0))
+        .order(merchant_events::seq)
         .select(EventRow::as_select())
         .load(conn)
         .await?;

@@ -145,15 +145,15 @@ pub async fn strip_stored_webhooks(
 }
 
 /// Deletes up to `batch` of the oldest events written more than `retention_ms` ago, read
-/// through `events_age (created_at)`.
+/// through `merchant_events_age (created_at)`.
 async fn delete_old(
     conn: &mut AsyncPgConnection,
     batch: i64,
     retention_ms: i64,
 ) -> diesel::QueryResult<usize> {
     diesel::sql_query(
-        "DELETE FROM events e USING ( \
-             SELECT id FROM events \
+        "DELETE FROM merchant_events e USING ( \
+             SELECT id FROM merchant_events \
              WHERE created_at < now() - $2 * interval '1 millisecond' \
              ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED) old \
          WHERE e.id = old.id",

@@ -57,7 +57,7 @@ pub async fn redeliver(
     // parts see the rows as they were before it (one snapshot): the inserted rows are only
     // in `made`, the updated ones only in `due`, and `kept` is the rest.
     let rows: Vec<Row> = diesel::sql_query(
-        "WITH event AS (SELECT id, merchant_id, type FROM events WHERE id = $1), \
+        "WITH event AS (SELECT id, merchant_id, type FROM merchant_events WHERE id = $1), \
          made AS ( \
              INSERT INTO event_deliveries (event_id, endpoint_id, merchant_id) \
              SELECT event.id, e.id, e.merchant_id FROM event \

@@ -133,7 +133,7 @@ async fn insert(pool: &DbPool, rows: &[&EventRow]) -> Result<HashSet<Uuid>, LogE
     let mut conn = pool.get().await?;
     let column = |f: fn(&EventRow) -> String| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
     let inserted: Vec<Inserted> = Sql::new(
-        "INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, \
+        "INSERT INTO provider_webhooks (id, provider, provider_event_id, event_type, outcome, \
              detail, merchant_id, attempt_id, payload, provider_created_at, payload_kept) \
          SELECT *, true FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], \
              $5::text[], $6::text[], $7::uuid[], $8::uuid[], $9::jsonb[], $10::timestamptz[]) \

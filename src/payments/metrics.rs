@@ -15,7 +15,7 @@ pub struct PaymentMetrics {
     provider_latency: HistogramVec,
     failovers: IntCounterVec,
     circuits: IntGaugeVec,
-    webhook_events: IntCounterVec,
+    provider_webhooks: IntCounterVec,
     pub unresolved: IntGaugeVec,
     pub oldest_unresolved_seconds: IntGauge,
     pub unresolved_overdue: IntGauge,
@@ -58,7 +58,7 @@ impl PaymentMetrics {
                 ),
                 &["provider"],
             )?,
-            webhook_events: IntCounterVec::new(
+            provider_webhooks: IntCounterVec::new(
                 Opts::new(
                     "webhook_events_total",
                     "Provider webhook deliveries by outcome (applied, stale, conflict, \
@@ -93,7 +93,7 @@ impl PaymentMetrics {
         registry.register(Box::new(self.provider_latency.clone()))?;
         registry.register(Box::new(self.failovers.clone()))?;
         registry.register(Box::new(self.circuits.clone()))?;
-        registry.register(Box::new(self.webhook_events.clone()))?;
+        registry.register(Box::new(self.provider_webhooks.clone()))?;
         registry.register(Box::new(self.unresolved.clone()))?;
         registry.register(Box::new(self.oldest_unresolved_seconds.clone()))?;
         registry.register(Box::new(self.unresolved_overdue.clone()))
@@ -132,7 +132,7 @@ impl PaymentMetrics {
     }
 
     pub fn webhook_event(&self, outcome: &str) {
-        self.webhook_events.with_label_values(&[outcome]).inc();
+        self.provider_webhooks.with_label_values(&[outcome]).inc();
     }
 
     pub fn set_unresolved(&self, created: i64, pending: i64, oldest: Duration, overdue: i64) {

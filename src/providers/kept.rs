@@ -1,5 +1,5 @@
 //! What payorch keeps of a provider's webhook (README, "Webhooks"; docs/PRODUCTION.md,
-//! section 6): `webhook_events.payload` holds the event through an allowlist, per provider,
+//! section 6): `provider_webhooks.payload` holds the event through an allowlist, per provider,
 //! of what payorch and support read — the event's id, type and time, the object's id,
 //! status, amount and currency, the metadata payorch set, the failure's code and message,
 //! the references to the payment, charge or refund — and nothing else.
@@ -175,7 +175,7 @@ pub fn adyen_item(item: &Value) -> Value {
     kept_item
 }
 
-/// What payorch keeps of a payload stored as `provider` names it (`webhook_events.provider`),
+/// What payorch keeps of a payload stored as `provider` names it (`provider_webhooks.provider`),
 /// for rows an older version stored whole. A provider payorch has no allowlist for keeps
 /// nothing: an allowlist that does not know the shape cannot tell card data from the rest.
 pub fn of_provider(provider: &str, payload: &Value) -> Value {

@@ -288,7 +288,7 @@ pub struct WebhookEvent {
     pub currency: Option<String>,
     /// For an event about a refund that payorch acts on: what it says about the refund.
     pub refund: Option<RefundNotice>,
-    /// What payorch keeps of the event, as `webhook_events.payload` stores it: the adapter's
+    /// What payorch keeps of the event, as `provider_webhooks.payload` stores it: the adapter's
     /// allowlist ([`kept`]), without card or billing details.
     pub raw: serde_json::Value,
 }

@@ -288,7 +288,7 @@ async fn a_notification_duplicated_and_reordered_is_applied_once_and_a_bad_signa
     let authorised = item("AUTHORISATION", "true");
 
     // A bad signature: refused, nothing stored, nothing moved.
-    let events_before = app.count("webhook_events").await;
+    let events_before = app.count("provider_webhooks").await;
     let mut forged = authorised.clone();
     forged["additionalData"]["hmacSignature"] =
         json!("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
@@ -304,7 +304,7 @@ async fn a_notification_duplicated_and_reordered_is_applied_once_and_a_bad_signa
         .notify(std::slice::from_ref(&authorised), &"11".repeat(32))
         .await;
     assert_eq!(wrong_key.status(), 400);
-    assert_eq!(app.count("webhook_events").await, events_before);
+    assert_eq!(app.count("provider_webhooks").await, events_before);
     assert_eq!(app.payment(id).await["status"], "pending");
 
     // Reordered: a capture (not acted on) first, then the authorisation five times over, two

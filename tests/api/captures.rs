@@ -294,7 +294,7 @@ async fn a_hold_and_its_end_are_told_to_the_merchant_as_events() {
     }
     let types: Vec<String> = diesel_async::RunQueryDsl::load::<Row>(
         diesel::sql_query(format!(
-            "SELECT type FROM events WHERE resource_id = '{id}' ORDER BY seq"
+            "SELECT type FROM merchant_events WHERE resource_id = '{id}' ORDER BY seq"
         )),
         &mut conn,
     )

@@ -41,7 +41,7 @@ async fn a_support_person_finds_a_stuck_payment_sees_its_story_and_reconciles_it
                  ARRAY['*'], '{sealed}') RETURNING merchant_id, id), \
              sent AS (INSERT INTO event_deliveries (event_id, endpoint_id, merchant_id, attempts, \
                  next_attempt_at) SELECT e.id, hook.id, hook.merchant_id, 1, \
-                 now() + interval '1 day' FROM events e, hook RETURNING event_id, endpoint_id) \
+                 now() + interval '1 day' FROM merchant_events e, hook RETURNING event_id, endpoint_id) \
              INSERT INTO delivery_attempts (event_id, endpoint_id, http_status, latency_ms, error) \
              SELECT event_id, endpoint_id, 503, 42, 'the endpoint answered 503' FROM sent",
             m = app.merchant_id.0,

@@ -36,13 +36,15 @@ async fn all_event_ids(app: &TestApp, merchant: Option<MerchantId>) -> Vec<Strin
     }
     let filter = merchant.map_or(String::new(), |m| format!("WHERE merchant_id = '{}'", m.0));
     let mut conn = app.db.connect().await;
-    diesel::sql_query(format!("SELECT id FROM events {filter} ORDER BY seq DESC"))
-        .load::<Row>(&mut conn)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| EventId(r.id).to_string())
-        .collect()
+    diesel::sql_query(format!(
+        "SELECT id FROM merchant_events {filter} ORDER BY seq DESC"
+    ))
+    .load::<Row>(&mut conn)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|r| EventId(r.id).to_string())
+    .collect()
 }
 
 /// A checkout by `secret`'s merchant that succeeds: `payment.succeeded` and `order.paid`.
@@ -96,7 +98,7 @@ async fn delivery(conn: &mut AsyncPgConnection, event: &str, endpoint: Uuid, sta
             "INSERT INTO event_deliveries (event_id, endpoint_id, merchant_id, state, attempts, \
                  next_attempt_at) \
              SELECT id, '{endpoint}', merchant_id, '{state}', 2, now() + interval '1 day' \
-             FROM events WHERE id = '{}'",
+             FROM merchant_events WHERE id = '{}'",
             uuid_of(event)
         ),
     )
@@ -194,7 +196,7 @@ async fn each_filter_narrows_the_list() {
     run_sql(
         &mut conn,
         &format!(
-            "UPDATE events SET created_at = '2026-01-01T00:00:00Z' WHERE id = '{}'",
+            "UPDATE merchant_events SET created_at = '2026-01-01T00:00:00Z' WHERE id = '{}'",
             uuid_of(succeeded)
         ),
     )
@@ -390,7 +392,7 @@ async fn events_past_the_retention_are_reaped_with_their_deliveries_and_younger_
         run_sql(
             &mut conn,
             &format!(
-                "UPDATE events SET created_at = now() - interval '{age} days' WHERE id = '{}'",
+                "UPDATE merchant_events SET created_at = now() - interval '{age} days' WHERE id = '{}'",
                 uuid_of(event)
             ),
         )
@@ -419,7 +421,7 @@ async fn events_past_the_retention_are_reaped_with_their_deliveries_and_younger_
     }
     run_sql(
         &mut conn,
-        "UPDATE events SET created_at = now() - interval '20 days'",
+        "UPDATE merchant_events SET created_at = now() - interval '20 days'",
     )
     .await;
     let settings = EventReaperSettings {
@@ -428,7 +430,7 @@ async fn events_past_the_retention_are_reaped_with_their_deliveries_and_younger_
         ..EventReaperSettings::default()
     };
     assert_eq!(reap_once(&mut conn, &settings).await.unwrap(), 5);
-    assert_eq!(app.db.count("events").await, 0);
+    assert_eq!(app.db.count("merchant_events").await, 0);
     assert_eq!(app.db.count("event_deliveries").await, 0);
     assert_eq!(app.db.count("delivery_attempts").await, 0);
 }

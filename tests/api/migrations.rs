@@ -138,8 +138,8 @@ async fn the_webhook_indexes_built_concurrently_are_valid() {
     let mut conn = db.connect().await;
     let mut indexes: Vec<Index> = diesel::sql_query(
         "SELECT indexrelid::regclass::text AS name, indisvalid AS valid FROM pg_index \
-         WHERE indrelid = 'webhook_events'::regclass \
-           AND indexrelid::regclass::text IN ('webhook_events_age', 'webhook_events_unkept')",
+         WHERE indrelid = 'provider_webhooks'::regclass \
+           AND indexrelid::regclass::text IN ('provider_webhooks_age', 'provider_webhooks_unkept')",
     )
     .load(&mut conn)
     .await
@@ -149,8 +149,67 @@ async fn the_webhook_indexes_built_concurrently_are_valid() {
     assert_eq!(
         found,
         [
-            ("webhook_events_age", true),
-            ("webhook_events_unkept", true)
+            ("provider_webhooks_age", true),
+            ("provider_webhooks_unkept", true)
         ]
+    );
+}
+
+/// Migration 2026-11-27-000022 renamed the four "…events" tables; the previous release's
+/// replicas, still serving during a rolling deploy, name the old tables. Each old name is a
+/// view of its new table, and the statements that release runs through it still work: an
+/// insert with `ON CONFLICT` and `RETURNING` lands in the new table with its defaults, an
+/// update and a `FOR UPDATE SKIP LOCKED` claim go through, and an insert is held to the new
+/// table's constraints.
+#[tokio::test]
+async fn the_renamed_tables_still_answer_to_their_old_names_during_a_rolling_deploy() {
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let db = TestDatabase::empty().await;
+    run_migrations(&db.url).await.unwrap();
+    let mut conn = db.connect().await;
+    let insert = "INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, payload) \
+                  VALUES (gen_random_uuid(), 'stripe', 'evt_old_release', 'charge.succeeded', 'ignored', '{}') \
+                  ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING id";
+    diesel::sql_query(insert).execute(&mut conn).await.unwrap();
+    assert_eq!(
+        diesel::sql_query(insert).execute(&mut conn).await.unwrap(),
+        0,
+        "the second copy is a conflict, as on the table"
+    );
+    diesel::sql_query(
+        "UPDATE webhook_events SET deliveries = deliveries + 1 WHERE provider_event_id = 'evt_old_release'",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let kept: Vec<Count> = diesel::sql_query(
+        "SELECT deliveries::int8 AS n FROM provider_webhooks WHERE provider_event_id = 'evt_old_release'",
+    )
+    .load(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(kept.iter().map(|c| c.n).collect::<Vec<_>>(), [2]);
+    for claim in [
+        "SELECT id FROM events ORDER BY created_at LIMIT 10 FOR UPDATE SKIP LOCKED",
+        "SELECT id FROM attempt_events ORDER BY id LIMIT 10 FOR UPDATE SKIP LOCKED",
+        "SELECT id FROM refund_events ORDER BY id LIMIT 10 FOR UPDATE SKIP LOCKED",
+    ] {
+        diesel::sql_query(claim).execute(&mut conn).await.unwrap();
+    }
+    let refused = diesel::sql_query(
+        "INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source) \
+         VALUES (gen_random_uuid(), gen_random_uuid(), NULL, 'created', 'api')",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        refused.contains("attempt_transitions_attempt_fkey"),
+        "an insert through the old name reaches the table and its constraints: {refused}"
     );
 }

@@ -41,9 +41,9 @@ impl TestApp {
     /// Who made the move of payment or refund `id` to `status` (its timeline's source).
     async fn moved_by(&self, id: &str, status: &str) -> String {
         let (table, column) = if id.starts_with("re_") {
-            ("refund_events", "refund_id")
+            ("refund_transitions", "refund_id")
         } else {
-            ("attempt_events", "attempt_id")
+            ("attempt_transitions", "attempt_id")
         };
         let uuid = id.split_once('_').unwrap().1;
         let mut conn = self.db.connect().await;
@@ -203,10 +203,10 @@ async fn the_database_holds_one_event_per_change() {
     // A second `payment.succeeded` of the same payment, written by hand: refused.
     assert_refused_by(
         &mut conn,
-        "INSERT INTO events (merchant_id, type, resource_id, order_id, snapshot)
-         SELECT merchant_id, type, resource_id, order_id, snapshot FROM events
+        "INSERT INTO merchant_events (merchant_id, type, resource_id, order_id, snapshot)
+         SELECT merchant_id, type, resource_id, order_id, snapshot FROM merchant_events
          WHERE type = 'payment.succeeded'",
-        "events_once",
+        "merchant_events_once",
     )
     .await;
 }

@@ -647,7 +647,7 @@ async fn the_database_refuses_values_outside_their_domain_by_name() {
         ),
         (
             format!(
-                "INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source) \
+                "INSERT INTO attempt_transitions (merchant_id, attempt_id, from_status, to_status, source) \
                  SELECT merchant_id, id, 'succeeded', 'failed', 'api' FROM payment_attempts WHERE id = '{id}'"
             ),
             "open_attempt_status_known",

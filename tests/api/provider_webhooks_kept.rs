@@ -44,7 +44,7 @@ async fn stored_payloads(app: &TestApp) -> Vec<String> {
     }
     let mut conn = app.db.connect().await;
     let rows: Vec<Payload> = diesel::sql_query(
-        "SELECT payload::text AS payload FROM webhook_events ORDER BY received_at",
+        "SELECT payload::text AS payload FROM provider_webhooks ORDER BY received_at",
     )
     .load(&mut conn)
     .await
@@ -249,7 +249,7 @@ async fn a_webhook_is_reaped_a_retention_after_its_payment_is_final_and_a_late_c
         .deliver_signed(&event("succeeded", "evt_unknown", &stranger))
         .await;
     assert_eq!(unknown["outcome"], "unknown_attempt");
-    assert_eq!(app.count("webhook_events").await, 3);
+    assert_eq!(app.count("provider_webhooks").await, 3);
 
     let mut conn = app.db.connect().await;
     let a_day = retention(Duration::from_secs(24 * 3600));
@@ -258,10 +258,12 @@ async fn a_webhook_is_reaped_a_retention_after_its_payment_is_final_and_a_late_c
 
     // Received 40 days ago: the one about no payment goes; the others stay, one's payment
     // open, the other's final only now.
-    diesel::sql_query("UPDATE webhook_events SET received_at = received_at - interval '40 days'")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    diesel::sql_query(
+        "UPDATE provider_webhooks SET received_at = received_at - interval '40 days'",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
     assert_eq!(reap_provider_webhooks(&mut conn, &a_day).await.unwrap(), 1);
     assert_eq!(recorded(&app).await, ["evt_final", "evt_open"]);
 
@@ -275,13 +277,13 @@ async fn a_webhook_is_reaped_a_retention_after_its_payment_is_final_and_a_late_c
     assert_eq!(recorded(&app).await, ["evt_open"]);
 
     // A late copy of the reaped webhook: acknowledged, and nothing about the payment moves.
-    let events_before = app.count("events").await;
+    let events_before = app.count("merchant_events").await;
     let payment_before = app.payment(finished_id).await;
     let charges_before = app.charges_for(finished_id);
     let late = app.deliver_signed(&succeeded).await;
     assert_ne!(late["outcome"], "conflict", "{late}");
     assert_eq!(app.payment(finished_id).await, payment_before);
-    assert_eq!(app.count("events").await, events_before);
+    assert_eq!(app.count("merchant_events").await, events_before);
     assert_eq!(app.charges_for(finished_id), charges_before);
 }
 
@@ -302,7 +304,7 @@ async fn webhooks_an_older_version_stored_whole_are_rewritten_through_the_allowl
     for n in 0..3 {
         let whole = full_stripe_event(&format!("evt_stored_whole_{n}"), &attempt);
         diesel::sql_query(
-            "INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, \
+            "INSERT INTO provider_webhooks (id, provider, provider_event_id, event_type, outcome, \
                  detail, merchant_id, attempt_id, payload, provider_created_at, received_at) \
              SELECT gen_random_uuid(), 'stripe', $1, 'payment_intent.succeeded', 'stale', \
                  'already succeeded', merchant_id, id, $2::jsonb, now(), \
@@ -337,7 +339,10 @@ async fn webhooks_an_older_version_stored_whole_are_rewritten_through_the_allowl
             attempt["id"]
         );
     }
-    assert_eq!(app.count("webhook_events WHERE NOT payload_kept").await, 0);
+    assert_eq!(
+        app.count("provider_webhooks WHERE NOT payload_kept").await,
+        0
+    );
     // Nothing is left to do on the next round.
     assert_eq!(
         strip_stored_webhooks(&mut conn, &retention(Duration::from_secs(3600)))

@@ -206,7 +206,7 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
         ),
         // The outcomes of an event that moved no attempt of ours.
         (
-            ("webhook_events", "webhook_events_attempt_known"),
+            ("provider_webhooks", "provider_webhooks_attempt_known"),
             within("EventOutcome", ["unknown_attempt", "ignored"]),
         ),
         (

@@ -8,7 +8,7 @@ use diesel_async::RunQueryDsl;
 use futures_util::future::join_all;
 use serde_json::Value;
 
-use payorch::db::schema::{attempt_events, idempotency_keys, webhook_events};
+use payorch::db::schema::{attempt_transitions, idempotency_keys, provider_webhooks};
 use payorch::providers::signature;
 
 use crate::helpers::{assert_problem, TestApp, TEST_WEBHOOK_SECRET};
@@ -82,9 +82,12 @@ impl TestApp {
 
     pub async fn event_outcomes(&self) -> Vec<(String, String)> {
         let mut conn = self.db.connect().await;
-        webhook_events::table
-            .order(webhook_events::received_at)
-            .select((webhook_events::provider_event_id, webhook_events::outcome))
+        provider_webhooks::table
+            .order(provider_webhooks::received_at)
+            .select((
+                provider_webhooks::provider_event_id,
+                provider_webhooks::outcome,
+            ))
             .load(&mut conn)
             .await
             .unwrap()
@@ -108,9 +111,9 @@ async fn a_processing_checkout_is_finished_by_the_sandboxs_signed_webhook() {
     assert_eq!(app.charges_for(id), 1);
 
     let mut conn = app.db.connect().await;
-    let sources: Vec<String> = attempt_events::table
-        .filter(attempt_events::to_status.eq("succeeded"))
-        .select(attempt_events::source)
+    let sources: Vec<String> = attempt_transitions::table
+        .filter(attempt_transitions::to_status.eq("succeeded"))
+        .select(attempt_transitions::source)
         .load(&mut conn)
         .await
         .unwrap();
@@ -154,8 +157,8 @@ async fn one_event_delivered_five_times_at_once_has_one_effect() {
     let id = attempt["id"].as_str().unwrap();
     assert_eq!(app.payment(id).await["status"], "succeeded");
     let mut conn = app.db.connect().await;
-    let moves: i64 = attempt_events::table
-        .filter(attempt_events::source.eq("webhook"))
+    let moves: i64 = attempt_transitions::table
+        .filter(attempt_transitions::source.eq("webhook"))
         .count()
         .get_result(&mut conn)
         .await
@@ -477,8 +480,8 @@ async fn many_late_events_at_once_are_each_recorded_once() {
     assert!(outcomes.iter().all(|(_, outcome)| outcome == "stale"));
     // Each event's second copy is counted on its row.
     let mut conn = app.db.connect().await;
-    let deliveries: Vec<i32> = webhook_events::table
-        .select(webhook_events::deliveries)
+    let deliveries: Vec<i32> = provider_webhooks::table
+        .select(provider_webhooks::deliveries)
         .load(&mut conn)
         .await
         .unwrap();

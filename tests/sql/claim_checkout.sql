@@ -19,7 +19,7 @@ made_attempt AS (
         $16, $16, $17, $18
     FROM made_order RETURNING *),
 timeline AS (
-    INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source)
+    INSERT INTO attempt_transitions (merchant_id, attempt_id, from_status, to_status, source)
     SELECT merchant_id, id, NULL, status, 'api' FROM made_attempt),
 done AS (SELECT id AS resource_id FROM made_attempt),
 recorded AS (

@@ -13,7 +13,7 @@ made_refund AS (
         $9, $3, $10
     FROM go RETURNING *),
 refund_timeline AS (
-    INSERT INTO refund_events (merchant_id, refund_id, from_status, to_status, source)
+    INSERT INTO refund_transitions (merchant_id, refund_id, from_status, to_status, source)
     SELECT merchant_id, id, NULL, status, 'api' FROM made_refund),
 done AS (SELECT id AS resource_id FROM made_refund),
 recorded AS (

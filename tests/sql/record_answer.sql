@@ -7,7 +7,7 @@ WITH moved AS (
         cancellation_reason = $11
     WHERE merchant_id = $1 AND id = $2 AND status = $3 RETURNING *),
 logged AS (
-    INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source, detail)
+    INSERT INTO attempt_transitions (merchant_id, attempt_id, from_status, to_status, source, detail)
     SELECT merchant_id, id, $3, status, $12, $13 FROM moved WHERE status <> $3),
 settled AS (
     UPDATE idempotency_keys SET state = 'completed', locked_until = NULL,

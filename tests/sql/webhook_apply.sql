@@ -7,7 +7,7 @@ WITH moved AS (
         cancellation_reason = $11
     WHERE merchant_id = $1 AND id = $2 AND status = $3 RETURNING *),
 logged AS (
-    INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source, detail)
+    INSERT INTO attempt_transitions (merchant_id, attempt_id, from_status, to_status, source, detail)
     SELECT merchant_id, id, $3, status, $12, $13 FROM moved WHERE status <> $3),
 settled AS (
     UPDATE idempotency_keys SET state = 'completed', locked_until = NULL,
@@ -18,7 +18,7 @@ settled AS (
       AND resource_id = $16 AND (state = 'in_flight' OR unresolved)
       AND EXISTS (SELECT 1 FROM moved WHERE status IN ('authorized', 'succeeded', 'failed', 'canceled'))),
 recorded AS (
-    INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, detail,
+    INSERT INTO provider_webhooks (id, provider, provider_event_id, event_type, outcome, detail,
         merchant_id, attempt_id, payload, provider_created_at, payload_kept)
     SELECT $19, $20, $21, $22, 'applied', $23, merchant_id, id,
         $24, $25, true

@@ -48,8 +48,8 @@ pub(crate) struct Facts {
     pub(crate) attempts: Vec<Attempt>,
     pub(crate) refunds: Vec<Refund>,
     /// Each attempt's timeline, oldest first: (from, to).
-    pub(crate) attempt_events: HashMap<String, Vec<(Option<String>, String)>>,
-    pub(crate) refund_events: HashMap<String, Vec<(Option<String>, String)>>,
+    pub(crate) attempt_transitions: HashMap<String, Vec<(Option<String>, String)>>,
+    pub(crate) refund_transitions: HashMap<String, Vec<(Option<String>, String)>>,
     pub(crate) charges: Vec<LedgerEntry>,
     pub(crate) ledger_refunds: Vec<RefundEntry>,
     /// The ledger's holds, captures and voids (README, "Authorize now, capture later").
@@ -308,12 +308,12 @@ pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
     found.broken_timelines = facts
         .attempts
         .iter()
-        .filter(|a| !leads_to(facts.attempt_events.get(&a.id), &a.status))
+        .filter(|a| !leads_to(facts.attempt_transitions.get(&a.id), &a.status))
         .count()
         + facts
             .refunds
             .iter()
-            .filter(|r| !leads_to(facts.refund_events.get(&r.id), &r.status))
+            .filter(|r| !leads_to(facts.refund_transitions.get(&r.id), &r.status))
             .count();
     found
 }
@@ -381,15 +381,15 @@ pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Fact
     for (prefix, table, column, into) in [
         (
             "pay_",
-            "attempt_events",
+            "attempt_transitions",
             "attempt_id",
-            &mut facts.attempt_events,
+            &mut facts.attempt_transitions,
         ),
         (
             "re_",
-            "refund_events",
+            "refund_transitions",
             "refund_id",
-            &mut facts.refund_events,
+            &mut facts.refund_transitions,
         ),
     ] {
         let query = format!(
@@ -418,7 +418,7 @@ pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Fact
     facts.hold_keys_in_flight = in_flight.get(1);
     for row in db
         .query(
-            "SELECT source::text, count(*) FROM attempt_events
+            "SELECT source::text, count(*) FROM attempt_transitions
               WHERE to_status IN ('succeeded', 'failed') GROUP BY 1",
             &[],
         )
@@ -564,12 +564,12 @@ mod tests {
                 provider_refund_id: Some("pyr_1".into()),
                 provider: "stripe".into(),
             }],
-            attempt_events: HashMap::from([
+            attempt_transitions: HashMap::from([
                 ("pay_1".into(), story("succeeded")),
                 ("pay_2".into(), story("succeeded")),
                 ("pay_3".into(), story("failed")),
             ]),
-            refund_events: HashMap::from([("re_1".into(), story("succeeded"))]),
+            refund_transitions: HashMap::from([("re_1".into(), story("succeeded"))]),
             charges: vec![
                 charge(1, "succeeded"),
                 charge(2, "succeeded"),
@@ -683,7 +683,7 @@ mod tests {
     fn an_open_adyen_refund_listed_for_a_human_is_left_for_a_human_and_no_other() {
         let never_told = |facts: &mut Facts, intents: &mut Vec<Intent>| {
             facts.refunds[0].status = "pending".into();
-            facts.refund_events.insert(
+            facts.refund_transitions.insert(
                 "re_1".into(),
                 vec![
                     (None, "created".into()),
@@ -731,11 +731,11 @@ mod tests {
     fn a_timeline_with_a_gap_or_none_at_all_is_broken() {
         let findings = found(|facts, _| {
             facts
-                .attempt_events
+                .attempt_transitions
                 .get_mut("pay_1")
                 .unwrap()
                 .insert(1, (Some("pending".into()), "pending".into()));
-            facts.attempt_events.remove("pay_2");
+            facts.attempt_transitions.remove("pay_2");
         });
         assert_eq!(findings.broken_timelines, 2);
     }

@@ -499,7 +499,7 @@ mod tests {
                 attempt(3, "canceled", None),
                 attempt(4, "authorized", None),
             ],
-            attempt_events: HashMap::from([
+            attempt_transitions: HashMap::from([
                 (
                     "pay_1".into(),
                     story(&["created", "authorized", "succeeded"]),

@@ -172,7 +172,7 @@ pub(crate) struct OutboxFacts {
 pub(crate) struct OutboxFindings {
     pub(crate) changes_without_event: usize,
     pub(crate) events_without_change: usize,
-    /// Two events of one change (the database's `events_once` refuses them).
+    /// Two events of one change (the database's `merchant_events_once` refuses them).
     pub(crate) events_twice: usize,
     pub(crate) events_never_received: usize,
     pub(crate) deliveries_unfinished: usize,
@@ -254,7 +254,7 @@ pub(crate) async fn gather(database_url: &str, receiver: &Received) -> Result<Ou
             "SELECT id::text, 'payment.' || status FROM payment_attempts
               WHERE status IN ('succeeded', 'failed', 'canceled')
              UNION ALL
-             SELECT DISTINCT attempt_id::text, 'payment.' || to_status FROM attempt_events
+             SELECT DISTINCT attempt_id::text, 'payment.' || to_status FROM attempt_transitions
               WHERE to_status IN ('pending', 'authorized')
              UNION ALL
              SELECT id::text, 'refund.' || status FROM refunds
@@ -275,7 +275,7 @@ pub(crate) async fn gather(database_url: &str, receiver: &Received) -> Result<Ou
     let events = db
         .query(
             "SELECT 'evt_' || replace(id::text, '-', ''), resource_id::text, type::text
-               FROM events",
+               FROM merchant_events",
             &[],
         )
         .await

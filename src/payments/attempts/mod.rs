@@ -25,7 +25,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::db::schema::{attempt_events, orders, payment_attempts};
+use crate::db::schema::{attempt_transitions, orders, payment_attempts};
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::status::{AttemptStatus, OrderStatus};
 use crate::providers::{CaptureMethod, NextAction};
@@ -336,7 +336,7 @@ pub async fn attempts_of_order(
 
 /// One line of an attempt's timeline.
 #[derive(Debug, Clone, Queryable, Selectable)]
-#[diesel(table_name = attempt_events)]
+#[diesel(table_name = attempt_transitions)]
 pub struct TimelineEntry {
     pub from_status: Option<String>,
     pub to_status: String,
@@ -349,10 +349,10 @@ pub async fn timeline(
     conn: &mut AsyncPgConnection,
     attempt: &PaymentAttempt,
 ) -> QueryResult<Vec<TimelineEntry>> {
-    attempt_events::table
-        .filter(attempt_events::merchant_id.eq(attempt.merchant_id.0))
-        .filter(attempt_events::attempt_id.eq(attempt.id.0))
-        .order(attempt_events::id)
+    attempt_transitions::table
+        .filter(attempt_transitions::merchant_id.eq(attempt.merchant_id.0))
+        .filter(attempt_transitions::attempt_id.eq(attempt.id.0))
+        .order(attempt_transitions::id)
         .select(TimelineEntry::as_select())
         .load(conn)
         .await

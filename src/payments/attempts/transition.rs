@@ -293,7 +293,7 @@ pub(crate) fn move_ctes<'f>(
         cancellation_reason = {reason}
     WHERE merchant_id = {merchant} AND id = {id} AND status = {was} RETURNING *),
 logged AS (
-    INSERT INTO attempt_events (merchant_id, attempt_id, from_status, to_status, source, detail)
+    INSERT INTO attempt_transitions (merchant_id, attempt_id, from_status, to_status, source, detail)
     SELECT merchant_id, id, {was}, status, {source}, {detail} FROM moved WHERE status <> {was})"
     ));
 }

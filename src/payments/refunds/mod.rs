@@ -34,7 +34,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::db::schema::{refund_events, refunds};
+use crate::db::schema::{refund_transitions, refunds};
 use crate::idempotency::IdempotencyError;
 use crate::ids::{MerchantId, OrderId, PaymentId, RefundId};
 use crate::payments::attempts::find_attempt;
@@ -201,7 +201,7 @@ pub async fn find_refund(
 
 /// One line of a refund's timeline.
 #[derive(Debug, Clone, Queryable, Selectable)]
-#[diesel(table_name = refund_events)]
+#[diesel(table_name = refund_transitions)]
 pub struct RefundTimelineEntry {
     pub refund_id: Uuid,
     pub from_status: Option<String>,
@@ -217,15 +217,15 @@ pub async fn refund_timeline(
     merchant_id: MerchantId,
     payment_id: PaymentId,
 ) -> QueryResult<Vec<RefundTimelineEntry>> {
-    refund_events::table
+    refund_transitions::table
         .inner_join(
             refunds::table.on(refunds::merchant_id
-                .eq(refund_events::merchant_id)
-                .and(refunds::id.eq(refund_events::refund_id))),
+                .eq(refund_transitions::merchant_id)
+                .and(refunds::id.eq(refund_transitions::refund_id))),
         )
-        .filter(refund_events::merchant_id.eq(merchant_id.0))
+        .filter(refund_transitions::merchant_id.eq(merchant_id.0))
         .filter(refunds::payment_id.eq(payment_id.0))
-        .order(refund_events::id)
+        .order(refund_transitions::id)
         .select(RefundTimelineEntry::as_select())
         .load(conn)
         .await

@@ -149,7 +149,7 @@ async fn apply(
             .await
             .and_then(crate::db::one)?;
             diesel::sql_query(
-                "INSERT INTO refund_events (merchant_id, refund_id, from_status, to_status, \
+                "INSERT INTO refund_transitions (merchant_id, refund_id, from_status, to_status, \
                      source, detail) VALUES ($1, $2, $3, $4, $5, $6)",
             )
             .bind::<SqlUuid, _>(current.merchant_id.0)

@@ -15,7 +15,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
 use crate::db::schema::{
-    idempotency_keys, orders, payment_attempts, provider_calls, refunds, webhook_events,
+    idempotency_keys, orders, payment_attempts, provider_calls, provider_webhooks, refunds,
 };
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::attempts::keyed::record_answer::CONTRADICTION;
@@ -256,7 +256,7 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
 
 /// A webhook that contradicted an attempt.
 #[derive(Debug, Clone, Queryable, Selectable)]
-#[diesel(table_name = webhook_events)]
+#[diesel(table_name = provider_webhooks)]
 pub struct Conflict {
     pub attempt_id: Option<Uuid>,
     pub provider_event_id: String,
@@ -333,9 +333,9 @@ pub async fn needs_a_human(
         .select(RefundRow::as_select())
         .load::<RefundRow>(conn)
         .await?;
-    let webhook_conflicts = webhook_events::table
-        .filter(webhook_events::outcome.eq("conflict"))
-        .order(webhook_events::received_at.desc())
+    let webhook_conflicts = provider_webhooks::table
+        .filter(provider_webhooks::outcome.eq("conflict"))
+        .order(provider_webhooks::received_at.desc())
         .limit(limit)
         .select(Conflict::as_select())
         .load(conn)

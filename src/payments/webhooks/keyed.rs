@@ -6,7 +6,7 @@
 //!
 //! What it relies on: the move is conditional on the status the attempt was read with (a
 //! statement that finds it moved writes nothing, and the caller looks again);
-//! `webhook_events (provider, provider_event_id)` is unique, so of two copies of one event
+//! `provider_webhooks (provider, provider_event_id)` is unique, so of two copies of one event
 //! only one is recorded as applied (`ON CONFLICT DO NOTHING`), and the other answers
 //! duplicate; `payment_attempts_provider_payment` gives a provider charge id to one attempt.
 
@@ -59,7 +59,7 @@ pub(super) fn apply_to_attempt<'f>(
     q.push(format_args!(
         ",
 recorded AS (
-    INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, detail,
+    INSERT INTO provider_webhooks (id, provider, provider_event_id, event_type, outcome, detail,
         merchant_id, attempt_id, payload, provider_created_at, payload_kept)
     SELECT {id}, {provider}, {event_key}, {event_type}, {applied}, {detail}, merchant_id, id,
         {payload}, {created}, true

@@ -23,7 +23,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use self::attempt_event::record_once;
 pub use self::outcome::{EventOutcome, ReceiveError, Received};
 use self::refund_event::record_refund_event;
-use crate::db::schema::webhook_events;
+use crate::db::schema::provider_webhooks;
 use crate::db::sql::Sql;
 use crate::db::DbPool;
 use crate::payments::attempts::PaymentAttempt;
@@ -74,7 +74,7 @@ async fn count_redelivery(
 ) -> Result<(), ReceiveError> {
     let mut conn = pool.get().await?;
     Sql::new(
-        "UPDATE webhook_events SET deliveries = deliveries + 1 \
+        "UPDATE provider_webhooks SET deliveries = deliveries + 1 \
          WHERE provider = $1 AND provider_event_id = $2",
     )
     .bind::<Text, _>(provider)
@@ -86,7 +86,7 @@ async fn count_redelivery(
 
 /// One recorded event, as the attempt's support view shows it.
 #[derive(Debug, Clone, Queryable, Selectable)]
-#[diesel(table_name = webhook_events)]
+#[diesel(table_name = provider_webhooks)]
 pub struct RecordedEvent {
     pub provider_event_id: String,
     pub event_type: String,
@@ -104,10 +104,10 @@ pub async fn events_of(
     conn: &mut AsyncPgConnection,
     attempt: &PaymentAttempt,
 ) -> diesel::QueryResult<Vec<RecordedEvent>> {
-    webhook_events::table
-        .filter(webhook_events::merchant_id.eq(attempt.merchant_id.0))
-        .filter(webhook_events::attempt_id.eq(attempt.id.0))
-        .order(webhook_events::received_at)
+    provider_webhooks::table
+        .filter(provider_webhooks::merchant_id.eq(attempt.merchant_id.0))
+        .filter(provider_webhooks::attempt_id.eq(attempt.id.0))
+        .order(provider_webhooks::received_at)
         .select(RecordedEvent::as_select())
         .load(conn)
         .await

@@ -3,7 +3,7 @@
 //! until reaped, or for ever about a payment that never ends. The event reaper rewrites them,
 //! a batch at a time, into what a new row keeps. `payload_kept` marks the rows done; it is
 //! false by default so that a row an older replica writes while an upgrade rolls is found too
-//! (migration 2026-11-27-000018), through the partial index `webhook_events_unkept`.
+//! (migration 2026-11-27-000018), through the partial index `provider_webhooks_unkept` (so named since migration 2026-11-27-000022).
 
 use diesel::sql_types::{Array, BigInt, Jsonb, Text, Uuid as SqlUuid};
 use diesel::QueryableByName;
@@ -31,7 +31,7 @@ pub async fn strip_old_payloads(
     }
     in_transaction(conn, async |conn| {
         let stored: Vec<Stored> = diesel::sql_query(
-            "SELECT id, provider, payload FROM webhook_events WHERE NOT payload_kept \
+            "SELECT id, provider, payload FROM provider_webhooks WHERE NOT payload_kept \
              ORDER BY received_at LIMIT $1 FOR UPDATE SKIP LOCKED",
         )
         .bind::<BigInt, _>(batch)
@@ -46,7 +46,7 @@ pub async fn strip_old_payloads(
             .map(|row| kept::of_provider(&row.provider, &row.payload))
             .collect();
         diesel::sql_query(
-            "UPDATE webhook_events w SET payload = k.payload, payload_kept = true \
+            "UPDATE provider_webhooks w SET payload = k.payload, payload_kept = true \
              FROM unnest($1::uuid[], $2::jsonb[]) AS k(id, payload) WHERE w.id = k.id",
         )
         .bind::<Array<SqlUuid>, _>(ids)

@@ -23,7 +23,7 @@ pub(super) async fn record_refund_event(
     let mut conn = pool.get().await?;
     in_transaction(&mut conn, async |conn| {
         let inserted = diesel::sql_query(
-            "INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, \
+            "INSERT INTO provider_webhooks (id, provider, provider_event_id, event_type, outcome, \
                  payload, provider_created_at, payload_kept) \
              VALUES ($1, $2, $3, $4, 'ignored', $5, $6, true) \
              ON CONFLICT (provider, provider_event_id) DO NOTHING",
@@ -54,7 +54,7 @@ pub(super) async fn record_refund_event(
             }
         };
         diesel::sql_query(
-            "UPDATE webhook_events SET outcome = $2, detail = $3, merchant_id = $4, \
+            "UPDATE provider_webhooks SET outcome = $2, detail = $3, merchant_id = $4, \
                  attempt_id = $5 WHERE id = $1",
         )
         .bind::<SqlUuid, _>(id.0)

@@ -24,8 +24,8 @@ pub async fn delete_old_webhooks(
     let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
     diesel::sql_query(
         "WITH cutoff AS (SELECT now() - $2 * interval '1 millisecond' AS at) \
-         DELETE FROM webhook_events w USING ( \
-             SELECT w.id FROM webhook_events w, cutoff \
+         DELETE FROM provider_webhooks w USING ( \
+             SELECT w.id FROM provider_webhooks w, cutoff \
              WHERE w.received_at < cutoff.at \
                AND (w.attempt_id IS NULL OR ( \
                    EXISTS (SELECT 1 FROM payment_attempts a \
