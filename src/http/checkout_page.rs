@@ -17,7 +17,7 @@ use serde_json::json;
 use super::assets::{asset, HTML, SCRIPT, STYLE};
 use super::auth::caller_of;
 use super::errors::ApiError;
-use super::keyed::read_body;
+use super::keyed::{read_body, Keyed};
 use super::orders::parse_order_id;
 use super::strict_json::StrictJson;
 use super::{orders, payments, AppState};
@@ -60,7 +60,8 @@ pub(crate) async fn create_order(
         "description": DEMO_DESCRIPTION,
         "metadata": {"source": "checkout demo"},
     });
-    orders::make_order(merchant, &state, &req, &order, true).await
+    let keyed = Keyed::<orders::CreateOrderBody>::read(merchant, &req, Some(&order))?;
+    orders::make_order(&state, keyed, true).await
 }
 
 /// `GET /checkout/demo/orders/{id}`: an order the demo made, and its payments.
@@ -107,7 +108,8 @@ pub(crate) async fn pay(
         .append_pair("order", &order_id.to_string())
         .append_pair("returning", "1");
     let body = json!({"payment_method": chosen.payment_method, "return_url": back.as_str()});
-    payments::pay_order(merchant, &state, &req, &path, &body).await
+    let keyed = Keyed::<payments::CreatePaymentBody>::read(merchant, &req, Some(&body))?;
+    payments::pay_order(&state, keyed).await
 }
 
 /// `GET /checkout/demo/payments/{id}`: what the page polls while an outcome is unknown, for a

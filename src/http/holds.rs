@@ -2,17 +2,16 @@
 //! `POST /v1/payments/{id}/capture` and `POST /v1/payments/{id}/cancel`, keyed like every
 //! POST; and support's `POST /v1/support/payments/{id}/void` (the console's "Void the hold").
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use crate::accounts::Caller;
 use crate::http::errors::ApiError;
-use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
+use crate::http::keyed::{respond, Keyed, KeyedBody};
 use crate::http::payments::parse_payment_id;
-use crate::http::strict_json::StrictJson;
 use crate::http::support::{audited, operator};
 use crate::http::AppState;
-use crate::idempotency::Operation;
+use crate::idempotency::{KeyedRequest, Operation};
 use crate::ids::PaymentId;
 use crate::payments::attempts::find_attempt;
 use crate::payments::holds::operate::{operate, void_without_key, why_refused, HoldInput};
@@ -36,6 +35,16 @@ pub struct CaptureBody {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CancelBody {}
+
+impl KeyedBody for CaptureBody {
+    const OPERATION: Operation = Operation::CapturePayment;
+    type Id = PaymentId;
+}
+
+impl KeyedBody for CancelBody {
+    const OPERATION: Operation = Operation::CancelPayment;
+    type Id = PaymentId;
+}
 
 pub(crate) fn problem(err: HoldError, payment_id: PaymentId) -> ApiError {
     match err {
@@ -74,23 +83,11 @@ pub(crate) fn problem(err: HoldError, payment_id: PaymentId) -> ApiError {
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused"),
     ))]
 pub async fn capture(
-    caller: Caller,
     state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<String>,
-    body: web::Json<StrictJson>,
+    keyed: Keyed<CaptureBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let amount = read_body::<CaptureBody>(&body)?.amount;
-    operate_on(
-        caller,
-        &state,
-        &req,
-        &path,
-        &body,
-        HoldKind::Capture,
-        amount,
-    )
-    .await
+    let amount = keyed.body.amount;
+    operate_on(&state, keyed.request, keyed.id, HoldKind::Capture, amount).await
 }
 
 #[utoipa::path(post, path = "/v1/payments/{id}/cancel", tag = "payments",
@@ -107,40 +104,26 @@ pub async fn capture(
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused"),
     ))]
 pub async fn cancel(
-    caller: Caller,
     state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<String>,
-    body: web::Json<StrictJson>,
+    keyed: Keyed<CancelBody>,
 ) -> Result<HttpResponse, ApiError> {
-    read_body::<CancelBody>(&body)?;
-    operate_on(caller, &state, &req, &path, &body, HoldKind::Void, None).await
+    operate_on(&state, keyed.request, keyed.id, HoldKind::Void, None).await
 }
 
 async fn operate_on(
-    caller: Caller,
     state: &AppState,
-    req: &HttpRequest,
-    payment: &str,
-    body: &serde_json::Value,
+    request: KeyedRequest,
+    payment_id: PaymentId,
     kind: HoldKind,
     amount: Option<MinorUnits>,
 ) -> Result<HttpResponse, ApiError> {
-    let merchant_id = caller.merchant_for_write()?;
-    let key = idempotency_key(req)?;
-    let payment_id = parse_payment_id(payment)?;
-    let operation = match kind {
-        HoldKind::Capture => Operation::CapturePayment,
-        HoldKind::Void => Operation::CancelPayment,
-    };
     let input = HoldInput {
         payment_id,
         kind,
         amount,
         source: Source::Api,
     };
-    let keyed = keyed_request(req, merchant_id, key, operation, Some(body));
-    let operated = operate(&state.context(&keyed, input))
+    let operated = operate(&state.context(&request, input))
         .await
         .map_err(|err| problem(err, payment_id))?;
     tracing::Span::current().record("order", tracing::field::display(operated.payment.order_id));

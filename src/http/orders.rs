@@ -2,14 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use serde::Deserialize;
-use serde_json::Value;
 
 use crate::accounts::Caller;
 use crate::http::errors::ApiError;
-use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
-use crate::http::strict_json::StrictJson;
+use crate::http::keyed::{respond, Keyed, KeyedBody, PathId};
 use crate::http::AppState;
 
 use crate::idempotency::Operation;
@@ -35,6 +33,21 @@ pub struct CreateOrderBody {
     metadata: Option<BTreeMap<String, String>>,
 }
 
+impl KeyedBody for CreateOrderBody {
+    const OPERATION: Operation = Operation::CreateOrder;
+    type Id = ();
+}
+
+/// `POST /v1/orders/{id}/cancel` takes no body.
+#[derive(Debug, Deserialize)]
+pub struct CancelOrderRequest;
+
+impl KeyedBody for CancelOrderRequest {
+    const OPERATION: Operation = Operation::CancelOrder;
+    type Id = OrderId;
+    const HAS_BODY: bool = false;
+}
+
 impl From<CreateOrderBody> for OrderFields {
     fn from(body: CreateOrderBody) -> Self {
         OrderFields {
@@ -55,6 +68,12 @@ pub fn parse_order_id(raw: &str) -> Result<OrderId, ApiError> {
     Ok(id)
 }
 
+impl PathId for OrderId {
+    fn from_path(raw: &str) -> Result<Self, ApiError> {
+        parse_order_id(raw)
+    }
+}
+
 /// The order as made, or, replayed, under the first status as it is now.
 fn answer(done: OrderAnswer) -> HttpResponse {
     respond(done.status, &Order::from(done.order), done.replayed)
@@ -72,31 +91,25 @@ fn answer(done: OrderAnswer) -> HttpResponse {
         (status = 429, body = crate::http::errors::Problem),
     ))]
 pub async fn create_order(
-    caller: Caller,
     state: web::Data<AppState>,
-    req: HttpRequest,
-    body: web::Json<StrictJson>,
+    keyed: Keyed<CreateOrderBody>,
 ) -> Result<HttpResponse, ApiError> {
-    make_order(caller, &state, &req, &body, false).await
+    make_order(&state, keyed, false).await
 }
 
-/// `POST …/orders` for `caller`: the API's route and the checkout demo's.
+/// `POST …/orders` read: the API's route and the checkout demo's.
 pub(crate) async fn make_order(
-    caller: Caller,
     state: &AppState,
-    req: &HttpRequest,
-    body: &Value,
+    Keyed { request, body, .. }: Keyed<CreateOrderBody>,
     checkout_demo: bool,
 ) -> Result<HttpResponse, ApiError> {
-    let merchant_id = caller.merchant_for_write()?;
-    let key = idempotency_key(req)?;
     let fields = OrderFields {
         checkout_demo,
-        ..OrderFields::from(read_body::<CreateOrderBody>(body)?)
+        ..OrderFields::from(body)
     };
-    let keyed = keyed_request(req, merchant_id, key, Operation::CreateOrder, Some(body));
     let command = OrderCommand::Create(fields);
-    Ok(answer(command::run(&state.context(&keyed, command)).await?))
+    let done = command::run(&state.context(&request, command)).await?;
+    Ok(answer(done))
 }
 
 #[utoipa::path(get, path = "/v1/orders/{id}", tag = "orders",
@@ -144,15 +157,10 @@ pub(crate) async fn show_order(
         (status = 409, body = crate::http::errors::Problem, description = "order_not_cancelable: it is no longer awaiting payment"),
     ))]
 pub async fn cancel_order(
-    caller: Caller,
     state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<String>,
+    Keyed { request, id, .. }: Keyed<CancelOrderRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let merchant_id = caller.merchant_for_write()?;
-    let key = idempotency_key(&req)?;
-    let id = parse_order_id(&path)?;
-    let keyed = keyed_request(&req, merchant_id, key, Operation::CancelOrder, None);
     let command = OrderCommand::Cancel(id);
-    Ok(answer(command::run(&state.context(&keyed, command)).await?))
+    let done = command::run(&state.context(&request, command)).await?;
+    Ok(answer(done))
 }

@@ -3,18 +3,15 @@
 use std::collections::BTreeMap;
 
 use actix_web::http::header;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::accounts::Caller;
 use crate::http::errors::ApiError;
-use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
-use crate::http::orders::parse_order_id;
-use crate::http::strict_json::StrictJson;
+use crate::http::keyed::{respond, Keyed, KeyedBody, PathId};
 use crate::http::AppState;
 use crate::idempotency::Operation;
-use crate::ids::PaymentId;
+use crate::ids::{OrderId, PaymentId};
 use crate::payments::attempts::pay::{self, Paid, PayInput, PayTarget};
 use crate::payments::money::MinorUnits;
 use crate::payments::orders::{find_order, OrderFields};
@@ -34,6 +31,11 @@ pub struct CreatePaymentBody {
     return_url: Option<String>,
 }
 
+impl KeyedBody for CreatePaymentBody {
+    const OPERATION: Operation = Operation::CreatePayment;
+    type Id = OrderId;
+}
+
 /// Order fields and a payment method: the order is made and paid under one key.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -51,6 +53,11 @@ pub struct CheckoutBody {
     return_url: Option<String>,
 }
 
+impl KeyedBody for CheckoutBody {
+    const OPERATION: Operation = Operation::Checkout;
+    type Id = ();
+}
+
 /// `POST /v1/checkout`'s answer: the order and its attempt, each as it is now.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CheckoutResult {
@@ -63,6 +70,12 @@ pub(crate) fn parse_payment_id(raw: &str) -> Result<PaymentId, ApiError> {
     let id: PaymentId = raw.parse().map_err(|_| ApiError::NotFound("payment"))?;
     tracing::Span::current().record("payment", tracing::field::display(id));
     Ok(id)
+}
+
+impl PathId for PaymentId {
+    fn from_path(raw: &str) -> Result<Self, ApiError> {
+        parse_payment_id(raw)
+    }
 }
 
 fn payment_location(id: PaymentId) -> String {
@@ -100,35 +113,28 @@ fn answer<T: Serialize>(paid: &Paid, body: &T) -> HttpResponse {
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused, raw_card_data_forbidden"),
     ))]
 pub async fn create_payment(
-    caller: Caller,
     state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<String>,
-    body: web::Json<StrictJson>,
+    keyed: Keyed<CreatePaymentBody>,
 ) -> Result<HttpResponse, ApiError> {
-    pay_order(caller, &state, &req, &path, &body).await
+    pay_order(&state, keyed).await
 }
 
-/// `POST …/orders/{id}/payments` for `caller`: the API's route and the checkout demo's.
+/// `POST …/orders/{id}/payments` read: the API's route and the checkout demo's.
 pub(crate) async fn pay_order(
-    caller: Caller,
     state: &AppState,
-    req: &HttpRequest,
-    order_id: &str,
-    body: &Value,
+    Keyed {
+        request,
+        id: order_id,
+        body: fields,
+    }: Keyed<CreatePaymentBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let merchant_id = caller.merchant_for_write()?;
-    let key = idempotency_key(req)?;
-    let order_id = parse_order_id(order_id)?;
-    let fields = read_body::<CreatePaymentBody>(body)?;
     let input = PayInput {
         target: PayTarget::Order(order_id),
         payment_method: fields.payment_method,
         capture_method: fields.capture_method,
         return_url: fields.return_url,
     };
-    let keyed = keyed_request(req, merchant_id, key, Operation::CreatePayment, Some(body));
-    let paid = pay::pay(&state.context(&keyed, input)).await?;
+    let paid = pay::pay(&state.context(&request, input)).await?;
     Ok(answer(&paid, &Payment::from(paid.attempt.clone())))
 }
 
@@ -142,14 +148,13 @@ pub(crate) async fn pay_order(
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused, raw_card_data_forbidden"),
     ))]
 pub async fn checkout(
-    caller: Caller,
     state: web::Data<AppState>,
-    req: HttpRequest,
-    body: web::Json<StrictJson>,
+    Keyed {
+        request,
+        body: fields,
+        ..
+    }: Keyed<CheckoutBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let merchant_id = caller.merchant_for_write()?;
-    let key = idempotency_key(&req)?;
-    let fields = read_body::<CheckoutBody>(&body)?;
     // Validated by the domain: every field problem at once, order and payment method alike.
     let input = PayInput {
         target: PayTarget::NewOrder(OrderFields {
@@ -164,8 +169,7 @@ pub async fn checkout(
         capture_method: fields.capture_method,
         return_url: fields.return_url,
     };
-    let keyed = keyed_request(&req, merchant_id, key, Operation::Checkout, Some(&body));
-    let paid = pay::pay(&state.context(&keyed, input)).await?;
+    let paid = pay::pay(&state.context(&request, input)).await?;
     let order = paid
         .order
         .clone()

@@ -2,14 +2,12 @@
 //! `GET /v1/refunds/{id}`, and support's `POST /v1/support/refunds/{id}/reconcile`.
 
 use actix_web::http::header;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use crate::accounts::Caller;
 use crate::http::errors::ApiError;
-use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
-use crate::http::payments::parse_payment_id;
-use crate::http::strict_json::StrictJson;
+use crate::http::keyed::{respond, Keyed, KeyedBody};
 use crate::http::support::{audited, operator};
 use crate::http::AppState;
 use crate::idempotency::Operation;
@@ -30,6 +28,11 @@ pub struct CreateRefundBody {
     amount: Option<MinorUnits>,
     /// Free text for the merchant's records, up to 1000 characters.
     reason: Option<String>,
+}
+
+impl KeyedBody for CreateRefundBody {
+    const OPERATION: Operation = Operation::CreateRefund;
+    type Id = PaymentId;
 }
 
 fn refund_location(id: RefundId) -> String {
@@ -68,23 +71,19 @@ fn problem(err: RefundError, payment_id: PaymentId) -> ApiError {
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused"),
     ))]
 pub async fn create_refund(
-    caller: Caller,
     state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<String>,
-    body: web::Json<StrictJson>,
+    Keyed {
+        request,
+        id: payment_id,
+        body: fields,
+    }: Keyed<CreateRefundBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let merchant_id = caller.merchant_for_write()?;
-    let key = idempotency_key(&req)?;
-    let payment_id = parse_payment_id(&path)?;
-    let fields = read_body::<CreateRefundBody>(&body)?;
     let input = RefundInput {
         payment_id,
         amount: fields.amount,
         reason: fields.reason,
     };
-    let keyed = keyed_request(&req, merchant_id, key, Operation::CreateRefund, Some(&body));
-    let refunded = refund::refund(&state.context(&keyed, input))
+    let refunded = refund::refund(&state.context(&request, input))
         .await
         .map_err(|err| problem(err, payment_id))?;
     let id = refunded.refund.id;

@@ -3,7 +3,7 @@
 //! like every state-changing POST; what their replays show is said in
 //! [`crate::events::endpoints::command`].
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -15,8 +15,7 @@ use crate::events::endpoints::fields::EndpointFields;
 use crate::events::endpoints::store::{self, StoreError};
 use crate::events::endpoints::{self as endpoints, MAX_ENDPOINTS};
 use crate::http::errors::{ApiError, FieldError};
-use crate::http::keyed::{idempotency_key, keyed_request, read_body, respond};
-use crate::http::strict_json::StrictJson;
+use crate::http::keyed::{respond, Keyed, KeyedBody, PathId};
 use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::{EndpointId, MerchantId};
@@ -104,6 +103,27 @@ fn parse_endpoint_id(raw: &str) -> Result<EndpointId, ApiError> {
         .map_err(|_| ApiError::NotFound("webhook endpoint"))
 }
 
+impl PathId for EndpointId {
+    fn from_path(raw: &str) -> Result<Self, ApiError> {
+        parse_endpoint_id(raw)
+    }
+}
+
+impl KeyedBody for CreateEndpointBody {
+    const OPERATION: Operation = Operation::CreateWebhookEndpoint;
+    type Id = ();
+}
+
+/// `POST /v1/webhook_endpoints/{id}/rotate_secret` takes no body.
+#[derive(Debug, Deserialize)]
+pub struct RotateSecretRequest;
+
+impl KeyedBody for RotateSecretRequest {
+    const OPERATION: Operation = Operation::RotateWebhookSecret;
+    type Id = EndpointId;
+    const HAS_BODY: bool = false;
+}
+
 fn problem(err: EndpointError) -> ApiError {
     match err {
         EndpointError::Invalid(problems) => ApiError::validation_failed(problems),
@@ -139,31 +159,19 @@ fn answer(done: EndpointAnswer) -> HttpResponse {
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed: the URL (https, a public host), the event types"),
     ))]
 pub async fn create_endpoint(
-    caller: Caller,
     state: web::Data<AppState>,
-    req: HttpRequest,
-    body: web::Json<StrictJson>,
+    Keyed { request, body, .. }: Keyed<CreateEndpointBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let merchant_id = caller.merchant_for_write()?;
-    let key = idempotency_key(&req)?;
-    let body_read = read_body::<CreateEndpointBody>(&body)?;
     let fields = EndpointFields {
-        url: body_read.url,
-        enabled_events: body_read.enabled_events,
-        description: body_read.description,
+        url: body.url,
+        enabled_events: body.enabled_events,
+        description: body.description,
     };
-    let keyed = keyed_request(
-        &req,
-        merchant_id,
-        key,
-        Operation::CreateWebhookEndpoint,
-        Some(&body),
-    );
     let command = EndpointCommand::Create {
         fields,
         policy: state.webhook_urls,
     };
-    run(&state, &keyed, command).await
+    run(&state, &request, command).await
 }
 
 #[utoipa::path(post, path = "/v1/webhook_endpoints/{id}/rotate_secret", tag = "webhook endpoints",
@@ -177,16 +185,10 @@ pub async fn create_endpoint(
         (status = 404, body = crate::http::errors::Problem, description = "unknown, deleted, or another merchant's"),
     ))]
 pub async fn rotate_secret(
-    caller: Caller,
     state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<String>,
+    Keyed { request, id, .. }: Keyed<RotateSecretRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let merchant_id = caller.merchant_for_write()?;
-    let key = idempotency_key(&req)?;
-    let id = parse_endpoint_id(&path)?;
-    let keyed = keyed_request(&req, merchant_id, key, Operation::RotateWebhookSecret, None);
-    run(&state, &keyed, EndpointCommand::RotateSecret(id)).await
+    run(&state, &request, EndpointCommand::RotateSecret(id)).await
 }
 
 async fn run(
