@@ -41,6 +41,7 @@ mod payments;
 mod production;
 mod provider_webhooks_kept;
 mod refunds;
+mod schema_file;
 mod schema_mirrors;
 mod secrets_at_rest;
 mod serve;

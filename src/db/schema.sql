@@ -1,0 +1,1159 @@
+-- The schema as the migrations leave it, generated from the catalog by
+-- tests/api/schema_file.rs: do not edit. After a migration, regenerate with
+-- PAYORCH_BLESS_SQL=1 cargo test --test api schema_file
+
+-- Domains: the words and ranges a column may hold
+-- -----------------------------------------------
+
+CREATE DOMAIN amount_minor AS bigint
+    CONSTRAINT amount_minor_range CHECK (((VALUE > 0) AND (VALUE <= '1000000000000'::bigint)));
+
+CREATE DOMAIN attempt_status AS text
+    CONSTRAINT attempt_status_known CHECK ((VALUE = ANY (ARRAY['created'::text, 'pending'::text, 'authorized'::text, 'succeeded'::text, 'failed'::text, 'canceled'::text])));
+
+CREATE DOMAIN capture_method AS text
+    CONSTRAINT capture_method_known CHECK ((VALUE = ANY (ARRAY['automatic'::text, 'manual'::text])));
+
+CREATE DOMAIN currency_code AS text
+    CONSTRAINT currency_code_lower_iso CHECK ((VALUE ~ '^[a-z]{3}$'::text));
+
+CREATE DOMAIN delivery_count AS integer
+    CONSTRAINT delivery_count_positive CHECK ((VALUE >= 1));
+
+CREATE DOMAIN delivery_state AS text
+    CONSTRAINT delivery_state_known CHECK ((VALUE = ANY (ARRAY['pending'::text, 'succeeded'::text, 'failed'::text, 'canceled'::text])));
+
+CREATE DOMAIN description_text AS text
+    CONSTRAINT description_text_length CHECK ((length(VALUE) <= 1000));
+
+CREATE DOMAIN endpoint_status AS text
+    CONSTRAINT endpoint_status_known CHECK ((VALUE = ANY (ARRAY['enabled'::text, 'disabled'::text])));
+
+CREATE DOMAIN event_type AS text
+    CONSTRAINT event_type_known CHECK ((VALUE = ANY (ARRAY['payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text])));
+
+CREATE DOMAIN held_amount AS bigint
+    CONSTRAINT held_amount_not_negative CHECK ((VALUE >= 0));
+
+CREATE DOMAIN hold_operation_kind AS text
+    CONSTRAINT hold_operation_kind_known CHECK ((VALUE = ANY (ARRAY['capture'::text, 'void'::text])));
+
+CREATE DOMAIN json_object AS jsonb
+    CONSTRAINT json_object_is_object CHECK ((jsonb_typeof(VALUE) = 'object'::text));
+
+CREATE DOMAIN key_operation AS text
+    CONSTRAINT key_operation_known CHECK ((VALUE = ANY (ARRAY['create_order'::text, 'cancel_order'::text, 'create_payment'::text, 'checkout'::text, 'create_refund'::text, 'create_webhook_endpoint'::text, 'rotate_webhook_secret'::text, 'capture_payment'::text, 'cancel_payment'::text])));
+
+CREATE DOMAIN key_state AS text
+    CONSTRAINT key_state_known CHECK ((VALUE = ANY (ARRAY['in_flight'::text, 'completed'::text, 'expired'::text])));
+
+CREATE DOMAIN milliseconds AS integer
+    CONSTRAINT milliseconds_not_negative CHECK ((VALUE >= 0));
+
+CREATE DOMAIN open_attempt_status AS text
+    CONSTRAINT open_attempt_status_known CHECK ((VALUE = ANY (ARRAY['created'::text, 'pending'::text, 'authorized'::text])));
+
+CREATE DOMAIN open_refund_status AS text
+    CONSTRAINT open_refund_status_known CHECK ((VALUE = ANY (ARRAY['created'::text, 'pending'::text])));
+
+CREATE DOMAIN order_status AS text
+    CONSTRAINT order_status_known CHECK ((VALUE = ANY (ARRAY['awaiting_payment'::text, 'processing'::text, 'authorized'::text, 'paid'::text, 'canceled'::text, 'partially_refunded'::text, 'refunded'::text])));
+
+CREATE DOMAIN provider_call_source AS text
+    CONSTRAINT provider_call_source_known CHECK ((VALUE = ANY (ARRAY['api'::text, 'reconciler'::text, 'support'::text])));
+
+CREATE DOMAIN provider_name AS text
+    CONSTRAINT provider_name_known CHECK ((VALUE ~ '^[a-z0-9_-]{1,32}$'::text));
+
+CREATE DOMAIN provider_operation AS text
+    CONSTRAINT provider_operation_known CHECK ((VALUE = ANY (ARRAY['create'::text, 'retrieve'::text, 'search'::text, 'list'::text, 'create_refund'::text, 'retrieve_refund'::text, 'capture'::text, 'cancel'::text, 'complete_action'::text])));
+
+CREATE DOMAIN provider_outcome AS text
+    CONSTRAINT provider_outcome_known CHECK ((VALUE = ANY (ARRAY['succeeded'::text, 'failed'::text, 'pending'::text, 'unknown'::text, 'not_found'::text, 'unavailable'::text, 'authorized'::text, 'requires_action'::text, 'canceled'::text])));
+
+CREATE DOMAIN refund_status AS text
+    CONSTRAINT refund_status_known CHECK ((VALUE = ANY (ARRAY['created'::text, 'pending'::text, 'succeeded'::text, 'failed'::text])));
+
+CREATE DOMAIN sha256_digest AS bytea
+    CONSTRAINT sha256_digest_length CHECK ((octet_length(VALUE) = 32));
+
+CREATE DOMAIN short_text AS text
+    CONSTRAINT short_text_length CHECK (((length(VALUE) >= 1) AND (length(VALUE) <= 255)));
+
+CREATE DOMAIN transition_source AS text
+    CONSTRAINT transition_source_known CHECK ((VALUE = ANY (ARRAY['api'::text, 'provider_response'::text, 'webhook'::text, 'reconciler'::text, 'support'::text])));
+
+CREATE DOMAIN webhook_outcome AS text
+    CONSTRAINT webhook_outcome_known CHECK ((VALUE = ANY (ARRAY['applied'::text, 'stale'::text, 'conflict'::text, 'unknown_attempt'::text, 'ignored'::text])));
+
+-- Tables, each with its indexes and triggers
+-- ------------------------------------------
+
+CREATE TABLE api_keys (
+    id uuid NOT NULL,
+    secret_sha256 bytea NOT NULL,
+    role text NOT NULL,
+    merchant_id uuid,
+    name text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone,
+    support_role text,
+    expires_at timestamp with time zone,
+    last_used_at timestamp with time zone,
+    rotated_from uuid,
+    life_changed_at timestamp with time zone,
+    life_changed_xid xid8,
+    CONSTRAINT api_keys_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
+    CONSTRAINT api_keys_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
+    CONSTRAINT api_keys_pkey PRIMARY KEY (id),
+    CONSTRAINT api_keys_role_check CHECK ((role = ANY (ARRAY['merchant'::text, 'support'::text]))),
+    CONSTRAINT api_keys_role_merchant CHECK (((role = 'merchant'::text) = (merchant_id IS NOT NULL))),
+    CONSTRAINT api_keys_rotated_from_fkey FOREIGN KEY (rotated_from) REFERENCES api_keys(id),
+    CONSTRAINT api_keys_secret_sha256_check CHECK ((octet_length(secret_sha256) = 32)),
+    CONSTRAINT api_keys_secret_sha256_key UNIQUE (secret_sha256),
+    CONSTRAINT api_keys_support_role CHECK (((role = 'support'::text) = (support_role IS NOT NULL))),
+    CONSTRAINT api_keys_support_role_check CHECK ((support_role = ANY (ARRAY['read'::text, 'operate'::text])))
+);
+
+CREATE INDEX api_keys_life_changed_xid ON public.api_keys USING btree (life_changed_xid) WHERE (life_changed_xid IS NOT NULL);
+
+CREATE INDEX api_keys_merchant_id ON public.api_keys USING btree (merchant_id) WHERE (merchant_id IS NOT NULL);
+
+CREATE TRIGGER api_keys_life BEFORE UPDATE ON api_keys FOR EACH ROW EXECUTE FUNCTION api_keys_life();
+
+CREATE TABLE attempt_transitions (
+    merchant_id uuid NOT NULL,
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    attempt_id uuid NOT NULL,
+    from_status open_attempt_status,
+    to_status attempt_status NOT NULL,
+    source transition_source NOT NULL,
+    detail text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT attempt_transitions_attempt_fkey FOREIGN KEY (merchant_id, attempt_id) REFERENCES payment_attempts(merchant_id, id),
+    CONSTRAINT attempt_transitions_pkey PRIMARY KEY (merchant_id, id)
+);
+
+CREATE INDEX attempt_transitions_attempt ON public.attempt_transitions USING btree (merchant_id, attempt_id, id);
+
+CREATE TABLE delivery_attempts (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    event_id uuid NOT NULL,
+    endpoint_id uuid NOT NULL,
+    attempted_at timestamp with time zone DEFAULT now() NOT NULL,
+    http_status smallint,
+    latency_ms milliseconds NOT NULL,
+    error text,
+    CONSTRAINT delivery_attempts_event_id_endpoint_id_fkey FOREIGN KEY (event_id, endpoint_id) REFERENCES event_deliveries(event_id, endpoint_id) ON DELETE CASCADE,
+    CONSTRAINT delivery_attempts_pkey PRIMARY KEY (id)
+);
+
+CREATE INDEX delivery_attempts_of_delivery ON public.delivery_attempts USING btree (event_id, endpoint_id);
+
+CREATE TABLE event_deliveries (
+    event_id uuid NOT NULL,
+    endpoint_id uuid NOT NULL,
+    merchant_id uuid NOT NULL,
+    state delivery_state DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT event_deliveries_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT event_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES merchant_events(id) ON DELETE CASCADE,
+    CONSTRAINT event_deliveries_merchant_id_endpoint_id_fkey FOREIGN KEY (merchant_id, endpoint_id) REFERENCES webhook_endpoints(merchant_id, id),
+    CONSTRAINT event_deliveries_pkey PRIMARY KEY (event_id, endpoint_id)
+);
+
+CREATE INDEX event_deliveries_due ON public.event_deliveries USING btree (next_attempt_at) WHERE ((state)::text = 'pending'::text);
+
+CREATE INDEX event_deliveries_of_endpoint ON public.event_deliveries USING btree (merchant_id, endpoint_id) WHERE ((state)::text = 'pending'::text);
+
+CREATE TABLE hold_operations (
+    merchant_id uuid NOT NULL,
+    id uuid NOT NULL,
+    payment_id uuid NOT NULL,
+    order_id uuid NOT NULL,
+    kind hold_operation_kind NOT NULL,
+    status refund_status NOT NULL,
+    amount amount_minor,
+    currency currency_code NOT NULL,
+    provider provider_name NOT NULL,
+    provider_idempotency_key text NOT NULL,
+    failure_code text,
+    failure_message text,
+    source transition_source NOT NULL,
+    reason short_text,
+    idempotency_key text,
+    next_check_at timestamp with time zone,
+    checks integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT hold_operations_amount_for_capture CHECK ((((kind)::text = 'capture'::text) = (amount IS NOT NULL))),
+    CONSTRAINT hold_operations_failed_has_code CHECK ((((status)::text = 'failed'::text) = (failure_code IS NOT NULL))),
+    CONSTRAINT hold_operations_final_is_finished CHECK ((((status)::text = ANY (ARRAY['succeeded'::text, 'failed'::text])) = (finished_at IS NOT NULL))),
+    CONSTRAINT hold_operations_merchant_id_order_id_fkey FOREIGN KEY (merchant_id, order_id) REFERENCES orders(merchant_id, id),
+    CONSTRAINT hold_operations_merchant_id_payment_id_fkey FOREIGN KEY (merchant_id, payment_id) REFERENCES payment_attempts(merchant_id, id),
+    CONSTRAINT hold_operations_open_is_checked CHECK ((((status)::text = ANY (ARRAY['created'::text, 'pending'::text])) = (next_check_at IS NOT NULL))),
+    CONSTRAINT hold_operations_pkey PRIMARY KEY (merchant_id, id)
+);
+
+CREATE INDEX hold_operations_due ON public.hold_operations USING btree (next_check_at) WHERE ((status)::text = ANY (ARRAY['created'::text, 'pending'::text]));
+
+CREATE INDEX hold_operations_id ON public.hold_operations USING btree (id);
+
+CREATE INDEX hold_operations_payment ON public.hold_operations USING btree (merchant_id, payment_id, created_at);
+
+CREATE UNIQUE INDEX hold_operations_one_per_hold ON public.hold_operations USING btree (merchant_id, payment_id) WHERE ((status)::text <> 'failed'::text);
+
+CREATE UNIQUE INDEX hold_operations_provider_key ON public.hold_operations USING btree (provider, provider_idempotency_key);
+
+CREATE TRIGGER hold_operations_check_hold BEFORE INSERT ON hold_operations FOR EACH ROW EXECUTE FUNCTION hold_operations_check_hold();
+
+CREATE TRIGGER hold_operations_guard_transition BEFORE UPDATE ON hold_operations FOR EACH ROW EXECUTE FUNCTION hold_operations_guard_transition();
+
+CREATE TABLE idempotency_keys (
+    merchant_id uuid NOT NULL,
+    key short_text NOT NULL,
+    operation key_operation NOT NULL,
+    fingerprint sha256_digest NOT NULL,
+    state key_state NOT NULL,
+    locked_until timestamp with time zone,
+    recovery_point text DEFAULT 'started'::text NOT NULL,
+    resource_type text,
+    resource_id uuid,
+    response_status smallint,
+    response_body jsonb,
+    unresolved boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT idempotency_keys_completed_has_response CHECK ((((state)::text = 'completed'::text) = (response_status IS NOT NULL))),
+    CONSTRAINT idempotency_keys_in_flight_has_lease CHECK ((((state)::text <> 'in_flight'::text) OR (locked_until IS NOT NULL))),
+    CONSTRAINT idempotency_keys_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
+    CONSTRAINT idempotency_keys_pkey PRIMARY KEY (merchant_id, key)
+);
+
+CREATE INDEX idempotency_keys_expiry ON public.idempotency_keys USING btree (expires_at) WHERE (((state)::text <> 'in_flight'::text) AND (NOT unresolved));
+
+CREATE TRIGGER idempotency_keys_guard_delete BEFORE DELETE ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION idempotency_keys_guard_life();
+
+CREATE TRIGGER idempotency_keys_guard_retire BEFORE UPDATE ON idempotency_keys FOR EACH ROW WHEN (old.state::text = 'expired'::text OR new.state::text = 'expired'::text) EXECUTE FUNCTION idempotency_keys_guard_life();
+
+CREATE TABLE key_quota_counts (
+    merchant_id uuid NOT NULL,
+    replica_id uuid NOT NULL,
+    minute bigint NOT NULL,
+    opened bigint NOT NULL,
+    CONSTRAINT key_quota_counts_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
+    CONSTRAINT key_quota_counts_opened_check CHECK ((opened >= 0)),
+    CONSTRAINT key_quota_counts_pkey PRIMARY KEY (merchant_id, replica_id, minute)
+);
+
+CREATE TABLE merchant_events (
+    id uuid DEFAULT uuid_v7() NOT NULL,
+    seq bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    merchant_id uuid NOT NULL,
+    type event_type NOT NULL,
+    resource_id uuid NOT NULL,
+    order_id uuid NOT NULL,
+    snapshot jsonb NOT NULL,
+    request jsonb,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT merchant_events_merchant_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
+    CONSTRAINT merchant_events_pkey PRIMARY KEY (id)
+);
+
+CREATE INDEX merchant_events_age ON public.merchant_events USING btree (created_at);
+
+CREATE INDEX merchant_events_of_merchant ON public.merchant_events USING btree (merchant_id, seq);
+
+CREATE INDEX merchant_events_of_order ON public.merchant_events USING btree (merchant_id, order_id);
+
+CREATE UNIQUE INDEX merchant_events_once ON public.merchant_events USING btree (merchant_id, resource_id, type);
+
+CREATE UNIQUE INDEX merchant_events_seq ON public.merchant_events USING btree (seq);
+
+CREATE TABLE merchant_routing (
+    merchant_id uuid NOT NULL,
+    providers provider_name[] NOT NULL,
+    currencies jsonb DEFAULT '{}'::jsonb NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_by text NOT NULL,
+    CONSTRAINT merchant_routing_currencies CHECK ((jsonb_typeof(currencies) = 'object'::text)),
+    CONSTRAINT merchant_routing_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
+    CONSTRAINT merchant_routing_pkey PRIMARY KEY (merchant_id),
+    CONSTRAINT merchant_routing_providers CHECK ((((cardinality(providers) >= 1) AND (cardinality(providers) <= 16)) AND (array_position(providers, (NULL::text)::provider_name) IS NULL)))
+);
+
+CREATE TABLE merchants (
+    id uuid NOT NULL,
+    name text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT merchants_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
+    CONSTRAINT merchants_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE orders (
+    merchant_id uuid NOT NULL,
+    id uuid NOT NULL,
+    amount amount_minor NOT NULL,
+    currency currency_code NOT NULL,
+    status order_status DEFAULT 'awaiting_payment'::text NOT NULL,
+    merchant_reference short_text,
+    description description_text,
+    metadata json_object DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    checkout_demo boolean DEFAULT false NOT NULL,
+    CONSTRAINT orders_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
+    CONSTRAINT orders_merchant_reference_key UNIQUE (merchant_id, merchant_reference),
+    CONSTRAINT orders_pkey PRIMARY KEY (merchant_id, id)
+);
+
+CREATE INDEX orders_id ON public.orders USING btree (id);
+
+CREATE TRIGGER orders_checkout_demo_fixed BEFORE UPDATE OF checkout_demo ON orders FOR EACH ROW WHEN (old.checkout_demo IS DISTINCT FROM new.checkout_demo) EXECUTE FUNCTION orders_checkout_demo_is_fixed();
+
+CREATE TRIGGER orders_emit_event AFTER UPDATE OF status ON orders FOR EACH ROW WHEN ((new.status::text = ANY (ARRAY['paid'::text, 'canceled'::text, 'refunded'::text])) AND old.status::text IS DISTINCT FROM new.status::text) EXECUTE FUNCTION orders_emit_event();
+
+CREATE TRIGGER orders_guard_transition BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION orders_guard_transition();
+
+CREATE TABLE payment_attempts (
+    merchant_id uuid NOT NULL,
+    id uuid NOT NULL,
+    order_id uuid NOT NULL,
+    status attempt_status NOT NULL,
+    amount amount_minor NOT NULL,
+    currency currency_code NOT NULL,
+    payment_method short_text NOT NULL,
+    provider text NOT NULL,
+    provider_idempotency_key text NOT NULL,
+    provider_payment_id text,
+    failure_code text,
+    failure_message text,
+    idempotency_key text,
+    next_check_at timestamp with time zone,
+    checks integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    refund_held held_amount DEFAULT 0 NOT NULL,
+    sending_until timestamp with time zone DEFAULT (now() + '1 day'::interval) NOT NULL,
+    capture_method capture_method DEFAULT 'automatic'::text NOT NULL,
+    amount_captured amount_minor,
+    next_action json_object,
+    return_url text,
+    authorized_until timestamp with time zone,
+    cancellation_reason short_text,
+    CONSTRAINT payment_attempts_canceled_has_reason CHECK ((((status)::text = 'canceled'::text) = (cancellation_reason IS NOT NULL))),
+    CONSTRAINT payment_attempts_captured_only_manual CHECK (((amount_captured IS NULL) OR (((capture_method)::text = 'manual'::text) AND ((status)::text = 'succeeded'::text)))),
+    CONSTRAINT payment_attempts_captured_within_authorized CHECK (((amount_captured)::bigint <= (amount)::bigint)),
+    CONSTRAINT payment_attempts_failed_has_code CHECK ((((status)::text = 'failed'::text) = (failure_code IS NOT NULL))),
+    CONSTRAINT payment_attempts_final_is_finished CHECK ((((status)::text = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (finished_at IS NOT NULL))),
+    CONSTRAINT payment_attempts_merchant_id_order_id_fkey FOREIGN KEY (merchant_id, order_id) REFERENCES orders(merchant_id, id),
+    CONSTRAINT payment_attempts_open_is_checked CHECK ((((status)::text = ANY (ARRAY['created'::text, 'pending'::text, 'authorized'::text])) = (next_check_at IS NOT NULL))),
+    CONSTRAINT payment_attempts_pkey PRIMARY KEY (merchant_id, id)
+);
+
+CREATE INDEX payment_attempts_due ON public.payment_attempts USING btree (next_check_at) WHERE ((status)::text = ANY (ARRAY['created'::text, 'pending'::text, 'authorized'::text]));
+
+CREATE INDEX payment_attempts_failed ON public.payment_attempts USING btree (id) WHERE ((status)::text = 'failed'::text);
+
+CREATE INDEX payment_attempts_id ON public.payment_attempts USING btree (id);
+
+CREATE INDEX payment_attempts_idempotency_key ON public.payment_attempts USING btree (idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+CREATE INDEX payment_attempts_no_record ON public.payment_attempts USING btree (id) WHERE (failure_code = 'provider_no_record'::text);
+
+CREATE INDEX payment_attempts_order ON public.payment_attempts USING btree (order_id, created_at DESC);
+
+CREATE UNIQUE INDEX payment_attempts_one_open ON public.payment_attempts USING btree (merchant_id, order_id) WHERE ((status)::text = ANY (ARRAY['created'::text, 'pending'::text, 'authorized'::text]));
+
+CREATE UNIQUE INDEX payment_attempts_one_succeeded ON public.payment_attempts USING btree (merchant_id, order_id) WHERE ((status)::text = 'succeeded'::text);
+
+CREATE UNIQUE INDEX payment_attempts_provider_key ON public.payment_attempts USING btree (provider, provider_idempotency_key);
+
+CREATE UNIQUE INDEX payment_attempts_provider_payment ON public.payment_attempts USING btree (provider, provider_payment_id);
+
+CREATE TRIGGER payment_attempts_claim_order BEFORE INSERT ON payment_attempts FOR EACH ROW EXECUTE FUNCTION payment_attempts_claim_order();
+
+CREATE TRIGGER payment_attempts_emit_event AFTER UPDATE OF status ON payment_attempts FOR EACH ROW WHEN (new.status::text <> 'created'::text AND old.status::text IS DISTINCT FROM new.status::text) EXECUTE FUNCTION payment_attempts_emit_event();
+
+CREATE TRIGGER payment_attempts_emit_event_action AFTER UPDATE OF next_action ON payment_attempts FOR EACH ROW WHEN (old.next_action IS NULL AND new.next_action IS NOT NULL AND new.status::text = 'pending'::text) EXECUTE FUNCTION payment_attempts_emit_action();
+
+CREATE TRIGGER payment_attempts_emit_event_made AFTER INSERT ON payment_attempts FOR EACH ROW WHEN (new.status::text <> 'created'::text) EXECUTE FUNCTION payment_attempts_emit_event();
+
+CREATE TRIGGER payment_attempts_guard_sending BEFORE UPDATE ON payment_attempts FOR EACH ROW WHEN (new.sending_until < old.sending_until OR NOT new.failure_code IS DISTINCT FROM 'provider_no_record'::text) EXECUTE FUNCTION payment_attempts_guard_sending();
+
+CREATE TRIGGER payment_attempts_guard_transition BEFORE UPDATE ON payment_attempts FOR EACH ROW EXECUTE FUNCTION payment_attempts_guard_transition();
+
+CREATE TRIGGER payment_attempts_settle_order AFTER UPDATE OF status ON payment_attempts FOR EACH ROW WHEN ((new.status::text = ANY (ARRAY['authorized'::text, 'succeeded'::text, 'failed'::text, 'canceled'::text])) AND old.status::text IS DISTINCT FROM new.status::text) EXECUTE FUNCTION payment_attempts_settle_order();
+
+CREATE TABLE provider_calls (
+    merchant_id uuid NOT NULL,
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    attempt_id uuid NOT NULL,
+    operation provider_operation NOT NULL,
+    source provider_call_source NOT NULL,
+    outcome provider_outcome NOT NULL,
+    http_status smallint,
+    latency_ms milliseconds NOT NULL,
+    detail text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    refund_id uuid,
+    hold_operation_id uuid,
+    CONSTRAINT provider_calls_hold_operation FOREIGN KEY (merchant_id, hold_operation_id) REFERENCES hold_operations(merchant_id, id),
+    CONSTRAINT provider_calls_merchant_id_attempt_id_fkey FOREIGN KEY (merchant_id, attempt_id) REFERENCES payment_attempts(merchant_id, id),
+    CONSTRAINT provider_calls_pkey PRIMARY KEY (merchant_id, id),
+    CONSTRAINT provider_calls_refund FOREIGN KEY (merchant_id, refund_id) REFERENCES refunds(merchant_id, id)
+);
+
+CREATE INDEX provider_calls_attempt ON public.provider_calls USING btree (merchant_id, attempt_id, id);
+
+CREATE TABLE provider_webhooks (
+    id uuid NOT NULL,
+    provider text NOT NULL,
+    provider_event_id short_text NOT NULL,
+    event_type text NOT NULL,
+    outcome webhook_outcome NOT NULL,
+    detail text,
+    merchant_id uuid,
+    attempt_id uuid,
+    payload jsonb NOT NULL,
+    provider_created_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    deliveries delivery_count DEFAULT 1 NOT NULL,
+    payload_kept boolean DEFAULT false NOT NULL,
+    CONSTRAINT provider_webhooks_attempt_fk FOREIGN KEY (merchant_id, attempt_id) REFERENCES payment_attempts(merchant_id, id),
+    CONSTRAINT provider_webhooks_attempt_known CHECK ((((outcome)::text = ANY (ARRAY['unknown_attempt'::text, 'ignored'::text])) OR (attempt_id IS NOT NULL))),
+    CONSTRAINT provider_webhooks_pkey PRIMARY KEY (id),
+    CONSTRAINT provider_webhooks_provider_event_key UNIQUE (provider, provider_event_id),
+    CONSTRAINT provider_webhooks_unknown_has_no_attempt CHECK ((((outcome)::text <> 'unknown_attempt'::text) OR (attempt_id IS NULL)))
+);
+
+CREATE INDEX provider_webhooks_age ON public.provider_webhooks USING btree (received_at);
+
+CREATE INDEX provider_webhooks_attempt ON public.provider_webhooks USING btree (merchant_id, attempt_id, received_at) WHERE (attempt_id IS NOT NULL);
+
+CREATE INDEX provider_webhooks_conflicts ON public.provider_webhooks USING btree (received_at) WHERE ((outcome)::text = 'conflict'::text);
+
+CREATE INDEX provider_webhooks_unkept ON public.provider_webhooks USING btree (received_at) WHERE (NOT payload_kept);
+
+CREATE TABLE refund_transitions (
+    merchant_id uuid NOT NULL,
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    refund_id uuid NOT NULL,
+    from_status open_refund_status,
+    to_status refund_status NOT NULL,
+    source transition_source NOT NULL,
+    detail text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT refund_transitions_pkey PRIMARY KEY (merchant_id, id),
+    CONSTRAINT refund_transitions_refund_fkey FOREIGN KEY (merchant_id, refund_id) REFERENCES refunds(merchant_id, id)
+);
+
+CREATE INDEX refund_transitions_refund ON public.refund_transitions USING btree (merchant_id, refund_id, id);
+
+CREATE TABLE refunds (
+    merchant_id uuid NOT NULL,
+    id uuid NOT NULL,
+    payment_id uuid NOT NULL,
+    order_id uuid NOT NULL,
+    status refund_status NOT NULL,
+    amount amount_minor NOT NULL,
+    currency currency_code NOT NULL,
+    reason description_text,
+    provider text NOT NULL,
+    provider_idempotency_key text NOT NULL,
+    provider_refund_id text,
+    failure_code text,
+    failure_message text,
+    idempotency_key text,
+    next_check_at timestamp with time zone,
+    checks integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT refunds_failed_has_code CHECK ((((status)::text = 'failed'::text) = (failure_code IS NOT NULL))),
+    CONSTRAINT refunds_final_is_finished CHECK ((((status)::text = ANY (ARRAY['succeeded'::text, 'failed'::text])) = (finished_at IS NOT NULL))),
+    CONSTRAINT refunds_merchant_id_order_id_fkey FOREIGN KEY (merchant_id, order_id) REFERENCES orders(merchant_id, id),
+    CONSTRAINT refunds_merchant_id_payment_id_fkey FOREIGN KEY (merchant_id, payment_id) REFERENCES payment_attempts(merchant_id, id),
+    CONSTRAINT refunds_open_is_checked CHECK ((((status)::text = ANY (ARRAY['created'::text, 'pending'::text])) = (next_check_at IS NOT NULL))),
+    CONSTRAINT refunds_pkey PRIMARY KEY (merchant_id, id)
+);
+
+CREATE INDEX refunds_due ON public.refunds USING btree (next_check_at) WHERE ((status)::text = ANY (ARRAY['created'::text, 'pending'::text]));
+
+CREATE INDEX refunds_id ON public.refunds USING btree (id);
+
+CREATE INDEX refunds_payment ON public.refunds USING btree (merchant_id, payment_id, created_at);
+
+CREATE UNIQUE INDEX refunds_provider_key ON public.refunds USING btree (provider, provider_idempotency_key);
+
+CREATE UNIQUE INDEX refunds_provider_refund ON public.refunds USING btree (provider, provider_refund_id);
+
+CREATE TRIGGER refunds_emit_event AFTER UPDATE OF status ON refunds FOR EACH ROW WHEN ((new.status::text = ANY (ARRAY['succeeded'::text, 'failed'::text])) AND old.status::text IS DISTINCT FROM new.status::text) EXECUTE FUNCTION refunds_emit_event();
+
+CREATE TRIGGER refunds_emit_event_made AFTER INSERT ON refunds FOR EACH ROW WHEN (new.status::text = ANY (ARRAY['succeeded'::text, 'failed'::text])) EXECUTE FUNCTION refunds_emit_event();
+
+CREATE TRIGGER refunds_guard_transition BEFORE UPDATE ON refunds FOR EACH ROW EXECUTE FUNCTION refunds_guard_transition();
+
+CREATE TRIGGER refunds_hold_amount BEFORE INSERT ON refunds FOR EACH ROW EXECUTE FUNCTION refunds_hold_amount();
+
+CREATE TRIGGER refunds_settle_order AFTER UPDATE OF status ON refunds FOR EACH ROW WHEN (new.status::text = 'succeeded'::text AND old.status::text IS DISTINCT FROM new.status::text) EXECUTE FUNCTION refunds_settle_order();
+
+CREATE TABLE support_actions (
+    id uuid NOT NULL,
+    key_id uuid NOT NULL,
+    key_name text NOT NULL,
+    support_role text NOT NULL,
+    action text NOT NULL,
+    target_kind text NOT NULL,
+    target_id uuid NOT NULL,
+    merchant_id uuid NOT NULL,
+    order_id uuid,
+    before jsonb,
+    after jsonb,
+    answers uuid,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT support_actions_action_check CHECK ((action = ANY (ARRAY['reconcile_payment'::text, 'void_payment'::text, 'reconcile_refund'::text, 'redeliver_event'::text, 'change_routing'::text]))),
+    CONSTRAINT support_actions_action_target CHECK (
+CASE action
+    WHEN 'reconcile_payment'::text THEN (target_kind = 'payment'::text)
+    WHEN 'void_payment'::text THEN (target_kind = 'payment'::text)
+    WHEN 'reconcile_refund'::text THEN (target_kind = 'refund'::text)
+    WHEN 'redeliver_event'::text THEN (target_kind = 'event'::text)
+    WHEN 'change_routing'::text THEN (target_kind = 'merchant'::text)
+    ELSE NULL::boolean
+END),
+    CONSTRAINT support_actions_answers FOREIGN KEY (answers, key_id, action, target_id) REFERENCES support_actions(id, key_id, action, target_id),
+    CONSTRAINT support_actions_askable UNIQUE (id, key_id, action, target_id),
+    CONSTRAINT support_actions_asked_first CHECK (
+CASE
+    WHEN (action = ANY (ARRAY['reconcile_payment'::text, 'void_payment'::text, 'reconcile_refund'::text])) THEN ((NOT (after IS DISTINCT FROM '{"outcome": "asked"}'::jsonb)) = (answers IS NULL))
+    ELSE ((answers IS NULL) AND (after IS DISTINCT FROM '{"outcome": "asked"}'::jsonb))
+END),
+    CONSTRAINT support_actions_key_id_fkey FOREIGN KEY (key_id) REFERENCES api_keys(id),
+    CONSTRAINT support_actions_key_name_check CHECK (((length(key_name) >= 1) AND (length(key_name) <= 200))),
+    CONSTRAINT support_actions_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
+    CONSTRAINT support_actions_one_outcome UNIQUE (answers),
+    CONSTRAINT support_actions_pkey PRIMARY KEY (id),
+    CONSTRAINT support_actions_support_role_check CHECK ((support_role = ANY (ARRAY['read'::text, 'operate'::text]))),
+    CONSTRAINT support_actions_target CHECK (((target_kind = 'merchant'::text) = (order_id IS NULL))),
+    CONSTRAINT support_actions_target_kind_check CHECK ((target_kind = ANY (ARRAY['payment'::text, 'refund'::text, 'event'::text, 'merchant'::text])))
+);
+
+CREATE INDEX support_actions_key ON public.support_actions USING btree (key_id, at);
+
+CREATE INDEX support_actions_order ON public.support_actions USING btree (merchant_id, order_id, at) WHERE (order_id IS NOT NULL);
+
+CREATE TRIGGER support_actions_append_only BEFORE DELETE OR UPDATE ON support_actions FOR EACH ROW EXECUTE FUNCTION support_actions_append_only();
+
+CREATE TRIGGER support_actions_no_truncate BEFORE TRUNCATE ON support_actions FOR EACH STATEMENT EXECUTE FUNCTION support_actions_append_only();
+
+CREATE TABLE webhook_endpoints (
+    merchant_id uuid NOT NULL,
+    id uuid NOT NULL,
+    url text NOT NULL,
+    description text,
+    enabled_events text[] NOT NULL,
+    secret text NOT NULL,
+    previous_secret text,
+    previous_secret_until timestamp with time zone,
+    status endpoint_status DEFAULT 'enabled'::text NOT NULL,
+    disabled_reason text,
+    failing_since timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    deleted_at timestamp with time zone,
+    CONSTRAINT webhook_endpoints_check CHECK (((previous_secret IS NULL) = (previous_secret_until IS NULL))),
+    CONSTRAINT webhook_endpoints_check1 CHECK ((((status)::text = 'disabled'::text) = (disabled_reason IS NOT NULL))),
+    CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 1000)),
+    CONSTRAINT webhook_endpoints_enabled_events_check CHECK (((cardinality(enabled_events) > 0) AND (enabled_events <@ ARRAY['*'::text, 'payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text]))),
+    CONSTRAINT webhook_endpoints_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
+    CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (merchant_id, id),
+    CONSTRAINT webhook_endpoints_previous_secret_sealed CHECK ((previous_secret ~ '^v1:[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/]{16}:[A-Za-z0-9+/]+$'::text)) NOT VALID,
+    CONSTRAINT webhook_endpoints_secret_sealed CHECK ((secret ~ '^v1:[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/]{16}:[A-Za-z0-9+/]+$'::text)) NOT VALID,
+    CONSTRAINT webhook_endpoints_url_check CHECK (((length(url) >= 1) AND (length(url) <= 2048)))
+);
+
+CREATE INDEX webhook_endpoints_live ON public.webhook_endpoints USING btree (merchant_id) WHERE (((status)::text = 'enabled'::text) AND (deleted_at IS NULL));
+
+CREATE TRIGGER webhook_endpoints_limit BEFORE INSERT ON webhook_endpoints FOR EACH ROW EXECUTE FUNCTION webhook_endpoints_limit();
+
+-- Views
+-- -----
+
+CREATE VIEW attempt_events AS
+ SELECT attempt_transitions.merchant_id,
+    attempt_transitions.id,
+    attempt_transitions.attempt_id,
+    attempt_transitions.from_status,
+    attempt_transitions.to_status,
+    attempt_transitions.source,
+    attempt_transitions.detail,
+    attempt_transitions.created_at
+   FROM attempt_transitions;
+
+CREATE VIEW events AS
+ SELECT merchant_events.id,
+    merchant_events.seq,
+    merchant_events.merchant_id,
+    merchant_events.type,
+    merchant_events.resource_id,
+    merchant_events.order_id,
+    merchant_events.snapshot,
+    merchant_events.request,
+    merchant_events.created_at
+   FROM merchant_events;
+
+CREATE VIEW refund_events AS
+ SELECT refund_transitions.merchant_id,
+    refund_transitions.id,
+    refund_transitions.refund_id,
+    refund_transitions.from_status,
+    refund_transitions.to_status,
+    refund_transitions.source,
+    refund_transitions.detail,
+    refund_transitions.created_at
+   FROM refund_transitions;
+
+CREATE VIEW webhook_events AS
+ SELECT provider_webhooks.id,
+    provider_webhooks.provider,
+    provider_webhooks.provider_event_id,
+    provider_webhooks.event_type,
+    provider_webhooks.outcome,
+    provider_webhooks.detail,
+    provider_webhooks.merchant_id,
+    provider_webhooks.attempt_id,
+    provider_webhooks.payload,
+    provider_webhooks.provider_created_at,
+    provider_webhooks.received_at,
+    provider_webhooks.deliveries,
+    provider_webhooks.payload_kept
+   FROM provider_webhooks;
+
+-- Functions: the triggers' bodies and the statements' helpers
+-- -----------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION public.api_keys_life()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF NEW.secret_sha256 <> OLD.secret_sha256 OR NEW.role <> OLD.role
+       OR NEW.support_role IS DISTINCT FROM OLD.support_role
+       OR NEW.merchant_id IS DISTINCT FROM OLD.merchant_id
+       OR NEW.created_at <> OLD.created_at THEN
+        RAISE EXCEPTION 'api key %: its secret, role, support role, merchant and creation never change', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'api_keys_identity_fixed',
+                  HINT = 'for another role, make a new key (payorch keys create --support --role ...) and revoke this one';
+    END IF;
+    IF OLD.revoked_at IS NOT NULL AND NEW.revoked_at IS DISTINCT FROM OLD.revoked_at THEN
+        RAISE EXCEPTION 'api key % is revoked for good; make a new key', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'api_keys_revoked_for_good';
+    END IF;
+    IF NEW.revoked_at IS DISTINCT FROM OLD.revoked_at
+       OR NEW.expires_at IS DISTINCT FROM OLD.expires_at THEN
+        NEW.life_changed_at := clock_timestamp();
+        NEW.life_changed_xid := pg_current_xact_id();
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.events_emit(merchant uuid, kind event_type, resource uuid, of_order uuid, snapshot jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    made uuid;
+BEGIN
+    INSERT INTO merchant_events (merchant_id, type, resource_id, order_id, snapshot, request)
+    VALUES (merchant, kind, resource, of_order, snapshot,
+            NULLIF(current_setting('payorch.request', true), '')::jsonb)
+    RETURNING id INTO made;
+    INSERT INTO event_deliveries (event_id, endpoint_id, merchant_id)
+    SELECT made, e.id, e.merchant_id FROM webhook_endpoints e
+    WHERE e.merchant_id = merchant AND e.status = 'enabled' AND e.deleted_at IS NULL
+      AND (kind = ANY (e.enabled_events) OR '*' = ANY (e.enabled_events));
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.hold_operations_check_hold()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    held payment_attempts;
+BEGIN
+    IF NEW.status <> 'created' THEN
+        RAISE EXCEPTION 'a hold operation starts as created, not %', NEW.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'hold_operations_start_created';
+    END IF;
+    SELECT * INTO held FROM payment_attempts
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.payment_id FOR NO KEY UPDATE;
+    IF NOT FOUND OR NOT (held.status = 'authorized'
+                         OR (NEW.kind = 'void' AND held.status = 'pending')) THEN
+        RAISE EXCEPTION 'payment attempt % is % and holds nothing to %', NEW.payment_id,
+                COALESCE(held.status, 'missing'), NEW.kind
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'hold_operations_payment_held';
+    END IF;
+    IF NEW.kind = 'capture' THEN
+        IF held.capture_method <> 'manual' THEN
+            RAISE EXCEPTION 'payment attempt % is captured automatically', NEW.payment_id
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'hold_operations_payment_held';
+        END IF;
+        NEW.amount := COALESCE(NEW.amount, held.amount);
+        IF NEW.amount > held.amount THEN
+            RAISE EXCEPTION 'payment attempt % authorized %, not %', NEW.payment_id, held.amount, NEW.amount
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'hold_operations_capture_within_hold';
+        END IF;
+    END IF;
+    NEW.order_id := held.order_id;
+    NEW.currency := held.currency;
+    NEW.provider := held.provider;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.hold_operations_guard_transition()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF OLD.status IN ('succeeded', 'failed') THEN
+        RAISE EXCEPTION 'hold operation % is % and final', OLD.id, OLD.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'hold_operations_final';
+    END IF;
+    IF NEW.status IS DISTINCT FROM OLD.status AND NOT (
+        (OLD.status = 'created' AND NEW.status IN ('pending', 'succeeded', 'failed')) OR
+        (OLD.status = 'pending' AND NEW.status IN ('succeeded', 'failed'))
+    ) THEN
+        RAISE EXCEPTION 'hold operation % cannot move from % to %', OLD.id, OLD.status, NEW.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'hold_operations_status_transition';
+    END IF;
+    IF NEW.merchant_id <> OLD.merchant_id OR NEW.id <> OLD.id OR NEW.payment_id <> OLD.payment_id
+       OR NEW.order_id <> OLD.order_id OR NEW.kind <> OLD.kind
+       OR NEW.amount IS DISTINCT FROM OLD.amount OR NEW.currency <> OLD.currency
+       OR NEW.provider <> OLD.provider
+       OR NEW.provider_idempotency_key <> OLD.provider_idempotency_key
+       OR NEW.source <> OLD.source OR NEW.created_at <> OLD.created_at THEN
+        RAISE EXCEPTION 'hold operation % may change only its status and what the provider said', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'hold_operations_immutable';
+    END IF;
+    NEW.updated_at := now();
+    IF NEW.status IN ('succeeded', 'failed') THEN
+        NEW.finished_at := now();
+        NEW.next_check_at := NULL;
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.idempotency_key_made_money_move(k idempotency_keys)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+    SELECT coalesce(k.resource_type IN ('payment_attempt', 'refund', 'hold_operation'), false)
+$function$;
+
+CREATE OR REPLACE FUNCTION public.idempotency_key_work_is_open(k idempotency_keys)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT k.state = 'in_flight' OR k.unresolved OR CASE k.resource_type
+        WHEN 'payment_attempt' THEN EXISTS (
+            SELECT 1 FROM payment_attempts a
+            WHERE a.merchant_id = k.merchant_id AND a.id = k.resource_id
+              AND a.status IN ('created', 'pending', 'authorized'))
+        WHEN 'refund' THEN EXISTS (
+            SELECT 1 FROM refunds r
+            WHERE r.merchant_id = k.merchant_id AND r.id = k.resource_id
+              AND r.status IN ('created', 'pending'))
+        WHEN 'hold_operation' THEN EXISTS (
+            SELECT 1 FROM hold_operations o
+            WHERE o.merchant_id = k.merchant_id AND o.id = k.resource_id
+              AND o.status IN ('created', 'pending'))
+        ELSE false END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.idempotency_keys_guard_life()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF idempotency_key_work_is_open(OLD) THEN
+        RAISE EXCEPTION 'idempotency key % of merchant % cannot be % while the work it made is open',
+                OLD.key, OLD.merchant_id, CASE TG_OP WHEN 'DELETE' THEN 'deleted' ELSE 'expired' END
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'idempotency_keys_open_work_kept';
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        IF idempotency_key_made_money_move(OLD) AND (OLD.state <> 'expired' OR OLD.expires_at > now()) THEN
+            RAISE EXCEPTION 'idempotency key % of merchant % made a payment or refund: it is retired (expired) and deleted only at the end of its horizon',
+                    OLD.key, OLD.merchant_id
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'idempotency_keys_retired_before_deleted';
+        END IF;
+        RETURN OLD;
+    END IF;
+    -- An update that retires a key, or touches a retired one.
+    IF OLD.state = 'expired' THEN
+        RAISE EXCEPTION 'idempotency key % of merchant % is expired: it is never reused, only deleted',
+                OLD.key, OLD.merchant_id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'idempotency_keys_expired_is_final';
+    END IF;
+    IF OLD.state <> 'completed' OR NOT idempotency_key_made_money_move(OLD)
+       OR NEW.merchant_id <> OLD.merchant_id OR NEW.key <> OLD.key
+       OR NEW.resource_type IS DISTINCT FROM OLD.resource_type
+       OR NEW.resource_id IS DISTINCT FROM OLD.resource_id THEN
+        RAISE EXCEPTION 'idempotency key % of merchant % cannot be retired: only a completed key that made a payment or refund is, and it keeps naming what it made',
+                OLD.key, OLD.merchant_id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'idempotency_keys_retired_keeps_resource';
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.orders_checkout_demo_is_fixed()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'order % of merchant %: checkout_demo is set when the order is made and never changed',
+            OLD.id, OLD.merchant_id
+        USING ERRCODE = 'check_violation', CONSTRAINT = 'orders_checkout_demo_fixed';
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.orders_emit_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM events_emit(NEW.merchant_id, 'order.' || NEW.status, NEW.id, NEW.id,
+        jsonb_build_object('order', to_jsonb(NEW), 'payments', COALESCE((
+            SELECT jsonb_agg(to_jsonb(a) ORDER BY a.created_at DESC) FROM payment_attempts a
+            WHERE a.merchant_id = NEW.merchant_id AND a.order_id = NEW.id), '[]')));
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.orders_guard_transition()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF NEW.status IS DISTINCT FROM OLD.status AND NOT (
+        (OLD.status = 'awaiting_payment' AND NEW.status IN ('processing', 'canceled')) OR
+        (OLD.status = 'processing' AND NEW.status IN ('authorized', 'paid', 'awaiting_payment')) OR
+        (OLD.status = 'authorized' AND NEW.status IN ('paid', 'awaiting_payment')) OR
+        (OLD.status = 'paid' AND NEW.status IN ('partially_refunded', 'refunded')) OR
+        (OLD.status = 'partially_refunded' AND NEW.status = 'refunded')
+    ) THEN
+        RAISE EXCEPTION 'order % cannot move from % to %', OLD.id, OLD.status, NEW.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'orders_status_transition';
+    END IF;
+    IF NEW.merchant_id <> OLD.merchant_id OR NEW.id <> OLD.id
+       OR NEW.amount <> OLD.amount OR NEW.currency <> OLD.currency THEN
+        RAISE EXCEPTION 'order % is immutable but for its status', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'orders_immutable';
+    END IF;
+    NEW.updated_at := now();
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.payment_attempts_claim_order()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF NEW.status <> 'created' THEN
+        RAISE EXCEPTION 'a payment attempt starts as created, not %', NEW.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'payment_attempts_start_created';
+    END IF;
+    UPDATE orders SET status = 'processing'
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.order_id AND status = 'awaiting_payment'
+        RETURNING amount, currency INTO NEW.amount, NEW.currency;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order % is not awaiting payment', NEW.order_id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'payment_attempts_order_payable';
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.payment_attempts_emit_action()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM events_emit(NEW.merchant_id, 'payment.requires_action', NEW.id, NEW.order_id,
+        jsonb_build_object('payment', to_jsonb(NEW), 'refunds', '[]'::jsonb));
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.payment_attempts_emit_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM events_emit(NEW.merchant_id, 'payment.' || NEW.status, NEW.id, NEW.order_id,
+        jsonb_build_object('payment', to_jsonb(NEW), 'refunds', COALESCE((
+            SELECT jsonb_agg(to_jsonb(r) ORDER BY r.created_at) FROM refunds r
+            WHERE r.merchant_id = NEW.merchant_id AND r.payment_id = NEW.id), '[]')));
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.payment_attempts_guard_sending()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF NEW.sending_until < OLD.sending_until THEN
+        RAISE EXCEPTION 'payment attempt %: sending_until only moves forward', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'payment_attempts_sending_forward';
+    END IF;
+    IF NEW.status = 'failed' AND NEW.failure_code = 'provider_no_record'
+       AND OLD.status <> 'failed' AND OLD.sending_until >= now() THEN
+        RAISE EXCEPTION 'payment attempt % may still be on its way to the provider: no verdict of no record', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'payment_attempts_no_record_after_sending';
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.payment_attempts_guard_transition()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    rest payment_attempts;
+BEGIN
+    IF NEW.refund_held IS DISTINCT FROM OLD.refund_held THEN
+        rest := NEW;
+        rest.refund_held := OLD.refund_held;
+        IF pg_trigger_depth() < 2 OR OLD.status <> 'succeeded' OR rest IS DISTINCT FROM OLD THEN
+            RAISE EXCEPTION 'the refunds of payment attempt % hold its refund_held; nothing else sets it', OLD.id
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'payment_attempts_refund_held_by_refunds';
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF OLD.status IN ('succeeded', 'failed', 'canceled') THEN
+        RAISE EXCEPTION 'payment attempt % is % and final', OLD.id, OLD.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'payment_attempts_final';
+    END IF;
+    IF NEW.status IS DISTINCT FROM OLD.status AND NOT (
+        (OLD.status = 'created' AND NEW.status IN ('pending', 'authorized', 'succeeded', 'failed', 'canceled')) OR
+        (OLD.status = 'pending' AND NEW.status IN ('authorized', 'succeeded', 'failed', 'canceled')) OR
+        (OLD.status = 'authorized' AND NEW.status IN ('succeeded', 'canceled'))
+    ) THEN
+        RAISE EXCEPTION 'payment attempt % cannot move from % to %', OLD.id, OLD.status, NEW.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'payment_attempts_status_transition';
+    END IF;
+    IF NEW.status = 'authorized' AND NEW.capture_method <> 'manual' THEN
+        RAISE EXCEPTION 'payment attempt % is captured automatically and holds nothing', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'payment_attempts_status_transition';
+    END IF;
+    IF NEW.merchant_id <> OLD.merchant_id OR NEW.id <> OLD.id OR NEW.order_id <> OLD.order_id
+       OR NEW.amount <> OLD.amount OR NEW.currency <> OLD.currency
+       OR NEW.payment_method <> OLD.payment_method OR NEW.provider <> OLD.provider
+       OR NEW.provider_idempotency_key <> OLD.provider_idempotency_key
+       OR NEW.capture_method <> OLD.capture_method
+       OR NEW.return_url IS DISTINCT FROM OLD.return_url
+       OR NEW.created_at <> OLD.created_at
+       OR (OLD.provider_payment_id IS NOT NULL
+           AND NEW.provider_payment_id IS DISTINCT FROM OLD.provider_payment_id)
+       OR (NEW.amount_captured IS DISTINCT FROM OLD.amount_captured
+           AND NOT (OLD.status = 'authorized' AND NEW.status = 'succeeded')) THEN
+        RAISE EXCEPTION 'payment attempt % may change only its status and what the provider said', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'payment_attempts_immutable';
+    END IF;
+    IF OLD.status = 'authorized' AND NEW.status = 'succeeded' AND NEW.amount_captured IS NULL THEN
+        NEW.amount_captured := COALESCE((
+            SELECT o.amount FROM hold_operations o
+            WHERE o.merchant_id = OLD.merchant_id AND o.payment_id = OLD.id
+              AND o.kind = 'capture' AND o.status <> 'failed'), OLD.amount);
+    END IF;
+    -- A release payorch asked for says why, whoever tells of it first (the provider's webhook
+    -- often arrives before the void's own answer).
+    IF NEW.status = 'canceled' THEN
+        NEW.cancellation_reason := COALESCE((
+            SELECT o.reason FROM hold_operations o
+            WHERE o.merchant_id = OLD.merchant_id AND o.payment_id = OLD.id
+              AND o.kind = 'void' AND o.status <> 'failed'), NEW.cancellation_reason);
+    END IF;
+    NEW.updated_at := now();
+    IF NEW.status IN ('succeeded', 'failed', 'canceled') THEN
+        NEW.finished_at := now();
+        NEW.next_check_at := NULL;
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.payment_attempts_settle_order()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    UPDATE orders
+        SET status = CASE NEW.status WHEN 'succeeded' THEN 'paid'
+                                     WHEN 'authorized' THEN 'authorized'
+                                     ELSE 'awaiting_payment' END
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.order_id
+          AND status IN ('processing', 'authorized');
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order % of payment attempt % is not processing', NEW.order_id, NEW.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'payment_attempts_order_processing';
+    END IF;
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.refunds_emit_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM events_emit(NEW.merchant_id, 'refund.' || NEW.status, NEW.id, NEW.order_id,
+        jsonb_build_object('refund', to_jsonb(NEW)));
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.refunds_guard_transition()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF OLD.status IN ('succeeded', 'failed') THEN
+        RAISE EXCEPTION 'refund % is % and final', OLD.id, OLD.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'refunds_final';
+    END IF;
+    IF NEW.status IS DISTINCT FROM OLD.status AND NOT (
+        (OLD.status = 'created' AND NEW.status IN ('pending', 'succeeded', 'failed')) OR
+        (OLD.status = 'pending' AND NEW.status IN ('succeeded', 'failed'))
+    ) THEN
+        RAISE EXCEPTION 'refund % cannot move from % to %', OLD.id, OLD.status, NEW.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'refunds_status_transition';
+    END IF;
+    IF NEW.merchant_id <> OLD.merchant_id OR NEW.id <> OLD.id OR NEW.payment_id <> OLD.payment_id
+       OR NEW.order_id <> OLD.order_id OR NEW.amount <> OLD.amount OR NEW.currency <> OLD.currency
+       OR NEW.provider <> OLD.provider
+       OR NEW.provider_idempotency_key <> OLD.provider_idempotency_key
+       OR NEW.created_at <> OLD.created_at
+       OR (OLD.provider_refund_id IS NOT NULL
+           AND NEW.provider_refund_id IS DISTINCT FROM OLD.provider_refund_id) THEN
+        RAISE EXCEPTION 'refund % may change only its status and what the provider said', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'refunds_immutable';
+    END IF;
+    NEW.updated_at := now();
+    IF NEW.status IN ('succeeded', 'failed') THEN
+        NEW.finished_at := now();
+        NEW.next_check_at := NULL;
+    END IF;
+    IF NEW.status = 'failed' THEN
+        UPDATE payment_attempts SET refund_held = refund_held - OLD.amount
+            WHERE merchant_id = OLD.merchant_id AND id = OLD.payment_id;
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.refunds_hold_amount()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    left_to_refund bigint;
+BEGIN
+    IF NEW.status <> 'created' THEN
+        RAISE EXCEPTION 'a refund starts as created, not %', NEW.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'refunds_start_created';
+    END IF;
+    SELECT COALESCE(amount_captured, amount) - refund_held INTO left_to_refund FROM payment_attempts
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.payment_id AND status = 'succeeded'
+        FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'payment attempt % is not succeeded', NEW.payment_id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'refunds_payment_refundable';
+    END IF;
+    IF NEW.amount IS NULL AND left_to_refund > 0 THEN
+        NEW.amount := left_to_refund;
+    END IF;
+    IF NEW.amount IS NULL OR NEW.amount > left_to_refund THEN
+        RAISE EXCEPTION 'payment attempt % has % left to refund', NEW.payment_id, left_to_refund
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'refunds_within_payment';
+    END IF;
+    UPDATE payment_attempts SET refund_held = refund_held + NEW.amount
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.payment_id
+        RETURNING currency, order_id INTO NEW.currency, NEW.order_id;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.refunds_settle_order()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    refunded bigint;
+    paid bigint;
+BEGIN
+    SELECT COALESCE(sum(amount), 0) INTO refunded FROM refunds
+        WHERE merchant_id = NEW.merchant_id AND payment_id = NEW.payment_id AND status = 'succeeded';
+    SELECT COALESCE(amount_captured, amount) INTO paid FROM payment_attempts
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.payment_id;
+    UPDATE orders
+        SET status = CASE WHEN refunded >= paid THEN 'refunded' ELSE 'partially_refunded' END
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.order_id
+          AND status IN ('paid', 'partially_refunded');
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.support_actions_append_only()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'support_actions is append-only: % refused', TG_OP
+        USING ERRCODE = 'check_violation', CONSTRAINT = 'support_actions_append_only';
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.uuid_v7()
+ RETURNS uuid
+ LANGUAGE sql
+AS $function$
+    SELECT encode(
+        set_bit(set_bit(
+            overlay(uuid_send(gen_random_uuid())
+                    placing substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+                    FROM 1 FOR 6),
+            52, 1), 53, 1),
+        'hex')::uuid
+$function$;
+
+CREATE OR REPLACE FUNCTION public.webhook_endpoints_limit()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM 1 FROM merchants WHERE id = NEW.merchant_id FOR NO KEY UPDATE;
+    IF (SELECT count(*) FROM webhook_endpoints
+        WHERE merchant_id = NEW.merchant_id AND deleted_at IS NULL) >= 16 THEN
+        RAISE EXCEPTION 'merchant % has 16 webhook endpoints already', NEW.merchant_id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'webhook_endpoints_limit';
+    END IF;
+    RETURN NEW;
+END;
+$function$;
