@@ -97,7 +97,10 @@ fn render(definitions: &[Definition]) -> String {
         if definition.section != section {
             section = definition.section;
             let heading = HEADINGS[(section - 1) as usize];
-            out.push_str(&format!("\n-- {heading}\n-- {}\n", "-".repeat(heading.len())));
+            out.push_str(&format!(
+                "\n-- {heading}\n-- {}\n",
+                "-".repeat(heading.len())
+            ));
         }
         out.push('\n');
         out.push_str(definition.text.trim_end());
