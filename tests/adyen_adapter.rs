@@ -843,7 +843,7 @@ fn setup_refuses_a_bad_url_empty_key_or_account_and_bad_hmac_keys() {
     );
     assert_eq!(
         defaults.timeout,
-        payorch::providers::stripe::DEFAULT_TIMEOUT
+        payorch::providers::http_call::DEFAULT_TIMEOUT
     );
     assert!(!format!("{:?}", provider("http://127.0.0.1:1")).contains(API_KEY));
 }

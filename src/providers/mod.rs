@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 
 pub mod adyen;
 pub mod circuit;
+pub mod http_call;
 pub mod kept;
 pub mod registry;
 pub mod stripe;

@@ -3,13 +3,13 @@
 //! payment or a refund exists, so outcomes come from answers, same-key resends and
 //! notifications (docs/DESIGN.md, "What proves what").
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use reqwest::{header, Method, Url};
 
-use super::stripe::{transport_outcome, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
+use super::http_call::{self, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
 use super::{
     CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, Lookups, PaymentProvider,
     ProviderCall, ProviderOutcome, RefundRequest, SendWindow, WebhookError, WebhookEvent,
@@ -99,12 +99,11 @@ pub struct AdyenProvider {
 
 impl AdyenProvider {
     pub fn new(config: AdyenConfig) -> Result<Self, AdyenSetupError> {
-        let base_url = Url::parse(&config.base_url)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https") && !u.cannot_be_a_base())
-            .ok_or_else(|| AdyenSetupError::InvalidBaseUrl {
+        let base_url = http_call::base_url(&config.base_url).ok_or_else(|| {
+            AdyenSetupError::InvalidBaseUrl {
                 url: config.base_url.clone(),
-            })?;
+            }
+        })?;
         if config.api_key.is_empty() {
             return Err(AdyenSetupError::EmptyApiKey);
         }
@@ -126,13 +125,7 @@ impl AdyenProvider {
         if hmac_keys.is_empty() {
             return Err(AdyenSetupError::NoHmacKey);
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .timeout(config.timeout)
-            // A redirected POST could be replayed somewhere we did not choose.
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("payorch/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let client = http_call::client(config.connect_timeout, config.timeout)?;
         Ok(Self {
             client,
             base_url,
@@ -144,11 +137,10 @@ impl AdyenProvider {
 
     /// `base_url` joined with `API_VERSION` and path segments, each percent-encoded.
     fn url(&self, segments: &[&str]) -> Url {
-        let mut url = self.base_url.clone();
-        if let Ok(mut path) = url.path_segments_mut() {
-            path.pop_if_empty().push(API_VERSION).extend(segments);
-        }
-        url
+        let path: Vec<&str> = std::iter::once(API_VERSION)
+            .chain(segments.iter().copied())
+            .collect();
+        http_call::join(&self.base_url, &path)
     }
 
     fn request(&self, method: Method, segments: &[&str]) -> reqwest::RequestBuilder {
@@ -173,32 +165,7 @@ impl AdyenProvider {
         request: reqwest::RequestBuilder,
         map: impl FnOnce(u16, &[u8]) -> ProviderOutcome,
     ) -> ProviderCall {
-        let started = Instant::now();
-        let (outcome, http_status) = match request.send().await {
-            Err(e) => (transport_outcome(&e), None),
-            Ok(response) => {
-                let status = response.status().as_u16();
-                match response.bytes().await {
-                    Ok(body) => (map(status, &body), Some(status)),
-                    // The status line came but the body did not: the charge may exist.
-                    Err(e) => (transport_outcome(&e), Some(status)),
-                }
-            }
-        };
-        let latency = started.elapsed();
-        tracing::debug!(
-            provider = "adyen",
-            ?call,
-            outcome = outcome.label(),
-            http_status,
-            latency_ms = latency.as_millis() as u64,
-            "provider call"
-        );
-        ProviderCall {
-            outcome,
-            http_status,
-            latency,
-        }
+        http_call::send("adyen", call, request, map).await
     }
 }
 

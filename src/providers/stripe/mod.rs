@@ -1,7 +1,7 @@
 //! The Stripe PaymentIntents adapter (docs/DESIGN.md, "The provider protocol"). It speaks to
 //! Stripe itself and to the sandbox.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::secret::Secret;
 
@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
 use reqwest::{Method, Url};
 
+use super::http_call::{self, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
 use super::{
     signature, CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, Lookups,
     PaymentProvider, ProviderCall, ProviderOutcome, RefundNotice, RefundRequest, SendWindow,
@@ -41,10 +42,6 @@ pub const LIST_MARGIN: chrono::Duration = chrono::Duration::minutes(5);
 /// At most this many pages of 100 intents are read for one attempt. A window busier than
 /// that stays unknown (and is counted for a human), never read as "no record".
 pub const LIST_PAGES: usize = 50;
-
-/// The default timeouts of a provider call (README, "Configuration").
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How to reach a Stripe-protocol provider.
 #[derive(Debug, Clone)]
@@ -105,25 +102,18 @@ pub struct StripeProvider {
 
 impl StripeProvider {
     pub fn new(config: StripeConfig) -> Result<Self, StripeSetupError> {
-        let base_url = Url::parse(&config.base_url)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https") && !u.cannot_be_a_base())
-            .ok_or_else(|| StripeSetupError::InvalidBaseUrl {
+        let base_url = http_call::base_url(&config.base_url).ok_or_else(|| {
+            StripeSetupError::InvalidBaseUrl {
                 url: config.base_url.clone(),
-            })?;
+            }
+        })?;
         if config.secret.is_empty() {
             return Err(StripeSetupError::EmptySecret);
         }
         if config.webhook_secrets.iter().all(|s| s.is_empty()) {
             return Err(StripeSetupError::NoWebhookSecret);
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .timeout(config.timeout)
-            // A redirected POST could be replayed somewhere we did not choose.
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("payorch/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let client = http_call::client(config.connect_timeout, config.timeout)?;
         Ok(Self {
             client,
             base_url,
@@ -139,11 +129,7 @@ impl StripeProvider {
 
     /// `base_url` joined with path segments, each percent-encoded.
     fn url(&self, segments: &[&str]) -> Url {
-        let mut url = self.base_url.clone();
-        if let Ok(mut path) = url.path_segments_mut() {
-            path.pop_if_empty().extend(segments);
-        }
-        url
+        http_call::join(&self.base_url, segments)
     }
 
     /// Send one request, once, and map whatever happens to an outcome.
@@ -154,79 +140,19 @@ impl StripeProvider {
         .await
     }
 
-    /// [`call`](Self::call) with its own mapping of an HTTP answer.
+    /// [`call`](Self::call) with its own mapping of an HTTP answer; Stripe's key and API
+    /// version on every request.
     async fn call_with(
         &self,
         call: Call,
         request: reqwest::RequestBuilder,
         map: impl FnOnce(u16, &[u8]) -> ProviderOutcome,
     ) -> ProviderCall {
-        let started = Instant::now();
-        let response = request
+        let request = request
             .bearer_auth(self.secret.expose())
-            .header("Stripe-Version", API_VERSION)
-            .send()
-            .await;
-        let (outcome, http_status) = match response {
-            Err(e) => (transport_outcome(&e), None),
-            Ok(response) => {
-                let status = response.status().as_u16();
-                match response.bytes().await {
-                    Ok(body) => (map(status, &body), Some(status)),
-                    // The status line came but the body did not: the charge may exist.
-                    Err(e) => (transport_outcome(&e), Some(status)),
-                }
-            }
-        };
-        let latency = started.elapsed();
-        tracing::debug!(
-            provider = "stripe",
-            ?call,
-            outcome = outcome.label(),
-            http_status,
-            latency_ms = latency.as_millis() as u64,
-            "provider call"
-        );
-        ProviderCall {
-            outcome,
-            http_status,
-            latency,
-        }
+            .header("Stripe-Version", API_VERSION);
+        http_call::send("stripe", call, request, map).await
     }
-}
-
-/// What a request that got no HTTP answer tells: nothing, unless the connection itself was
-/// never made (refused, unreachable, or no TCP/TLS handshake within the connect timeout),
-/// in which case not one byte of the request was sent.
-pub(crate) fn transport_outcome(e: &reqwest::Error) -> ProviderOutcome {
-    if e.is_connect() {
-        return ProviderOutcome::Unavailable {
-            reason: format!("connect error: {}", error_chain(e)),
-        };
-    }
-    let kind = if e.is_timeout() {
-        "timeout"
-    } else if e.is_body() || e.is_decode() {
-        "response body error"
-    } else {
-        "transport error"
-    };
-    ProviderOutcome::Unknown {
-        reason: format!("{kind}: {}", error_chain(e)),
-    }
-}
-
-/// The error and its causes: the chain carries the useful detail (reset, refused, …) and
-/// holds no secrets.
-pub(crate) fn error_chain(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// The form body of a create, in a fixed order (docs/DESIGN.md, "The provider protocol").
