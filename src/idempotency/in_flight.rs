@@ -3,11 +3,26 @@
 //! (`claim`, `takeover`, `reaper` and here); the statements of `payments` that finish a key
 //! take the fragment from here (docs/DESIGN.md, "The write path").
 //!
-//! The request that claimed a key for work that stays in flight (a payment or refund between
-//! its two transactions) holds an [`InFlightKey`]: the claim hands it out, and the statement
-//! that records the work's answer consumes it. Someone else finishing the work (the
-//! reconciler, a webhook) holds no token and completes the key by its resource
-//! ([`complete_for_resource`], [`settle_by_resource`]).
+//! The request that claimed a key for work that stays in flight (a payment, a refund, a
+//! capture or void between its two transactions) holds an [`InFlightKey`]: the claim (or a
+//! takeover) is its only maker, and each way of finishing it takes it by value, so a key is
+//! finished once. One way per situation:
+//!
+//! - **The request records its work's answer in one statement** (a payment's transaction 2):
+//!   [`InFlightKey::settle`], the CTE `settled` of that statement. The [`Settling`] it
+//!   returns is resolved by what the statement wrote: [`Settling::written`] (completed) or
+//!   [`Settling::unwritten`] (the resource was not as read: the key comes back).
+//! - **The request moves its key to a new resource** (failover's next attempt):
+//!   [`InFlightKey::repoint`], resolved by [`Repointing::moved`] or [`Repointing::unmoved`].
+//! - **The request finishes its work by more than one statement**, in one transaction (its
+//!   resource was final already, a webhook moved it first, its send never reached the
+//!   provider, a refund's or hold operation's answer): [`InFlightKey::complete`] inside that
+//!   transaction; a transaction that rolls back before it hands the key back by
+//!   [`Unfinished::Back`].
+//! - **Someone else finished the work** (the reconciler, a webhook, support): it holds no
+//!   token and completes the key by its resource, in the statement that moved it
+//!   ([`settle_by_resource`]) or, when the move took more than one, by a statement of its own
+//!   ([`complete_for_resource`]).
 
 use diesel::sql_types::{Bool, Int2, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::QueryResult;
@@ -120,18 +135,6 @@ impl InFlightKey {
         }
     }
 
-    /// The key of `request` as the request that claimed it holds it, for a test that plays
-    /// that request (the claim is the only maker otherwise).
-    #[doc(hidden)]
-    pub fn held_by_test(
-        request: &KeyedRequest,
-        resource: ResourceType,
-        resource_id: Uuid,
-        recovery_point: RecoveryPoint,
-    ) -> Self {
-        Self::new(request, resource, resource_id, recovery_point)
-    }
-
     pub fn recovery_point(&self) -> RecoveryPoint {
         self.recovery_point
     }
@@ -141,10 +144,11 @@ impl InFlightKey {
         self.key.as_str()
     }
 
-    /// The CTE `settled`, for the statement that records the answer to this key's work (which
-    /// takes the key by value, and hands it back only if it wrote nothing): completes the key,
-    /// so a replay answers with the resource as it is then.
-    pub fn settle(&self, q: &mut Statement<'_>, settle: Settle<'_>) {
+    /// The CTE `settled`, for the statement that records the answer to this key's work:
+    /// completes the key, so a replay answers with the resource as it is then. The key goes
+    /// into the statement; what the statement came to says whether it comes back
+    /// ([`Settling`]).
+    pub fn settle(self, q: &mut Statement<'_>, settle: Settle<'_>) -> Settling {
         let merchant = q.bind::<SqlUuid, _>(self.merchant_id.0);
         let key = q.bind::<Text, _>(self.key.as_str().to_owned());
         let origin = self.origin.set_config(q);
@@ -157,20 +161,21 @@ impl InFlightKey {
             settle,
             Completer::Request { origin },
         );
+        Settling(self)
     }
 
     /// The CTE `repointed`: the key now names `made_id` (the `id` of CTE `made`'s row)
     /// instead of this key's resource, with a fresh lease ending at `lease_end`: one RETURNING
     /// row exactly when the key was still ours, as claimed. Failover's one statement (see
-    /// `payments::attempts::keyed::fail_over`). The key in flight after it commits is the one
-    /// returned; if it wrote nothing, this one still is.
-    pub fn repoint<'f>(
-        &self,
-        q: &mut Statement<'f>,
+    /// `payments::attempts::keyed::fail_over`). What the statement came to says which key is
+    /// in flight after it ([`Repointing`]).
+    pub fn repoint(
+        self,
+        q: &mut Statement<'_>,
         made: &str,
         made_id: Uuid,
         lease_end: chrono::DateTime<chrono::Utc>,
-    ) -> InFlightKey {
+    ) -> Repointing {
         let merchant = q.bind::<SqlUuid, _>(self.merchant_id.0);
         let key = q.bind::<Text, _>(self.key.as_str().to_owned());
         let was = q.bind::<SqlUuid, _>(self.resource_id);
@@ -186,14 +191,15 @@ impl InFlightKey {
     RETURNING {origin})",
             in_flight = KeyState::InFlight.sql(),
         ));
-        InFlightKey {
+        let now = InFlightKey {
             merchant_id: self.merchant_id,
             key: self.key.clone(),
             resource: self.resource,
             resource_id: made_id,
             recovery_point: self.recovery_point,
             origin: self.origin.clone(),
-        }
+        };
+        Repointing { was: self, now }
     }
 
     /// Names this key's request to the event triggers for the rest of the caller's
@@ -205,13 +211,67 @@ impl InFlightKey {
 
     /// Completes this key on its own, inside the caller's transaction, for a function that
     /// took the key by value and finishes its work by more than one statement (a webhook
-    /// moved the attempt first; a send that never reached its provider).
+    /// moved the attempt first; a send that never reached its provider). A transaction that
+    /// may still roll back before it reaches this hands the key back by [`Unfinished::Back`].
     pub async fn complete(
-        &self,
+        self,
         conn: &mut AsyncPgConnection,
         recorded: &Recorded,
     ) -> QueryResult<()> {
         complete_for_resource(conn, self.merchant_id, self.key.as_str(), recorded).await
+    }
+}
+
+/// A key whose `settled` CTE is in a statement: the statement's result says which way it
+/// went. Wrote its row: the key is completed ([`written`](Self::written)). Wrote nothing (the
+/// resource was not as read): the key is still in flight and this request's
+/// ([`unwritten`](Self::unwritten)).
+#[derive(Debug)]
+#[must_use = "the statement's result says whether the key was completed or comes back"]
+pub struct Settling(InFlightKey);
+
+impl Settling {
+    /// The statement wrote its row: the key is completed, and nothing is left to hold.
+    pub fn written(self) {}
+
+    /// The statement wrote nothing: the key, still in flight, comes back.
+    pub fn unwritten(self) -> InFlightKey {
+        self.0
+    }
+}
+
+/// A key whose `repointed` CTE is in a statement: in flight on the made resource if the
+/// statement moved it, on the old one if not.
+#[derive(Debug)]
+#[must_use = "the statement's result says which key is in flight after it"]
+pub struct Repointing {
+    was: InFlightKey,
+    now: InFlightKey,
+}
+
+impl Repointing {
+    /// The key moved: in flight on the resource the statement made.
+    pub fn moved(self) -> InFlightKey {
+        self.now
+    }
+
+    /// The key did not move (it was not as claimed): as it was.
+    pub fn unmoved(self) -> InFlightKey {
+        self.was
+    }
+}
+
+/// A transaction that was to finish a key and did not: it rolled back with the key handed
+/// back (nothing was written; this request still holds the key), or it failed.
+#[derive(Debug)]
+pub enum Unfinished {
+    Back(InFlightKey),
+    Failed(diesel::result::Error),
+}
+
+impl From<diesel::result::Error> for Unfinished {
+    fn from(err: diesel::result::Error) -> Self {
+        Unfinished::Failed(err)
     }
 }
 

@@ -226,90 +226,103 @@ async fn a_scrape_sees_a_circuit_open_while_the_reconciler_sleeps() {
 /// reconciler) may have charged, so a refused send seen afterwards must leave the attempt open.
 #[tokio::test]
 async fn a_refused_send_never_fails_an_attempt_another_sender_announced() {
-    use diesel::prelude::*;
-    use payorch::db::schema::payment_attempts;
+    use payorch::db::pool::{build_pool, PoolSettings};
     use payorch::idempotency::{
-        fingerprint, IdempotencyKey, InFlightKey, KeyedRequest, Operation, RecoveryPoint,
-        ResourceType,
+        claim, fingerprint, IdempotencyKey, IdempotencyMetrics, IdempotencySettings, Keyed,
+        KeyedRequest, Keys, NewKeyQuota, Operation, RecentKeys,
     };
     use payorch::payments::attempts::failover::fail_unreached;
+    use payorch::payments::attempts::keyed::{NewAttempt, PayOrder};
     use payorch::payments::attempts::{before_resend, find_attempt};
     use payorch::providers::{ProviderCall, ProviderOutcome};
 
     let app = two_providers(patient()).await;
-    app.sandbox.set_webhook_url(None);
     let metrics = payorch::payments::metrics::PaymentMetrics::new().unwrap();
-    let mut conn = app.db.connect().await;
-    // A slow charge keeps its attempt `created` while this test plays the other sender.
-    let body = checkout_body("pm_sandbox_slow");
-    let paying = app.checkout("announced", &body);
-    let other_sender = async {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        let id = loop {
-            let found: Option<uuid::Uuid> = diesel_async::RunQueryDsl::get_result(
-                payment_attempts::table
-                    .filter(payment_attempts::idempotency_key.eq("announced"))
-                    .select(payment_attempts::id),
-                &mut conn,
-            )
-            .await
-            .optional()
-            .unwrap();
-            if let Some(id) = found {
-                break id;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the attempt was made"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        let id = payorch::ids::PaymentId(id);
-        let first_read = find_attempt(&mut conn, None, id).await.unwrap().unwrap();
-        assert_eq!(first_read.status.as_str(), "created");
-        let resend_until = chrono::Utc::now() + chrono::Duration::minutes(1);
-        assert!(before_resend(&mut conn, &first_read, resend_until)
-            .await
-            .unwrap()
-            .is_some());
-        let refused = ProviderCall {
-            outcome: ProviderOutcome::Unavailable {
-                reason: "connection refused".into(),
-            },
-            http_status: None,
-            latency: Duration::ZERO,
-        };
-        // The key the paying request holds, as this test plays that request.
-        let request = KeyedRequest {
-            merchant_id: first_read.merchant_id,
-            key: IdempotencyKey::parse(Some(b"announced")).unwrap(),
-            operation: Operation::Checkout,
-            fingerprint: fingerprint("POST", "/v1/checkout", None),
-            request_id: "req_test".into(),
-        };
-        let key = InFlightKey::held_by_test(
-            &request,
-            ResourceType::PaymentAttempt,
-            id.0,
-            RecoveryPoint::AttemptCreated,
-        );
-        let verdict = fail_unreached(&mut conn, &metrics, &first_read, &refused, key)
-            .await
-            .unwrap();
-        assert!(
-            verdict.is_err(),
-            "no verdict once another send was announced: the key is handed back"
-        );
-        let now = find_attempt(&mut conn, None, id).await.unwrap().unwrap();
-        assert_ne!(now.status.as_str(), "failed");
-        id
+    let order: Value = app
+        .post_keyed(
+            &app.merchant_key,
+            "/v1/orders",
+            Some("an-order"),
+            Some(r#"{"amount": 1000, "currency": "eur"}"#.into()),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let order_id = order["id"].as_str().expect("an order").parse().unwrap();
+    // This test is the paying request: it claims a payment's key as the request does (the
+    // claim is the only maker of a key in flight), and holds the attempt it made unsent.
+    let pool = build_pool(&app.db.url, &PoolSettings::default()).unwrap();
+    let keys = Keys {
+        settings: IdempotencySettings::default(),
+        metrics: Arc::new(IdempotencyMetrics::new().unwrap()),
+        quota: Arc::new(NewKeyQuota::new(6000)),
+        recent: RecentKeys::default(),
     };
-    let (response, id) = tokio::join!(paying, other_sender);
-    assert_eq!(response.status(), 201);
-    let settled = app.settled(&id.to_string(), Duration::from_secs(20)).await;
-    assert_eq!(settled["status"], "succeeded", "{settled}");
-    let order_id = settled["order_id"].as_str().unwrap();
-    assert_eq!(app.charges_on_both(order_id), (1, 0));
+    let request = KeyedRequest {
+        merchant_id: app.merchant_id,
+        key: IdempotencyKey::parse(Some(b"announced")).unwrap(),
+        operation: Operation::CreatePayment,
+        fingerprint: fingerprint("POST", "/v1/orders/{id}/payments", None),
+        request_id: "req_test".into(),
+    };
+    let first_check = chrono::Utc::now() + chrono::Duration::minutes(1);
+    let work = PayOrder {
+        order_id,
+        attempt: NewAttempt::new("pm_card_visa", "a", first_check),
+    };
+    let Keyed::Made {
+        made,
+        key: Some(key),
+    } = claim(&pool, &keys, &request, &work).await.unwrap()
+    else {
+        panic!("a new key, in flight on its attempt");
+    };
+    let made = made.attempt_and_order().0.expect("the attempt it made");
+    let mut conn = app.db.connect().await;
+    let first_read = find_attempt(&mut conn, None, made.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first_read.status.as_str(), "created");
+    // Another sender announces its resend under the row lock.
+    let resend_until = chrono::Utc::now() + chrono::Duration::minutes(1);
+    assert!(before_resend(&mut conn, &first_read, resend_until)
+        .await
+        .unwrap()
+        .is_some());
+    let refused = ProviderCall {
+        outcome: ProviderOutcome::Unavailable {
+            reason: "connection refused".into(),
+        },
+        http_status: None,
+        latency: Duration::ZERO,
+    };
+    let verdict = fail_unreached(&mut conn, &metrics, &first_read, &refused, key)
+        .await
+        .unwrap();
+    assert!(
+        verdict.is_err(),
+        "no verdict once another send was announced: the key is handed back"
+    );
+    let now = find_attempt(&mut conn, None, made.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(now.status.as_str(), "created");
+    let (state,): (String,) = {
+        use diesel::prelude::*;
+        use payorch::db::schema::idempotency_keys;
+        diesel_async::RunQueryDsl::get_result(
+            idempotency_keys::table
+                .filter(idempotency_keys::key.eq("announced"))
+                .select((idempotency_keys::state,)),
+            &mut conn,
+        )
+        .await
+        .unwrap()
+    };
+    assert_eq!(state, "in_flight", "nothing was written of the key");
 }
 
 #[derive(diesel::QueryableByName)]

@@ -15,6 +15,7 @@ use super::transition::{apply, Decision};
 use super::{PaymentAttempt, Source};
 use crate::db::sql::Sql;
 use crate::db::transaction::in_transaction;
+use crate::idempotency::in_flight::Unfinished;
 use crate::idempotency::InFlightKey;
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::service::recorded;
@@ -64,16 +65,17 @@ pub async fn fail_over(
     let done = in_transaction(conn, async |conn| {
         key.name_request(conn).await?;
         if fail_unsent(conn, metrics, attempt, call).await?.is_none() {
-            return Err(diesel::result::Error::RollbackTransaction);
+            return Err(Unfinished::Back(key));
         }
-        let made = next_attempt(conn, attempt, next, &key, lease_end).await?;
-        made.ok_or(diesel::result::Error::RollbackTransaction)
+        next_attempt(conn, attempt, next, key, lease_end)
+            .await?
+            .map_err(Unfinished::Back)
     })
     .await;
     match done {
         Ok((made, moved)) => Ok(FailedOver::To(Box::new(made), moved)),
-        Err(diesel::result::Error::RollbackTransaction) => Ok(FailedOver::NotAsRead(key)),
-        Err(err) => Err(err),
+        Err(Unfinished::Back(key)) => Ok(FailedOver::NotAsRead(key)),
+        Err(Unfinished::Failed(err)) => Err(err),
     }
 }
 
@@ -121,17 +123,17 @@ pub async fn fail_unreached(
 ) -> diesel::QueryResult<Result<PaymentAttempt, InFlightKey>> {
     let done = in_transaction(conn, async |conn| {
         key.name_request(conn).await?;
-        let failed = fail_unsent(conn, metrics, attempt, call)
-            .await?
-            .ok_or(diesel::result::Error::RollbackTransaction)?;
+        let Some(failed) = fail_unsent(conn, metrics, attempt, call).await? else {
+            return Err(Unfinished::Back(key));
+        };
         key.complete(conn, &recorded(&failed)).await?;
         Ok(failed)
     })
     .await;
     match done {
         Ok(failed) => Ok(Ok(failed)),
-        Err(diesel::result::Error::RollbackTransaction) => Ok(Err(key)),
-        Err(err) => Err(err),
+        Err(Unfinished::Back(key)) => Ok(Err(key)),
+        Err(Unfinished::Failed(err)) => Err(err),
     }
 }
 

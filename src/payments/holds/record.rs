@@ -152,7 +152,7 @@ pub(super) async fn record(
                 settle_key(conn, &payment).await?;
             }
         }
-        match &key {
+        match key {
             Some(key) => key.complete(conn, &recorded(&moved)).await?,
             None => settle_operation_key(conn, &moved).await?,
         }

@@ -90,7 +90,7 @@ pub(super) async fn record(
             .into();
         let decision = decide_refund(current.status, &call.outcome);
         let moved = apply(conn, current, decision, moved_by, next_check_at).await?;
-        match &key {
+        match key {
             Some(key) => key.complete(conn, &recorded(&moved)).await?,
             None => settle_key(conn, &moved).await?,
         }

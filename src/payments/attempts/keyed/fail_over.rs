@@ -16,20 +16,21 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use super::NewAttempt;
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
+use crate::idempotency::in_flight::Repointing;
 use crate::idempotency::InFlightKey;
 use crate::payments::attempts::{AttemptRow, PaymentAttempt};
 use tracing::Instrument;
 
 /// The new attempt `next` for `failed`'s order, and `key` (in flight on `failed`) moved onto
-/// it: the attempt and the key now in flight on it, or `None` if the key was not as claimed
-/// (then the caller must roll back what it wrote).
+/// it: the attempt and the key now in flight on it, or `Err` with the key handed back as it
+/// was if it was not as claimed (then the caller must roll back what it wrote).
 pub async fn next_attempt(
     conn: &mut AsyncPgConnection,
     failed: &PaymentAttempt,
     next: &NewAttempt<'_>,
-    key: &InFlightKey,
+    key: InFlightKey,
     lease_end: DateTime<Utc>,
-) -> diesel::QueryResult<Option<(PaymentAttempt, InFlightKey)>> {
+) -> diesel::QueryResult<Result<(PaymentAttempt, InFlightKey), InFlightKey>> {
     #[derive(QueryableByName)]
     struct Made {
         #[diesel(sql_type = Jsonb)]
@@ -37,27 +38,27 @@ pub async fn next_attempt(
         #[diesel(sql_type = BigInt)]
         repointed: i64,
     }
-    let (sql, moved) = statement(failed, next, key, lease_end);
+    let (sql, repointing) = statement(failed, next, key, lease_end);
     let made: Made = sql
         .load(conn)
         .instrument(span("fail_over"))
         .await
         .and_then(crate::db::one)?;
     if made.repointed != 1 {
-        return Ok(None);
+        return Ok(Err(repointing.unmoved()));
     }
     let row: AttemptRow = serde_json::from_value(made.attempt)
         .map_err(|e| diesel::result::Error::DeserializationError(Box::new(e)))?;
-    Ok(Some((row.into(), moved)))
+    Ok(Ok((row.into(), repointing.moved())))
 }
 
-/// The statement, and the key as it is once it commits.
+/// The statement, and the key it moves.
 fn statement<'f>(
     failed: &'f PaymentAttempt,
     next: &'f NewAttempt<'_>,
-    key: &InFlightKey,
+    key: InFlightKey,
     lease_end: DateTime<Utc>,
-) -> (Sql<'f>, InFlightKey) {
+) -> (Sql<'f>, Repointing) {
     let mut q = Statement::new();
     let merchant = q.bind::<SqlUuid, _>(failed.merchant_id.0);
     let client_key = q.bind::<Text, _>(key.as_str().to_owned());
@@ -65,13 +66,13 @@ fn statement<'f>(
     q.push("WITH go AS (SELECT 1),\n");
     next.insert(&mut q, merchant, client_key, "go", &order_id);
     q.push(",\n");
-    let moved = key.repoint(&mut q, "made_attempt", next.id.0, lease_end);
+    let repointing = key.repoint(&mut q, "made_attempt", next.id.0, lease_end);
     q.push(
         "
 SELECT to_jsonb(m) AS attempt, (SELECT count(*) FROM repointed) AS repointed
 FROM made_attempt m",
     );
-    (q.finish(), moved)
+    (q.finish(), repointing)
 }
 
 #[cfg(test)]
@@ -85,7 +86,7 @@ mod tests {
     fn the_statement_reads_as_its_snapshot() {
         let failed = an_attempt();
         let next = NewAttempt::new("pm_card_visa", "second", Utc::now());
-        let (sql, _) = statement(&failed, &next, &a_key_in_flight(), Utc::now());
+        let (sql, _) = statement(&failed, &next, a_key_in_flight(), Utc::now());
         assert_sql_snapshot("fail_over", &sql);
     }
 }

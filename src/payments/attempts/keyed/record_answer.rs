@@ -15,7 +15,7 @@ use diesel::OptionalExtension;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use crate::db::statement::{span, Statement};
-use crate::idempotency::in_flight::Settle;
+use crate::idempotency::in_flight::{Settle, Settling};
 use crate::idempotency::InFlightKey;
 use crate::payments::attempts::call_log::{log_create, CallRecord};
 use crate::payments::attempts::transition::{decide, move_ctes, move_of};
@@ -49,14 +49,16 @@ pub async fn record_answer(
 ) -> diesel::QueryResult<Answered> {
     let mut call = call.clone();
     let mut outcome = outcome.clone();
-    let (decision, row) = loop {
+    let mut key = key;
+    let (decision, row, settling) = loop {
         let decision = decide(attempt.status, attempt.capture_method, &outcome);
         let Some(change) = move_of(attempt.status, &decision) else {
             log_create(conn, attempt, &call).await?;
             return Ok(Answered::NotAsRead(key));
         };
         let logged = CallRecord::of(CallKind::Create, Source::Api, &call);
-        let written = statement(attempt, change, next_check_at, &key, &logged)
+        let (sql, settling) = statement(attempt, change, next_check_at, key, &logged);
+        let written = sql
             .load::<AttemptRow>(conn)
             .instrument(span("record_answer"))
             .await
@@ -71,13 +73,15 @@ pub async fn record_answer(
             {
                 outcome = contradiction(&outcome);
                 call.outcome = outcome.clone();
+                key = settling.unwritten();
             }
-            written => break (decision, written?),
+            written => break (decision, written?, settling),
         }
     };
     let Some(row) = row else {
-        return Ok(Answered::NotAsRead(key));
+        return Ok(Answered::NotAsRead(settling.unwritten()));
     };
+    settling.written();
     if let Decision::Move { to, .. } = &decision {
         metrics.transition(attempt.status, *to, Source::ProviderResponse);
     }
@@ -111,14 +115,14 @@ pub(crate) fn contradiction(outcome: &ProviderOutcome) -> ProviderOutcome {
 /// How a contradiction's call-log detail starts: what the needs-a-human list looks for.
 pub const CONTRADICTION: &str = "contradiction:";
 
-/// The statement: see the module comment.
+/// The statement (see the module comment), and the key it may complete.
 fn statement<'f>(
     attempt: &'f PaymentAttempt,
     change: Change<'f>,
     next_check_at: DateTime<Utc>,
-    key: &InFlightKey,
+    key: InFlightKey,
     call: &'f CallRecord,
-) -> crate::db::sql::Sql<'f> {
+) -> (crate::db::sql::Sql<'f>, Settling) {
     let mut q = Statement::new();
     move_ctes(
         &mut q,
@@ -128,7 +132,7 @@ fn statement<'f>(
         next_check_at,
     );
     q.push(",\n");
-    key.settle(
+    let settling = key.settle(
         &mut q,
         Settle {
             from: "moved",
@@ -147,7 +151,7 @@ called AS (
     VALUES ({merchant}, {id}, {values}))
 SELECT * FROM moved"
     ));
-    q.finish()
+    (q.finish(), settling)
 }
 
 #[cfg(test)]
@@ -170,7 +174,7 @@ mod tests {
         let decision = decide(attempt.status, attempt.capture_method, &call.outcome);
         let change = move_of(attempt.status, &decision).expect("a move");
         let logged = CallRecord::of(CallKind::Create, Source::Api, &call);
-        let sql = statement(&attempt, change, Utc::now(), &a_key_in_flight(), &logged);
+        let (sql, _) = statement(&attempt, change, Utc::now(), a_key_in_flight(), &logged);
         assert_sql_snapshot("record_answer", &sql);
     }
 }
