@@ -36,6 +36,7 @@ use crate::payments::metrics::PaymentMetrics;
 use crate::payments::reconciler;
 use crate::payments::reconciler::settings::ReconcilerSettings;
 use crate::payments::routing::RoutingCache;
+use crate::payments::webhooks::reaper::{self as webhook_reaper, WebhookReaperSettings};
 use crate::payments::Payments;
 use crate::providers::registry::Providers;
 use crate::sealing::MasterKeys;
@@ -57,6 +58,8 @@ pub struct AppSettings {
     pub reaper: ReaperSettings,
     /// How long merchant events are kept, and how often older ones are deleted.
     pub event_reaper: EventReaperSettings,
+    /// How long providers' webhooks are kept, and how often older ones are deleted.
+    pub webhook_reaper: WebhookReaperSettings,
     pub reconciler: ReconcilerSettings,
     /// The delivery worker: its pace, its retry schedule, and where it may send.
     pub delivery: DeliverySettings,
@@ -212,6 +215,11 @@ impl Application {
             tokio::spawn(event_reaper::run(
                 pool.clone(),
                 settings.event_reaper.clone(),
+                stop.clone(),
+            )),
+            tokio::spawn(webhook_reaper::run(
+                pool.clone(),
+                settings.webhook_reaper.clone(),
                 stop.clone(),
             )),
             tokio::spawn(delivery::run(deliverer, stop.clone())),

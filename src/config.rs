@@ -22,6 +22,7 @@ use crate::idempotency::reaper::ReaperSettings;
 use crate::idempotency::IdempotencySettings;
 use crate::ids::{ApiKeyId, MerchantId};
 use crate::payments::reconciler::settings::ReconcilerSettings;
+use crate::payments::webhooks::reaper::WebhookReaperSettings;
 use crate::provider_specs::ProviderSpec;
 use crate::providers::stripe::StripeConfig;
 use crate::rate_limit::Quota;
@@ -816,10 +817,12 @@ impl ServeArgs {
             event_reaper: EventReaperSettings {
                 interval: Duration::from_secs(self.idempotency.reaper_interval_secs.max(1)),
                 retention: Duration::from_secs(self.event_retention_days * 24 * 3600),
-                provider_webhook_retention: Duration::from_secs(
-                    self.provider_webhook_retention_days * 24 * 3600,
-                ),
                 ..EventReaperSettings::default()
+            },
+            webhook_reaper: WebhookReaperSettings {
+                interval: Duration::from_secs(self.idempotency.reaper_interval_secs.max(1)),
+                retention: Duration::from_secs(self.provider_webhook_retention_days * 24 * 3600),
+                ..WebhookReaperSettings::default()
             },
             reconciler: self
                 .reconciler

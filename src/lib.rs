@@ -10,6 +10,7 @@ pub mod credentials;
 pub mod db;
 pub mod delivery;
 pub mod events;
+pub mod fields;
 pub mod http;
 pub mod idempotency;
 pub mod ids;

@@ -168,6 +168,7 @@ pub fn app_settings() -> AppSettings {
         },
         reaper: Default::default(),
         event_reaper: Default::default(),
+        webhook_reaper: Default::default(),
         reconciler: Default::default(),
         delivery: Default::default(),
         auth_cache_ttl: std::time::Duration::from_secs(5),

@@ -29,10 +29,7 @@ use uuid::Uuid;
 
 use crate::db::schema::merchant_events;
 use crate::ids::{EventId, MerchantId, OrderId};
-use crate::payments::attempts::AttemptRow;
-use crate::payments::orders::{Order, OrderRow};
-use crate::payments::refunds::{Refund, RefundRow};
-use crate::payments::PaymentAttempt;
+use crate::payments::snapshot::{self, Order, PaymentAttempt, Refund};
 
 /// What changed (`merchant_events.type`, the `event_type` domain of the migration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -176,23 +173,6 @@ pub enum EventsError {
     Unreadable(#[from] UnreadableEvent),
 }
 
-#[derive(Deserialize)]
-struct PaymentSnapshot {
-    payment: AttemptRow,
-    refunds: Vec<RefundRow>,
-}
-
-#[derive(Deserialize)]
-struct OrderSnapshot {
-    order: OrderRow,
-    payments: Vec<AttemptRow>,
-}
-
-#[derive(Deserialize)]
-struct RefundSnapshot {
-    refund: RefundRow,
-}
-
 impl Event {
     pub fn from_row(row: EventRow) -> Result<Event, UnreadableEvent> {
         let id = EventId(row.id);
@@ -207,25 +187,22 @@ impl Event {
             | EventType::PaymentSucceeded
             | EventType::PaymentFailed
             | EventType::PaymentCanceled => {
-                let s: PaymentSnapshot =
-                    serde_json::from_value(row.snapshot).map_err(bad_snapshot)?;
+                let (payment, refunds) = snapshot::payment(row.snapshot).map_err(bad_snapshot)?;
                 EventObject::Payment {
-                    payment: Box::new(s.payment.into()),
-                    refunds: s.refunds.into_iter().map(Into::into).collect(),
+                    payment: Box::new(payment),
+                    refunds,
                 }
             }
             EventType::OrderPaid | EventType::OrderCanceled | EventType::OrderRefunded => {
-                let s: OrderSnapshot =
-                    serde_json::from_value(row.snapshot).map_err(bad_snapshot)?;
+                let (order, payments) = snapshot::order(row.snapshot).map_err(bad_snapshot)?;
                 EventObject::Order {
-                    order: Box::new(Order::from_row(s.order)),
-                    payments: s.payments.into_iter().map(Into::into).collect(),
+                    order: Box::new(order),
+                    payments,
                 }
             }
             EventType::RefundSucceeded | EventType::RefundFailed => {
-                let s: RefundSnapshot =
-                    serde_json::from_value(row.snapshot).map_err(bad_snapshot)?;
-                EventObject::Refund(Box::new(s.refund.into()))
+                let refund = snapshot::refund(row.snapshot).map_err(bad_snapshot)?;
+                EventObject::Refund(Box::new(refund))
             }
         };
         let request = row

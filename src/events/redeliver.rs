@@ -5,40 +5,11 @@
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Integer, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::QueryableByName;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
 use super::deliveries::Delivery;
-use super::Event;
 use crate::ids::{EndpointId, EventId};
-use crate::payments::support::audit::{self, Action, Actor, Done};
-
-/// [`redeliver`] asked by support key `actor`, with its audit row in the same transaction:
-/// the deliveries are made due and the audit says so, or neither is written.
-pub async fn redeliver_audited(
-    conn: &mut AsyncPgConnection,
-    event: &Event,
-    actor: &Actor,
-) -> diesel::QueryResult<Vec<Delivery>> {
-    conn.transaction(async |conn| {
-        let deliveries = redeliver(conn, event.id).await?;
-        audit::record(
-            conn,
-            actor,
-            Done {
-                action: Action::RedeliverEvent,
-                target_id: event.id.0,
-                merchant_id: event.merchant_id,
-                order_id: Some(event.order_id),
-                before: Some(serde_json::json!({ "event_type": event.event_type.as_str() })),
-                after: Some(serde_json::json!({ "deliveries_due": deliveries.len() })),
-            },
-        )
-        .await?;
-        Ok(deliveries)
-    })
-    .await
-}
 
 /// Makes the deliveries of `event` due now, in one statement; answers them as they stand.
 ///

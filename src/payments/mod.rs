@@ -35,9 +35,9 @@ pub mod reconciler;
 pub mod refunds;
 pub mod routing;
 pub mod service;
+pub mod snapshot;
 pub mod status;
 pub mod support;
-pub mod text;
 pub mod webhooks;
 
 pub use attempts::{PaymentAttempt, Source};

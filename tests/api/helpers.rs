@@ -312,6 +312,7 @@ pub fn test_settings() -> AppSettings {
         },
         reaper: Default::default(),
         event_reaper: Default::default(),
+        webhook_reaper: Default::default(),
         reconciler: ReconcilerSettings {
             interval: Duration::from_millis(100),
             backoff: vec![Duration::from_millis(300), Duration::from_millis(500)],

@@ -9,7 +9,9 @@ use diesel::sql_types::Text;
 use diesel_async::RunQueryDsl;
 use serde_json::{json, Value};
 
-use payorch::events::reaper::{reap_provider_webhooks, strip_stored_webhooks, EventReaperSettings};
+use payorch::payments::webhooks::reaper::{
+    reap_provider_webhooks, strip_stored_webhooks, WebhookReaperSettings,
+};
 
 use crate::helpers::TestApp;
 use crate::payments::Route;
@@ -221,11 +223,11 @@ async fn recorded(app: &TestApp) -> Vec<String> {
     ids
 }
 
-fn retention(retention: Duration) -> EventReaperSettings {
-    EventReaperSettings {
-        provider_webhook_retention: retention,
+fn retention(retention: Duration) -> WebhookReaperSettings {
+    WebhookReaperSettings {
+        retention,
         batch: 2,
-        ..EventReaperSettings::default()
+        ..WebhookReaperSettings::default()
     }
 }
 

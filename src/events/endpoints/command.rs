@@ -19,9 +19,9 @@ use crate::db::pool::PoolError;
 use crate::db::DbPool;
 use crate::events::safe_url::UrlPolicy;
 use crate::events::signing::Secret;
+use crate::fields::FieldProblems;
 use crate::idempotency::{claim, IdempotencyError, Keyed, KeyedRequest, KeyedWork, Keys, RecordAs};
 use crate::ids::EndpointId;
-use crate::payments::orders::FieldProblems;
 use crate::sealing::MasterKeys;
 
 /// Everything one endpoint request needs: the command is its input.

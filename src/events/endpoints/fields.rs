@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use super::{EnabledEvents, ALL_EVENTS};
 use crate::events::safe_url::{check_registration, UrlPolicy};
 use crate::events::EventType;
-use crate::payments::orders::{FieldProblems, MAX_DESCRIPTION_LEN};
-use crate::payments::text;
+use crate::fields::text;
+use crate::fields::{FieldProblems, MAX_DESCRIPTION_LEN};
 
 /// Longest URL an endpoint may have (`webhook_endpoints.url`'s CHECK).
 pub const MAX_URL_LEN: usize = 2048;

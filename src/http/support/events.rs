@@ -5,14 +5,17 @@
 //! transaction.
 
 use actix_web::{web, HttpResponse};
+use diesel_async::{AsyncConnection, AsyncPgConnection};
 
 use crate::accounts::Caller;
-use crate::events::find_event;
-use crate::events::redeliver::redeliver_audited;
+use crate::events::deliveries::Delivery;
+use crate::events::redeliver::redeliver;
+use crate::events::{find_event, Event};
 use crate::http::errors::ApiError;
 use crate::http::support::operator;
 use crate::http::AppState;
 use crate::ids::EventId;
+use crate::payments::support::audit::{self, Action, Actor, Done};
 use crate::views::deliveries::Redelivered;
 
 #[utoipa::path(post, path = "/v1/support/events/{id}/redeliver", tag = "support",
@@ -38,4 +41,32 @@ pub async fn redeliver_event(
     tracing::info!(support_key = %actor.key_name, event = %id, merchant = %event.merchant_id, "support redelivered an event");
     let deliveries = redeliver_audited(&mut conn, &event, &actor).await?;
     Ok(HttpResponse::Ok().json(Redelivered::new(id, deliveries)))
+}
+
+/// [`redeliver`] asked by support key `actor`, with its audit row in the same transaction:
+/// the deliveries are made due and the audit says so, or neither is written. Here, where
+/// both are at hand: `events` imports nothing of payments but the snapshot an event keeps.
+async fn redeliver_audited(
+    conn: &mut AsyncPgConnection,
+    event: &Event,
+    actor: &Actor,
+) -> diesel::QueryResult<Vec<Delivery>> {
+    conn.transaction(async |conn| {
+        let deliveries = redeliver(conn, event.id).await?;
+        audit::record(
+            conn,
+            actor,
+            Done {
+                action: Action::RedeliverEvent,
+                target_id: event.id.0,
+                merchant_id: event.merchant_id,
+                order_id: Some(event.order_id),
+                before: Some(serde_json::json!({ "event_type": event.event_type.as_str() })),
+                after: Some(serde_json::json!({ "deliveries_due": deliveries.len() })),
+            },
+        )
+        .await?;
+        Ok(deliveries)
+    })
+    .await
 }

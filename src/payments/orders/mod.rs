@@ -16,17 +16,17 @@ use uuid::Uuid;
 
 use crate::db::pool::PoolError;
 use crate::db::schema::orders;
+use crate::fields::text;
+pub use crate::fields::{FieldProblems, MAX_DESCRIPTION_LEN};
 use crate::idempotency::IdempotencyError;
 use crate::ids::{MerchantId, OrderId};
 use crate::payments::money::{Amount, Currency, MinorUnits};
 use crate::payments::status::{AttemptStatus, OrderStatus};
-use crate::payments::text;
 
 pub const MAX_METADATA_KEYS: usize = 50;
 pub const MAX_METADATA_KEY_LEN: usize = 40;
 pub const MAX_METADATA_VALUE_LEN: usize = 500;
 pub const MAX_REFERENCE_LEN: usize = 255;
-pub const MAX_DESCRIPTION_LEN: usize = 1000;
 
 /// An order (the API shows it as `views::Order`).
 #[derive(Debug, Clone)]
@@ -136,9 +136,6 @@ pub struct NewOrder {
     /// Made by the anonymous checkout demo ([`OrderFields::checkout_demo`]).
     pub checkout_demo: bool,
 }
-
-/// Field problems found while parsing: `(field pointer, message)`.
-pub type FieldProblems = Vec<(String, String)>;
 
 impl NewOrder {
     pub fn parse(

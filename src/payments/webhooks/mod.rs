@@ -11,6 +11,7 @@
 mod attempt_event;
 pub mod keyed;
 pub mod old_payloads;
+pub mod reaper;
 mod outcome;
 mod refund_event;
 pub mod retention;

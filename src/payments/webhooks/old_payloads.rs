@@ -1,6 +1,6 @@
 //! Provider webhooks stored whole, before payorch kept them through the allowlist
 //! (`providers::kept`; docs/PRODUCTION.md, section 6): their card and billing data would stay
-//! until reaped, or for ever about a payment that never ends. The event reaper rewrites them,
+//! until reaped, or for ever about a payment that never ends. Their reaper (`reaper`) rewrites them,
 //! a batch at a time, into what a new row keeps. `payload_kept` marks the rows done; it is
 //! false by default so that a row an older replica writes while an upgrade rolls is found too
 //! (migration 2026-11-27-000018), through the partial index `provider_webhooks_unkept` (so named since migration 2026-11-27-000022).

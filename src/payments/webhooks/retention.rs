@@ -2,7 +2,7 @@
 //! `--provider-webhook-retention-days` (35 by default) after everything it could be about is
 //! final — its payment, each of the payment's refunds and hold operations — and after it
 //! arrived; a webhook about no payment payorch knows, that long after it arrived. Then it is
-//! deleted by the event reaper, a batch at a time.
+//! deleted by the provider webhook reaper (`reaper`), a batch at a time.
 //!
 //! The default outlasts the providers' redeliveries (Adyen retries for up to 30 days, Stripe
 //! for 3), and a copy that comes after its row is gone is harmless all the same: it is judged
@@ -59,7 +59,7 @@ mod tests {
         let Command::Serve(serve) = cli.command else {
             panic!("serve");
         };
-        let kept = serve.app_settings().event_reaper.provider_webhook_retention;
+        let kept = serve.app_settings().webhook_reaper.retention;
         // Adyen retries a webhook for up to 30 days, Stripe for 3.
         assert!(
             kept > std::time::Duration::from_secs(30 * 24 * 3600),
@@ -76,7 +76,7 @@ mod tests {
             panic!("serve");
         };
         assert_eq!(
-            serve.app_settings().event_reaper.provider_webhook_retention,
+            serve.app_settings().webhook_reaper.retention,
             std::time::Duration::from_secs(90 * 24 * 3600)
         );
     }

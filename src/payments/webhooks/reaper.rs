@@ -1,0 +1,110 @@
+//! The provider webhook reaper: a worker in every replica that deletes the providers'
+//! webhooks past their retention (`--provider-webhook-retention-days`; [`super::retention`])
+//! and rewrites the ones an older version stored whole through the allowlist of what is kept
+//! ([`super::old_payloads`]), each a batch at a time. Here rather than at `serve`'s start: a
+//! big table does not hold the start back, and rows an older replica writes while an upgrade
+//! rolls are found on a later round. A worker of payments' own, beside the event reaper
+//! (`events::reaper`), because these rows are payments': `events` reads nothing of payments
+//! but the snapshot an event keeps (docs/DESIGN.md, "Modules and their dependencies").
+
+use std::time::Duration;
+
+use diesel_async::AsyncPgConnection;
+use tokio::sync::watch;
+
+use super::old_payloads::strip_old_payloads;
+use super::retention::delete_old_webhooks;
+use crate::db::DbPool;
+
+#[derive(Debug, Clone)]
+pub struct WebhookReaperSettings {
+    /// How often it looks (the key reaper's `--reaper-interval-secs`).
+    pub interval: Duration,
+    /// How long a provider's webhook is kept after its payment is final (or, about no
+    /// payment, after it arrived).
+    pub retention: Duration,
+    /// Rows deleted or rewritten per statement: each batch is one short transaction.
+    pub batch: i64,
+}
+
+impl Default for WebhookReaperSettings {
+    fn default() -> Self {
+        WebhookReaperSettings {
+            interval: Duration::from_secs(60),
+            retention: Duration::from_secs(35 * 24 * 3600),
+            batch: 500,
+        }
+    }
+}
+
+/// Runs until `stop` turns true.
+pub async fn run(pool: DbPool, settings: WebhookReaperSettings, mut stop: watch::Receiver<bool>) {
+    loop {
+        let reaped = match pool.get().await {
+            Ok(mut conn) => reap_provider_webhooks(&mut conn, &settings)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(err) => Err(err.to_string()),
+        };
+        match reaped {
+            Ok(0) => {}
+            Ok(deleted) => {
+                tracing::info!(deleted, "reaped provider webhooks past their retention")
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "provider webhook reaper failed; retrying later")
+            }
+        }
+        let stripped = match pool.get().await {
+            Ok(mut conn) => strip_stored_webhooks(&mut conn, &settings)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(err) => Err(err.to_string()),
+        };
+        match stripped {
+            Ok(0) => {}
+            Ok(rewritten) => tracing::info!(
+                rewritten,
+                "provider webhooks stored whole by an older version rewritten without card data"
+            ),
+            Err(err) => {
+                tracing::warn!(error = %err, "rewriting old provider webhooks failed; retrying later")
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(settings.interval) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Deletes every provider webhook past its retention, a batch at a time; how many went.
+pub async fn reap_provider_webhooks(
+    conn: &mut AsyncPgConnection,
+    settings: &WebhookReaperSettings,
+) -> diesel::QueryResult<usize> {
+    let mut deleted = 0;
+    loop {
+        let batch = delete_old_webhooks(conn, settings.batch, settings.retention).await?;
+        deleted += batch;
+        if (batch as i64) < settings.batch {
+            return Ok(deleted);
+        }
+    }
+}
+
+/// Rewrites every provider webhook stored whole into what is kept of it, a batch at a time;
+/// how many.
+pub async fn strip_stored_webhooks(
+    conn: &mut AsyncPgConnection,
+    settings: &WebhookReaperSettings,
+) -> diesel::QueryResult<usize> {
+    let mut rewritten = 0;
+    loop {
+        let batch = strip_old_payloads(conn, settings.batch).await?;
+        rewritten += batch;
+        if (batch as i64) < settings.batch {
+            return Ok(rewritten);
+        }
+    }
+}
