@@ -23,6 +23,7 @@ pub mod secret_files;
 pub mod telemetry;
 pub mod views;
 pub mod wiring;
+pub mod words;
 
 // Shared with the sandbox provider, so kept in `payorch-wire`; here where they always stood.
 pub use payorch_wire::{jitter, secret};

@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 
 use crate::db::schema::{api_keys, merchants};
 use crate::ids::{ApiKeyId, MerchantId};
+use crate::words::words;
 
 /// Who is calling, as established by their key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,31 +33,14 @@ pub enum Caller {
     },
 }
 
-/// What a support key may do (README, "Support"): read everything, or also act — void a
-/// hold, ask the provider now, redeliver an event, change a merchant's routing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SupportRole {
-    Read,
-    Operate,
-}
-
-impl SupportRole {
-    pub const ALL: [SupportRole; 2] = [SupportRole::Read, SupportRole::Operate];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SupportRole::Read => "read",
-            SupportRole::Operate => "operate",
-        }
-    }
-
-    pub fn parse(raw: &str) -> Option<SupportRole> {
-        match raw {
-            "read" => Some(SupportRole::Read),
-            "operate" => Some(SupportRole::Operate),
-            _ => None,
-        }
+words! {
+    /// What a support key may do (README, "Support"): read everything, or also act — void a
+    /// hold, ask the provider now, redeliver an event, change a merchant's routing.
+    #[derive(Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum SupportRole {
+        Read => "read",
+        Operate => "operate",
     }
 }
 

@@ -30,72 +30,39 @@ use uuid::Uuid;
 use crate::db::schema::merchant_events;
 use crate::ids::{EventId, MerchantId, OrderId};
 use crate::payments::snapshot::{self, Order, PaymentAttempt, Refund};
+use crate::words::words;
 
-/// What changed (`merchant_events.type`, the `event_type` domain of the migration).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-pub enum EventType {
-    /// A payment's outcome is not known yet (the first time only).
-    #[serde(rename = "payment.pending")]
-    PaymentPending,
-    /// The payer must pass a 3-D Secure challenge: `data.object.next_action` says where.
-    #[serde(rename = "payment.requires_action")]
-    PaymentRequiresAction,
-    /// The money is held for a later capture (`capture_method: manual`).
-    #[serde(rename = "payment.authorized")]
-    PaymentAuthorized,
-    #[serde(rename = "payment.succeeded")]
-    PaymentSucceeded,
-    #[serde(rename = "payment.failed")]
-    PaymentFailed,
-    /// Nothing was taken: a hold released, or a challenge abandoned.
-    #[serde(rename = "payment.canceled")]
-    PaymentCanceled,
-    #[serde(rename = "refund.succeeded")]
-    RefundSucceeded,
-    #[serde(rename = "refund.failed")]
-    RefundFailed,
-    #[serde(rename = "order.paid")]
-    OrderPaid,
-    #[serde(rename = "order.canceled")]
-    OrderCanceled,
-    /// All that was paid for the order is given back.
-    #[serde(rename = "order.refunded")]
-    OrderRefunded,
-}
-
-impl EventType {
-    pub const ALL: [EventType; 11] = [
-        EventType::PaymentPending,
-        EventType::PaymentRequiresAction,
-        EventType::PaymentAuthorized,
-        EventType::PaymentSucceeded,
-        EventType::PaymentFailed,
-        EventType::PaymentCanceled,
-        EventType::RefundSucceeded,
-        EventType::RefundFailed,
-        EventType::OrderPaid,
-        EventType::OrderCanceled,
-        EventType::OrderRefunded,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::PaymentPending => "payment.pending",
-            EventType::PaymentRequiresAction => "payment.requires_action",
-            EventType::PaymentAuthorized => "payment.authorized",
-            EventType::PaymentSucceeded => "payment.succeeded",
-            EventType::PaymentFailed => "payment.failed",
-            EventType::PaymentCanceled => "payment.canceled",
-            EventType::RefundSucceeded => "refund.succeeded",
-            EventType::RefundFailed => "refund.failed",
-            EventType::OrderPaid => "order.paid",
-            EventType::OrderCanceled => "order.canceled",
-            EventType::OrderRefunded => "order.refunded",
-        }
-    }
-
-    pub fn parse(raw: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == raw)
+words! {
+    /// What changed (`merchant_events.type`, the `event_type` domain of the migration).
+    #[derive(Serialize, Deserialize, utoipa::ToSchema)]
+    pub enum EventType {
+        /// A payment's outcome is not known yet (the first time only).
+        #[serde(rename = "payment.pending")]
+        PaymentPending => "payment.pending",
+        /// The payer must pass a 3-D Secure challenge: `data.object.next_action` says where.
+        #[serde(rename = "payment.requires_action")]
+        PaymentRequiresAction => "payment.requires_action",
+        /// The money is held for a later capture (`capture_method: manual`).
+        #[serde(rename = "payment.authorized")]
+        PaymentAuthorized => "payment.authorized",
+        #[serde(rename = "payment.succeeded")]
+        PaymentSucceeded => "payment.succeeded",
+        #[serde(rename = "payment.failed")]
+        PaymentFailed => "payment.failed",
+        /// Nothing was taken: a hold released, or a challenge abandoned.
+        #[serde(rename = "payment.canceled")]
+        PaymentCanceled => "payment.canceled",
+        #[serde(rename = "refund.succeeded")]
+        RefundSucceeded => "refund.succeeded",
+        #[serde(rename = "refund.failed")]
+        RefundFailed => "refund.failed",
+        #[serde(rename = "order.paid")]
+        OrderPaid => "order.paid",
+        #[serde(rename = "order.canceled")]
+        OrderCanceled => "order.canceled",
+        /// All that was paid for the order is given back.
+        #[serde(rename = "order.refunded")]
+        OrderRefunded => "order.refunded",
     }
 }
 

@@ -25,6 +25,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::{Ipv4Net, Ipv6Net};
 use reqwest::Url;
 
+use crate::words::words;
+
 /// Which URLs this server registers and sends to (`--allow-http-webhooks`,
 /// `--allow-private-webhook-addresses`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,37 +37,23 @@ pub struct UrlPolicy {
     pub allow_private: bool,
 }
 
-/// What kind of address a refused one is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AddressClass {
-    Loopback,
-    Private,
-    SharedNat,
-    LinkLocal,
-    Metadata,
-    Unspecified,
-    Multicast,
-    Broadcast,
-    Documentation,
-    Reserved,
+words! {
+    /// What kind of address a refused one is.
+    pub enum AddressClass {
+        Loopback => "loopback",
+        Private => "private",
+        SharedNat => "carrier-grade NAT",
+        LinkLocal => "link-local",
+        Metadata => "cloud metadata",
+        Unspecified => "unspecified",
+        Multicast => "multicast",
+        Broadcast => "broadcast",
+        Documentation => "documentation",
+        Reserved => "reserved",
+    }
 }
 
 impl AddressClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AddressClass::Loopback => "loopback",
-            AddressClass::Private => "private",
-            AddressClass::SharedNat => "carrier-grade NAT",
-            AddressClass::LinkLocal => "link-local",
-            AddressClass::Metadata => "cloud metadata",
-            AddressClass::Unspecified => "unspecified",
-            AddressClass::Multicast => "multicast",
-            AddressClass::Broadcast => "broadcast",
-            AddressClass::Documentation => "documentation",
-            AddressClass::Reserved => "reserved",
-        }
-    }
-
     /// Whether `policy` lets payorch send to an address of this class.
     pub fn allowed_by(self, policy: &UrlPolicy) -> bool {
         match self {

@@ -15,7 +15,7 @@ pub mod recent;
 pub mod request;
 pub mod settings;
 pub mod takeover;
-pub mod words;
+pub use crate::words;
 
 use std::sync::Arc;
 use std::time::Duration;

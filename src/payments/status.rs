@@ -6,71 +6,32 @@
 
 use serde::{Deserialize, Serialize};
 
-/// An attempt's status: `created → pending → succeeded | failed` for an automatic capture;
-/// a hold adds `authorized → succeeded | canceled`, and a challenge abandoned or a hold voided
-/// before it was authorized ends `canceled` (docs/DESIGN.md, "Holds and challenges"). Each
-/// of `pending`, `authorized`, `succeeded`, `failed` and `canceled` may also be the first
-/// answer to a `created` attempt.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    diesel::deserialize::FromSqlRow,
-    utoipa::ToSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[diesel(sql_type = diesel::sql_types::Text)]
-pub enum AttemptStatus {
-    /// Recorded; the provider call may not have gone out yet.
-    Created,
-    /// The provider has or may have the charge; its outcome is not known yet.
-    Pending,
-    /// Money held, not taken (a manual capture): captured or voided later.
-    Authorized,
-    Succeeded,
-    Failed,
-    /// Nothing was or will be taken: a hold released, or a challenge abandoned.
-    Canceled,
+use crate::words::words;
+
+words! {
+    /// An attempt's status: `created → pending → succeeded | failed` for an automatic capture;
+    /// a hold adds `authorized → succeeded | canceled`, and a challenge abandoned or a hold voided
+    /// before it was authorized ends `canceled` (docs/DESIGN.md, "Holds and challenges"). Each
+    /// of `pending`, `authorized`, `succeeded`, `failed` and `canceled` may also be the first
+    /// answer to a `created` attempt.
+    #[derive(Serialize, Deserialize, diesel::deserialize::FromSqlRow, utoipa::ToSchema)]
+    #[serde(rename_all = "snake_case")]
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub enum AttemptStatus {
+        /// Recorded; the provider call may not have gone out yet.
+        Created => "created",
+        /// The provider has or may have the charge; its outcome is not known yet.
+        Pending => "pending",
+        /// Money held, not taken (a manual capture): captured or voided later.
+        Authorized => "authorized",
+        Succeeded => "succeeded",
+        Failed => "failed",
+        /// Nothing was or will be taken: a hold released, or a challenge abandoned.
+        Canceled => "canceled",
+    }
 }
 
 impl AttemptStatus {
-    /// Every status, for the tests that hold the `attempt_status` domain to it.
-    pub const ALL: [AttemptStatus; 6] = [
-        AttemptStatus::Created,
-        AttemptStatus::Pending,
-        AttemptStatus::Authorized,
-        AttemptStatus::Succeeded,
-        AttemptStatus::Failed,
-        AttemptStatus::Canceled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttemptStatus::Created => "created",
-            AttemptStatus::Pending => "pending",
-            AttemptStatus::Authorized => "authorized",
-            AttemptStatus::Succeeded => "succeeded",
-            AttemptStatus::Failed => "failed",
-            AttemptStatus::Canceled => "canceled",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "created" => AttemptStatus::Created,
-            "pending" => AttemptStatus::Pending,
-            "authorized" => AttemptStatus::Authorized,
-            "succeeded" => AttemptStatus::Succeeded,
-            "failed" => AttemptStatus::Failed,
-            "canceled" => AttemptStatus::Canceled,
-            _ => return None,
-        })
-    }
-
     pub fn is_final(self) -> bool {
         matches!(
             self,
@@ -122,70 +83,26 @@ impl diesel::deserialize::FromSql<diesel::sql_types::Text, diesel::pg::Pg> for A
     }
 }
 
-/// An order's status.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    diesel::deserialize::FromSqlRow,
-    utoipa::ToSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[diesel(sql_type = diesel::sql_types::Text)]
-pub enum OrderStatus {
-    AwaitingPayment,
-    Processing,
-    /// Its payment holds the money; a capture pays it, a void makes it payable again.
-    Authorized,
-    Paid,
-    Canceled,
-    /// Paid, and part of it given back by succeeded refunds.
-    PartiallyRefunded,
-    /// Paid, and all of it given back.
-    Refunded,
+words! {
+    /// An order's status.
+    #[derive(Serialize, Deserialize, diesel::deserialize::FromSqlRow, utoipa::ToSchema)]
+    #[serde(rename_all = "snake_case")]
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub enum OrderStatus {
+        AwaitingPayment => "awaiting_payment",
+        Processing => "processing",
+        /// Its payment holds the money; a capture pays it, a void makes it payable again.
+        Authorized => "authorized",
+        Paid => "paid",
+        Canceled => "canceled",
+        /// Paid, and part of it given back by succeeded refunds.
+        PartiallyRefunded => "partially_refunded",
+        /// Paid, and all of it given back.
+        Refunded => "refunded",
+    }
 }
 
 impl OrderStatus {
-    /// Every status, for the tests that hold the `order_status` domain to it.
-    pub const ALL: [OrderStatus; 7] = [
-        OrderStatus::AwaitingPayment,
-        OrderStatus::Processing,
-        OrderStatus::Authorized,
-        OrderStatus::Paid,
-        OrderStatus::Canceled,
-        OrderStatus::PartiallyRefunded,
-        OrderStatus::Refunded,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OrderStatus::AwaitingPayment => "awaiting_payment",
-            OrderStatus::Processing => "processing",
-            OrderStatus::Authorized => "authorized",
-            OrderStatus::Paid => "paid",
-            OrderStatus::Canceled => "canceled",
-            OrderStatus::PartiallyRefunded => "partially_refunded",
-            OrderStatus::Refunded => "refunded",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "awaiting_payment" => OrderStatus::AwaitingPayment,
-            "processing" => OrderStatus::Processing,
-            "authorized" => OrderStatus::Authorized,
-            "paid" => OrderStatus::Paid,
-            "canceled" => OrderStatus::Canceled,
-            "partially_refunded" => OrderStatus::PartiallyRefunded,
-            "refunded" => OrderStatus::Refunded,
-            _ => return None,
-        })
-    }
-
     /// As an SQL literal (see [`AttemptStatus::sql`]).
     pub fn sql(self) -> String {
         format!("'{}'", self.as_str())

@@ -10,6 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use crate::words::words;
+
 pub mod adyen;
 pub mod circuit;
 pub mod http_call;
@@ -27,31 +29,15 @@ pub use payorch_wire::{signature, WebhookError};
 /// once no send of the attempt can still be on its way (`payment_attempts_no_record_after_sending`).
 pub const NO_RECORD: &str = "provider_no_record";
 
-/// Whether a charge takes the money at once or only holds it for a later capture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CaptureMethod {
-    Automatic,
-    Manual,
+words! {
+    /// Whether a charge takes the money at once or only holds it for a later capture.
+    pub enum CaptureMethod {
+        Automatic => "automatic",
+        Manual => "manual",
+    }
 }
 
 impl CaptureMethod {
-    pub const ALL: [CaptureMethod; 2] = [CaptureMethod::Automatic, CaptureMethod::Manual];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CaptureMethod::Automatic => "automatic",
-            CaptureMethod::Manual => "manual",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "automatic" => Some(CaptureMethod::Automatic),
-            "manual" => Some(CaptureMethod::Manual),
-            _ => None,
-        }
-    }
-
     /// A stored value: the `capture_method` domain holds only the two words, and rows made
     /// before there was a choice were all captured automatically.
     pub fn from_column(s: &str) -> Self {

@@ -409,3 +409,26 @@ async fn schema_mirrors_every_check_list_matches_its_enum() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// An enum the API shows and the database stores says the same word in both: its JSON (serde's
+/// `rename`s, written beside the variants for the OpenAPI document) is the word `words!`
+/// stores, for every variant.
+#[test]
+fn schema_mirrors_every_shown_enum_says_its_stored_word() {
+    fn check<T: serde::Serialize + std::fmt::Debug>(all: &[T], word: impl Fn(&T) -> &'static str) {
+        for value in all {
+            assert_eq!(
+                serde_json::to_value(value).unwrap(),
+                serde_json::Value::from(word(value)),
+                "{value:?} is shown as one word and stored as another"
+            );
+        }
+    }
+    check(&AttemptStatus::ALL, |v| v.as_str());
+    check(&OrderStatus::ALL, |v| v.as_str());
+    check(&EventType::ALL, |v| v.as_str());
+    check(&Source::ALL, |v| v.as_str());
+    check(&EventOutcome::ALL, |v| v.as_str());
+    check(&Action::ALL, |v| v.as_str());
+    check(&SupportRole::ALL, |v| v.as_str());
+}

@@ -25,6 +25,7 @@ use serde::Deserialize;
 use crate::db::schema::webhook_endpoints;
 use crate::events::EventType;
 use crate::ids::{EndpointId, MerchantId};
+use crate::words::words;
 
 /// The most endpoints a merchant may have that are not deleted, enabled or disabled: the
 /// number the trigger `webhook_endpoints_limit` holds (the `…_merchant_events` migration).
@@ -68,26 +69,12 @@ impl EnabledEvents {
     }
 }
 
-/// Whether payorch sends to an endpoint (`webhook_endpoints.status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndpointStatus {
-    Enabled,
-    /// Given up on (`disabled_reason` says why): it is sent nothing.
-    Disabled,
-}
-
-impl EndpointStatus {
-    pub const ALL: [EndpointStatus; 2] = [EndpointStatus::Enabled, EndpointStatus::Disabled];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EndpointStatus::Enabled => "enabled",
-            EndpointStatus::Disabled => "disabled",
-        }
-    }
-
-    fn parse(raw: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == raw)
+words! {
+    /// Whether payorch sends to an endpoint (`webhook_endpoints.status`).
+    pub enum EndpointStatus {
+        Enabled => "enabled",
+        /// Given up on (`disabled_reason` says why): it is sent nothing.
+        Disabled => "disabled",
     }
 }
 

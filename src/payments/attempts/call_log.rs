@@ -12,6 +12,7 @@ use crate::db::schema::provider_calls;
 use crate::db::statement::Statement;
 use crate::ids::{HoldOperationId, MerchantId, PaymentId, RefundId};
 use crate::providers::{ProviderCall, ProviderOutcome};
+use crate::words::words;
 
 /// One logged provider call about an attempt.
 #[derive(Debug, Clone, Queryable, Selectable)]
@@ -39,51 +40,25 @@ pub async fn provider_calls_of(
         .await
 }
 
-/// Which provider operation a call was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallKind {
-    Create,
-    Retrieve,
-    /// A read-after-write list of the provider's charges (or a charge's refunds), looked
-    /// through for payorch's own. (Rows of before #39 also say `search`: Stripe's search,
-    /// which payorch no longer asks.)
-    List,
-    /// A refund's create, or a resend of it under the refund's key.
-    CreateRefund,
-    RetrieveRefund,
-    /// A capture of a hold, or a resend of it under the operation's key.
-    Capture,
-    /// A void of a hold (or of a challenge), or a resend of it under the operation's key.
-    Cancel,
-    /// The payer is back from a challenge: what the provider decided (Adyen's
-    /// `/payments/details`, a Stripe retrieve).
-    CompleteAction,
-}
-
-impl CallKind {
-    /// Every kind, for the tests that hold the `provider_operation` domain to it.
-    pub const ALL: [CallKind; 8] = [
-        CallKind::Create,
-        CallKind::Retrieve,
-        CallKind::List,
-        CallKind::CreateRefund,
-        CallKind::RetrieveRefund,
-        CallKind::Capture,
-        CallKind::Cancel,
-        CallKind::CompleteAction,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallKind::Create => "create",
-            CallKind::Retrieve => "retrieve",
-            CallKind::List => "list",
-            CallKind::CreateRefund => "create_refund",
-            CallKind::RetrieveRefund => "retrieve_refund",
-            CallKind::Capture => "capture",
-            CallKind::Cancel => "cancel",
-            CallKind::CompleteAction => "complete_action",
-        }
+words! {
+    /// Which provider operation a call was.
+    pub enum CallKind {
+        Create => "create",
+        Retrieve => "retrieve",
+        /// A read-after-write list of the provider's charges (or a charge's refunds), looked
+        /// through for payorch's own. (Rows of before #39 also say `search`: Stripe's search,
+        /// which payorch no longer asks.)
+        List => "list",
+        /// A refund's create, or a resend of it under the refund's key.
+        CreateRefund => "create_refund",
+        RetrieveRefund => "retrieve_refund",
+        /// A capture of a hold, or a resend of it under the operation's key.
+        Capture => "capture",
+        /// A void of a hold (or of a challenge), or a resend of it under the operation's key.
+        Cancel => "cancel",
+        /// The payer is back from a challenge: what the provider decided (Adyen's
+        /// `/payments/details`, a Stripe retrieve).
+        CompleteAction => "complete_action",
     }
 }
 

@@ -2,40 +2,25 @@
 
 use serde::Serialize;
 
-/// Who moved an attempt; kept on every timeline row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Source {
-    Api,
-    ProviderResponse,
-    Webhook,
-    Reconciler,
-    Support,
+use crate::words::words;
+
+words! {
+    /// Who moved an attempt; kept on every timeline row.
+    #[derive(Serialize, utoipa::ToSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Source {
+        Api => "api",
+        ProviderResponse => "provider_response",
+        Webhook => "webhook",
+        Reconciler => "reconciler",
+        Support => "support",
+    }
 }
 
 impl Source {
-    /// Every source, for the tests that hold the `transition_source` domain to it.
-    pub const ALL: [Source; 5] = [
-        Source::Api,
-        Source::ProviderResponse,
-        Source::Webhook,
-        Source::Reconciler,
-        Source::Support,
-    ];
-
     /// As an SQL literal, for a statement whose source is fixed.
     pub fn sql(self) -> String {
         format!("'{}'", self.as_str())
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Api => "api",
-            Source::ProviderResponse => "provider_response",
-            Source::Webhook => "webhook",
-            Source::Reconciler => "reconciler",
-            Source::Support => "support",
-        }
     }
 }
 

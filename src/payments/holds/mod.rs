@@ -28,26 +28,13 @@ use crate::payments::orders::FieldProblems;
 use crate::payments::status::AttemptStatus;
 use crate::payments::PaymentAttempt;
 use crate::providers::{CancelRequest, CaptureRequest};
+use crate::words::words;
 
-/// A hold's operation: take (part of) the money, or release all of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HoldKind {
-    Capture,
-    Void,
-}
-
-impl HoldKind {
-    pub const ALL: [HoldKind; 2] = [HoldKind::Capture, HoldKind::Void];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HoldKind::Capture => "capture",
-            HoldKind::Void => "void",
-        }
-    }
-
-    fn parse(raw: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == raw)
+words! {
+    /// A hold's operation: take (part of) the money, or release all of it.
+    pub enum HoldKind {
+        Capture => "capture",
+        Void => "void",
     }
 }
 

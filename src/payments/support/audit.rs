@@ -19,6 +19,7 @@ use uuid::Uuid;
 use crate::accounts::SupportRole;
 use crate::db::schema::support_actions;
 use crate::ids::{ApiKeyId, MerchantId, OrderId};
+use crate::words::words;
 
 /// The support key that acts, as it is now.
 #[derive(Debug, Clone)]
@@ -28,35 +29,19 @@ pub struct Actor {
     pub role: SupportRole,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    ReconcilePayment,
-    VoidPayment,
-    ReconcileRefund,
-    RedeliverEvent,
-    ChangeRouting,
+words! {
+    #[derive(Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Action {
+        ReconcilePayment => "reconcile_payment",
+        VoidPayment => "void_payment",
+        ReconcileRefund => "reconcile_refund",
+        RedeliverEvent => "redeliver_event",
+        ChangeRouting => "change_routing",
+    }
 }
 
 impl Action {
-    pub const ALL: [Action; 5] = [
-        Action::ReconcilePayment,
-        Action::VoidPayment,
-        Action::ReconcileRefund,
-        Action::RedeliverEvent,
-        Action::ChangeRouting,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::ReconcilePayment => "reconcile_payment",
-            Action::VoidPayment => "void_payment",
-            Action::ReconcileRefund => "reconcile_refund",
-            Action::RedeliverEvent => "redeliver_event",
-            Action::ChangeRouting => "change_routing",
-        }
-    }
-
     /// Whether the action is taken at a provider, outside any transaction of ours: audited by
     /// an [`ask`] before it and an [`answer`] after (the table's `support_actions_asked_first`).
     pub fn is_asked_first(self) -> bool {

@@ -5,48 +5,32 @@ use serde::Serialize;
 use crate::db::pool::PoolError;
 use crate::ids::ProviderWebhookId;
 use crate::payments::event_log::LogError;
+use crate::words::words;
 
-/// What an event did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum EventOutcome {
-    /// Moved the attempt, or added to an attempt still open (its provider id).
-    Applied,
-    /// Arrived after the attempt had already moved to, or past, what it says.
-    Stale,
-    /// Contradicts the attempt's final status (`payment_failed` after `succeeded`), or what
-    /// payorch asked for (another amount, currency or charge id): not applied, counted for a
-    /// human to look at.
-    Conflict,
-    /// Names no attempt payorch knows.
-    UnknownAttempt,
-    /// A type payorch does not act on.
-    Ignored,
+words! {
+    /// What an event did.
+    #[derive(Serialize, utoipa::ToSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum EventOutcome {
+        /// Moved the attempt, or added to an attempt still open (its provider id).
+        Applied => "applied",
+        /// Arrived after the attempt had already moved to, or past, what it says.
+        Stale => "stale",
+        /// Contradicts the attempt's final status (`payment_failed` after `succeeded`), or what
+        /// payorch asked for (another amount, currency or charge id): not applied, counted for a
+        /// human to look at.
+        Conflict => "conflict",
+        /// Names no attempt payorch knows.
+        UnknownAttempt => "unknown_attempt",
+        /// A type payorch does not act on.
+        Ignored => "ignored",
+    }
 }
 
 impl EventOutcome {
-    /// Every outcome, for the tests that hold the `webhook_outcome` domain to it.
-    pub const ALL: [EventOutcome; 5] = [
-        EventOutcome::Applied,
-        EventOutcome::Stale,
-        EventOutcome::Conflict,
-        EventOutcome::UnknownAttempt,
-        EventOutcome::Ignored,
-    ];
-
     /// As an SQL literal, for a statement that records a fixed outcome.
     pub fn sql(self) -> String {
         format!("'{}'", self.as_str())
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventOutcome::Applied => "applied",
-            EventOutcome::Stale => "stale",
-            EventOutcome::Conflict => "conflict",
-            EventOutcome::UnknownAttempt => "unknown_attempt",
-            EventOutcome::Ignored => "ignored",
-        }
     }
 }
 

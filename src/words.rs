@@ -39,7 +39,7 @@ macro_rules! words {
 
         // Checked when compiled: a word names one variant, or `parse` could not undo `as_str`.
         const _: () = assert!(
-            $crate::idempotency::words::distinct(&[$($word),+]),
+            $crate::words::distinct(&[$($word),+]),
             concat!("two variants of ", stringify!($name), " share a word"),
         );
     };
