@@ -8,7 +8,14 @@
   than one file. A module's own file naming its own children (it declares them, re-exports
   and runs them) is not counted as importing them; a child naming its parent, or any file
   naming a sibling or a module elsewhere, is;
+- payorch's layering: every import between payorch's top-level modules (`src/*`) points down
+  the table LAYERS, and an import through one of DOORS names only the door's file; a
+  top-level module missing from the table is an error. The table is printed when it holds;
 - no file under src/payments/ over 500 lines.
+
+Comments, string and character literals are read token by token (`without_literals`), and a
+self-test runs first on what a regular expression got wrong before: a string continued by a
+`\\` at a line's end hid the paths after it.
 
 Run from the repository root: `python3 scripts/layout_check.py`. Exits 1 naming what breaks
 a rule. `.ci/run` runs it.
@@ -19,6 +26,36 @@ import sys
 
 CRATES = ["src", "crates/wire/src", "crates/sandbox/src", "crates/chaos/src", "crates/contract/src"]
 LONGEST = ("src/payments", 500)
+
+# payorch's top-level modules, top to bottom (docs/DESIGN.md, "Modules and their
+# dependencies"): a module imports only modules on rows below its own, so a request's data
+# flows one way, from `http` through the domain to the edges, and nothing at an edge (`db`,
+# `providers`, `telemetry`) or in `events` reaches up into `http` or `payments`. Modules on
+# one row import none of each other. A new top-level module must be given its row here.
+LAYERS = [
+    ("commands",),
+    ("config",),
+    ("wiring",),
+    ("app",),
+    ("http",),
+    ("delivery",),
+    ("views",),
+    ("events",),
+    ("payments",),
+    ("idempotency",),
+    ("credentials",),
+    ("accounts",),
+    ("provider_specs",),
+    ("providers",),
+    ("db",),
+    ("telemetry",),
+    ("rate_limit",),
+    ("bounded_map", "fields", "ids", "sealing", "secret_files", "words"),
+]
+# A narrow interface: what a module may import of one below it is only this one file. An
+# event keeps the rows of payments as they were (the outbox's snapshot) and shows them as
+# `GET` does, so `events` reads payments' values, through `payments::snapshot` alone.
+DOORS = {("events", "payments"): ("payments", "snapshot")}
 
 
 def modules(src):
@@ -194,11 +231,71 @@ def cycles(edges):
     return found
 
 
+def layering(mods, edges):
+    """Every import of a top-level module from one on its row or above it, and every import
+    through a door of anything but the door's own file."""
+    row = {name: i for i, names in enumerate(LAYERS) for name in names}
+    broken = [
+        f"src/{name}: a top-level module with no row in LAYERS (scripts/layout_check.py)"
+        for name in sorted({m[0] for m in mods if m} - set(row))
+    ]
+    for source in sorted(m for m in edges if m):
+        for target in sorted(t for t in edges[source] if t and t[0] != source[0]):
+            door = DOORS.get((source[0], target[0]))
+            if door is not None:
+                allowed = target[: len(door)] == door
+            else:
+                allowed = row.get(source[0], -1) < row.get(target[0], -1)
+            if not allowed and door is not None:
+                broken.append(
+                    f"{mods[source]} imports {'::'.join(target)}: {source[0]} may import "
+                    f"{target[0]} only through {'::'.join(door)} (DOORS)"
+                )
+            elif not allowed:
+                broken.append(
+                    f"{mods[source]} imports {'::'.join(target)}: {source[0]} may import only "
+                    f"modules on rows below its own (LAYERS)"
+                )
+    return broken
+
+
+def print_layers():
+    for names in LAYERS:
+        doors = [
+            f"(of {below}, only {'::'.join(door)})"
+            for (above, below), door in DOORS.items()
+            if above in names
+        ]
+        print("  " + " ".join([", ".join(names)] + doors))
+
+
+def self_test():
+    """The reading of literals, on what misled it before: a string continued by `\\` at a
+    line's end (payments/metrics.rs's help texts hid its import of telemetry), a `'"'`, a
+    raw string and a lifetime."""
+    continued = without_literals('"one \\\n two"; use crate::telemetry::metrics; let b = "";')
+    assert "crate::telemetry::metrics" in continued and "two" not in continued, continued
+    code = without_literals(
+        "let q = '\"'; let e = '\\''; use crate::db;\n"
+        'let r = r#"a "quoted" word"#; fn f<\'a>(x: &\'a str) {}\n'
+        "/* a /* nested */ comment */ use crate::ids;\n"
+    )
+    assert "crate::db" in code and "crate::ids" in code, code
+    assert "quoted" not in code and "nested" not in code and "<'a>" in code, code
+
+
 def main():
+    self_test()
     broken = []
     for src in CRATES:
         mods = modules(src)
         edges = {m: imports(m, p, mods) & set(mods) for m, p in mods.items()}
+        if src == "src":
+            layers = layering(mods, edges)
+            broken += layers
+            if not layers:
+                print("src: every import points down this table of layers (top first):")
+                print_layers()
         found = cycles(edges)
         for component in found:
             names = ", ".join(sorted(mods[m] for m in component))
