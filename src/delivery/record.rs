@@ -8,11 +8,15 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Integer, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid};
-use diesel::QueryableByName;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use uuid::Uuid;
 
 use super::take::{micros, Taken};
+use crate::db::schema::{delivery_attempts, event_deliveries, webhook_endpoints};
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 use crate::db::transaction::in_transaction;
 use crate::events::schedule::{failing_too_long, Verdict};
 
@@ -73,18 +77,16 @@ async fn record_failed(
     let endpoint = taken.endpoint_id().0;
     let merchant = taken.merchant_id().0;
     in_transaction(conn, async |conn| {
-        diesel::sql_query(
-            "INSERT INTO delivery_attempts \
-                 (event_id, endpoint_id, http_status, latency_ms, error) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind::<SqlUuid, _>(event)
-        .bind::<SqlUuid, _>(endpoint)
-        .bind::<Nullable<SmallInt>, _>(attempt.http_status.map(|s| s as i16))
-        .bind::<Integer, _>(i32::try_from(attempt.latency.as_millis()).unwrap_or(i32::MAX))
-        .bind::<Nullable<Text>, _>(attempt.error.as_deref())
-        .execute(conn)
-        .await?;
+        diesel::insert_into(delivery_attempts::table)
+            .values((
+                delivery_attempts::event_id.eq(event),
+                delivery_attempts::endpoint_id.eq(endpoint),
+                delivery_attempts::http_status.eq(http_status(attempt)),
+                delivery_attempts::latency_ms.eq(latency_ms(attempt)),
+                delivery_attempts::error.eq(attempt.error.as_deref()),
+            ))
+            .execute(conn)
+            .await?;
 
         let disable = if verdict == Verdict::Gone {
             Some((
@@ -92,16 +94,10 @@ async fn record_failed(
                 "it answered 410 Gone: payorch sends it nothing more",
             ))
         } else {
-            let failing: Failing = diesel::sql_query(
-                "UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, now()) \
-                 WHERE merchant_id = $1 AND id = $2 \
-                 RETURNING failing_since, now() AS now",
-            )
-            .bind::<SqlUuid, _>(merchant)
-            .bind::<SqlUuid, _>(endpoint)
-            .load(conn)
-            .await
-            .and_then(crate::db::one)?;
+            let failing: Failing = mark_failing(merchant, endpoint)
+                .load(conn)
+                .await
+                .and_then(crate::db::one)?;
             failing_too_long(failing.failing_since, failing.now).then_some((
                 "failing",
                 "every delivery to it failed for 3 days: payorch sends it nothing more",
@@ -113,52 +109,97 @@ async fn record_failed(
             Verdict::RetryAfter(wait) if disable.is_none() => ("pending", wait),
             _ => ("failed", Duration::ZERO),
         };
-        let moved = diesel::sql_query(
-            "UPDATE event_deliveries SET attempts = attempts + 1, state = $3, \
-                 next_attempt_at = CASE WHEN $3 = 'pending' \
-                     THEN now() + $4 * interval '1 microsecond' ELSE next_attempt_at END, \
-                 updated_at = now() \
-             WHERE event_id = $1 AND endpoint_id = $2 AND state = 'pending' \
-               AND next_attempt_at = $5",
-        )
-        .bind::<SqlUuid, _>(event)
-        .bind::<SqlUuid, _>(endpoint)
-        .bind::<Text, _>(state)
-        .bind::<BigInt, _>(micros(wait))
-        .bind::<Timestamptz, _>(taken.lease_until)
-        .execute(conn)
-        .await?;
+        let moved = move_delivery(event, endpoint, taken.lease_until, state, wait)
+            .execute(conn)
+            .await?;
         let mut recorded = Recorded {
             finished: (moved == 1 && state != "pending").then_some(state),
             lease_lost: moved == 0,
             ..Recorded::default()
         };
         if let Some((why, reason)) = disable {
-            let disabled = diesel::sql_query(
-                "UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $3, \
-                     updated_at = now() \
-                 WHERE merchant_id = $1 AND id = $2 AND status = 'enabled'",
+            let disabled = diesel::update(
+                webhook_endpoints::table
+                    .filter(webhook_endpoints::merchant_id.eq(merchant))
+                    .filter(webhook_endpoints::id.eq(endpoint))
+                    .filter(webhook_endpoints::status.eq("enabled")),
             )
-            .bind::<SqlUuid, _>(merchant)
-            .bind::<SqlUuid, _>(endpoint)
-            .bind::<Text, _>(reason)
+            .set((
+                webhook_endpoints::status.eq("disabled"),
+                webhook_endpoints::disabled_reason.eq(reason),
+                webhook_endpoints::updated_at.eq(diesel::dsl::now),
+            ))
             .execute(conn)
             .await?;
             if disabled == 1 {
                 recorded.disabled = Some(why);
             }
-            recorded.canceled = diesel::sql_query(
-                "UPDATE event_deliveries SET state = 'canceled', updated_at = now() \
-                 WHERE merchant_id = $1 AND endpoint_id = $2 AND state = 'pending'",
+            recorded.canceled = diesel::update(
+                event_deliveries::table
+                    .filter(event_deliveries::merchant_id.eq(merchant))
+                    .filter(event_deliveries::endpoint_id.eq(endpoint))
+                    .filter(event_deliveries::state.eq("pending")),
             )
-            .bind::<SqlUuid, _>(merchant)
-            .bind::<SqlUuid, _>(endpoint)
+            .set((
+                event_deliveries::state.eq("canceled"),
+                event_deliveries::updated_at.eq(diesel::dsl::now),
+            ))
             .execute(conn)
             .await? as u64;
         }
         Ok(recorded)
     })
     .await
+}
+
+/// The attempt's answer as the table stores it.
+fn http_status(attempt: &Attempt) -> Option<i16> {
+    attempt.http_status.map(|s| s as i16)
+}
+
+fn latency_ms(attempt: &Attempt) -> i32 {
+    i32::try_from(attempt.latency.as_millis()).unwrap_or(i32::MAX)
+}
+
+/// The endpoint failing since its first failure after a success, and the transaction's
+/// `now()` to judge how long against (whole text: `tests/sql/mark_endpoint_failing.sql`).
+fn mark_failing(merchant: Uuid, endpoint: Uuid) -> Sql<'static> {
+    let mut q = Statement::new();
+    let merchant = q.bind::<SqlUuid, _>(merchant);
+    let endpoint = q.bind::<SqlUuid, _>(endpoint);
+    q.push(format_args!(
+        "UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, now())
+WHERE merchant_id = {merchant} AND id = {endpoint}
+RETURNING failing_since, now() AS now"
+    ));
+    q.finish()
+}
+
+/// The delivery's next step after a failed attempt, `state` (`pending`: due again after
+/// `wait`; or `failed`), only while the lease still holds it: `next_attempt_at` is still the
+/// lease's end (whole text: `tests/sql/move_failed_delivery.sql`).
+fn move_delivery(
+    event: Uuid,
+    endpoint: Uuid,
+    lease_until: DateTime<Utc>,
+    state: &'static str,
+    wait: Duration,
+) -> Sql<'static> {
+    let mut q = Statement::new();
+    let event = q.bind::<SqlUuid, _>(event);
+    let endpoint = q.bind::<SqlUuid, _>(endpoint);
+    let state = q.bind::<Text, _>(state);
+    let wait = q.bind::<BigInt, _>(micros(wait));
+    let lease_until = q.bind::<Timestamptz, _>(lease_until);
+    q.push(format_args!(
+        "UPDATE event_deliveries SET attempts = attempts + 1, state = {state},
+    next_attempt_at = CASE WHEN {state} = 'pending'
+        THEN now() + {wait} * interval '1 microsecond' ELSE next_attempt_at END,
+    updated_at = now()
+WHERE event_id = {event} AND endpoint_id = {endpoint} AND state = 'pending'
+  AND next_attempt_at = {lease_until}"
+    ));
+    q.finish()
 }
 
 /// The common case, a 2xx, in one statement (one round trip, its own transaction): the
@@ -176,28 +217,15 @@ async fn record_delivered(
         #[diesel(sql_type = BigInt)]
         moved: i64,
     }
-    let moved: Moved = diesel::sql_query(
-        "WITH moved AS ( \
-             UPDATE event_deliveries SET attempts = attempts + 1, state = 'succeeded', \
-                 updated_at = now() \
-             WHERE event_id = $1 AND endpoint_id = $2 AND state = 'pending' \
-               AND next_attempt_at = $6 \
-             RETURNING 1), \
-         logged AS ( \
-             INSERT INTO delivery_attempts \
-                 (event_id, endpoint_id, http_status, latency_ms, error) \
-             VALUES ($1, $2, $4, $5, NULL)), \
-         recovered AS ( \
-             UPDATE webhook_endpoints SET failing_since = NULL \
-             WHERE merchant_id = $3 AND id = $2 AND failing_since IS NOT NULL) \
-         SELECT count(*) AS moved FROM moved",
+    let moved: Moved = delivered_statement(
+        [
+            taken.event_id().0,
+            taken.endpoint_id().0,
+            taken.merchant_id().0,
+        ],
+        taken.lease_until,
+        attempt,
     )
-    .bind::<SqlUuid, _>(taken.event_id().0)
-    .bind::<SqlUuid, _>(taken.endpoint_id().0)
-    .bind::<SqlUuid, _>(taken.merchant_id().0)
-    .bind::<Nullable<SmallInt>, _>(attempt.http_status.map(|s| s as i16))
-    .bind::<Integer, _>(i32::try_from(attempt.latency.as_millis()).unwrap_or(i32::MAX))
-    .bind::<Timestamptz, _>(taken.lease_until)
     .load(conn)
     .await
     .and_then(crate::db::one)?;
@@ -206,4 +234,61 @@ async fn record_delivered(
         lease_lost: moved.moved == 0,
         ..Recorded::default()
     })
+}
+
+/// [`record_delivered`]'s statement (whole text: `tests/sql/record_delivered.sql`).
+/// `[event, endpoint, merchant]` are the delivery's event, endpoint and merchant.
+fn delivered_statement(
+    [event, endpoint, merchant]: [Uuid; 3],
+    lease_until: DateTime<Utc>,
+    attempt: &Attempt,
+) -> Sql<'static> {
+    let mut q = Statement::new();
+    let event = q.bind::<SqlUuid, _>(event);
+    let endpoint = q.bind::<SqlUuid, _>(endpoint);
+    let merchant = q.bind::<SqlUuid, _>(merchant);
+    let status = q.bind::<Nullable<SmallInt>, _>(http_status(attempt));
+    let latency = q.bind::<Integer, _>(latency_ms(attempt));
+    let lease_until = q.bind::<Timestamptz, _>(lease_until);
+    q.push(format_args!(
+        "WITH moved AS (
+    UPDATE event_deliveries SET attempts = attempts + 1, state = 'succeeded',
+        updated_at = now()
+    WHERE event_id = {event} AND endpoint_id = {endpoint} AND state = 'pending'
+      AND next_attempt_at = {lease_until}
+    RETURNING 1),
+logged AS (
+    INSERT INTO delivery_attempts (event_id, endpoint_id, http_status, latency_ms, error)
+    VALUES ({event}, {endpoint}, {status}, {latency}, NULL)),
+recovered AS (
+    UPDATE webhook_endpoints SET failing_since = NULL
+    WHERE merchant_id = {merchant} AND id = {endpoint} AND failing_since IS NOT NULL)
+SELECT count(*) AS moved FROM moved"
+    ));
+    q.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    #[test]
+    fn the_recording_statements_read_as_their_snapshots() {
+        let id = Uuid::nil();
+        let attempt = Attempt {
+            http_status: Some(200),
+            latency: Duration::from_millis(5),
+            error: None,
+        };
+        assert_sql_snapshot(
+            "record_delivered",
+            &delivered_statement([id; 3], Utc::now(), &attempt),
+        );
+        assert_sql_snapshot("mark_endpoint_failing", &mark_failing(id, id));
+        assert_sql_snapshot(
+            "move_failed_delivery",
+            &move_delivery(id, id, Utc::now(), "pending", Duration::ZERO),
+        );
+    }
 }

@@ -14,6 +14,8 @@ use diesel::QueryableByName;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 use crate::events::endpoints::sealed::SealedSecret;
 use crate::events::EventRow;
 use crate::ids::{EndpointId, EventId, MerchantId};
@@ -88,33 +90,52 @@ pub async fn take_due(
     lease: Duration,
     batch: i64,
 ) -> diesel::QueryResult<Vec<Taken>> {
-    diesel::sql_query(
-        "WITH due AS ( \
-             SELECT event_id, endpoint_id FROM event_deliveries \
-             WHERE state = 'pending' AND next_attempt_at <= now() \
-             ORDER BY next_attempt_at LIMIT $2 \
-             FOR UPDATE SKIP LOCKED), \
-         judged AS ( \
-             SELECT due.event_id, due.endpoint_id, \
-                    e.status = 'enabled' AND e.deleted_at IS NULL AS live \
-             FROM due JOIN event_deliveries d USING (event_id, endpoint_id) \
-             JOIN webhook_endpoints e ON e.merchant_id = d.merchant_id AND e.id = d.endpoint_id) \
-         UPDATE event_deliveries d SET \
-             state = CASE WHEN judged.live THEN 'pending' ELSE 'canceled' END, \
-             next_attempt_at = CASE WHEN judged.live \
-                 THEN now() + $1 * interval '1 microsecond' ELSE d.next_attempt_at END, \
-             updated_at = now() \
-         FROM judged, webhook_endpoints e, merchant_events ev \
-         WHERE d.event_id = judged.event_id AND d.endpoint_id = judged.endpoint_id \
-           AND e.merchant_id = d.merchant_id AND e.id = d.endpoint_id AND ev.id = d.event_id \
-         RETURNING d.event_id, d.endpoint_id, d.merchant_id, d.state::text AS state, \
-                   d.attempts, d.next_attempt_at AS lease_until, e.url, e.secret, \
-                   e.previous_secret, e.previous_secret_until, \
-                   ev.id, ev.seq, ev.type::text AS event_type, ev.resource_id, ev.order_id, \
-                   ev.snapshot, ev.request, ev.created_at",
-    )
-    .bind::<BigInt, _>(micros(lease))
-    .bind::<BigInt, _>(batch)
-    .load(conn)
-    .await
+    take_due_statement(lease, batch).load(conn).await
+}
+
+/// [`take_due`]'s statement (whole text: `tests/sql/take_due_deliveries.sql`).
+fn take_due_statement(lease: Duration, batch: i64) -> Sql<'static> {
+    let mut q = Statement::new();
+    let lease = q.bind::<BigInt, _>(micros(lease));
+    let batch = q.bind::<BigInt, _>(batch);
+    q.push(format_args!(
+        "WITH due AS (
+    SELECT event_id, endpoint_id FROM event_deliveries
+    WHERE state = 'pending' AND next_attempt_at <= now()
+    ORDER BY next_attempt_at LIMIT {batch}
+    FOR UPDATE SKIP LOCKED),
+judged AS (
+    SELECT due.event_id, due.endpoint_id,
+           e.status = 'enabled' AND e.deleted_at IS NULL AS live
+    FROM due JOIN event_deliveries d USING (event_id, endpoint_id)
+    JOIN webhook_endpoints e ON e.merchant_id = d.merchant_id AND e.id = d.endpoint_id)
+UPDATE event_deliveries d SET
+    state = CASE WHEN judged.live THEN 'pending' ELSE 'canceled' END,
+    next_attempt_at = CASE WHEN judged.live
+        THEN now() + {lease} * interval '1 microsecond' ELSE d.next_attempt_at END,
+    updated_at = now()
+FROM judged, webhook_endpoints e, merchant_events ev
+WHERE d.event_id = judged.event_id AND d.endpoint_id = judged.endpoint_id
+  AND e.merchant_id = d.merchant_id AND e.id = d.endpoint_id AND ev.id = d.event_id
+RETURNING d.event_id, d.endpoint_id, d.merchant_id, d.state::text AS state,
+          d.attempts, d.next_attempt_at AS lease_until, e.url, e.secret,
+          e.previous_secret, e.previous_secret_until,
+          ev.id, ev.seq, ev.type::text AS event_type, ev.resource_id, ev.order_id,
+          ev.snapshot, ev.request, ev.created_at"
+    ));
+    q.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    #[test]
+    fn the_take_statement_reads_as_its_snapshot() {
+        assert_sql_snapshot(
+            "take_due_deliveries",
+            &take_due_statement(Duration::from_secs(30), 10),
+        );
+    }
 }
