@@ -9,6 +9,8 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
 use super::deliveries::Delivery;
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 use crate::ids::{EndpointId, EventId};
 
 /// Makes the deliveries of `event` due now, in one statement; answers them as they stand.
@@ -27,36 +29,41 @@ pub async fn redeliver(
     // One statement, so the answer is what it did, whatever a delivery worker does next. Its
     // parts see the rows as they were before it (one snapshot): the inserted rows are only
     // in `made`, the updated ones only in `due`, and `kept` is the rest.
-    let rows: Vec<Row> = diesel::sql_query(
-        "WITH event AS (SELECT id, merchant_id, type FROM merchant_events WHERE id = $1), \
-         made AS ( \
-             INSERT INTO event_deliveries (event_id, endpoint_id, merchant_id) \
-             SELECT event.id, e.id, e.merchant_id FROM event \
-             JOIN webhook_endpoints e ON e.merchant_id = event.merchant_id \
-             WHERE e.status = 'enabled' AND e.deleted_at IS NULL \
-               AND (event.type = ANY (e.enabled_events) OR '*' = ANY (e.enabled_events)) \
-             ON CONFLICT (event_id, endpoint_id) DO NOTHING \
-             RETURNING event_deliveries.*), \
-         due AS ( \
-             UPDATE event_deliveries d \
-             SET state = 'pending', next_attempt_at = now(), updated_at = now() \
-             FROM webhook_endpoints e \
-             WHERE d.event_id = $1 AND e.merchant_id = d.merchant_id AND e.id = d.endpoint_id \
-               AND e.status = 'enabled' AND e.deleted_at IS NULL \
-             RETURNING d.*), \
-         kept AS ( \
-             SELECT d.* FROM event_deliveries d WHERE d.event_id = $1 \
-               AND NOT EXISTS (SELECT 1 FROM due WHERE due.endpoint_id = d.endpoint_id)) \
-         SELECT x.event_id, x.endpoint_id, e.url, x.state, x.attempts, x.next_attempt_at, \
-                x.created_at, x.updated_at \
-         FROM (SELECT * FROM made UNION ALL SELECT * FROM due UNION ALL SELECT * FROM kept) x \
-         JOIN webhook_endpoints e ON e.merchant_id = x.merchant_id AND e.id = x.endpoint_id \
-         ORDER BY x.created_at, x.endpoint_id",
-    )
-    .bind::<SqlUuid, _>(event.0)
-    .load(conn)
-    .await?;
+    let rows: Vec<Row> = redeliver_statement(event).load(conn).await?;
     Ok(rows.into_iter().map(Row::into_delivery).collect())
+}
+
+/// [`redeliver`]'s statement (whole text: `tests/sql/redeliver_event.sql`).
+fn redeliver_statement(event: EventId) -> Sql<'static> {
+    let mut q = Statement::new();
+    let event = q.bind::<SqlUuid, _>(event.0);
+    q.push(format_args!(
+        "WITH event AS (SELECT id, merchant_id, type FROM merchant_events WHERE id = {event}),
+made AS (
+    INSERT INTO event_deliveries (event_id, endpoint_id, merchant_id)
+    SELECT event.id, e.id, e.merchant_id FROM event
+    JOIN webhook_endpoints e ON e.merchant_id = event.merchant_id
+    WHERE e.status = 'enabled' AND e.deleted_at IS NULL
+      AND (event.type = ANY (e.enabled_events) OR '*' = ANY (e.enabled_events))
+    ON CONFLICT (event_id, endpoint_id) DO NOTHING
+    RETURNING event_deliveries.*),
+due AS (
+    UPDATE event_deliveries d
+    SET state = 'pending', next_attempt_at = now(), updated_at = now()
+    FROM webhook_endpoints e
+    WHERE d.event_id = {event} AND e.merchant_id = d.merchant_id AND e.id = d.endpoint_id
+      AND e.status = 'enabled' AND e.deleted_at IS NULL
+    RETURNING d.*),
+kept AS (
+    SELECT d.* FROM event_deliveries d WHERE d.event_id = {event}
+      AND NOT EXISTS (SELECT 1 FROM due WHERE due.endpoint_id = d.endpoint_id))
+SELECT x.event_id, x.endpoint_id, e.url, x.state, x.attempts, x.next_attempt_at,
+       x.created_at, x.updated_at
+FROM (SELECT * FROM made UNION ALL SELECT * FROM due UNION ALL SELECT * FROM kept) x
+JOIN webhook_endpoints e ON e.merchant_id = x.merchant_id AND e.id = x.endpoint_id
+ORDER BY x.created_at, x.endpoint_id"
+    ));
+    q.finish()
 }
 
 #[derive(QueryableByName)]
@@ -91,5 +98,16 @@ impl Row {
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    #[test]
+    fn the_redeliver_statement_reads_as_its_snapshot() {
+        assert_sql_snapshot("redeliver_event", &redeliver_statement(EventId::new()));
     }
 }

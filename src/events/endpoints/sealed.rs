@@ -11,9 +11,13 @@
 
 use std::fmt;
 
-use diesel::sql_types::{Nullable, Text, Uuid as SqlUuid};
-use diesel::QueryableByName;
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Nullable, Text, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use crate::db::schema::webhook_endpoints;
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 
 use crate::events::signing::{Secret, SecretError};
 use crate::ids::EndpointId;
@@ -94,16 +98,10 @@ pub async fn validate_sealed_checks(conn: &mut AsyncPgConnection) -> diesel::Que
         #[diesel(sql_type = Text)]
         conname: String,
     }
-    let unvalidated: Vec<Unvalidated> = diesel::sql_query(
-        "SELECT conname::text AS conname FROM pg_constraint \
-         WHERE conrelid = 'webhook_endpoints'::regclass AND conname = ANY($1) \
-           AND NOT convalidated",
-    )
-    .bind::<diesel::sql_types::Array<Text>, _>(SEALED_CHECKS.to_vec())
-    .load(conn)
-    .await?;
+    let unvalidated: Vec<Unvalidated> = unvalidated_checks_statement().load(conn).await?;
     for check in &unvalidated {
-        // A name from the list above, not from input: safe to put in the statement.
+        // DDL, which takes no parameters. A name from the list above, not from input: safe
+        // to put in the statement.
         diesel::sql_query(format!(
             "ALTER TABLE webhook_endpoints VALIDATE CONSTRAINT {}",
             check.conname
@@ -112,6 +110,34 @@ pub async fn validate_sealed_checks(conn: &mut AsyncPgConnection) -> diesel::Que
         .await?;
     }
     Ok(unvalidated.len())
+}
+
+/// The CHECKs of [`SEALED_CHECKS`] not validated yet (whole text:
+/// `tests/sql/unvalidated_sealed_checks.sql`).
+fn unvalidated_checks_statement() -> Sql<'static> {
+    let mut q = Statement::new();
+    let checks = q.bind::<Array<Text>, _>(SEALED_CHECKS.to_vec());
+    q.push(format_args!(
+        "SELECT conname::text AS conname FROM pg_constraint
+WHERE conrelid = 'webhook_endpoints'::regclass AND conname = ANY({checks})
+  AND NOT convalidated"
+    ));
+    q.finish()
+}
+
+/// The next batch of rows whose secret or previous secret does not start with
+/// `sealed_prefix` (whole text: `tests/sql/secrets_to_reseal.sql`).
+fn to_reseal_statement(sealed_prefix: &str) -> Sql<'_> {
+    let mut q = Statement::new();
+    let prefix = q.bind::<Text, _>(sealed_prefix);
+    let batch = q.bind::<BigInt, _>(BATCH);
+    q.push(format_args!(
+        "SELECT merchant_id, id, secret, previous_secret FROM webhook_endpoints
+WHERE NOT starts_with(secret, {prefix})
+   OR NOT starts_with(COALESCE(previous_secret, {prefix}), {prefix})
+ORDER BY merchant_id, id LIMIT {batch}"
+    ));
+    q.finish()
 }
 
 /// Rows rewritten per statement.
@@ -173,16 +199,7 @@ async fn reseal(
     );
     let mut rewritten = 0;
     loop {
-        let rows: Vec<StoredSecrets> = diesel::sql_query(
-            "SELECT merchant_id, id, secret, previous_secret FROM webhook_endpoints \
-             WHERE NOT starts_with(secret, $1) \
-                OR NOT starts_with(COALESCE(previous_secret, $1), $1) \
-             ORDER BY merchant_id, id LIMIT $2",
-        )
-        .bind::<Text, _>(&sealed_prefix)
-        .bind::<diesel::sql_types::BigInt, _>(BATCH)
-        .load(conn)
-        .await?;
+        let rows: Vec<StoredSecrets> = to_reseal_statement(&sealed_prefix).load(conn).await?;
         if rows.is_empty() {
             return Ok(rewritten);
         }
@@ -199,17 +216,20 @@ async fn reseal(
             };
             let secret = reseal(&row.secret)?;
             let previous = row.previous_secret.as_deref().map(reseal).transpose()?;
-            rewritten += diesel::sql_query(
-                "UPDATE webhook_endpoints SET secret = $3, previous_secret = $4 \
-                 WHERE merchant_id = $1 AND id = $2 \
-                   AND secret = $5 AND previous_secret IS NOT DISTINCT FROM $6",
+            rewritten += diesel::update(
+                webhook_endpoints::table
+                    .filter(webhook_endpoints::merchant_id.eq(row.merchant_id))
+                    .filter(webhook_endpoints::id.eq(row.id))
+                    .filter(webhook_endpoints::secret.eq(&row.secret))
+                    .filter(
+                        webhook_endpoints::previous_secret
+                            .is_not_distinct_from(row.previous_secret.as_deref()),
+                    ),
             )
-            .bind::<SqlUuid, _>(row.merchant_id)
-            .bind::<SqlUuid, _>(row.id)
-            .bind::<Text, _>(secret.stored())
-            .bind::<Nullable<Text>, _>(previous.as_ref().map(SealedSecret::stored))
-            .bind::<Text, _>(&row.secret)
-            .bind::<Nullable<Text>, _>(row.previous_secret.as_deref())
+            .set((
+                webhook_endpoints::secret.eq(secret.stored()),
+                webhook_endpoints::previous_secret.eq(previous.as_ref().map(SealedSecret::stored)),
+            ))
             .execute(conn)
             .await?;
         }
@@ -237,5 +257,12 @@ mod tests {
             })
         ));
         assert_eq!(format!("{sealed:?}"), "SealedSecret([redacted])");
+    }
+
+    #[test]
+    fn the_sealing_statements_read_as_their_snapshots() {
+        use crate::db::snapshot::assert_sql_snapshot;
+        assert_sql_snapshot("unvalidated_sealed_checks", &unvalidated_checks_statement());
+        assert_sql_snapshot("secrets_to_reseal", &to_reseal_statement("v1:"));
     }
 }

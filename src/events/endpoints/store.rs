@@ -128,7 +128,9 @@ mod tests {
 
     #[test]
     fn the_delete_statement_reads_as_its_snapshot() {
-        let sql = delete_statement(MerchantId::new(), EndpointId::new());
-        assert_sql_snapshot("delete_webhook_endpoint", &Sql::new(&sql.text()));
+        assert_sql_snapshot(
+            "delete_webhook_endpoint",
+            &delete_statement(MerchantId::new(), EndpointId::new()),
+        );
     }
 }
