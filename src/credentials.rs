@@ -6,7 +6,6 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde::{Deserialize, Serialize};
 
@@ -116,8 +115,7 @@ pub async fn demo_account(
     let previous = previous.cloned();
     conn.transaction::<_, CredentialsError, _>(async move |conn| {
         // Replicas starting together on an empty database create one demo merchant.
-        diesel::sql_query("SELECT pg_advisory_xact_lock($1)")
-            .bind::<BigInt, _>(BOOTSTRAP_LOCK_KEY)
+        crate::db::advisory::xact_lock(BOOTSTRAP_LOCK_KEY)
             .execute(conn)
             .await?;
         let fresh = if !accounts::any_merchant_exists(conn).await? {

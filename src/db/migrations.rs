@@ -2,11 +2,13 @@
 //! together take turns instead of racing on the same DDL.
 
 use diesel::prelude::*;
-use diesel::sql_types::BigInt;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::AsyncPgConnection;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 
+use super::advisory;
+use super::sql::Sql;
+use super::statement::Statement;
 use super::url::DatabaseUrl;
 
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
@@ -46,9 +48,7 @@ pub async fn run_migrations(database_url: &str) -> Result<Vec<String>, Migration
             .map(|versions| versions.iter().map(|v| v.to_string()).collect())
             .map_err(|err| MigrationError::Migration(err.to_string()));
         // Unlock even when a migration failed; closing the connection would too.
-        diesel::sql_query("SELECT pg_advisory_unlock($1)")
-            .bind::<BigInt, _>(MIGRATION_LOCK_KEY)
-            .execute(&mut conn)?;
+        advisory::unlock(MIGRATION_LOCK_KEY).execute(&mut conn)?;
         applied
     })
     .await?
@@ -66,9 +66,7 @@ fn take_the_migration_lock(conn: &mut SyncConn) -> Result<(), diesel::result::Er
         taken: bool,
     }
     loop {
-        let Taken { taken } = diesel::sql_query("SELECT pg_try_advisory_lock($1) AS taken")
-            .bind::<BigInt, _>(MIGRATION_LOCK_KEY)
-            .get_result(conn)?;
+        let Taken { taken } = advisory::try_lock(MIGRATION_LOCK_KEY).get_result(conn)?;
         if taken {
             return Ok(());
         }
@@ -88,12 +86,31 @@ pub async fn migrations_applied(
         #[diesel(sql_type = diesel::sql_types::Text)]
         version: String,
     }
-    let query = diesel::sql_query("SELECT version FROM __diesel_schema_migrations");
-    let applied: Vec<Version> = diesel_async::RunQueryDsl::load(query, conn).await?;
+    let applied: Vec<Version> =
+        diesel_async::RunQueryDsl::load(applied_versions_statement(), conn).await?;
     let expected = diesel::migration::MigrationSource::<diesel::pg::Pg>::migrations(&MIGRATIONS)
         .map_err(diesel::result::Error::QueryBuilderError)?;
     Ok(expected.iter().all(|m| {
         let name = m.name().version().to_string();
         applied.iter().any(|a| a.version == name)
     }))
+}
+
+/// The versions the migration harness recorded as applied (whole text:
+/// `tests/sql/applied_migrations.sql`).
+fn applied_versions_statement() -> Sql<'static> {
+    let mut q = Statement::new();
+    q.push("SELECT version FROM __diesel_schema_migrations");
+    q.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    #[test]
+    fn the_catalog_statement_reads_as_its_snapshot() {
+        assert_sql_snapshot("applied_migrations", &applied_versions_statement());
+    }
 }

@@ -1,6 +1,7 @@
 //! PostgreSQL: where the database is (a `DATABASE_URL` or our private cluster), the pool,
 //! migrations and the schema.
 
+pub mod advisory;
 pub mod cluster;
 pub mod migrations;
 pub mod pool;
@@ -146,6 +147,7 @@ pub async fn create_database_if_missing(
     if database_exists(&mut conn, name).await? {
         return Ok(());
     }
+    // DDL, which takes no parameters.
     let created = diesel::sql_query(format!("CREATE DATABASE \"{name}\""))
         .execute(&mut conn)
         .await;
@@ -168,14 +170,35 @@ async fn database_exists(
     conn: &mut AsyncPgConnection,
     name: &str,
 ) -> Result<bool, diesel::result::Error> {
-    use diesel::dsl::sql;
-    use diesel::sql_types::{Bool, Text};
-    diesel::select(
-        sql::<Bool>("EXISTS (SELECT 1 FROM pg_database WHERE datname = ")
-            .bind::<Text, _>(name)
-            .sql(")"),
-    )
-    .load(conn)
-    .await
-    .and_then(crate::db::one)
+    #[derive(diesel::QueryableByName)]
+    struct Exists {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        exists: bool,
+    }
+    database_exists_statement(name)
+        .load::<Exists>(conn)
+        .await
+        .and_then(crate::db::one)
+        .map(|row| row.exists)
+}
+
+/// [`database_exists`]'s statement (whole text: `tests/sql/database_exists.sql`).
+fn database_exists_statement(name: &str) -> sql::Sql<'_> {
+    let mut q = statement::Statement::new();
+    let name = q.bind::<diesel::sql_types::Text, _>(name);
+    q.push(format_args!(
+        "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = {name}) AS exists"
+    ));
+    q.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    #[test]
+    fn the_catalog_statement_reads_as_its_snapshot() {
+        assert_sql_snapshot("database_exists", &database_exists_statement("payorch"));
+    }
 }

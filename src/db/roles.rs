@@ -8,6 +8,9 @@ use diesel::sql_types::{Bool, Text};
 use diesel::QueryableByName;
 use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 
+use super::sql::Sql;
+use super::statement::Statement;
+
 /// The group role migration 2026-11-27-000016_runtime_role grants the service's rights to.
 pub const RUNTIME_GROUP: &str = "payorch_runtime";
 
@@ -34,16 +37,23 @@ impl RoleReach {
 
 /// The role of `conn`'s session, and whether it could bypass an invariant.
 pub async fn role_reach(conn: &mut AsyncPgConnection) -> Result<RoleReach, diesel::result::Error> {
-    diesel::sql_query(
-        "SELECT current_user::text AS role, \
-                (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS superuser, \
-                EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = 'public' \
-                        AND tablename = 'payment_attempts' \
-                        AND pg_has_role(current_user, tableowner, 'MEMBER')) AS owns_tables",
-    )
-    .load::<RoleReach>(conn)
-    .await
-    .and_then(crate::db::one)
+    role_reach_statement()
+        .load::<RoleReach>(conn)
+        .await
+        .and_then(crate::db::one)
+}
+
+/// [`role_reach`]'s statement (whole text: `tests/sql/role_reach.sql`).
+fn role_reach_statement() -> Sql<'static> {
+    let mut q = Statement::new();
+    q.push(
+        "SELECT current_user::text AS role,
+       (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS superuser,
+       EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = 'public'
+               AND tablename = 'payment_attempts'
+               AND pg_has_role(current_user, tableowner, 'MEMBER')) AS owns_tables",
+    );
+    q.finish()
 }
 
 /// Makes the private cluster's runtime login role `login`, a member of [`RUNTIME_GROUP`],
@@ -53,6 +63,8 @@ pub async fn create_runtime_login(
     conn: &mut AsyncPgConnection,
     login: &str,
 ) -> Result<(), diesel::result::Error> {
+    // DDL in a DO block, which takes no parameters: `login` is the cluster's own name for
+    // its runtime role, never input.
     // Two processes opening one cluster at once may both find a role missing: whoever comes
     // second is told it exists, which is what it wanted.
     conn.batch_execute(&format!(
@@ -68,4 +80,15 @@ pub async fn create_runtime_login(
          END $$"
     ))
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    #[test]
+    fn the_catalog_statement_reads_as_its_snapshot() {
+        assert_sql_snapshot("role_reach", &role_reach_statement());
+    }
 }

@@ -81,6 +81,16 @@ impl<'f> Sql<'f> {
         }
     }
 
+    /// The same text without its values, for a test that only reads the text (a snapshot of
+    /// a statement whose values borrow what the test made).
+    #[cfg(test)]
+    pub(crate) fn text_only(&self) -> Sql<'static> {
+        Sql {
+            pieces: split(&self.text()),
+            values: Vec::new(),
+        }
+    }
+
     /// The text as the database receives it, `$n` and all: what the statement snapshots
     /// compare.
     pub fn text(&self) -> String {
@@ -164,6 +174,10 @@ impl QueryId for Sql<'_> {
 impl Query for Sql<'_> {
     type SqlType = Untyped;
 }
+
+/// Run on a synchronous connection too: the migrations' lock is taken on the connection the
+/// (synchronous) migration harness drives (`db::migrations`).
+impl<Conn> diesel::RunQueryDsl<Conn> for Sql<'_> {}
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,1 @@
+SELECT version FROM __diesel_schema_migrations
