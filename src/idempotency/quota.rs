@@ -24,6 +24,8 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 use crate::db::DbPool;
 use crate::ids::MerchantId;
 
@@ -130,17 +132,9 @@ impl NewKeyQuota {
             }
         }
         if !merchants.is_empty() {
-            diesel::sql_query(
-                "INSERT INTO key_quota_counts (merchant_id, replica_id, minute, opened) \
-                 SELECT m, $1, n, c FROM unnest($2::uuid[], $3::bigint[], $4::bigint[]) AS u(m, n, c) \
-                 ON CONFLICT (merchant_id, replica_id, minute) DO UPDATE SET opened = EXCLUDED.opened",
-            )
-            .bind::<SqlUuid, _>(self.replica)
-            .bind::<Array<SqlUuid>, _>(&merchants)
-            .bind::<Array<BigInt>, _>(&minutes)
-            .bind::<Array<BigInt>, _>(&counts)
-            .execute(conn)
-            .await?;
+            write_counts_statement(self.replica, &merchants, &minutes, &counts)
+                .execute(conn)
+                .await?;
         }
         #[derive(QueryableByName)]
         struct PeerCount {
@@ -151,15 +145,9 @@ impl NewKeyQuota {
             #[diesel(sql_type = BigInt)]
             opened: i64,
         }
-        let peers: Vec<PeerCount> = diesel::sql_query(
-            "WITH gone AS (DELETE FROM key_quota_counts WHERE minute < $2 - 2) \
-             SELECT merchant_id, minute, sum(opened)::bigint AS opened FROM key_quota_counts \
-             WHERE minute >= $2 - 1 AND replica_id <> $1 GROUP BY merchant_id, minute",
-        )
-        .bind::<SqlUuid, _>(self.replica)
-        .bind::<BigInt, _>(minute as i64)
-        .load(conn)
-        .await?;
+        let peers: Vec<PeerCount> = peer_counts_statement(self.replica, minute as i64)
+            .load(conn)
+            .await?;
         let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         for window in windows.values_mut() {
             window.peers_current = 0;
@@ -177,6 +165,43 @@ impl NewKeyQuota {
         }
         Ok(())
     }
+}
+
+/// This replica's counts, one row per merchant and minute, written over its earlier ones
+/// (whole text: `tests/sql/write_key_quota_counts.sql`). The rows go as three arrays, so
+/// the text is the same however many there are.
+fn write_counts_statement<'f>(
+    replica: Uuid,
+    merchants: &'f [Uuid],
+    minutes: &'f [i64],
+    counts: &'f [i64],
+) -> Sql<'f> {
+    let mut q = Statement::new();
+    let replica = q.bind::<SqlUuid, _>(replica);
+    let merchants = q.bind::<Array<SqlUuid>, _>(merchants);
+    let minutes = q.bind::<Array<BigInt>, _>(minutes);
+    let counts = q.bind::<Array<BigInt>, _>(counts);
+    q.push(format_args!(
+        "INSERT INTO key_quota_counts (merchant_id, replica_id, minute, opened)
+SELECT m, {replica}, n, c
+FROM unnest({merchants}::uuid[], {minutes}::bigint[], {counts}::bigint[]) AS u(m, n, c)
+ON CONFLICT (merchant_id, replica_id, minute) DO UPDATE SET opened = EXCLUDED.opened"
+    ));
+    q.finish()
+}
+
+/// The other replicas' counts of this `minute` and the one before, after deleting the rows
+/// no replica reads any more (whole text: `tests/sql/peer_key_quota_counts.sql`).
+fn peer_counts_statement(replica: Uuid, minute: i64) -> Sql<'static> {
+    let mut q = Statement::new();
+    let replica = q.bind::<SqlUuid, _>(replica);
+    let minute = q.bind::<BigInt, _>(minute);
+    q.push(format_args!(
+        "WITH gone AS (DELETE FROM key_quota_counts WHERE minute < {minute} - 2)
+SELECT merchant_id, minute, sum(opened)::bigint AS opened FROM key_quota_counts
+WHERE minute >= {minute} - 1 AND replica_id <> {replica} GROUP BY merchant_id, minute"
+    ));
+    q.finish()
 }
 
 /// The current wall-clock minute (shared by every replica) and how far into it we are, in ms.
@@ -212,6 +237,17 @@ pub async fn run_sync(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    #[test]
+    fn the_sync_statements_read_as_their_snapshots() {
+        let replica = Uuid::nil();
+        assert_sql_snapshot(
+            "write_key_quota_counts",
+            &write_counts_statement(replica, &[replica], &[1], &[1]),
+        );
+        assert_sql_snapshot("peer_key_quota_counts", &peer_counts_statement(replica, 1));
+    }
 
     #[test]
     fn refuses_past_the_limit_and_counts_only_kept_keys() {

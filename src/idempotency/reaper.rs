@@ -18,6 +18,8 @@ use diesel::sql_types::BigInt;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::{IdempotencyMetrics, KeyState};
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 use crate::db::DbPool;
 
 #[derive(Debug, Clone)]
@@ -119,44 +121,57 @@ pub async fn retire_expired(
     batch: i64,
     horizon_ms: i64,
 ) -> QueryResult<usize> {
-    // `state <> 'in_flight'` is the predicate of the partial index the reaper scans.
-    diesel::sql_query(format!(
-        "UPDATE idempotency_keys k SET state = {expired}, response_status = NULL, \
-             response_body = NULL, locked_until = NULL, \
-             expires_at = greatest(k.created_at + $2 * interval '1 millisecond', k.expires_at), \
-             updated_at = now() \
-         FROM ( \
-             SELECT merchant_id, key FROM idempotency_keys i \
-             WHERE state <> {in_flight} AND state = {completed} AND NOT unresolved \
-               AND expires_at < now() AND idempotency_key_made_money_move(i) AND NOT idempotency_key_work_is_open(i) \
-             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) due \
-         WHERE k.merchant_id = due.merchant_id AND k.key = due.key",
+    retire_statement(batch, horizon_ms).execute(conn).await
+}
+
+/// [`retire_expired`]'s statement (whole text: `tests/sql/retire_expired_keys.sql`). The
+/// states are written as words, not bound: `state <> 'in_flight'` is the predicate of the
+/// partial index the reaper scans, which a plan made for any parameter could not use.
+fn retire_statement(batch: i64, horizon_ms: i64) -> Sql<'static> {
+    let mut q = Statement::new();
+    let batch = q.bind::<BigInt, _>(batch);
+    let horizon_ms = q.bind::<BigInt, _>(horizon_ms);
+    q.push(format_args!(
+        "UPDATE idempotency_keys k SET state = {expired}, response_status = NULL,
+    response_body = NULL, locked_until = NULL,
+    expires_at = greatest(k.created_at + {horizon_ms} * interval '1 millisecond', k.expires_at),
+    updated_at = now()
+FROM (
+    SELECT merchant_id, key FROM idempotency_keys i
+    WHERE state <> {in_flight} AND state = {completed} AND NOT unresolved
+      AND expires_at < now() AND idempotency_key_made_money_move(i)
+      AND NOT idempotency_key_work_is_open(i)
+    ORDER BY expires_at LIMIT {batch} FOR UPDATE SKIP LOCKED) due
+WHERE k.merchant_id = due.merchant_id AND k.key = due.key",
         expired = KeyState::Expired.sql(),
         in_flight = KeyState::InFlight.sql(),
         completed = KeyState::Completed.sql(),
-    ))
-    .bind::<BigInt, _>(batch)
-    .bind::<BigInt, _>(horizon_ms)
-    .execute(conn)
-    .await
+    ));
+    q.finish()
 }
 
 /// Deletes up to `batch` keys whose time is up: keys of orders and cancels past their TTL,
 /// and retired keys past their horizon. Returns how many went; their keys are free again.
 pub async fn delete_expired(conn: &mut AsyncPgConnection, batch: i64) -> QueryResult<usize> {
-    diesel::sql_query(format!(
-        "DELETE FROM idempotency_keys k USING ( \
-             SELECT merchant_id, key FROM idempotency_keys i \
-             WHERE state <> {in_flight} AND NOT unresolved AND expires_at < now() \
-               AND (state = {expired} OR NOT idempotency_key_made_money_move(i)) \
-             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) gone \
-         WHERE k.merchant_id = gone.merchant_id AND k.key = gone.key",
+    delete_statement(batch).execute(conn).await
+}
+
+/// [`delete_expired`]'s statement (whole text: `tests/sql/delete_expired_keys.sql`); the
+/// states as words, as in [`retire_statement`].
+fn delete_statement(batch: i64) -> Sql<'static> {
+    let mut q = Statement::new();
+    let batch = q.bind::<BigInt, _>(batch);
+    q.push(format_args!(
+        "DELETE FROM idempotency_keys k USING (
+    SELECT merchant_id, key FROM idempotency_keys i
+    WHERE state <> {in_flight} AND NOT unresolved AND expires_at < now()
+      AND (state = {expired} OR NOT idempotency_key_made_money_move(i))
+    ORDER BY expires_at LIMIT {batch} FOR UPDATE SKIP LOCKED) gone
+WHERE k.merchant_id = gone.merchant_id AND k.key = gone.key",
         in_flight = KeyState::InFlight.sql(),
         expired = KeyState::Expired.sql(),
-    ))
-    .bind::<BigInt, _>(batch)
-    .execute(conn)
-    .await
+    ));
+    q.finish()
 }
 
 /// The planner's estimate of the key table's size: cheap enough to read on every scrape.
@@ -166,13 +181,33 @@ pub async fn estimated_key_count(conn: &mut AsyncPgConnection) -> QueryResult<i6
         #[diesel(sql_type = BigInt)]
         rows: i64,
     }
-    diesel::sql_query(
-        "SELECT coalesce(n_live_tup, 0)::bigint AS rows FROM pg_stat_user_tables \
-         WHERE relname = 'idempotency_keys'",
-    )
-    .load::<Estimate>(conn)
-    .await
-    .and_then(crate::db::one)
-    .optional()
-    .map(|e| e.map_or(0, |e| e.rows))
+    estimate_statement()
+        .load::<Estimate>(conn)
+        .await
+        .and_then(crate::db::one)
+        .optional()
+        .map(|e| e.map_or(0, |e| e.rows))
+}
+
+/// [`estimated_key_count`]'s statement (whole text: `tests/sql/estimated_key_count.sql`).
+fn estimate_statement() -> Sql<'static> {
+    let mut q = Statement::new();
+    q.push(
+        "SELECT coalesce(n_live_tup, 0)::bigint AS rows FROM pg_stat_user_tables
+WHERE relname = 'idempotency_keys'",
+    );
+    q.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    #[test]
+    fn the_reaper_statements_read_as_their_snapshots() {
+        assert_sql_snapshot("retire_expired_keys", &retire_statement(500, 1));
+        assert_sql_snapshot("delete_expired_keys", &delete_statement(500));
+        assert_sql_snapshot("estimated_key_count", &estimate_statement());
+    }
 }

@@ -47,8 +47,8 @@ pub(crate) mod snapshot {
             request_id: "req_test".into(),
         };
         let sql = claim_statement(&IdempotencySettings::default(), &request, work, true);
-        // Only its text is read: the values may go.
-        Sql::new(&sql.text())
+        // Only its text is read: the values, which borrow `request`, may go.
+        sql.text_only()
     }
 }
 
