@@ -13,6 +13,8 @@ use diesel::QueryableByName;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use crate::bounded_map::BoundedMap;
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 use crate::ids::ApiKeyId;
 
 /// A key's use is written at most once in this long by one replica.
@@ -68,18 +70,7 @@ impl KeyUses {
         }
         // The last SELECT reads the snapshot before the UPDATE: the keys that exist and were
         // not written (locked), to try again; a key that no longer exists is not kept.
-        let skipped: QueryResult<Vec<Skipped>> = diesel::sql_query(
-            "WITH written AS ( \
-                 UPDATE api_keys SET last_used_at = now() \
-                 WHERE id IN (SELECT id FROM api_keys WHERE id = ANY($1) \
-                              FOR UPDATE SKIP LOCKED) \
-                 RETURNING id) \
-             SELECT id FROM api_keys \
-             WHERE id = ANY($1) AND id NOT IN (SELECT id FROM written)",
-        )
-        .bind::<Array<SqlUuid>, _>(&keys)
-        .load(conn)
-        .await;
+        let skipped: QueryResult<Vec<Skipped>> = write_statement(&keys).load(conn).await;
         match skipped {
             Ok(skipped) => {
                 let written = keys.len() - skipped.len();
@@ -99,9 +90,33 @@ impl KeyUses {
     }
 }
 
+/// [`KeyUses::write`]'s statement (whole text: `tests/sql/write_keys_last_used.sql`).
+fn write_statement(keys: &[uuid::Uuid]) -> Sql<'_> {
+    let mut q = Statement::new();
+    let keys = q.bind::<Array<SqlUuid>, _>(keys);
+    q.push(format_args!(
+        "WITH written AS (
+    UPDATE api_keys SET last_used_at = now()
+    WHERE id IN (SELECT id FROM api_keys WHERE id = ANY({keys}) FOR UPDATE SKIP LOCKED)
+    RETURNING id)
+SELECT id FROM api_keys
+WHERE id = ANY({keys}) AND id NOT IN (SELECT id FROM written)"
+    ));
+    q.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    #[test]
+    fn the_write_statement_reads_as_its_snapshot() {
+        assert_sql_snapshot(
+            "write_keys_last_used",
+            &write_statement(&[uuid::Uuid::nil()]),
+        );
+    }
 
     #[test]
     fn a_key_is_noted_once_a_minute() {

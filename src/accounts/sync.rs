@@ -29,6 +29,8 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use tokio::sync::watch;
 
 use super::{CallerCache, SecretHash};
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 use crate::db::DbPool;
 
 /// How long a change is evicted again by later looks, after the look that first saw it.
@@ -59,16 +61,7 @@ pub async fn life_changes_since(
     conn: &mut AsyncPgConnection,
     from: Option<i64>,
 ) -> diesel::QueryResult<(i64, Vec<Change>)> {
-    let rows: Vec<LookRow> = diesel::sql_query(
-        "SELECT (now.xmin::text)::bigint AS xmin, k.secret_sha256 AS hash, \
-                (k.life_changed_xid::text)::bigint AS xid \
-         FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) AS now \
-         LEFT JOIN api_keys AS k \
-           ON k.life_changed_xid >= COALESCE(($1::text)::xid8, now.xmin)",
-    )
-    .bind::<Nullable<BigInt>, _>(from)
-    .load(conn)
-    .await?;
+    let rows: Vec<LookRow> = look_statement(from).load(conn).await?;
     let xmin = <[LookRow]>::first(&rows)
         .map(|row| row.xmin)
         .ok_or(diesel::NotFound)?;
@@ -80,6 +73,20 @@ pub async fn life_changes_since(
         })
         .collect();
     Ok((xmin, changes))
+}
+
+/// [`life_changes_since`]'s statement (whole text: `tests/sql/key_life_changes.sql`).
+fn look_statement(from: Option<i64>) -> Sql<'static> {
+    let mut q = Statement::new();
+    let from = q.bind::<Nullable<BigInt>, _>(from);
+    q.push(format_args!(
+        "SELECT (now.xmin::text)::bigint AS xmin, k.secret_sha256 AS hash,
+       (k.life_changed_xid::text)::bigint AS xid
+FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) AS now
+LEFT JOIN api_keys AS k
+  ON k.life_changed_xid >= COALESCE(({from}::text)::xid8, now.xmin)"
+    ));
+    q.finish()
 }
 
 /// What the poll remembers between looks: the xmins of the recent looks, oldest first (the
@@ -188,6 +195,12 @@ pub async fn run_last_used(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    #[test]
+    fn the_look_reads_as_its_snapshot() {
+        assert_sql_snapshot("key_life_changes", &look_statement(Some(1)));
+    }
 
     fn ago(looks: &mut Looks, by: Duration) {
         for (at, _) in looks.recent.iter_mut() {
