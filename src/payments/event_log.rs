@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 use crate::db::DbPool;
 
 /// Most events in one statement: a bound on the statement's size, far above a second's worth
@@ -131,30 +132,52 @@ async fn insert(pool: &DbPool, rows: &[&EventRow]) -> Result<HashSet<Uuid>, LogE
         id: Uuid,
     }
     let mut conn = pool.get().await?;
+    let inserted: Vec<Inserted> = insert_statement(rows).load(&mut conn).await?;
+    Ok(inserted.into_iter().map(|row| row.id).collect())
+}
+
+/// The statement of [`insert`]: the rows as one array per column, unnested (whole text:
+/// `tests/sql/log_webhook_events.sql`).
+fn insert_statement(rows: &[&EventRow]) -> Sql<'static> {
     let column = |f: fn(&EventRow) -> String| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
-    let inserted: Vec<Inserted> = Sql::new(
-        "INSERT INTO provider_webhooks (id, provider, provider_event_id, event_type, outcome, \
-             detail, merchant_id, attempt_id, payload, provider_created_at, payload_kept) \
-         SELECT *, true FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], \
-             $5::text[], $6::text[], $7::uuid[], $8::uuid[], $9::jsonb[], $10::timestamptz[]) \
-         ON CONFLICT (provider, provider_event_id) DO NOTHING \
-         RETURNING id",
-    )
-    .bind::<Array<SqlUuid>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
-    .bind::<Array<Text>, _>(column(|r| r.provider.clone()))
-    .bind::<Array<Text>, _>(column(|r| r.provider_event_id.clone()))
-    .bind::<Array<Text>, _>(column(|r| r.event_type.clone()))
-    .bind::<Array<Text>, _>(column(|r| r.outcome.to_owned()))
-    .bind::<Array<Text>, _>(column(|r| r.detail.clone()))
-    .bind::<Array<Nullable<SqlUuid>>, _>(rows.iter().map(|r| r.merchant_id).collect::<Vec<_>>())
-    .bind::<Array<Nullable<SqlUuid>>, _>(rows.iter().map(|r| r.attempt_id).collect::<Vec<_>>())
-    .bind::<Array<Jsonb>, _>(rows.iter().map(|r| r.payload.clone()).collect::<Vec<_>>())
-    .bind::<Array<Timestamptz>, _>(
+    let mut q = Statement::new();
+    let ids = q.bind::<Array<SqlUuid>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>());
+    let providers = q.bind::<Array<Text>, _>(column(|r| r.provider.clone()));
+    let event_ids = q.bind::<Array<Text>, _>(column(|r| r.provider_event_id.clone()));
+    let types = q.bind::<Array<Text>, _>(column(|r| r.event_type.clone()));
+    let outcomes = q.bind::<Array<Text>, _>(column(|r| r.outcome.to_owned()));
+    let details = q.bind::<Array<Text>, _>(column(|r| r.detail.clone()));
+    let merchants = q.bind::<Array<Nullable<SqlUuid>>, _>(
+        rows.iter().map(|r| r.merchant_id).collect::<Vec<_>>(),
+    );
+    let attempts = q
+        .bind::<Array<Nullable<SqlUuid>>, _>(rows.iter().map(|r| r.attempt_id).collect::<Vec<_>>());
+    let payloads =
+        q.bind::<Array<Jsonb>, _>(rows.iter().map(|r| r.payload.clone()).collect::<Vec<_>>());
+    let created = q.bind::<Array<Timestamptz>, _>(
         rows.iter()
             .map(|r| r.provider_created_at)
             .collect::<Vec<_>>(),
-    )
-    .load(&mut conn)
-    .await?;
-    Ok(inserted.into_iter().map(|row| row.id).collect())
+    );
+    q.push(format_args!(
+        "INSERT INTO provider_webhooks (id, provider, provider_event_id, event_type, outcome,
+    detail, merchant_id, attempt_id, payload, provider_created_at, payload_kept)
+SELECT *, true FROM unnest({ids}::uuid[], {providers}::text[], {event_ids}::text[],
+    {types}::text[], {outcomes}::text[], {details}::text[], {merchants}::uuid[],
+    {attempts}::uuid[], {payloads}::jsonb[], {created}::timestamptz[])
+ON CONFLICT (provider, provider_event_id) DO NOTHING
+RETURNING id"
+    ));
+    q.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    #[test]
+    fn the_statement_reads_as_its_snapshot() {
+        assert_sql_snapshot("log_webhook_events", &insert_statement(&[]));
+    }
 }

@@ -4,8 +4,7 @@
 //! it, ever. An unknown outcome or a decline never does.
 
 use chrono::{DateTime, Utc};
-use diesel::sql_types::{Bool, Timestamptz, Uuid as SqlUuid};
-use diesel::{OptionalExtension, QueryableByName};
+use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::call_log::log_create;
@@ -13,7 +12,7 @@ use super::keyed::fail_over::next_attempt;
 use super::keyed::NewAttempt;
 use super::transition::{apply, Decision};
 use super::{PaymentAttempt, Source};
-use crate::db::sql::Sql;
+use crate::db::schema::payment_attempts::dsl as a;
 use crate::db::transaction::in_transaction;
 use crate::idempotency::in_flight::Unfinished;
 use crate::idempotency::InFlightKey;
@@ -147,22 +146,18 @@ async fn still_unsent(
     conn: &mut AsyncPgConnection,
     attempt: &PaymentAttempt,
 ) -> diesel::QueryResult<bool> {
-    #[derive(QueryableByName)]
-    struct Unsent {
-        #[diesel(sql_type = Bool)]
-        unsent: bool,
-    }
-    let row: Option<Unsent> = Sql::new(&format!(
-        "SELECT (status = {created} AND sending_until = $3) AS unsent FROM payment_attempts \
-             WHERE merchant_id = $1 AND id = $2 FOR UPDATE",
-        created = AttemptStatus::Created.sql()
-    ))
-    .bind::<SqlUuid, _>(attempt.merchant_id.0)
-    .bind::<SqlUuid, _>(attempt.id.0)
-    .bind::<Timestamptz, _>(attempt.sending_until)
-    .load(conn)
-    .await
-    .and_then(crate::db::one)
-    .optional()?;
-    Ok(row.is_some_and(|r| r.unsent))
+    let unsent: Option<bool> = a::payment_attempts
+        .find((attempt.merchant_id.0, attempt.id.0))
+        .select(
+            a::status
+                .eq(AttemptStatus::Created.as_str())
+                .and(a::sending_until.eq(attempt.sending_until)),
+        )
+        .for_update()
+        .limit(1)
+        .load(conn)
+        .await
+        .and_then(crate::db::one)
+        .optional()?;
+    Ok(unsent == Some(true))
 }

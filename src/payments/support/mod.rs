@@ -17,6 +17,8 @@ use uuid::Uuid;
 use crate::db::schema::{
     idempotency_keys, orders, payment_attempts, provider_calls, provider_webhooks, refunds,
 };
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::attempts::keyed::record_answer::CONTRADICTION;
 use crate::payments::attempts::{
@@ -145,18 +147,24 @@ async fn providers_of_attempts(conn: &mut AsyncPgConnection) -> QueryResult<Vec<
         #[diesel(sql_type = diesel::sql_types::Text)]
         provider: String,
     }
-    let found: Vec<Provider> = diesel::sql_query(
-        "WITH RECURSIVE named(provider) AS ( \
-             (SELECT provider FROM payment_attempts ORDER BY provider LIMIT 1) \
-             UNION ALL \
-             SELECT (SELECT a.provider FROM payment_attempts a WHERE a.provider > named.provider \
-                     ORDER BY a.provider LIMIT 1) \
-             FROM named WHERE named.provider IS NOT NULL) \
-         SELECT provider FROM named WHERE provider IS NOT NULL",
-    )
-    .load(conn)
-    .await?;
+    let found: Vec<Provider> = each_provider().load(conn).await?;
     Ok(found.into_iter().map(|p| p.provider).collect())
+}
+
+/// The statement of [`providers_of_attempts`]: a recursive walk of the `(provider, …)` index
+/// (whole text: `tests/sql/providers_of_attempts.sql`).
+fn each_provider() -> Sql<'static> {
+    let mut q = Statement::new();
+    q.push(
+        "WITH RECURSIVE named(provider) AS (
+    (SELECT provider FROM payment_attempts ORDER BY provider LIMIT 1)
+    UNION ALL
+    SELECT (SELECT a.provider FROM payment_attempts a WHERE a.provider > named.provider
+            ORDER BY a.provider LIMIT 1)
+    FROM named WHERE named.provider IS NOT NULL)
+SELECT provider FROM named WHERE provider IS NOT NULL",
+    );
+    q.finish()
 }
 
 /// The smallest UUIDv7 made at `at` (every id made then or later is at least this).
@@ -352,6 +360,11 @@ pub async fn needs_a_human(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_statement_reads_as_its_snapshot() {
+        crate::db::snapshot::assert_sql_snapshot("providers_of_attempts", &each_provider());
+    }
 
     #[test]
     fn the_id_floor_is_below_every_id_made_at_or_after_its_instant() {

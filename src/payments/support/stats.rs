@@ -15,6 +15,8 @@ use diesel::{QueryResult, QueryableByName};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::{id_floor, ID_VERSUS_ROW};
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 
 /// The buckets to count in: `count` of them, each `width` long, the first starting at
 /// `from`. The last holds "now" and is still filling.
@@ -86,19 +88,25 @@ pub async fn payment_counts(
     conn: &mut AsyncPgConnection,
     buckets: Buckets,
 ) -> QueryResult<Vec<Bucket>> {
-    let rows: Vec<Row> = diesel::sql_query(
-        "SELECT date_bin(make_interval(secs => $1), created_at, $2) AS start, \
-                provider, status, count(*) AS count \
-         FROM payment_attempts \
-         WHERE id >= $3 AND created_at >= $2 \
-         GROUP BY 1, 2, 3",
-    )
-    .bind::<Double, _>(buckets.width.num_milliseconds() as f64 / 1000.0)
-    .bind::<Timestamptz, _>(buckets.from)
-    .bind::<SqlUuid, _>(id_floor(buckets.from - ID_VERSUS_ROW))
-    .load(conn)
-    .await?;
+    let rows: Vec<Row> = count_by_bucket(buckets).load(conn).await?;
     Ok(fill(buckets, rows))
+}
+
+/// The statement of [`payment_counts`]: the window's attempts, counted by bucket, provider
+/// and status (whole text: `tests/sql/payment_counts.sql`).
+fn count_by_bucket(buckets: Buckets) -> Sql<'static> {
+    let mut q = Statement::new();
+    let width = q.bind::<Double, _>(buckets.width.num_milliseconds() as f64 / 1000.0);
+    let from = q.bind::<Timestamptz, _>(buckets.from);
+    let floor = q.bind::<SqlUuid, _>(id_floor(buckets.from - ID_VERSUS_ROW));
+    q.push(format_args!(
+        "SELECT date_bin(make_interval(secs => {width}), created_at, {from}) AS start,
+    provider, status, count(*) AS count
+FROM payment_attempts
+WHERE id >= {floor} AND created_at >= {from}
+GROUP BY 1, 2, 3"
+    ));
+    q.finish()
 }
 
 /// Lays the counted rows out over every bucket, in any order, folding a late row into the
@@ -144,6 +152,12 @@ mod tests {
                 count,
             },
         }
+    }
+
+    #[test]
+    fn the_statement_reads_as_its_snapshot() {
+        let buckets = Buckets::ending_at(at(10, 7, 42), Duration::hours(1), Duration::minutes(5));
+        crate::db::snapshot::assert_sql_snapshot("payment_counts", &count_by_bucket(buckets));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use super::keyed::apply_to_attempt;
 use super::outcome::{EventOutcome, ReceiveError, Received};
 use crate::db::sql::Sql;
-use crate::db::statement::span;
+use crate::db::statement::{span, Statement};
 use crate::db::DbPool;
 use crate::ids::{PaymentId, ProviderWebhookId};
 use crate::payments::attempts::keyed::record_answer::is_contradiction;
@@ -251,27 +251,36 @@ async fn look(
     provider: &str,
     event: &WebhookEvent,
 ) -> diesel::QueryResult<Seen> {
+    look_statement(provider, event)
+        .load(conn)
+        .await
+        .and_then(crate::db::one)
+}
+
+/// The statement of [`look`]: whether the event is recorded, its attempt (by the id in the
+/// charge's metadata, else by the charge id) and the attempt holding its charge id (whole
+/// text: `tests/sql/webhook_look.sql`).
+fn look_statement<'f>(provider: &'f str, event: &'f WebhookEvent) -> Sql<'f> {
     let by_metadata = event
         .attempt_id
         .as_deref()
         .and_then(|id| id.parse::<PaymentId>().ok());
-    Sql::new(
-        "WITH owner AS MATERIALIZED ( \
-             SELECT a.id, to_jsonb(a) AS row FROM payment_attempts a \
-             WHERE a.provider = $1 AND a.provider_payment_id = $4) \
-         SELECT EXISTS (SELECT 1 FROM provider_webhooks \
-                        WHERE provider = $1 AND provider_event_id = $2) AS recorded, \
-                coalesce((SELECT to_jsonb(a) FROM payment_attempts a WHERE a.id = $3), \
-                         (SELECT row FROM owner)) AS attempt, \
-                (SELECT id FROM owner) AS charge_owner",
-    )
-    .bind::<Text, _>(provider)
-    .bind::<Text, _>(&event.id)
-    .bind::<Nullable<SqlUuid>, _>(by_metadata.map(|id| id.0))
-    .bind::<Text, _>(&event.provider_id)
-    .load(conn)
-    .await
-    .and_then(crate::db::one)
+    let mut q = Statement::new();
+    let provider = q.bind::<Text, _>(provider);
+    let event_id = q.bind::<Text, _>(event.id.as_str());
+    let attempt = q.bind::<Nullable<SqlUuid>, _>(by_metadata.map(|id| id.0));
+    let charge = q.bind::<Text, _>(event.provider_id.as_str());
+    q.push(format_args!(
+        "WITH owner AS MATERIALIZED (
+    SELECT a.id, to_jsonb(a) AS row FROM payment_attempts a
+    WHERE a.provider = {provider} AND a.provider_payment_id = {charge})
+SELECT EXISTS (SELECT 1 FROM provider_webhooks
+               WHERE provider = {provider} AND provider_event_id = {event_id}) AS recorded,
+       coalesce((SELECT to_jsonb(a) FROM payment_attempts a WHERE a.id = {attempt}),
+                (SELECT row FROM owner)) AS attempt,
+       (SELECT id FROM owner) AS charge_owner"
+    ));
+    q.finish()
 }
 
 /// Why `event` cannot be about `attempt`, if it cannot: another provider, another amount or
@@ -363,5 +372,30 @@ impl NewEvent<'_> {
         } else {
             Received::Duplicate
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_look_reads_as_its_snapshot() {
+        let event = WebhookEvent {
+            id: "evt_1".into(),
+            event_type: "payment_intent.succeeded".into(),
+            created: Utc::now(),
+            attempt_id: Some(PaymentId::new().to_string()),
+            provider_id: "pi_1".into(),
+            acted_on: true,
+            modification: false,
+            outcome: None,
+            amount: None,
+            currency: None,
+            refund: None,
+            raw: serde_json::Value::Null,
+        };
+        let sql = look_statement("stripe", &event);
+        crate::db::snapshot::assert_sql_snapshot("webhook_look", &sql);
     }
 }

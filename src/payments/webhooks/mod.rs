@@ -18,14 +18,12 @@ pub mod retention;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::Text;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use self::attempt_event::record_once;
 pub use self::outcome::{EventOutcome, ReceiveError, Received};
 use self::refund_event::record_refund_event;
 use crate::db::schema::provider_webhooks;
-use crate::db::sql::Sql;
 use crate::db::DbPool;
 use crate::payments::attempts::PaymentAttempt;
 use crate::payments::service::Payments;
@@ -74,14 +72,12 @@ async fn count_redelivery(
     provider_event_id: &str,
 ) -> Result<(), ReceiveError> {
     let mut conn = pool.get().await?;
-    Sql::new(
-        "UPDATE provider_webhooks SET deliveries = deliveries + 1 \
-         WHERE provider = $1 AND provider_event_id = $2",
-    )
-    .bind::<Text, _>(provider)
-    .bind::<Text, _>(provider_event_id)
-    .execute(&mut conn)
-    .await?;
+    diesel::update(provider_webhooks::table)
+        .filter(provider_webhooks::provider.eq(provider))
+        .filter(provider_webhooks::provider_event_id.eq(provider_event_id))
+        .set(provider_webhooks::deliveries.eq(provider_webhooks::deliveries + 1))
+        .execute(&mut conn)
+        .await?;
     Ok(())
 }
 

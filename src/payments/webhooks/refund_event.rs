@@ -1,9 +1,10 @@
 //! A refund event, recorded and applied to its refund in one transaction.
 
-use diesel::sql_types::{Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
 use super::outcome::{EventOutcome, ReceiveError, Received};
+use crate::db::schema::provider_webhooks::dsl as w;
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::ids::ProviderWebhookId;
@@ -22,20 +23,21 @@ pub(super) async fn record_refund_event(
     let id = ProviderWebhookId::new();
     let mut conn = pool.get().await?;
     in_transaction(&mut conn, async |conn| {
-        let inserted = diesel::sql_query(
-            "INSERT INTO provider_webhooks (id, provider, provider_event_id, event_type, outcome, \
-                 payload, provider_created_at, payload_kept) \
-             VALUES ($1, $2, $3, $4, 'ignored', $5, $6, true) \
-             ON CONFLICT (provider, provider_event_id) DO NOTHING",
-        )
-        .bind::<SqlUuid, _>(id.0)
-        .bind::<Text, _>(provider)
-        .bind::<Text, _>(&event.id)
-        .bind::<Text, _>(&event.event_type)
-        .bind::<Jsonb, _>(&event.raw)
-        .bind::<Timestamptz, _>(event.created)
-        .execute(conn)
-        .await?;
+        let inserted = diesel::insert_into(w::provider_webhooks)
+            .values((
+                w::id.eq(id.0),
+                w::provider.eq(provider),
+                w::provider_event_id.eq(&event.id),
+                w::event_type.eq(&event.event_type),
+                w::outcome.eq(EventOutcome::Ignored.as_str()),
+                w::payload.eq(&event.raw),
+                w::provider_created_at.eq(event.created),
+                w::payload_kept.eq(true),
+            ))
+            .on_conflict((w::provider, w::provider_event_id))
+            .do_nothing()
+            .execute(conn)
+            .await?;
         if inserted == 0 {
             return Ok(Received::Duplicate);
         }
@@ -53,17 +55,15 @@ pub(super) async fn record_refund_event(
                 (EventOutcome::Conflict, detail, Some(refund))
             }
         };
-        diesel::sql_query(
-            "UPDATE provider_webhooks SET outcome = $2, detail = $3, merchant_id = $4, \
-                 attempt_id = $5 WHERE id = $1",
-        )
-        .bind::<SqlUuid, _>(id.0)
-        .bind::<Text, _>(outcome.as_str())
-        .bind::<Text, _>(format!("refund: {detail}"))
-        .bind::<Nullable<SqlUuid>, _>(refund.as_ref().map(|r| r.merchant_id.0))
-        .bind::<Nullable<SqlUuid>, _>(refund.as_ref().map(|r| r.payment_id.0))
-        .execute(conn)
-        .await?;
+        diesel::update(w::provider_webhooks.find(id.0))
+            .set((
+                w::outcome.eq(outcome.as_str()),
+                w::detail.eq(format!("refund: {detail}")),
+                w::merchant_id.eq(refund.as_ref().map(|r| r.merchant_id.0)),
+                w::attempt_id.eq(refund.as_ref().map(|r| r.payment_id.0)),
+            ))
+            .execute(conn)
+            .await?;
         Ok(Received::Recorded { id, outcome })
     })
     .await

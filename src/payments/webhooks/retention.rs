@@ -13,6 +13,9 @@ use std::time::Duration;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
+
 /// Deletes up to `batch` provider webhooks past `retention`, oldest first; how many went.
 /// `FOR UPDATE SKIP LOCKED` lets replicas share the work, and a row a redelivery is counting
 /// on is left for the next round.
@@ -21,30 +24,35 @@ pub async fn delete_old_webhooks(
     batch: i64,
     retention: Duration,
 ) -> diesel::QueryResult<usize> {
+    old_webhooks(batch, retention).execute(conn).await
+}
+
+/// The statement of [`delete_old_webhooks`] (whole text: `tests/sql/delete_old_webhooks.sql`).
+fn old_webhooks(batch: i64, retention: Duration) -> Sql<'static> {
     let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
-    diesel::sql_query(
-        "WITH cutoff AS (SELECT now() - $2 * interval '1 millisecond' AS at) \
-         DELETE FROM provider_webhooks w USING ( \
-             SELECT w.id FROM provider_webhooks w, cutoff \
-             WHERE w.received_at < cutoff.at \
-               AND (w.attempt_id IS NULL OR ( \
-                   EXISTS (SELECT 1 FROM payment_attempts a \
-                           WHERE a.merchant_id = w.merchant_id AND a.id = w.attempt_id \
-                             AND a.finished_at < cutoff.at) \
-                   AND NOT EXISTS (SELECT 1 FROM refunds r \
-                           WHERE r.merchant_id = w.merchant_id AND r.payment_id = w.attempt_id \
-                             AND (r.finished_at IS NULL OR r.finished_at >= cutoff.at)) \
-                   AND NOT EXISTS (SELECT 1 FROM hold_operations h \
-                           WHERE h.merchant_id = w.merchant_id AND h.payment_id = w.attempt_id \
-                             AND (h.finished_at IS NULL OR h.finished_at >= cutoff.at)))) \
-             ORDER BY w.received_at LIMIT $1 \
-             FOR UPDATE OF w SKIP LOCKED) old \
-         WHERE w.id = old.id",
-    )
-    .bind::<BigInt, _>(batch)
-    .bind::<BigInt, _>(retention_ms)
-    .execute(conn)
-    .await
+    let mut q = Statement::new();
+    let retention = q.bind::<BigInt, _>(retention_ms);
+    let batch = q.bind::<BigInt, _>(batch);
+    q.push(format_args!(
+        "WITH cutoff AS (SELECT now() - {retention} * interval '1 millisecond' AS at)
+DELETE FROM provider_webhooks w USING (
+    SELECT w.id FROM provider_webhooks w, cutoff
+    WHERE w.received_at < cutoff.at
+      AND (w.attempt_id IS NULL OR (
+          EXISTS (SELECT 1 FROM payment_attempts a
+                  WHERE a.merchant_id = w.merchant_id AND a.id = w.attempt_id
+                    AND a.finished_at < cutoff.at)
+          AND NOT EXISTS (SELECT 1 FROM refunds r
+                  WHERE r.merchant_id = w.merchant_id AND r.payment_id = w.attempt_id
+                    AND (r.finished_at IS NULL OR r.finished_at >= cutoff.at))
+          AND NOT EXISTS (SELECT 1 FROM hold_operations h
+                  WHERE h.merchant_id = w.merchant_id AND h.payment_id = w.attempt_id
+                    AND (h.finished_at IS NULL OR h.finished_at >= cutoff.at))))
+    ORDER BY w.received_at LIMIT {batch}
+    FOR UPDATE OF w SKIP LOCKED) old
+WHERE w.id = old.id"
+    ));
+    q.finish()
 }
 
 #[cfg(test)]
@@ -52,6 +60,12 @@ mod tests {
     use clap::Parser;
 
     use crate::config::{Cli, Command};
+
+    #[test]
+    fn the_statement_reads_as_its_snapshot() {
+        let sql = super::old_webhooks(500, std::time::Duration::from_secs(35 * 24 * 3600));
+        crate::db::snapshot::assert_sql_snapshot("delete_old_webhooks", &sql);
+    }
 
     #[test]
     fn the_default_retention_outlasts_the_providers_redeliveries() {
