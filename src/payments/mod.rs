@@ -23,6 +23,7 @@
 //!   ([`reconciler::run`]), and its settings.
 //! - `support`: what support staff ask of payments.
 
+pub mod answer;
 pub mod attempts;
 pub mod event_log;
 pub mod holds;

@@ -2,24 +2,41 @@
 //! move, the payment's move when the hold ended (captured, or released), the key and the call
 //! log. The payment decides: once it is final, its operation follows it, whatever the late
 //! answer says (a webhook may have told of the capture first).
+//!
+//! Why a transaction and not one statement, as a refund's answer is: the operation's verdict
+//! is known only once the payment has moved, and the payment's move is judged against the
+//! payment as it is and retried if another writer moved it first
+//! ([`apply`](crate::payments::attempts::transition::apply)); and the payment's key and the
+//! operation's each complete in the answer (two `settled` CTEs, where a statement has room
+//! for one). So the operation is locked, the payment moved and its key completed first, and
+//! the operation's own part is one statement (whole text: `tests/sql/record_hold_answer.sql`):
+//! its move, its key and the call's log row ([`crate::payments::answer`]).
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use tracing::Instrument;
 
 use super::{HoldError, HoldKind, HoldOperation, HoldOperationRow};
 use crate::db::schema::hold_operations;
+use crate::db::sql::Sql;
+use crate::db::statement::{span, Statement};
 use crate::db::transaction::in_transaction;
-use crate::idempotency::in_flight::complete_for_resource;
+use crate::idempotency::in_flight::{settle_by_resource, Settle, Settling};
 use crate::idempotency::{InFlightKey, Recorded, ResourceType};
-use crate::payments::attempts::call_log::log_hold_call;
+use crate::payments::answer::{called, unmoved, CallAbout};
+use crate::payments::attempts::call_log::CallRecord;
 use crate::payments::attempts::transition::apply;
 use crate::payments::attempts::{find_attempt, CallKind, PaymentAttempt, Source};
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::service::settle_key;
 use crate::payments::status::AttemptStatus;
 use crate::providers::{ProviderCall, ProviderOutcome};
+
+/// An operation's open statuses as an SQL list: an attempt's without the hold, as a refund's,
+/// and word for word the predicate of the `hold_operations_due` index.
+pub(super) const OPEN_OPERATION_STATUSES: &str = "('created', 'pending')";
 
 /// What an operation's key records: `200` and the operation with its payment, which a replay
 /// shows as they are then. An open operation keeps its key from being reaped.
@@ -32,20 +49,10 @@ pub(super) fn recorded(operation: &HoldOperation) -> Recorded {
     }
 }
 
-/// Completes the client's key that asked for `operation`, for whoever finished it other than
-/// its request (the reconciler, a provider's webhook), as a refund's `settle_key` does; a
-/// void the reconciler asked for has no key.
-async fn settle_operation_key(
-    conn: &mut AsyncPgConnection,
-    operation: &HoldOperation,
-) -> QueryResult<()> {
-    match &operation.idempotency_key {
-        Some(key) => {
-            complete_for_resource(conn, operation.merchant_id, key, &recorded(operation)).await
-        }
-        None => Ok(()),
-    }
-}
+/// The statuses at which whoever finishes an operation other than its request (the
+/// reconciler, a provider's webhook) completes the client's key that asked for it: every
+/// status, unresolved while it is open, as a refund's.
+const EVERY_OPERATION_STATUS: &str = "('created', 'pending', 'succeeded', 'failed')";
 
 /// What an answer means for the operation, before the payment has its say.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,10 +134,10 @@ pub(super) async fn record(
         let mut payment = find_attempt(conn, Some(current.merchant_id), current.payment_id)
             .await?
             .ok_or(diesel::result::Error::NotFound)?;
-        let mut moved = current.clone();
+        let mut said = None;
         if !current.status.is_final() {
-            let mut said = call.map_or(Verdict::Open, |c| verdict(current.kind, &c.outcome));
-            if let (Verdict::Done, Some(call), false) = (&said, call, payment.status.is_final()) {
+            let mut says = call.map_or(Verdict::Open, |c| verdict(current.kind, &c.outcome));
+            if let (Verdict::Done, Some(call), false) = (&says, call, payment.status.is_final()) {
                 // The operation is still live here, so a release takes its reason
                 // (`payment_attempts_guard_transition`).
                 let applied = apply(
@@ -145,64 +152,107 @@ pub(super) async fn record(
                 payment = applied.attempt;
             }
             if let Some(settled) = settled_by_payment(current.kind, payment.status) {
-                said = settled;
+                says = settled;
             }
-            moved = move_operation(conn, &current, &said, next_check_at).await?;
             if payment.status.is_final() {
                 settle_key(conn, &payment).await?;
             }
+            said = Some(says);
         }
-        match key {
-            Some(key) => key.complete(conn, &recorded(&moved)).await?,
-            None => settle_operation_key(conn, &moved).await?,
-        }
-        if let Some(call) = call {
-            log_hold_call(
-                conn,
-                (moved.merchant_id, moved.payment_id, moved.id),
-                kind,
-                called_by,
-                call,
-            )
-            .await?;
+        let by = match key {
+            Some(key) => OperationKey::Request(key),
+            None => OperationKey::Resource(current.idempotency_key.as_deref()),
+        };
+        let logged = call.map(|call| CallRecord::of(kind, called_by, call));
+        let (sql, settling) =
+            statement(&current, said.as_ref(), next_check_at, by, logged.as_ref());
+        // The operation is locked: as read, so the statement writes.
+        let moved: HoldOperation = sql
+            .load::<HoldOperationRow>(conn)
+            .instrument(span("record_hold_answer"))
+            .await
+            .and_then(crate::db::one)?
+            .into();
+        if let Some(settling) = settling {
+            settling.written();
         }
         Ok::<_, HoldError>((moved, payment))
     })
     .await
 }
 
-/// The operation's move for `said`: final, or still open and asked about again at
-/// `next_check_at`.
-async fn move_operation(
-    conn: &mut AsyncPgConnection,
-    current: &HoldOperation,
-    said: &Verdict,
+/// Whose key an operation's answer completes: the request's own, or, for whoever else
+/// finished it, the key named on the operation (none for a void the reconciler asked for).
+enum OperationKey<'k> {
+    Request(InFlightKey),
+    Resource(Option<&'k str>),
+}
+
+/// The operation's part of its answer, in one statement: its move for `said` (final, or still
+/// open and asked about again at `next_check_at`; `None`, an operation final already: as it
+/// is), its key and the call's log row. One row, the operation after it.
+fn statement<'f>(
+    current: &'f HoldOperation,
+    said: Option<&'f Verdict>,
     next_check_at: DateTime<Utc>,
-) -> QueryResult<HoldOperation> {
-    let (status, code, message) = match said {
-        Verdict::Done => (AttemptStatus::Succeeded, None, None),
-        Verdict::Refused { code, message } => (
-            AttemptStatus::Failed,
-            Some(code.as_str()),
-            Some(message.as_str()),
-        ),
-        Verdict::Open => (AttemptStatus::Pending, None, None),
+    key: OperationKey<'f>,
+    call: Option<&'f CallRecord>,
+) -> (Sql<'f>, Option<Settling>) {
+    let mut q = Statement::new();
+    let ids = (current.merchant_id.0, current.id.0);
+    match said {
+        Some(said) => {
+            let (status, code, message) = match said {
+                Verdict::Done => (AttemptStatus::Succeeded, None, None),
+                Verdict::Refused { code, message } => (
+                    AttemptStatus::Failed,
+                    Some(code.as_str()),
+                    Some(message.as_str()),
+                ),
+                Verdict::Open => (AttemptStatus::Pending, None, None),
+            };
+            let merchant = q.bind::<SqlUuid, _>(ids.0);
+            let id = q.bind::<SqlUuid, _>(ids.1);
+            let next_check =
+                q.bind::<Nullable<Timestamptz>, _>((!status.is_final()).then_some(next_check_at));
+            let status = q.bind::<Text, _>(status.as_str());
+            let code = q.bind::<Nullable<Text>, _>(code);
+            let message = q.bind::<Nullable<Text>, _>(message);
+            q.push(format_args!(
+                "WITH moved AS (
+    UPDATE hold_operations SET status = {status}, failure_code = {code},
+        failure_message = {message}, next_check_at = {next_check}
+    WHERE merchant_id = {merchant} AND id = {id} RETURNING *)"
+            ));
+        }
+        None => unmoved(&mut q, "hold_operations", ids, current.status.as_str()),
+    }
+    q.push(",\n");
+    let settle = Settle {
+        from: "moved",
+        status: 200,
+        open: OPEN_OPERATION_STATUSES,
     };
-    let row: HoldOperationRow = diesel::sql_query(
-        "UPDATE hold_operations SET status = $3, failure_code = $4, failure_message = $5, \
-             next_check_at = CASE WHEN $3 IN ('created', 'pending') THEN $6 END \
-         WHERE merchant_id = $1 AND id = $2 RETURNING *",
-    )
-    .bind::<SqlUuid, _>(current.merchant_id.0)
-    .bind::<SqlUuid, _>(current.id.0)
-    .bind::<Text, _>(status.as_str())
-    .bind::<Nullable<Text>, _>(code)
-    .bind::<Nullable<Text>, _>(message)
-    .bind::<Timestamptz, _>(next_check_at)
-    .load(conn)
-    .await
-    .and_then(crate::db::one)?;
-    Ok(row.into())
+    let settling = match key {
+        OperationKey::Request(key) => Some(key.settle(&mut q, settle)),
+        OperationKey::Resource(key) => {
+            let resource = (ResourceType::HoldOperation, current.id.0);
+            settle_by_resource(
+                &mut q,
+                current.merchant_id,
+                key,
+                resource,
+                settle,
+                EVERY_OPERATION_STATUS,
+            );
+            None
+        }
+    };
+    if let Some(call) = call {
+        called(&mut q, call, CallAbout::HoldOperation);
+    }
+    q.push("\nSELECT * FROM moved");
+    (q.finish(), settling)
 }
 
 /// A provider's word that the live capture or void of `payment`'s hold failed (Adyen's
@@ -234,8 +284,14 @@ pub async fn refuse_live_operation(
             code: code.to_owned(),
             message: message.to_owned(),
         };
-        let refused = move_operation(conn, &live, &said, Utc::now()).await?;
-        settle_operation_key(conn, &refused).await?;
+        let by = OperationKey::Resource(live.idempotency_key.as_deref());
+        let (sql, _) = statement(&live, Some(&said), Utc::now(), by, None);
+        let refused: HoldOperation = sql
+            .load::<HoldOperationRow>(conn)
+            .instrument(span("refuse_live_operation"))
+            .await
+            .and_then(crate::db::one)?
+            .into();
         Ok::<_, diesel::result::Error>(Some(refused))
     })
     .await
@@ -244,6 +300,67 @@ pub async fn refuse_live_operation(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+    use crate::idempotency::in_flight::tests::a_key_in_flight;
+    use crate::ids::{HoldOperationId, MerchantId, OrderId, PaymentId};
+
+    fn a_capture(status: AttemptStatus) -> HoldOperation {
+        let now = Utc::now();
+        HoldOperation {
+            id: HoldOperationId::new(),
+            merchant_id: MerchantId(uuid::Uuid::nil()),
+            payment_id: PaymentId::new(),
+            order_id: OrderId::new(),
+            kind: HoldKind::Capture,
+            status,
+            amount: Some(500),
+            currency: "EUR".into(),
+            provider: "stripe".into(),
+            provider_idempotency_key: "payorch_o".into(),
+            failure_code: None,
+            failure_message: None,
+            source: "api".into(),
+            reason: None,
+            idempotency_key: Some("k".into()),
+            next_check_at: Some(now),
+            checks: 0,
+            created_at: now,
+            updated_at: now,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn the_statements_read_as_their_snapshots() {
+        let call = ProviderCall {
+            outcome: ProviderOutcome::Succeeded {
+                provider_id: "pi_1".into(),
+            },
+            http_status: Some(200),
+            latency: std::time::Duration::from_millis(5),
+        };
+        let logged = CallRecord::of(CallKind::Capture, Source::Api, &call);
+        let live = a_capture(AttemptStatus::Created);
+        let by = OperationKey::Request(a_key_in_flight());
+        let (sql, settling) = statement(&live, Some(&Verdict::Done), Utc::now(), by, Some(&logged));
+        assert_sql_snapshot("record_hold_answer", &sql);
+        if let Some(settling) = settling {
+            settling.written();
+        }
+
+        let done = a_capture(AttemptStatus::Succeeded);
+        let by = OperationKey::Resource(done.idempotency_key.as_deref());
+        let (sql, _) = statement(&done, None, Utc::now(), by, Some(&logged));
+        assert_sql_snapshot("record_hold_unmoved", &sql);
+
+        let refused = Verdict::Refused {
+            code: "capture_failed".into(),
+            message: "refused".into(),
+        };
+        let by = OperationKey::Resource(live.idempotency_key.as_deref());
+        let (sql, _) = statement(&live, Some(&refused), Utc::now(), by, None);
+        assert_sql_snapshot("refuse_live_operation", &sql);
+    }
 
     #[test]
     fn only_its_own_result_completes_an_operation() {

@@ -6,14 +6,17 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use tracing::Instrument;
 
 use super::{Refund, RefundError, RefundRow};
 use crate::db::schema::refunds;
-use crate::db::transaction::in_transaction;
-use crate::idempotency::in_flight::complete_for_resource;
+use crate::db::sql::Sql;
+use crate::db::statement::{span, Statement};
+use crate::idempotency::in_flight::{settle_by_resource, Settle, Settling};
 use crate::idempotency::{InFlightKey, Recorded, ResourceType};
 use crate::ids::RefundId;
-use crate::payments::attempts::call_log::log_refund_call;
+use crate::payments::answer::{called, logged, unmoved, CallAbout};
+use crate::payments::attempts::call_log::CallRecord;
 use crate::payments::attempts::transition::{decide, Decision};
 use crate::payments::attempts::{CallKind, Source};
 use crate::payments::status::AttemptStatus;
@@ -50,22 +53,28 @@ pub(super) fn recorded(refund: &Refund) -> Recorded {
     }
 }
 
-/// Completes the key that made `refund`, for whoever finished it other than its request (the
-/// reconciler, a refund event), once its outcome is known (or records that it is still open,
-/// so the key outlives its TTL).
-async fn settle_key(conn: &mut AsyncPgConnection, refund: &Refund) -> QueryResult<()> {
-    match &refund.idempotency_key {
-        Some(key) => complete_for_resource(conn, refund.merchant_id, key, &recorded(refund)).await,
-        None => Ok(()),
-    }
+/// The refund's statuses as an SQL list: whoever records an answer for a refund but its
+/// request (the reconciler, a refund event) completes the refund's key at whatever status it
+/// leaves the refund, unresolved while it is open, so a retry replays the refund as it is.
+const EVERY_REFUND_STATUS: &str = "('created', 'pending', 'succeeded', 'failed')";
+
+/// Whose key a recording completes: the request's own (consumed by the statement, and handed
+/// back if it wrote nothing), or, for whoever else finished the work, the key named on the
+/// refund (none for a refund made without one).
+enum RefundKey<'k> {
+    Request(InFlightKey),
+    Resource(Option<&'k str>),
 }
 
-/// What a provider call said about `refund`, in one transaction: the move (decided as an
-/// attempt's would be) with its timeline row, the key (`key`, the request's own, consumed; or,
-/// for the reconciler, the refund's by its resource), and the call log. The refund is read
-/// again under its row lock and judged as it is now; the call is logged after, because its
-/// row's foreign key share-locks the refund, and two checks that each took that first would
-/// deadlock on the update.
+/// What a provider call said about `refund`, in **one statement** (whole text:
+/// `tests/sql/record_refund_answer.sql`, and `record_refund_unmoved.sql` for an answer that
+/// moves nothing): the move (decided as an attempt's would be) with its timeline row, the key
+/// (`key`, the request's own, consumed; or, for the reconciler, the refund's by its resource)
+/// and the call's log row ([`crate::payments::answer`]). The move is conditional on the status
+/// the refund was read with; if another writer moved it first, the statement writes nothing,
+/// and the refund is read again and the answer judged against it (at most twice more: a
+/// refund moves at most twice). The triggers of the refunds migration refuse any move the
+/// state machine does not allow.
 pub(super) async fn record(
     conn: &mut AsyncPgConnection,
     refund: Refund,
@@ -75,113 +84,141 @@ pub(super) async fn record(
     next_check_at: DateTime<Utc>,
     key: Option<InFlightKey>,
 ) -> Result<Refund, RefundError> {
-    in_transaction(conn, async |conn| {
-        if let Some(key) = &key {
-            key.name_request(conn).await?;
-        }
-        let current: Refund = refunds::table
-            .find((refund.merchant_id.0, refund.id.0))
-            .select(RefundRow::as_select())
-            .for_update()
-            .limit(1)
-            .load(conn)
-            .await
-            .and_then(crate::db::one)?
-            .into();
+    let logged = CallRecord::of(kind, called_by, call);
+    let mut current = refund;
+    let mut key = key;
+    for _ in 0..3 {
         let decision = decide_refund(current.status, &call.outcome);
-        let moved = apply(conn, current, decision, moved_by, next_check_at).await?;
-        match key {
-            Some(key) => key.complete(conn, &recorded(&moved)).await?,
-            None => settle_key(conn, &moved).await?,
+        let by = match key.take() {
+            Some(key) => RefundKey::Request(key),
+            None => RefundKey::Resource(current.idempotency_key.as_deref()),
+        };
+        let (sql, settling) = statement(
+            &current,
+            &decision,
+            moved_by,
+            next_check_at,
+            by,
+            Some(&logged),
+        );
+        let row: Option<RefundRow> = sql
+            .load(conn)
+            .instrument(span("record_refund_answer"))
+            .await
+            .and_then(crate::db::one)
+            .optional()?;
+        match (row, settling) {
+            (Some(row), settling) => {
+                if let Some(settling) = settling {
+                    settling.written();
+                }
+                return Ok(row.into());
+            }
+            (None, settling) => {
+                key = settling.map(Settling::unwritten);
+                current = refunds::table
+                    .find((current.merchant_id.0, current.id.0))
+                    .select(RefundRow::as_select())
+                    .limit(1)
+                    .load(conn)
+                    .await
+                    .and_then(crate::db::one)?
+                    .into();
+            }
         }
-        log_refund_call(
-            conn,
-            moved.merchant_id,
-            moved.payment_id,
-            moved.id,
-            kind,
-            called_by,
-            call,
-        )
-        .await?;
-        Ok::<_, RefundError>(moved)
-    })
-    .await
+    }
+    Err(diesel::result::Error::RollbackTransaction.into())
 }
 
-/// Makes `decision` about `current` (read under its row lock): the move and its timeline
-/// row, or the provider id an open refund learnt; nothing for an answer that is already so,
-/// stale, or contradicts a final refund.
-async fn apply(
-    conn: &mut AsyncPgConnection,
-    current: Refund,
-    decision: Decision,
+/// The statement that makes `decision` about `current`: the move and its timeline row (or,
+/// for an answer that is already so, stale, or contradicts a final refund, the refund as it
+/// is), the key's completion and, for a provider call, its log row. One row, the refund
+/// after it, or none if the refund was not as read.
+fn statement<'f>(
+    current: &'f Refund,
+    decision: &'f Decision,
     moved_by: Source,
     next_check_at: DateTime<Utc>,
-) -> QueryResult<Refund> {
-    Ok(match decision {
+    key: RefundKey<'f>,
+    call: Option<&'f CallRecord>,
+) -> (Sql<'f>, Option<Settling>) {
+    let mut q = Statement::new();
+    let ids = (current.merchant_id.0, current.id.0);
+    let was = current.status.as_str();
+    let change = match decision {
         Decision::Move {
             to,
             provider_payment_id,
             failure,
             detail,
             ..
-        } => {
-            let (code, message) = failure.unzip();
-            // A refund's statuses are an attempt's (docs/DESIGN.md, "Refunds").
-            let row: RefundRow = diesel::sql_query(concat!(
-                "UPDATE refunds SET status = $3, \
-                     provider_refund_id = COALESCE(provider_refund_id, $4), \
-                     failure_code = $5, failure_message = $6, \
-                     next_check_at = CASE WHEN $3 IN ",
-                open_refund_statuses!(),
-                " THEN $7 END \
-                 WHERE merchant_id = $1 AND id = $2 RETURNING *"
-            ))
-            .bind::<SqlUuid, _>(current.merchant_id.0)
-            .bind::<SqlUuid, _>(current.id.0)
-            .bind::<Text, _>(to.as_str())
-            .bind::<Nullable<Text>, _>(provider_payment_id)
-            .bind::<Nullable<Text>, _>(code)
-            .bind::<Nullable<Text>, _>(message)
-            .bind::<Timestamptz, _>(next_check_at)
-            .load(conn)
-            .await
-            .and_then(crate::db::one)?;
-            diesel::sql_query(
-                "INSERT INTO refund_transitions (merchant_id, refund_id, from_status, to_status, \
-                     source, detail) VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind::<SqlUuid, _>(current.merchant_id.0)
-            .bind::<SqlUuid, _>(current.id.0)
-            .bind::<Text, _>(current.status.as_str())
-            .bind::<Text, _>(to.as_str())
-            .bind::<Text, _>(moved_by.as_str())
-            .bind::<Text, _>(detail)
-            .execute(conn)
-            .await?;
-            Refund::from(row)
-        }
+        } => Some((
+            *to,
+            provider_payment_id,
+            failure.as_ref(),
+            Some(detail.as_str()),
+        )),
         Decision::StayOpen {
             provider_payment_id,
             ..
-        } => {
-            let row: RefundRow = diesel::sql_query(
-                "UPDATE refunds SET provider_refund_id = COALESCE(provider_refund_id, $3), \
-                     next_check_at = $4 \
-                 WHERE merchant_id = $1 AND id = $2 RETURNING *",
-            )
-            .bind::<SqlUuid, _>(current.merchant_id.0)
-            .bind::<SqlUuid, _>(current.id.0)
-            .bind::<Nullable<Text>, _>(provider_payment_id)
-            .bind::<Timestamptz, _>(next_check_at)
-            .load(conn)
-            .await
-            .and_then(crate::db::one)?;
-            Refund::from(row)
+        } => Some((current.status, provider_payment_id, None, None)),
+        Decision::AlreadySo | Decision::Stale | Decision::Conflict => None,
+    };
+    match change {
+        Some((to, provider_id, failure, detail)) => {
+            let (merchant, id) = (q.bind::<SqlUuid, _>(ids.0), q.bind::<SqlUuid, _>(ids.1));
+            let was = q.bind::<Text, _>(was);
+            let next_check =
+                q.bind::<Nullable<Timestamptz>, _>((!to.is_final()).then_some(next_check_at));
+            let to = q.bind::<Text, _>(to.as_str());
+            let provider_id = q.bind::<Nullable<Text>, _>(provider_id.as_deref());
+            let code = q.bind::<Nullable<Text>, _>(failure.map(|f| f.0.as_str()));
+            let message = q.bind::<Nullable<Text>, _>(failure.map(|f| f.1.as_str()));
+            // A refund's statuses are an attempt's (docs/DESIGN.md, "Refunds"); an open
+            // refund has no failure, so staying open writes none.
+            q.push(format_args!(
+                "WITH moved AS (
+    UPDATE refunds SET status = {to},
+        provider_refund_id = coalesce(provider_refund_id, {provider_id}),
+        failure_code = {code}, failure_message = {message}, next_check_at = {next_check}
+    WHERE merchant_id = {merchant} AND id = {id} AND status = {was} RETURNING *)"
+            ));
+            logged(
+                &mut q,
+                ("refund_transitions", "refund_id"),
+                was,
+                moved_by,
+                detail,
+            );
         }
-        Decision::AlreadySo | Decision::Stale | Decision::Conflict => current,
-    })
+        None => unmoved(&mut q, "refunds", ids, was),
+    }
+    q.push(",\n");
+    let settle = Settle {
+        from: "moved",
+        status: 201,
+        open: open_refund_statuses!(),
+    };
+    let settling = match key {
+        RefundKey::Request(key) => Some(key.settle(&mut q, settle)),
+        RefundKey::Resource(key) => {
+            let resource = (ResourceType::Refund, current.id.0);
+            settle_by_resource(
+                &mut q,
+                current.merchant_id,
+                key,
+                resource,
+                settle,
+                EVERY_REFUND_STATUS,
+            );
+            None
+        }
+    };
+    if let Some(call) = call {
+        called(&mut q, call, CallAbout::Refund);
+    }
+    q.push("\nSELECT * FROM moved");
+    (q.finish(), settling)
 }
 
 /// What a refund event did to its refund.
@@ -273,11 +310,103 @@ pub async fn apply_notice(
             detail,
         },
         decision => {
+            // Locked by the caller's transaction: the refund is as read, and the statement
+            // writes.
             let next_check = current.next_check_at.unwrap_or_else(Utc::now);
-            let refund = apply(conn, current, decision, Source::Webhook, next_check).await?;
-            settle_key(conn, &refund).await?;
+            let by = RefundKey::Resource(current.idempotency_key.as_deref());
+            let (sql, _) = statement(&current, &decision, Source::Webhook, next_check, by, None);
+            let refund = sql
+                .load::<RefundRow>(conn)
+                .instrument(span("apply_refund_notice"))
+                .await
+                .and_then(crate::db::one)?
+                .into();
             NoticeEffect::Applied { refund, detail }
         }
     };
     Ok(effect)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+    use crate::idempotency::in_flight::tests::a_key_in_flight;
+    use crate::ids::{MerchantId, OrderId, PaymentId};
+
+    fn a_refund(status: AttemptStatus) -> Refund {
+        let now = Utc::now();
+        Refund {
+            id: RefundId::new(),
+            merchant_id: MerchantId(uuid::Uuid::nil()),
+            payment_id: PaymentId::new(),
+            order_id: OrderId::new(),
+            status,
+            amount: 500,
+            currency: "EUR".into(),
+            reason: None,
+            provider: "stripe".into(),
+            provider_idempotency_key: "payorch_r".into(),
+            provider_refund_id: None,
+            failure_code: None,
+            failure_message: None,
+            idempotency_key: Some("k".into()),
+            next_check_at: Some(now),
+            checks: 0,
+            created_at: now,
+            updated_at: now,
+            finished_at: None,
+        }
+    }
+
+    fn a_call(outcome: ProviderOutcome) -> ProviderCall {
+        ProviderCall {
+            outcome,
+            http_status: Some(200),
+            latency: std::time::Duration::from_millis(5),
+        }
+    }
+
+    #[test]
+    fn the_statements_read_as_their_snapshots() {
+        let succeeded = a_call(ProviderOutcome::Succeeded {
+            provider_id: "re_1".into(),
+        });
+        let logged = CallRecord::of(CallKind::CreateRefund, Source::Api, &succeeded);
+
+        let created = a_refund(AttemptStatus::Created);
+        let decision = decide_refund(created.status, &succeeded.outcome);
+        let by = RefundKey::Request(a_key_in_flight());
+        let (sql, settling) = statement(
+            &created,
+            &decision,
+            Source::ProviderResponse,
+            Utc::now(),
+            by,
+            Some(&logged),
+        );
+        assert_sql_snapshot("record_refund_answer", &sql);
+        if let Some(settling) = settling {
+            settling.written();
+        }
+
+        let done = a_refund(AttemptStatus::Succeeded);
+        let decision = decide_refund(done.status, &succeeded.outcome);
+        let by = RefundKey::Resource(done.idempotency_key.as_deref());
+        let (sql, _) = statement(
+            &done,
+            &decision,
+            Source::Reconciler,
+            Utc::now(),
+            by,
+            Some(&logged),
+        );
+        assert_sql_snapshot("record_refund_unmoved", &sql);
+
+        let pending = a_refund(AttemptStatus::Pending);
+        let decision = decide_refund(pending.status, &succeeded.outcome);
+        let by = RefundKey::Resource(pending.idempotency_key.as_deref());
+        let (sql, _) = statement(&pending, &decision, Source::Webhook, Utc::now(), by, None);
+        assert_sql_snapshot("apply_refund_notice", &sql);
+    }
 }
