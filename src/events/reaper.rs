@@ -12,6 +12,8 @@ use diesel::sql_types::BigInt;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use tokio::sync::watch;
 
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 use crate::db::DbPool;
 
 #[derive(Debug, Clone)]
@@ -78,15 +80,33 @@ async fn delete_old(
     batch: i64,
     retention_ms: i64,
 ) -> diesel::QueryResult<usize> {
-    diesel::sql_query(
-        "DELETE FROM merchant_events e USING ( \
-             SELECT id FROM merchant_events \
-             WHERE created_at < now() - $2 * interval '1 millisecond' \
-             ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED) old \
-         WHERE e.id = old.id",
-    )
-    .bind::<BigInt, _>(batch)
-    .bind::<BigInt, _>(retention_ms)
-    .execute(conn)
-    .await
+    delete_old_statement(batch, retention_ms)
+        .execute(conn)
+        .await
+}
+
+/// [`delete_old`]'s statement (whole text: `tests/sql/reap_merchant_events.sql`).
+fn delete_old_statement(batch: i64, retention_ms: i64) -> Sql<'static> {
+    let mut q = Statement::new();
+    let batch = q.bind::<BigInt, _>(batch);
+    let retention_ms = q.bind::<BigInt, _>(retention_ms);
+    q.push(format_args!(
+        "DELETE FROM merchant_events e USING (
+    SELECT id FROM merchant_events
+    WHERE created_at < now() - {retention_ms} * interval '1 millisecond'
+    ORDER BY created_at LIMIT {batch} FOR UPDATE SKIP LOCKED) old
+WHERE e.id = old.id"
+    ));
+    q.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    #[test]
+    fn the_reaper_statement_reads_as_its_snapshot() {
+        assert_sql_snapshot("reap_merchant_events", &delete_old_statement(500, 1));
+    }
 }
