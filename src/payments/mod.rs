@@ -25,6 +25,7 @@
 
 pub mod answer;
 pub mod attempts;
+pub mod due;
 pub mod event_log;
 pub mod holds;
 pub mod metrics;

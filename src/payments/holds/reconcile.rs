@@ -6,16 +6,16 @@
 //! ([`super::operate::void_without_key`]).
 
 use chrono::Utc;
-use diesel::sql_types::{BigInt, Interval};
 use diesel_async::RunQueryDsl;
 
 use super::operate::{send, send_under};
-use super::record::{record, verdict, Verdict};
+use super::record::{record, verdict, Verdict, OPEN_OPERATION_STATUSES};
 use super::{reason, HoldError, HoldOperation, HoldOperationRow};
 use crate::db::DbPool;
 use crate::payments::attempts::transition::HOLD_EXPIRY_MARGIN;
 use crate::payments::attempts::{find_attempt, PaymentAttempt, Source};
-use crate::payments::reconciler::settings::{pg_interval, to_chrono};
+use crate::payments::due::{self, DueQueue};
+use crate::payments::reconciler::settings::to_chrono;
 use crate::payments::service::Payments;
 use crate::payments::status::AttemptStatus;
 use crate::providers::{Lookups, ProviderCall};
@@ -51,6 +51,13 @@ async fn ask(
     send_under(payments, operation, payment, &fresh).await
 }
 
+/// The captures' and voids' due queue: an operation's statuses are an attempt's, without the
+/// hold, as a refund's.
+const DUE_OPERATIONS: DueQueue = DueQueue {
+    table: "hold_operations",
+    open: OPEN_OPERATION_STATUSES,
+};
+
 /// Takes up to `limit` due operations and hides them from other replicas for `claim`.
 pub async fn claim_due(
     pool: &DbPool,
@@ -58,18 +65,9 @@ pub async fn claim_due(
     limit: i64,
 ) -> Result<Vec<HoldOperation>, HoldError> {
     let mut conn = pool.get().await?;
-    let rows: Vec<HoldOperationRow> = diesel::sql_query(
-        "UPDATE hold_operations o SET next_check_at = now() + $1, checks = o.checks + 1 \
-         FROM (SELECT merchant_id, id FROM hold_operations \
-               WHERE status IN ('created', 'pending') AND next_check_at <= now() \
-               ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED) due \
-         WHERE o.merchant_id = due.merchant_id AND o.id = due.id \
-         RETURNING o.*",
-    )
-    .bind::<Interval, _>(pg_interval(claim))
-    .bind::<BigInt, _>(limit)
-    .load(&mut conn)
-    .await?;
+    let rows: Vec<HoldOperationRow> = due::claim_due(DUE_OPERATIONS, limit, claim)
+        .load(&mut conn)
+        .await?;
     Ok(rows.into_iter().map(Into::into).collect())
 }
 
@@ -150,4 +148,12 @@ pub async fn was_voided_for(
         .load(conn)
         .await?;
     Ok(!found.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_claim_reads_as_its_snapshot() {
+        crate::payments::due::assert_claim_snapshot(super::DUE_OPERATIONS);
+    }
 }

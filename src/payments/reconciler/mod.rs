@@ -28,6 +28,8 @@ use tokio::sync::watch;
 pub mod settings;
 
 use self::settings::{pg_interval, to_chrono, ReconcilerSettings, NO_RECORD};
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::payments::attempts::call_log::log_call;
@@ -37,6 +39,7 @@ use crate::payments::attempts::{
     before_resend, find_attempt, open_statuses, quiet_before, unsettled_statuses,
 };
 use crate::payments::attempts::{AttemptRow, CallKind, PaymentAttempt, Source};
+use crate::payments::due::{claim_due, DueQueue};
 use crate::payments::holds::operate::void_without_key;
 use crate::payments::holds::reason::OUTCOME_UNKNOWN;
 use crate::payments::holds::reconcile::{needs_void, was_voided_for};
@@ -92,7 +95,7 @@ pub async fn reconcile_due(
     pool: &DbPool,
     payments: &Arc<Payments>,
 ) -> Result<usize, ReconcileError> {
-    let due = claim_due(pool, &payments.reconciler).await?;
+    let due = claim_due_attempts(pool, &payments.reconciler).await?;
     let claimed = due.len();
     let mut checks = tokio::task::JoinSet::new();
     for attempt in due {
@@ -167,26 +170,22 @@ async fn reconcile_due_refunds(pool: &DbPool, payments: &Arc<Payments>) -> usize
     claimed
 }
 
+/// The attempts' due queue: every open attempt, a hold included (its check comes before it
+/// expires).
+const DUE_ATTEMPTS: DueQueue = DueQueue {
+    table: "payment_attempts",
+    open: open_statuses!(),
+};
+
 /// Takes up to a batch of due attempts and hides them from other replicas for the claim.
-async fn claim_due(
+async fn claim_due_attempts(
     pool: &DbPool,
     settings: &ReconcilerSettings,
 ) -> Result<Vec<PaymentAttempt>, ReconcileError> {
     let mut conn = pool.get().await?;
-    let rows: Vec<AttemptRow> = diesel::sql_query(concat!(
-        "UPDATE payment_attempts a SET next_check_at = now() + $1, checks = a.checks + 1 \
-         FROM (SELECT merchant_id, id FROM payment_attempts \
-               WHERE status IN ",
-        open_statuses!(),
-        " AND next_check_at <= now() \
-               ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED) due \
-         WHERE a.merchant_id = due.merchant_id AND a.id = due.id \
-         RETURNING a.*"
-    ))
-    .bind::<Interval, _>(pg_interval(settings.claim))
-    .bind::<BigInt, _>(settings.batch)
-    .load(&mut conn)
-    .await?;
+    let rows: Vec<AttemptRow> = claim_due(DUE_ATTEMPTS, settings.batch, settings.claim)
+        .load(&mut conn)
+        .await?;
     Ok(rows.into_iter().map(Into::into).collect())
 }
 
@@ -433,19 +432,10 @@ pub async fn refresh_gauges(pool: &DbPool, payments: &Payments) -> Result<(), Re
         overdue: i64,
     }
     let mut conn = pool.get().await?;
-    let counts: Unresolved = diesel::sql_query(format!(
-        "SELECT count(*) FILTER (WHERE status = {created}) AS created, \
-                count(*) FILTER (WHERE status = {pending}) AS pending, \
-                coalesce(extract(epoch FROM now() - min(created_at)), 0)::bigint AS oldest_seconds, \
-                count(*) FILTER (WHERE created_at < now() - $1) AS overdue \
-         FROM payment_attempts WHERE status IN {open}",
-        created = AttemptStatus::Created.sql(),
-        pending = AttemptStatus::Pending.sql(),
-        open = unsettled_statuses!(),
-    ))
-    .bind::<Interval, _>(pg_interval(payments.reconciler.alert_after))
-    .load(&mut conn)
-    .await.and_then(crate::db::one)?;
+    let counts: Unresolved = count_unresolved(payments.reconciler.alert_after)
+        .load(&mut conn)
+        .await
+        .and_then(crate::db::one)?;
     payments.metrics.set_unresolved(
         counts.created,
         counts.pending,
@@ -455,9 +445,35 @@ pub async fn refresh_gauges(pool: &DbPool, payments: &Payments) -> Result<(), Re
     Ok(())
 }
 
+/// The statement of [`refresh_gauges`]: the unsettled attempts counted by status, the age of
+/// the oldest, and how many are older than `alert_after` (whole text:
+/// `tests/sql/count_unresolved.sql`).
+fn count_unresolved(alert_after: Duration) -> Sql<'static> {
+    let mut q = Statement::new();
+    let alert_after = q.bind::<Interval, _>(pg_interval(alert_after));
+    q.push(format_args!(
+        "SELECT count(*) FILTER (WHERE status = {created}) AS created,
+    count(*) FILTER (WHERE status = {pending}) AS pending,
+    coalesce(extract(epoch FROM now() - min(created_at)), 0)::bigint AS oldest_seconds,
+    count(*) FILTER (WHERE created_at < now() - {alert_after}) AS overdue
+FROM payment_attempts WHERE status IN {open}",
+        created = AttemptStatus::Created.sql(),
+        pending = AttemptStatus::Pending.sql(),
+        open = unsettled_statuses!(),
+    ));
+    q.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_statements_read_as_their_snapshots() {
+        crate::payments::due::assert_claim_snapshot(DUE_ATTEMPTS);
+        let sql = count_unresolved(Duration::from_secs(900));
+        crate::db::snapshot::assert_sql_snapshot("count_unresolved", &sql);
+    }
 
     #[test]
     fn backoff_follows_the_schedule_then_stays_hourly() {

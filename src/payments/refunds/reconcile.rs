@@ -2,16 +2,23 @@
 //! check itself (also support's "reconcile now").
 
 use chrono::Utc;
-use diesel::sql_types::{BigInt, Interval};
 use diesel_async::RunQueryDsl;
 
 use super::record::record;
 use super::{refund_request, Refund, RefundError, RefundRow};
 use crate::db::DbPool;
 use crate::payments::attempts::{CallKind, Source};
-use crate::payments::reconciler::settings::{pg_interval, NO_RECORD};
+use crate::payments::due::{self, DueQueue};
+use crate::payments::reconciler::settings::NO_RECORD;
 use crate::payments::service::Payments;
 use crate::providers::{Lookups, ProviderOutcome};
+
+/// The refunds' due queue: a refund's statuses are an attempt's (docs/DESIGN.md, "Refunds"),
+/// without the hold.
+const DUE_REFUNDS: DueQueue = DueQueue {
+    table: "refunds",
+    open: open_refund_statuses!(),
+};
 
 /// Takes up to `limit` refunds whose check is due and hides them from other replicas for
 /// `claim` (the attempts' queue, `reconciler/mod.rs`, works the same way).
@@ -21,21 +28,9 @@ pub async fn claim_due(
     limit: i64,
 ) -> Result<Vec<Refund>, RefundError> {
     let mut conn = pool.get().await?;
-    // A refund's statuses are an attempt's (docs/DESIGN.md, "Refunds").
-    let rows: Vec<RefundRow> = diesel::sql_query(concat!(
-        "UPDATE refunds r SET next_check_at = now() + $1, checks = r.checks + 1 \
-         FROM (SELECT merchant_id, id FROM refunds \
-               WHERE status IN ",
-        open_refund_statuses!(),
-        " AND next_check_at <= now() \
-               ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED) due \
-         WHERE r.merchant_id = due.merchant_id AND r.id = due.id \
-         RETURNING r.*"
-    ))
-    .bind::<Interval, _>(pg_interval(claim))
-    .bind::<BigInt, _>(limit)
-    .load(&mut conn)
-    .await?;
+    let rows: Vec<RefundRow> = due::claim_due(DUE_REFUNDS, limit, claim)
+        .load(&mut conn)
+        .await?;
     Ok(rows.into_iter().map(Into::into).collect())
 }
 
@@ -128,4 +123,12 @@ async fn reschedule(
         .execute(conn)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_claim_reads_as_its_snapshot() {
+        crate::payments::due::assert_claim_snapshot(super::DUE_REFUNDS);
+    }
 }
