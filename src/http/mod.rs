@@ -132,7 +132,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::get().to(routing::get_routing))
                 .route(web::put().to(routing::put_routing)),
         )
-        .service(resource("/v1/orders/{id}", "GET").route(web::get().to(orders::get_order)))
+        .service(
+            resource("/v1/orders/{id}", "GET, POST")
+                .route(web::get().to(orders::get_order))
+                .route(web::post().to(orders::update_order)),
+        )
         .service(
             resource("/v1/orders/{id}/cancel", "POST").route(web::post().to(orders::cancel_order)),
         )

@@ -44,6 +44,7 @@ use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
         events::get,
         orders::create_order,
         orders::get_order,
+        orders::update_order,
         orders::cancel_order,
         payments::create_payment,
         payments::checkout,

@@ -1,4 +1,5 @@
-//! `POST /v1/orders`, `GET /v1/orders/{id}`, `POST /v1/orders/{id}/cancel`.
+//! `POST /v1/orders`, `GET /v1/orders/{id}`, `POST /v1/orders/{id}` (its metadata),
+//! `POST /v1/orders/{id}/cancel`.
 
 use std::collections::BTreeMap;
 
@@ -46,6 +47,21 @@ impl KeyedBody for CancelOrderRequest {
     const OPERATION: Operation = Operation::CancelOrder;
     type Id = OrderId;
     const HAS_BODY: bool = false;
+}
+
+/// A change of the order's metadata: each key given is set, a key given as `""` is removed,
+/// the others are kept.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateOrderBody {
+    /// String keys (≤ 40 chars) with string values (≤ 500 chars), `""` to remove the key; the
+    /// order's metadata must still hold at most 50 keys after the change.
+    metadata: Option<BTreeMap<String, String>>,
+}
+
+impl KeyedBody for UpdateOrderBody {
+    const OPERATION: Operation = Operation::UpdateOrder;
+    type Id = OrderId;
 }
 
 impl From<CreateOrderBody> for OrderFields {
@@ -143,6 +159,33 @@ pub(crate) async fn show_order(
         .ok_or(ApiError::NotFound("order"))?;
     let payments = attempts_of_order(&mut conn, order.merchant_id, order.id).await?;
     Ok(HttpResponse::Ok().json(OrderWithPayments::new(order, payments)))
+}
+
+#[utoipa::path(post, path = "/v1/orders/{id}", tag = "orders",
+    summary = "Change an order's metadata",
+    description = "Stripe's update semantics: each key given is set, a key given as `\"\"` is removed, the other keys are kept. Allowed in any status: metadata is the merchant's own notes. The merged metadata must still hold at most 50 keys.",
+    request_body = UpdateOrderBody,
+    params(
+        ("id" = String, Path, description = "order id, `ord_…`"),
+        ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = Order, description = "the order with its metadata changed, or replayed with `Idempotent-Replayed: true` (the order as it is now)"),
+        (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
+        (status = 409, body = crate::http::errors::Problem, description = "idempotency_key_in_use"),
+        (status = 422, body = crate::http::errors::Problem, description = "validation_failed (a key or value too long, `metadata` missing, more than 50 keys after the change), idempotency_key_reused, raw_card_data_forbidden"),
+    ))]
+pub async fn update_order(
+    state: web::Data<AppState>,
+    Keyed { request, id, body }: Keyed<UpdateOrderBody>,
+) -> Result<HttpResponse, ApiError> {
+    let command = OrderCommand::Update {
+        id,
+        metadata: body.metadata,
+    };
+    let done = command::run(&state.context(&request, command)).await?;
+    Ok(answer(done))
 }
 
 #[utoipa::path(post, path = "/v1/orders/{id}/cancel", tag = "orders",

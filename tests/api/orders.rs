@@ -582,3 +582,209 @@ async fn an_amount_is_any_json_number_without_a_fraction() {
     assert_eq!(app.count_rows().await, (6, 6));
     assert_eq!(app.charges(), 3);
 }
+
+impl TestApp {
+    /// `POST /v1/orders/{id}` with `body` under `key`, as `secret`.
+    async fn update_order(
+        &self,
+        secret: &str,
+        id: &str,
+        key: &str,
+        body: &Value,
+    ) -> reqwest::Response {
+        self.post_keyed(
+            secret,
+            &format!("/v1/orders/{id}"),
+            Some(key),
+            Some(body.to_string()),
+        )
+        .await
+    }
+}
+
+/// Stripe's update semantics: keys given are set, a key given as "" is removed, the others
+/// are kept; the same key and body replay the answer, the same key with another body is 422.
+#[tokio::test]
+async fn updating_metadata_sets_removes_and_keeps_keys_once_per_key() {
+    let app = TestApp::spawn().await;
+    let order: Value = app
+        .create_order("o", &order_body())
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = order["id"].as_str().unwrap();
+    let change = json!({"metadata": {"color": "", "gift": "yes", "sku": "mug-2"}});
+    let updated = app.update_order(&app.merchant_key, id, "u", &change).await;
+    assert_eq!(updated.status(), 200);
+    let updated: Value = updated.json().await.unwrap();
+    assert_eq!(updated["id"], order["id"]);
+    assert_eq!(updated["metadata"], json!({"gift": "yes", "sku": "mug-2"}));
+    assert_eq!(updated["amount"], 1999);
+
+    // Replayed: the order as it is now, after a later change under another key.
+    let later = json!({"metadata": {"wrapped": "true"}});
+    let later = app.update_order(&app.merchant_key, id, "u-2", &later).await;
+    assert_eq!(later.status(), 200);
+    let replay = app.update_order(&app.merchant_key, id, "u", &change).await;
+    assert_eq!(replay.status(), 200);
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    let replay: Value = replay.json().await.unwrap();
+    assert_eq!(
+        replay["metadata"],
+        json!({"gift": "yes", "sku": "mug-2", "wrapped": "true"}),
+        "the change was made once, and the replay shows the order as it is now"
+    );
+
+    let other_body = json!({"metadata": {"gift": "no"}});
+    let reused = app
+        .update_order(&app.merchant_key, id, "u", &other_body)
+        .await;
+    assert_problem(reused, 422, "idempotency_key_reused").await;
+    let (_, keys) = app.count_rows().await;
+    assert_eq!(keys, 3, "the order's key and the two changes'");
+}
+
+/// Metadata is the merchant's own notes: it changes in any status, a canceled order's too.
+#[tokio::test]
+async fn a_canceled_orders_metadata_can_change() {
+    let app = TestApp::spawn().await;
+    let order: Value = app
+        .create_order("o", &order_body())
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = order["id"].as_str().unwrap();
+    let cancel = app
+        .post_keyed(
+            &app.merchant_key,
+            &format!("/v1/orders/{id}/cancel"),
+            Some("c"),
+            None,
+        )
+        .await;
+    assert_eq!(cancel.status(), 200);
+    let change = json!({"metadata": {"why": "customer asked"}});
+    let updated = app.update_order(&app.merchant_key, id, "u", &change).await;
+    assert_eq!(updated.status(), 200);
+    let updated: Value = updated.json().await.unwrap();
+    assert_eq!(updated["status"], "canceled");
+    assert_eq!(updated["metadata"]["why"], "customer asked");
+}
+
+/// The merged map keeps the order's rules (at most 50 keys, keys ≤ 40 characters, values ≤
+/// 500): `validation_failed`, with nothing recorded under the key.
+#[tokio::test]
+async fn a_metadata_change_that_breaks_the_rules_is_validation_failed() {
+    let app = TestApp::spawn().await;
+    let order: Value = app
+        .create_order("o", &order_body())
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = order["id"].as_str().unwrap();
+    let long_key = "k".repeat(41);
+    let problem = assert_problem(
+        app.update_order(
+            &app.merchant_key,
+            id,
+            "bad-1",
+            &json!({"metadata": {long_key.clone(): "v", "note": "x".repeat(501)}}),
+        )
+        .await,
+        422,
+        "validation_failed",
+    )
+    .await;
+    let fields: Vec<_> = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        fields,
+        [format!("/metadata/{long_key}"), "/metadata/note".into()]
+    );
+    assert_problem(
+        app.update_order(&app.merchant_key, id, "bad-2", &json!({}))
+            .await,
+        422,
+        "validation_failed",
+    )
+    .await;
+    // Two keys are there already: 49 new ones make 51, and removing one of the old makes 50.
+    let mut many: serde_json::Map<String, Value> =
+        (0..49).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let too_many = app
+        .update_order(
+            &app.merchant_key,
+            id,
+            "bad-3",
+            &json!({"metadata": many.clone()}),
+        )
+        .await;
+    let problem = assert_problem(too_many, 422, "validation_failed").await;
+    assert_eq!(problem["errors"][0]["field"], "/metadata");
+    let (_, keys) = app.count_rows().await;
+    assert_eq!(keys, 1, "nothing recorded under a refused change's key");
+    many.insert("color".into(), json!(""));
+    let fits = app
+        .update_order(&app.merchant_key, id, "bad-3", &json!({"metadata": many}))
+        .await;
+    assert_eq!(
+        fits.status(),
+        200,
+        "the key is free for the corrected change"
+    );
+    let fits: Value = fits.json().await.unwrap();
+    assert_eq!(fits["metadata"].as_object().unwrap().len(), 50);
+}
+
+/// Another merchant's order does not exist to this one, and a support key may not write.
+#[tokio::test]
+async fn another_merchants_order_is_404_and_a_support_key_is_403() {
+    let app = TestApp::spawn().await;
+    let order: Value = app
+        .create_order("o", &order_body())
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = order["id"].as_str().unwrap();
+    let change = json!({"metadata": {"gift": "yes"}});
+    let (_, other_key) = app.other_merchant().await;
+    assert_problem(
+        app.update_order(&other_key, id, "u", &change).await,
+        404,
+        "not_found",
+    )
+    .await;
+    assert_problem(
+        app.update_order(&app.support_key, id, "u", &change).await,
+        403,
+        "forbidden",
+    )
+    .await;
+    assert_problem(
+        app.update_order(
+            &app.merchant_key,
+            "ord_00000000000000000000000000000000",
+            "u",
+            &change,
+        )
+        .await,
+        404,
+        "not_found",
+    )
+    .await;
+    let shown: Value = app
+        .get_as(&app.merchant_key, &format!("/v1/orders/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["metadata"], order["metadata"], "unchanged");
+}

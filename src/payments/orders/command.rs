@@ -1,14 +1,17 @@
-//! An order's own use cases, behind `POST /v1/orders` and `POST /v1/orders/{id}/cancel`: one
+//! An order's own use cases, behind `POST /v1/orders`, `POST /v1/orders/{id}/cancel` and
+//! `POST /v1/orders/{id}` (its metadata): one
 //! entry ([`run`]) taking one context ([`OrderContext`]), as a payment
 //! ([`crate::payments::attempts::pay::pay`]) and a refund
 //! ([`crate::payments::refunds::refund::refund`]) enter. Each command is database-only: its
 //! work runs once per key, in the claim statement ([`super::keyed`]), and the answer is the
 //! order as made, or, replayed, under the first status as it is now.
 
+use std::collections::BTreeMap;
+
 use diesel_async::AsyncPgConnection;
 
-use super::keyed::{CancelOrder, CreateOrder, OrderMade};
-use super::{find_order, order_with_reference, Order, OrderError, OrderFields};
+use super::keyed::{CancelOrder, CreateOrder, OrderMade, UpdateOrder};
+use super::{find_order, order_with_reference, MetadataUpdate, Order, OrderError, OrderFields};
 use crate::idempotency::{claim, Keyed, KeyedWork, RecordAs};
 use crate::ids::OrderId;
 use crate::payments::service::Context;
@@ -23,6 +26,11 @@ pub enum OrderCommand {
     Create(OrderFields),
     /// `POST /v1/orders/{id}/cancel`.
     Cancel(OrderId),
+    /// `POST /v1/orders/{id}`: change its metadata, as read from the body.
+    Update {
+        id: OrderId,
+        metadata: Option<BTreeMap<String, String>>,
+    },
 }
 
 /// The answer to an order request.
@@ -60,6 +68,18 @@ pub async fn run(ctx: &OrderContext<'_>) -> Result<OrderAnswer, OrderError> {
                 Ok(match find_order(conn, Some(merchant_id), id).await? {
                     None => OrderError::NotFound,
                     Some(order) => OrderError::NotCancelable(order.status),
+                })
+            })
+            .await
+        }
+        OrderCommand::Update { id, metadata } => {
+            let id = *id;
+            let update = MetadataUpdate::parse(metadata.clone()).map_err(OrderError::Invalid)?;
+            keyed(ctx, &UpdateOrder::new(id, &update), async |conn| {
+                Ok(match find_order(conn, Some(merchant_id), id).await? {
+                    None => OrderError::NotFound,
+                    // The statement found the order and the merged map too big for it.
+                    Some(_) => OrderError::Invalid(MetadataUpdate::too_many_keys()),
                 })
             })
             .await

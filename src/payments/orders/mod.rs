@@ -202,20 +202,7 @@ impl NewOrder {
                 ),
             );
         }
-        for (key, value) in &metadata {
-            if key.is_empty() || key.chars().count() > MAX_METADATA_KEY_LEN {
-                problem(
-                    &format!("/metadata/{key}"),
-                    format!("keys must be 1 to {MAX_METADATA_KEY_LEN} characters"),
-                );
-            }
-            if value.chars().count() > MAX_METADATA_VALUE_LEN {
-                problem(
-                    &format!("/metadata/{key}"),
-                    format!("values must be at most {MAX_METADATA_VALUE_LEN} characters"),
-                );
-            }
-        }
+        problems.extend(metadata_entry_problems(&metadata));
         match (amount, currency) {
             (Some(amount), Some(currency)) if problems.is_empty() => Ok(NewOrder {
                 amount,
@@ -227,6 +214,66 @@ impl NewOrder {
             }),
             _ => Err(problems),
         }
+    }
+}
+
+/// The problems of metadata entries, one per broken rule: keys 1 to
+/// [`MAX_METADATA_KEY_LEN`] characters, values at most [`MAX_METADATA_VALUE_LEN`].
+fn metadata_entry_problems(metadata: &BTreeMap<String, String>) -> FieldProblems {
+    let mut problems = FieldProblems::new();
+    for (key, value) in metadata {
+        if key.is_empty() || key.chars().count() > MAX_METADATA_KEY_LEN {
+            problems.push((
+                format!("/metadata/{key}"),
+                format!("keys must be 1 to {MAX_METADATA_KEY_LEN} characters"),
+            ));
+        }
+        if value.chars().count() > MAX_METADATA_VALUE_LEN {
+            problems.push((
+                format!("/metadata/{key}"),
+                format!("values must be at most {MAX_METADATA_VALUE_LEN} characters"),
+            ));
+        }
+    }
+    problems
+}
+
+/// A change of an order's metadata (`POST /v1/orders/{id}`), Stripe's way: a key given with
+/// a value is set, a key given as `""` is removed, and every other key is kept. Metadata is
+/// the merchant's own notes, so it may change in any status of the order.
+#[derive(Debug, Clone)]
+pub struct MetadataUpdate {
+    pub set: BTreeMap<String, String>,
+    pub remove: Vec<String>,
+}
+
+impl MetadataUpdate {
+    /// The change, or every field problem at once. The merged map's size depends on the order
+    /// as it is when the change is made, so the statement that makes it checks that
+    /// ([`MetadataUpdate::too_many_keys`]).
+    pub fn parse(metadata: Option<BTreeMap<String, String>>) -> Result<Self, FieldProblems> {
+        let Some(metadata) = metadata else {
+            return Err(vec![("/metadata".into(), "is required".into())]);
+        };
+        let problems = metadata_entry_problems(&metadata);
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let (removed, set): (BTreeMap<_, _>, BTreeMap<_, _>) = metadata
+            .into_iter()
+            .partition(|(_, value)| value.is_empty());
+        Ok(MetadataUpdate {
+            set,
+            remove: removed.into_keys().collect(),
+        })
+    }
+
+    /// The problem of a change the order's metadata could not take.
+    pub fn too_many_keys() -> FieldProblems {
+        vec![(
+            "/metadata".into(),
+            format!("would have more than {MAX_METADATA_KEYS} keys with this change; at most {MAX_METADATA_KEYS} are allowed"),
+        )]
     }
 }
 

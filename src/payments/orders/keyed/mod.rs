@@ -1,8 +1,7 @@
-//! The keyed statements of an order alone, one file each: [`create_order`] and
-//! [`cancel_order`], the work that runs inside the claim statement of
+//! The keyed statements of an order alone, one file each: [`create_order`],
+//! [`cancel_order`] and [`update_order`], the work that runs inside the claim statement of
 //! [`crate::idempotency::claim()`], so that a new key, its work and its record are one
-//! statement and one round trip (their whole text: `tests/sql/claim_create_order.sql`,
-//! `tests/sql/claim_cancel_order.sql`). A new order made with its first attempt
+//! statement and one round trip (their whole text: `tests/sql/claim_<operation>.sql`). A new order made with its first attempt
 //! (`POST /v1/checkout`) is [`crate::payments::attempts::keyed::checkout`], which inserts
 //! the order as [`CreateOrder`] does.
 //!
@@ -13,12 +12,14 @@
 
 pub mod cancel_order;
 pub mod create_order;
+pub mod update_order;
 
 use diesel::result::DatabaseErrorKind;
 use serde::Deserialize;
 
 pub use cancel_order::CancelOrder;
 pub use create_order::{insert_order, CreateOrder};
+pub use update_order::UpdateOrder;
 
 use super::{Order, OrderRow};
 use crate::db::statement::{Param, Statement};
@@ -83,5 +84,18 @@ mod tests {
         assert_sql_snapshot("claim_create_order", &sql);
         let sql = claim_text(Operation::CancelOrder, &CancelOrder { id: OrderId::new() });
         assert_sql_snapshot("claim_cancel_order", &sql);
+        let update = crate::payments::orders::MetadataUpdate::parse(Some(
+            [
+                ("note".to_owned(), "gift".to_owned()),
+                ("old".to_owned(), String::new()),
+            ]
+            .into(),
+        ))
+        .expect("a valid change");
+        let sql = claim_text(
+            Operation::UpdateOrder,
+            &UpdateOrder::new(OrderId::new(), &update),
+        );
+        assert_sql_snapshot("claim_update_order", &sql);
     }
 }
