@@ -7,7 +7,7 @@
 //!    it. The refunds migration's trigger holds the refund's amount on its payment's row in
 //!    that same statement, or refuses it: never more back than was taken, whatever races.
 //! 2. The provider call with the refund's own provider idempotency key.
-//! 3. One transaction: the outcome, the timeline, the provider call log and the key.
+//! 3. One statement ([`record`]): the outcome, the timeline, the provider call log and the key.
 //!
 //! A refund moves by the same state machine as an attempt (`created → pending → succeeded |
 //! failed`), so it uses the attempt's status type and the same decision
