@@ -10,7 +10,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use super::{PaymentAttempt, Source};
 use crate::db::schema::provider_calls;
 use crate::db::statement::Statement;
-use crate::ids::{HoldOperationId, MerchantId, PaymentId, RefundId};
+use crate::ids::{MerchantId, PaymentId};
 use crate::providers::{ProviderCall, ProviderOutcome};
 use crate::words::words;
 
@@ -148,52 +148,6 @@ pub async fn log_call(
     q.push(format_args!(
         "INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome,
     http_status, latency_ms, detail) VALUES ({merchant}, {attempt}, {values})"
-    ));
-    q.finish().execute(conn).await.map(|_| ())
-}
-
-/// Appends a provider call about refund `refund_id` of attempt `attempt_id` to the call
-/// log, inside the caller's transaction; it shows in the attempt's story with the refund.
-pub async fn log_refund_call(
-    conn: &mut AsyncPgConnection,
-    merchant_id: MerchantId,
-    attempt_id: PaymentId,
-    refund_id: RefundId,
-    kind: CallKind,
-    source: Source,
-    call: &ProviderCall,
-) -> diesel::QueryResult<()> {
-    let record = CallRecord::of(kind, source, call);
-    let mut q = Statement::new();
-    let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
-    let attempt = q.bind::<SqlUuid, _>(attempt_id.0);
-    let refund = q.bind::<SqlUuid, _>(refund_id.0);
-    let values = record.values(&mut q);
-    q.push(format_args!(
-        "INSERT INTO provider_calls (merchant_id, attempt_id, refund_id, operation, source,
-    outcome, http_status, latency_ms, detail) VALUES ({merchant}, {attempt}, {refund}, {values})"
-    ));
-    q.finish().execute(conn).await.map(|_| ())
-}
-
-/// Appends a provider call about a capture or void (`operation`, of attempt `attempt_id`) to
-/// the call log, inside the caller's transaction; it shows in the attempt's story.
-pub async fn log_hold_call(
-    conn: &mut AsyncPgConnection,
-    (merchant_id, attempt_id, operation): (MerchantId, PaymentId, HoldOperationId),
-    kind: CallKind,
-    source: Source,
-    call: &ProviderCall,
-) -> diesel::QueryResult<()> {
-    let record = CallRecord::of(kind, source, call);
-    let mut q = Statement::new();
-    let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
-    let attempt = q.bind::<SqlUuid, _>(attempt_id.0);
-    let operation = q.bind::<SqlUuid, _>(operation.0);
-    let values = record.values(&mut q);
-    q.push(format_args!(
-        "INSERT INTO provider_calls (merchant_id, attempt_id, hold_operation_id, operation,
-    source, outcome, http_status, latency_ms, detail) VALUES ({merchant}, {attempt}, {operation}, {values})"
     ));
     q.finish().execute(conn).await.map(|_| ())
 }
