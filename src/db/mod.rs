@@ -4,6 +4,8 @@
 pub mod advisory;
 pub mod cluster;
 pub mod migrations;
+#[cfg(test)]
+mod one_way;
 pub mod pool;
 pub mod pool_metrics;
 pub mod primary;

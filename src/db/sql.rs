@@ -4,7 +4,9 @@
 //! Describe round trip, a plan from scratch, and then the execution: two round trips and
 //! the planning for each request. [`Sql`] is the same hand-written SQL with `$n` parameters,
 //! but safe to cache: diesel-async keeps it prepared per connection, keyed by its text and
-//! parameter types, and each later run is one round trip.
+//! parameter types, and each later run is one round trip. It is made by a
+//! [`Statement`](super::statement::Statement), the one way to write SQL by hand
+//! (docs/DESIGN.md, "Writing SQL").
 //!
 //! diesel numbers parameters itself, in the order they are pushed, so the text is cut at
 //! every `$n` and the `n`-th value is pushed there; a parameter used three times is sent three
@@ -31,22 +33,14 @@ enum Piece {
 }
 
 impl<'f> Sql<'f> {
-    pub fn new(text: &str) -> Self {
+    /// `text` with no values yet. Only `db`'s own: outside it, a statement is written with a
+    /// [`Statement`](super::statement::Statement), whose fragments never write a `$n` of
+    /// their own (docs/DESIGN.md, "Writing SQL").
+    pub(super) fn new(text: &str) -> Self {
         Sql {
             pieces: split(text),
             values: Vec::new(),
         }
-    }
-
-    /// Gives the next parameter (`$1`, then `$2`, …) its value, of SQL type `ST`.
-    pub fn bind<ST, V>(mut self, value: V) -> Self
-    where
-        Pg: HasSqlType<ST>,
-        V: ToSql<ST, Pg> + Send + 'f,
-        ST: 'f,
-    {
-        self.push_value::<ST, V>(value);
-        self
     }
 
     /// Binds the next value in place; its number (`n` of `$n`).
