@@ -11,6 +11,7 @@ pub mod pool_metrics;
 pub mod primary;
 pub mod roles;
 pub mod schema;
+pub mod scope;
 #[cfg(test)]
 pub(crate) mod snapshot;
 pub mod sql;

@@ -13,6 +13,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::{Event, EventRow, EventType, EventsError};
 use crate::db::schema::{event_deliveries, merchant_events};
+use crate::db::scope::{find_in_scope, InScope};
 use crate::ids::{EventId, MerchantId};
 
 /// What `GET /v1/events` filters by; every filter given must hold.
@@ -39,19 +40,11 @@ pub async fn seq_of(
     scope: Option<MerchantId>,
     id: EventId,
 ) -> QueryResult<Option<i64>> {
-    let mut query = merchant_events::table
-        .filter(merchant_events::id.eq(id.0))
+    let query = merchant_events::table
         .select(merchant_events::seq)
         .into_boxed();
-    if let Some(merchant) = scope {
-        query = query.filter(merchant_events::merchant_id.eq(merchant.0));
-    }
-    query
-        .limit(1)
-        .load(conn)
-        .await
-        .and_then(crate::db::one)
-        .optional()
+    let id = merchant_events::id.eq(id.0);
+    find_in_scope(conn, query, id, merchant_events::merchant_id, scope).await
 }
 
 /// Up to `limit` events matching `filter`, newest first, written before the event of
@@ -66,10 +59,8 @@ pub async fn list_events(
         .select(EventRow::as_select())
         .order(merchant_events::seq.desc())
         .limit(limit)
-        .into_boxed();
-    if let Some(merchant) = filter.merchant {
-        query = query.filter(merchant_events::merchant_id.eq(merchant.0));
-    }
+        .into_boxed()
+        .in_scope(merchant_events::merchant_id, filter.merchant);
     if let Some(seq) = before_seq {
         query = query.filter(merchant_events::seq.lt(seq));
     }

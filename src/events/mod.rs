@@ -28,6 +28,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::db::schema::merchant_events;
+use crate::db::scope::find_in_scope;
 use crate::ids::{EventId, MerchantId, OrderId};
 use crate::payments::snapshot::{self, Order, PaymentAttempt, Refund};
 use crate::words::words;
@@ -197,19 +198,11 @@ pub async fn find_event(
     scope: Option<MerchantId>,
     id: EventId,
 ) -> Result<Option<Event>, EventsError> {
-    let mut query = merchant_events::table
-        .filter(merchant_events::id.eq(id.0))
+    let query = merchant_events::table
         .select(EventRow::as_select())
         .into_boxed();
-    if let Some(merchant) = scope {
-        query = query.filter(merchant_events::merchant_id.eq(merchant.0));
-    }
-    let row = query
-        .limit(1)
-        .load(conn)
-        .await
-        .and_then(crate::db::one)
-        .optional()?;
+    let id = merchant_events::id.eq(id.0);
+    let row = find_in_scope(conn, query, id, merchant_events::merchant_id, scope).await?;
     Ok(row.map(Event::from_row).transpose()?)
 }
 

@@ -10,6 +10,7 @@ use tracing::Instrument;
 
 use super::{EndpointRow, UnreadableEndpoint, WebhookEndpoint};
 use crate::db::schema::webhook_endpoints;
+use crate::db::scope::find_in_scope;
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
 use crate::ids::{EndpointId, MerchantId};
@@ -28,20 +29,13 @@ pub async fn find_endpoint(
     scope: Option<MerchantId>,
     id: EndpointId,
 ) -> Result<Option<WebhookEndpoint>, StoreError> {
-    let mut query = webhook_endpoints::table
-        .filter(webhook_endpoints::id.eq(id.0))
+    let query = webhook_endpoints::table
         .filter(webhook_endpoints::deleted_at.is_null())
         .select(EndpointRow::as_select())
         .into_boxed();
-    if let Some(merchant) = scope {
-        query = query.filter(webhook_endpoints::merchant_id.eq(merchant.0));
-    }
-    let row = query
-        .limit(1)
-        .load(conn)
-        .await
-        .and_then(crate::db::one)
-        .optional()?;
+    let id = webhook_endpoints::id.eq(id.0);
+    let row: Option<EndpointRow> =
+        find_in_scope(conn, query, id, webhook_endpoints::merchant_id, scope).await?;
     Ok(row.map(WebhookEndpoint::try_from).transpose()?)
 }
 

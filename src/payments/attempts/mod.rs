@@ -26,6 +26,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::db::schema::{attempt_transitions, orders, payment_attempts};
+use crate::db::scope::find_in_scope;
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::status::{AttemptStatus, OrderStatus};
 use crate::providers::{CaptureMethod, NextAction};
@@ -250,20 +251,12 @@ pub async fn find_attempt(
     merchant: Option<MerchantId>,
     id: PaymentId,
 ) -> QueryResult<Option<PaymentAttempt>> {
-    let mut query = payment_attempts::table
-        .filter(payment_attempts::id.eq(id.0))
+    let query = payment_attempts::table
         .select(AttemptRow::as_select())
         .into_boxed();
-    if let Some(merchant) = merchant {
-        query = query.filter(payment_attempts::merchant_id.eq(merchant.0));
-    }
-    Ok(query
-        .limit(1)
-        .load::<AttemptRow>(conn)
-        .await
-        .and_then(crate::db::one)
-        .optional()?
-        .map(Into::into))
+    let id = payment_attempts::id.eq(id.0);
+    let row = find_in_scope(conn, query, id, payment_attempts::merchant_id, merchant);
+    Ok(row.await?.map(AttemptRow::into))
 }
 
 /// Before a create of `attempt` is sent again: moves its `sending_until` forward to `until`

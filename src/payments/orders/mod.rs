@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use crate::db::pool::PoolError;
 use crate::db::schema::orders;
+use crate::db::scope::find_in_scope;
 use crate::fields::text;
 pub use crate::fields::{FieldProblems, MAX_DESCRIPTION_LEN};
 use crate::idempotency::IdempotencyError;
@@ -352,20 +353,10 @@ pub async fn find_order(
     merchant: Option<MerchantId>,
     id: OrderId,
 ) -> QueryResult<Option<Order>> {
-    let mut query = orders::table
-        .filter(orders::id.eq(id.0))
-        .select(OrderRow::as_select())
-        .into_boxed();
-    if let Some(merchant) = merchant {
-        query = query.filter(orders::merchant_id.eq(merchant.0));
-    }
-    query
-        .limit(1)
-        .load::<OrderRow>(conn)
-        .await
-        .and_then(crate::db::one)
-        .optional()
-        .map(|row| row.map(Order::from_row))
+    let query = orders::table.select(OrderRow::as_select()).into_boxed();
+    let id = orders::id.eq(id.0);
+    let row = find_in_scope(conn, query, id, orders::merchant_id, merchant);
+    Ok(row.await?.map(Order::from_row))
 }
 
 #[cfg(test)]

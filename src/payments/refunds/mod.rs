@@ -35,6 +35,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::db::schema::{refund_transitions, refunds};
+use crate::db::scope::find_in_scope;
 use crate::idempotency::IdempotencyError;
 use crate::ids::{MerchantId, OrderId, PaymentId, RefundId};
 use crate::payments::attempts::find_attempt;
@@ -183,20 +184,10 @@ pub async fn find_refund(
     scope: Option<MerchantId>,
     id: RefundId,
 ) -> QueryResult<Option<Refund>> {
-    let mut query = refunds::table
-        .filter(refunds::id.eq(id.0))
-        .select(RefundRow::as_select())
-        .into_boxed();
-    if let Some(merchant) = scope {
-        query = query.filter(refunds::merchant_id.eq(merchant.0));
-    }
-    Ok(query
-        .limit(1)
-        .load(conn)
-        .await
-        .and_then(crate::db::one)
-        .optional()?
-        .map(Into::into))
+    let query = refunds::table.select(RefundRow::as_select()).into_boxed();
+    let id = refunds::id.eq(id.0);
+    let row = find_in_scope(conn, query, id, refunds::merchant_id, scope);
+    Ok(row.await?.map(RefundRow::into))
 }
 
 /// One line of a refund's timeline.
