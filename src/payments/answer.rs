@@ -1,6 +1,6 @@
-//! What a statement that records a provider's answer about a refund or a capture or void is
-//! made of, besides the row's own move: written once here, for `refunds::record` and
-//! `holds::record` (docs/DESIGN.md, "The write path").
+//! What a statement that records a provider's answer is made of, besides the row's own move:
+//! written once here, for `refunds::record` and `holds::record`, and the timeline row for an
+//! attempt's move too (`attempts::transition::move_ctes`; docs/DESIGN.md, "The write path").
 //!
 //! Such a statement opens with the CTE `moved`: the row's move, conditional on the status it
 //! was read with ([`unmoved`] when the answer moves nothing: the row as it is, for the key and

@@ -9,6 +9,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use tracing::Instrument;
 
 use super::{find_attempt, AttemptRow, PaymentAttempt, Source};
+use crate::payments::answer::logged;
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::status::AttemptStatus;
 use crate::providers::{CaptureMethod, NextAction, ProviderOutcome};
@@ -281,8 +282,6 @@ pub(crate) fn move_ctes<'f>(
     );
     let until = q.bind::<Nullable<Timestamptz>, _>(said_until);
     let reason = q.bind::<Nullable<Text>, _>(news.cancellation_reason.as_deref());
-    let source = q.bind::<Text, _>(source.as_str());
-    let detail = q.bind::<Nullable<Text>, _>((!detail.is_empty()).then_some(detail));
     q.push(format_args!(
         "WITH moved AS (
     UPDATE payment_attempts SET status = {to_param},
@@ -291,11 +290,16 @@ pub(crate) fn move_ctes<'f>(
         next_action = coalesce({action}, next_action),
         authorized_until = least({until}, authorized_until),
         cancellation_reason = {reason}
-    WHERE merchant_id = {merchant} AND id = {id} AND status = {was} RETURNING *),
-logged AS (
-    INSERT INTO attempt_transitions (merchant_id, attempt_id, from_status, to_status, source, detail)
-    SELECT merchant_id, id, {was}, status, {source}, {detail} FROM moved WHERE status <> {was})"
+    WHERE merchant_id = {merchant} AND id = {id} AND status = {was} RETURNING *)"
     ));
+    let detail = (!detail.is_empty()).then_some(detail);
+    logged(
+        q,
+        ("attempt_transitions", "attempt_id"),
+        was,
+        source,
+        detail,
+    );
 }
 
 /// How long a provider holds an authorisation when it does not say: Stripe's 7 days for a
