@@ -11,6 +11,8 @@
 - payorch's layering: every import between payorch's top-level modules (`src/*`) points down
   the table LAYERS, and an import through one of DOORS names only the door's file; a
   top-level module missing from the table is an error. The table is printed when it holds;
+- docs/DESIGN.md's list of modules is the table's (the leaves left out), each with what it
+  imports: a list that says otherwise is an error;
 - no file under src/payments/ over 500 lines.
 
 Comments, string and character literals are read token by token (`without_literals`), and a
@@ -52,6 +54,10 @@ LAYERS = [
     ("rate_limit",),
     ("bounded_map", "fields", "ids", "sealing", "secret_files", "words"),
 ]
+# Used where needed, so the module list of docs/DESIGN.md leaves them out.
+LEAVES = {"rate_limit", "bounded_map", "fields", "ids", "sealing", "secret_files", "words"}
+# The module list of docs/DESIGN.md: the fenced block after this sentence's opening.
+DESIGN = ("docs/DESIGN.md", "The modules in layers,")
 # A narrow interface: what a module may import of one below it is only this one file. An
 # event keeps the rows of payments as they were (the outbox's snapshot) and shows them as
 # `GET` does, so `events` reads payments' values, through `payments::snapshot` alone.
@@ -259,6 +265,43 @@ def layering(mods, edges):
     return broken
 
 
+def design_list(mods, edges):
+    """docs/DESIGN.md's list of modules, held to the truth: the modules of LAYERS but the
+    leaves, in its order, each with exactly the modules (but the leaves) it imports."""
+    path, opening = DESIGN
+    text = open(path, encoding="utf-8").read()
+    start = text.find("```\n", text.find(opening)) + 4
+    block = text[start:text.find("```", start)]
+    entries = {}
+    for line in block.splitlines():
+        if line and not line[0].isspace():
+            current = line.split()[0]
+            entries[current] = line[len(current):]
+        elif line.strip():
+            entries[current] += " " + line.strip()
+    listed = {}
+    for name, entry in entries.items():
+        entry = re.sub(r"\([^()]*\)", "", entry).split(";")[0]  # notes; the sandbox crate
+        listed[name] = {w.split("::")[0] for w in re.findall(r"[a-z_]+(?:::[a-z_]+)*", entry)}
+    actual = {}
+    for source, targets in edges.items():
+        if source:
+            actual.setdefault(source[0], set()).update(
+                t[0] for t in targets if t and t[0] != source[0] and t[0] not in LEAVES
+            )
+    order = [name for names in LAYERS for name in names if name not in LEAVES]
+    broken = []
+    if list(listed) != order:
+        broken.append(f"{path}: the module list names {list(listed)}, LAYERS {order}")
+    for name in order:
+        if name in listed and listed[name] != actual.get(name, set()):
+            broken.append(
+                f"{path}: the module list says {name} imports {sorted(listed[name])}; "
+                f"it imports {sorted(actual.get(name, set()))}"
+            )
+    return broken
+
+
 def print_layers():
     for names in LAYERS:
         doors = [
@@ -291,7 +334,7 @@ def main():
         mods = modules(src)
         edges = {m: imports(m, p, mods) & set(mods) for m, p in mods.items()}
         if src == "src":
-            layers = layering(mods, edges)
+            layers = layering(mods, edges) + design_list(mods, edges)
             broken += layers
             if not layers:
                 print("src: every import points down this table of layers (top first):")
