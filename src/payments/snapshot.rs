@@ -10,10 +10,10 @@ use serde_json::Value;
 
 use super::attempts::AttemptRow;
 pub use super::attempts::PaymentAttempt;
-use super::orders::OrderRow;
 pub use super::orders::Order;
-use super::refunds::RefundRow;
+use super::orders::OrderRow;
 pub use super::refunds::Refund;
+use super::refunds::RefundRow;
 
 #[derive(Deserialize)]
 struct PaymentSnapshot {

@@ -11,8 +11,8 @@
 mod attempt_event;
 pub mod keyed;
 pub mod old_payloads;
-pub mod reaper;
 mod outcome;
+pub mod reaper;
 mod refund_event;
 pub mod retention;
 
