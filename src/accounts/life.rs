@@ -241,7 +241,7 @@ pub async fn rotate_key(
             return Err(KeyLifeError::Revoked(id));
         }
         let now: DateTime<Utc> =
-            diesel::select(diesel::dsl::sql::<diesel::sql_types::Timestamptz>("now()"))
+            diesel::select(diesel::dsl::now.into_sql::<diesel::sql_types::Timestamptz>())
                 .load(conn)
                 .await
                 .and_then(crate::db::one)?;
