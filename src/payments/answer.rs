@@ -5,9 +5,9 @@
 //! Such a statement opens with the CTE `moved`: the row's move, conditional on the status it
 //! was read with ([`unmoved`] when the answer moves nothing: the row as it is, for the key and
 //! the call log). Everything after it is written from `moved`: the timeline row
-//! ([`logged`], when the status changed), the key's completion (the `settled` CTE of
-//! `idempotency::in_flight`) and the call's log row ([`called`]); it ends `SELECT * FROM
-//! moved`. So a statement whose row was not as read writes nothing at all, and its caller
+//! ([`logged`], when the status changed), then, by [`finish`], the key's completion (the
+//! `settled` CTE of `idempotency::in_flight`, for the request's key or the row's) and the
+//! call's log row ([`called`]), and `SELECT * FROM moved`. So a statement whose row was not as read writes nothing at all, and its caller
 //! reads the row again and judges the answer against it.
 //!
 //! The call's row is written last in the text, but the order that matters is the locks': the
@@ -15,12 +15,16 @@
 //! `moved` took the row exclusively, so two recordings of one row never wait for each other
 //! the wrong way round.
 
+use diesel::sql_types::{Nullable, Text, Uuid as SqlUuid};
 use uuid::Uuid;
 
+use crate::db::sql::Sql;
 use crate::db::statement::{Param, Statement};
+use crate::idempotency::in_flight::{settle_by_resource, Settle, Settling};
+use crate::idempotency::{InFlightKey, ResourceType};
+use crate::ids::MerchantId;
 use crate::payments::attempts::call_log::CallRecord;
 use crate::payments::attempts::Source;
-use diesel::sql_types::{Nullable, Text, Uuid as SqlUuid};
 
 /// The CTE `moved` for an answer that moves nothing: the row of `table` as it is, while it
 /// is `was` (a final row never changes, so for it that is a formality).
@@ -81,4 +85,56 @@ called AS (
         http_status, latency_ms, detail)
     SELECT merchant_id, payment_id, id, {values} FROM moved)"
     ));
+}
+
+/// Whose key an answer completes: the request's own (consumed by the statement, and handed
+/// back if it wrote nothing), or, for whoever else finished the work (the reconciler, a
+/// webhook, support), the key named on the row (none for a row made without one).
+pub(crate) enum AnswerKey<'k> {
+    Request(InFlightKey),
+    Resource(Option<&'k str>),
+}
+
+/// The row an answer is about, as its key and call log name it.
+pub(crate) struct Answered<'a> {
+    pub merchant_id: MerchantId,
+    pub resource: (ResourceType, Uuid),
+    pub about: CallAbout,
+    /// The key's answer: the status code it replays, and the row's open statuses (an SQL
+    /// list: a key completed while its row is open stays unresolved).
+    pub settle: Settle<'a>,
+    /// Every status of the row (an SQL list): a key completed by its resource completes at
+    /// whatever status the answer leaves the row.
+    pub every_status: &'a str,
+}
+
+/// What every answer statement writes after its `moved` (and `logged`) CTEs: the key's
+/// completion and the call's row, then the moved row; the statement, finished, and the
+/// request key's [`Settling`] (none for a key completed by its resource).
+pub(crate) fn finish<'f>(
+    mut q: Statement<'f>,
+    key: AnswerKey<'f>,
+    row: Answered<'_>,
+    call: Option<&'f CallRecord>,
+) -> (Sql<'f>, Option<Settling>) {
+    q.push(",\n");
+    let settling = match key {
+        AnswerKey::Request(key) => Some(key.settle(&mut q, row.settle)),
+        AnswerKey::Resource(key) => {
+            settle_by_resource(
+                &mut q,
+                row.merchant_id,
+                key,
+                row.resource,
+                row.settle,
+                row.every_status,
+            );
+            None
+        }
+    };
+    if let Some(call) = call {
+        called(&mut q, call, row.about);
+    }
+    q.push("\nSELECT * FROM moved");
+    (q.finish(), settling)
 }

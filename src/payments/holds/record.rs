@@ -23,9 +23,9 @@ use crate::db::schema::hold_operations;
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
 use crate::db::transaction::in_transaction;
-use crate::idempotency::in_flight::{settle_by_resource, Settle, Settling};
+use crate::idempotency::in_flight::{Settle, Settling};
 use crate::idempotency::{InFlightKey, Recorded, ResourceType};
-use crate::payments::answer::{called, unmoved, CallAbout};
+use crate::payments::answer::{finish, unmoved, AnswerKey, Answered, CallAbout};
 use crate::payments::attempts::call_log::CallRecord;
 use crate::payments::attempts::transition::apply;
 use crate::payments::attempts::{find_attempt, CallKind, PaymentAttempt, Source};
@@ -160,8 +160,8 @@ pub(super) async fn record(
             said = Some(says);
         }
         let by = match key {
-            Some(key) => OperationKey::Request(key),
-            None => OperationKey::Resource(current.idempotency_key.as_deref()),
+            Some(key) => AnswerKey::Request(key),
+            None => AnswerKey::Resource(current.idempotency_key.as_deref()),
         };
         let logged = call.map(|call| CallRecord::of(kind, called_by, call));
         let (sql, settling) =
@@ -181,13 +181,6 @@ pub(super) async fn record(
     .await
 }
 
-/// Whose key an operation's answer completes: the request's own, or, for whoever else
-/// finished it, the key named on the operation (none for a void the reconciler asked for).
-enum OperationKey<'k> {
-    Request(InFlightKey),
-    Resource(Option<&'k str>),
-}
-
 /// The operation's part of its answer, in one statement: its move for `said` (final, or still
 /// open and asked about again at `next_check_at`; `None`, an operation final already: as it
 /// is), its key and the call's log row. One row, the operation after it.
@@ -195,7 +188,7 @@ fn statement<'f>(
     current: &'f HoldOperation,
     said: Option<&'f Verdict>,
     next_check_at: DateTime<Utc>,
-    key: OperationKey<'f>,
+    key: AnswerKey<'f>,
     call: Option<&'f CallRecord>,
 ) -> (Sql<'f>, Option<Settling>) {
     let mut q = Statement::new();
@@ -227,32 +220,18 @@ fn statement<'f>(
         }
         None => unmoved(&mut q, "hold_operations", ids, current.status.as_str()),
     }
-    q.push(",\n");
-    let settle = Settle {
-        from: "moved",
-        status: 200,
-        open: OPEN_OPERATION_STATUSES,
+    let row = Answered {
+        merchant_id: current.merchant_id,
+        resource: (ResourceType::HoldOperation, current.id.0),
+        about: CallAbout::HoldOperation,
+        settle: Settle {
+            from: "moved",
+            status: 200,
+            open: OPEN_OPERATION_STATUSES,
+        },
+        every_status: EVERY_OPERATION_STATUS,
     };
-    let settling = match key {
-        OperationKey::Request(key) => Some(key.settle(&mut q, settle)),
-        OperationKey::Resource(key) => {
-            let resource = (ResourceType::HoldOperation, current.id.0);
-            settle_by_resource(
-                &mut q,
-                current.merchant_id,
-                key,
-                resource,
-                settle,
-                EVERY_OPERATION_STATUS,
-            );
-            None
-        }
-    };
-    if let Some(call) = call {
-        called(&mut q, call, CallAbout::HoldOperation);
-    }
-    q.push("\nSELECT * FROM moved");
-    (q.finish(), settling)
+    finish(q, key, row, call)
 }
 
 /// A provider's word that the live capture or void of `payment`'s hold failed (Adyen's
@@ -284,7 +263,7 @@ pub async fn refuse_live_operation(
             code: code.to_owned(),
             message: message.to_owned(),
         };
-        let by = OperationKey::Resource(live.idempotency_key.as_deref());
+        let by = AnswerKey::Resource(live.idempotency_key.as_deref());
         let (sql, _) = statement(&live, Some(&said), Utc::now(), by, None);
         let refused: HoldOperation = sql
             .load::<HoldOperationRow>(conn)
@@ -341,7 +320,7 @@ mod tests {
         };
         let logged = CallRecord::of(CallKind::Capture, Source::Api, &call);
         let live = a_capture(AttemptStatus::Created);
-        let by = OperationKey::Request(a_key_in_flight());
+        let by = AnswerKey::Request(a_key_in_flight());
         let (sql, settling) = statement(&live, Some(&Verdict::Done), Utc::now(), by, Some(&logged));
         assert_sql_snapshot("record_hold_answer", &sql);
         if let Some(settling) = settling {
@@ -349,7 +328,7 @@ mod tests {
         }
 
         let done = a_capture(AttemptStatus::Succeeded);
-        let by = OperationKey::Resource(done.idempotency_key.as_deref());
+        let by = AnswerKey::Resource(done.idempotency_key.as_deref());
         let (sql, _) = statement(&done, None, Utc::now(), by, Some(&logged));
         assert_sql_snapshot("record_hold_unmoved", &sql);
 
@@ -357,7 +336,7 @@ mod tests {
             code: "capture_failed".into(),
             message: "refused".into(),
         };
-        let by = OperationKey::Resource(live.idempotency_key.as_deref());
+        let by = AnswerKey::Resource(live.idempotency_key.as_deref());
         let (sql, _) = statement(&live, Some(&refused), Utc::now(), by, None);
         assert_sql_snapshot("refuse_live_operation", &sql);
     }

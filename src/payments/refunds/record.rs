@@ -12,10 +12,10 @@ use super::{Refund, RefundError, RefundRow};
 use crate::db::schema::refunds;
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
-use crate::idempotency::in_flight::{settle_by_resource, Settle, Settling};
+use crate::idempotency::in_flight::{Settle, Settling};
 use crate::idempotency::{InFlightKey, Recorded, ResourceType};
 use crate::ids::RefundId;
-use crate::payments::answer::{called, logged, unmoved, CallAbout};
+use crate::payments::answer::{finish, logged, unmoved, AnswerKey, Answered, CallAbout};
 use crate::payments::attempts::call_log::CallRecord;
 use crate::payments::attempts::transition::{decide, Decision};
 use crate::payments::attempts::{CallKind, Source};
@@ -58,14 +58,6 @@ pub(super) fn recorded(refund: &Refund) -> Recorded {
 /// leaves the refund, unresolved while it is open, so a retry replays the refund as it is.
 const EVERY_REFUND_STATUS: &str = "('created', 'pending', 'succeeded', 'failed')";
 
-/// Whose key a recording completes: the request's own (consumed by the statement, and handed
-/// back if it wrote nothing), or, for whoever else finished the work, the key named on the
-/// refund (none for a refund made without one).
-enum RefundKey<'k> {
-    Request(InFlightKey),
-    Resource(Option<&'k str>),
-}
-
 /// What a provider call said about `refund`, in **one statement** (whole text:
 /// `tests/sql/record_refund_answer.sql`, and `record_refund_unmoved.sql` for an answer that
 /// moves nothing): the move (decided as an attempt's would be) with its timeline row, the key
@@ -90,8 +82,8 @@ pub(super) async fn record(
     for _ in 0..3 {
         let decision = decide_refund(current.status, &call.outcome);
         let by = match key.take() {
-            Some(key) => RefundKey::Request(key),
-            None => RefundKey::Resource(current.idempotency_key.as_deref()),
+            Some(key) => AnswerKey::Request(key),
+            None => AnswerKey::Resource(current.idempotency_key.as_deref()),
         };
         let (sql, settling) = statement(
             &current,
@@ -139,7 +131,7 @@ fn statement<'f>(
     decision: &'f Decision,
     moved_by: Source,
     next_check_at: DateTime<Utc>,
-    key: RefundKey<'f>,
+    key: AnswerKey<'f>,
     call: Option<&'f CallRecord>,
 ) -> (Sql<'f>, Option<Settling>) {
     let mut q = Statement::new();
@@ -193,32 +185,18 @@ fn statement<'f>(
         }
         None => unmoved(&mut q, "refunds", ids, was),
     }
-    q.push(",\n");
-    let settle = Settle {
-        from: "moved",
-        status: 201,
-        open: open_refund_statuses!(),
+    let row = Answered {
+        merchant_id: current.merchant_id,
+        resource: (ResourceType::Refund, current.id.0),
+        about: CallAbout::Refund,
+        settle: Settle {
+            from: "moved",
+            status: 201,
+            open: open_refund_statuses!(),
+        },
+        every_status: EVERY_REFUND_STATUS,
     };
-    let settling = match key {
-        RefundKey::Request(key) => Some(key.settle(&mut q, settle)),
-        RefundKey::Resource(key) => {
-            let resource = (ResourceType::Refund, current.id.0);
-            settle_by_resource(
-                &mut q,
-                current.merchant_id,
-                key,
-                resource,
-                settle,
-                EVERY_REFUND_STATUS,
-            );
-            None
-        }
-    };
-    if let Some(call) = call {
-        called(&mut q, call, CallAbout::Refund);
-    }
-    q.push("\nSELECT * FROM moved");
-    (q.finish(), settling)
+    finish(q, key, row, call)
 }
 
 /// What a refund event did to its refund.
@@ -313,7 +291,7 @@ pub async fn apply_notice(
             // Locked by the caller's transaction: the refund is as read, and the statement
             // writes.
             let next_check = current.next_check_at.unwrap_or_else(Utc::now);
-            let by = RefundKey::Resource(current.idempotency_key.as_deref());
+            let by = AnswerKey::Resource(current.idempotency_key.as_deref());
             let (sql, _) = statement(&current, &decision, Source::Webhook, next_check, by, None);
             let refund = sql
                 .load::<RefundRow>(conn)
@@ -376,7 +354,7 @@ mod tests {
 
         let created = a_refund(AttemptStatus::Created);
         let decision = decide_refund(created.status, &succeeded.outcome);
-        let by = RefundKey::Request(a_key_in_flight());
+        let by = AnswerKey::Request(a_key_in_flight());
         let (sql, settling) = statement(
             &created,
             &decision,
@@ -392,7 +370,7 @@ mod tests {
 
         let done = a_refund(AttemptStatus::Succeeded);
         let decision = decide_refund(done.status, &succeeded.outcome);
-        let by = RefundKey::Resource(done.idempotency_key.as_deref());
+        let by = AnswerKey::Resource(done.idempotency_key.as_deref());
         let (sql, _) = statement(
             &done,
             &decision,
@@ -405,7 +383,7 @@ mod tests {
 
         let pending = a_refund(AttemptStatus::Pending);
         let decision = decide_refund(pending.status, &succeeded.outcome);
-        let by = RefundKey::Resource(pending.idempotency_key.as_deref());
+        let by = AnswerKey::Resource(pending.idempotency_key.as_deref());
         let (sql, _) = statement(&pending, &decision, Source::Webhook, Utc::now(), by, None);
         assert_sql_snapshot("apply_refund_notice", &sql);
     }
