@@ -1,6 +1,7 @@
 //! The HTTP surface: routes, extractors and the problem+json rendering of every error.
 
 pub mod admission;
+pub mod api;
 pub mod assets;
 pub mod auth;
 pub mod card_data;
@@ -81,24 +82,19 @@ impl AppState {
     }
 }
 
-/// Every route of the API, in one place. Each path is one resource: a method it does not
+/// Every route payorch serves: the API's, listed once in [`api`] (served as documented),
+/// then the pages the document leaves out. Each path is one resource: a method it does not
 /// have answers `405` with `Allow`, and only unknown paths answer `404`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.app_data(json_config())
         .app_data(web::PayloadConfig::new(BODY_LIMIT))
         .app_data(query_config())
-        // The hot path first: actix tries routes in order (for routing, the root span's route
-        // and the metrics' label), and each pattern with a `{…}` costs a regex match.
-        .service(resource("/v1/checkout", "POST").route(web::post().to(payments::checkout)))
-        .service(resource("/v1/orders", "POST").route(web::post().to(orders::create_order)))
-        .service(
-            resource("/v1/webhooks/{provider}", "POST").route(web::post().to(webhooks::receive)),
-        )
-        .service(resource("/health/live", "GET").route(web::get().to(health::live)))
-        .service(resource("/health/ready", "GET").route(web::get().to(health::ready)))
-        .service(resource("/metrics", "GET").route(web::get().to(metrics::metrics)))
-        .service(resource("/openapi.json", "GET").route(web::get().to(openapi::openapi_json)))
-        .service(resource("/console", "GET").route(web::get().to(console::page)))
+        .configure(api::configure_api);
+    // Undocumented pages, for a person's browser rather than a client of the API: the
+    // console, the checkout page and its assets, and the checkout demo's routes, which act
+    // with the demo merchant's key. No API path matches theirs, so their place after the
+    // API's changes nothing but the order in which they are tried.
+    cfg.service(resource("/console", "GET").route(web::get().to(console::page)))
         .service(resource("/console/console.js", "GET").route(web::get().to(console::script)))
         .service(resource("/console/console.css", "GET").route(web::get().to(console::style)))
         .service(resource("/checkout", "GET").route(web::get().to(checkout_page::page)))
@@ -123,93 +119,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(
             resource("/checkout/demo/payments/{id}", "GET")
                 .route(web::get().to(checkout_page::show_payment)),
-        )
-        .service(
-            resource("/v1/merchants/{id}", "GET").route(web::get().to(merchants::get_merchant)),
-        )
-        .service(
-            resource("/v1/merchants/{id}/routing", "GET, PUT")
-                .route(web::get().to(routing::get_routing))
-                .route(web::put().to(routing::put_routing)),
-        )
-        .service(
-            resource("/v1/orders/{id}", "GET, POST")
-                .route(web::get().to(orders::get_order))
-                .route(web::post().to(orders::update_order)),
-        )
-        .service(
-            resource("/v1/orders/{id}/cancel", "POST").route(web::post().to(orders::cancel_order)),
-        )
-        .service(
-            resource("/v1/orders/{id}/payments", "POST")
-                .route(web::post().to(payments::create_payment)),
-        )
-        .service(resource("/v1/payments/{id}", "GET").route(web::get().to(payments::get_payment)))
-        // No API key: the payer's browser comes here from the provider (README, "3-D Secure").
-        .service(
-            resource("/v1/payments/{id}/return", "GET")
-                .route(web::get().to(payer_return::payer_returned)),
-        )
-        .service(
-            resource("/v1/payments/{id}/refunds", "POST")
-                .route(web::post().to(refunds::create_refund)),
-        )
-        .service(
-            resource("/v1/payments/{id}/capture", "POST").route(web::post().to(holds::capture)),
-        )
-        .service(resource("/v1/payments/{id}/cancel", "POST").route(web::post().to(holds::cancel)))
-        .service(resource("/v1/refunds/{id}", "GET").route(web::get().to(refunds::get_refund)))
-        .service(
-            resource("/v1/webhook_endpoints", "GET, POST")
-                .route(web::get().to(webhook_endpoints::list_endpoints))
-                .route(web::post().to(webhook_endpoints::create_endpoint)),
-        )
-        .service(
-            resource("/v1/webhook_endpoints/{id}", "GET, DELETE")
-                .route(web::get().to(webhook_endpoints::get_endpoint))
-                .route(web::delete().to(webhook_endpoints::delete_endpoint)),
-        )
-        .service(
-            resource("/v1/webhook_endpoints/{id}/rotate_secret", "POST")
-                .route(web::post().to(webhook_endpoints::rotate_secret)),
-        )
-        .service(resource("/v1/events", "GET").route(web::get().to(events::list)))
-        .service(resource("/v1/events/{id}", "GET").route(web::get().to(events::get)))
-        .service(
-            resource("/v1/support/merchants", "GET")
-                .route(web::get().to(merchants::list_merchants)),
-        )
-        .service(
-            resource("/v1/support/payments", "GET").route(web::get().to(support::search_payments)),
-        )
-        // Before `{id}`, which would take `stats` for a payment id.
-        .service(
-            resource("/v1/support/payments/stats", "GET")
-                .route(web::get().to(support::stats::payment_stats)),
-        )
-        .service(
-            resource("/v1/support/payments/{id}", "GET")
-                .route(web::get().to(support::payment_story)),
-        )
-        .service(
-            resource("/v1/support/payments/{id}/reconcile", "POST")
-                .route(web::post().to(support::reconcile_now)),
-        )
-        .service(
-            resource("/v1/support/payments/{id}/void", "POST")
-                .route(web::post().to(holds::support_void)),
-        )
-        .service(
-            resource("/v1/support/refunds/{id}/reconcile", "POST")
-                .route(web::post().to(refunds::reconcile_refund)),
-        )
-        .service(
-            resource("/v1/support/events/{id}/redeliver", "POST")
-                .route(web::post().to(support::events::redeliver_event)),
-        )
-        .service(
-            resource("/v1/support/needs-a-human", "GET")
-                .route(web::get().to(support::needs_a_human)),
         );
 }
 

@@ -1,19 +1,13 @@
-//! The OpenAPI 3.1 document, generated from the handlers' annotations.
+//! The OpenAPI 3.1 document, generated from the handlers' annotations (the paths of
+//! `http::api`'s list) and completed here.
 
-use std::sync::OnceLock;
-
-use actix_web::HttpResponse;
 use serde_json::{json, Map, Value};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi};
+use utoipa::Modify;
 
 use crate::events::endpoints::fields::MAX_URL_LEN;
 use crate::events::endpoints::ALL_EVENTS;
 use crate::events::EventType;
-use crate::http::{
-    errors, events, health, holds, merchants, metrics, orders, payer_return, payments, refunds,
-    routing, support, webhook_endpoints, webhooks,
-};
 use crate::idempotency::key::MAX_KEY_LEN;
 use crate::payments::money::{Currency, MAX_AMOUNT};
 use crate::payments::orders::{
@@ -22,53 +16,8 @@ use crate::payments::orders::{
 };
 use crate::payments::payment_method::MAX_LEN as PAYMENT_METHOD_MAX_LEN;
 
-#[derive(OpenApi)]
-#[openapi(
-    info(title = "payorch", description = "Payment orchestration: one intent of the payer, at most one charge."),
-    paths(
-        health::live,
-        health::ready,
-        metrics::metrics,
-        openapi_json,
-        merchants::get_merchant,
-        merchants::list_merchants,
-        routing::get_routing,
-        routing::put_routing,
-        support::search_payments,
-        support::stats::payment_stats,
-        support::payment_story,
-        support::reconcile_now,
-        support::needs_a_human,
-        support::events::redeliver_event,
-        events::list,
-        events::get,
-        orders::create_order,
-        orders::get_order,
-        orders::update_order,
-        orders::cancel_order,
-        payments::create_payment,
-        payments::checkout,
-        payments::get_payment,
-        payer_return::payer_returned,
-        holds::capture,
-        holds::cancel,
-        holds::support_void,
-        refunds::create_refund,
-        refunds::get_refund,
-        refunds::reconcile_refund,
-        webhook_endpoints::create_endpoint,
-        webhook_endpoints::list_endpoints,
-        webhook_endpoints::get_endpoint,
-        webhook_endpoints::delete_endpoint,
-        webhook_endpoints::rotate_secret,
-        webhooks::receive,
-    ),
-    components(schemas(errors::Problem, errors::FieldError)),
-    modifiers(&BearerAuth),
-)]
-pub struct ApiDoc;
-
-struct BearerAuth;
+/// The two bearer schemes the annotations' `security` name.
+pub(super) struct BearerAuth;
 
 impl Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
@@ -98,17 +47,11 @@ impl Modify for BearerAuth {
     }
 }
 
-#[utoipa::path(get, path = "/openapi.json", tag = "operations",
-    responses((status = 200, description = "this document")))]
-pub async fn openapi_json() -> HttpResponse {
-    static DOCUMENT: OnceLock<Value> = OnceLock::new();
-    HttpResponse::Ok().json(DOCUMENT.get_or_init(document))
-}
-
-/// The document as served: what the annotations say, made to tell the whole truth about
-/// what every operation can answer and accept (README, "OpenAPI").
-pub fn document() -> Value {
-    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+/// The document as served: what the annotations say (`api::ApiDoc`, made from the API's one
+/// list of routes), made to tell the whole truth about what every operation can answer and
+/// accept (README, "OpenAPI").
+pub fn document(annotated: utoipa::openapi::OpenApi) -> Value {
+    let mut doc = serde_json::to_value(annotated).unwrap_or_default();
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
         for item in paths.values_mut().filter_map(Value::as_object_mut) {
             describe_rate_limits(item);
