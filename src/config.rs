@@ -702,7 +702,9 @@ pub struct IdempotencyArgs {
     /// than the provider timeout).
     #[arg(long, env = "PAYORCH_IDEMPOTENCY_LEASE_SECS", default_value_t = 30)]
     pub idempotency_lease_secs: u64,
-    /// Key lifetime for order creation and cancelation.
+    // The operations whose `Operation::ttl` is `KeyTtl::Order` (idempotency/operation.rs).
+    /// Key lifetime for order creation, cancelation and metadata changes, and for webhook
+    /// endpoints and their secret rotations.
     #[arg(long, env = "PAYORCH_IDEMPOTENCY_TTL_ORDERS_SECS", default_value_t = 24 * 3600)]
     pub idempotency_ttl_orders_secs: u64,
     /// Key lifetime for payments and checkout.
