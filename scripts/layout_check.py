@@ -13,6 +13,8 @@
   top-level module missing from the table is an error. The table is printed when it holds;
 - docs/DESIGN.md's list of modules is the table's (the leaves left out), each with what it
   imports: a list that says otherwise is an error;
+- docs/DESIGN.md's list of the files of `payments` names each file once, each with exactly the
+  files of `payments` it imports, all on lines below it;
 - no file under src/payments/ over 500 lines.
 
 Comments, string and character literals are read token by token (`without_literals`), and a
@@ -302,6 +304,79 @@ def design_list(mods, edges):
     return broken
 
 
+# The file list of `payments` in docs/DESIGN.md: the fenced block after this sentence's end.
+PAYMENTS_LIST = ("docs/DESIGN.md", "imports only files below it in this list")
+
+
+def payments_list(mods, edges):
+    """docs/DESIGN.md's list of the files of `payments`, held to the truth: every file of the
+    folder named once (its `mod.rs` by the folder's name), each line with exactly the files
+    of `payments` it imports, and each of those on a line below it."""
+    path, opening = PAYMENTS_LIST
+    text = open(path, encoding="utf-8").read()
+    start = text.find("```\n", text.find(opening)) + 4
+    block = text[start:text.find("```", start)]
+    # A line `file ─► files` names what a file imports; the lines without an arrow, at the
+    # end, the files that import no other file of payments.
+    lines, quiet = [], []
+    for line in block.splitlines():
+        if "\u2500\u25ba" in line:
+            name, targets = line.split("\u2500\u25ba")
+            lines.append(([name.strip()], targets))
+        else:
+            quiet += expand(line.split("(")[0])
+    lines.append((quiet, ""))
+    order, listed = [], {}
+    for names, targets in lines:
+        for name in names:
+            order.append(name)
+            listed[name] = set(expand(targets))
+    files = {
+        "::".join(m[1:]) for m in mods if len(m) > 1 and m[0] == "payments"
+    }
+    actual = {
+        "::".join(source[1:]): {
+            "::".join(t[1:]) for t in targets
+            if len(t) > 1 and t[0] == "payments" and t != source
+        }
+        for source, targets in edges.items()
+        if len(source) > 1 and source[0] == "payments"
+    }
+    broken = []
+    for name in sorted(files - set(order)):
+        broken.append(f"{path}: payments' file list leaves out {name}")
+    for name in sorted(set(order) - files):
+        broken.append(f"{path}: payments' file list names {name}, which is no file")
+    if len(order) != len(set(order)):
+        broken.append(f"{path}: payments' file list names a file twice")
+    below = {name: set(order[i + 1:]) for i, name in enumerate(order)}
+    for name in order:
+        if name not in files:
+            continue
+        if listed[name] != actual.get(name, set()):
+            broken.append(
+                f"{path}: payments' file list says {name} imports {sorted(listed[name])}; "
+                f"it imports {sorted(actual.get(name, set()))}"
+            )
+        elif not listed[name] <= below[name]:
+            broken.append(
+                f"{path}: in payments' file list {name} imports "
+                f"{sorted(listed[name] - below[name])}, not below it"
+            )
+    return broken
+
+
+def expand(names):
+    """`a, b::{c, d::e}` as `a`, `b::c`, `b::d::e`."""
+    found = []
+    for head, group, single in re.findall(r"([a-z_]+(?:::[a-z_]+)*)::\{([^}]*)\}|([a-z_]+(?:::[a-z_]+)*)", names):
+        if group:
+            found += [f"{head}::{item.strip()}" for item in group.split(",") if item.strip()]
+        elif single:
+            found.append(single)
+    return found
+
+
 def print_layers():
     for names in LAYERS:
         doors = [
@@ -334,7 +409,7 @@ def main():
         mods = modules(src)
         edges = {m: imports(m, p, mods) & set(mods) for m, p in mods.items()}
         if src == "src":
-            layers = layering(mods, edges) + design_list(mods, edges)
+            layers = layering(mods, edges) + design_list(mods, edges) + payments_list(mods, edges)
             broken += layers
             if not layers:
                 print("src: every import points down this table of layers (top first):")
