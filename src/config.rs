@@ -707,7 +707,9 @@ pub struct IdempotencyArgs {
     /// endpoints and their secret rotations.
     #[arg(long, env = "PAYORCH_IDEMPOTENCY_TTL_ORDERS_SECS", default_value_t = 24 * 3600)]
     pub idempotency_ttl_orders_secs: u64,
-    /// Key lifetime for payments and checkout.
+    // The operations whose `Operation::ttl` is `KeyTtl::Payment`.
+    /// Key lifetime for payments, checkouts, refunds, captures and voids (never while the
+    /// payment, refund, capture or void is open).
     #[arg(long, env = "PAYORCH_IDEMPOTENCY_TTL_PAYMENTS_SECS", default_value_t = 72 * 3600)]
     pub idempotency_ttl_payments_secs: u64,
     /// New keys a merchant may open per minute before 429.
