@@ -286,10 +286,11 @@ pub struct Settle<'a> {
     pub open: &'a str,
 }
 
-/// The CTE `settled` for whoever finished work that is not its request's (a webhook): the key
-/// `key` (the value of the resource's own `idempotency_key` column; none for a resource
-/// made without one) completes once the moved row's status is in `answered_statuses` (an SQL
-/// list: the statuses at which the work has its answer), unless it was completed already and
+/// The CTE `settled` for whoever finished work that is not its request's (a webhook, the
+/// reconciler): the key `key` (the value of the resource's own `idempotency_key` column; none
+/// for a resource made without one) completes once the moved row's status is in
+/// `answered_statuses` (an SQL list: the statuses at which the work has its answer; `None`:
+/// at whatever status the row is left, open or final), unless it was completed already and
 /// resolved.
 pub fn settle_by_resource<'f>(
     q: &mut Statement<'f>,
@@ -297,7 +298,7 @@ pub fn settle_by_resource<'f>(
     key: Option<&'f str>,
     (resource, resource_id): (ResourceType, Uuid),
     settle: Settle<'_>,
-    answered_statuses: &str,
+    answered_statuses: Option<&str>,
 ) {
     let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
     let key = q.bind::<Nullable<Text>, _>(key);
@@ -317,8 +318,9 @@ enum Completer<'a> {
     /// The request holding it: the CTE names it to the event triggers (the SQL of
     /// [`RequestOrigin::set_config`]).
     Request { origin: String },
-    /// Someone else (a webhook): only once the moved row's status is in `answered_statuses`.
-    Other { answered_statuses: &'a str },
+    /// Someone else (a webhook, the reconciler): only once the moved row's status is in
+    /// `answered_statuses`, if given.
+    Other { answered_statuses: Option<&'a str> },
 }
 
 /// See [`InFlightKey::settle`] and [`settle_by_resource`].
@@ -335,10 +337,15 @@ fn settled_cte(
     let resource = q.bind::<Text, _>(resource.as_str());
     let status = q.bind::<Int2, _>(status as i16);
     let (when, returning) = match completer {
-        Completer::Other { answered_statuses } => (
-            format!("SELECT 1 FROM {from} WHERE status IN {answered_statuses}"),
+        Completer::Other {
+            answered_statuses: Some(answered),
+        } => (
+            format!("SELECT 1 FROM {from} WHERE status IN {answered}"),
             String::new(),
         ),
+        Completer::Other {
+            answered_statuses: None,
+        } => (format!("SELECT 1 FROM {from}"), String::new()),
         Completer::Request { origin } => (
             format!("SELECT 1 FROM {from}"),
             format!("\n    RETURNING {origin}"),

@@ -103,9 +103,6 @@ pub(crate) struct Answered<'a> {
     /// The key's answer: the status code it replays, and the row's open statuses (an SQL
     /// list: a key completed while its row is open stays unresolved).
     pub settle: Settle<'a>,
-    /// Every status of the row (an SQL list): a key completed by its resource completes at
-    /// whatever status the answer leaves the row.
-    pub every_status: &'a str,
 }
 
 /// What every answer statement writes after its `moved` (and `logged`) CTEs: the key's
@@ -127,7 +124,9 @@ pub(crate) fn finish<'f>(
                 key,
                 row.resource,
                 row.settle,
-                row.every_status,
+                // At whatever status the answer leaves the row: unresolved while it is open,
+                // so a retry replays the row as it is.
+                None,
             );
             None
         }

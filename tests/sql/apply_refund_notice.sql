@@ -13,5 +13,5 @@ settled AS (
         updated_at = now()
     WHERE merchant_id = $11 AND key = $12 AND resource_type = $14
       AND resource_id = $13 AND (state = 'in_flight' OR unresolved)
-      AND EXISTS (SELECT 1 FROM moved WHERE status IN ('created', 'pending', 'succeeded', 'failed')))
+      AND EXISTS (SELECT 1 FROM moved))
 SELECT * FROM moved

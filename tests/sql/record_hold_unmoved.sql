@@ -7,7 +7,7 @@ settled AS (
         updated_at = now()
     WHERE merchant_id = $4 AND key = $5 AND resource_type = $7
       AND resource_id = $6 AND (state = 'in_flight' OR unresolved)
-      AND EXISTS (SELECT 1 FROM moved WHERE status IN ('created', 'pending', 'succeeded', 'failed'))),
+      AND EXISTS (SELECT 1 FROM moved)),
 called AS (
     INSERT INTO provider_calls (merchant_id, attempt_id, hold_operation_id, operation, source, outcome,
         http_status, latency_ms, detail)

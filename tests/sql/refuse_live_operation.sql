@@ -9,5 +9,5 @@ settled AS (
         updated_at = now()
     WHERE merchant_id = $7 AND key = $8 AND resource_type = $10
       AND resource_id = $9 AND (state = 'in_flight' OR unresolved)
-      AND EXISTS (SELECT 1 FROM moved WHERE status IN ('created', 'pending', 'succeeded', 'failed')))
+      AND EXISTS (SELECT 1 FROM moved))
 SELECT * FROM moved

@@ -49,11 +49,6 @@ pub(super) fn recorded(operation: &HoldOperation) -> Recorded {
     }
 }
 
-/// The statuses at which whoever finishes an operation other than its request (the
-/// reconciler, a provider's webhook) completes the client's key that asked for it: every
-/// status, unresolved while it is open, as a refund's.
-const EVERY_OPERATION_STATUS: &str = "('created', 'pending', 'succeeded', 'failed')";
-
 /// What an answer means for the operation, before the payment has its say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Verdict {
@@ -229,7 +224,6 @@ fn statement<'f>(
             status: 200,
             open: OPEN_OPERATION_STATUSES,
         },
-        every_status: EVERY_OPERATION_STATUS,
     };
     finish(q, key, row, call)
 }

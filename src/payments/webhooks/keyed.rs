@@ -47,7 +47,7 @@ pub(super) fn apply_to_attempt<'f>(
             status: 201,
             open: open_statuses!(),
         },
-        answered_statuses!(),
+        Some(answered_statuses!()),
     );
     let id = q.bind::<SqlUuid, _>(event_id.0);
     let provider = q.bind::<Text, _>(provider);
