@@ -14,7 +14,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
 use super::take::{micros, Taken};
-use crate::db::schema::{delivery_attempts, event_deliveries, webhook_endpoints};
+use crate::db::schema::{delivery_attempts, webhook_endpoints};
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
 use crate::db::transaction::in_transaction;
@@ -134,18 +134,7 @@ async fn record_failed(
             if disabled == 1 {
                 recorded.disabled = Some(why);
             }
-            recorded.canceled = diesel::update(
-                event_deliveries::table
-                    .filter(event_deliveries::merchant_id.eq(merchant))
-                    .filter(event_deliveries::endpoint_id.eq(endpoint))
-                    .filter(event_deliveries::state.eq("pending")),
-            )
-            .set((
-                event_deliveries::state.eq("canceled"),
-                event_deliveries::updated_at.eq(diesel::dsl::now),
-            ))
-            .execute(conn)
-            .await? as u64;
+            recorded.canceled = cancel_pending(merchant, endpoint).execute(conn).await? as u64;
         }
         Ok(recorded)
     })
@@ -159,6 +148,23 @@ fn http_status(attempt: &Attempt) -> Option<i16> {
 
 fn latency_ms(attempt: &Attempt) -> i32 {
     i32::try_from(attempt.latency.as_millis()).unwrap_or(i32::MAX)
+}
+
+/// A disabled endpoint's deliveries still to send, canceled (whole text:
+/// `tests/sql/cancel_pending_deliveries.sql`). `'pending'` is written in the text, not bound:
+/// every connection plans generically (`db::pool`), and only a literal lets the plan use the
+/// partial index `event_deliveries_of_endpoint (merchant_id, endpoint_id) WHERE state =
+/// 'pending'`; a bound state would scan every delivery, inside the transaction that holds the
+/// endpoint's row.
+fn cancel_pending(merchant: Uuid, endpoint: Uuid) -> Sql<'static> {
+    let mut q = Statement::new();
+    let merchant = q.bind::<SqlUuid, _>(merchant);
+    let endpoint = q.bind::<SqlUuid, _>(endpoint);
+    q.push(format_args!(
+        "UPDATE event_deliveries SET state = 'canceled', updated_at = now()
+WHERE merchant_id = {merchant} AND endpoint_id = {endpoint} AND state = 'pending'"
+    ));
+    q.finish()
 }
 
 /// The endpoint failing since its first failure after a success, and the transaction's
@@ -286,6 +292,7 @@ mod tests {
             &delivered_statement([id; 3], Utc::now(), &attempt),
         );
         assert_sql_snapshot("mark_endpoint_failing", &mark_failing(id, id));
+        assert_sql_snapshot("cancel_pending_deliveries", &cancel_pending(id, id));
         assert_sql_snapshot(
             "move_failed_delivery",
             &move_delivery(id, id, Utc::now(), "pending", Duration::ZERO),

@@ -22,6 +22,7 @@ macro_rules! open_refund_statuses {
         "('created', 'pending')"
     };
 }
+pub(crate) use open_refund_statuses;
 
 pub mod keyed;
 pub mod reconcile;

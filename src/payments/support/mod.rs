@@ -333,8 +333,14 @@ pub async fn needs_a_human(
         let found = find_attempt(conn, Some(MerchantId(merchant_id)), PaymentId(id)).await?;
         contradicted.extend(found.filter(|a| !a.status.is_final()));
     }
+    // The statuses and the outcome written in the text, as the attempts' above: a generic
+    // plan uses a partial index (`refunds_due`, `provider_webhooks_conflicts`) only for the
+    // literal its predicate names, and scans the table for a bound value.
     let stuck_refunds = refunds::table
-        .filter(refunds::status.eq_any(["created", "pending"]))
+        .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(concat!(
+            "status IN ",
+            crate::payments::refunds::open_refund_statuses!()
+        )))
         .filter(refunds::created_at.lt(cutoff))
         .order(refunds::created_at)
         .limit(limit)
@@ -342,7 +348,9 @@ pub async fn needs_a_human(
         .load::<RefundRow>(conn)
         .await?;
     let webhook_conflicts = provider_webhooks::table
-        .filter(provider_webhooks::outcome.eq("conflict"))
+        .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(
+            "outcome = 'conflict'",
+        ))
         .order(provider_webhooks::received_at.desc())
         .limit(limit)
         .select(Conflict::as_select())
