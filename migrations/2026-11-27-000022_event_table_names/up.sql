@@ -13,7 +13,9 @@
 -- automatically updatable, so their INSERT … ON CONFLICT, UPDATE, DELETE and FOR UPDATE SKIP
 -- LOCKED still work, the table's defaults, constraints and triggers apply, and the runtime
 -- role may use them (migration 2026-11-27-000016's default privileges). The first migration
--- of the release after the next drops them.
+-- of the release after the next drops them. Until then a view's columns are the table's as
+-- they are now (`*` is expanded when the view is made): no migration may drop a column of
+-- these tables, nor add one the previous release would not fill (NOT NULL without a default).
 
 ALTER TABLE attempt_events RENAME TO attempt_transitions;
 ALTER SEQUENCE attempt_events_id_seq RENAME TO attempt_transitions_id_seq;

@@ -42,7 +42,7 @@ CREATE DOMAIN json_object AS jsonb
     CONSTRAINT json_object_is_object CHECK ((jsonb_typeof(VALUE) = 'object'::text));
 
 CREATE DOMAIN key_operation AS text
-    CONSTRAINT key_operation_known CHECK ((VALUE = ANY (ARRAY['create_order'::text, 'cancel_order'::text, 'create_payment'::text, 'checkout'::text, 'create_refund'::text, 'create_webhook_endpoint'::text, 'rotate_webhook_secret'::text, 'capture_payment'::text, 'cancel_payment'::text, 'update_order'::text])));
+    CONSTRAINT key_operation_known CHECK ((VALUE = ANY (ARRAY['create_order'::text, 'cancel_order'::text, 'create_payment'::text, 'checkout'::text, 'create_refund'::text, 'create_webhook_endpoint'::text, 'rotate_webhook_secret'::text, 'capture_payment'::text, 'cancel_payment'::text, 'update_order'::text]))) NOT VALID;
 
 CREATE DOMAIN key_state AS text
     CONSTRAINT key_state_known CHECK ((VALUE = ANY (ARRAY['in_flight'::text, 'completed'::text, 'expired'::text])));
