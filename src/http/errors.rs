@@ -234,6 +234,46 @@ impl ApiError {
         }
     }
 
+    /// Every `code` an answer may carry, with its HTTP status, in [`ApiError::code`]'s order:
+    /// what a client branches on, as a list the documentation can be held to (the README's
+    /// error table, tests/docs_truth). `codes_tests` below holds it to `code` and
+    /// `status_code`, both ways.
+    pub const CODES: [(&'static str, u16); 33] = [
+        ("invalid_request", 400),
+        ("unauthenticated", 401),
+        ("forbidden", 403),
+        ("not_found", 404),
+        ("payload_too_large", 413),
+        ("validation_failed", 422),
+        ("unavailable", 503),
+        ("idempotency_key_missing", 400),
+        ("idempotency_key_invalid", 400),
+        ("idempotency_key_in_use", 409),
+        ("idempotency_key_reused", 422),
+        ("idempotency_key_expired", 409),
+        ("rate_limited", 429),
+        ("raw_card_data_forbidden", 422),
+        ("merchant_reference_exists", 409),
+        ("order_not_cancelable", 409),
+        ("payment_in_progress", 409),
+        ("order_already_paid", 409),
+        ("order_not_payable", 409),
+        ("webhook_signature_invalid", 400),
+        ("internal_error", 500),
+        ("request_timeout", 408),
+        ("duplicate_header", 400),
+        ("method_not_allowed", 405),
+        ("uri_too_long", 414),
+        ("demo_checkout_off", 404),
+        ("payment_not_refundable", 409),
+        ("refund_exceeds_payment", 409),
+        ("payment_not_capturable", 409),
+        ("payment_not_cancelable", 409),
+        ("hold_operation_in_progress", 409),
+        ("capture_exceeds_authorization", 409),
+        ("webhook_endpoint_limit", 409),
+    ];
+
     fn title(&self) -> &'static str {
         match self {
             ApiError::InvalidRequest(_) => "The request is malformed",
@@ -636,5 +676,162 @@ mod connection_failure_tests {
             Box::new("division by zero".to_string()),
         );
         assert!(matches!(ApiError::from(other), ApiError::Internal(_)));
+    }
+}
+
+#[cfg(test)]
+mod codes_tests {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::http::limits::exceeded::Policy;
+    use crate::rate_limit::Quota;
+
+    /// One error of every variant (both of `PaymentNotHeld`'s codes). The match below names
+    /// every variant without a wildcard, so a new one fails to compile here until it is
+    /// added to this list, and then to `ApiError::CODES` if its code is new.
+    fn one_of_each() -> Vec<ApiError> {
+        let expired = ExpiredKey {
+            resource_type: "refund".into(),
+            resource_id: Uuid::nil(),
+            status: None,
+            order_id: None,
+            payment_id: None,
+        };
+        let exceeded = LimitExceeded {
+            policy: Policy::ReadsPerKey,
+            quota: Quota::per_minute(1),
+            retry_after: Duration::from_secs(1),
+        };
+        let (payment_id, second) = (PaymentId(Uuid::nil()), Duration::from_secs(1));
+        let all = vec![
+            ApiError::InvalidRequest(String::new()),
+            ApiError::Unauthenticated,
+            ApiError::MetricsTokenRequired,
+            ApiError::Forbidden(""),
+            ApiError::NotFound(""),
+            ApiError::PayloadTooLarge { limit: 1 },
+            ApiError::ValidationFailed(Vec::new()),
+            ApiError::Unavailable,
+            ApiError::Overloaded {
+                retry_after: second,
+            },
+            ApiError::IdempotencyKeyMissing,
+            ApiError::IdempotencyKeyInvalid,
+            ApiError::IdempotencyKeyInUse {
+                retry_after: second,
+            },
+            ApiError::IdempotencyKeyReused,
+            ApiError::IdempotencyKeyExpired(Box::new(expired)),
+            ApiError::RateLimited {
+                retry_after: second,
+            },
+            ApiError::RateLimitExceeded(Box::new(exceeded)),
+            ApiError::RawCardDataForbidden {
+                field: String::new(),
+            },
+            ApiError::MerchantReferenceExists {
+                order_id: OrderId(Uuid::nil()),
+            },
+            ApiError::OrderNotCancelable { status: "paid" },
+            ApiError::PaymentInProgress { payment_id },
+            ApiError::OrderAlreadyPaid { payment_id },
+            ApiError::OrderNotPayable { status: "paid" },
+            ApiError::WebhookSignatureInvalid(String::new()),
+            ApiError::Internal(String::new()),
+            ApiError::MethodNotAllowed { allow: "GET" },
+            ApiError::UriTooLong { limit: 1 },
+            ApiError::DuplicateHeader("Idempotency-Key"),
+            ApiError::PaymentNotRefundable {
+                payment_id,
+                status: "failed",
+            },
+            ApiError::PaymentNotHeld {
+                payment_id,
+                status: "failed",
+                capture: true,
+            },
+            ApiError::PaymentNotHeld {
+                payment_id,
+                status: "failed",
+                capture: false,
+            },
+            ApiError::HoldOperationInProgress {
+                payment_id,
+                operation_id: HoldOperationId(Uuid::nil()),
+            },
+            ApiError::CaptureExceedsAuthorization {
+                amount_capturable: 1,
+            },
+            ApiError::RefundExceedsPayment {
+                amount_refundable: 1,
+            },
+            ApiError::DemoCheckoutOff,
+            ApiError::BodyTimeout { limit: second },
+            ApiError::WebhookEndpointLimit { limit: 1 },
+        ];
+        for error in &all {
+            match error {
+                ApiError::InvalidRequest(_)
+                | ApiError::Unauthenticated
+                | ApiError::MetricsTokenRequired
+                | ApiError::Forbidden(_)
+                | ApiError::NotFound(_)
+                | ApiError::PayloadTooLarge { .. }
+                | ApiError::ValidationFailed(_)
+                | ApiError::Unavailable
+                | ApiError::Overloaded { .. }
+                | ApiError::IdempotencyKeyMissing
+                | ApiError::IdempotencyKeyInvalid
+                | ApiError::IdempotencyKeyInUse { .. }
+                | ApiError::IdempotencyKeyReused
+                | ApiError::IdempotencyKeyExpired(_)
+                | ApiError::RateLimited { .. }
+                | ApiError::RateLimitExceeded(_)
+                | ApiError::RawCardDataForbidden { .. }
+                | ApiError::MerchantReferenceExists { .. }
+                | ApiError::OrderNotCancelable { .. }
+                | ApiError::PaymentInProgress { .. }
+                | ApiError::OrderAlreadyPaid { .. }
+                | ApiError::OrderNotPayable { .. }
+                | ApiError::WebhookSignatureInvalid(_)
+                | ApiError::Internal(_)
+                | ApiError::MethodNotAllowed { .. }
+                | ApiError::UriTooLong { .. }
+                | ApiError::DuplicateHeader(_)
+                | ApiError::PaymentNotRefundable { .. }
+                | ApiError::PaymentNotHeld { .. }
+                | ApiError::HoldOperationInProgress { .. }
+                | ApiError::CaptureExceedsAuthorization { .. }
+                | ApiError::RefundExceedsPayment { .. }
+                | ApiError::DemoCheckoutOff
+                | ApiError::BodyTimeout { .. }
+                | ApiError::WebhookEndpointLimit { .. } => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn codes_lists_every_code_answered_with_its_status_and_nothing_else() {
+        let answered: BTreeSet<(&str, u16)> = one_of_each()
+            .iter()
+            .map(|e| (e.code(), e.status_code().as_u16()))
+            .collect();
+        let listed: BTreeSet<(&str, u16)> = ApiError::CODES.into_iter().collect();
+        assert_eq!(listed.len(), ApiError::CODES.len(), "a code listed twice");
+        let unlisted: Vec<_> = answered.difference(&listed).collect();
+        let never_answered: Vec<_> = listed.difference(&answered).collect();
+        assert!(
+            unlisted.is_empty(),
+            "add to ApiError::CODES (and to the README's error table): {unlisted:?}"
+        );
+        assert!(
+            never_answered.is_empty(),
+            "no variant answers these; remove them from ApiError::CODES: {never_answered:?}"
+        );
     }
 }
