@@ -418,3 +418,112 @@ async fn a_support_person_voids_a_hold_from_the_console() {
     let again: serde_json::Value = again.json().await.unwrap();
     assert_eq!(again["code"], "payment_not_cancelable");
 }
+
+/// The console at `/console`, with the support key entered.
+async fn open_console(client: &fantoccini::Client, app: &TestApp) {
+    client.goto(&app.url("/console")).await.unwrap();
+    let key = client.find(Locator::Id("key")).await.unwrap();
+    key.send_keys(&app.support_key).await.unwrap();
+    key.send_keys("\u{E007}").await.unwrap();
+}
+
+/// Types `query` in the search box and submits it.
+async fn search_for(client: &fantoccini::Client, query: &str) {
+    let input = client.find(Locator::Id("query")).await.unwrap();
+    input.clear().await.unwrap();
+    input.send_keys(query).await.unwrap();
+    input.send_keys("\u{E007}").await.unwrap();
+}
+
+/// A manual-capture checkout: a payment that holds its money, `authorized`.
+async fn hold(app: &TestApp, key: &str) -> String {
+    let held = app
+        .checkout(
+            key,
+            &json!({"amount": 4200, "currency": "eur", "payment_method": "pm_card_visa",
+                    "capture_method": "manual"}),
+        )
+        .await;
+    assert_eq!(held.status(), 201);
+    let held: serde_json::Value = held.json().await.unwrap();
+    assert_eq!(held["payment"]["status"], "authorized");
+    held["payment"]["id"].as_str().unwrap().to_owned()
+}
+
+/// Whether `#id` is shown: WebDriver's own test, which reads the CSS, not the `hidden`
+/// attribute alone.
+async fn shown(client: &fantoccini::Client, id: &str) -> bool {
+    client
+        .find(Locator::Id(id))
+        .await
+        .unwrap()
+        .is_displayed()
+        .await
+        .unwrap()
+}
+
+/// "Void the hold" is offered on a hold only: a `.row`'s `display: flex` once beat the
+/// `hidden` attribute, so it showed on every payment. And a void's refusal belongs to its
+/// payment's story: it once stayed under the next payment opened.
+#[tokio::test]
+async fn void_the_hold_shows_on_a_hold_only_and_its_answer_leaves_with_its_story() {
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let (_, paid) = app
+        .pay(Route::Checkout, "console-paid", "pm_card_visa")
+        .await;
+    let paid = paid["id"].as_str().unwrap().to_owned();
+    let first = hold(&app, "console-hold-1").await;
+    let second = hold(&app, "console-hold-2").await;
+
+    open_console(&client, &app).await;
+    search_for(&client, &paid).await;
+    text_with(&client, "summary", &paid).await;
+    assert!(
+        !shown(&client, "void-hold").await,
+        "a succeeded payment offers a void"
+    );
+    screenshot(&client, "console-10-no-void-on-a-payment").await;
+
+    search_for(&client, &first).await;
+    text_with(&client, "summary", &first).await;
+    assert!(shown(&client, "void-hold").await, "a hold offers its void");
+    // Voided meanwhile from another tab: the console's void is refused, and says so.
+    let voided = app
+        .post_keyed(
+            &app.support_key,
+            &format!("/v1/support/payments/{first}/void"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(voided.status(), 200);
+    client
+        .find(Locator::Id("void-hold"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let refused = text_with(&client, "void-result", "canceled").await;
+    screenshot(&client, "console-11-void-refused").await;
+
+    // The next story opened starts clean: no answer of the last one's void.
+    search_for(&client, &second).await;
+    text_with(&client, "summary", &second).await;
+    assert!(shown(&client, "void-hold").await);
+    let result = client
+        .find(Locator::Id("void-result"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(result, "", "{refused:?} stayed on another payment's story");
+    search_for(&client, &paid).await;
+    text_with(&client, "summary", &paid).await;
+    assert!(!shown(&client, "void-hold").await);
+    client.close().await.unwrap();
+}

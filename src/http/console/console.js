@@ -227,6 +227,8 @@ async function voidHold() {
       : `The void is ${answer.operation.status}; payorch asks the provider again until it is done.`;
     replaceLatestRow(answer.payment);
   } catch (err) {
+    // Refused (voided meanwhile from another tab, say): the story as it is now, then why.
+    await showStory(id);
     $("void-result").textContent = err.message;
   } finally {
     button.removeAttribute("aria-busy");
@@ -298,8 +300,13 @@ async function showStory(id) {
     $("support-actions").replaceChildren(...((story.support_actions || []).length
       ? story.support_actions.map(supportActionItem) : [el("li", {}, "none")]));
     $("reconcile").dataset.payment = story.payment.id;
+    // A new story starts clean: the answers shown belong to the payment they were about.
     $("reconcile-result").textContent = "";
-    $("void-row").hidden = !voidable(story.payment);
+    $("void-result").textContent = "";
+    // The button alone: a void's answer stays readable once its payment is no hold.
+    $("void-hold").hidden = !voidable(story.payment);
+    $("void-hold").textContent = story.payment.status === "authorized"
+      ? "Void the hold" : "Cancel the waiting challenge";
     $("story").hidden = false;
     say("");
     $("story-title").setAttribute("tabindex", "-1");
