@@ -2,7 +2,7 @@
 //! `application_name` and `statement_timeout` so a stuck query cannot hold a request for ever,
 //! and with generic plans for prepared statements. It keeps what requests lately waited for a
 //! connection, so that admission control can tell how long a newcomer would wait
-//! (src/http/admission.rs).
+//! (src/http/admission.rs), and counts every wait for the metrics (`db::pool_metrics`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,6 +18,7 @@ use diesel_async::pooled_connection::{
 };
 use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::FutureExt;
+use prometheus::{Histogram, HistogramOpts, IntCounter};
 
 use super::primary::{Hosts, PrimaryWatch, POOL_APPLICATION_NAME};
 use super::url::DatabaseUrl;
@@ -30,6 +31,42 @@ pub struct DbPool {
     pool: Pool<AsyncPgConnection>,
     pace: Arc<Pace>,
     acquire_timeout: Duration,
+    waits: Waits,
+}
+
+/// Every wait for a connection, counted where it happens. The pool's gauges show the queue
+/// only at the instant of a scrape, so waits that come and go between two scrapes would show
+/// nowhere; these count each one (`payorch_db_pool_acquire_wait_seconds`,
+/// `payorch_db_pool_acquire_timeouts_total`; README, "Alerts").
+#[derive(Clone)]
+pub struct Waits {
+    /// How long each request waited, whether or not a connection came.
+    pub waited: Histogram,
+    /// Requests that waited the whole acquire timeout and got none (answered `503`).
+    pub timeouts: IntCounter,
+}
+
+impl Waits {
+    fn new() -> prometheus::Result<Self> {
+        Ok(Waits {
+            waited: Histogram::with_opts(
+                HistogramOpts::new(
+                    "db_pool_acquire_wait_seconds",
+                    "How long requests waited for a database connection, whether or not \
+                     one came in the acquire timeout",
+                )
+                .buckets(vec![
+                    0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                    10.0,
+                ]),
+            )?,
+            timeouts: IntCounter::new(
+                "db_pool_acquire_timeouts_total",
+                "Requests that waited the whole acquire timeout for a database connection \
+                 and got none",
+            )?,
+        })
+    }
 }
 
 impl std::fmt::Debug for DbPool {
@@ -47,9 +84,20 @@ impl DbPool {
         if self.pool.status().waiting == 0 {
             self.pace.no_queue();
         }
-        let conn = self.pool.get().await?;
-        self.pace.handed_out(asked.elapsed());
+        let conn = self.pool.get().await;
+        let waited = asked.elapsed();
+        self.waits.waited.observe(waited.as_secs_f64());
+        if let Err(PoolError::Timeout(_)) = conn {
+            self.waits.timeouts.inc();
+        }
+        let conn = conn?;
+        self.pace.handed_out(waited);
         Ok(conn)
+    }
+
+    /// The counts of every wait for a connection, for the pool's collector.
+    pub fn waits(&self) -> &Waits {
+        &self.waits
     }
 
     pub fn status(&self) -> Status {
@@ -211,6 +259,7 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
         pool,
         pace: Arc::new(Pace::new()),
         acquire_timeout: settings.acquire_timeout,
+        waits: Waits::new().map_err(|err| err.to_string())?,
     })
 }
 

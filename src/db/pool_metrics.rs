@@ -10,7 +10,8 @@ use prometheus::{Gauge, IntGauge};
 use super::pool::DbPool;
 
 /// `payorch_db_pool_*`: open, idle and waiting connections, the largest size allowed, and
-/// how long a request arriving now would wait.
+/// how long a request arriving now would wait; and the pool's own counts of every wait
+/// ([`super::pool::Waits`]).
 pub struct PoolGauges {
     pool: DbPool,
     connections: IntGauge,
@@ -49,6 +50,9 @@ impl Collector for PoolGauges {
             .flat_map(|g| g.desc())
             .collect();
         descs.extend(self.expected_wait.desc());
+        let waits = self.pool.waits();
+        descs.extend(waits.waited.desc());
+        descs.extend(waits.timeouts.desc());
         descs
     }
 
@@ -67,6 +71,9 @@ impl Collector for PoolGauges {
             .flat_map(|g| g.collect())
             .collect();
         families.extend(self.expected_wait.collect());
+        let waits = self.pool.waits();
+        families.extend(waits.waited.collect());
+        families.extend(waits.timeouts.collect());
         families
     }
 }

@@ -1,4 +1,5 @@
-//! Payment metrics: attempt transitions, provider calls, and the attempts still unresolved.
+//! Payment metrics: attempt transitions, provider calls, and the attempts and refunds still
+//! unresolved.
 
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ pub struct PaymentMetrics {
     pub unresolved: IntGaugeVec,
     pub oldest_unresolved_seconds: IntGauge,
     pub unresolved_overdue: IntGauge,
+    pub refunds_unresolved_overdue: IntGauge,
 }
 
 impl PaymentMetrics {
@@ -81,6 +83,11 @@ impl PaymentMetrics {
                 "payment_attempts_unresolved_overdue",
                 "Attempts unresolved for longer than the alert threshold: a human should look",
             )?,
+            refunds_unresolved_overdue: IntGauge::new(
+                "refunds_unresolved_overdue",
+                "Refunds still created or pending longer than the alert threshold, each \
+                 holding its amount: a human should look",
+            )?,
         })
     }
 
@@ -96,7 +103,8 @@ impl PaymentMetrics {
         registry.register(Box::new(self.provider_webhooks.clone()))?;
         registry.register(Box::new(self.unresolved.clone()))?;
         registry.register(Box::new(self.oldest_unresolved_seconds.clone()))?;
-        registry.register(Box::new(self.unresolved_overdue.clone()))
+        registry.register(Box::new(self.unresolved_overdue.clone()))?;
+        registry.register(Box::new(self.refunds_unresolved_overdue.clone()))
     }
 
     pub fn transition(&self, from: AttemptStatus, to: AttemptStatus, source: Source) {
@@ -140,5 +148,10 @@ impl PaymentMetrics {
         self.unresolved.with_label_values(&["pending"]).set(pending);
         self.oldest_unresolved_seconds.set(oldest.as_secs() as i64);
         self.unresolved_overdue.set(overdue);
+    }
+
+    /// Refunds open past the alert age: the ones support's "What needs a human" lists.
+    pub fn set_refunds_overdue(&self, overdue: i64) {
+        self.refunds_unresolved_overdue.set(overdue);
     }
 }

@@ -31,6 +31,7 @@ mod keys;
 mod limits;
 mod metrics_access;
 mod migrations;
+mod monitoring;
 mod openapi;
 mod orders;
 mod outage;

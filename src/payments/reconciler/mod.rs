@@ -430,6 +430,8 @@ pub async fn refresh_gauges(pool: &DbPool, payments: &Payments) -> Result<(), Re
         oldest_seconds: i64,
         #[diesel(sql_type = BigInt)]
         overdue: i64,
+        #[diesel(sql_type = BigInt)]
+        refunds_overdue: i64,
     }
     let mut conn = pool.get().await?;
     let counts: Unresolved = count_unresolved(payments.reconciler.alert_after)
@@ -442,11 +444,12 @@ pub async fn refresh_gauges(pool: &DbPool, payments: &Payments) -> Result<(), Re
         Duration::from_secs(counts.oldest_seconds.max(0) as u64),
         counts.overdue,
     );
+    payments.metrics.set_refunds_overdue(counts.refunds_overdue);
     Ok(())
 }
 
 /// The statement of [`refresh_gauges`]: the unsettled attempts counted by status, the age of
-/// the oldest, and how many are older than `alert_after` (whole text:
+/// the oldest, how many are older than `alert_after`, and how many refunds are (whole text:
 /// `tests/sql/count_unresolved.sql`).
 fn count_unresolved(alert_after: Duration) -> Sql<'static> {
     let mut q = Statement::new();
@@ -455,11 +458,14 @@ fn count_unresolved(alert_after: Duration) -> Sql<'static> {
         "SELECT count(*) FILTER (WHERE status = {created}) AS created,
     count(*) FILTER (WHERE status = {pending}) AS pending,
     coalesce(extract(epoch FROM now() - min(created_at)), 0)::bigint AS oldest_seconds,
-    count(*) FILTER (WHERE created_at < now() - {alert_after}) AS overdue
+    count(*) FILTER (WHERE created_at < now() - {alert_after}) AS overdue,
+    (SELECT count(*) FROM refunds
+        WHERE status IN {open_refunds} AND created_at < now() - {alert_after}) AS refunds_overdue
 FROM payment_attempts WHERE status IN {open}",
         created = AttemptStatus::Created.sql(),
         pending = AttemptStatus::Pending.sql(),
         open = unsettled_statuses!(),
+        open_refunds = refunds::open_refund_statuses!(),
     ));
     q.finish()
 }
