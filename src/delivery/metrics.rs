@@ -32,7 +32,7 @@ impl AttemptOutcome {
 
 impl DeliveryMetrics {
     pub fn new() -> prometheus::Result<Self> {
-        Ok(DeliveryMetrics {
+        let metrics = DeliveryMetrics {
             attempts: IntCounterVec::new(
                 Opts::new(
                     "event_delivery_attempts_total",
@@ -58,7 +58,20 @@ impl DeliveryMetrics {
                 ),
                 &["reason"],
             )?,
-        })
+        };
+        // Every series served from the start, at 0: a counter's first series appears at 1,
+        // which `increase()` reads as no increase, so the first endpoint disabled after a
+        // start would raise no alert (ops/prometheus/alerts.yml).
+        for outcome in [AttemptOutcome::Succeeded, AttemptOutcome::Failed] {
+            metrics.attempts.with_label_values(&[outcome.as_str()]);
+        }
+        for state in ["succeeded", "failed", "canceled"] {
+            metrics.finished.with_label_values(&[state]);
+        }
+        for reason in ["gone", "failing"] {
+            metrics.disabled.with_label_values(&[reason]);
+        }
+        Ok(metrics)
     }
 
     pub fn register(&self, registry: &Metrics) -> prometheus::Result<()> {

@@ -113,3 +113,19 @@ async fn logs_to_a_pipe_carry_no_colour_codes() {
     );
     assert!(!stderr.contains('\u{1b}'), "no ESC byte: {stderr:?}");
 }
+
+/// `WebhookEndpointDisabled` and `WebhookDeliveriesGivenUp` read counters with `increase()`,
+/// which sees no increase in a series that first appears at 1: every series of the delivery
+/// counters is served from the start, at 0.
+#[tokio::test]
+async fn the_delivery_counters_are_served_at_zero_before_anything_happens() {
+    let app = TestApp::spawn().await;
+    for series in [
+        r#"payorch_event_delivery_attempts_total{outcome="failed"}"#,
+        r#"payorch_event_deliveries_finished_total{state="failed"}"#,
+        r#"payorch_webhook_endpoints_disabled_total{reason="gone"}"#,
+        r#"payorch_webhook_endpoints_disabled_total{reason="failing"}"#,
+    ] {
+        assert_eq!(sample(&app, series).await, Some(0.0), "{series}");
+    }
+}
