@@ -98,10 +98,14 @@ api! {
     "/v1/support/needs-a-human" => [GET support::needs_a_human],
 }
 
-// The document, completed once (`openapi::document`) and served as it is from then on. A
-// `//` comment: a doc comment would be the operation's summary in the document.
+// The document, completed once (`openapi::document`) and served as it is from then on. The doc
+// comment below is the operation's summary and description in the document.
+/// This document: the API's OpenAPI 3.1 description
+///
+/// Generated from the code that serves the routes, so it lists exactly what is served. Feed it to a
+/// client generator, or browse it as the API reference.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations",
-    responses((status = 200, description = "this document")))]
+    responses((status = 200, body = Object, description = "this document", example = json!(crate::views::examples::openapi_document()))))]
 pub async fn openapi_json() -> HttpResponse {
     static DOCUMENT: OnceLock<Value> = OnceLock::new();
     HttpResponse::Ok().json(DOCUMENT.get_or_init(|| openapi::document(ApiDoc::openapi())))

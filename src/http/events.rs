@@ -135,11 +135,17 @@ fn id<T: std::str::FromStr<Err = crate::ids::InvalidId>>(raw: &str) -> Result<T,
         .map_err(|e: crate::ids::InvalidId| e.to_string())
 }
 
+/// List events
+///
+/// The events payorch recorded for the caller's merchant (a support key: every merchant's, or one
+/// by `merchant_id`), newest first, filtered by `type`, creation time and delivery success,
+/// paginated with `starting_after`. For catching up on deliveries your endpoint missed (README,
+/// "Recovering missed events", "The events API").
 #[utoipa::path(get, path = "/v1/events", tag = "events",
     params(EventListParams),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = EventPage, description = "the caller's events (a support key: every merchant's), newest first"),
+        (status = 200, body = EventPage, description = "the caller's events (a support key: every merchant's), newest first", example = json!(crate::views::examples::event_page())),
         (status = 400, body = crate::http::errors::Problem, description = "invalid_request: an unknown parameter, or one given twice"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed: each bad parameter named in `errors`"),
     ))]
@@ -215,11 +221,15 @@ pub async fn list(
     }))
 }
 
+/// Retrieve an event
+///
+/// One event, as its deliveries carry it: `data.object` is the payment, order or refund as `GET`
+/// showed it when the event happened.
 #[utoipa::path(get, path = "/v1/events/{id}", tag = "events",
     params(("id" = String, Path, description = "event id, `evt_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = views::Event, description = "the event, its `data.object` as GET showed the resource then"),
+        (status = 200, body = views::Event, description = "the event, its `data.object` as GET showed the resource then", example = json!(crate::views::examples::event())),
         (status = 404, body = crate::http::errors::Problem, description = "no such event of this merchant (or past its retention)"),
     ))]
 pub async fn get(

@@ -18,8 +18,12 @@ pub struct Health {
     database_role: Option<&'static str>,
 }
 
+/// Liveness: the process answers
+///
+/// Always `200` while the process serves requests; it does not touch the database. For a liveness
+/// probe.
 #[utoipa::path(get, path = "/health/live", tag = "operations",
-    responses((status = 200, body = Health)))]
+    responses((status = 200, body = Health, example = json!(crate::views::examples::health_live()))))]
 pub async fn live() -> HttpResponse {
     HttpResponse::Ok().json(Health {
         status: "ok",
@@ -27,9 +31,15 @@ pub async fn live() -> HttpResponse {
     })
 }
 
+/// Readiness: the database is reachable and migrated
+///
+/// `200` once the database answers and every migration is applied, else `503`. For a readiness
+/// probe or a load balancer's health check. `database_role` says `can_bypass_invariants` when
+/// payorch's database role could disable the triggers that hold its invariants
+/// (docs/PRODUCTION.md).
 #[utoipa::path(get, path = "/health/ready", tag = "operations",
     responses(
-        (status = 200, body = Health, description = "database reachable and migrations applied"),
+        (status = 200, body = Health, description = "database reachable and migrations applied", example = json!(crate::views::examples::health_ready())),
         (status = 503, body = crate::http::errors::Problem, description = "not ready"),
     ))]
 pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {

@@ -69,15 +69,22 @@ pub(crate) fn problem(err: HoldError, payment_id: PaymentId) -> ApiError {
     }
 }
 
+/// Capture an authorized payment
+///
+/// Takes `amount` (absent: all of it) of what a payment made with `capture_method: manual` holds;
+/// the rest of the hold is released. Answered with the capture and the payment as it is after it
+/// (README, "Authorize now, capture later"). Send an `Idempotency-Key`: the same key and body again
+/// answers with the first status, `Idempotent-Replayed: true` and the resource as it is now; the
+/// same key with another body is `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/payments/{id}/capture", tag = "payments",
-    request_body = CaptureBody,
+    request_body(content = CaptureBody, example = json!(crate::views::examples::capture_request())),
     params(
         ("id" = String, Path, description = "payment attempt id, `pay_…`, `authorized` with `capture_method: manual`"),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = OperatedView, description = "the capture (`succeeded`, `failed` if the provider refused it, or `pending`: payorch asks again under the same key) and the payment as it is now; or replayed with `Idempotent-Replayed: true`"),
+        (status = 200, body = OperatedView, description = "the capture (`succeeded`, `failed` if the provider refused it, or `pending`: payorch asks again under the same key) and the payment as it is now; or replayed with `Idempotent-Replayed: true`", example = json!(crate::views::examples::operated("capture"))),
         (status = 404, body = crate::http::errors::Problem),
         (status = 409, body = crate::http::errors::Problem, description = "payment_not_capturable (names `payment_status`), capture_exceeds_authorization (names `amount_capturable`), hold_operation_in_progress (names `operation_id`), idempotency_key_in_use, idempotency_key_expired"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused"),
@@ -90,15 +97,22 @@ pub async fn capture(
     operate_on(&state, keyed.request, keyed.id, HoldKind::Capture, amount).await
 }
 
+/// Void an authorized payment (release the hold)
+///
+/// Releases what an `authorized` payment holds, or abandons one whose 3-D Secure challenge still
+/// waits; the payment ends `canceled` with `cancellation_reason` `voided` (README, "Authorize now,
+/// capture later"). The body is an empty object. Send an `Idempotency-Key`: the same key and body
+/// again answers with the first status, `Idempotent-Replayed: true` and the resource as it is now;
+/// the same key with another body is `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/payments/{id}/cancel", tag = "payments",
-    request_body = CancelBody,
+    request_body(content = CancelBody, example = json!(crate::views::examples::cancel_request())),
     params(
         ("id" = String, Path, description = "payment attempt id, `pay_…`, `authorized`, or `pending` while a challenge waits"),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = OperatedView, description = "the void (`succeeded`: the hold is released and the payment `canceled`; `failed`; or `pending`) and the payment as it is now; or replayed with `Idempotent-Replayed: true`"),
+        (status = 200, body = OperatedView, description = "the void (`succeeded`: the hold is released and the payment `canceled`; `failed`; or `pending`) and the payment as it is now; or replayed with `Idempotent-Replayed: true`", example = json!(crate::views::examples::operated("void"))),
         (status = 404, body = crate::http::errors::Problem),
         (status = 409, body = crate::http::errors::Problem, description = "payment_not_cancelable (names `payment_status`), hold_operation_in_progress (names `operation_id`), idempotency_key_in_use, idempotency_key_expired"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused"),
@@ -131,11 +145,16 @@ async fn operate_on(
     Ok(respond(status, &OperatedView::from(operated), replayed))
 }
 
+/// Void a payment's hold on the merchant's behalf (support)
+///
+/// Releases what an `authorized` payment holds (or abandons a challenge that still waits), as the
+/// merchant's `POST /v1/payments/{id}/cancel` does. Needs no `Idempotency-Key`: pressing twice
+/// finds the hold released or the void under way. A support key with the `operate` role; audited.
 #[utoipa::path(post, path = "/v1/support/payments/{id}/void", tag = "support",
     params(("id" = String, Path, description = "payment id, `pay_…`, `authorized`, or `pending` while a challenge waits")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = OperatedView, description = "the void and the payment as it is now; safe to press twice (the second finds the hold released, or the void under way)"),
+        (status = 200, body = OperatedView, description = "the void and the payment as it is now; safe to press twice (the second finds the hold released, or the void under way)", example = json!(crate::views::examples::operated("void"))),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 409, body = crate::http::errors::Problem, description = "payment_not_cancelable (names `payment_status`), hold_operation_in_progress (names `operation_id`)"),

@@ -9,11 +9,14 @@ use crate::http::{page_limit, AppState};
 use crate::ids::MerchantId;
 use crate::views::Merchant;
 
+/// Retrieve a merchant
+///
+/// The merchant's id, name and creation time. A merchant key sees only its own merchant.
 #[utoipa::path(get, path = "/v1/merchants/{id}", tag = "merchants",
     params(("id" = String, Path, description = "merchant id, `mer_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Merchant),
+        (status = 200, body = Merchant, example = json!(crate::views::examples::merchant())),
         (status = 401, body = crate::http::errors::Problem),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
     ))]
@@ -49,11 +52,15 @@ pub struct MerchantList {
     has_more: bool,
 }
 
+/// List merchants (support)
+///
+/// Every merchant, oldest first, `limit` at a time; pass the last one's id as `starting_after` for
+/// the next page while `has_more` is true. Support keys only.
 #[utoipa::path(get, path = "/v1/support/merchants", tag = "support",
     params(ListParams),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MerchantList),
+        (status = 200, body = MerchantList, example = json!(crate::views::examples::merchant_list())),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
     ))]
 pub async fn list_merchants(

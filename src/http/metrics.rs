@@ -83,10 +83,15 @@ impl MetricsAccess {
     }
 }
 
+/// Prometheus metrics
+///
+/// Requests and latency by route and status, the database pool, deliveries and the reapers, in
+/// Prometheus' text format. Served here unless the metrics have a listener of their own
+/// (`--metrics-bind`); a bearer token when the server was given one (README, "Alerts").
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     security((), ("metrics_token" = [])),
     responses(
-        (status = 200, description = "Prometheus text format", content_type = "text/plain"),
+        (status = 200, description = "Prometheus text format", content_type = "text/plain", body = String, example = json!(crate::views::examples::METRICS)),
         (status = 401, body = crate::http::errors::Problem, description = "unauthenticated: this server asks for its metrics token"),
         (status = 404, body = crate::http::errors::Problem, description = "not served on this port (a listener of their own, `--metrics-bind`, or none)"),
     ))]

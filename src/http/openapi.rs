@@ -87,7 +87,16 @@ pub fn document(annotated: utoipa::openapi::OpenApi) -> Value {
         }
     }
     doc["webhooks"] = json!({ "event": event_delivery() });
+    doc["servers"] = servers();
     doc
+}
+
+/// Relative: a client resolves `/` against where it read this document, so it names the right
+/// host and scheme behind a TLS proxy, on any port and under any name; the address payorch
+/// binds (`0.0.0.0:8080`) is seldom the one a client reaches, and the document is made once for
+/// every request, whatever its `Host`.
+fn servers() -> Value {
+    json!([{"url": "/", "description": "the payorch that served this document"}])
 }
 
 /// What payorch sends to a merchant's webhook endpoint (OpenAPI 3.1's `webhooks`): the event as

@@ -95,12 +95,20 @@ fn answer(done: OrderAnswer) -> HttpResponse {
     respond(done.status, &Order::from(done.order), done.replayed)
 }
 
+/// Create an order
+///
+/// An order is what the payer owes: an amount in minor units and a currency, with your own
+/// `merchant_reference` (unique per merchant) and `metadata`. It starts `awaiting_payment`; pay it
+/// with `POST /v1/orders/{id}/payments`, or use `POST /v1/checkout` to do both at once. Send an
+/// `Idempotency-Key`: the same key and body again answers with the first status,
+/// `Idempotent-Replayed: true` and the resource as it is now; the same key with another body is
+/// `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/orders", tag = "orders",
-    request_body = CreateOrderBody,
+    request_body(content = CreateOrderBody, example = json!(crate::views::examples::create_order_request())),
     params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters")),
     security(("bearer" = [])),
     responses(
-        (status = 201, body = Order, description = "created, or replayed with `Idempotent-Replayed: true`"),
+        (status = 201, body = Order, description = "created, or replayed with `Idempotent-Replayed: true`", example = json!(crate::views::examples::order("awaiting_payment"))),
         (status = 400, body = crate::http::errors::Problem),
         (status = 409, body = crate::http::errors::Problem, description = "merchant_reference_exists, idempotency_key_in_use"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused, raw_card_data_forbidden"),
@@ -128,11 +136,15 @@ pub(crate) async fn make_order(
     Ok(answer(done))
 }
 
+/// Retrieve an order with its payment attempts
+///
+/// The order and every attempt to pay it (`payments`), newest first. A merchant key sees only its
+/// own orders (another merchant's is `404`); a support key sees every merchant's.
 #[utoipa::path(get, path = "/v1/orders/{id}", tag = "orders",
     params(("id" = String, Path, description = "order id, `ord_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = OrderWithPayments),
+        (status = 200, body = OrderWithPayments, example = json!(crate::views::examples::order_with_payments())),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
     ))]
 pub async fn get_order(
@@ -164,14 +176,14 @@ pub(crate) async fn show_order(
 #[utoipa::path(post, path = "/v1/orders/{id}", tag = "orders",
     summary = "Change an order's metadata",
     description = "Stripe's update semantics: each key given is set, a key given as `\"\"` is removed, the other keys are kept. Allowed in any status: metadata is the merchant's own notes. The merged metadata must still hold at most 50 keys.",
-    request_body = UpdateOrderBody,
+    request_body(content = UpdateOrderBody, example = json!(crate::views::examples::update_order_request())),
     params(
         ("id" = String, Path, description = "order id, `ord_…`"),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Order, description = "the order with its metadata changed, or replayed with `Idempotent-Replayed: true` (the order as it is now)"),
+        (status = 200, body = Order, description = "the order with its metadata changed, or replayed with `Idempotent-Replayed: true` (the order as it is now)", example = json!(crate::views::examples::updated_order())),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
         (status = 409, body = crate::http::errors::Problem, description = "idempotency_key_in_use"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed (a key or value too long, `metadata` missing, more than 50 keys after the change), idempotency_key_reused, raw_card_data_forbidden"),
@@ -188,6 +200,13 @@ pub async fn update_order(
     Ok(answer(done))
 }
 
+/// Cancel an order awaiting payment
+///
+/// Moves an order from `awaiting_payment` to `canceled`, so no attempt can pay it; an order with an
+/// attempt under way or paid is `409 order_not_cancelable` (to give money back, refund the
+/// payment). Send an `Idempotency-Key`: the same key and body again answers with the first status,
+/// `Idempotent-Replayed: true` and the resource as it is now; the same key with another body is
+/// `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/orders/{id}/cancel", tag = "orders",
     params(
         ("id" = String, Path, description = "order id, `ord_…`"),
@@ -195,7 +214,7 @@ pub async fn update_order(
     ),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Order, description = "canceled, or replayed with `Idempotent-Replayed: true`"),
+        (status = 200, body = Order, description = "canceled, or replayed with `Idempotent-Replayed: true`", example = json!(crate::views::examples::order("canceled"))),
         (status = 404, body = crate::http::errors::Problem),
         (status = 409, body = crate::http::errors::Problem, description = "order_not_cancelable: it is no longer awaiting payment"),
     ))]

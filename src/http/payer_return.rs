@@ -18,6 +18,12 @@ use super::AppState;
 use crate::payments::attempts::{payer_return, PaymentAttempt};
 use crate::payments::status::AttemptStatus;
 
+/// Where the payer's browser comes back after 3-D Secure
+///
+/// Not for your server: the provider sends the payer's browser here after a challenge (the URL is
+/// in `next_action`). payorch asks the provider what the challenge decided and redirects to your
+/// `return_url` with `payment_id` added; without a `return_url` it shows a page with the payment's
+/// status. Needs no API key (README, "3-D Secure").
 #[utoipa::path(get, path = "/v1/payments/{id}/return", tag = "payments",
     params(
         ("id" = String, Path, description = "payment attempt id, `pay_…`; the provider adds its own query parameters, which are passed on to it"),
@@ -25,7 +31,7 @@ use crate::payments::status::AttemptStatus;
     responses(
         (status = 303, description = "to the merchant's `return_url` with `payment_id` added, once payorch asked the provider what the challenge decided (the payment may still be `pending`: poll it)",
             headers(("Location" = String, description = "the merchant's `return_url` and `payment_id=pay_…`"))),
-        (status = 200, description = "a page saying the payment's status, for a payment made without a `return_url`", content_type = "text/html", body = String),
+        (status = 200, description = "a page saying the payment's status, for a payment made without a `return_url`", content_type = "text/html", body = String, example = json!(crate::views::examples::RETURN_PAGE)),
         (status = 400, body = crate::http::errors::Problem, description = "invalid_request: the query string cannot be read"),
         (status = 404, body = crate::http::errors::Problem, description = "no such payment"),
         (status = 429, body = crate::http::errors::Problem, description = "rate_limited: too many returns from this address; retry after `Retry-After` seconds (`RateLimit-Policy` and `RateLimit` say the quota). Within seconds of a payment's second return, payorch answers from what it knows without asking the provider",

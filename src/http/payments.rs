@@ -99,15 +99,26 @@ fn answer<T: Serialize>(paid: &Paid, body: &T) -> HttpResponse {
     response
 }
 
+/// Pay an order
+///
+/// Makes one attempt to pay the order with a provider's `payment_method` token (never card data),
+/// answered `201` with the attempt and `Location`: `succeeded`, `failed` (a decline: `failure_code`
+/// and `failure_message` say why; another attempt may follow), or `pending` (poll `Location`, or
+/// follow `next_action` for 3-D Secure: README, "3-D Secure"). `capture_method: manual` only
+/// authorizes: capture or cancel the hold later (README, "Authorize now, capture later"). At most
+/// one attempt of an order runs at a time and a paid order takes no other. Send an
+/// `Idempotency-Key`: the same key and body again answers with the first status,
+/// `Idempotent-Replayed: true` and the resource as it is now; the same key with another body is
+/// `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/orders/{id}/payments", tag = "payments",
-    request_body = CreatePaymentBody,
+    request_body(content = CreatePaymentBody, example = json!(crate::views::examples::create_payment_request())),
     params(
         ("id" = String, Path, description = "order id, `ord_…`"),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
     responses(
-        (status = 201, body = Payment, description = "the attempt, `succeeded`, `failed` (a decline) or `pending` (poll `Location`); or replayed with `Idempotent-Replayed: true`"),
+        (status = 201, body = Payment, description = "the attempt, `succeeded`, `failed` (a decline) or `pending` (poll `Location`); or replayed with `Idempotent-Replayed: true`", example = json!(crate::views::examples::payment())),
         (status = 404, body = crate::http::errors::Problem),
         (status = 409, body = crate::http::errors::Problem, description = "payment_in_progress, order_already_paid (both name `payment_id`), order_not_payable, idempotency_key_in_use, idempotency_key_expired (the key is past its lifetime and its payment or refund final: names `resource_id`, `resource_status`, `resource_url`; nothing is done again)"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused, raw_card_data_forbidden"),
@@ -138,12 +149,21 @@ pub(crate) async fn pay_order(
     Ok(answer(&paid, &Payment::from(paid.attempt.clone())))
 }
 
+/// Create an order and pay it, in one request
+///
+/// The shortest path to a payment: the order's fields and a `payment_method` token make the order
+/// and its first attempt at once, answered `201` with both (`payment.status` `succeeded`, `failed`
+/// for a decline, `pending` while the provider has not decided or a 3-D Secure challenge waits in
+/// `next_action`) and `Location` naming the attempt. Send an `Idempotency-Key`: the same key and
+/// body again answers with the first status, `Idempotent-Replayed: true` and the resource as it is
+/// now; the same key with another body is `422 idempotency_key_reused` (README, "Idempotency").
+/// Retrying with the same key never charges twice, even days later (README, "Payments").
 #[utoipa::path(post, path = "/v1/checkout", tag = "payments",
-    request_body = CheckoutBody,
+    request_body(content = CheckoutBody, example = json!(crate::views::examples::checkout_request())),
     params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters")),
     security(("bearer" = [])),
     responses(
-        (status = 201, body = CheckoutResult, description = "the order and its attempt; replayed with `Idempotent-Replayed: true`"),
+        (status = 201, body = CheckoutResult, description = "the order and its attempt; replayed with `Idempotent-Replayed: true`", example = json!(crate::views::examples::checkout_result())),
         (status = 409, body = crate::http::errors::Problem, description = "merchant_reference_exists, idempotency_key_in_use, idempotency_key_expired (the key is past its lifetime and its payment or refund final: names `resource_id`, `resource_status`, `resource_url`; nothing is done again)"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused, raw_card_data_forbidden"),
     ))]
@@ -181,11 +201,16 @@ pub async fn checkout(
     Ok(answer(&paid, &result))
 }
 
+/// Retrieve a payment attempt with its refunds
+///
+/// The attempt's status, failure code and message, provider ids and timestamps, with its `refunds`
+/// and `amount_refunded`. Poll it while it is `pending`: `next_check_at` says when payorch will
+/// next ask the provider itself.
 #[utoipa::path(get, path = "/v1/payments/{id}", tag = "payments",
     params(("id" = String, Path, description = "payment attempt id, `pay_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = PaymentWithRefunds, description = "the attempt with its refunds and `amount_refunded`"),
+        (status = 200, body = PaymentWithRefunds, description = "the attempt with its refunds and `amount_refunded`", example = json!(crate::views::examples::payment_with_refunds())),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
     ))]
 pub async fn get_payment(

@@ -57,15 +57,23 @@ fn problem(err: RefundError, payment_id: PaymentId) -> ApiError {
     }
 }
 
+/// Refund a payment, in whole or in part
+///
+/// Gives back `amount` (absent: all that is left) of a `succeeded` payment, answered `201` with the
+/// refund (`succeeded`, `failed`, or `pending`: poll `Location`). Several partial refunds may
+/// follow one another up to what was paid; more is `409 refund_exceeds_payment`, naming what is
+/// left (README, "Refunds"). Send an `Idempotency-Key`: the same key and body again answers with
+/// the first status, `Idempotent-Replayed: true` and the resource as it is now; the same key with
+/// another body is `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/payments/{id}/refunds", tag = "refunds",
-    request_body = CreateRefundBody,
+    request_body(content = CreateRefundBody, example = json!(crate::views::examples::create_refund_request())),
     params(
         ("id" = String, Path, description = "payment attempt id, `pay_…`"),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
     responses(
-        (status = 201, body = Refund, description = "the refund, `succeeded`, `failed` or `pending` (poll `Location`); or replayed with `Idempotent-Replayed: true`"),
+        (status = 201, body = Refund, description = "the refund, `succeeded`, `failed` or `pending` (poll `Location`); or replayed with `Idempotent-Replayed: true`", example = json!(crate::views::examples::refund())),
         (status = 404, body = crate::http::errors::Problem),
         (status = 409, body = crate::http::errors::Problem, description = "payment_not_refundable, refund_exceeds_payment (names `amount_refundable`), idempotency_key_in_use, idempotency_key_expired (the key is past its lifetime and its payment or refund final: names `resource_id`, `resource_status`, `resource_url`; nothing is done again)"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed, idempotency_key_reused"),
@@ -99,11 +107,16 @@ pub async fn create_refund(
     Ok(response)
 }
 
+/// Ask the provider about a refund now (support)
+///
+/// For a `pending` refund: asks the provider at once, and answers the refund as it is after; a
+/// final refund is answered as it is, without a call. Needs no `Idempotency-Key`. A support key
+/// with the `operate` role; audited.
 #[utoipa::path(post, path = "/v1/support/refunds/{id}/reconcile", tag = "support",
     params(("id" = String, Path, description = "refund id, `re_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Refund, description = "the refund as it is after the check; a final refund is answered as it is, without a call"),
+        (status = 200, body = Refund, description = "the refund as it is after the check; a final refund is answered as it is, without a call", example = json!(crate::views::examples::refund())),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 503, body = crate::http::errors::Problem, description = "the database is unavailable; safe to press again"),
@@ -151,11 +164,15 @@ pub async fn reconcile_refund(
     Ok(HttpResponse::Ok().json(Refund::from(refund)))
 }
 
+/// Retrieve a refund
+///
+/// The refund's status, amount, failure code and message and provider ids. Poll it while it is
+/// `pending`.
 #[utoipa::path(get, path = "/v1/refunds/{id}", tag = "refunds",
     params(("id" = String, Path, description = "refund id, `re_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Refund),
+        (status = 200, body = Refund, example = json!(crate::views::examples::refund())),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
     ))]
 pub async fn get_refund(

@@ -79,11 +79,16 @@ fn view(state: &AppState, merchant_id: MerchantId, stored: Option<Routing>) -> R
     }
 }
 
+/// Retrieve a merchant's provider routing
+///
+/// The providers a new payment of the merchant tries, in order, and per currency: the merchant's
+/// own (`source: merchant`) or every configured provider (`source: default`) (README, "Routing and
+/// failover").
 #[utoipa::path(get, path = "/v1/merchants/{id}/routing", tag = "merchants",
     params(("id" = String, Path, description = "merchant id, `mer_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = RoutingView),
+        (status = 200, body = RoutingView, example = json!(crate::views::examples::routing())),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
     ))]
 pub async fn get_routing(
@@ -97,12 +102,18 @@ pub async fn get_routing(
     Ok(HttpResponse::Ok().json(view(&state, merchant_id, stored)))
 }
 
+/// Set a merchant's provider routing (support)
+///
+/// Replaces the merchant's provider order, and per currency; every name must be a configured
+/// provider. Applies to new payments on every replica within a second; attempts under way keep
+/// their provider. A support key with the `operate` role; every change is audited (README, "Routing
+/// and failover").
 #[utoipa::path(put, path = "/v1/merchants/{id}/routing", tag = "merchants",
     params(("id" = String, Path, description = "merchant id, `mer_…`")),
-    request_body = RoutingBody,
+    request_body(content = RoutingBody, example = json!(crate::views::examples::routing_request())),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = RoutingView, description = "the routing now; it applies on every replica within a second"),
+        (status = 200, body = RoutingView, description = "the routing now; it applies on every replica within a second", example = json!(crate::views::examples::routing())),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed: an unknown provider, a name twice, an empty list, a bad currency"),

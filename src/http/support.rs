@@ -177,11 +177,15 @@ fn text(raw: &str) -> Result<String, String> {
     }
 }
 
+/// Search payment attempts (support)
+///
+/// Attempts across merchants, newest first, filtered by the query's parameters and paginated with
+/// `starting_after` while `has_more` is true. Support keys only (README, "Support").
 #[utoipa::path(get, path = "/v1/support/payments", tag = "support",
     params(SearchParams),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = PaymentPage),
+        (status = 200, body = PaymentPage, example = json!(crate::views::examples::payment_page())),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed: each bad parameter named"),
     ))]
@@ -247,11 +251,18 @@ pub async fn search_payments(
     }))
 }
 
+/// A payment's whole story (support)
+///
+/// Everything support needs to answer "what happened to this payment": the attempt, its order and
+/// the order's other attempts, its status timeline, each call to the provider, the provider's
+/// webhooks, its refunds, captures and voids, the idempotency key that made it, the events sent to
+/// the merchant with their deliveries, and what support did to it. Support keys only (README,
+/// "Support").
 #[utoipa::path(get, path = "/v1/support/payments/{id}", tag = "support",
     params(("id" = String, Path, description = "payment id, `pay_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Story, description = "the attempt, its order and the order's other attempts, its timeline, provider calls, webhook events and key, and the order's events with their deliveries"),
+        (status = 200, body = Story, description = "the attempt, its order and the order's other attempts, its timeline, provider calls, webhook events and key, and the order's events with their deliveries", example = json!(crate::views::examples::story())),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
         (status = 404, body = crate::http::errors::Problem),
     ))]
@@ -272,11 +283,16 @@ pub async fn payment_story(
     Ok(HttpResponse::Ok().json(Story::new(story, events)))
 }
 
+/// Ask the provider about a payment now (support)
+///
+/// For a `pending` attempt: asks the provider at once instead of at `next_check_at`, and answers
+/// the attempt as it is after. A final attempt is answered as it is, without a call. Needs no
+/// `Idempotency-Key`: asking twice is harmless. A support key with the `operate` role; audited.
 #[utoipa::path(post, path = "/v1/support/payments/{id}/reconcile", tag = "support",
     params(("id" = String, Path, description = "payment id, `pay_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Payment, description = "the attempt as it is after the check; a final attempt is answered as it is, without a call"),
+        (status = 200, body = Payment, description = "the attempt as it is after the check; a final attempt is answered as it is, without a call", example = json!(crate::views::examples::payment())),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 503, body = crate::http::errors::Problem, description = "the database is unavailable; safe to press again"),
@@ -338,11 +354,17 @@ pub struct AttentionParams {
     limit: Option<i64>,
 }
 
+/// What needs a human (support)
+///
+/// Up to `limit` of each kind of trouble payorch cannot settle alone: attempts stuck `pending`,
+/// failures the provider has no record of, attempts the provider contradicts, stuck refunds,
+/// provider webhooks in conflict, and merchants' webhook endpoints that were disabled. Support keys
+/// only (README, "Support").
 #[utoipa::path(get, path = "/v1/support/needs-a-human", tag = "support",
     params(AttentionParams),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = NeedsAHuman),
+        (status = 200, body = NeedsAHuman, example = json!(crate::views::examples::needs_a_human())),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
         (status = 422, body = crate::http::errors::Problem),
     ))]

@@ -149,12 +149,20 @@ fn answer(done: EndpointAnswer) -> HttpResponse {
     respond(done.status, &view, done.replayed)
 }
 
+/// Register a webhook endpoint
+///
+/// payorch will POST each event of the `enabled_events` types (or `["*"]`: every type) to `url`,
+/// signed with the endpoint's `secret`, which this answer shows once: keep it to verify deliveries
+/// (README, "Events and webhook endpoints", "Verifying a delivery"). At most 16 endpoints per
+/// merchant. Send an `Idempotency-Key`: the same key and body again answers with the first status,
+/// `Idempotent-Replayed: true` and the resource as it is now; the same key with another body is
+/// `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/webhook_endpoints", tag = "webhook endpoints",
-    request_body = CreateEndpointBody,
+    request_body(content = CreateEndpointBody, example = json!(crate::views::examples::create_endpoint_request())),
     params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters")),
     security(("bearer" = [])),
     responses(
-        (status = 201, body = WebhookEndpoint, description = "created, with its `secret`; or replayed with `Idempotent-Replayed: true`: the endpoint as it is now, with the secret that signs now"),
+        (status = 201, body = WebhookEndpoint, description = "created, with its `secret`; or replayed with `Idempotent-Replayed: true`: the endpoint as it is now, with the secret that signs now", example = json!(crate::views::examples::endpoint(true))),
         (status = 409, body = crate::http::errors::Problem, description = "webhook_endpoint_limit: the merchant has 16 endpoints; delete one"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed: the URL (https, a public host), the event types"),
     ))]
@@ -174,6 +182,13 @@ pub async fn create_endpoint(
     run(&state, &request, command).await
 }
 
+/// Rotate a webhook endpoint's secret
+///
+/// Makes a new signing `secret`, shown in this answer; for 24 hours deliveries carry two
+/// signatures, one under each secret, so your receiver can switch without missing one (README,
+/// "Webhook endpoints"). Send an `Idempotency-Key`: the same key and body again answers with the
+/// first status, `Idempotent-Replayed: true` and the resource as it is now; the same key with
+/// another body is `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/webhook_endpoints/{id}/rotate_secret", tag = "webhook endpoints",
     params(
         ("id" = String, Path, description = "webhook endpoint id, `we_…`"),
@@ -181,7 +196,7 @@ pub async fn create_endpoint(
     ),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = WebhookEndpoint, description = "rotated, with the new `secret` (the one it replaced signs beside it for 24 h); or replayed with `Idempotent-Replayed: true`: the endpoint as it is now, with the secret that signs now"),
+        (status = 200, body = WebhookEndpoint, description = "rotated, with the new `secret` (the one it replaced signs beside it for 24 h); or replayed with `Idempotent-Replayed: true`: the endpoint as it is now, with the secret that signs now", example = json!(crate::views::examples::endpoint(true))),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, deleted, or another merchant's"),
     ))]
 pub async fn rotate_secret(
@@ -206,11 +221,15 @@ async fn run(
     Ok(answer(command::run(&ctx).await.map_err(problem)?))
 }
 
+/// List webhook endpoints
+///
+/// The merchant's endpoints that are not deleted, newest first, without their secrets. A support
+/// key names the merchant with `merchant_id`.
 #[utoipa::path(get, path = "/v1/webhook_endpoints", tag = "webhook endpoints",
     params(ListParams),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = WebhookEndpointList, description = "the merchant's endpoints that are not deleted, newest first; never their secrets"),
+        (status = 200, body = WebhookEndpointList, description = "the merchant's endpoints that are not deleted, newest first; never their secrets", example = json!(crate::views::examples::endpoint_list())),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed: `merchant_id` missing (a support key) or not a merchant id"),
     ))]
 pub async fn list_endpoints(
@@ -250,11 +269,15 @@ pub async fn list_endpoints(
     Ok(HttpResponse::Ok().json(WebhookEndpointList { data }))
 }
 
+/// Retrieve a webhook endpoint
+///
+/// The endpoint's URL, event types and `status` (`disabled`, with `disabled_reason`, once its
+/// deliveries failed for days or it answered `410`), never its secret.
 #[utoipa::path(get, path = "/v1/webhook_endpoints/{id}", tag = "webhook endpoints",
     params(("id" = String, Path, description = "webhook endpoint id, `we_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = WebhookEndpoint, description = "the endpoint, never its secret"),
+        (status = 200, body = WebhookEndpoint, description = "the endpoint, never its secret", example = json!(crate::views::examples::endpoint(false))),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, deleted, or another merchant's"),
     ))]
 pub async fn get_endpoint(
@@ -271,11 +294,15 @@ pub async fn get_endpoint(
     Ok(HttpResponse::Ok().json(WebhookEndpoint::from(endpoint)))
 }
 
+/// Delete a webhook endpoint
+///
+/// Stops deliveries to the endpoint: its pending deliveries are canceled and it is answered with
+/// `deleted: true`. Deleting it again is `404`.
 #[utoipa::path(delete, path = "/v1/webhook_endpoints/{id}", tag = "webhook endpoints",
     params(("id" = String, Path, description = "webhook endpoint id, `we_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = WebhookEndpoint, description = "deleted (`deleted: true`); its pending deliveries are canceled"),
+        (status = 200, body = WebhookEndpoint, description = "deleted (`deleted: true`); its pending deliveries are canceled", example = json!(crate::views::examples::deleted_endpoint())),
         (status = 403, body = crate::http::errors::Problem, description = "forbidden: a support key; only the merchant's own key may do this"),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, deleted already, or another merchant's"),
     ))]

@@ -19,14 +19,20 @@ pub struct WebhookReceipt {
     outcome: Option<EventOutcome>,
 }
 
+/// Receive a provider's webhook
+///
+/// For the provider, not for merchants: a signed event of the provider named in the path
+/// (`stripe`), checked against its signature on the raw bytes, recorded once (a redelivery is a
+/// `duplicate` that changes nothing) and applied to the attempt or refund it names (README,
+/// "Webhooks").
 #[utoipa::path(post, path = "/v1/webhooks/{provider}", tag = "webhooks",
     params(
         ("provider" = String, Path, description = "`stripe`"),
         ("Stripe-Signature" = String, Header, description = "`t=<unix>,v1=<hex HMAC-SHA256 of \"{t}.{raw body}\">[,v1=…]`"),
     ),
-    request_body(content = String, content_type = "application/json", description = "a Stripe event, signed byte for byte"),
+    request_body(content = Object, content_type = "application/json", description = "a Stripe event, signed byte for byte", example = json!(crate::views::examples::stripe_event())),
     responses(
-        (status = 200, body = WebhookReceipt, description = "recorded, or a duplicate that changed nothing"),
+        (status = 200, body = WebhookReceipt, description = "recorded, or a duplicate that changed nothing", example = json!(crate::views::examples::webhook_receipt())),
         (status = 400, body = crate::http::errors::Problem, description = "webhook_signature_invalid (missing, malformed, stale or wrong signature) or invalid_request (not an event); nothing stored"),
         (status = 404, body = crate::http::errors::Problem, description = "no such provider"),
     ))]

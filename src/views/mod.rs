@@ -4,6 +4,7 @@
 //! `From`; field documentation here is what `/openapi.json` shows.
 
 pub mod deliveries;
+pub mod examples;
 pub mod holds;
 pub mod support_actions;
 

@@ -2,6 +2,7 @@
 //! errors, `405` for a method a path does not have, `414` for an overlong target.
 
 use payorch::idempotency::Operation;
+use payorch_contract::{report, Contract};
 use serde_json::Value;
 
 use crate::helpers::{assert_problem, TestApp};
@@ -382,4 +383,179 @@ async fn the_delivery_of_an_event_is_documented_with_its_headers() {
     let name = body.as_str().unwrap().rsplit('/').next().unwrap();
     assert!(doc["components"]["schemas"][name].is_object(), "{name}");
     assert!(delivery["responses"]["410"].is_object());
+}
+
+/// The answer's body as JSON bytes, and its status.
+async fn answer(response: reqwest::Response) -> (u16, Vec<u8>) {
+    let status = response.status().as_u16();
+    (status, response.bytes().await.unwrap().to_vec())
+}
+
+/// Every operation is documented for the developer who reads it (the reference served at
+/// `/docs` shows these): a summary, a description, an example of its request body when it takes
+/// one and of its success answer; and every example is valid against the schema its operation
+/// documents, by the validator that holds payorch to the providers' documents (crates/contract),
+/// so an example cannot drift from the API without failing here.
+#[tokio::test]
+async fn every_operation_has_a_summary_a_description_and_examples_its_schemas_take() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let contract = Contract::from_value("payorch", doc.clone()).unwrap();
+    assert_eq!(
+        doc["servers"],
+        serde_json::json!([{"url": "/", "description": "the payorch that served this document"}])
+    );
+    let mut requests = 0;
+    for (method, template) in operations(&doc) {
+        let operation = &doc["paths"][&template][&method];
+        let named = format!("{} {template}", method.to_uppercase());
+        for field in ["summary", "description"] {
+            let text = operation[field].as_str().unwrap_or_default();
+            assert!(!text.trim().is_empty(), "{named} has no {field}");
+        }
+        if let Some(content) = operation["requestBody"]["content"].as_object() {
+            for (media, body) in content {
+                let example = body
+                    .get("example")
+                    .unwrap_or_else(|| panic!("{named}: no example request ({media})"));
+                let bytes = serde_json::to_vec(example).unwrap();
+                let verdict =
+                    contract.validate_request(&method, &concrete(&template), media, &bytes);
+                assert!(
+                    verdict.is_ok(),
+                    "{named}: its example request: {}",
+                    report(&verdict.unwrap_err())
+                );
+                requests += 1;
+            }
+        }
+        let responses = operation["responses"].as_object().unwrap();
+        let (status, response) = responses
+            .iter()
+            .filter(|(status, response)| status.starts_with('2') && response["content"].is_object())
+            .min_by_key(|(status, _)| status.to_string())
+            .unwrap_or_else(|| panic!("{named}: no success answer with a body"));
+        for (media, body) in response["content"].as_object().unwrap() {
+            let example = body
+                .get("example")
+                .unwrap_or_else(|| panic!("{named}: no example answer ({status} {media})"));
+            let bytes = match example.as_str() {
+                Some(text) if !media.contains("json") => text.as_bytes().to_vec(),
+                _ => serde_json::to_vec(example).unwrap(),
+            };
+            let verdict = contract.validate_response(
+                &method,
+                &concrete(&template),
+                status.parse().unwrap(),
+                &bytes,
+            );
+            assert!(
+                verdict.is_ok(),
+                "{named}: its example answer: {}",
+                report(&verdict.unwrap_err())
+            );
+        }
+    }
+    assert_eq!(requests, 10, "the operations that take a body");
+}
+
+/// The examples are what the server takes and answers: each example request of a merchant's
+/// write is sent as it is, in the order a merchant would (an order, its metadata, a payment, a
+/// refund; a checkout; a hold captured, another voided), is answered its documented success,
+/// and the answer is valid against the schema the example is held to.
+#[tokio::test]
+async fn the_example_requests_are_taken_and_answered_as_documented() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let contract = Contract::from_value("payorch", doc.clone()).unwrap();
+    let example = |method: &str, template: &str| -> String {
+        let body = &doc["paths"][template][method]["requestBody"]["content"]["application/json"]
+            ["example"];
+        assert!(body.is_object(), "{method} {template} has an example");
+        body.to_string()
+    };
+    let key = app.merchant_key.clone();
+    let mut keys = 0;
+    let mut send =
+        async |secret: &str, template: &str, path: String, body: String, expected: u16| -> Value {
+            keys += 1;
+            let response = app
+                .post_keyed(secret, &path, Some(&format!("example-{keys}")), Some(body))
+                .await;
+            let (status, bytes) = answer(response).await;
+            let text = String::from_utf8_lossy(&bytes).to_string();
+            assert_eq!(status, expected, "POST {path}: {text}");
+            let verdict = contract.validate_response("POST", &path, status, &bytes);
+            assert!(
+                verdict.is_ok(),
+                "POST {template}: {}",
+                report(&verdict.unwrap_err())
+            );
+            serde_json::from_slice(&bytes).unwrap()
+        };
+    let order = send(
+        &key,
+        "/v1/orders",
+        "/v1/orders".into(),
+        example("post", "/v1/orders"),
+        201,
+    )
+    .await;
+    let order_id = order["id"].as_str().unwrap().to_string();
+    send(
+        &key,
+        "/v1/orders/{id}",
+        format!("/v1/orders/{order_id}"),
+        example("post", "/v1/orders/{id}"),
+        200,
+    )
+    .await;
+    let payment = send(
+        &key,
+        "/v1/orders/{id}/payments",
+        format!("/v1/orders/{order_id}/payments"),
+        example("post", "/v1/orders/{id}/payments"),
+        201,
+    )
+    .await;
+    assert_eq!(payment["status"], "succeeded", "{payment}");
+    let payment_id = payment["id"].as_str().unwrap().to_string();
+    send(
+        &key,
+        "/v1/payments/{id}/refunds",
+        format!("/v1/payments/{payment_id}/refunds"),
+        example("post", "/v1/payments/{id}/refunds"),
+        201,
+    )
+    .await;
+
+    // The checkout's example names the same `merchant_reference`: another merchant's.
+    let (_, other) = app.other_merchant().await;
+    let checkout = send(
+        &other,
+        "/v1/checkout",
+        "/v1/checkout".into(),
+        example("post", "/v1/checkout"),
+        201,
+    )
+    .await;
+    assert_eq!(checkout["payment"]["status"], "succeeded", "{checkout}");
+
+    for (operation, expected) in [("capture", "succeeded"), ("cancel", "canceled")] {
+        let held = send(&other, "/v1/checkout", "/v1/checkout".into(),
+            serde_json::json!({"amount": 2500, "currency": "eur", "payment_method": "pm_card_visa", "capture_method": "manual"}).to_string(),
+            201).await;
+        assert_eq!(held["payment"]["status"], "authorized", "{held}");
+        let id = held["payment"]["id"].as_str().unwrap();
+        let template = format!("/v1/payments/{{id}}/{operation}");
+        let operated = send(
+            &other,
+            &template,
+            format!("/v1/payments/{id}/{operation}"),
+            example("post", &template),
+            200,
+        )
+        .await;
+        assert_eq!(operated["payment"]["status"], expected, "{operated}");
+    }
 }

@@ -18,11 +18,16 @@ use crate::ids::EventId;
 use crate::payments::support::audit::{self, Action, Actor, Done};
 use crate::views::deliveries::Redelivered;
 
+/// Send an event to the merchant's endpoints again (support)
+///
+/// Makes each delivery of the event to an enabled endpoint pending and due at once, for a merchant
+/// whose endpoint missed it; the merchant deduplicates by `webhook-id`. A support key with the
+/// `operate` role; audited (README, "Support").
 #[utoipa::path(post, path = "/v1/support/events/{id}/redeliver", tag = "support",
     params(("id" = String, Path, description = "event id, `evt_…`")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Redelivered, description = "the event's deliveries, each to an enabled endpoint now pending and due at once"),
+        (status = 200, body = Redelivered, description = "the event's deliveries, each to an enabled endpoint now pending and due at once", example = json!(crate::views::examples::redelivered())),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem, description = "no such event (or past its retention)"),
         (status = 503, body = crate::http::errors::Problem, description = "the database is unavailable: nothing is done unless it is on record in the audit first; safe to press again"),

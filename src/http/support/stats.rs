@@ -136,11 +136,15 @@ fn window_and_width(params: &StatsParams) -> Result<(Duration, Duration), Vec<Fi
     Err(errors)
 }
 
+/// Payment attempts by provider and status over time (support)
+///
+/// Counts of the attempts made in the last hour (or `window`), per provider and status, in buckets
+/// of `bucket` seconds, with totals: the console's chart. Support keys only (README, "Support").
 #[utoipa::path(get, path = "/v1/support/payments/stats", tag = "support",
     params(StatsParams),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = PaymentStats),
+        (status = 200, body = PaymentStats, example = json!(crate::views::examples::payment_stats())),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key"),
         (status = 422, body = crate::http::errors::Problem, description = "validation_failed: each bad parameter named"),
     ))]
