@@ -11,6 +11,9 @@ the `…Vec`s), served under the registry's prefix `payorch_`. Then:
   a label of a metric it reads, or one Prometheus adds (`job`, `instance`, and `le` of a
   histogram's buckets).
 
+- every dashboard query parses as PromQL (`promtool check rules` on them as recording rules,
+  Grafana's variables filled in), when promtool is installed, as in CI.
+
 A series registered only when first observed is not in a fresh scrape, so the names are read
 from the registrations, where every one of them stands. Run by .ci/run; exits 1 naming each
 name or label that is not payorch's. Checks itself first on a query it must refuse.
@@ -19,7 +22,10 @@ name or label that is not payorch's. Checks itself first on a query it must refu
 import json
 import pathlib
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PREFIX = "payorch_"
@@ -115,6 +121,38 @@ def rule_exprs(path):
         yield f"{path.name}, {alert}", " ".join(block)
 
 
+# Grafana's variables as a query sees them once filled in.
+VARIABLES = {
+    "$__rate_interval": "1m",
+    "$__interval": "1m",
+    "$job": "payorch",
+    "$instance": ".*",
+}
+
+
+def unparsable(exprs):
+    """The dashboard queries promtool refuses, as its message says; none without promtool."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        print("monitoring: no promtool, the queries' syntax is not checked", file=sys.stderr)
+        return []
+    rules = {"groups": [{"name": "dashboard", "rules": []}]}
+    for at, (where, expr) in enumerate(exprs):
+        for variable, value in VARIABLES.items():
+            expr = expr.replace(variable, value)
+        rules["groups"][0]["rules"].append({"record": f"dashboard:query_{at}", "expr": expr})
+    # JSON is YAML, so promtool reads the rules as they are written here.
+    with tempfile.NamedTemporaryFile("w", suffix=".yml") as file:
+        json.dump(rules, file)
+        file.flush()
+        checked = subprocess.run(
+            [promtool, "check", "rules", file.name], capture_output=True, text=True
+        )
+    if checked.returncode == 0:
+        return []
+    return [f"dashboard queries refused by promtool: {checked.stdout}{checked.stderr}"]
+
+
 def main():
     families, bases = registered(ROOT / "src")
     if len(families) < 20 or "payorch_http_requests_total" not in families:
@@ -130,6 +168,7 @@ def main():
     problems = []
     dashboard = ROOT / "ops/grafana/payorch.json"
     exprs = list(dashboard_exprs(dashboard))
+    problems += unparsable(exprs)
     rules = ROOT / "ops/prometheus/alerts.yml"
     exprs += list(rule_exprs(rules))
     for where, expr in exprs:
