@@ -96,10 +96,14 @@ pub struct SearchParams {
     merchant_id: Option<String>,
     /// `ord_…`
     order_id: Option<String>,
-    /// The merchant's own reference of the order; needs `merchant_id` (it is unique per
-    /// merchant).
+    /// The merchant's own reference of the order, exactly. It is unique per merchant: without
+    /// `merchant_id` or `merchant_name`, each merchant's order of that reference is found.
     merchant_reference: Option<String>,
-    /// `created`, `pending`, `succeeded` or `failed`.
+    /// Part of the merchant's name, in any case (`acme` finds "Acme Coffee"): the payments of
+    /// every merchant whose name contains it.
+    merchant_name: Option<String>,
+    /// The attempt's status now.
+    #[param(value_type = Option<AttemptStatus>)]
     status: Option<String>,
     /// The provider the attempt was sent to (`stripe`, `adyen`, …), also one since removed
     /// from the configuration.
@@ -158,7 +162,10 @@ fn rfc3339(raw: &str) -> Result<DateTime<Utc>, String> {
 }
 
 fn status(raw: &str) -> Result<AttemptStatus, String> {
-    AttemptStatus::parse(raw).ok_or_else(|| "must be created, pending, succeeded or failed".into())
+    AttemptStatus::parse(raw).ok_or_else(|| {
+        let words: Vec<&str> = AttemptStatus::ALL.iter().map(|s| s.as_str()).collect();
+        format!("must be one of {}", words.join(", "))
+    })
 }
 
 fn provider(raw: &str) -> Result<String, String> {
@@ -209,6 +216,7 @@ pub async fn search_payments(
             p.merchant_reference.as_deref(),
             text,
         ),
+        merchant_name: checked.parse("merchant_name", p.merchant_name.as_deref(), text),
         status: checked.parse("status", p.status.as_deref(), status),
         provider: checked.parse("provider", p.provider.as_deref(), provider),
         idempotency_key: checked.parse("idempotency_key", p.idempotency_key.as_deref(), text),
@@ -229,12 +237,6 @@ pub async fn search_payments(
         checked.errors.push(err);
         0
     });
-    if p.merchant_reference.is_some() && p.merchant_id.is_none() {
-        checked.errors.push(FieldError::new(
-            "merchant_reference",
-            "is unique per merchant: give merchant_id too",
-        ));
-    }
     if !checked.errors.is_empty() {
         return Err(ApiError::ValidationFailed(checked.errors));
     }

@@ -527,3 +527,68 @@ async fn void_the_hold_shows_on_a_hold_only_and_its_answer_leaves_with_its_story
     assert!(!shown(&client, "void-hold").await);
     client.close().await.unwrap();
 }
+
+/// Support is told what the merchant or the payer knows: the shop's order reference, the
+/// shop's name. Either finds the payments in the search box (once, only ids and keys did).
+#[tokio::test]
+async fn a_support_person_finds_payments_by_order_reference_and_merchant_name() {
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let referenced = app
+        .checkout(
+            "console-ref",
+            &json!({"amount": 1500, "currency": "eur", "payment_method": "pm_card_visa",
+                    "merchant_reference": "cart-77"}),
+        )
+        .await;
+    assert_eq!(referenced.status(), 201);
+    let referenced: serde_json::Value = referenced.json().await.unwrap();
+    let referenced = referenced["payment"]["id"].as_str().unwrap().to_owned();
+    let (_, other_key) = app.other_merchant().await;
+    let theirs = app
+        .post_keyed(
+            &other_key,
+            "/v1/checkout",
+            Some("console-theirs"),
+            Some(
+                json!({"amount": 900, "currency": "usd", "payment_method": "pm_card_visa"})
+                    .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(theirs.status(), 201);
+    let theirs: serde_json::Value = theirs.json().await.unwrap();
+    let theirs = theirs["payment"]["id"].as_str().unwrap().to_owned();
+
+    open_console(&client, &app).await;
+    // The order reference: one payment, whose story opens.
+    search_for(&client, "cart-77").await;
+    let summary = text_with(&client, "summary", &referenced).await;
+    assert!(summary.contains("console-ref"), "{summary}");
+    let results = text_with(&client, "result-list", &referenced).await;
+    assert!(results.contains("by order reference"), "{results}");
+    screenshot(&client, "console-12-by-order-reference").await;
+
+    // Part of a merchant's name, in another case: that merchant's payments only.
+    search_for(&client, "OTHER merch").await;
+    let results = text_with(&client, "result-list", &theirs).await;
+    assert!(results.contains("by merchant name"), "{results}");
+    assert!(!results.contains(&referenced), "{results}");
+    // A part both names share: both merchants' payments, newest first.
+    search_for(&client, "merchant").await;
+    let results = text_with(&client, "status", "2 payment(s) found").await;
+    let listed = run(
+        &client,
+        "return [...document.querySelectorAll('#result-list a')].map(a => a.textContent)",
+    )
+    .await;
+    assert_eq!(listed, json!([theirs, referenced]), "{results}");
+    show(&client, "results").await;
+    screenshot(&client, "console-13-by-merchant-name").await;
+    // A key is still a key.
+    search_for(&client, "console-ref").await;
+    text_with(&client, "summary", &referenced).await;
+    client.close().await.unwrap();
+}

@@ -269,7 +269,7 @@ async fn bad_search_parameters_are_each_named() {
     let response = app
         .support_get(
             "/v1/support/payments?status=lost&limit=0&created_from=yesterday\
-             &merchant_reference=x&starting_after=nope",
+             &merchant_reference=&merchant_name=&starting_after=nope",
         )
         .await;
     let problem = assert_problem(response, 422, "validation_failed").await;
@@ -286,11 +286,87 @@ async fn bad_search_parameters_are_each_named() {
             "limit",
             "created_from",
             "merchant_reference",
+            "merchant_name",
             "starting_after"
         ])
     );
+    // The status's message names every status there is.
+    let status = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["field"] == "status")
+        .unwrap();
+    assert_eq!(
+        status["message"],
+        "must be one of created, pending, authorized, succeeded, failed, canceled"
+    );
     let response = app.support_get("/v1/support/payments?colour=red").await;
     assert_problem(response, 400, "invalid_request").await;
+}
+
+/// A merchant's order reference finds its payments with or without the merchant named (one
+/// order of each merchant may hold it), and part of a merchant's name, in any case, finds
+/// that merchant's payments: what support is told on the phone.
+#[tokio::test]
+async fn a_merchant_reference_and_a_merchant_s_name_find_their_payments() {
+    let app = TestApp::spawn().await;
+    let body = |reference: &str, method: &str| {
+        json!({"amount": 700, "currency": "eur", "merchant_reference": reference,
+               "payment_method": method})
+    };
+    let pay = |key: &'static str, secret: String, body: Value| {
+        let app = &app;
+        async move {
+            let response = app
+                .post_keyed(&secret, "/v1/checkout", Some(key), Some(body.to_string()))
+                .await;
+            assert_eq!(response.status(), 201);
+            let answer: Value = response.json().await.unwrap();
+            answer["payment"]["id"].as_str().unwrap().to_owned()
+        }
+    };
+    let mine = app.merchant_key.clone();
+    let cart = pay("ref-1", mine.clone(), body("cart-42", "pm_card_visa")).await;
+    let other_cart = pay("ref-2", mine.clone(), body("cart-43", "pm_card_visa")).await;
+    let (other, other_key) = app.other_merchant().await;
+    let theirs = pay("ref-1", other_key, body("cart-42", "pm_card_visa")).await;
+
+    assert_eq!(
+        app.search("&merchant_reference=cart-42").await,
+        [theirs.clone(), cart.clone()]
+    );
+    assert_eq!(
+        app.search(&format!("&merchant_reference=cart-42&merchant_id={other}"))
+            .await,
+        [theirs.clone()]
+    );
+    assert_eq!(
+        app.search("&merchant_reference=cart-42&merchant_name=test")
+            .await,
+        [cart.clone()]
+    );
+    assert!(app.search("&merchant_reference=cart-4").await.is_empty());
+    // "Test merchant" and "Other merchant": a part of one name, then of both.
+    assert_eq!(
+        app.search("&merchant_name=TEST%20Merch").await,
+        [other_cart.clone(), cart.clone()]
+    );
+    assert_eq!(
+        app.search("&merchant_name=merchant").await,
+        [theirs.clone(), other_cart, cart]
+    );
+    assert_eq!(
+        app.search(&format!(
+            "&merchant_name=other&merchant_id={}",
+            app.merchant_id
+        ))
+        .await,
+        Vec::<String>::new()
+    );
+    // LIKE's wildcards are taken as they are.
+    assert!(app.search("&merchant_name=%25").await.is_empty());
+    assert!(app.search("&merchant_name=_").await.is_empty());
 }
 
 /// Pages are cut at an attempt id, newest first: attempts made while a client pages through

@@ -79,13 +79,17 @@ function paymentLink(payment) {
   return el("li", {}, link, " ", statusBadge(payment.status), amount, when(payment.created_at));
 }
 
-// What the box holds decides the filter: ids carry their kind in their prefix.
-function searchPath(query) {
+// What the box holds decides the filter: ids carry their kind in their prefix. Other text
+// may be any of three things the merchant or the payer knows, so it is looked up as each:
+// an Idempotency-Key, the merchant's order reference, a part of the merchant's name.
+function searches(query) {
   const q = encodeURIComponent(query);
-  if (query.startsWith("ord_")) return `/v1/support/payments?order_id=${q}`;
-  if (query.startsWith("mer_")) return `/v1/support/payments?merchant_id=${q}`;
-  if (query.startsWith("pi_")) return `/v1/support/payments?provider_payment_id=${q}`;
-  return `/v1/support/payments?idempotency_key=${q}`;
+  const by = (filter, label) => ({ path: `/v1/support/payments?${filter}=${q}`, label });
+  if (query.startsWith("ord_")) return [by("order_id", "order id")];
+  if (query.startsWith("mer_")) return [by("merchant_id", "merchant id")];
+  if (query.startsWith("pi_")) return [by("provider_payment_id", "provider charge id")];
+  return [by("idempotency_key", "Idempotency-Key"), by("merchant_reference", "order reference"),
+    by("merchant_name", "merchant name")];
 }
 
 let lastSearch = null;
@@ -111,20 +115,34 @@ async function search(event) {
     }
   }
   say("Searching…");
-  lastSearch = searchPath(query);
+  lastSearch = searches(query);
   await showResults(true);
 }
 
+// Every search's newest payments, merged newest first (ids are made in time order), each
+// saying what it was found by.
 async function showResults(openSingle) {
   if (!lastSearch) return;
   try {
-    const page = await api("GET", lastSearch);
+    const pages = await Promise.all(lastSearch.map((s) => api("GET", s.path)));
+    const found = new Map();
+    pages.forEach((page, i) => page.data.forEach((p) => {
+      const entry = found.get(p.id) || { payment: p, by: [] };
+      entry.by.push(lastSearch[i].label);
+      found.set(p.id, entry);
+    }));
+    const data = [...found.values()].sort((a, b) => (a.payment.id < b.payment.id ? 1 : -1));
+    const hasMore = pages.some((page) => page.has_more);
     const list = $("result-list");
-    list.replaceChildren(...page.data.map(paymentLink));
+    list.replaceChildren(...data.map(({ payment, by }) => {
+      const item = paymentLink(payment);
+      if (lastSearch.length > 1) item.append(el("span", { class: "found-by" }, ` · by ${by.join(", ")}`));
+      return item;
+    }));
     $("results").hidden = false;
-    say(page.data.length === 0 ? "No payment matches." :
-      `${page.data.length} payment(s) found${page.has_more ? "; the newest are shown" : ""}.`);
-    if (openSingle && page.data.length === 1) await showStory(page.data[0].id);
+    say(data.length === 0 ? "No payment matches." :
+      `${data.length} payment(s) found${hasMore ? "; the newest are shown" : ""}.`);
+    if (openSingle && data.length === 1) await showStory(data[0].payment.id);
   } catch (err) {
     say(err.message, true);
   }

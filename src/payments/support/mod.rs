@@ -15,7 +15,8 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
 use crate::db::schema::{
-    idempotency_keys, orders, payment_attempts, provider_calls, provider_webhooks, refunds,
+    idempotency_keys, merchants, orders, payment_attempts, provider_calls, provider_webhooks,
+    refunds,
 };
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
@@ -39,8 +40,11 @@ use crate::payments::webhooks::{events_of, RecordedEvent};
 pub struct Search {
     pub merchant_id: Option<MerchantId>,
     pub order_id: Option<OrderId>,
-    /// Unique per merchant, so only searched together with `merchant_id`.
+    /// The merchant's own reference of the order, exactly: unique per merchant, so without
+    /// `merchant_id` or `merchant_name` it may find one order of each merchant.
     pub merchant_reference: Option<String>,
+    /// Part of the merchant's name, in any case: every merchant whose name contains it.
+    pub merchant_name: Option<String>,
     pub status: Option<AttemptStatus>,
     /// The provider the attempt was sent to, configured or not any more.
     pub provider: Option<String>,
@@ -72,6 +76,11 @@ pub async fn search(
         Some(_) => providers_of_attempts(conn).await?,
         None => Vec::new(),
     };
+    let merchants = merchants_searched(conn, search).await?;
+    if merchants.as_ref().is_some_and(Vec::is_empty) {
+        // A name no merchant has: nothing to find.
+        return Ok(Vec::new());
+    }
     let mut query = payment_attempts::table
         .select(AttemptRow::as_select())
         .order(payment_attempts::id.desc())
@@ -80,15 +89,29 @@ pub async fn search(
     if let Some(after) = starting_after {
         query = query.filter(payment_attempts::id.lt(after.0));
     }
-    if let Some(merchant) = search.merchant_id {
-        query = query.filter(payment_attempts::merchant_id.eq(merchant.0));
+    match merchants.as_deref() {
+        // One merchant (the usual case, also for a name): the primary key `(merchant_id, id)`
+        // walks its attempts newest first.
+        Some([merchant]) => query = query.filter(payment_attempts::merchant_id.eq(*merchant)),
+        // A name several merchants share a part of: rare, and the id walk stops at a page.
+        Some(several) => {
+            query = query.filter(payment_attempts::merchant_id.eq_any(several.to_vec()))
+        }
+        None => {}
     }
     if let Some(order) = search.order_id {
         query = query.filter(payment_attempts::order_id.eq(order.0));
     }
-    if let (Some(merchant), Some(reference)) = (search.merchant_id, &search.merchant_reference) {
+    if let Some(reference) = &search.merchant_reference {
+        // A reference is unique per merchant (`orders_merchant_reference_key`, on
+        // `(merchant_id, merchant_reference)`): naming the merchants makes one probe of that
+        // index each, where a reference alone would scan every order. Merchants are few.
+        let merchants = match merchants {
+            Some(some) => some,
+            None => merchants::table.select(merchants::id).load(conn).await?,
+        };
         let order_ids = orders::table
-            .filter(orders::merchant_id.eq(merchant.0))
+            .filter(orders::merchant_id.eq_any(merchants))
             .filter(orders::merchant_reference.eq(reference.clone()))
             .select(orders::id);
         query = query.filter(payment_attempts::order_id.eq_any(order_ids));
@@ -135,6 +158,42 @@ pub async fn search(
         .into_iter()
         .map(Into::into)
         .collect())
+}
+
+/// The merchants a search is confined to, by `merchant_id` and by `merchant_name` (both must
+/// hold); `None` when it is not confined. A name is looked up in the merchants table, which
+/// is small, so the attempts are then searched by merchant id.
+async fn merchants_searched(
+    conn: &mut AsyncPgConnection,
+    search: &Search,
+) -> QueryResult<Option<Vec<Uuid>>> {
+    let Some(name) = &search.merchant_name else {
+        return Ok(search.merchant_id.map(|m| vec![m.0]));
+    };
+    let mut named = merchants::table
+        .filter(merchants::name.ilike(contains(name)))
+        .select(merchants::id)
+        .order(merchants::id)
+        .into_boxed();
+    if let Some(merchant) = search.merchant_id {
+        named = named.filter(merchants::id.eq(merchant.0));
+    }
+    Ok(Some(named.load(conn).await?))
+}
+
+/// A LIKE pattern matching any text that contains `part` as it is: its `%`, `_` and `\` are
+/// escaped (`\` is LIKE's default escape).
+fn contains(part: &str) -> String {
+    let mut pattern = String::with_capacity(part.len() + 2);
+    pattern.push('%');
+    for c in part.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
 }
 
 /// Every provider some attempt names, in a few index probes however many attempts there are:
@@ -372,6 +431,12 @@ mod tests {
     #[test]
     fn the_statement_reads_as_its_snapshot() {
         crate::db::snapshot::assert_sql_snapshot("providers_of_attempts", &each_provider());
+    }
+
+    #[test]
+    fn a_name_s_part_is_matched_as_it_is() {
+        assert_eq!(contains("Acme"), "%Acme%");
+        assert_eq!(contains("100%_a\\b"), "%100\\%\\_a\\\\b%");
     }
 
     #[test]
