@@ -75,7 +75,8 @@ pub(crate) fn problem(err: HoldError, payment_id: PaymentId) -> ApiError {
 /// the rest of the hold is released. Answered with the capture and the payment as it is after it
 /// (README, "Authorize now, capture later"). Send an `Idempotency-Key`: the same key and body again
 /// answers with the first status, `Idempotent-Replayed: true` and the resource as it is now; the
-/// same key with another body is `422 idempotency_key_reused` (README, "Idempotency").
+/// same key with another request (another body or path) is `422 idempotency_key_reused` (README,
+/// "Idempotency").
 #[utoipa::path(post, path = "/v1/payments/{id}/capture", tag = "payments",
     request_body(content = CaptureBody, example = json!(crate::views::examples::capture_request())),
     params(
@@ -103,7 +104,8 @@ pub async fn capture(
 /// waits; the payment ends `canceled` with `cancellation_reason` `voided` (README, "Authorize now,
 /// capture later"). The body is an empty object. Send an `Idempotency-Key`: the same key and body
 /// again answers with the first status, `Idempotent-Replayed: true` and the resource as it is now;
-/// the same key with another body is `422 idempotency_key_reused` (README, "Idempotency").
+/// the same key with another request (another body or path) is `422 idempotency_key_reused`
+/// (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/payments/{id}/cancel", tag = "payments",
     request_body(content = CancelBody, example = json!(crate::views::examples::cancel_request())),
     params(

@@ -101,8 +101,8 @@ fn answer(done: OrderAnswer) -> HttpResponse {
 /// `merchant_reference` (unique per merchant) and `metadata`. It starts `awaiting_payment`; pay it
 /// with `POST /v1/orders/{id}/payments`, or use `POST /v1/checkout` to do both at once. Send an
 /// `Idempotency-Key`: the same key and body again answers with the first status,
-/// `Idempotent-Replayed: true` and the resource as it is now; the same key with another body is
-/// `422 idempotency_key_reused` (README, "Idempotency").
+/// `Idempotent-Replayed: true` and the resource as it is now; the same key with another request
+/// (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/orders", tag = "orders",
     request_body(content = CreateOrderBody, example = json!(crate::views::examples::create_order_request())),
     params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters")),
@@ -173,9 +173,15 @@ pub(crate) async fn show_order(
     Ok(HttpResponse::Ok().json(OrderWithPayments::new(order, payments)))
 }
 
+/// Change an order's metadata
+///
+/// Stripe's update semantics: each key given is set, a key given as `""` is removed, the other keys
+/// are kept. Allowed in any status: metadata is the merchant's own notes. The merged metadata must
+/// still hold at most 50 keys (README, "An order's metadata"). Send an `Idempotency-Key`: the same
+/// key and body again answers with the first status, `Idempotent-Replayed: true` and the order as
+/// it is now; the same key with another request (another body or path) is `422
+/// idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/orders/{id}", tag = "orders",
-    summary = "Change an order's metadata",
-    description = "Stripe's update semantics: each key given is set, a key given as `\"\"` is removed, the other keys are kept. Allowed in any status: metadata is the merchant's own notes. The merged metadata must still hold at most 50 keys.",
     request_body(content = UpdateOrderBody, example = json!(crate::views::examples::update_order_request())),
     params(
         ("id" = String, Path, description = "order id, `ord_…`"),
@@ -205,8 +211,8 @@ pub async fn update_order(
 /// Moves an order from `awaiting_payment` to `canceled`, so no attempt can pay it; an order with an
 /// attempt under way or paid is `409 order_not_cancelable` (to give money back, refund the
 /// payment). Send an `Idempotency-Key`: the same key and body again answers with the first status,
-/// `Idempotent-Replayed: true` and the resource as it is now; the same key with another body is
-/// `422 idempotency_key_reused` (README, "Idempotency").
+/// `Idempotent-Replayed: true` and the resource as it is now; the same key with another request
+/// (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/orders/{id}/cancel", tag = "orders",
     params(
         ("id" = String, Path, description = "order id, `ord_…`"),

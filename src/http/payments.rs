@@ -108,8 +108,8 @@ fn answer<T: Serialize>(paid: &Paid, body: &T) -> HttpResponse {
 /// authorizes: capture or cancel the hold later (README, "Authorize now, capture later"). At most
 /// one attempt of an order runs at a time and a paid order takes no other. Send an
 /// `Idempotency-Key`: the same key and body again answers with the first status,
-/// `Idempotent-Replayed: true` and the resource as it is now; the same key with another body is
-/// `422 idempotency_key_reused` (README, "Idempotency").
+/// `Idempotent-Replayed: true` and the resource as it is now; the same key with another request
+/// (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/orders/{id}/payments", tag = "payments",
     request_body(content = CreatePaymentBody, example = json!(crate::views::examples::create_payment_request())),
     params(
@@ -156,8 +156,9 @@ pub(crate) async fn pay_order(
 /// for a decline, `pending` while the provider has not decided or a 3-D Secure challenge waits in
 /// `next_action`) and `Location` naming the attempt. Send an `Idempotency-Key`: the same key and
 /// body again answers with the first status, `Idempotent-Replayed: true` and the resource as it is
-/// now; the same key with another body is `422 idempotency_key_reused` (README, "Idempotency").
-/// Retrying with the same key never charges twice, even days later (README, "Payments").
+/// now; the same key with another request (another body or path) is `422 idempotency_key_reused`
+/// (README, "Idempotency"). Retrying with the same key never charges twice, even days later
+/// (README, "Payments").
 #[utoipa::path(post, path = "/v1/checkout", tag = "payments",
     request_body(content = CheckoutBody, example = json!(crate::views::examples::checkout_request())),
     params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters")),

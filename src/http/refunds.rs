@@ -64,7 +64,7 @@ fn problem(err: RefundError, payment_id: PaymentId) -> ApiError {
 /// follow one another up to what was paid; more is `409 refund_exceeds_payment`, naming what is
 /// left (README, "Refunds"). Send an `Idempotency-Key`: the same key and body again answers with
 /// the first status, `Idempotent-Replayed: true` and the resource as it is now; the same key with
-/// another body is `422 idempotency_key_reused` (README, "Idempotency").
+/// another request (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/payments/{id}/refunds", tag = "refunds",
     request_body(content = CreateRefundBody, example = json!(crate::views::examples::create_refund_request())),
     params(

@@ -155,8 +155,8 @@ fn answer(done: EndpointAnswer) -> HttpResponse {
 /// signed with the endpoint's `secret`, which this answer shows once: keep it to verify deliveries
 /// (README, "Events and webhook endpoints", "Verifying a delivery"). At most 16 endpoints per
 /// merchant. Send an `Idempotency-Key`: the same key and body again answers with the first status,
-/// `Idempotent-Replayed: true` and the resource as it is now; the same key with another body is
-/// `422 idempotency_key_reused` (README, "Idempotency").
+/// `Idempotent-Replayed: true` and the resource as it is now; the same key with another request
+/// (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/webhook_endpoints", tag = "webhook endpoints",
     request_body(content = CreateEndpointBody, example = json!(crate::views::examples::create_endpoint_request())),
     params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters")),
@@ -188,7 +188,7 @@ pub async fn create_endpoint(
 /// signatures, one under each secret, so your receiver can switch without missing one (README,
 /// "Webhook endpoints"). Send an `Idempotency-Key`: the same key and body again answers with the
 /// first status, `Idempotent-Replayed: true` and the resource as it is now; the same key with
-/// another body is `422 idempotency_key_reused` (README, "Idempotency").
+/// another request (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/webhook_endpoints/{id}/rotate_secret", tag = "webhook endpoints",
     params(
         ("id" = String, Path, description = "webhook endpoint id, `we_…`"),
