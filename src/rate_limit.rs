@@ -4,7 +4,8 @@
 //! The generic cell rate algorithm: each key keeps one instant, when its quota would be whole
 //! again if nothing more came (its "theoretical arrival time"), so a check is one read and one
 //! write of one map entry, under one lock, with no timer and no database. The counts are this
-//! replica's own: N replicas let a key do N times as much (docs/PRODUCTION.md, "Limits").
+//! replica's own: N replicas let a key do N times as much (docs/PRODUCTION.md, "Limits and
+//! the addresses payorch believes").
 
 use std::hash::Hash;
 use std::time::{Duration, Instant};

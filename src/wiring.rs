@@ -1,5 +1,6 @@
 //! payorch against the sandbox provider: how `serve`, the tests and the benches all put the
-//! two together, so what the tests exercise is what `serve` runs (docs/DESIGN.md, "Modules").
+//! two together, so what the tests exercise is what `serve` runs (docs/DESIGN.md, "Modules and
+//! their dependencies").
 
 use std::sync::Arc;
 

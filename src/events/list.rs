@@ -1,5 +1,5 @@
-//! The events a caller asks for (`GET /v1/events`; README, "Events"): newest first by `seq`,
-//! the order the outbox wrote them in, a page at a time after a cursor event.
+//! The events a caller asks for (`GET /v1/events`; README, "The events API"): newest first by
+//! `seq`, the order the outbox wrote them in, a page at a time after a cursor event.
 //!
 //! `seq` is the cursor, not the id: two events of one statement share a millisecond, and
 //! only `seq` says which came first. Events written while someone pages have a higher `seq`

@@ -1,5 +1,5 @@
 //! `GET /v1/events` and `GET /v1/events/{id}`: a merchant reads its own events, as its
-//! endpoints receive them (README, "Events"); a support key reads every merchant's.
+//! endpoints receive them (README, "The events API"); a support key reads every merchant's.
 
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
