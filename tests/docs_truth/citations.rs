@@ -1,0 +1,216 @@
+//! Every section the code and the docs cite by name exists: `README, "Idempotency"`,
+//! `docs/DESIGN.md, "The write path"`, `BENCHMARKS.md ("Load curve")`,
+//! `docs/PRODUCTION.md, section 2`, in comments, strings and pages under src/, in README.md
+//! and under docs/.
+
+use std::fs;
+use std::path::Path;
+
+use crate::markdown::{headings, repo};
+
+/// The files a citation may name, as it names them, and the file each is.
+const CITABLE: [(&str, &str); 8] = [
+    ("README", "README.md"),
+    ("BENCHMARKS.md", "BENCHMARKS.md"),
+    ("RELIABILITY.md", "RELIABILITY.md"),
+    ("SCALING.md", "SCALING.md"),
+    ("docs/DESIGN.md", "docs/DESIGN.md"),
+    ("docs/PRODUCTION.md", "docs/PRODUCTION.md"),
+    ("docs/FORMATION.md", "docs/FORMATION.md"),
+    ("CHANGELOG.md", "CHANGELOG.md"),
+];
+
+/// What a citation names: a section's title, or a numbered section.
+#[derive(Debug)]
+enum Cited {
+    Title(String),
+    Number(String),
+}
+
+/// A citation found: where it is, the file it names and what it names there.
+#[derive(Debug)]
+struct Citation {
+    at: String,
+    file: &'static str,
+    cited: Cited,
+}
+
+/// The citations in `text`. After the file's name: `, "Title"`, ` "Title"`, ` ("Title"`,
+/// `, section N`;
+/// the quotes may be escaped (`\"`, inside a Rust string) and a comment may break the line
+/// between the name and the title (`,` then `// "Title"` on the next line).
+fn citations_in(path: &str, text: &str) -> Vec<Citation> {
+    let mut found = Vec::new();
+    for (name, file) in CITABLE {
+        for (i, _) in text.match_indices(name) {
+            // `docs/DESIGN.md` is not cited by `DESIGN.md` alone, nor `README` by `READMEs`.
+            let before = text[..i].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '/' || c == '_') {
+                continue;
+            }
+            let rest = &text[i + name.len()..];
+            let Some(cited) = cited_after(rest) else {
+                continue;
+            };
+            let line = text[..i].matches('\n').count() + 1;
+            found.push(Citation {
+                at: format!("{path}:{line}"),
+                file,
+                cited,
+            });
+        }
+    }
+    found
+}
+
+/// What the text right after a file's name cites, if it cites a section.
+fn cited_after(rest: &str) -> Option<Cited> {
+    let rest = rest.strip_prefix(".md").unwrap_or(rest);
+    let rest = rest
+        .strip_prefix(", ")
+        .or_else(|| rest.strip_prefix(" ("))
+        .or_else(|| rest.strip_prefix(",\n"))
+        .or_else(|| rest.strip_prefix(' '))?;
+    // A comment's continuation on the next line.
+    let rest = rest.trim_start();
+    let rest = ["//!", "///", "//", "--", "#", "*"]
+        .iter()
+        .find_map(|marker| rest.strip_prefix(marker))
+        .map_or(rest, str::trim_start);
+    if let Some(number) = rest.strip_prefix("section ") {
+        let digits: String = number.chars().take_while(char::is_ascii_digit).collect();
+        return (!digits.is_empty()).then_some(Cited::Number(digits));
+    }
+    let (quote, rest) = if let Some(r) = rest.strip_prefix("\\\"") {
+        ("\\\"", r)
+    } else {
+        ("\"", rest.strip_prefix('"')?)
+    };
+    let title = &rest[..rest.find(quote)?];
+    (!title.contains('\n') && !title.is_empty()).then(|| Cited::Title(title.to_string()))
+}
+
+/// The names a file's sections answer to: each heading whole, and without what only
+/// labels or extends it — its number (`2. The database: …`), its issue (`Memory of serve
+/// (#27)`), its subtitle after `: ` — and each paragraph's or item's bold lead
+/// (`**A key's life.**`), which the long pages use as the title of a part of a section.
+fn section_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for heading in headings(text) {
+        let whole = heading.title;
+        let unnumbered = match whole.split_once(". ") {
+            Some((n, rest)) if n.chars().all(|c| c.is_ascii_digit()) => rest.to_string(),
+            _ => whole.clone(),
+        };
+        for cut in [": ", " ("] {
+            if let Some((head, _)) = unnumbered.split_once(cut) {
+                names.push(head.to_string());
+            }
+        }
+        if let Some(untagged) = unnumbered
+            .strip_suffix(')')
+            .and_then(|t| t.rsplit_once(" (#"))
+            .map(|(head, _)| head)
+        {
+            names.push(untagged.to_string());
+        }
+        names.push(unnumbered);
+        names.push(whole);
+    }
+    for line in text.lines() {
+        let line = line.trim_start();
+        let line = line.strip_prefix("- ").unwrap_or(line);
+        if let Some(bold) = line.strip_prefix("**").and_then(|l| l.split_once(".**")) {
+            names.push(bold.0.to_string());
+        }
+    }
+    names
+}
+
+/// The numbers of a file's numbered sections (`## 2. The database: …`).
+fn section_numbers(text: &str) -> Vec<String> {
+    headings(text)
+        .into_iter()
+        .filter_map(|h| Some(h.title.split_once(". ")?.0.to_string()))
+        .filter(|n| n.chars().all(|c| c.is_ascii_digit()))
+        .collect()
+}
+
+/// Where citations are looked for: src/ (code, comments, the pages' scripts), README.md
+/// and docs/.
+fn cited_from() -> Vec<(String, String)> {
+    fn walk(dir: &Path, found: &mut Vec<(String, String)>) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, found);
+            } else if let Ok(text) = fs::read_to_string(&path) {
+                let relative = path.strip_prefix(repo()).unwrap_or(&path);
+                found.push((relative.display().to_string(), text));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(&repo().join("src"), &mut found);
+    walk(&repo().join("docs"), &mut found);
+    found.retain(|(path, _)| !path.starts_with("docs/") || path.ends_with(".md"));
+    let readme = fs::read_to_string(repo().join("README.md")).expect("README.md");
+    found.push(("README.md".into(), readme));
+    found.sort();
+    found
+}
+
+#[test]
+fn every_cited_section_exists() {
+    let mut problems = Vec::new();
+    let mut count = 0;
+    for (path, text) in cited_from() {
+        for citation in citations_in(&path, &text) {
+            count += 1;
+            let target = fs::read_to_string(repo().join(citation.file)).unwrap_or_default();
+            match &citation.cited {
+                Cited::Title(title) if !section_names(&target).contains(title) => {
+                    problems.push(format!(
+                        "{}: cites {}, \"{title}\", which has no such section: cite one of its \
+                         headings, or correct the heading",
+                        citation.at, citation.file
+                    ))
+                }
+                Cited::Number(n) if !section_numbers(&target).contains(n) => {
+                    problems.push(format!(
+                        "{}: cites {}, section {n}, which has no heading numbered {n}",
+                        citation.at, citation.file
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(count > 100, "citations not found: {count}");
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn a_citation_is_read_in_each_of_its_forms() {
+    let text = "README, \"Idempotency\"; BENCHMARKS.md (\"Load curve\"), \
+                docs/PRODUCTION.md, section 2; in a string: README, \\\"The checkout page\\\"; \
+                docs/DESIGN.md,\n    // \"Failover\"; README \"Commands\"; README alone; docs/DESIGN.md, which";
+    let found: Vec<String> = citations_in("x", text)
+        .into_iter()
+        .map(|c| format!("{} {:?}", c.file, c.cited))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "README.md Title(\"Idempotency\")",
+            "README.md Title(\"The checkout page\")",
+            "README.md Title(\"Commands\")",
+            "BENCHMARKS.md Title(\"Load curve\")",
+            "docs/DESIGN.md Title(\"Failover\")",
+            "docs/PRODUCTION.md Number(\"2\")",
+        ]
+    );
+}

@@ -1,0 +1,180 @@
+//! The flag table is `serve`'s flags as clap defines them (src/config.rs): each flag with its
+//! environment variable and default, and no flag that `serve` does not take.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+
+use clap::{ArgAction, CommandFactory};
+use payorch::config::Cli;
+
+use crate::markdown::{code_spans, pages, repo, tables_headed};
+
+const HEADER: [&str; 4] = ["flag", "env", "default", "what"];
+
+/// A flag of `serve` as clap has it.
+struct Flag {
+    env: Option<String>,
+    /// Its default as the table writes it: clap's values comma-joined, `off` for a switch.
+    default: Option<String>,
+}
+
+/// `serve`'s flags by long name (without `--`), the global ones (`--log-json`) included;
+/// hidden ones and `--help` left out.
+fn serve_flags() -> BTreeMap<String, Flag> {
+    let mut cli = Cli::command();
+    cli.build();
+    let serve = cli
+        .find_subcommand("serve")
+        .expect("payorch has a serve command");
+    serve
+        .get_arguments()
+        .filter(|arg| !arg.is_hide_set() && arg.get_id() != "help")
+        .filter_map(|arg| {
+            let long = arg.get_long()?.to_string();
+            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+            let defaults: Vec<String> = arg
+                .get_default_values()
+                .iter()
+                .map(|v| v.to_string_lossy().into_owned())
+                .collect();
+            let default = match arg.get_action() {
+                ArgAction::SetTrue => Some("off".to_string()),
+                _ if defaults.is_empty() => None,
+                _ => Some(defaults.join(",")),
+            };
+            Some((long, Flag { env, default }))
+        })
+        .collect()
+}
+
+/// Whether the table's default cell says `default`: the whole cell, or its start followed
+/// by words (`on with the in-process sandbox, else off`), never by more of a number.
+fn says_default(cell: &str, default: &str) -> bool {
+    let cell = cell.replace('`', "");
+    let cell = cell.trim();
+    cell == default
+        || cell
+            .strip_prefix(default)
+            .and_then(|rest| rest.chars().next())
+            .is_some_and(|next| !next.is_ascii_alphanumeric() && next != '.')
+}
+
+/// Every `"NAME"` string literal under src/: where an environment variable read without a
+/// flag (`PAYORCH_PG_BIN_DIR`) is named.
+fn string_literals_of_src() -> String {
+    fn walk(dir: &Path, all: &mut String) {
+        for entry in fs::read_dir(dir).expect("src/ readable").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, all);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                all.push_str(&fs::read_to_string(&path).unwrap_or_default());
+            }
+        }
+    }
+    let mut all = String::new();
+    walk(&repo().join("src"), &mut all);
+    all
+}
+
+#[test]
+fn the_flag_table_is_serves_flags_with_their_env_and_default() {
+    let flags = serve_flags();
+    assert!(flags.len() > 40, "serve's flags not found: {}", flags.len());
+    let pages = pages();
+    let tables = tables_headed(&pages, &HEADER);
+    assert!(
+        !tables.is_empty(),
+        "no table headed `| flag | env | default | what |` in README.md or docs/: `serve`'s \
+         flags are checked there"
+    );
+    let src = string_literals_of_src();
+    let mut problems = Vec::new();
+    for (page, table) in &tables {
+        let at = |line: usize| format!("{}:{line}", page.path);
+        let mut listed = BTreeSet::new();
+        for row in &table.rows {
+            let [flag_cell, env_cell, default_cell, what] = &row.cells[..] else {
+                problems.push(format!("{}: a row has four cells", at(row.line)));
+                continue;
+            };
+            let named: Vec<&str> = code_spans(flag_cell);
+            let envs: Vec<&str> = code_spans(env_cell);
+            if what.is_empty() {
+                problems.push(format!("{}: say what the flag does", at(row.line)));
+            }
+            if named.is_empty() {
+                // A variable read without a flag: it must be read somewhere.
+                for env in envs {
+                    if !src.contains(&format!("\"{env}\"")) {
+                        problems.push(format!(
+                            "{}: `{env}` is read nowhere in src/: remove the row",
+                            at(row.line)
+                        ));
+                    }
+                }
+                continue;
+            }
+            if named.len() > 1 {
+                problems.push(format!(
+                    "{}: one flag per row, so that its env and default are its own ({})",
+                    at(row.line),
+                    named.join(", ")
+                ));
+            }
+            for name in named {
+                let long = name.trim_start_matches("--");
+                let Some(flag) = flags.get(long) else {
+                    problems.push(format!(
+                        "{}: `{name}` is no flag of `payorch serve`: remove the row or correct \
+                         it",
+                        at(row.line)
+                    ));
+                    continue;
+                };
+                if !listed.insert(long) {
+                    problems.push(format!("{}: `{name}` twice", at(row.line)));
+                }
+                if let Some(env) = &flag.env {
+                    if !envs.contains(&env.as_str()) {
+                        problems.push(format!(
+                            "{}: `{name}`'s variable is `{env}`: write it, in backticks, in \
+                             the env cell",
+                            at(row.line)
+                        ));
+                    }
+                }
+                if let Some(default) = &flag.default {
+                    if !says_default(default_cell, default) {
+                        problems.push(format!(
+                            "{}: `{name}`'s default is `{default}`, the row says {default_cell:?}",
+                            at(row.line)
+                        ));
+                    }
+                }
+            }
+        }
+        for (missing, flag) in flags.iter().filter(|(f, _)| !listed.contains(f.as_str())) {
+            problems.push(format!(
+                "{}: add a row `| `--{missing}` | `{}` | {} | <what it does> |` (a flag of \
+                 `payorch serve`)",
+                at(table.line),
+                flag.env.as_deref().unwrap_or("-"),
+                flag.default.as_deref().unwrap_or("<unset: what then>")
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn a_default_is_read_whole() {
+    assert!(says_default("10000", "10000"));
+    assert!(says_default("`127.0.0.1:8080`", "127.0.0.1:8080"));
+    assert!(says_default("off", "off"));
+    assert!(says_default("20 (see below)", "20"));
+    assert!(!says_default("10000", "1000"));
+    assert!(!says_default("2.5", "2"));
+    assert!(!says_default("on", "off"));
+}

@@ -1,0 +1,15 @@
+//! What the documentation lists, held to the code, so that the next drift fails `cargo test`:
+//! the event types, the error codes, the flags, the API's routes, the sections cited, the
+//! folders of the layout and the delivery's shape. Each check reads README.md and docs/ as
+//! text and finds its list by its header or its section's title wherever it is, and each
+//! failure says what to add or remove, where.
+
+mod citations;
+mod error_codes;
+mod event_types;
+mod examples;
+mod flags;
+mod layout;
+mod markdown;
+mod routes;
+mod trying_it;
