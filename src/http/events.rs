@@ -226,7 +226,7 @@ pub async fn list(
 /// One event, as its deliveries carry it: `data.object` is the payment, order or refund as `GET`
 /// showed it when the event happened.
 #[utoipa::path(get, path = "/v1/events/{id}", tag = "events",
-    params(("id" = String, Path, description = "event id, `evt_…`")),
+    params(("id" = String, Path, description = "event id, `evt_…`", example = json!(crate::views::examples::EVENT))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = views::Event, description = "the event, its `data.object` as GET showed the resource then", example = json!(crate::views::examples::event())),

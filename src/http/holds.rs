@@ -80,7 +80,7 @@ pub(crate) fn problem(err: HoldError, payment_id: PaymentId) -> ApiError {
 #[utoipa::path(post, path = "/v1/payments/{id}/capture", tag = "payments",
     request_body(content = CaptureBody, example = json!(crate::views::examples::capture_request())),
     params(
-        ("id" = String, Path, description = "payment attempt id, `pay_…`, `authorized` with `capture_method: manual`"),
+        ("id" = String, Path, description = "payment attempt id, `pay_…`, `authorized` with `capture_method: manual`", example = json!(crate::views::examples::PAYMENT)),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
@@ -109,7 +109,7 @@ pub async fn capture(
 #[utoipa::path(post, path = "/v1/payments/{id}/cancel", tag = "payments",
     request_body(content = CancelBody, example = json!(crate::views::examples::cancel_request())),
     params(
-        ("id" = String, Path, description = "payment attempt id, `pay_…`, `authorized`, or `pending` while a challenge waits"),
+        ("id" = String, Path, description = "payment attempt id, `pay_…`, `authorized`, or `pending` while a challenge waits", example = json!(crate::views::examples::PAYMENT)),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
@@ -153,7 +153,7 @@ async fn operate_on(
 /// merchant's `POST /v1/payments/{id}/cancel` does. Needs no `Idempotency-Key`: pressing twice
 /// finds the hold released or the void under way. A support key with the `operate` role; audited.
 #[utoipa::path(post, path = "/v1/support/payments/{id}/void", tag = "support",
-    params(("id" = String, Path, description = "payment id, `pay_…`, `authorized`, or `pending` while a challenge waits")),
+    params(("id" = String, Path, description = "payment id, `pay_…`, `authorized`, or `pending` while a challenge waits", example = json!(crate::views::examples::PAYMENT))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = OperatedView, description = "the void and the payment as it is now; safe to press twice (the second finds the hold released, or the void under way)", example = json!(crate::views::examples::operated("void"))),

@@ -13,7 +13,7 @@ use crate::views::Merchant;
 ///
 /// The merchant's id, name and creation time. A merchant key sees only its own merchant.
 #[utoipa::path(get, path = "/v1/merchants/{id}", tag = "merchants",
-    params(("id" = String, Path, description = "merchant id, `mer_…`")),
+    params(("id" = String, Path, description = "merchant id, `mer_…`", example = json!(crate::views::examples::MERCHANT))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = Merchant, example = json!(crate::views::examples::merchant())),

@@ -141,7 +141,7 @@ pub(crate) async fn make_order(
 /// The order and every attempt to pay it (`payments`), newest first. A merchant key sees only its
 /// own orders (another merchant's is `404`); a support key sees every merchant's.
 #[utoipa::path(get, path = "/v1/orders/{id}", tag = "orders",
-    params(("id" = String, Path, description = "order id, `ord_…`")),
+    params(("id" = String, Path, description = "order id, `ord_…`", example = json!(crate::views::examples::ORDER))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = OrderWithPayments, example = json!(crate::views::examples::order_with_payments())),
@@ -184,7 +184,7 @@ pub(crate) async fn show_order(
 #[utoipa::path(post, path = "/v1/orders/{id}", tag = "orders",
     request_body(content = UpdateOrderBody, example = json!(crate::views::examples::update_order_request())),
     params(
-        ("id" = String, Path, description = "order id, `ord_…`"),
+        ("id" = String, Path, description = "order id, `ord_…`", example = json!(crate::views::examples::ORDER)),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
@@ -215,7 +215,7 @@ pub async fn update_order(
 /// (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/orders/{id}/cancel", tag = "orders",
     params(
-        ("id" = String, Path, description = "order id, `ord_…`"),
+        ("id" = String, Path, description = "order id, `ord_…`", example = json!(crate::views::examples::ORDER)),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),

@@ -26,7 +26,7 @@ use crate::payments::status::AttemptStatus;
 /// status. Needs no API key (README, "3-D Secure").
 #[utoipa::path(get, path = "/v1/payments/{id}/return", tag = "payments",
     params(
-        ("id" = String, Path, description = "payment attempt id, `pay_…`; the provider adds its own query parameters, which are passed on to it"),
+        ("id" = String, Path, description = "payment attempt id, `pay_…`; the provider adds its own query parameters, which are passed on to it", example = json!(crate::views::examples::PAYMENT)),
     ),
     responses(
         (status = 303, description = "to the merchant's `return_url` with `payment_id` added, once payorch asked the provider what the challenge decided (the payment may still be `pending`: poll it)",

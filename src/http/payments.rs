@@ -113,7 +113,7 @@ fn answer<T: Serialize>(paid: &Paid, body: &T) -> HttpResponse {
 #[utoipa::path(post, path = "/v1/orders/{id}/payments", tag = "payments",
     request_body(content = CreatePaymentBody, example = json!(crate::views::examples::create_payment_request())),
     params(
-        ("id" = String, Path, description = "order id, `ord_…`"),
+        ("id" = String, Path, description = "order id, `ord_…`", example = json!(crate::views::examples::ORDER)),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
@@ -208,7 +208,7 @@ pub async fn checkout(
 /// and `amount_refunded`. Poll it while it is `pending`: `next_check_at` says when payorch will
 /// next ask the provider itself.
 #[utoipa::path(get, path = "/v1/payments/{id}", tag = "payments",
-    params(("id" = String, Path, description = "payment attempt id, `pay_…`")),
+    params(("id" = String, Path, description = "payment attempt id, `pay_…`", example = json!(crate::views::examples::PAYMENT))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = PaymentWithRefunds, description = "the attempt with its refunds and `amount_refunded`", example = json!(crate::views::examples::payment_with_refunds())),

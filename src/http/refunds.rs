@@ -68,7 +68,7 @@ fn problem(err: RefundError, payment_id: PaymentId) -> ApiError {
 #[utoipa::path(post, path = "/v1/payments/{id}/refunds", tag = "refunds",
     request_body(content = CreateRefundBody, example = json!(crate::views::examples::create_refund_request())),
     params(
-        ("id" = String, Path, description = "payment attempt id, `pay_…`"),
+        ("id" = String, Path, description = "payment attempt id, `pay_…`", example = json!(crate::views::examples::PAYMENT)),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
@@ -113,7 +113,7 @@ pub async fn create_refund(
 /// final refund is answered as it is, without a call. Needs no `Idempotency-Key`. A support key
 /// with the `operate` role; audited.
 #[utoipa::path(post, path = "/v1/support/refunds/{id}/reconcile", tag = "support",
-    params(("id" = String, Path, description = "refund id, `re_…`")),
+    params(("id" = String, Path, description = "refund id, `re_…`", example = json!(crate::views::examples::REFUND))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = Refund, description = "the refund as it is after the check; a final refund is answered as it is, without a call", example = json!(crate::views::examples::refund())),
@@ -169,7 +169,7 @@ pub async fn reconcile_refund(
 /// The refund's status, amount, failure code and message and provider ids. Poll it while it is
 /// `pending`.
 #[utoipa::path(get, path = "/v1/refunds/{id}", tag = "refunds",
-    params(("id" = String, Path, description = "refund id, `re_…`")),
+    params(("id" = String, Path, description = "refund id, `re_…`", example = json!(crate::views::examples::REFUND))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = Refund, example = json!(crate::views::examples::refund())),

@@ -85,7 +85,7 @@ fn view(state: &AppState, merchant_id: MerchantId, stored: Option<Routing>) -> R
 /// own (`source: merchant`) or every configured provider (`source: default`) (README, "Routing and
 /// failover").
 #[utoipa::path(get, path = "/v1/merchants/{id}/routing", tag = "merchants",
-    params(("id" = String, Path, description = "merchant id, `mer_…`")),
+    params(("id" = String, Path, description = "merchant id, `mer_…`", example = json!(crate::views::examples::MERCHANT))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = RoutingView, example = json!(crate::views::examples::routing())),
@@ -109,7 +109,7 @@ pub async fn get_routing(
 /// their provider. A support key with the `operate` role; every change is audited (README, "Routing
 /// and failover").
 #[utoipa::path(put, path = "/v1/merchants/{id}/routing", tag = "merchants",
-    params(("id" = String, Path, description = "merchant id, `mer_…`")),
+    params(("id" = String, Path, description = "merchant id, `mer_…`", example = json!(crate::views::examples::MERCHANT))),
     request_body(content = RoutingBody, example = json!(crate::views::examples::routing_request())),
     security(("bearer" = [])),
     responses(

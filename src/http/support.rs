@@ -261,7 +261,7 @@ pub async fn search_payments(
 /// the merchant with their deliveries, and what support did to it. Support keys only (README,
 /// "Support").
 #[utoipa::path(get, path = "/v1/support/payments/{id}", tag = "support",
-    params(("id" = String, Path, description = "payment id, `pay_…`")),
+    params(("id" = String, Path, description = "payment id, `pay_…`", example = json!(crate::views::examples::PAYMENT))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = Story, description = "the attempt, its order and the order's other attempts, its timeline, provider calls, webhook events and key, and the order's events with their deliveries", example = json!(crate::views::examples::story())),
@@ -291,7 +291,7 @@ pub async fn payment_story(
 /// the attempt as it is after. A final attempt is answered as it is, without a call. Needs no
 /// `Idempotency-Key`: asking twice is harmless. A support key with the `operate` role; audited.
 #[utoipa::path(post, path = "/v1/support/payments/{id}/reconcile", tag = "support",
-    params(("id" = String, Path, description = "payment id, `pay_…`")),
+    params(("id" = String, Path, description = "payment id, `pay_…`", example = json!(crate::views::examples::PAYMENT))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = Payment, description = "the attempt as it is after the check; a final attempt is answered as it is, without a call", example = json!(crate::views::examples::payment())),

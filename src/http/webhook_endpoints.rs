@@ -191,7 +191,7 @@ pub async fn create_endpoint(
 /// another request (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
 #[utoipa::path(post, path = "/v1/webhook_endpoints/{id}/rotate_secret", tag = "webhook endpoints",
     params(
-        ("id" = String, Path, description = "webhook endpoint id, `we_…`"),
+        ("id" = String, Path, description = "webhook endpoint id, `we_…`", example = json!(crate::views::examples::ENDPOINT)),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
@@ -274,7 +274,7 @@ pub async fn list_endpoints(
 /// The endpoint's URL, event types and `status` (`disabled`, with `disabled_reason`, once its
 /// deliveries failed for days or it answered `410`), never its secret.
 #[utoipa::path(get, path = "/v1/webhook_endpoints/{id}", tag = "webhook endpoints",
-    params(("id" = String, Path, description = "webhook endpoint id, `we_…`")),
+    params(("id" = String, Path, description = "webhook endpoint id, `we_…`", example = json!(crate::views::examples::ENDPOINT))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = WebhookEndpoint, description = "the endpoint, never its secret", example = json!(crate::views::examples::endpoint(false))),
@@ -299,7 +299,7 @@ pub async fn get_endpoint(
 /// Stops deliveries to the endpoint: its pending deliveries are canceled and it is answered with
 /// `deleted: true`. Deleting it again is `404`.
 #[utoipa::path(delete, path = "/v1/webhook_endpoints/{id}", tag = "webhook endpoints",
-    params(("id" = String, Path, description = "webhook endpoint id, `we_…`")),
+    params(("id" = String, Path, description = "webhook endpoint id, `we_…`", example = json!(crate::views::examples::ENDPOINT))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = WebhookEndpoint, description = "deleted (`deleted: true`); its pending deliveries are canceled", example = json!(crate::views::examples::deleted_endpoint())),

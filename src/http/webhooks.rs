@@ -27,7 +27,7 @@ pub struct WebhookReceipt {
 /// "Webhooks").
 #[utoipa::path(post, path = "/v1/webhooks/{provider}", tag = "webhooks",
     params(
-        ("provider" = String, Path, description = "`stripe`"),
+        ("provider" = String, Path, description = "`stripe`", example = "stripe"),
         ("Stripe-Signature" = String, Header, description = "`t=<unix>,v1=<hex HMAC-SHA256 of \"{t}.{raw body}\">[,v1=…]`"),
     ),
     request_body(content = Object, content_type = "application/json", description = "a Stripe event, signed byte for byte", example = json!(crate::views::examples::stripe_event())),

@@ -413,6 +413,16 @@ async fn every_operation_has_a_summary_a_description_and_examples_its_schemas_ta
             let text = operation[field].as_str().unwrap_or_default();
             assert!(!text.trim().is_empty(), "{named} has no {field}");
         }
+        // A path's `{id}` as a reader would fill it in (the examples' ids are one story).
+        for parameter in operation["parameters"].as_array().into_iter().flatten() {
+            if parameter["in"] == "path" {
+                assert!(
+                    parameter["example"].is_string(),
+                    "{named}: no example of {}",
+                    parameter["name"]
+                );
+            }
+        }
         if let Some(content) = operation["requestBody"]["content"].as_object() {
             for (media, body) in content {
                 let example = body

@@ -24,7 +24,7 @@ use crate::views::deliveries::Redelivered;
 /// whose endpoint missed it; the merchant deduplicates by `webhook-id`. A support key with the
 /// `operate` role; audited (README, "Support").
 #[utoipa::path(post, path = "/v1/support/events/{id}/redeliver", tag = "support",
-    params(("id" = String, Path, description = "event id, `evt_…`")),
+    params(("id" = String, Path, description = "event id, `evt_…`", example = json!(crate::views::examples::EVENT))),
     security(("bearer" = [])),
     responses(
         (status = 200, body = Redelivered, description = "the event's deliveries, each to an enabled endpoint now pending and due at once", example = json!(crate::views::examples::redelivered())),
