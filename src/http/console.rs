@@ -17,3 +17,22 @@ pub(crate) async fn script() -> HttpResponse {
 pub(crate) async fn style() -> HttpResponse {
     asset(STYLE, include_str!("console/console.css"))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::payments::AttemptStatus;
+
+    /// The page takes its statuses from the API's document; each still needs its colours
+    /// here, or its bars would be drawn unseen.
+    #[test]
+    fn every_status_has_its_colours() {
+        let css = include_str!("console/console.css");
+        for status in AttemptStatus::ALL.map(AttemptStatus::as_str) {
+            assert!(
+                css.contains(&format!("rect.{status}, .swatch.{status} {{"))
+                    && css.contains(&format!(".status.{status}")),
+                "console.css has no colours for {status}"
+            );
+        }
+    }
+}

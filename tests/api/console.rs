@@ -592,3 +592,84 @@ async fn a_support_person_finds_payments_by_order_reference_and_merchant_name() 
     text_with(&client, "summary", &referenced).await;
     client.close().await.unwrap();
 }
+
+/// The status filter and the chart offer every status the API documents: `authorized` (a
+/// hold) and `canceled` (a hold voided) were once missing from both, so such payments could
+/// not be listed alone and were left out of the chart's bars.
+#[tokio::test]
+async fn the_status_filter_and_the_chart_show_every_status() {
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let (_, paid) = app
+        .pay(Route::Checkout, "console-paid", "pm_card_visa")
+        .await;
+    let paid = paid["id"].as_str().unwrap().to_owned();
+    let held = hold(&app, "console-held").await;
+    let voided = hold(&app, "console-voided").await;
+    let void = app
+        .post_keyed(
+            &app.support_key,
+            &format!("/v1/support/payments/{voided}/void"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(void.status(), 200);
+    let documented: serde_json::Value = app.get("/openapi.json").await.json().await.unwrap();
+    let documented = &documented["components"]["schemas"]["AttemptStatus"]["enum"];
+    assert!(
+        documented.as_array().is_some_and(|s| s.len() == 6),
+        "{documented}"
+    );
+
+    open_console(&client, &app).await;
+    latest_rows_become(&client, &[voided.clone(), held.clone(), paid.clone()]).await;
+    let drawn = eventually(Duration::from_secs(10), || async {
+        !charted(&client).await.is_empty()
+    })
+    .await;
+    assert!(drawn, "the chart is drawn");
+    let offered = run(
+        &client,
+        "return [...document.querySelectorAll('#filter-status option')].map(o => o.value)
+           .filter(v => v)",
+    )
+    .await;
+    assert_eq!(&offered, documented);
+    let legend = client
+        .find(Locator::Id("legend"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        legend.contains("authorized") && legend.contains("canceled"),
+        "{legend}"
+    );
+    let mut bars: Vec<(String, i64)> = charted(&client)
+        .await
+        .into_iter()
+        .filter(|(_, status, _)| status != "none")
+        .map(|(_, status, n)| (status, n))
+        .collect();
+    bars.sort();
+    let bar = |s: &str| (s.to_string(), 1);
+    assert_eq!(bars, [bar("authorized"), bar("canceled"), bar("succeeded")]);
+    show(&client, "overview").await;
+    screenshot(&client, "console-14-every-status").await;
+
+    for (status, id) in [("authorized", &held), ("canceled", &voided)] {
+        client
+            .find(Locator::Id("filter-status"))
+            .await
+            .unwrap()
+            .select_by_value(status)
+            .await
+            .unwrap();
+        latest_rows_become(&client, std::slice::from_ref(id)).await;
+    }
+    client.close().await.unwrap();
+}

@@ -439,9 +439,40 @@ async function loadLatest(fromNewest) {
   }
 }
 
+// Every status a payment can have, in the order the API documents them (`AttemptStatus` in
+// its OpenAPI document): the status filter, the chart's stacks and its legend are made from
+// this one list, so a status the API adds is never left out of them.
+let statuses = [];
+
+async function loadStatuses() {
+  const response = await fetch("/openapi.json");
+  const doc = await response.json().catch(() => ({}));
+  const words = doc.components?.schemas?.AttemptStatus?.enum;
+  if (!response.ok || !Array.isArray(words) || words.length === 0) {
+    throw new Error("The API's document names no payment status; the filter and chart need them.");
+  }
+  statuses = words;
+  const select = $("filter-status");
+  const chosen = select.value;
+  select.replaceChildren(el("option", { value: "" }, "any"),
+    ...statuses.map((s) => el("option", { value: s }, s)));
+  select.value = chosen;
+  $("legend").replaceChildren(...statuses.map((s) => el("li", {}, el("span", { class: `swatch ${s}` }), s)));
+}
+
+// Asked for once per page: the filter and the chart wait for it.
+let statusesLoaded = null;
+
+function statusesReady() {
+  statusesLoaded = statusesLoaded || loadStatuses().catch((err) => {
+    statusesLoaded = null;
+    throw err;
+  });
+  return statusesLoaded;
+}
+
 // The last hour by provider: one lane per provider, a column per minute stacked by status.
 const SVG_NS = "http://www.w3.org/2000/svg";
-const STACK = ["succeeded", "created", "pending", "failed"];
 let statsTimer = null;
 
 function svg(tag, attrs, ...children) {
@@ -482,7 +513,7 @@ function drawChart(stats) {
       svg("line", { x1: 0, x2: width, y1: top + lane, y2: top + lane, class: "axis" }));
     columns.forEach((counts, i) => {
       let y = top + lane;
-      for (const status of STACK) {
+      for (const status of statuses) {
         const count = counts.find((c) => c.status === status);
         if (!count) continue;
         // At least a pixel, so a single failure among many successes still shows.
@@ -532,7 +563,7 @@ function offerProviders(providers) {
 
 async function loadStats() {
   try {
-    const stats = await api("GET", "/v1/support/payments/stats?window=1h");
+    const [stats] = await Promise.all([api("GET", "/v1/support/payments/stats?window=1h"), statusesReady()]);
     drawChart(stats);
     drawTotals(stats);
     offerProviders(stats.providers);
