@@ -267,6 +267,32 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
 mod tests {
     use super::*;
 
+    /// A server that takes the connection and never answers: the pool cannot open one within
+    /// the acquire timeout, and the wait is counted, as a timeout too (DbPoolAcquireTimeouts).
+    #[tokio::test]
+    async fn a_wait_that_gets_no_connection_is_counted_a_timeout() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let settings = PoolSettings {
+            max_size: 1,
+            acquire_timeout: Duration::from_millis(50),
+            statement_timeout: Duration::from_secs(1),
+        };
+        let pool = build_pool(
+            &format!("postgres://payorch@127.0.0.1:{port}/payorch"),
+            &settings,
+        )
+        .unwrap();
+        assert!(matches!(pool.get().await, Err(PoolError::Timeout(_))));
+        let waits = pool.waits();
+        assert_eq!(waits.timeouts.get(), 1);
+        assert_eq!(waits.waited.get_sample_count(), 1);
+        assert!(
+            waits.waited.get_sample_sum() >= 0.05,
+            "waited the whole timeout"
+        );
+    }
+
     #[test]
     fn the_expected_wait_is_what_requests_lately_waited_or_the_silence_since_the_last() {
         let pace = Pace::new();
