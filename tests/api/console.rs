@@ -673,3 +673,68 @@ async fn the_status_filter_and_the_chart_show_every_status() {
     }
     client.close().await.unwrap();
 }
+
+/// Merchants are shown by name, their id on hover (and beside the name in a story): once
+/// only a cut-off `mer_…` id said whose payment a row was. A merchant made after the page
+/// opened is named too.
+#[tokio::test]
+async fn merchants_are_shown_by_name_with_their_id_at_hand() {
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let (_, paid) = app
+        .pay(Route::Checkout, "console-mine", "pm_card_visa")
+        .await;
+    let paid = paid["id"].as_str().unwrap().to_owned();
+    let merchant = app.merchant_id.to_string();
+
+    open_console(&client, &app).await;
+    let rows = text_with(&client, "latest-list", "Test merchant").await;
+    assert!(!rows.contains("mer_"), "{rows}");
+    let hover = run(
+        &client,
+        "return document.querySelector('#latest-list .merchant').title",
+    )
+    .await;
+    assert_eq!(hover, json!(merchant));
+
+    // One made since: named once it is met.
+    let (other, other_key) = app.other_merchant().await;
+    let theirs = app
+        .post_keyed(
+            &other_key,
+            "/v1/checkout",
+            Some("console-theirs"),
+            Some(
+                json!({"amount": 900, "currency": "usd", "payment_method": "pm_card_visa"})
+                    .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(theirs.status(), 201);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    client
+        .find(Locator::Id("latest-refresh"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let rows = text_with(&client, "latest-list", "Other merchant").await;
+    assert!(!rows.contains("mer_"), "{rows}");
+    assert!(rows.contains("Test merchant"), "{rows}");
+    show(&client, "latest").await;
+    screenshot(&client, "console-15-merchants-by-name").await;
+
+    search_for(&client, &paid).await;
+    let summary = text_with(&client, "summary", &paid).await;
+    assert!(
+        summary.contains(&format!("Test merchant ({merchant})")),
+        "{summary}"
+    );
+    search_for(&client, &other.to_string()).await;
+    let results = text_with(&client, "result-list", "pay_").await;
+    assert!(results.contains("Other merchant"), "{results}");
+    client.close().await.unwrap();
+}

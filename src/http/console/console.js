@@ -76,7 +76,51 @@ function storyLink(id) {
 function paymentLink(payment) {
   const link = storyLink(payment.id);
   const amount = payment.currency ? ` ${money(payment.amount, payment.currency)} · ` : " ";
-  return el("li", {}, link, " ", statusBadge(payment.status), amount, when(payment.created_at));
+  return el("li", {}, link, " ", statusBadge(payment.status), amount, when(payment.created_at),
+    payment.merchant_id ? " · " : null, payment.merchant_id ? merchantLabel(payment.merchant_id) : null);
+}
+
+// Merchants by name, as support knows them: every merchant's name by id, from the support
+// API (every page; merchants are few). A merchant made since is asked for again when first
+// met, at most every few seconds.
+let merchantNames = new Map();
+let merchantsAsked = 0;
+
+async function loadMerchants() {
+  merchantsAsked = Date.now();
+  const names = new Map();
+  let after = null;
+  for (;;) {
+    const params = new URLSearchParams({ limit: "100" });
+    if (after) params.set("starting_after", after);
+    const page = await api("GET", `/v1/support/merchants?${params}`);
+    for (const m of page.data) names.set(m.id, m.name);
+    if (!page.has_more || page.data.length === 0) break;
+    after = page.data[page.data.length - 1].id;
+  }
+  merchantNames = names;
+  document.querySelectorAll(".merchant[data-merchant]").forEach(nameMerchant);
+}
+
+function askMerchantsAgain() {
+  if (Date.now() - merchantsAsked < 5000) return;
+  loadMerchants().catch(() => {});
+}
+
+// A merchant's name, its id on hover; `beside` shows the id after the name too.
+function merchantLabel(id, beside) {
+  const label = el("span", { class: "merchant", "data-merchant": id, title: id });
+  if (beside) label.dataset.beside = "true";
+  nameMerchant(label);
+  return label;
+}
+
+function nameMerchant(label) {
+  const id = label.dataset.merchant;
+  const name = merchantNames.get(id);
+  if (!name) askMerchantsAgain();
+  label.replaceChildren(name || el("code", {}, id),
+    name && label.dataset.beside ? el("span", { class: "merchant-id" }, " (", el("code", {}, id), ")") : "");
 }
 
 // What the box holds decides the filter: ids carry their kind in their prefix. Other text
@@ -197,7 +241,7 @@ function summary(story) {
   const key = story.idempotency_key;
   const rows = [
     ["Payment", p.id], ["Status", statusBadge(p.status)],
-    ["Amount", money(p.amount, p.currency)], ["Merchant", p.merchant_id],
+    ["Amount", money(p.amount, p.currency)], ["Merchant", merchantLabel(p.merchant_id, true)],
     ["Order", story.order ? `${story.order.id} (${story.order.status})` : p.order_id],
     ["Provider charge", p.provider_payment_id || "none known yet"],
     ["Refunded", refunded(story)],
@@ -374,7 +418,7 @@ async function loadAttention() {
           c.payment_id ? paymentLink({ id: c.payment_id, status: "", amount: "", currency: "" }) : "no payment",
           c.detail ? ` (${c.detail})` : "")),
       ...part("Disabled webhook endpoints", needs.disabled_webhook_endpoints || [], (e) =>
-        el("li", {}, `${e.id} of ${e.merchant_id}: `, el("code", {}, e.url), ` (${e.disabled_reason || "disabled"}`,
+        el("li", {}, `${e.id} of `, merchantLabel(e.merchant_id), ": ", el("code", {}, e.url), ` (${e.disabled_reason || "disabled"}`,
           e.failing_since ? `; failing since ${when(e.failing_since)})` : ")")),
     );
   } catch (err) {
@@ -407,7 +451,7 @@ function latestRow(p) {
     el("td", {}, statusBadge(p.status), failure),
     el("td", { class: "amount" }, money(p.amount, p.currency)),
     el("td", {}, p.provider),
-    el("td", {}, el("code", {}, p.merchant_id)));
+    el("td", {}, merchantLabel(p.merchant_id)));
 }
 
 function replaceLatestRow(payment) {
@@ -587,6 +631,7 @@ function start() {
   $("forget").hidden = false;
   $("work").hidden = false;
   $("query").focus();
+  loadMerchants().catch(() => {});
   loadStats();
   loadLatest(true);
   loadAttention();
