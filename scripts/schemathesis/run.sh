@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks payorch against its own OpenAPI document with schemathesis (README, "Tests"): a live
-# `serve` (debug build, private PostgreSQL, in-process sandbox) and the demo merchant's key;
+# Checks payorch against its own OpenAPI document with schemathesis (README,
+# "Beyond `cargo test`"): a live `serve` (debug build, private PostgreSQL, in-process
+# sandbox) and the demo merchant's key;
 # positive and negative generated requests, each POST with a fresh Idempotency-Key, then the
 # support routes as the demo's support key. Fails on any 5xx, any status or content type the
 # document does not list, any response that does not match its schema, any answer that shows a

@@ -1,12 +1,12 @@
 //! Every section the code and the docs cite by name exists: `README, "Idempotency"`,
 //! `docs/DESIGN.md, "The write path"`, `BENCHMARKS.md ("Load curve")`,
-//! `docs/PRODUCTION.md, section 2`, in comments, strings and pages under src/, in README.md
-//! and under docs/.
+//! `docs/PRODUCTION.md, section 2`, in comments, strings and pages anywhere in the repository
+//! (but migrations/, which are history).
 
 use std::fs;
 use std::path::Path;
 
-use crate::markdown::{headings, repo};
+use crate::markdown::{headings, pages, repo};
 
 /// The files a citation may name, as it names them, and the file each is.
 const CITABLE: [(&str, &str); 8] = [
@@ -136,8 +136,10 @@ fn section_numbers(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Where citations are looked for: src/ (code, comments, the pages' scripts), README.md
-/// and docs/.
+/// Where citations are looked for: every text file of the repository (code and its comments,
+/// the pages' scripts, tests, scripts, the pages themselves), but build output (`target/`),
+/// fuzz corpora, hidden folders other than `.ci/`, and migrations/: a migration is never
+/// edited once shipped, so its comments cite the docs as they were.
 fn cited_from() -> Vec<(String, String)> {
     fn walk(dir: &Path, found: &mut Vec<(String, String)>) {
         let Ok(entries) = fs::read_dir(dir) else {
@@ -145,20 +147,22 @@ fn cited_from() -> Vec<(String, String)> {
         };
         for entry in entries.flatten() {
             let path = entry.path();
+            let relative = path.strip_prefix(repo()).unwrap_or(&path).to_path_buf();
+            let name = entry.file_name().to_string_lossy().into_owned();
             if path.is_dir() {
-                walk(&path, found);
+                let skipped = (name.starts_with('.') && name != ".ci")
+                    || ["target", "corpus"].contains(&name.as_str())
+                    || relative == Path::new("migrations");
+                if !skipped {
+                    walk(&path, found);
+                }
             } else if let Ok(text) = fs::read_to_string(&path) {
-                let relative = path.strip_prefix(repo()).unwrap_or(&path);
                 found.push((relative.display().to_string(), text));
             }
         }
     }
     let mut found = Vec::new();
-    walk(&repo().join("src"), &mut found);
-    walk(&repo().join("docs"), &mut found);
-    found.retain(|(path, _)| !path.starts_with("docs/") || path.ends_with(".md"));
-    let readme = fs::read_to_string(repo().join("README.md")).expect("README.md");
-    found.push(("README.md".into(), readme));
+    walk(repo(), &mut found);
     found.sort();
     found
 }
@@ -190,6 +194,30 @@ fn every_cited_section_exists() {
         }
     }
     assert!(count > 100, "citations not found: {count}");
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+/// A page's pointers to its own sections, `(see "Overload")`, name one of them.
+#[test]
+fn every_section_a_page_points_to_is_on_it() {
+    let mut problems = Vec::new();
+    for page in pages() {
+        let names = section_names(&page.text);
+        for (i, _) in page.text.match_indices("see \"") {
+            let rest = &page.text[i + 5..];
+            let Some(title) = rest.split('"').next().filter(|t| !t.contains('\n')) else {
+                continue;
+            };
+            if !names.iter().any(|name| name == title) {
+                let line = page.text[..i].matches('\n').count() + 1;
+                problems.push(format!(
+                    "{}:{line}: see \"{title}\": {} has no such section; point to one of its \
+                     headings, or name the page it is on",
+                    page.path, page.path
+                ));
+            }
+        }
+    }
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
