@@ -5,6 +5,7 @@
 //! failure says what to add or remove, where.
 
 mod citations;
+mod commands;
 mod error_codes;
 mod event_types;
 mod examples;
