@@ -8,18 +8,6 @@ use std::path::Path;
 
 use crate::markdown::{headings, pages, repo};
 
-/// The files a citation may name, as it names them, and the file each is.
-const CITABLE: [(&str, &str); 8] = [
-    ("README", "README.md"),
-    ("BENCHMARKS.md", "BENCHMARKS.md"),
-    ("RELIABILITY.md", "RELIABILITY.md"),
-    ("SCALING.md", "SCALING.md"),
-    ("docs/DESIGN.md", "docs/DESIGN.md"),
-    ("docs/PRODUCTION.md", "docs/PRODUCTION.md"),
-    ("docs/FORMATION.md", "docs/FORMATION.md"),
-    ("CHANGELOG.md", "CHANGELOG.md"),
-];
-
 /// What a citation names: a section's title, or a numbered section.
 #[derive(Debug)]
 enum Cited {
@@ -31,41 +19,66 @@ enum Cited {
 #[derive(Debug)]
 struct Citation {
     at: String,
-    file: &'static str,
+    file: String,
     cited: Cited,
 }
 
-/// The citations in `text`. After the file's name: `, "Title"`, ` "Title"`, ` ("Title"`,
-/// `, section N`;
-/// the quotes may be escaped (`\"`, inside a Rust string) and a comment may break the line
-/// between the name and the title (`,` then `// "Title"` on the next line).
+/// The citations in `text`: a page's name — `README`, or a path ending `.md`, from the root
+/// or from the citing file's folder — then `, "Title"`, ` "Title"`, ` ("Title"`, or
+/// `, section N`; the quotes may be escaped (`\"`, inside a Rust string) and a comment may
+/// break the line between the name and the title (`,` then `// "Title"` on the next line).
 fn citations_in(path: &str, text: &str) -> Vec<Citation> {
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || "./_-".contains(c);
+    let ends = text
+        .match_indices(".md")
+        .map(|(i, _)| i + 3)
+        .chain(text.match_indices("README").map(|(i, _)| i + 6))
+        .filter(|&end| !text[end..].starts_with(|c: char| c.is_alphanumeric() || c == '.'));
     let mut found = Vec::new();
-    for (name, file) in CITABLE {
-        for (i, _) in text.match_indices(name) {
-            // `docs/DESIGN.md` is not cited by `DESIGN.md` alone, nor `README` by `READMEs`.
-            let before = text[..i].chars().next_back();
-            if before.is_some_and(|c| c.is_alphanumeric() || c == '/' || c == '_') {
-                continue;
-            }
-            let rest = &text[i + name.len()..];
-            let Some(cited) = cited_after(rest) else {
-                continue;
-            };
-            let line = text[..i].matches('\n').count() + 1;
-            found.push(Citation {
+    for end in ends {
+        let start = text[..end]
+            .rfind(|c: char| !is_path_char(c))
+            .map_or(0, |i| i + 1);
+        let name = &text[start..end];
+        let file = match name {
+            "README" | "README.md" => "README.md".to_string(),
+            _ if name.ends_with(".md") => resolve(path, name),
+            _ => continue,
+        };
+        let Some(cited) = cited_after(&text[end..]) else {
+            continue;
+        };
+        let line = text[..start].matches('\n').count() + 1;
+        found.push((
+            start,
+            Citation {
                 at: format!("{path}:{line}"),
                 file,
                 cited,
-            });
-        }
+            },
+        ));
     }
-    found
+    found.sort_by_key(|(start, _)| *start);
+    found.into_iter().map(|(_, citation)| citation).collect()
+}
+
+/// A cited page's path from the root: as written, or else from the citing file's folder.
+fn resolve(citing: &str, name: &str) -> String {
+    if repo().join(name).exists() {
+        return name.to_string();
+    }
+    let beside = Path::new(citing)
+        .parent()
+        .unwrap_or(Path::new(""))
+        .join(name);
+    if repo().join(&beside).exists() {
+        return beside.display().to_string();
+    }
+    name.to_string()
 }
 
 /// What the text right after a file's name cites, if it cites a section.
 fn cited_after(rest: &str) -> Option<Cited> {
-    let rest = rest.strip_prefix(".md").unwrap_or(rest);
     let rest = rest
         .strip_prefix(", ")
         .or_else(|| rest.strip_prefix(" ("))
@@ -174,7 +187,13 @@ fn every_cited_section_exists() {
     for (path, text) in cited_from() {
         for citation in citations_in(&path, &text) {
             count += 1;
-            let target = fs::read_to_string(repo().join(citation.file)).unwrap_or_default();
+            let Ok(target) = fs::read_to_string(repo().join(&citation.file)) else {
+                problems.push(format!(
+                    "{}: cites {}, which does not exist: cite the page the section is on now",
+                    citation.at, citation.file
+                ));
+                continue;
+            };
             match &citation.cited {
                 Cited::Title(title) if !section_names(&target).contains(title) => {
                     problems.push(format!(
@@ -225,7 +244,8 @@ fn every_section_a_page_points_to_is_on_it() {
 fn a_citation_is_read_in_each_of_its_forms() {
     let text = "README, \"Idempotency\"; BENCHMARKS.md (\"Load curve\"), \
                 docs/PRODUCTION.md, section 2; in a string: README, \\\"The checkout page\\\"; \
-                docs/DESIGN.md,\n    // \"Failover\"; README \"Commands\"; README alone; docs/DESIGN.md, which";
+                docs/DESIGN.md,\n    // \"Failover\"; README \"Commands\"; README alone; docs/DESIGN.md, which; \
+                READMEs; fixtures/contracts/README.md, \"Regenerate\"; x.mdx, \"No\"";
     let found: Vec<String> = citations_in("x", text)
         .into_iter()
         .map(|c| format!("{} {:?}", c.file, c.cited))
@@ -234,11 +254,12 @@ fn a_citation_is_read_in_each_of_its_forms() {
         found,
         [
             "README.md Title(\"Idempotency\")",
-            "README.md Title(\"The checkout page\")",
-            "README.md Title(\"Commands\")",
             "BENCHMARKS.md Title(\"Load curve\")",
-            "docs/DESIGN.md Title(\"Failover\")",
             "docs/PRODUCTION.md Number(\"2\")",
+            "README.md Title(\"The checkout page\")",
+            "docs/DESIGN.md Title(\"Failover\")",
+            "README.md Title(\"Commands\")",
+            "fixtures/contracts/README.md Title(\"Regenerate\")",
         ]
     );
 }
