@@ -178,3 +178,69 @@ fn a_default_is_read_whole() {
     assert!(!says_default("2.5", "2"));
     assert!(!says_default("on", "off"));
 }
+
+/// Every long flag, and every alias, of each command of `clap_command` and below.
+fn flags_of(command: &clap::Command, found: &mut BTreeSet<String>) {
+    for arg in command.get_arguments() {
+        found.extend(arg.get_long().map(str::to_string));
+        found.extend(
+            arg.get_all_aliases()
+                .into_iter()
+                .flatten()
+                .map(str::to_string),
+        );
+    }
+    for sub in command.get_subcommands() {
+        flags_of(sub, found);
+    }
+}
+
+/// Whether the example receiver (examples/webhook_receiver.rs, its own clap command, which a
+/// test cannot import) takes `--name`: a field of its arguments, or a `long = "name"`.
+fn the_example_takes(name: &str, example: &str) -> bool {
+    example.contains(&format!("long = \"{name}\""))
+        || example.contains(&format!("    {}: ", name.replace('-', "_")))
+}
+
+/// A flag the docs write in backticks, bare (`--drain-secs`, `--allow-http-webhooks=false`) or
+/// after `payorch` (`payorch keys rotate key_… [--overlap-secs N]`), is one that payorch, the
+/// chaos driver or the example receiver takes. What `cargo` or a script is given is theirs.
+#[test]
+fn every_flag_the_docs_name_exists() {
+    let mut known = BTreeSet::new();
+    let mut payorch = Cli::command();
+    payorch.build();
+    flags_of(&payorch, &mut known);
+    flags_of(&payorch_chaos::Args::command(), &mut known);
+    let example = fs::read_to_string(repo().join("examples/webhook_receiver.rs")).unwrap();
+    let mut problems = Vec::new();
+    for page in pages() {
+        for (i, line) in page.text.lines().enumerate() {
+            for span in code_spans(line) {
+                if !(span.starts_with("--") || span.starts_with("payorch ")) {
+                    continue;
+                }
+                for word in span.split_whitespace() {
+                    let Some(flag) = word
+                        .trim_matches(|c| c == '[' || c == ']')
+                        .strip_prefix("--")
+                    else {
+                        continue;
+                    };
+                    let name = flag.split('=').next().unwrap_or(flag);
+                    let known = known.contains(name) || the_example_takes(name, &example);
+                    // `--…-file`: a pattern of flags, not one.
+                    if !name.is_empty() && !name.contains('…') && !known {
+                        problems.push(format!(
+                            "{}:{}: `--{name}` is a flag of no command (payorch's, the chaos \
+                             driver's, the example receiver's): correct or remove it",
+                            page.path,
+                            i + 1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
