@@ -244,3 +244,55 @@ fn every_flag_the_docs_name_exists() {
     }
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
+
+/// The text of every file under `folders`, joined: where payorch, its crates and its scripts
+/// name the variables they read.
+fn text_under(folders: &[&str]) -> String {
+    fn walk(dir: &Path, all: &mut String) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() && !path.ends_with("target") {
+                walk(&path, all);
+            } else if let Ok(text) = fs::read_to_string(&path) {
+                all.push_str(&text);
+            }
+        }
+    }
+    let mut all = String::new();
+    for folder in folders {
+        walk(&repo().join(folder), &mut all);
+    }
+    all
+}
+
+/// A `PAYORCH_…` variable the docs write in backticks is read by payorch, its crates or its
+/// scripts (a flag's `env`, or a name in their code); `PAYORCH_PROVIDER_<NAME>_…` by its
+/// written part.
+#[test]
+fn every_variable_the_docs_name_is_read() {
+    let code = text_under(&["src", "crates", "scripts", "benches", ".ci"]);
+    let mut problems = Vec::new();
+    for page in pages() {
+        for (i, line) in page.text.lines().enumerate() {
+            for span in code_spans(line) {
+                for (at, _) in span.match_indices("PAYORCH_") {
+                    let name: String = span[at..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                        .collect();
+                    if !code.contains(&name) {
+                        problems.push(format!(
+                            "{}:{}: `{name}` is read by nothing of payorch's: correct or remove it",
+                            page.path,
+                            i + 1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
