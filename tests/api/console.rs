@@ -738,3 +738,47 @@ async fn merchants_are_shown_by_name_with_their_id_at_hand() {
     assert!(results.contains("Other merchant"), "{results}");
     client.close().await.unwrap();
 }
+
+/// A decline reads as words with the provider's code beside: an Adyen refusal once read
+/// "failed 2", its `refusalReasonCode` alone.
+#[tokio::test]
+async fn a_decline_reads_in_words_with_its_code() {
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    // The answers decide, not a webhook that may come first (its refusal names no code).
+    app.sandbox.set_webhook_url(None);
+    app.sandbox.set_notification_url(None);
+    let adyen = app
+        .pay_through("adyen", "console-adyen", "pm_card_chargeDeclined")
+        .await;
+    let adyen = adyen["id"].as_str().unwrap().to_owned();
+    let stripe = app
+        .pay_through("stripe", "console-stripe", "pm_card_chargeDeclined")
+        .await;
+    let stripe = stripe["id"].as_str().unwrap().to_owned();
+
+    open_console(&client, &app).await;
+    latest_rows_become(&client, &[stripe.clone(), adyen.clone()]).await;
+    let row = |id: &str| {
+        let client = &client;
+        let script = format!(
+            "return document.querySelector('#latest-list tr[data-payment=\"{id}\"]').innerText"
+        );
+        async move { run(client, &script).await.as_str().unwrap().to_owned() }
+    };
+    let declined = row(&adyen).await;
+    assert!(declined.contains("failed Refused: "), "{declined}");
+    assert!(declined.contains("(2)"), "the raw code stays: {declined}");
+    let declined = row(&stripe).await;
+    assert!(declined.contains("(card_declined)"), "{declined}");
+    show(&client, "latest").await;
+    screenshot(&client, "console-16-declines-in-words").await;
+
+    search_for(&client, &adyen).await;
+    let summary = text_with(&client, "summary", &adyen).await;
+    assert!(summary.contains("Refused: "), "{summary}");
+    assert!(summary.contains("(2)"), "{summary}");
+    client.close().await.unwrap();
+}

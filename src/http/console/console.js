@@ -59,6 +59,13 @@ function money(amount, currency) {
   }
 }
 
+// Why a payment or an operation failed, in words, its code beside: a provider's code alone
+// ("2", Adyen's refusal) says nothing to support.
+function failureText(failed) {
+  if (!failed.failure_code) return "";
+  return failed.failure_message ? `${failed.failure_message} (${failed.failure_code})` : failed.failure_code;
+}
+
 function statusBadge(status) {
   return el("span", { class: `status ${status}` }, status);
 }
@@ -245,7 +252,7 @@ function summary(story) {
     ["Order", story.order ? `${story.order.id} (${story.order.status})` : p.order_id],
     ["Provider charge", p.provider_payment_id || "none known yet"],
     ["Refunded", refunded(story)],
-    ["Failure", p.failure_code ? `${p.failure_code}: ${p.failure_message || ""}` : "none"],
+    ["Failure", failureText(p) || "none"],
     ["Capture", holdText(story)],
     ["Idempotency-Key", story.idempotency_key_name
       ? `${story.idempotency_key_name} (${key ? key.state : "expired"})` : "none"],
@@ -265,7 +272,7 @@ function holdText(story) {
   if (p.cancellation_reason) parts.push(`canceled: ${p.cancellation_reason}`);
   for (const o of story.hold_operations || []) {
     const amount = o.amount != null ? ` ${money(o.amount, o.currency)}` : "";
-    parts.push(`${o.object}${amount} by ${o.source}: ${o.status}${o.failure_code ? ` (${o.failure_code})` : ""}`);
+    parts.push(`${o.object}${amount} by ${o.source}: ${o.status}${o.failure_code ? ` (${failureText(o)})` : ""}`);
   }
   return parts.join("; ");
 }
@@ -444,7 +451,7 @@ function latestPath(after) {
 }
 
 function latestRow(p) {
-  const failure = p.failure_code ? el("span", { class: "failure" }, ` ${p.failure_code}`) : null;
+  const failure = p.failure_code ? el("span", { class: "failure" }, ` ${failureText(p)}`) : null;
   return el("tr", { "data-payment": p.id },
     el("td", { class: "when" }, when(p.created_at)),
     el("td", {}, storyLink(p.id)),

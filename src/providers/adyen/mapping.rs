@@ -8,6 +8,7 @@
 
 use reqwest::Url;
 
+use super::refusal;
 use super::wire::{
     Action, ModificationResponse, PaymentAction, PaymentResponse, RefundResponse, ServiceError,
 };
@@ -60,10 +61,10 @@ pub fn outcome_for_payment(
                 .refusal_reason_code
                 .clone()
                 .unwrap_or_else(|| "refused".to_owned()),
-            message: payment
-                .refusal_reason
-                .clone()
-                .unwrap_or_else(|| "the payment was refused".to_owned()),
+            message: refusal::message(
+                payment.refusal_reason_code.as_deref(),
+                payment.refusal_reason.as_deref(),
+            ),
             provider_id,
         },
         "Cancelled" => ProviderOutcome::Canceled { provider_id },

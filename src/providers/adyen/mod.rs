@@ -18,6 +18,7 @@ use crate::secret::Secret;
 
 mod mapping;
 pub mod notification;
+mod refusal;
 #[cfg(test)]
 mod tests;
 
