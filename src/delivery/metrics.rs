@@ -61,7 +61,8 @@ impl DeliveryMetrics {
         };
         // Every series served from the start, at 0: a counter's first series appears at 1,
         // which `increase()` reads as no increase, so the first endpoint disabled after a
-        // start would raise no alert (ops/prometheus/alerts.yml).
+        // start would raise no alert (ops/prometheus/alerts.yml). Only once a scrape has read
+        // the 0: an endpoint disabled before a replica's first scrape still goes unseen.
         for outcome in [AttemptOutcome::Succeeded, AttemptOutcome::Failed] {
             metrics.attempts.with_label_values(&[outcome.as_str()]);
         }

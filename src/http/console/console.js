@@ -173,13 +173,17 @@ async function search(event) {
 // Every search's newest payments, merged newest first (ids are made in time order), each
 // saying what it was found by.
 async function showResults(openSingle) {
-  if (!lastSearch) return;
+  // The search these answers are for: another may start while they are on their way, and
+  // then they are dropped rather than shown under it.
+  const searched = lastSearch;
+  if (!searched) return;
   try {
-    const pages = await Promise.all(lastSearch.map((s) => api("GET", s.path)));
+    const pages = await Promise.all(searched.map((s) => api("GET", s.path)));
+    if (lastSearch !== searched) return;
     const found = new Map();
     pages.forEach((page, i) => page.data.forEach((p) => {
       const entry = found.get(p.id) || { payment: p, by: [] };
-      entry.by.push(lastSearch[i].label);
+      entry.by.push(searched[i].label);
       found.set(p.id, entry);
     }));
     const data = [...found.values()].sort((a, b) => (a.payment.id < b.payment.id ? 1 : -1));
@@ -187,7 +191,7 @@ async function showResults(openSingle) {
     const list = $("result-list");
     list.replaceChildren(...data.map(({ payment, by }) => {
       const item = paymentLink(payment);
-      if (lastSearch.length > 1) item.append(el("span", { class: "found-by" }, ` · by ${by.join(", ")}`));
+      if (searched.length > 1) item.append(el("span", { class: "found-by" }, ` · by ${by.join(", ")}`));
       return item;
     }));
     $("results").hidden = false;
@@ -195,7 +199,7 @@ async function showResults(openSingle) {
       `${data.length} payment(s) found${hasMore ? "; the newest are shown" : ""}.`);
     if (openSingle && data.length === 1) await showStory(data[0].payment.id);
   } catch (err) {
-    say(err.message, true);
+    if (lastSearch === searched) say(err.message, true);
   }
 }
 
