@@ -11,6 +11,8 @@ use utoipa::OpenApi;
 use crate::markdown::{code_blocks, page, section};
 
 /// The section whose example is a delivery's body, and what marks it among its blocks.
+/// The merchant's guide to events, where a delivery's example is.
+const PAGE: &str = "docs/guides/events.md";
 const DELIVERY: &str = "What a delivery is";
 const EVENT_MARK: &str = "\"object\": \"event\"";
 
@@ -51,15 +53,15 @@ fn a_deliverys_example_has_the_events_members_and_times_as_text() {
     let properties = schema["properties"]
         .as_object()
         .expect("/openapi.json has the Event schema");
-    let readme = page("README.md");
-    let delivery = section(&readme, DELIVERY)
-        .unwrap_or_else(|| panic!("README.md has no section \"{DELIVERY}\""));
+    let guide = page(PAGE);
+    let delivery =
+        section(&guide, DELIVERY).unwrap_or_else(|| panic!("{PAGE} has no section \"{DELIVERY}\""));
     let example = code_blocks(delivery.text)
         .into_iter()
         .find(|block| block.contains(EVENT_MARK))
         .unwrap_or_else(|| {
             panic!(
-                "README.md:{}: no example of a delivery's body ({EVENT_MARK})",
+                "{PAGE}:{}: no example of a delivery's body ({EVENT_MARK})",
                 delivery.first_line
             )
         });
@@ -70,12 +72,12 @@ fn a_deliverys_example_has_the_events_members_and_times_as_text() {
     let mut problems = Vec::new();
     for missing in sent.difference(&shown) {
         problems.push(format!(
-            "README.md:{at}: the delivery's example lacks `{missing}`, which every event has"
+            "{PAGE}:{at}: the delivery's example lacks `{missing}`, which every event has"
         ));
     }
     for extra in shown.difference(&sent) {
         problems.push(format!(
-            "README.md:{at}: the delivery's example shows `{extra}`, which no event has: \
+            "{PAGE}:{at}: the delivery's example shows `{extra}`, which no event has: \
              remove it"
         ));
     }
@@ -85,7 +87,7 @@ fn a_deliverys_example_has_the_events_members_and_times_as_text() {
             .is_some_and(|p| p["format"] == "date-time");
         if is_time && !value.starts_with('"') {
             problems.push(format!(
-                "README.md:{at}: `{name}` is sent as RFC 3339 text (\"2026-11-24T10:00:00.123456Z\"), \
+                "{PAGE}:{at}: `{name}` is sent as RFC 3339 text (\"2026-11-24T10:00:00.123456Z\"), \
                  the example shows {}",
                 value.split([',', '\n']).next().unwrap_or(value)
             ));

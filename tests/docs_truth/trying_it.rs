@@ -1,7 +1,9 @@
-//! "Trying it" runs only what a fresh machine has or the README says to install.
+//! The Quickstart's "Trying it" runs only what a fresh machine has or the page says to install.
 
 use crate::markdown::{code_blocks, code_spans, page, section};
 
+/// A newcomer's first page, whose "Trying it" they paste from.
+const PAGE: &str = "docs/quickstart.md";
 const TRYING_IT: &str = "Trying it";
 /// What every shell has: no install asked.
 const EVERYWHERE: [&str; 4] = ["cat", "echo", "export", "cd"];
@@ -50,9 +52,9 @@ fn programs(block: &str) -> Vec<String> {
 
 #[test]
 fn trying_it_names_every_program_it_runs() {
-    let readme = page("README.md");
-    let trying = section(&readme, TRYING_IT)
-        .unwrap_or_else(|| panic!("README.md has no section \"{TRYING_IT}\""));
+    let quickstart = page(PAGE);
+    let trying = section(&quickstart, TRYING_IT)
+        .unwrap_or_else(|| panic!("{PAGE} has no section \"{TRYING_IT}\""));
     let prose: String = trying
         .text
         .lines()
@@ -68,7 +70,7 @@ fn trying_it_names_every_program_it_runs() {
                 .any(|span| span.split_whitespace().any(|w| w == program));
             if !EVERYWHERE.contains(&program.as_str()) && !said {
                 problems.push(format!(
-                    "README.md:{}: \"{TRYING_IT}\" runs `{program}`: say that it needs it, and \
+                    "{PAGE}:{}: \"{TRYING_IT}\" runs `{program}`: say that it needs it, and \
                      how to install it (`apt-get install {program}`)",
                     trying.first_line
                 ));
