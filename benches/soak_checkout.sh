@@ -3,7 +3,7 @@
 # data dir, the in-process sandbox provider) takes N checkouts, each under a fresh
 # Idempotency-Key, from `wrk`; serve's resident memory is sampled every few seconds. Prints
 # the samples, the peak (the kernel's VmHWM, which no sample can miss), the RSS once the load
-# has ended, and what the sandbox's ledger says it still holds (README, "The sandbox's memory").
+# has ended, and what the sandbox's ledger says it still holds (docs/operations/running.md, "The sandbox's memory").
 #
 #   nice -n 19 benches/soak_checkout.sh [target/release/payorch] [checkouts]
 #

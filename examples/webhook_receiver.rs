@@ -1,5 +1,5 @@
 //! A receiver of payorch's events, written to be copied: the merchant's side of a webhook
-//! delivery (README, "Events and webhook endpoints").
+//! delivery (docs/guides/events.md, "Events and webhook endpoints").
 //!
 //! ```text
 //! cargo run --example webhook_receiver -- \

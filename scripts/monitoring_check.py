@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The dashboard and the alert rules name only what payorch exports (README, "Monitoring").
+"""The dashboard and the alert rules name only what payorch exports (docs/operations/monitoring.md, "Monitoring").
 
 Reads every metric payorch registers from its source (each `Opts::new("name"`,
 `IntGauge::new("name"`, `HistogramOpts::new("name"` … under src/, with the label names of

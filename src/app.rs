@@ -44,7 +44,7 @@ use crate::secret::Secret;
 use crate::telemetry::metrics::Metrics;
 
 /// How long a replica uses a merchant's routing before reading it again: a change made on
-/// another replica applies within this (README, "Routing and failover").
+/// another replica applies within this (docs/guides/routing.md, "Routing and failover").
 pub const ROUTING_CACHE_TTL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
@@ -321,7 +321,7 @@ impl Application {
     }
 }
 
-/// Stops an [`Application`] for a rolling deploy (README, "Stopping and rolling deploys").
+/// Stops an [`Application`] for a rolling deploy (docs/operations/running.md, "Stopping and rolling deploys").
 pub struct Stopper {
     server: ServerHandle,
     workers: Arc<watch::Sender<bool>>,
@@ -379,7 +379,7 @@ fn serve_metrics(
 /// Stopped through its handle with `graceful = true` (`serve` on SIGTERM), it accepts
 /// nothing more, tells every connection to close after the answer in progress (idle
 /// keep-alive connections close at once), and waits up to `settings.drain` for those answers
-/// before closing what is left (README, "Stopping and rolling deploys").
+/// before closing what is left (docs/operations/running.md, "Stopping and rolling deploys").
 fn serve_http(
     settings: &AppSettings,
     listener: TcpListener,

@@ -41,7 +41,7 @@ pub struct Cli {
 
     /// Also log each span as it closes, with the time spent in it (`time.busy`, `time.idle`):
     /// a request's claim, statements and provider calls, nested in its request span, read as
-    /// one trace (README, "Tracing").
+    /// one trace (docs/operations/monitoring.md, "Tracing").
     #[arg(long, env = "PAYORCH_LOG_SPANS", global = true)]
     pub log_spans: bool,
 
@@ -61,7 +61,7 @@ pub enum Command {
     /// Manage support-staff keys (`keys create --support` does the same).
     #[command(subcommand, name = "support-key")]
     SupportKey(SupportKeyCommand),
-    /// Keys of merchants and support staff: list, create, revoke, rotate (README, "Commands").
+    /// Keys of merchants and support staff: list, create, revoke, rotate (docs/operations/commands.md, "Commands").
     #[command(subcommand)]
     Keys(KeysCommand),
     /// Run the sandbox provider alone (the Stripe PaymentIntents protocol, with faults).
@@ -370,7 +370,7 @@ pub struct ServeArgs {
     pub header_timeout_ms: u64,
     /// Addresses (or CIDR ranges), comma-separated, with no per-address connection limit:
     /// your reverse proxy or load balancer and your provider's webhook senders. They still
-    /// count in `--max-connections` (README, "Slow and greedy clients").
+    /// count in `--max-connections` (docs/guides/api.md, "Slow and greedy clients").
     #[arg(
         long = "connection-budget-exempt",
         env = "PAYORCH_CONNECTION_BUDGET_EXEMPT",
@@ -381,25 +381,25 @@ pub struct ServeArgs {
     pub connection_budget_exempt: Vec<IpNet>,
     /// On SIGTERM or Ctrl-C: how long `serve` waits for the requests in progress, after it
     /// has stopped accepting connections, before it closes what is left. Must be longer
-    /// than `--provider-timeout-ms` plus `--db-acquire-timeout-ms` (README, "Stopping and
+    /// than `--provider-timeout-ms` plus `--db-acquire-timeout-ms` (docs/operations/running.md, "Stopping and
     /// rolling deploys").
     #[arg(long, env = "PAYORCH_DRAIN_SECS", default_value_t = 20)]
     pub drain_secs: u64,
     /// How many days a provider's webhook is kept after its payment (and each of its refunds
     /// and captures) is final, or after it arrived if it names no payment; then it is deleted
-    /// (README, "Webhooks"). At least the providers' redelivery window: Adyen retries for up
+    /// (docs/guides/provider-webhooks.md, "Webhooks"). At least the providers' redelivery window: Adyen retries for up
     /// to 30 days, Stripe for 3.
     #[arg(long, env = "PAYORCH_PROVIDER_WEBHOOK_RETENTION_DAYS", default_value_t = 35,
           value_parser = clap::value_parser!(u64).range(1..=36_500))]
     pub provider_webhook_retention_days: u64,
     /// How many days merchant events are kept; older ones are deleted with their deliveries,
-    /// every `--reaper-interval-secs` (README, "Events and webhook endpoints").
+    /// every `--reaper-interval-secs` (docs/guides/events.md, "Events and webhook endpoints").
     #[arg(long, env = "PAYORCH_EVENT_RETENTION_DAYS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=36_500))]
     pub event_retention_days: u64,
     /// The address payers' browsers reach payorch at (`https://pay.example.com`, behind a
     /// proxy): a provider sends a payer back from a 3-D Secure challenge to its
-    /// `/v1/payments/{id}/return` (README, "3-D Secure"). Default: the address `--bind` bound.
+    /// `/v1/payments/{id}/return` (docs/guides/three-d-secure.md, "3-D Secure"). Default: the address `--bind` bound.
     #[arg(long, env = "PAYORCH_PUBLIC_URL", value_parser = parse_public_url)]
     pub public_url: Option<String>,
     #[command(flatten)]
@@ -518,7 +518,7 @@ fn parse_ip_net(text: &str) -> Result<IpNet, String> {
 #[derive(Debug, Clone, Args)]
 pub struct ProviderArgs {
     /// A real provider, `NAME=PROTOCOL:URL` (protocol `stripe` or `adyen`), repeated in
-    /// routing order; its secrets come from `PAYORCH_PROVIDER_<NAME>_…` variables (README,
+    /// routing order; its secrets come from `PAYORCH_PROVIDER_<NAME>_…` variables (docs/guides/routing.md,
     /// "Routing and failover").
     #[arg(
         long = "provider",
@@ -571,7 +571,7 @@ pub struct ProviderArgs {
     #[arg(long, env = "PAYORCH_SANDBOX_WEBHOOK_DELAY_MS", default_value_t = payorch_sandbox::DEFAULT_WEBHOOK_DELAY_MS)]
     pub sandbox_webhook_delay_ms: u64,
     /// Intents (and refunds) the in-process sandbox keeps; older ones it forgets and counts
-    /// (README, "The sandbox's memory").
+    /// (docs/operations/running.md, "The sandbox's memory").
     #[arg(long, env = "PAYORCH_SANDBOX_KEEP_INTENTS", default_value_t = payorch_sandbox::DEFAULT_KEEP_INTENTS, value_parser = payorch_sandbox::parse_keep_intents)]
     pub sandbox_keep_intents: usize,
     /// Answers the in-process sandbox replays byte for byte; past them a replay answers
@@ -749,7 +749,7 @@ impl IdempotencyArgs {
     }
 }
 
-/// Delivering events to merchants' webhook endpoints (README, "Events and webhook
+/// Delivering events to merchants' webhook endpoints (docs/guides/events.md, "Events and webhook
 /// endpoints"; docs/DESIGN.md, "Delivering events").
 #[derive(Debug, Clone, Args)]
 pub struct DeliveryArgs {
@@ -797,7 +797,7 @@ impl DeliveryArgs {
 }
 
 impl ServeArgs {
-    /// Whether `serve` runs the in-process sandbox: the demo (README, "Trying it").
+    /// Whether `serve` runs the in-process sandbox: the demo (docs/quickstart.md, "Trying it").
     pub fn embedded_sandbox(&self) -> bool {
         self.provider.providers.is_empty() && self.provider.provider_url.is_none()
     }

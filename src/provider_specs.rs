@@ -1,4 +1,4 @@
-//! Real providers from the command line (README, "Routing and failover"): each
+//! Real providers from the command line (docs/guides/routing.md, "Routing and failover"): each
 //! `--provider NAME=PROTOCOL:URL` names one, in routing order; its secrets come from the
 //! environment, never the command line, where any user of the machine could read them:
 //!

@@ -70,7 +70,7 @@ pub fn read_secret_file(path: &Path) -> Result<String, String> {
 }
 
 /// The value of environment variable `name`, else the contents of the file named by
-/// `name_FILE`: how a named provider's secrets are given (README, "Routing and failover").
+/// `name_FILE`: how a named provider's secrets are given (docs/guides/routing.md, "Routing and failover").
 pub fn env_or_file(name: &str) -> Result<Option<String>, String> {
     if let Some(value) = std::env::var(name).ok().filter(|v| !v.trim().is_empty()) {
         return Ok(Some(value));

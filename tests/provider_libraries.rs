@@ -3,7 +3,7 @@
 //! official `stripe` library and verifies each webhook with `stripe.Webhook.construct_event`;
 //! tests/provider_libraries/adyen_flows.py runs Adyen's Checkout v71 flows through the
 //! official `Adyen` library and verifies each notification's HMAC with `Adyen.util`. Neither
-//! library is patched: each is pointed at the sandbox by its own documented setting (README,
+//! library is patched: each is pointed at the sandbox by its own documented setting (docs/operations/commands.md,
 //! "Commands": the sandbox speaks the protocols "closely enough for Stripe's own SDKs").
 //!
 //! Each test starts a sandbox in-process, runs its script with `python3` from `PATH`, points

@@ -1,5 +1,5 @@
 //! The sandbox over real HTTP, driven through the Stripe adapter and raw requests: the
-//! payment_method table (README, "Commands"), Stripe's idempotency semantics, faults, the
+//! payment_method table (docs/guides/test-cards.md, "The sandbox"), Stripe's idempotency semantics, faults, the
 //! ledger and signed webhooks (docs/DESIGN.md, "Webhooks"); and the Adyen face's refunds,
 //! driven through the Adyen adapter, with the same semantics and signed notifications.
 
@@ -1059,7 +1059,7 @@ async fn list_confirm_and_cancel_behave_as_stripes() {
     sandbox.stop().await;
 }
 
-// --- the sandbox's memory (README, "The sandbox's memory") -----------------------------
+// --- the sandbox's memory (docs/operations/running.md, "The sandbox's memory") -----------------------------
 
 /// A sandbox that keeps `intents` intents (and refunds) and `answers` answers.
 fn keeping(intents: usize, answers: usize) -> SandboxConfig {

@@ -2,7 +2,7 @@
 //! which uses the reference library `standardwebhooks` from PyPI when it is importable (.ci/run
 //! puts it on `cargo test`'s PATH and sets `PAYORCH_REQUIRE_STANDARDWEBHOOKS`, which makes
 //! these tests insist on it) and a stdlib-only reading of the specification otherwise
-//! (README, "Events and webhook endpoints").
+//! (docs/guides/events.md, "Events and webhook endpoints").
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks payorch against its own OpenAPI document with schemathesis (README,
+# Checks payorch against its own OpenAPI document with schemathesis (docs/internals/proofs.md,
 # "Beyond `cargo test`"): a live `serve` (debug build, private PostgreSQL, in-process
 # sandbox) and the demo merchant's key;
 # positive and negative generated requests, each POST with a fresh Idempotency-Key, then the

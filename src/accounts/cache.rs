@@ -3,7 +3,7 @@
 //! the SHA-256 of the secret, never the secret), each with its `expires_at`: a new key works
 //! at once, an expired one stops at its expiry, and a revoked one as soon as this replica's
 //! poll of `api_keys` ([`super::sync`]) evicts it — within a second; `ttl` bounds it if the
-//! poll cannot reach the database (README, "Authentication").
+//! poll cannot reach the database (docs/guides/idempotency.md, "Authentication").
 //!
 //! Shared by handle: the HTTP workers read it, the poll evicts from it.
 

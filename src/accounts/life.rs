@@ -1,4 +1,4 @@
-//! A key's life (README, "Commands"; docs/PRODUCTION.md, section 3): made (its secret shown
+//! A key's life (docs/operations/commands.md, "Commands"; docs/PRODUCTION.md, section 3): made (its secret shown
 //! once), listed (never its secret nor its hash), rotated — a new key made and the old one
 //! given an expiry at the end of an overlap, so clients can move over without a gap — and
 //! revoked. A merchant may have several live keys; a support key has a name and a role.

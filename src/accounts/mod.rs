@@ -34,7 +34,7 @@ pub enum Caller {
 }
 
 words! {
-    /// What a support key may do (README, "Support"): read everything, or also act — void a
+    /// What a support key may do (docs/guides/support.md, "Support"): read everything, or also act — void a
     /// hold, ask the provider now, redeliver an event, change a merchant's routing.
     #[derive(Serialize)]
     #[serde(rename_all = "snake_case")]

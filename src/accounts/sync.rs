@@ -3,7 +3,7 @@
 //! an expiry by a rotation — since its last look, and evicts them from its [`CallerCache`].
 //! So a revocation is honoured by every replica within a second without a database read per
 //! request, and without LISTEN/NOTIFY, which a pooler in transaction mode does not carry
-//! (README, "Authentication").
+//! (docs/guides/idempotency.md, "Authentication").
 //!
 //! "Since its last look" is in commit order, not in time: the `api_keys_life` trigger stamps
 //! each change with its transaction's id (`life_changed_xid`), and a look asks for the changes

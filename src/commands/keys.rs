@@ -1,4 +1,4 @@
-//! `payorch keys …`: the life of merchants' and support staff's keys (README, "Commands").
+//! `payorch keys …`: the life of merchants' and support staff's keys (docs/operations/commands.md, "Commands").
 //! A secret is printed once, when made; `list` never shows a secret nor its hash.
 
 use std::time::Duration;

@@ -37,7 +37,7 @@ pub struct DbPool {
 /// Every wait for a connection, counted where it happens. The pool's gauges show the queue
 /// only at the instant of a scrape, so waits that come and go between two scrapes would show
 /// nowhere; these count each one (`payorch_db_pool_acquire_wait_seconds`,
-/// `payorch_db_pool_acquire_timeouts_total`; README, "Alerts").
+/// `payorch_db_pool_acquire_timeouts_total`; docs/operations/monitoring.md, "Alerts").
 #[derive(Clone)]
 pub struct Waits {
     /// How long each request waited, whether or not a connection came.

@@ -1,6 +1,6 @@
 //! Tenancy, written once: what a caller may see of a table with a `merchant_id` column. A
 //! merchant's key sees its own merchant's rows; a support key (`None`) every merchant's
-//! (README, "API overview": anything else is `404`). Each by-id look-up of a resource —
+//! (docs/guides/api.md, "API overview": anything else is `404`). Each by-id look-up of a resource —
 //! an order, a payment, a refund, an endpoint, an event — reads through [`find_in_scope`],
 //! so none can forget the merchant, and a list through [`InScope::in_scope`].
 

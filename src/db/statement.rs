@@ -30,7 +30,7 @@ use super::sql::Sql;
 
 /// The span a statement runs in, `db.statement`, named: with the claim's
 /// (`idempotency.claim`) and the provider calls' (`provider.call`), a slow request's time
-/// reads from one trace (README, "Tracing"). Run the statement's future `.instrument(…)`ed.
+/// reads from one trace (docs/operations/monitoring.md, "Tracing"). Run the statement's future `.instrument(…)`ed.
 /// Like every span of the write path it is at `debug` under the target
 /// [`TRACE`](crate::telemetry::TRACE): off, unless asked for, it costs a request nothing.
 pub fn span(name: &'static str) -> tracing::Span {

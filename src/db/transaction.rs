@@ -2,7 +2,7 @@
 //! Every caller runs its work through [`in_transaction`]. `begin_transaction`, `commit`,
 //! `rollback` and `finish_transaction` are public from when a key's claim opened a
 //! transaction and handed it on to the caller's work, which diesel-async's closure-scoped
-//! `transaction` cannot express; a claim is one autocommit statement now (README,
+//! `transaction` cannot express; a claim is one autocommit statement now (docs/guides/idempotency.md,
 //! "Idempotency"), and nothing outside this file calls them.
 
 use diesel::QueryResult;

@@ -1,4 +1,4 @@
-//! A delivery's body: the event exactly as `GET /v1/events/{id}` shows it (README, "What a
+//! A delivery's body: the event exactly as `GET /v1/events/{id}` shows it (docs/guides/events.md, "What a
 //! delivery is"), through the same view, so the two never differ. The snapshot never changes,
 //! so every attempt sends the same bytes. The event's row comes with the delivery when the
 //! worker takes it (`take`), so a body costs no query.

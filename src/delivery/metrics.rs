@@ -1,4 +1,4 @@
-//! Delivery metrics (README, "Answering, and retries"): every attempt by how it ended, every
+//! Delivery metrics (docs/guides/events.md, "Answering, and retries"): every attempt by how it ended, every
 //! delivery that reached its end, and every endpoint the worker disabled.
 
 use prometheus::{IntCounterVec, Opts};

@@ -1,4 +1,4 @@
-//! One send of a delivery (README, "What a delivery is"): a `POST` of the event's body with
+//! One send of a delivery (docs/guides/events.md, "What a delivery is"): a `POST` of the event's body with
 //! the Standard Webhooks headers, by a client that follows no redirect, uses no proxy from
 //! the environment (a proxy would resolve the name itself, out of the policy's reach), and
 //! resolves every name through [`PolicyResolver`].

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::events::safe_url::UrlPolicy;
 use crate::events::schedule::Schedule;
 
-/// The longest an endpoint may take to answer before the attempt counts as failed (README,
+/// The longest an endpoint may take to answer before the attempt counts as failed (docs/guides/events.md,
 /// "Answering, and retries").
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(15);
 

@@ -1,4 +1,4 @@
-//! What support reads of an event's way to the merchant (README, "Support"): each delivery
+//! What support reads of an event's way to the merchant (docs/guides/support.md, "Support"): each delivery
 //! (one event to one endpoint) as it stands, and every send of it.
 
 use chrono::{DateTime, Utc};

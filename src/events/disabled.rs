@@ -1,5 +1,5 @@
 //! Webhook endpoints payorch stopped sending to (an endpoint that answered `410`, or failed
-//! for too long): one of the lists of `GET /v1/support/needs-a-human` (README, "Support").
+//! for too long): one of the lists of `GET /v1/support/needs-a-human` (docs/guides/support.md, "Support").
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;

@@ -1,4 +1,4 @@
-//! The events a caller asks for (`GET /v1/events`; README, "The events API"): newest first by
+//! The events a caller asks for (`GET /v1/events`; docs/guides/events.md, "The events API"): newest first by
 //! `seq`, the order the outbox wrote them in, a page at a time after a cursor event.
 //!
 //! `seq` is the cursor, not the id: two events of one statement share a millisecond, and

@@ -1,5 +1,5 @@
 //! Merchant events: every change a merchant cares about, kept in the outbox and pushed to
-//! its webhook endpoints (README, "Events and webhook endpoints"; docs/DESIGN.md, "The
+//! its webhook endpoints (docs/guides/events.md, "Events and webhook endpoints"; docs/DESIGN.md, "The
 //! outbox").
 //!
 //! payorch's code never writes an event: the triggers of the `…_merchant_events` migration

@@ -1,5 +1,5 @@
 //! The event reaper: a worker in every replica that deletes events older than the retention
-//! (`--event-retention-days`, 30 by default; README, "Events and webhook endpoints"), in small
+//! (`--event-retention-days`, 30 by default; docs/guides/events.md, "Events and webhook endpoints"), in small
 //! batches. An event's deliveries and their attempts go with it (`ON DELETE CASCADE`, the
 //! `…_merchant_events` migration). `FOR UPDATE SKIP LOCKED` lets replicas share the work.
 //!

@@ -1,4 +1,4 @@
-//! Support's "send it again" (`POST /v1/support/events/{id}/redeliver`; README, "Support"):
+//! Support's "send it again" (`POST /v1/support/events/{id}/redeliver`; docs/guides/support.md, "Support"):
 //! every delivery of an event to a live endpoint is made due now, and a live endpoint
 //! subscribed to the event's type that never had it gets a delivery of its own.
 
@@ -21,7 +21,7 @@ use crate::ids::{EndpointId, EventId};
 /// type (or to `*`) with no delivery of the event gets one, also an endpoint registered after
 /// the event. A delivery to a disabled or deleted endpoint stays as it is: support enables
 /// the endpoint first. Pressed twice, it makes the same deliveries due twice: the receiver
-/// deduplicates by `webhook-id` (README, "Deduplicating").
+/// deduplicates by `webhook-id` (docs/guides/events.md, "Deduplicating").
 pub async fn redeliver(
     conn: &mut AsyncPgConnection,
     event: EventId,

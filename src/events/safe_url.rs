@@ -1,4 +1,4 @@
-//! Where payorch may send a merchant's events (README, "Registering an endpoint";
+//! Where payorch may send a merchant's events (docs/guides/events.md, "Registering an endpoint";
 //! docs/DESIGN.md, "Delivering events"). An endpoint's URL is a request payorch makes from
 //! inside its own network on a stranger's say-so, so what it may reach is narrow:
 //!
@@ -100,7 +100,7 @@ pub enum UrlRefused {
     NotAUrl,
     #[error("must name a host, such as https://shop.example/webhooks/payorch")]
     NoHost,
-    #[error("must not hold a user name or password: payorch proves itself by the signature, see README \"Verifying a delivery\"")]
+    #[error("must not hold a user name or password: payorch proves itself by the signature, see docs/guides/events.md \"Verifying a delivery\"")]
     Credentials,
     #[error("must use https (it is {scheme}); http only to a loopback host of a server started with --allow-http-webhooks")]
     Scheme { scheme: String },

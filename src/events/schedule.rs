@@ -1,4 +1,4 @@
-//! When a delivery is sent again, and when it is given up (README, "Answering, and retries";
+//! When a delivery is sent again, and when it is given up (docs/guides/events.md, "Answering, and retries";
 //! docs/DESIGN.md, "Delivering events"): what an endpoint's answer means for its delivery and
 //! for the endpoint, decided here without I/O so that the delivery worker only records it.
 

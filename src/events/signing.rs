@@ -1,4 +1,4 @@
-//! Signing deliveries as Standard Webhooks v1 has it (README, "Verifying a delivery"): an
+//! Signing deliveries as Standard Webhooks v1 has it (docs/guides/events.md, "Verifying a delivery"): an
 //! endpoint's secret is `whsec_` and the base64 of its key's bytes; a delivery's signature is
 //! `v1,` and the base64 of HMAC-SHA256, under the key's bytes (not the secret's text), of
 //! `{webhook-id}.{webhook-timestamp}.{body}`. While a rotated secret still signs, the header
@@ -23,7 +23,7 @@ pub const SECRET_PREFIX: &str = "whsec_";
 pub const KEY_BYTES: usize = 32;
 /// The signature scheme this module writes and reads.
 pub const VERSION: &str = "v1";
-/// How far a receiver lets `webhook-timestamp` be from its clock (README, "Verifying a
+/// How far a receiver lets `webhook-timestamp` be from its clock (docs/guides/events.md, "Verifying a
 /// delivery", step 5).
 pub const TOLERANCE: chrono::Duration = chrono::Duration::minutes(5);
 
@@ -107,7 +107,7 @@ impl fmt::Debug for Secret {
 }
 
 /// The secrets an endpoint signs with now: its secret, and the one a rotation replaced until
-/// `previous_until` has passed (README, "Verifying a delivery").
+/// `previous_until` has passed (docs/guides/events.md, "Verifying a delivery").
 #[derive(Debug, Clone)]
 pub struct SigningSecrets {
     pub current: Secret,
@@ -146,7 +146,7 @@ pub enum VerifyError {
     NoMatch,
 }
 
-/// Whether a delivery verifies, as README "Verifying a delivery" tells a receiver: a `v1`
+/// Whether a delivery verifies, as docs/guides/events.md "Verifying a delivery" tells a receiver: a `v1`
 /// signature of the header matches under one of `secrets`, compared in constant time, and the
 /// timestamp is within [`TOLERANCE`] of `now`.
 pub fn verify(

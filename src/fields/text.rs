@@ -1,5 +1,5 @@
 //! Free text a merchant gives payorch to keep: one form per text (NFC), and nothing that makes
-//! two texts look alike while they differ or hides what a text says (README, "Text fields").
+//! two texts look alike while they differ or hides what a text says (docs/guides/api.md, "Text fields").
 
 use unicode_normalization::{is_nfc_quick, IsNormalized, UnicodeNormalization};
 

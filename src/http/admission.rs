@@ -1,4 +1,4 @@
-//! Admission control in front of the database pool (README, "Overload").
+//! Admission control in front of the database pool (docs/guides/api.md, "Overload").
 //!
 //! A request that needs the database is refused on arrival with `503 unavailable` and a
 //! `Retry-After` when the pool could not serve it within its acquire timeout: when requests

@@ -69,7 +69,7 @@ api! {
     "/v1/orders/{id}/cancel" => [POST orders::cancel_order],
     "/v1/orders/{id}/payments" => [POST payments::create_payment],
     "/v1/payments/{id}" => [GET payments::get_payment],
-    // No API key: the payer's browser comes here from the provider (README, "3-D Secure").
+    // No API key: the payer's browser comes here from the provider (docs/guides/three-d-secure.md, "3-D Secure").
     "/v1/payments/{id}/return" => [GET payer_return::payer_returned],
     "/v1/payments/{id}/refunds" => [POST refunds::create_refund],
     "/v1/payments/{id}/capture" => [POST holds::capture],

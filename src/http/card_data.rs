@@ -1,5 +1,5 @@
 //! payorch never holds card data: any value in a request that looks like a card number
-//! refuses the whole request before anything is stored or logged (README, "Card data").
+//! refuses the whole request before anything is stored or logged (docs/guides/api.md, "Card data").
 //!
 //! What looks like a card number: 13–19 digits in a known card brand's number range and
 //! length, passing the Luhn check, written with any Unicode decimal digits (full-width,

@@ -1,4 +1,4 @@
-//! `/checkout`: a checkout page done the way a careful frontend must do it (README, "The
+//! `/checkout`: a checkout page done the way a careful frontend must do it (docs/guides/checkout.md, "The
 //! checkout page"), and the demo merchant's own small backend it talks to.
 //!
 //! A real merchant's page talks to the merchant's server, which holds the secret key and

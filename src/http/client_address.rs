@@ -4,7 +4,7 @@
 //! else can write anything there (issue #40; docs/PRODUCTION.md, "Limits and the addresses
 //! payorch believes"). Every user of a client address asks here: the request's log span and
 //! the per-address limits. The connection budget counts TCP peers, as it must: a connection
-//! is the peer's, whoever is behind it (README, "Slow and greedy clients").
+//! is the peer's, whoever is behind it (docs/guides/api.md, "Slow and greedy clients").
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::str::FromStr;

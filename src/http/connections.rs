@@ -1,5 +1,5 @@
 //! The connection budget: how many connections payorch holds open at once, in all and per
-//! client address, so that no client can use up its open files or memory (README, "Slow and
+//! client address, so that no client can use up its open files or memory (docs/guides/api.md, "Slow and
 //! greedy clients").
 //!
 //! A connection over budget is closed the moment it is accepted, before a byte of it is
@@ -157,7 +157,7 @@ impl ConnectionBudget {
 
     /// Admits a new connection from `peer` (unknown for a socket that is already gone), or
     /// refuses it: over the total, or over its address's share unless the address is
-    /// exempt from shares (README, "Slow and greedy clients").
+    /// exempt from shares (docs/guides/api.md, "Slow and greedy clients").
     pub fn admit(self: &Arc<Self>, peer: Option<IpAddr>) -> Option<Slot> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if open.total >= self.limits.max_connections {

@@ -1,4 +1,4 @@
-//! `/console`: the support console (README, "Support"): one HTML file, one script and one
+//! `/console`: the support console (docs/guides/support.md, "Support"): one HTML file, one script and one
 //! stylesheet (see [`super::assets`]). The page talks to the support API with the key the
 //! user enters; it holds no data of its own.
 

@@ -143,7 +143,7 @@ pub enum ApiError {
     CaptureExceedsAuthorization { amount_capturable: i64 },
     #[error("the refund is more than the {amount_refundable} left to refund of this payment; ask for at most that, or leave `amount` out to refund what is left")]
     RefundExceedsPayment { amount_refundable: i64 },
-    #[error("the checkout demo is off: `payorch serve` turns it on for its demo merchant (README, \"The checkout page\"); this server has none")]
+    #[error("the checkout demo is off: `payorch serve` turns it on for its demo merchant (docs/guides/checkout.md, \"The checkout page\"); this server has none")]
     DemoCheckoutOff,
     #[error("the request body did not arrive within {} ms of its headers; nothing was done, send it again in one go", limit.as_millis())]
     BodyTimeout { limit: Duration },

@@ -1,5 +1,5 @@
 //! `GET /v1/events` and `GET /v1/events/{id}`: a merchant reads its own events, as its
-//! endpoints receive them (README, "The events API"); a support key reads every merchant's.
+//! endpoints receive them (docs/guides/events.md, "The events API"); a support key reads every merchant's.
 
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
@@ -139,7 +139,7 @@ fn id<T: std::str::FromStr<Err = crate::ids::InvalidId>>(raw: &str) -> Result<T,
 ///
 /// The events payorch recorded for the caller's merchant (a support key: every merchant's, or one
 /// by `merchant_id`), newest first, filtered by `type`, creation time and delivery success,
-/// paginated with `starting_after`. For catching up on deliveries your endpoint missed (README,
+/// paginated with `starting_after`. For catching up on deliveries your endpoint missed (docs/guides/events.md,
 /// "Recovering missed events", "The events API").
 #[utoipa::path(get, path = "/v1/events", tag = "events",
     params(EventListParams),

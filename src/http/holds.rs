@@ -1,4 +1,4 @@
-//! Captures and voids as the API shows them (README, "Authorize now, capture later"):
+//! Captures and voids as the API shows them (docs/guides/captures.md, "Authorize now, capture later"):
 //! `POST /v1/payments/{id}/capture` and `POST /v1/payments/{id}/cancel`, keyed like every
 //! POST; and support's `POST /v1/support/payments/{id}/void` (the console's "Void the hold").
 
@@ -73,9 +73,9 @@ pub(crate) fn problem(err: HoldError, payment_id: PaymentId) -> ApiError {
 ///
 /// Takes `amount` (absent: all of it) of what a payment made with `capture_method: manual` holds;
 /// the rest of the hold is released. Answered with the capture and the payment as it is after it
-/// (README, "Authorize now, capture later"). Send an `Idempotency-Key`: the same key and body again
+/// (docs/guides/captures.md, "Authorize now, capture later"). Send an `Idempotency-Key`: the same key and body again
 /// answers with the first status, `Idempotent-Replayed: true` and the resource as it is now; the
-/// same key with another request (another body or path) is `422 idempotency_key_reused` (README,
+/// same key with another request (another body or path) is `422 idempotency_key_reused` (docs/guides/idempotency.md,
 /// "Idempotency").
 #[utoipa::path(post, path = "/v1/payments/{id}/capture", tag = "payments",
     request_body(content = CaptureBody, example = json!(crate::views::examples::capture_request())),
@@ -101,11 +101,11 @@ pub async fn capture(
 /// Void an authorized payment (release the hold)
 ///
 /// Releases what an `authorized` payment holds, or abandons one whose 3-D Secure challenge still
-/// waits; the payment ends `canceled` with `cancellation_reason` `voided` (README, "Authorize now,
+/// waits; the payment ends `canceled` with `cancellation_reason` `voided` (docs/guides/captures.md, "Authorize now,
 /// capture later"). The body is an empty object. Send an `Idempotency-Key`: the same key and body
 /// again answers with the first status, `Idempotent-Replayed: true` and the resource as it is now;
 /// the same key with another request (another body or path) is `422 idempotency_key_reused`
-/// (README, "Idempotency").
+/// (docs/guides/idempotency.md, "Idempotency").
 #[utoipa::path(post, path = "/v1/payments/{id}/cancel", tag = "payments",
     request_body(content = CancelBody, example = json!(crate::views::examples::cancel_request())),
     params(

@@ -1,7 +1,7 @@
 //! How much one client may ask of payorch in a while (issue #40; docs/PRODUCTION.md, "Limits
 //! and the addresses payorch believes"): reads per API key and per client address, the
 //! payer-return route per address, and failed authentications per address
-//! ([`failed_auth`]). Writes are limited by the new-key quota (README, "Rate of new keys"),
+//! ([`failed_auth`]). Writes are limited by the new-key quota (docs/guides/idempotency.md, "Rate of new keys"),
 //! which already costs them nothing on the hot path; they are not counted again here.
 //!
 //! A request over a limit is answered `429 rate_limited` before anything else is done, with

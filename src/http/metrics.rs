@@ -87,7 +87,7 @@ impl MetricsAccess {
 ///
 /// Requests and latency by route and status, the database pool, deliveries and the reapers, in
 /// Prometheus' text format. Served here unless the metrics have a listener of their own
-/// (`--metrics-bind`); a bearer token when the server was given one (README, "Alerts").
+/// (`--metrics-bind`); a bearer token when the server was given one (docs/operations/monitoring.md, "Alerts").
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     security((), ("metrics_token" = [])),
     responses(

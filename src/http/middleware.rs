@@ -118,7 +118,7 @@ fn percent_decoded(text: &str) -> std::borrow::Cow<'_, str> {
 /// Reads the whole request body before the handler runs: at most [`BODY_LIMIT`] bytes (a
 /// declared length over it is refused before a byte is read), and within the body timeout of
 /// the headers, so a client that stalls mid-body cannot hold a connection and its buffers
-/// (README, "Slow and greedy clients"). The handler then reads the body from memory.
+/// (docs/guides/api.md, "Slow and greedy clients"). The handler then reads the body from memory.
 pub async fn read_body_in_time(
     mut req: ServiceRequest,
     next: Next<impl MessageBody>,

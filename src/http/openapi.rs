@@ -49,7 +49,7 @@ impl Modify for BearerAuth {
 
 /// The document as served: what the annotations say (`api::ApiDoc`, made from the API's one
 /// list of routes), made to tell the whole truth about what every operation can answer and
-/// accept (README, "OpenAPI").
+/// accept (docs/guides/api.md, "OpenAPI").
 pub fn document(annotated: utoipa::openapi::OpenApi) -> Value {
     let mut doc = serde_json::to_value(annotated).unwrap_or_default();
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
@@ -100,7 +100,7 @@ fn servers() -> Value {
 }
 
 /// What payorch sends to a merchant's webhook endpoint (OpenAPI 3.1's `webhooks`): the event as
-/// `GET /v1/events/{id}` shows it, signed as Standard Webhooks v1 says (README, "What a
+/// `GET /v1/events/{id}` shows it, signed as Standard Webhooks v1 says (docs/guides/events.md, "What a
 /// delivery is", "Verifying a delivery", "Answering, and retries").
 fn event_delivery() -> Value {
     let header = |name: &str, description: &str, example: &str| {
@@ -340,7 +340,7 @@ fn describe_refund_fields(schema: &mut Value) {
     });
 }
 
-/// A new webhook endpoint's body, as `events::endpoints::fields` validates it (README,
+/// A new webhook endpoint's body, as `events::endpoints::fields` validates it (docs/guides/events.md,
 /// "Webhook endpoints"). That an `http` URL or a private address is refused depends on the
 /// server's flags, so the URL's schema says only what every server takes.
 fn describe_endpoint_fields(schema: &mut Value) {

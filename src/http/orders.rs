@@ -102,7 +102,7 @@ fn answer(done: OrderAnswer) -> HttpResponse {
 /// with `POST /v1/orders/{id}/payments`, or use `POST /v1/checkout` to do both at once. Send an
 /// `Idempotency-Key`: the same key and body again answers with the first status,
 /// `Idempotent-Replayed: true` and the resource as it is now; the same key with another request
-/// (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
+/// (another body or path) is `422 idempotency_key_reused` (docs/guides/idempotency.md, "Idempotency").
 #[utoipa::path(post, path = "/v1/orders", tag = "orders",
     request_body(content = CreateOrderBody, example = json!(crate::views::examples::create_order_request())),
     params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters")),
@@ -177,10 +177,10 @@ pub(crate) async fn show_order(
 ///
 /// Stripe's update semantics: each key given is set, a key given as `""` is removed, the other keys
 /// are kept. Allowed in any status: metadata is the merchant's own notes. The merged metadata must
-/// still hold at most 50 keys (README, "An order's metadata"). Send an `Idempotency-Key`: the same
+/// still hold at most 50 keys (docs/guides/checkout.md, "An order's metadata"). Send an `Idempotency-Key`: the same
 /// key and body again answers with the first status, `Idempotent-Replayed: true` and the order as
 /// it is now; the same key with another request (another body or path) is `422
-/// idempotency_key_reused` (README, "Idempotency").
+/// idempotency_key_reused` (docs/guides/idempotency.md, "Idempotency").
 #[utoipa::path(post, path = "/v1/orders/{id}", tag = "orders",
     request_body(content = UpdateOrderBody, example = json!(crate::views::examples::update_order_request())),
     params(
@@ -212,7 +212,7 @@ pub async fn update_order(
 /// attempt under way or paid is `409 order_not_cancelable` (to give money back, refund the
 /// payment). Send an `Idempotency-Key`: the same key and body again answers with the first status,
 /// `Idempotent-Replayed: true` and the resource as it is now; the same key with another request
-/// (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
+/// (another body or path) is `422 idempotency_key_reused` (docs/guides/idempotency.md, "Idempotency").
 #[utoipa::path(post, path = "/v1/orders/{id}/cancel", tag = "orders",
     params(
         ("id" = String, Path, description = "order id, `ord_…`", example = json!(crate::views::examples::ORDER)),

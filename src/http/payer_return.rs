@@ -1,5 +1,5 @@
 //! `GET /v1/payments/{id}/return`: where a provider sends the payer back after a 3-D Secure
-//! challenge (README, "3-D Secure"), so that payorch finishes the payment (Adyen's
+//! challenge (docs/guides/three-d-secure.md, "3-D Secure"), so that payorch finishes the payment (Adyen's
 //! `/payments/details`) before the merchant's page shows anything. A browser comes here, so
 //! it takes no API key: it only ever makes payorch ask the provider, never believes the
 //! query, and asks only about an attempt waiting for its payer, whose unguessable id the
@@ -23,7 +23,7 @@ use crate::payments::status::AttemptStatus;
 /// Not for your server: the provider sends the payer's browser here after a challenge (the URL is
 /// in `next_action`). payorch asks the provider what the challenge decided and redirects to your
 /// `return_url` with `payment_id` added; without a `return_url` it shows a page with the payment's
-/// status. Needs no API key (README, "3-D Secure").
+/// status. Needs no API key (docs/guides/three-d-secure.md, "3-D Secure").
 #[utoipa::path(get, path = "/v1/payments/{id}/return", tag = "payments",
     params(
         ("id" = String, Path, description = "payment attempt id, `pay_…`; the provider adds its own query parameters, which are passed on to it", example = json!(crate::views::examples::PAYMENT)),

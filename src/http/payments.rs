@@ -104,12 +104,12 @@ fn answer<T: Serialize>(paid: &Paid, body: &T) -> HttpResponse {
 /// Makes one attempt to pay the order with a provider's `payment_method` token (never card data),
 /// answered `201` with the attempt and `Location`: `succeeded`, `failed` (a decline: `failure_code`
 /// and `failure_message` say why; another attempt may follow), or `pending` (poll `Location`, or
-/// follow `next_action` for 3-D Secure: README, "3-D Secure"). `capture_method: manual` only
-/// authorizes: capture or cancel the hold later (README, "Authorize now, capture later"). At most
+/// follow `next_action` for 3-D Secure: docs/guides/three-d-secure.md, "3-D Secure"). `capture_method: manual` only
+/// authorizes: capture or cancel the hold later (docs/guides/captures.md, "Authorize now, capture later"). At most
 /// one attempt of an order runs at a time and a paid order takes no other. Send an
 /// `Idempotency-Key`: the same key and body again answers with the first status,
 /// `Idempotent-Replayed: true` and the resource as it is now; the same key with another request
-/// (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
+/// (another body or path) is `422 idempotency_key_reused` (docs/guides/idempotency.md, "Idempotency").
 #[utoipa::path(post, path = "/v1/orders/{id}/payments", tag = "payments",
     request_body(content = CreatePaymentBody, example = json!(crate::views::examples::create_payment_request())),
     params(
@@ -157,8 +157,8 @@ pub(crate) async fn pay_order(
 /// `next_action`) and `Location` naming the attempt. Send an `Idempotency-Key`: the same key and
 /// body again answers with the first status, `Idempotent-Replayed: true` and the resource as it is
 /// now; the same key with another request (another body or path) is `422 idempotency_key_reused`
-/// (README, "Idempotency"). Retrying with the same key never charges twice, even days later
-/// (README, "Payments").
+/// (docs/guides/idempotency.md, "Idempotency"). Retrying with the same key never charges twice, even days later
+/// (docs/guides/checkout.md, "Payments").
 #[utoipa::path(post, path = "/v1/checkout", tag = "payments",
     request_body(content = CheckoutBody, example = json!(crate::views::examples::checkout_request())),
     params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters")),

@@ -1,4 +1,4 @@
-//! Refunds as the API shows them (README, "Refunds"): `POST /v1/payments/{id}/refunds`,
+//! Refunds as the API shows them (docs/guides/refunds.md, "Refunds"): `POST /v1/payments/{id}/refunds`,
 //! `GET /v1/refunds/{id}`, and support's `POST /v1/support/refunds/{id}/reconcile`.
 
 use actix_web::http::header;
@@ -62,9 +62,9 @@ fn problem(err: RefundError, payment_id: PaymentId) -> ApiError {
 /// Gives back `amount` (absent: all that is left) of a `succeeded` payment, answered `201` with the
 /// refund (`succeeded`, `failed`, or `pending`: poll `Location`). Several partial refunds may
 /// follow one another up to what was paid; more is `409 refund_exceeds_payment`, naming what is
-/// left (README, "Refunds"). Send an `Idempotency-Key`: the same key and body again answers with
+/// left (docs/guides/refunds.md, "Refunds"). Send an `Idempotency-Key`: the same key and body again answers with
 /// the first status, `Idempotent-Replayed: true` and the resource as it is now; the same key with
-/// another request (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
+/// another request (another body or path) is `422 idempotency_key_reused` (docs/guides/idempotency.md, "Idempotency").
 #[utoipa::path(post, path = "/v1/payments/{id}/refunds", tag = "refunds",
     request_body(content = CreateRefundBody, example = json!(crate::views::examples::create_refund_request())),
     params(

@@ -1,5 +1,5 @@
 //! `GET`/`PUT /v1/merchants/{id}/routing`: which providers a merchant's payments try, in
-//! order, with per-currency orders of their own (README, "Routing and failover").
+//! order, with per-currency orders of their own (docs/guides/routing.md, "Routing and failover").
 
 use std::collections::BTreeMap;
 
@@ -82,7 +82,7 @@ fn view(state: &AppState, merchant_id: MerchantId, stored: Option<Routing>) -> R
 /// Retrieve a merchant's provider routing
 ///
 /// The providers a new payment of the merchant tries, in order, and per currency: the merchant's
-/// own (`source: merchant`) or every configured provider (`source: default`) (README, "Routing and
+/// own (`source: merchant`) or every configured provider (`source: default`) (docs/guides/routing.md, "Routing and
 /// failover").
 #[utoipa::path(get, path = "/v1/merchants/{id}/routing", tag = "merchants",
     params(("id" = String, Path, description = "merchant id, `mer_…`", example = json!(crate::views::examples::MERCHANT))),
@@ -106,7 +106,7 @@ pub async fn get_routing(
 ///
 /// Replaces the merchant's provider order, and per currency; every name must be a configured
 /// provider. Applies to new payments on every replica within a second; attempts under way keep
-/// their provider. A support key with the `operate` role; every change is audited (README, "Routing
+/// their provider. A support key with the `operate` role; every change is audited (docs/guides/routing.md, "Routing
 /// and failover").
 #[utoipa::path(put, path = "/v1/merchants/{id}/routing", tag = "merchants",
     params(("id" = String, Path, description = "merchant id, `mer_…`", example = json!(crate::views::examples::MERCHANT))),

@@ -1,5 +1,5 @@
 //! `/v1/support/payments…`: support staff find any payment, read its whole story, ask the
-//! provider about it now, and list what needs a human (README, "Support"). Support keys only;
+//! provider about it now, and list what needs a human (docs/guides/support.md, "Support"). Support keys only;
 //! every read and action is logged with the key's name, and every action (a write) needs the
 //! `operate` role and is audited ([`crate::payments::support::audit`]).
 
@@ -54,7 +54,7 @@ pub(crate) async fn operator(state: &AppState, caller: &Caller) -> Result<Actor,
     support_actor(state, caller).await
 }
 
-/// Takes a provider-driven action on record (README, "Support"): its ask is written before
+/// Takes a provider-driven action on record (docs/guides/support.md, "Support"): its ask is written before
 /// `action` runs — if it cannot be, the action is not taken, and the caller is answered `503`
 /// or `500` with nothing moved (pressing again is safe) — and its outcome once it has
 /// answered: `after` of what it answered, or `{"error": code}` when it failed. An outcome that
@@ -187,7 +187,7 @@ fn text(raw: &str) -> Result<String, String> {
 /// Search payment attempts (support)
 ///
 /// Attempts across merchants, newest first, filtered by the query's parameters and paginated with
-/// `starting_after` while `has_more` is true. Support keys only (README, "Support").
+/// `starting_after` while `has_more` is true. Support keys only (docs/guides/support.md, "Support").
 #[utoipa::path(get, path = "/v1/support/payments", tag = "support",
     params(SearchParams),
     security(("bearer" = [])),
@@ -258,7 +258,7 @@ pub async fn search_payments(
 /// Everything support needs to answer "what happened to this payment": the attempt, its order and
 /// the order's other attempts, its status timeline, each call to the provider, the provider's
 /// webhooks, its refunds, captures and voids, the idempotency key that made it, the events sent to
-/// the merchant with their deliveries, and what support did to it. Support keys only (README,
+/// the merchant with their deliveries, and what support did to it. Support keys only (docs/guides/support.md,
 /// "Support").
 #[utoipa::path(get, path = "/v1/support/payments/{id}", tag = "support",
     params(("id" = String, Path, description = "payment id, `pay_…`", example = json!(crate::views::examples::PAYMENT))),
@@ -361,7 +361,7 @@ pub struct AttentionParams {
 /// Up to `limit` of each kind of trouble payorch cannot settle alone: attempts stuck `pending`,
 /// failures the provider has no record of, attempts the provider contradicts, stuck refunds,
 /// provider webhooks in conflict, and merchants' webhook endpoints that were disabled. Support keys
-/// only (README, "Support").
+/// only (docs/guides/support.md, "Support").
 #[utoipa::path(get, path = "/v1/support/needs-a-human", tag = "support",
     params(AttentionParams),
     security(("bearer" = [])),

@@ -1,5 +1,5 @@
 //! `POST /v1/webhook_endpoints`, `GET /v1/webhook_endpoints`, `GET …/{id}`, `DELETE …/{id}`
-//! and `POST …/{id}/rotate_secret` (README, "Webhook endpoints"). The two POSTs are keyed
+//! and `POST …/{id}/rotate_secret` (docs/guides/events.md, "Webhook endpoints"). The two POSTs are keyed
 //! like every state-changing POST; what their replays show is said in
 //! [`crate::events::endpoints::command`].
 
@@ -153,10 +153,10 @@ fn answer(done: EndpointAnswer) -> HttpResponse {
 ///
 /// payorch will POST each event of the `enabled_events` types (or `["*"]`: every type) to `url`,
 /// signed with the endpoint's `secret`, which this answer shows once: keep it to verify deliveries
-/// (README, "Events and webhook endpoints", "Verifying a delivery"). At most 16 endpoints per
+/// (docs/guides/events.md, "Events and webhook endpoints", "Verifying a delivery"). At most 16 endpoints per
 /// merchant. Send an `Idempotency-Key`: the same key and body again answers with the first status,
 /// `Idempotent-Replayed: true` and the resource as it is now; the same key with another request
-/// (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
+/// (another body or path) is `422 idempotency_key_reused` (docs/guides/idempotency.md, "Idempotency").
 #[utoipa::path(post, path = "/v1/webhook_endpoints", tag = "webhook endpoints",
     request_body(content = CreateEndpointBody, example = json!(crate::views::examples::create_endpoint_request())),
     params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters")),
@@ -185,10 +185,10 @@ pub async fn create_endpoint(
 /// Rotate a webhook endpoint's secret
 ///
 /// Makes a new signing `secret`, shown in this answer; for 24 hours deliveries carry two
-/// signatures, one under each secret, so your receiver can switch without missing one (README,
+/// signatures, one under each secret, so your receiver can switch without missing one (docs/guides/events.md,
 /// "Webhook endpoints"). Send an `Idempotency-Key`: the same key and body again answers with the
 /// first status, `Idempotent-Replayed: true` and the resource as it is now; the same key with
-/// another request (another body or path) is `422 idempotency_key_reused` (README, "Idempotency").
+/// another request (another body or path) is `422 idempotency_key_reused` (docs/guides/idempotency.md, "Idempotency").
 #[utoipa::path(post, path = "/v1/webhook_endpoints/{id}/rotate_secret", tag = "webhook endpoints",
     params(
         ("id" = String, Path, description = "webhook endpoint id, `we_…`", example = json!(crate::views::examples::ENDPOINT)),

@@ -23,7 +23,7 @@ pub struct WebhookReceipt {
 ///
 /// For the provider, not for merchants: a signed event of the provider named in the path
 /// (`stripe`), checked against its signature on the raw bytes, recorded once (a redelivery is a
-/// `duplicate` that changes nothing) and applied to the attempt or refund it names (README,
+/// `duplicate` that changes nothing) and applied to the attempt or refund it names (docs/guides/provider-webhooks.md,
 /// "Webhooks").
 #[utoipa::path(post, path = "/v1/webhooks/{provider}", tag = "webhooks",
     params(

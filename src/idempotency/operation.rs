@@ -56,7 +56,7 @@ operations! {
     RotateWebhookSecret => "rotate_webhook_secret", "/v1/webhook_endpoints/{id}/rotate_secret", KeyTtl::Order;
     CapturePayment => "capture_payment", "/v1/payments/{id}/capture", KeyTtl::Payment;
     CancelPayment => "cancel_payment", "/v1/payments/{id}/cancel", KeyTtl::Payment;
-    /// An order's metadata changed (README, "An order's metadata").
+    /// An order's metadata changed (docs/guides/checkout.md, "An order's metadata").
     UpdateOrder => "update_order", "/v1/orders/{id}", KeyTtl::Order;
 }
 

@@ -1,4 +1,4 @@
-//! The request behind a change, as the events of the change name it (README, "Events and
+//! The request behind a change, as the events of the change name it (docs/guides/events.md, "Events and
 //! webhook endpoints"; docs/DESIGN.md, "The outbox").
 //!
 //! Events are written by the database's triggers, which cannot see the HTTP request. So every

@@ -11,7 +11,7 @@
 //! writes this replica's counts (its own rows only, so no replica waits on another) and reads
 //! the sum of everyone else's. The quota is therefore exact within a replica and
 //! approximate across replicas: a burst spread over N replicas can overshoot by what the
-//! others opened since their last sync, at most one interval's worth (README, "Rate of new
+//! others opened since their last sync, at most one interval's worth (docs/guides/idempotency.md, "Rate of new
 //! keys").
 
 use std::collections::HashMap;

@@ -5,7 +5,7 @@
 //! A key that made an order or a cancel is deleted at its TTL. A key that made a payment or
 //! refund is first retired (`expired`: the stored response goes, the resource it names stays,
 //! and a retry answers `409 idempotency_key_expired`) until the end of its horizon, and only
-//! then deleted (README, "A key's life"). The database refuses any other order
+//! then deleted (docs/guides/idempotency.md, "A key's life"). The database refuses any other order
 //! (migrations `…_key_retirement`).
 
 use std::sync::Arc;

@@ -44,7 +44,7 @@ pub struct Recorded {
 }
 
 /// The payment or refund that a key past its TTL made: named to a late retry instead of being
-/// made again (README, "A key's life").
+/// made again (docs/guides/idempotency.md, "A key's life").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpiredKey {
     /// `payment_attempt` or `refund`.

@@ -1,6 +1,6 @@
 //! How a payment is to be taken, besides with what: captured at once or held for a later
 //! capture (`capture_method`), and where the payer comes back to after a 3-D Secure
-//! challenge (`return_url`) (README, "Authorize now, capture later", "3-D Secure").
+//! challenge (`return_url`) (docs/guides/captures.md, "Authorize now, capture later", "3-D Secure").
 
 use reqwest::Url;
 

@@ -1,4 +1,4 @@
-//! Which providers a payment tries, in order (README, "Routing and failover"): the
+//! Which providers a payment tries, in order (docs/guides/routing.md, "Routing and failover"): the
 //! merchant's list, or its list for the payment's currency, else every configured provider
 //! in the configured order. Read through a small in-process cache, so the checkout's hot path
 //! asks the database at most once per merchant per `ttl`; a change made on another replica

@@ -70,7 +70,7 @@ impl Payments {
     /// Where a provider sends the payer back after a challenge: payorch's own
     /// `GET /v1/payments/{id}/return`, which asks the provider for the outcome (Adyen's
     /// `/payments/details`) before it sends the payer on to the merchant's `return_url`
-    /// (README, "3-D Secure").
+    /// (docs/guides/three-d-secure.md, "3-D Secure").
     pub fn payer_return_url(&self, attempt: PaymentId) -> String {
         format!("{}/v1/payments/{attempt}/return", self.public_url)
     }

@@ -1,4 +1,4 @@
-//! A circuit breaker per provider (README, "Routing and failover"). It opens after
+//! A circuit breaker per provider (docs/guides/routing.md, "Routing and failover"). It opens after
 //! `threshold` definite unavailabilities in a row (connection refused, "not processed"), so
 //! new payments stop waiting on a provider that is down and fail over at once; after
 //! `cool_down` one payment at a time is let through as a probe, and the first answer from

@@ -1,4 +1,4 @@
-//! What payorch keeps of a provider's webhook (README, "Webhooks"; docs/PRODUCTION.md,
+//! What payorch keeps of a provider's webhook (docs/guides/provider-webhooks.md, "Webhooks"; docs/PRODUCTION.md,
 //! section 6): `provider_webhooks.payload` holds the event through an allowlist, per provider,
 //! of what payorch and support read — the event's id, type and time, the object's id,
 //! status, amount and currency, the metadata payorch set, the failure's code and message,

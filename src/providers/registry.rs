@@ -1,4 +1,4 @@
-//! The providers payorch is configured with, by name (README, "Routing and failover"). An
+//! The providers payorch is configured with, by name (docs/guides/routing.md, "Routing and failover"). An
 //! attempt records the name of the provider it was sent to, and everything that later asks
 //! about it (the reconciler, support, refunds, webhooks) finds its adapter here by that name.
 

@@ -1,7 +1,7 @@
 //! Every call to a provider in a `tracing` span of its own, `provider.call`, with the
 //! provider's name, the operation, and what came back: so a slow checkout's time reads from
 //! one trace as its claim (`idempotency.claim`), its statements (`db.statement`) and its
-//! provider calls (README, "Tracing"). At `debug` under [`crate::telemetry::TRACE`], like the
+//! provider calls (docs/operations/monitoring.md, "Tracing"). At `debug` under [`crate::telemetry::TRACE`], like the
 //! others: off unless asked for.
 
 use std::sync::Arc;

@@ -12,7 +12,7 @@ use tracing_subscriber::{fmt, EnvFilter};
 
 /// The target of the write path's spans (`idempotency.claim`, `db.statement`,
 /// `provider.call`), at `debug`: off by default, so a request pays nothing for them; on with
-/// `--log-spans` or `RUST_LOG=payorch::trace=debug` (README, "Tracing").
+/// `--log-spans` or `RUST_LOG=payorch::trace=debug` (docs/operations/monitoring.md, "Tracing").
 pub const TRACE: &str = "payorch::trace";
 
 pub fn init(json: bool, spans: bool) {

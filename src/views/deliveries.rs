@@ -1,5 +1,5 @@
 //! What support sees of an event's way to the merchant: its deliveries (one event to one
-//! endpoint) and every send of them (README, "Support").
+//! endpoint) and every send of them (docs/guides/support.md, "Support").
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

@@ -69,7 +69,7 @@ pub fn create_endpoint_request() -> Value {
     })
 }
 
-/// A Stripe event as the provider signs and sends it (README, "Webhooks").
+/// A Stripe event as the provider signs and sends it (docs/guides/provider-webhooks.md, "Webhooks").
 pub fn stripe_event() -> Value {
     json!({
         "id": "evt_3QkX2aLkdIwHu7ix0a1b2c3d",

@@ -1,4 +1,4 @@
-//! A capture or void of a payment's hold, as the API shows it (README, "Authorize now,
+//! A capture or void of a payment's hold, as the API shows it (docs/guides/captures.md, "Authorize now,
 //! capture later").
 
 use chrono::{DateTime, Utc};

@@ -1,4 +1,4 @@
-//! A support action as the payment's story shows it (README, "Support").
+//! A support action as the payment's story shows it (docs/guides/support.md, "Support").
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

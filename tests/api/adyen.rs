@@ -1,7 +1,7 @@
-//! payorch paying through the sandbox's Adyen face (README, "Routing and failover"): the
+//! payorch paying through the sandbox's Adyen face (docs/guides/routing.md, "Routing and failover"): the
 //! same fault tokens end the same way as through Stripe, notifications settle payments, and
 //! a notification is applied once however often and in whatever order it comes, and never
-//! with a bad signature. Refunds of Adyen payments (README, "Refunds") settle by their
+//! with a bad signature. Refunds of Adyen payments (docs/guides/refunds.md, "Refunds") settle by their
 //! notification or the reconciler's status check, once, and never past what was taken.
 
 use std::time::Duration;

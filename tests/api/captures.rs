@@ -1,5 +1,5 @@
 //! Authorize now, capture later, over real HTTP, real PostgreSQL and the sandbox, whose ledger
-//! of holds, captures and voids is the judge (README, "Authorize now, capture later"): a
+//! of holds, captures and voids is the judge (docs/guides/captures.md, "Authorize now, capture later"): a
 //! manual payment holds money; a capture takes at most what was held, once, even when the
 //! provider's answer is lost or fails before or after the capture; a void releases it.
 

@@ -1,4 +1,4 @@
-//! The database's primary fails over under a running server (README, "Several database hosts:
+//! The database's primary fails over under a running server (docs/operations/running.md, "Several database hosts:
 //! failover"; docs/DESIGN.md, "Database failover"): a private cluster and its synchronous streaming standby, both
 //! named in one multi-host URL, the old primary listed first. No HA manager here: the test
 //! plays it, killing the primary and promoting the standby by hand. The formation with

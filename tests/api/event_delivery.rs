@@ -1,4 +1,4 @@
-//! Delivering events (README, "What a delivery is" to "Answering, and retries";
+//! Delivering events (docs/guides/events.md, "What a delivery is" to "Answering, and retries";
 //! docs/DESIGN.md, "Delivering events"): the app's own delivery worker sends to a real HTTP
 //! receiver on loopback (wiremock), which records every request and answers as each test
 //! says.

@@ -1,5 +1,6 @@
 //! `GET /v1/events`, `GET /v1/events/{id}`, the event reaper and what support sees of events
-//! (README, "Events and webhook endpoints" and "Support"). Endpoints, deliveries and their
+//! (docs/guides/events.md, "Events and webhook endpoints";
+//! docs/guides/support.md, "Support"). Endpoints, deliveries and their
 //! sends are written by SQL with states a delivery worker leaves alone (final, or due far
 //! ahead), so what each test reads is what it wrote.
 

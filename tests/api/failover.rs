@@ -1,4 +1,4 @@
-//! Routing between two providers and failover (README, "Routing and failover"): `a` is the
+//! Routing between two providers and failover (docs/guides/routing.md, "Routing and failover"): `a` is the
 //! app's sandbox behind a door the test can shut, spoken to as Stripe; `b` a second sandbox
 //! spoken to as Adyen. The two ledgers are the judge: one charge per intent at most, across
 //! both.

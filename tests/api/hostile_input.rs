@@ -1,5 +1,5 @@
 //! Input made to confuse or to slip card data past payorch: refused with the right problem,
-//! nothing stored, no card number echoed (README, "Card data" and "Text fields").
+//! nothing stored, no card number echoed (docs/guides/api.md, "Card data" and "Text fields").
 
 use serde_json::{json, Value};
 

@@ -1,4 +1,4 @@
-//! A key's life past its TTL (README, "A key's life"): a key whose payment or refund is still
+//! A key's life past its TTL (docs/guides/idempotency.md, "A key's life"): a key whose payment or refund is still
 //! open never expires; once its work is final and its TTL has passed, a same-key retry answers
 //! `409 idempotency_key_expired` naming what it made, until the horizon ends. Judged by the
 //! sandbox's ledger: a late retry never charges or refunds a second time.

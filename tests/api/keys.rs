@@ -1,4 +1,4 @@
-//! Keys with a life (README, "Commands"; docs/PRODUCTION.md, section 3): several keys per
+//! Keys with a life (docs/operations/commands.md, "Commands"; docs/PRODUCTION.md, section 3): several keys per
 //! merchant, rotation with an overlap, revocation honoured by every replica within a second,
 //! `last_used_at`; support keys with a role, and every support write audited.
 

@@ -1,4 +1,4 @@
-//! What an operator watches (README, "Alerts" and "Monitoring"): the metrics the alert rules
+//! What an operator watches (docs/operations/monitoring.md, "Alerts" and "Monitoring"): the metrics the alert rules
 //! and the dashboard under `ops/` read, and logs that stay plain text off a terminal.
 
 use std::process::Stdio;

@@ -35,7 +35,7 @@ async fn an_overlong_request_target_is_414_problem_json() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let app = TestApp::spawn().await;
     let address = app.url("").trim_start_matches("http://").to_string();
-    // Up to 64 KiB: past it the HTTP layer refuses the target itself (README, "OpenAPI").
+    // Up to 64 KiB: past it the HTTP layer refuses the target itself (docs/guides/api.md, "OpenAPI").
     for length in [9_000, 60_000] {
         // Raw: HTTP clients refuse to send such a target at all.
         let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();

@@ -1,4 +1,4 @@
-//! The outbox (README, "Events and webhook endpoints"; docs/DESIGN.md, "The outbox"): every
+//! The outbox (docs/guides/events.md, "Events and webhook endpoints"; docs/DESIGN.md, "The outbox"): every
 //! change a merchant cares about writes exactly one event in the change's own statement,
 //! showing the resource as `GET` showed it then and naming the request that caused it, or
 //! none when a webhook, the reconciler or support did.

@@ -1,6 +1,6 @@
 //! More than payorch can serve: a request the database pool could not serve in time is
 //! refused on arrival with `503` and nothing written, and a client that gives up frees its
-//! place in the connection budget at once (README, "Overload").
+//! place in the connection budget at once (docs/guides/api.md, "Overload").
 
 use std::net::SocketAddr;
 use std::time::Duration;

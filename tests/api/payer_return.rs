@@ -1,4 +1,4 @@
-//! `GET /v1/payments/{id}/return` (README, "3-D Secure"): the provider sends the payer back to
+//! `GET /v1/payments/{id}/return` (docs/guides/three-d-secure.md, "3-D Secure"): the provider sends the payer back to
 //! payorch, which asks the provider what the challenge decided, records it, and only then
 //! sends the payer on to the merchant's `return_url` with `payment_id`. What the browser
 //! brings is never believed: the sandbox ledger and the provider's own answer are the judges.

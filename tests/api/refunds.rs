@@ -1,4 +1,4 @@
-//! Refunds (README, "Refunds"): never more back than was taken, whatever races, faults or
+//! Refunds (docs/guides/refunds.md, "Refunds"): never more back than was taken, whatever races, faults or
 //! hand-written SQL do. The sandbox's refund ledger is the judge of what went back.
 
 use std::time::Duration;

@@ -137,7 +137,7 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
         .map(KeyOwner::role);
     let events = || EventType::ALL.map(EventType::as_str);
     // The words a refund, or a capture or void of a hold, takes: an attempt's, without the
-    // hold and the release (README, "Refunds"); kept open while `created` or `pending`.
+    // hold and the release (docs/guides/refunds.md, "Refunds"); kept open while `created` or `pending`.
     let refund_words = ["created", "pending", "succeeded", "failed"];
     let refund_open = ["created", "pending"];
     let refund_final = ["succeeded", "failed"];
@@ -148,7 +148,7 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
         mirror: Mirror::Same {
             words: CallKind::ALL.map(CallKind::as_str).into(),
             // Stripe's search, which calls logged before #39 and payorch no longer asks
-            // (README, "At the real providers"): the old rows keep their word.
+            // (docs/guides/checkout.md, "At the real providers"): the old rows keep their word.
             legacy: &["search"],
         },
     };

@@ -1,6 +1,6 @@
 //! Clients that stall or crowd: a body that never finishes is cut, and a flood of
 //! connections from one address neither stops the service answering others nor keeps its
-//! memory (README, "Slow and greedy clients").
+//! memory (docs/guides/api.md, "Slow and greedy clients").
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::Stdio;

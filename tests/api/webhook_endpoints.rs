@@ -1,4 +1,4 @@
-//! Webhook endpoints (README, "Webhook endpoints"): made and rotated under an Idempotency-Key
+//! Webhook endpoints (docs/guides/events.md, "Webhook endpoints"): made and rotated under an Idempotency-Key
 //! like every POST, their secret shown only to the request that made it, read by their
 //! merchant and support, soft-deleted with their pending deliveries canceled.
 

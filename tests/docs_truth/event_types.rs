@@ -16,7 +16,7 @@ fn the_event_table_lists_every_type_sent_and_no_other() {
     assert!(
         !tables.is_empty(),
         "no table headed `| event type | sent when |` in README.md or docs/: the merchant's \
-         list of event types (README, \"Events and webhook endpoints\") is checked there"
+         list of event types (docs/guides/events.md, \"Events and webhook endpoints\") is checked there"
     );
     let sent: BTreeSet<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
     let mut problems = Vec::new();

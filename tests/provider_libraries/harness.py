@@ -1,7 +1,7 @@
 """What the two provider-library scripts share (stripe_flows.py, adyen_flows.py).
 
 Each script is run by tests/provider_libraries.rs against a sandbox it started
-(`payorch sandbox`, README "Commands"): the script opens a receiver for the sandbox's
+(`payorch sandbox`, docs/guides/test-cards.md "The sandbox"): the script opens a receiver for the sandbox's
 webhooks or notifications, prints its address on a line of its own, waits for the test to
 point the sandbox at it, runs its flows through the provider's own library, and exits 1 if
 any check failed, naming each one.
@@ -120,7 +120,7 @@ class Receiver:
 
 def pass_challenge(page_url, button="complete"):
     """Does what a shopper's browser does on the sandbox's 3-D Secure page, whose buttons
-    are forms (README, "Commands" and "3-D Secure"): loads the page, submits the form of
+    are forms (docs/guides/test-cards.md, "The sandbox" and "3-D Secure"): loads the page, submits the form of
     `button`, and follows the redirect back to the merchant's return URL. Returns the
     page's status and the URL the browser ended at."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -3,7 +3,7 @@
 
 Reads one JSON object on stdin: {"secret": "whsec_…", "headers": {name: value}, "body": "…"}
 (the body as the exact text that was sent). Verifies it as the Standard Webhooks
-specification v1 says (README, "Events and webhook endpoints"), with the reference library
+specification v1 says (docs/guides/events.md, "Events and webhook endpoints"), with the reference library
 `standardwebhooks` from PyPI when it is importable — .ci/run installs it, pinned, in the venv
 `cargo test` runs with — and otherwise with the few lines of the standard library below, so
 that `cargo test` on a machine without the package still checks the signature against code

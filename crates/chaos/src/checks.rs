@@ -52,7 +52,7 @@ pub(crate) struct Facts {
     pub(crate) refund_transitions: HashMap<String, Vec<(Option<String>, String)>>,
     pub(crate) charges: Vec<LedgerEntry>,
     pub(crate) ledger_refunds: Vec<RefundEntry>,
-    /// The ledger's holds, captures and voids (README, "Authorize now, capture later").
+    /// The ledger's holds, captures and voids (docs/guides/captures.md, "Authorize now, capture later").
     pub(crate) holds: Vec<HoldEntry>,
     pub(crate) captures: Vec<CaptureEntry>,
     pub(crate) voids: Vec<VoidEntry>,
@@ -445,7 +445,7 @@ pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Fact
     facts.voids = serde_json::from_value(ledger["voids"].clone())
         .map_err(|e| format!("the ledger's voids: {e}"))?;
     // A ledger that forgot some of the run cannot judge it: what it no longer lists would
-    // read as never charged (README, "The sandbox's memory").
+    // read as never charged (docs/operations/running.md, "The sandbox's memory").
     let forgotten: Forgotten = serde_json::from_value(ledger["forgotten"].clone())
         .map_err(|e| format!("the ledger's forgotten: {e}"))?;
     if forgotten != Forgotten::default() {

@@ -3,7 +3,7 @@
 //! until it has a final answer. Every answer is kept, so the checks can see whether one
 //! intent was ever told about two payments. One checkout in four holds the money instead
 //! (`capture_method: manual`) and then captures all of it, or a part, or voids it, under a key
-//! of its own kept across retries the same way (README, "Authorize now, capture later").
+//! of its own kept across retries the same way (docs/guides/captures.md, "Authorize now, capture later").
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +16,7 @@ use crate::pace::Pace;
 use crate::strict::{self, Protocol};
 
 /// The payment methods of the run, in turn: mostly cards that pay, and each of the sandbox's
-/// faults (README, "Commands": `payorch sandbox --help`).
+/// faults (docs/operations/commands.md, "Commands": `payorch sandbox --help`).
 pub(crate) const METHODS: [&str; 20] = [
     "pm_card_visa",
     "pm_sandbox_lost_response",
@@ -56,7 +56,7 @@ pub(crate) const MANUAL_METHODS: [&str; 10] = [
     "pm_sandbox_capture_lost_response",
 ];
 
-/// The refund faults, in turn (`reason` names the sandbox fault; README, "Refunds").
+/// The refund faults, in turn (`reason` names the sandbox fault; docs/guides/refunds.md, "Refunds").
 pub(crate) const REFUND_REASONS: [Option<&str>; 6] = [
     None,
     Some("sandbox_lost_response"),

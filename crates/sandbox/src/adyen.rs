@@ -374,7 +374,7 @@ pub(super) fn payment(sb: &Sandbox, psp: &str) -> Lookup<PaymentIntent> {
     }
 }
 
-/// Why the sandbox cannot answer about payment `psp` (README, "The sandbox's memory").
+/// Why the sandbox cannot answer about payment `psp` (docs/operations/running.md, "The sandbox's memory").
 pub(super) fn forgotten_payment(sb: &Sandbox, psp: &str) -> String {
     format!(
         "The sandbox no longer keeps payment {psp}: it keeps the last {} (--keep-intents); GET \

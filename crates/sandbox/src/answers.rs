@@ -16,7 +16,7 @@ use super::store::{Begin, Replay, StoredResponse};
 use super::{random_id, Sandbox};
 use payorch_wire::stripe::{ApiError, ErrorBody, PaymentIntent};
 
-/// The answer about an intent or refund the sandbox made and no longer keeps (README, "The
+/// The answer about an intent or refund the sandbox made and no longer keeps (docs/operations/running.md, "The
 /// sandbox's memory"): `410`, never the `404` that would say it was never made. payorch reads
 /// it, as any refused lookup, as saying nothing about the charge.
 pub(super) fn forgotten(sb: &Sandbox, param: &str, id: &str) -> HttpResponse {

@@ -1,4 +1,5 @@
-//! The Stripe face's captures and cancels (README, "The sandbox's memory" and "Commands";
+//! The Stripe face's captures and cancels (docs/operations/running.md, "The sandbox's memory";
+//! docs/guides/test-cards.md, "The sandbox";
 //! docs/DESIGN.md, "The provider protocol"), made by `modify`:
 //!
 //! - `POST /v1/payment_intents/{id}/capture` (`amount_to_capture`, at most

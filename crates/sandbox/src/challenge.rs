@@ -146,7 +146,7 @@ fn not_found(id: &str) -> HttpResponse {
     page(StatusCode::NOT_FOUND, "No such payment", &body)
 }
 
-/// README, "The sandbox's memory": made here and no longer kept, which is not "never made".
+/// docs/operations/running.md, "The sandbox's memory": made here and no longer kept, which is not "never made".
 fn gone(id: &str) -> HttpResponse {
     let body = format!(
         "<p>The sandbox no longer keeps payment {} (--keep-intents).</p>",

@@ -1,6 +1,6 @@
 //! An intent as the store keeps it: every field of the wire `PaymentIntent`, in about a
 //! quarter of the memory (its strings packed into one allocation, its status and constants
-//! not spelled out), so that the window of intents the sandbox remembers (README, "The
+//! not spelled out), so that the window of intents the sandbox remembers (docs/operations/running.md, "The
 //! sandbox's memory") can be long. Its captures and cancels are kept with it, and go with it.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! A capture or a cancel of a payment, as the sandbox keeps it with its intent (README, "The
+//! A capture or a cancel of a payment, as the sandbox keeps it with its intent (docs/operations/running.md, "The
 //! sandbox's memory"): what the ledger's `captures` and `voids` show, and what a replay of
 //! the Adyen face's answer is made from once that answer is no longer kept byte for byte.
 

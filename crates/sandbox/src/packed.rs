@@ -1,6 +1,6 @@
 //! Strings in one allocation. A kept intent has a dozen short strings (its id, its metadata,
 //! its keys); as `String`s each costs an allocation of its own and 24 bytes besides, which
-//! over the window of intents the sandbox keeps (README, "The sandbox's memory") is most of
+//! over the window of intents the sandbox keeps (docs/operations/running.md, "The sandbox's memory") is most of
 //! what an intent costs.
 
 /// Strings, each behind its length (LEB128: one byte below 128), in one boxed buffer.

@@ -1,4 +1,4 @@
-//! `POST /v1/refunds` and `GET /v1/refunds/{id}`: Stripe's Refunds protocol (README,
+//! `POST /v1/refunds` and `GET /v1/refunds/{id}`: Stripe's Refunds protocol (docs/guides/refunds.md,
 //! "Refunds"), with the same idempotency semantics as charges and the same faults, chosen
 //! per refund by `metadata[sandbox_fault]`, or by a `metadata[reason]` of `sandbox_` and the
 //! fault's name (what payorch sends for a refund whose `reason` names one, as a card token

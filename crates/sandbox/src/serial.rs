@@ -1,7 +1,7 @@
 //! Ids that carry their place in the store: `pi_` (or `re_`), eight letters that spell the
 //! serial number (in base 52), then sixteen random alphanumerics — Stripe's 24 characters
 //! after the prefix. From an id alone the store finds the intent or refund, and knows whether
-//! it made it and forgot it since (README, "The sandbox's memory") or never made it.
+//! it made it and forgot it since (docs/operations/running.md, "The sandbox's memory") or never made it.
 //!
 //! Letters only, so that a serial never joins a run of random digits (payorch's card-number
 //! check looks at digit runs in request targets); 52⁸ is about 5·10¹³ serials.

@@ -1,5 +1,5 @@
 //! The sandbox's memory: payment intents, refunds, the ledger and the idempotency keys,
-//! bounded (README, "The sandbox's memory"):
+//! bounded (docs/operations/running.md, "The sandbox's memory"):
 //!
 //! - the last `intents` intents (`KeptIntent`: every field, compactly) and the last `intents`
 //!   refunds; an older one is forgotten, and counted in `Forgotten`, which the ledger shows so

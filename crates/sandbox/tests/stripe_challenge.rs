@@ -1,4 +1,4 @@
-//! 3-D Secure on the Stripe face (README, "Commands"): `pm_card_threeDSecure2Required` waits
+//! 3-D Secure on the Stripe face (docs/guides/test-cards.md, "The sandbox"): `pm_card_threeDSecure2Required` waits
 //! in `requires_action` with a redirect to the sandbox's own challenge page, whose first
 //! button pressed decides; the customer comes back to `return_url` with Stripe's parameters.
 

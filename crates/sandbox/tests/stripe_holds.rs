@@ -1,4 +1,4 @@
-//! The Stripe face's authorise-then-capture and cancel (README, "Commands"): a manual
+//! The Stripe face's authorise-then-capture and cancel (docs/guides/test-cards.md, "The sandbox"): a manual
 //! capture holds, a capture takes all or part of the hold once, a cancel releases it, each
 //! with Stripe's idempotency, errors and webhooks, and the ledger tells holds, captures and
 //! voids apart.

@@ -1,4 +1,4 @@
-//! Jitter for waits that many callers start at once (README, "Payments"): after
+//! Jitter for waits that many callers start at once (docs/guides/checkout.md, "Payments"): after
 //! a provider outage every open attempt was checked, and failed, at about the same moment, so
 //! an exact schedule would bring all their next checks, and a sender's retries, back in one
 //! burst. Each wait is drawn uniformly from [`LOW`, `HIGH`] × its nominal value: the mean is

@@ -4,7 +4,7 @@
 //! ([`crate::payments::orders::command::run`]). Each is database-only: its work runs once per
 //! key, in the claim statement ([`super::keyed`]).
 //!
-//! What an answer shows (README, "Webhook endpoints"): the endpoint and the secret that signs
+//! What an answer shows (docs/guides/events.md, "Webhook endpoints"): the endpoint and the secret that signs
 //! for it. Fresh, the secret the request made. Replayed, the endpoint **as it is now** (the
 //! protocol keeps no response body; docs/DESIGN.md, "The Idempotency-Key protocol") with the
 //! secret that signs now: the one the request made, or, if the endpoint was rotated since,

@@ -1,5 +1,5 @@
 //! A new endpoint's fields as the request gave them, and what is made of them: every problem
-//! at once, each named by its JSON pointer, as an order's are (README, "Webhook endpoints").
+//! at once, each named by its JSON pointer, as an order's are (docs/guides/events.md, "Webhook endpoints").
 
 use std::collections::BTreeSet;
 

@@ -1,4 +1,4 @@
-//! Webhook endpoints: where a merchant's events are pushed (README, "Webhook endpoints").
+//! Webhook endpoints: where a merchant's events are pushed (docs/guides/events.md, "Webhook endpoints").
 //!
 //! An endpoint is made and its secret rotated under an Idempotency-Key, by keyed work inside
 //! the claim statement like every other state-changing POST ([`keyed`], [`command`]); it is
@@ -32,7 +32,7 @@ use crate::words::words;
 pub const MAX_ENDPOINTS: i64 = 16;
 
 /// How long the secret a rotation replaced keeps signing beside the new one, so that a
-/// receiver verifies while its new secret is deployed (README, "Webhook endpoints").
+/// receiver verifies while its new secret is deployed (docs/guides/events.md, "Webhook endpoints").
 pub const PREVIOUS_SECRET_WINDOW: chrono::Duration = chrono::Duration::hours(24);
 
 /// What `enabled_events` holds for "every type", now and to come.

@@ -1,5 +1,5 @@
 //! Reading and deleting endpoints: `GET /v1/webhook_endpoints`, `GET …/{id}` and
-//! `DELETE …/{id}` (README, "Webhook endpoints"). A deleted endpoint is kept, hidden, so its
+//! `DELETE …/{id}` (docs/guides/events.md, "Webhook endpoints"). A deleted endpoint is kept, hidden, so its
 //! deliveries stay in the story of the payments they told of; it is never shown again.
 
 use diesel::prelude::*;

@@ -1,4 +1,4 @@
-// The payorch checkout page: every client-side rule of README "The checkout page".
+// The payorch checkout page: every client-side rule of docs/guides/checkout.md "The checkout page".
 //
 // One intent = paying one order once. Its Idempotency-Key is made when the form opens and kept
 // in localStorage with the intent until the payment reaches a final status, so a retry, a
@@ -27,7 +27,7 @@ const LONGEST_DELAY_MS = 5000;
 const ORDER_KEY = "payorch.checkout.order"; // the order this browser is paying
 const NEW_ORDER_KEY = "payorch.checkout.new-order-key"; // the key of an order being made
 const intentKey = (orderId) => `payorch.checkout.intent.${orderId}`;
-// The address says the payer is back from the bank's check (README, "3-D Secure").
+// The address says the payer is back from the bank's check (docs/guides/three-d-secure.md, "3-D Secure").
 const RETURNING = new URLSearchParams(window.location.search).has("returning");
 
 const $ = (id) => document.getElementById(id);

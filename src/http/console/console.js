@@ -1,4 +1,4 @@
-// payorch support console: the support API (README, "Support") in a page. No framework and no
+// payorch support console: the support API (docs/guides/support.md, "Support") in a page. No framework and no
 // build step. The support key lives in sessionStorage for this tab only, never in a URL.
 "use strict";
 

@@ -1,7 +1,7 @@
 //! `POST /v1/support/events/{id}/redeliver`: support sends an event to the merchant's
-//! endpoints again (README, "Support"). No body and no Idempotency-Key, as "Reconcile now":
+//! endpoints again (docs/guides/support.md, "Support"). No body and no Idempotency-Key, as "Reconcile now":
 //! pressing it twice only makes the same deliveries due twice, and receivers deduplicate by
-//! `webhook-id` (README, "Deduplicating"). The redelivery and its audit row are one
+//! `webhook-id` (docs/guides/events.md, "Deduplicating"). The redelivery and its audit row are one
 //! transaction.
 
 use actix_web::{web, HttpResponse};
@@ -22,7 +22,7 @@ use crate::views::deliveries::Redelivered;
 ///
 /// Makes each delivery of the event to an enabled endpoint pending and due at once, for a merchant
 /// whose endpoint missed it; the merchant deduplicates by `webhook-id`. A support key with the
-/// `operate` role; audited (README, "Support").
+/// `operate` role; audited (docs/guides/support.md, "Support").
 #[utoipa::path(post, path = "/v1/support/events/{id}/redeliver", tag = "support",
     params(("id" = String, Path, description = "event id, `evt_…`", example = json!(crate::views::examples::EVENT))),
     security(("bearer" = [])),

@@ -1,5 +1,5 @@
 //! `GET /v1/support/payments/stats`: the last hour's (or `window`'s) attempts by provider and
-//! status, in time buckets (README, "Support"). The console draws it; support keys only.
+//! status, in time buckets (docs/guides/support.md, "Support"). The console draws it; support keys only.
 
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Duration, Utc};
@@ -139,7 +139,7 @@ fn window_and_width(params: &StatsParams) -> Result<(Duration, Duration), Vec<Fi
 /// Payment attempts by provider and status over time (support)
 ///
 /// Counts of the attempts made in the last hour (or `window`), per provider and status, in buckets
-/// of `bucket` seconds, with totals: the console's chart. Support keys only (README, "Support").
+/// of `bucket` seconds, with totals: the console's chart. Support keys only (docs/guides/support.md, "Support").
 #[utoipa::path(get, path = "/v1/support/payments/stats", tag = "support",
     params(StatsParams),
     security(("bearer" = [])),

@@ -16,7 +16,7 @@
 //!   key (a payment between its two transactions) carries a lease. The caller polls.
 //! - A key past its TTL whose work is final: an order's or a cancel's is deleted and opened
 //!   afresh; a payment's or refund's is never done again, and answers
-//!   `409 idempotency_key_expired` naming what it made, until its horizon ends (README, "A
+//!   `409 idempotency_key_expired` naming what it made, until its horizon ends (docs/guides/idempotency.md, "A
 //!   key's life"). A key whose payment or refund is still open never expires.
 //!
 //! The key insert has no `ON CONFLICT`: if another request committed the same key between

@@ -1,4 +1,4 @@
-//! Failover inside one request, under the client's one Idempotency-Key (README, "Routing
+//! Failover inside one request, under the client's one Idempotency-Key (docs/guides/routing.md, "Routing
 //! and failover"; docs/DESIGN.md, "Failover"). Only an attempt whose first send provably
 //! never reached its provider fails over: nothing was sent, so nothing can be charged under
 //! it, ever. An unknown outcome or a decline never does.

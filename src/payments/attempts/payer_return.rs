@@ -1,4 +1,4 @@
-//! The payer is back from a 3-D Secure challenge (README, "3-D Secure"): payorch asks the
+//! The payer is back from a 3-D Secure challenge (docs/guides/three-d-secure.md, "3-D Secure"): payorch asks the
 //! provider what it decided and records it before the payer's browser goes on to the
 //! merchant. What the browser brings (`redirect_status`, `payment_intent`, `redirectResult`)
 //! is handed to the provider, never believed: only the provider's answer moves the attempt,

@@ -1,4 +1,4 @@
-//! Captures and voids of a payment's hold (README, "Authorize now, capture later";
+//! Captures and voids of a payment's hold (docs/guides/captures.md, "Authorize now, capture later";
 //! docs/DESIGN.md, "Holds and challenges"). Each is a row of `hold_operations` and one
 //! provider call under the operation's own key, made like a refund: (1) the key and the
 //! operation `created`, in the claim statement ([`keyed`]); (2) the call; (3) its answer

@@ -288,7 +288,7 @@ pub struct OrderFields {
     pub description: Option<String>,
     pub metadata: Option<BTreeMap<String, String>>,
     /// Set by the checkout demo's route, never read from a body: the demo's anonymous routes
-    /// act only on orders it made (README, "The checkout page").
+    /// act only on orders it made (docs/guides/checkout.md, "The checkout page").
     pub checkout_demo: bool,
 }
 

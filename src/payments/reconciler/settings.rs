@@ -32,7 +32,7 @@ pub struct ReconcilerSettings {
     /// Attempts unresolved for longer than this are counted for a human.
     pub alert_after: Duration,
     /// How long a payer may take over a 3-D Secure challenge before the payment is canceled
-    /// at the provider and its order is payable again (README, "3-D Secure").
+    /// at the provider and its order is payable again (docs/guides/three-d-secure.md, "3-D Secure").
     pub challenge_timeout: Duration,
 }
 

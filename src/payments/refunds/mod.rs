@@ -1,4 +1,4 @@
-//! Refunds (README, "Refunds"; docs/DESIGN.md, "Refunds"): money given back from a
+//! Refunds (docs/guides/refunds.md, "Refunds"; docs/DESIGN.md, "Refunds"): money given back from a
 //! succeeded attempt, under the same guarantees as a charge.
 //!
 //! The flow is the payment flow's:

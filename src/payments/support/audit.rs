@@ -1,4 +1,4 @@
-//! The audit of what support staff change (README, "Support"): every write a support key
+//! The audit of what support staff change (docs/guides/support.md, "Support"): every write a support key
 //! makes — a void, a reconcile of a payment or refund, a redelivery, a routing change — is on
 //! record in `support_actions`: who (the key, its name and role at the time), what, to which
 //! resource, its state before and after, and when. The database keeps the table append-only.

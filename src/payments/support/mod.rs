@@ -1,4 +1,4 @@
-//! What support staff ask of payments (README, "Support"): find attempts by any id or key,
+//! What support staff ask of payments (docs/guides/support.md, "Support"): find attempts by any id or key,
 //! read one attempt's whole story, and list the attempts that need a human.
 //!
 //! Search results are newest first by attempt id. Attempt ids are UUIDv7: their leading 48

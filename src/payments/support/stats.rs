@@ -1,11 +1,11 @@
 //! How many attempts each provider took lately and how they stand now, in time buckets
-//! (README, "Support"): what the console's chart draws, so a provider going bad is seen
+//! (docs/guides/support.md, "Support"): what the console's chart draws, so a provider going bad is seen
 //! rather than searched for.
 //!
 //! Counted in one statement over the window's attempts only: the window becomes an attempt id
 //! range (ids are UUIDv7, see the parent module) that `payment_attempts_id` reads, and the
 //! rows are hashed into their buckets unsorted. An hour of 20,000 attempts costs about 20 ms,
-//! a day of 500,000 about 0.6 s (README, "Support"). An index carrying created_at, provider
+//! a day of 500,000 about 0.6 s (docs/guides/support.md, "Support"). An index carrying created_at, provider
 //! and status would spare the table rows only on pages already all-visible, which the last
 //! hour's seldom are, at twice the index's size; so there is none.
 

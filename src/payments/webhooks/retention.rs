@@ -1,4 +1,4 @@
-//! How long a provider's webhook is kept (README, "Webhooks"; docs/PRODUCTION.md, section 6):
+//! How long a provider's webhook is kept (docs/guides/provider-webhooks.md, "Webhooks"; docs/PRODUCTION.md, section 6):
 //! `--provider-webhook-retention-days` (35 by default) after everything it could be about is
 //! final — its payment, each of the payment's refunds and hold operations — and after it
 //! arrived; a webhook about no payment payorch knows, that long after it arrived. Then it is

@@ -1,4 +1,4 @@
-//! The checkout page with a card whose bank asks the payer to confirm (README, "3-D Secure"):
+//! The checkout page with a card whose bank asks the payer to confirm (docs/guides/three-d-secure.md, "3-D Secure"):
 //! the page sends the payer to the sandbox's challenge page, the bank sends them back through
 //! payorch's return route, and the page shows what became of the one payment. Judged by the
 //! sandbox ledger: one charge at most, and one payment at the provider per order, so one

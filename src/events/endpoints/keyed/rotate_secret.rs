@@ -4,7 +4,7 @@
 //! caller answers `404`.
 //!
 //! The secret it replaces keeps signing beside the new one for
-//! [`PREVIOUS_SECRET_WINDOW`] (`previous_secret`, `previous_secret_until`; README, "Webhook
+//! [`PREVIOUS_SECRET_WINDOW`] (`previous_secret`, `previous_secret_until`; docs/guides/events.md, "Webhook
 //! endpoints"). A rotation inside that window replaces the previous secret too: only the one
 //! just replaced keeps signing.
 
