@@ -1,4 +1,4 @@
-//! Every section the code and the docs cite by name exists: `README, "Idempotency"`,
+//! Every section the code and the docs cite by name exists: `docs/guides/idempotency.md, "Idempotency"`,
 //! `docs/DESIGN.md, "The write path"`, `BENCHMARKS.md ("Load curve")`,
 //! `docs/PRODUCTION.md, section 2`, in comments, strings and pages anywhere in the repository
 //! (but migrations/, which are history).
@@ -242,9 +242,9 @@ fn every_section_a_page_points_to_is_on_it() {
 
 #[test]
 fn a_citation_is_read_in_each_of_its_forms() {
-    let text = "README, \"Idempotency\"; BENCHMARKS.md (\"Load curve\"), \
+    let text = "README, \"Layout\"; BENCHMARKS.md (\"Load curve\"), \
                 docs/PRODUCTION.md, section 2; in a string: README, \\\"The checkout page\\\"; \
-                docs/DESIGN.md,\n    // \"Failover\"; README \"Commands\"; README alone; docs/DESIGN.md, which; \
+                docs/DESIGN.md,\n    // \"Failover\"; README \"Layout\"; README alone; docs/DESIGN.md, which; \
                 READMEs; fixtures/contracts/README.md, \"Regenerate\"; x.mdx, \"No\"";
     let found: Vec<String> = citations_in("x", text)
         .into_iter()
@@ -253,12 +253,12 @@ fn a_citation_is_read_in_each_of_its_forms() {
     assert_eq!(
         found,
         [
-            "README.md Title(\"Idempotency\")",
+            "README.md Title(\"Layout\")",
             "BENCHMARKS.md Title(\"Load curve\")",
             "docs/PRODUCTION.md Number(\"2\")",
             "README.md Title(\"The checkout page\")",
             "docs/DESIGN.md Title(\"Failover\")",
-            "README.md Title(\"Commands\")",
+            "README.md Title(\"Layout\")",
             "fixtures/contracts/README.md Title(\"Regenerate\")",
         ]
     );
