@@ -4,7 +4,7 @@
 # A B A B … with `wrk` and a fresh Idempotency-Key per request. Each run prints its
 # throughput and the machine's busy CPU time per checkout (all processes: PostgreSQL, payorch,
 # its sandbox and wrk, read from /proc/stat), which drifts far less between runs on a shared
-# machine than throughput does; compare the pairs, then the medians (BENCHMARKS.md).
+# machine than throughput does; compare the pairs, then the medians (docs/BENCHMARKS.md).
 #
 #   benches/ab_checkout.sh target/release/payorch /tmp/other/payorch [rounds] [seconds]
 #

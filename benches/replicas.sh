@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Replicas on one database (SCALING.md, "CPU per checkout", "Replicas on one database"): for
+# Replicas on one database (docs/SCALING.md, "CPU per checkout", "Replicas on one database"): for
 # R in REPLICAS, R `payorch serve` processes share one private PostgreSQL cluster (the first
 # starts it, the others connect to its socket), each with its own in-process sandbox; `wrk` sends checkouts
 # under fresh keys to all of them at once, C connections in all, for D seconds after a warm-up.

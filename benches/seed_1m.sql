@@ -1,4 +1,4 @@
--- The 1M-row database of BENCHMARKS.md: 1,000,000 paid orders, their succeeded attempts and
+-- The 1M-row database of docs/BENCHMARKS.md: 1,000,000 paid orders, their succeeded attempts and
 -- completed checkout keys, and 2,000,000 timeline rows, for the merchant whose uuid is given as
 -- `psql -v mer=<uuid> -f benches/seed_1m.sql` (run as a superuser: the rows are written with
 -- triggers off, which `session_replication_role` needs). Spread over the last two days.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Growth soak (SCALING.md, "As the tables grow"): `payorch serve` on its private PostgreSQL
+# Growth soak (docs/SCALING.md, "As the tables grow"): `payorch serve` on its private PostgreSQL
 # cluster and the in-process sandbox takes N checkouts from `wrk`, each under a random UUIDv4
 # Idempotency-Key, and every EVERY seconds the script writes one line: seconds, attempts so
 # far, checkouts per second over the last interval, the database's size, and the resident
@@ -9,7 +9,7 @@
 #   benches/soak_growth.sh [target/release/payorch] [checkouts] [default|tuned]
 #
 # `default` is the private cluster exactly as `serve` makes it. `tuned` appends the settings
-# of SCALING.md, "PostgreSQL settings" (TUNED below) to its postgresql.conf before the start.
+# of docs/SCALING.md, "PostgreSQL settings" (TUNED below) to its postgresql.conf before the start.
 # Environment: C (connections, default 32), EVERY (seconds, default 15), KEEP=1 keeps the
 # folder. Needs wrk, jq, curl, psql.
 set -euo pipefail

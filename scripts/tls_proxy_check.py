@@ -62,8 +62,9 @@ def site_config(work, https_port, http_port, upstreams):
     text = replaced_once(text, "listen 443 ssl http2;", f"listen 127.0.0.1:{https_port} ssl http2;")
     text = replaced_once(text, "/etc/ssl/payorch/fullchain.pem", str(work / "cert.pem"))
     text = replaced_once(text, "/etc/ssl/payorch/privkey.pem", str(work / "key.pem"))
-    servers = "\n    ".join(f"server 127.0.0.1:{port};" for port in upstreams)
-    return replaced_once(text, "server 127.0.0.1:8080;", servers)
+    line = "server 127.0.0.1:8080 max_fails=1 fail_timeout=5s;"
+    servers = "\n    ".join(line.replace("8080", str(port)) for port in upstreams)
+    return replaced_once(text, line, servers)
 
 
 def main_config(work, site):
@@ -140,7 +141,7 @@ class Nginx:
 def self_signed_certificate(work):
     run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
          "-keyout", work / "key.pem", "-out", work / "cert.pem", "-days", "2", "-subj", f"/CN={HOST}",
-         "-addext", f"subjectAltName=DNS:{HOST}"], "making a self-signed certificate")
+         "-addext", f"subjectAltName=DNS:{HOST},IP:127.0.0.1"], "making a self-signed certificate")
 
 
 def curl(*args, port, scheme="https", body_file=None):

@@ -1,5 +1,5 @@
 //! Short chaos runs end to end: the chaos driver (`payorch-chaos`, the `chaos` binary's
-//! library, called here in-process; RELIABILITY.md has the full runs) against real `serve` and
+//! library, called here in-process; docs/RELIABILITY.md has the full runs) against real `serve` and
 //! `payorch sandbox` processes and a private PostgreSQL cluster of its own. The driver's checks
 //! are tested for failing in its own unit tests (`cargo test -p payorch-chaos`); these show
 //! that the whole system passes them under kills, duplicates and a database restart, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Merchant events' cost (BENCHMARKS.md, "Merchant events (#30)"): the checkout floor with and
+# Merchant events' cost (docs/BENCHMARKS.md, "Merchant events (#30)"): the checkout floor with and
 # without the outbox's inserts, then payorch's checkout with one webhook endpoint subscribed
 # to every event type, delivering to the example receiver (examples/webhook_receiver.rs) on
 # its own database, and how many deliveries a second the workers make meanwhile and after.

@@ -225,7 +225,7 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
             // provider id), where one plan fits every parameter. Left to choose, PostgreSQL
             // plans the first five runs of each afresh and may keep doing so when its cost
             // estimate of the generic plan is off, which for the payment statements' CTEs it
-            // is (BENCHMARKS.md, "The checkout gap, second pass"). A statement whose best plan
+            // is (docs/BENCHMARKS.md, "The checkout gap, second pass"). A statement whose best plan
             // depends on its parameters must be written as its own text instead.
             conn.batch_execute(&format!(
                 "SET application_name = '{POOL_APPLICATION_NAME}'; SET statement_timeout = {statement_timeout_ms}; \

@@ -212,7 +212,7 @@ WHERE event_id = {event} AND endpoint_id = {endpoint} AND state = 'pending'
 /// attempt's row, the delivery `succeeded` while the lease is still this worker's, and the
 /// endpoint's failing spell over. What the general path does for a 2xx, without its four
 /// round trips: a delivery's bookkeeping costs about as much as a checkout's statements
-/// (BENCHMARKS.md, "Merchant events (#30)").
+/// (docs/BENCHMARKS.md, "Merchant events (#30)").
 async fn record_delivered(
     conn: &mut AsyncPgConnection,
     taken: &Taken,

@@ -2,7 +2,7 @@
 //! failover"; docs/DESIGN.md, "Database failover"): a private cluster and its synchronous streaming standby, both
 //! named in one multi-host URL, the old primary listed first. No HA manager here: the test
 //! plays it, killing the primary and promoting the standby by hand. The formation with
-//! pg_auto_failover is the chaos driver's `failover` scenario (RELIABILITY.md).
+//! pg_auto_failover is the chaos driver's `failover` scenario (docs/RELIABILITY.md).
 
 use std::time::{Duration, Instant};
 

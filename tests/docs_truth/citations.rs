@@ -1,5 +1,5 @@
 //! Every section the code and the docs cite by name exists: `docs/guides/idempotency.md, "Idempotency"`,
-//! `docs/DESIGN.md, "The write path"`, `BENCHMARKS.md ("Load curve")`,
+//! `docs/DESIGN.md, "The write path"`, `docs/BENCHMARKS.md ("Load curve")`,
 //! `docs/PRODUCTION.md, section 2`, in comments, strings and pages anywhere in the repository
 //! (but migrations/, which are history).
 
@@ -242,7 +242,7 @@ fn every_section_a_page_points_to_is_on_it() {
 
 #[test]
 fn a_citation_is_read_in_each_of_its_forms() {
-    let text = "README, \"Layout\"; BENCHMARKS.md (\"Load curve\"), \
+    let text = "README, \"Layout\"; docs/BENCHMARKS.md (\"Load curve\"), \
                 docs/PRODUCTION.md, section 2; in a string: README, \\\"The checkout page\\\"; \
                 docs/DESIGN.md,\n    // \"Failover\"; README \"Layout\"; README alone; docs/DESIGN.md, which; \
                 READMEs; fixtures/contracts/README.md, \"Regenerate\"; x.mdx, \"No\"";
@@ -254,7 +254,7 @@ fn a_citation_is_read_in_each_of_its_forms() {
         found,
         [
             "README.md Title(\"Layout\")",
-            "BENCHMARKS.md Title(\"Load curve\")",
+            "docs/BENCHMARKS.md Title(\"Load curve\")",
             "docs/PRODUCTION.md Number(\"2\")",
             "README.md Title(\"The checkout page\")",
             "docs/DESIGN.md Title(\"Failover\")",

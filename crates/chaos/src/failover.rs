@@ -1,4 +1,4 @@
-//! The `failover` run's schedule of faults (RELIABILITY.md, "Primary failover (#32)"): on a
+//! The `failover` run's schedule of faults (docs/RELIABILITY.md, "Primary failover (#32)"): on a
 //! formation of `scripts/formation`, while the clients run, the primary is
 //!
 //! - (a) lost with all its processes (`kill-node`), the standby promoted, the old node rejoined;

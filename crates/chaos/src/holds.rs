@@ -1,4 +1,4 @@
-//! Manual captures under chaos (docs/guides/captures.md, "Authorize now, capture later"; RELIABILITY.md,
+//! Manual captures under chaos (docs/guides/captures.md, "Authorize now, capture later"; docs/RELIABILITY.md,
 //! "Manual captures under chaos"): once the reconcilers are done, the sandbox's ledger of
 //! holds, captures and voids against the database's payments and `hold_operations`, and
 //! against what each client was told of the capture or void it asked for.

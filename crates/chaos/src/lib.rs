@@ -1,5 +1,5 @@
 #![warn(unreachable_pub)]
-//! The chaos runs behind RELIABILITY.md: payorch's promise — one intent, at most one charge —
+//! The chaos runs behind docs/RELIABILITY.md: payorch's promise — one intent, at most one charge —
 //! checked for the whole system while `serve` is killed with SIGKILL, while replicas race
 //! each other for the same request, and while the database restarts; and for holds, at most
 //! one capture each, or a void, as the clients were told; and while the primary of a

@@ -1,4 +1,4 @@
-//! The outbox under chaos (RELIABILITY.md, "Merchant events"): a receiver subscribed to every
+//! The outbox under chaos (docs/RELIABILITY.md, "Merchant events"): a receiver subscribed to every
 //! event type, and the checks that every final change has exactly one event and every event
 //! reached the receiver at least once, however often `serve` was killed mid-send. The
 //! receiver answers after a short random pause, so some kills do land mid-send.

@@ -1,4 +1,4 @@
-//! The kill run against providers as strict as their contracts (#39; RELIABILITY.md, "Strict
+//! The kill run against providers as strict as their contracts (#39; docs/RELIABILITY.md, "Strict
 //! providers (#39)"): the proof is only as true as the sandbox, so here the sandbox keeps no
 //! kindness Stripe or Adyen would not. Stripe's search lags longer than any deadline of the
 //! reconciler, fields its contract calls nullable come back null now and then, and a key's

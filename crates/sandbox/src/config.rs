@@ -17,7 +17,7 @@ pub(super) const DEFAULT_WEBHOOK_RETRY_MS: u64 = 1000;
 pub(super) const DEFAULT_WEBHOOK_REORDER_WINDOW_MS: u64 = 2500;
 /// How many intents (and refunds) the sandbox keeps, and how many answers byte for byte
 /// (docs/operations/running.md, "The sandbox's memory"): about 10 MB between them, so that `serve` on its
-/// defaults stays under 100 MB however long it runs (BENCHMARKS.md, "Memory of serve").
+/// defaults stays under 100 MB however long it runs (docs/BENCHMARKS.md, "Memory of serve").
 pub const DEFAULT_KEEP_INTENTS: usize = 10_000;
 pub const DEFAULT_KEEP_ANSWERS: usize = 1_000;
 /// A provider queues an event when it answers and delivers it moments later, so its webhook

@@ -30,7 +30,7 @@ pub(super) struct Cause {
 /// Most deliveries in flight at once, as a provider's sender pool has: past it, events wait
 /// their turn in the sandbox's memory (their body, about a kilobyte), not as connections and
 /// requests at the receiver. Without it, a receiver slower than the charges it is told about
-/// gets one more connection per waiting event, thousands under load (BENCHMARKS.md, "Load
+/// gets one more connection per waiting event, thousands under load (docs/BENCHMARKS.md, "Load
 /// curve").
 const MAX_DELIVERIES_IN_FLIGHT: usize = 32;
 
@@ -228,7 +228,7 @@ async fn dispatch(
     shutdown: watch::Receiver<bool>,
 ) {
     // A fixed crew of senders rather than a task per event: an event waiting its turn is
-    // then only its body in this queue (BENCHMARKS.md, "Load curve").
+    // then only its body in this queue (docs/BENCHMARKS.md, "Load curve").
     let (ready_tx, ready_rx) = mpsc::unbounded_channel::<Bytes>();
     let ready_rx = Arc::new(tokio::sync::Mutex::new(ready_rx));
     for _ in 0..MAX_DELIVERIES_IN_FLIGHT {
