@@ -286,7 +286,8 @@ def main():
     check_readme(report)
     print(f"book_check: mdbook {MDBOOK_VERSION} built docs/ into {os.path.relpath(BUILD, ROOT)}; "
           f"{report.checked} links checked, {len(report.external)} distinct http(s) links listed "
-          f"but not fetched, {len(report.leaving)} repository files linked from outside the book")
+          f"but not fetched, {len(report.leaving)} repository files linked from outside the book",
+          flush=True)
     for path in sorted(report.leaving):
         print(f"  outside the book: {path}")
     if report.problems:
