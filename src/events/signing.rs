@@ -5,7 +5,7 @@
 //! holds one signature per secret, space-separated.
 //!
 //! [`verify`] is what a receiver does, kept here so that the tests and support tools check a
-//! delivery by the same rules the README gives merchants.
+//! delivery by the same rules docs/guides/events.md gives merchants.
 
 use std::fmt;
 

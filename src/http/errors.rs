@@ -235,8 +235,8 @@ impl ApiError {
     }
 
     /// Every `code` an answer may carry, with its HTTP status, in [`ApiError::code`]'s order:
-    /// what a client branches on, as a list the documentation can be held to (the README's
-    /// error table, tests/docs_truth). `codes_tests` below holds it to `code` and
+    /// what a client branches on, as a list the documentation can be held to (the error
+    /// table of docs/guides/errors.md, tests/docs_truth). `codes_tests` below holds it to `code` and
     /// `status_code`, both ways.
     pub const CODES: [(&'static str, u16); 33] = [
         ("invalid_request", 400),
@@ -827,7 +827,7 @@ mod codes_tests {
         let never_answered: Vec<_> = listed.difference(&answered).collect();
         assert!(
             unlisted.is_empty(),
-            "add to ApiError::CODES (and to the README's error table): {unlisted:?}"
+            "add to ApiError::CODES (and to docs/guides/errors.md's table): {unlisted:?}"
         );
         assert!(
             never_answered.is_empty(),

@@ -1,5 +1,5 @@
-//! `/checkout` in headless Chromium (see [`crate::browser`]): every client-side rule of README
-//! "The checkout page", judged by the sandbox ledger (one charge) and by the server's own
+//! `/checkout` in headless Chromium (see [`crate::browser`]): every client-side rule of
+//! docs/guides/checkout.md, "The checkout page", judged by the sandbox ledger (one charge) and by the server's own
 //! record of the key each payment was made under. Screenshots of each state are saved under
 //! `target/tmp/screenshots/`.
 

@@ -149,7 +149,7 @@ fn header<'a>(request: &'a Request, name: &str) -> &'a str {
 }
 
 /// The signature checked by code that is not payorch's: Python's standard library, reading
-/// the README's steps (decode the secret's base64 part; HMAC-SHA256 of id.timestamp.body;
+/// docs/guides/events.md's steps (decode the secret's base64 part; HMAC-SHA256 of id.timestamp.body;
 /// any v1 entry equal).
 fn python_verifies(secret: &Secret, request: &Request) -> bool {
     let script = r#"

@@ -21,7 +21,7 @@ import json
 import sys
 import time
 
-# The specification's default; payorch's README promises receivers may use it.
+# The specification's default; docs/guides/events.md promises receivers may use it.
 TOLERANCE_SECONDS = 5 * 60
 
 
