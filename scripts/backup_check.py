@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Runs the backup and point-in-time recovery of docs/operations/backup.md: the scripts of
+ops/backup/ that the page includes, against a throw-away PostgreSQL cluster serving payorch.
+
+1. A cluster (initdb, as `postgres` under root) with ops/backup/postgresql.conf's settings,
+   its archive folder and script path swapped for the work folder's; the two roles of
+   docs/PRODUCTION.md, section 2. payorch serves the demo on it.
+2. base-backup.sh while payorch serves; five checkouts are paid; the time is noted; five
+   more are paid.
+3. payorch stops (exit 0), the cluster is stopped for good, as if lost.
+4. restore-pitr.sh into a new folder up to the noted time; PostgreSQL starts on it;
+   wait-recovered.sh until it is open for writes.
+5. payorch serves on the restored database: it is ready, the five orders paid before the
+   time are there and paid, the five after are not (404), and a new checkout is paid.
+
+The scripts are copied into the work folder, as the page has them installed, and run as
+`postgres` when run as root; WAL is archived by archive-wal.sh as the server's
+archive_command. One step is the check's own: `pg_switch_wal()` after the last checkout,
+so that its segment is archived now rather than after archive_timeout.
+
+Usage: scripts/backup_check.py  (as root in CI; exits non-zero with the reason on failure)
+"""
+
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from payorch_serve import (ROOT, CheckFailed, Cluster, Serve, as_cluster_user, checkout, credentials,
+                           give_to_cluster_user, http, paid, report_and_exit, run)
+from tls_proxy_check import free_port
+
+NAME = "backup_check"
+EACH_SIDE = 5
+
+
+def install_scripts(work):
+    """ops/backup/*.sh into a folder the cluster's user can read, as the page installs them."""
+    folder = work / "ops-backup"
+    folder.mkdir()
+    for script in sorted((ROOT / "ops/backup").glob("*.sh")):
+        shutil.copy2(script, folder / script.name)
+    return folder
+
+
+def archive_settings(scripts, archive):
+    """ops/backup/postgresql.conf with only the script's path and the archive's folder swapped."""
+    text = (ROOT / "ops/backup/postgresql.conf").read_text()
+    line = "archive_command = '/usr/local/sbin/payorch-archive-wal /var/backups/payorch/wal %p %f'"
+    if text.count(line) != 1:
+        raise CheckFailed(f"ops/backup/postgresql.conf should hold `{line}` once (the check swaps its paths)")
+    return text.replace(line, f"archive_command = '{scripts / 'archive-wal.sh'} {archive} %p %f'")
+
+
+def serve(work, cluster, name):
+    port = free_port()
+    process = Serve(name, ["serve"], {
+        "DATABASE_URL": cluster.url(user="payorch_app"),
+        "PAYORCH_MIGRATION_DATABASE_URL": cluster.url(),
+        "PAYORCH_DATA_DIR": str(work / "data"),
+        "PAYORCH_BIND": f"127.0.0.1:{port}",
+    }, work / f"{name}.log").start()
+    base = f"http://127.0.0.1:{port}"
+    process.wait_ready(base, within=180)
+    return process, base
+
+
+def pay(base, api_key, count, log):
+    orders = []
+    for _ in range(count):
+        status, body = checkout(base, api_key)
+        if not paid(status, body):
+            raise CheckFailed(f"a checkout answered {status}: {body}", [log])
+        orders.append(body["order"]["id"])
+    return orders
+
+
+def order_status(base, api_key, order):
+    status, body, _ = http("GET", f"{base}/v1/orders/{order}", headers={"Authorization": f"Bearer {api_key}"})
+    return status, body.get("status") if isinstance(body, dict) else body
+
+
+def wait_archived(cluster, within=60):
+    """Until the segment holding everything written so far is in the archive."""
+    segment = cluster.sql("SELECT pg_walfile_name(pg_switch_wal())")
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        last = cluster.sql("SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
+        failed = int(cluster.sql("SELECT failed_count FROM pg_stat_archiver"))
+        if last[:24] >= segment:
+            return segment
+        if failed > 0:
+            raise CheckFailed(f"archive-wal.sh failed {failed} times (PostgreSQL's log says why)", [cluster.log])
+        time.sleep(0.5)
+    raise CheckFailed(f"segment {segment} not archived within {within} s", [cluster.log])
+
+
+def check(work):
+    scripts = install_scripts(work)
+    archive, backups = work / "wal-archive", work / "backups"
+    for folder in (archive, backups):
+        folder.mkdir()
+        give_to_cluster_user(folder)
+    port = free_port()
+    cluster = Cluster(work / "pg", port, work / "postgres.log")
+    cluster.init(archive_settings(scripts, archive))
+    cluster.start()
+    restored = None
+    payorch = None
+    try:
+        cluster.sql("CREATE ROLE payorch_runtime NOLOGIN", "postgres")
+        cluster.sql("CREATE ROLE payorch_app LOGIN IN ROLE payorch_runtime", "postgres")
+        cluster.sql("CREATE DATABASE payorch", "postgres")
+        payorch, base = serve(work, cluster, "serve-before")
+        api_key = credentials(work / "data")["api_key"]
+
+        started = time.monotonic()
+        output = run(as_cluster_user(["sh", scripts / "base-backup.sh", backups]), "base-backup.sh",
+                     env=cluster.env(), logs=[cluster.log])
+        backup = Path(output.strip().splitlines()[-1])
+        print(f"{NAME}: base backup {backup.name} made and verified in {time.monotonic() - started:.1f} s")
+
+        before = pay(base, api_key, EACH_SIDE, payorch.log)
+        time.sleep(1.1)
+        target = cluster.sql("SELECT clock_timestamp()")
+        time.sleep(1.1)
+        after = pay(base, api_key, EACH_SIDE, payorch.log)
+        segment = wait_archived(cluster)
+        print(f"{NAME}: {EACH_SIDE} checkouts paid before {target}, {EACH_SIDE} after; WAL archived up to {segment}")
+
+        payorch.stop(signal.SIGTERM)
+        cluster.stop()
+        print(f"{NAME}: payorch stopped (exit 0); the cluster stopped for good, as if lost")
+
+        started = time.monotonic()
+        restored = Cluster(work / "pg-restored", port, work / "postgres-restored.log")
+        restored.folder.mkdir(mode=0o700)  # the new, empty data folder, the cluster user's
+        give_to_cluster_user(restored.folder)
+        print(run(as_cluster_user(["sh", scripts / "restore-pitr.sh", backup, archive, restored.folder, target]),
+                  "restore-pitr.sh").rstrip())
+        restored.start()
+        print(run(as_cluster_user(["sh", scripts / "wait-recovered.sh", "120"]), "wait-recovered.sh",
+                  env=restored.env(), logs=[restored.log]).rstrip())
+        print(f"{NAME}: restored and open for writes in {time.monotonic() - started:.1f} s")
+
+        payorch, base = serve(work, restored, "serve-after")
+        found = {order: order_status(base, api_key, order) for order in before + after}
+        missing = [order for order in before if found[order] != (200, "paid")]
+        kept = [order for order in after if found[order][0] != 404]
+        if missing or kept:
+            raise CheckFailed(f"after the restore to {target}: orders paid before it not found paid: {missing}; "
+                              f"orders paid after it still there: {kept}; answers: {found}", [payorch.log, restored.log])
+        print(f"{NAME}: after the restore, the {EACH_SIDE} orders paid before {target} are there and paid, "
+              f"the {EACH_SIDE} after are not (404)")
+        pay(base, api_key, 1, payorch.log)
+        print(f"{NAME}: payorch is ready on the restored database and pays a new checkout")
+
+        payorch.stop(signal.SIGTERM)
+        restored.stop()
+    finally:
+        if payorch is not None:
+            payorch.kill()
+        for each in (cluster, restored):
+            if each is not None:
+                try:
+                    each.stop()
+                except CheckFailed:
+                    pass
+
+
+def main():
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="payorch-backup-check-"))
+    work.chmod(0o755)  # the cluster runs as `postgres` under root
+    try:
+        check(work)
+    except CheckFailed as error:
+        report_and_exit(NAME, error)
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"{NAME}: passed in {time.monotonic() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
