@@ -8,10 +8,11 @@ ops/backup/ that the page includes, against a throw-away PostgreSQL cluster serv
 2. base-backup.sh while payorch serves; five checkouts are paid; the time is noted; five
    more are paid.
 3. payorch stops (exit 0), the cluster is stopped for good, as if lost.
-4. restore-pitr.sh into a new folder up to the noted time; PostgreSQL starts on it;
-   wait-recovered.sh until it is open for writes.
-5. payorch serves on the restored database: it is ready, the five orders paid before the
-   time are there and paid, the five after are not (404), and a new checkout is paid.
+4. restore-pitr.sh into a new folder with `latest` (a lost server: all the archive holds);
+   PostgreSQL starts on it; wait-recovered.sh until it is open for writes; payorch serves
+   on it: all ten orders are there and paid, and a new checkout is paid.
+5. Again into another folder, up to the noted time (a mistake to undo): the five orders paid
+   before the time are there and paid, the five after are not (404), a new checkout is paid.
 
 The scripts are copied into the work folder, as the page has them installed, and run as
 `postgres` when run as root; WAL is archived by archive-wal.sh as the server's
@@ -106,7 +107,7 @@ def check(work):
     cluster = Cluster(work / "pg", port, work / "postgres.log")
     cluster.init(archive_settings(scripts, archive))
     cluster.start()
-    restored = None
+    clusters = [cluster]
     payorch = None
     try:
         cluster.sql("CREATE ROLE payorch_runtime NOLOGIN", "postgres")
@@ -133,40 +134,45 @@ def check(work):
         cluster.stop()
         print(f"{NAME}: payorch stopped (exit 0); the cluster stopped for good, as if lost")
 
-        started = time.monotonic()
-        restored = Cluster(work / "pg-restored", port, work / "postgres-restored.log")
-        restored.folder.mkdir(mode=0o700)  # the new, empty data folder, the cluster user's
-        give_to_cluster_user(restored.folder)
-        print(run(as_cluster_user(["sh", scripts / "restore-pitr.sh", backup, archive, restored.folder, target]),
-                  "restore-pitr.sh").rstrip())
-        restored.start()
-        print(run(as_cluster_user(["sh", scripts / "wait-recovered.sh", "120"]), "wait-recovered.sh",
-                  env=restored.env(), logs=[restored.log]).rstrip())
-        print(f"{NAME}: restored and open for writes in {time.monotonic() - started:.1f} s")
+        # A lost server: everything the archive holds. Then a mistake to undo: up to the time.
+        for name, upto, kept_after in (("latest", "latest", True), ("pitr", target, False)):
+            started = time.monotonic()
+            restored = Cluster(work / f"pg-{name}", port, work / f"postgres-{name}.log")
+            restored.folder.mkdir(mode=0o700)  # the new, empty data folder, the cluster user's
+            give_to_cluster_user(restored.folder)
+            clusters.append(restored)
+            print(run(as_cluster_user(["sh", scripts / "restore-pitr.sh", backup, archive, restored.folder, upto]),
+                      "restore-pitr.sh").rstrip())
+            restored.start()
+            print(run(as_cluster_user(["sh", scripts / "wait-recovered.sh", "120"]), "wait-recovered.sh",
+                      env=restored.env(), logs=[restored.log]).rstrip())
+            print(f"{NAME}: restored ({upto}) and open for writes in {time.monotonic() - started:.1f} s")
 
-        payorch, base = serve(work, restored, "serve-after")
-        found = {order: order_status(base, api_key, order) for order in before + after}
-        missing = [order for order in before if found[order] != (200, "paid")]
-        kept = [order for order in after if found[order][0] != 404]
-        if missing or kept:
-            raise CheckFailed(f"after the restore to {target}: orders paid before it not found paid: {missing}; "
-                              f"orders paid after it still there: {kept}; answers: {found}", [payorch.log, restored.log])
-        print(f"{NAME}: after the restore, the {EACH_SIDE} orders paid before {target} are there and paid, "
-              f"the {EACH_SIDE} after are not (404)")
-        pay(base, api_key, 1, payorch.log)
-        print(f"{NAME}: payorch is ready on the restored database and pays a new checkout")
-
-        payorch.stop(signal.SIGTERM)
-        restored.stop()
+            payorch, base = serve(work, restored, f"serve-{name}")
+            found = {order: order_status(base, api_key, order) for order in before + after}
+            missing = [order for order in before + (after if kept_after else []) if found[order] != (200, "paid")]
+            kept = [] if kept_after else [order for order in after if found[order][0] != 404]
+            if missing or kept:
+                raise CheckFailed(f"after the restore to {upto}: orders that should be paid and are not: "
+                                  f"{missing}; orders paid after the time still there: {kept}; answers: {found}",
+                                  [payorch.log, restored.log])
+            if kept_after:
+                print(f"{NAME}: restored to the archive's end, all {2 * EACH_SIDE} orders are there and paid")
+            else:
+                print(f"{NAME}: restored to {target}, the {EACH_SIDE} orders paid before it are there and paid, "
+                      f"the {EACH_SIDE} after are not (404)")
+            pay(base, api_key, 1, payorch.log)
+            print(f"{NAME}: payorch is ready on the restored database and pays a new checkout")
+            payorch.stop(signal.SIGTERM)
+            restored.stop()
     finally:
         if payorch is not None:
             payorch.kill()
-        for each in (cluster, restored):
-            if each is not None:
-                try:
-                    each.stop()
-                except CheckFailed:
-                    pass
+        for each in clusters:
+            try:
+                each.stop()
+            except CheckFailed:
+                pass
 
 
 def main():

@@ -9,7 +9,8 @@
 #   ARCHIVE_DIR  the folder archive-wal.sh copies WAL into
 #   DATA_DIR     the new data folder: missing or empty (never the one being replaced)
 #   TARGET_TIME  e.g. '2026-11-27 14:05:00+00': the last transaction replayed is the last
-#                one committed at or before it
+#                one committed at or before it; or `latest`: all the archive holds (a lost
+#                server, rather than a mistake to undo)
 set -eu
 backup=$1
 archive=$2
@@ -28,10 +29,12 @@ cp -a "$backup/." "$data/"
 
 # Replay from the archive up to the target, then promote: a new timeline starts, and the
 # WAL written after the target on the old one is left in the archive, unused.
-cat >>"$data/postgresql.auto.conf" <<CONF
-restore_command = 'cp $archive/%f %p'
+echo "restore_command = 'cp $archive/%f %p'" >>"$data/postgresql.auto.conf"
+if [ "$target" != latest ]; then
+    cat >>"$data/postgresql.auto.conf" <<CONF
 recovery_target_time = '$target'
 recovery_target_action = 'promote'
 CONF
+fi
 touch "$data/recovery.signal"
 echo "restore-pitr: $data replays $archive up to $target once PostgreSQL starts on it"
