@@ -15,6 +15,8 @@
    - http(s) and mailto links are counted but not fetched: CI has no network, and a check that
      fetched would fail on someone else's outage.
 3. The same rules for the README's own relative links, which a forge shows beside docs/.
+   A heading's id in a Markdown file is made as mdBook makes it (`slug`), and every page of
+   the book holds the rule to mdBook's own ids, so it cannot drift from them unseen.
 
 A failure names the Markdown source and its line (the HTML page and its line where no source
 line holds the link) and what is wrong. Run from anywhere: `python3 scripts/book_check.py`.
@@ -92,7 +94,7 @@ def markdown_anchors(path):
                 n = seen.get(base, 0)
                 seen[base] = n + 1
                 anchors.add(base if n == 0 else f"{base}-{n}")
-            anchors.update(re.findall(r"""(?:id|name)=["']([^"']+)["']""", line))
+            anchors.update(re.findall(r"""<[a-zA-Z][^>`]*\s(?:id|name)=["']([^"']+)["']""", line))
     return anchors
 
 
@@ -180,6 +182,16 @@ def check_build(report):
                 md_anchors[target] = markdown_anchors(target)
             return md_anchors[target]
         return None
+
+    # The ids read from Markdown (for links into the README and other files outside the book)
+    # are made by `slug`: each must be one mdBook made from the same page, or that rule has
+    # drifted from mdBook's and those fragment checks would be wrong.
+    for page, links in parsed.items():
+        source = source_of(page)
+        for anchor in sorted(markdown_anchors(source) - links.ids if source else ()):
+            report.problem(os.path.relpath(source, ROOT),
+                           f"heading id '{anchor}' (book_check's slug) is not one mdBook made: "
+                           "correct slug()")
 
     for page, links in parsed.items():
         # The print page repeats every chapter with its links rewritten to its own ids; the
