@@ -13,6 +13,8 @@ ops/backup/ that the page includes, against a throw-away PostgreSQL cluster serv
    on it: all ten orders are there and paid, and a new checkout is paid.
 5. Again into another folder, up to the noted time (a mistake to undo): the five orders paid
    before the time are there and paid, the five after are not (404), a new checkout is paid.
+6. A new base backup of the restored database, then prune.sh keeping one: the first backup
+   and the WAL before the new one's start are deleted.
 
 The scripts are copied into the work folder, as the page has them installed, and run as
 `postgres` when run as root; WAL is archived by archive-wal.sh as the server's
@@ -97,6 +99,31 @@ def wait_archived(cluster, within=60):
     raise CheckFailed(f"segment {segment} not archived within {within} s", [cluster.log])
 
 
+def prune(scripts, cluster, backups, archive, old_backup):
+    """A new base backup of the restored database, then prune.sh keeping one: the old backup
+    and every WAL segment before the new one's start go, the rest stays."""
+    output = run(as_cluster_user(["sh", scripts / "base-backup.sh", backups]), "base-backup.sh (again)",
+                 env=cluster.env(), logs=[cluster.log])
+    new_backup = Path(output.strip().splitlines()[-1])
+    print(run(as_cluster_user(["sh", scripts / "prune.sh", backups, archive, "1"]), "prune.sh",
+              env=cluster.env()).rstrip())
+    left = sorted(path.name for path in backups.iterdir())
+    if left != [new_backup.name]:
+        raise CheckFailed(f"after prune.sh keeping 1, the backups are {left}, not [{new_backup.name}]")
+    label = (new_backup / "backup_label").read_text()
+    first = label.split("(file ", 1)[1].split(")", 1)[0]
+    # WAL segments (whole, or a timeline's last .partial); pg_archivecleanup leaves the small
+    # .history and .backup files, as it should.
+    segments = [path.name for path in archive.iterdir()
+                if len(path.name.removesuffix(".partial")) == 24 and path.name[:24].isalnum()]
+    older = [name for name in segments if name[8:24] < first[8:]]
+    if older:
+        raise CheckFailed(f"prune.sh left WAL older than the kept backup's start {first}: {sorted(older)}")
+    if old_backup.exists():
+        raise CheckFailed(f"prune.sh left the old base backup {old_backup}")
+    print(f"{NAME}: prune.sh kept the new base backup and {len(segments)} archived files from {first} on")
+
+
 def check(work):
     scripts = install_scripts(work)
     archive, backups = work / "wal-archive", work / "backups"
@@ -164,6 +191,8 @@ def check(work):
             pay(base, api_key, 1, payorch.log)
             print(f"{NAME}: payorch is ready on the restored database and pays a new checkout")
             payorch.stop(signal.SIGTERM)
+            if not kept_after:
+                prune(scripts, restored, backups, archive, backup)
             restored.stop()
     finally:
         if payorch is not None:
