@@ -28,6 +28,8 @@ use crate::providers::stripe::StripeConfig;
 use crate::rate_limit::Quota;
 use crate::secret::Secret;
 
+pub mod reference;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "payorch",
@@ -94,7 +96,11 @@ pub struct MasterKeyArgs {
     /// A file of master keys, `<id>:<base64 of 32 bytes>` each, separated by commas or
     /// lines: the first seals, every one opens. Default: `PAYORCH_MASTER_KEY`; else, with the
     /// in-process sandbox only, `master_key` in `--data-dir` (made at the first start).
-    #[arg(long, env = "PAYORCH_MASTER_KEY_FILE")]
+    #[arg(
+        help_heading = "Secrets at rest",
+        long,
+        env = "PAYORCH_MASTER_KEY_FILE"
+    )]
     pub master_key_file: Option<PathBuf>,
 }
 
@@ -197,6 +203,7 @@ pub struct KeysRotateArgs {
 
 #[derive(Debug, Args)]
 pub struct CreateArgs {
+    /// The merchant's name (the console shows merchants by it), or the support person's.
     #[arg(long)]
     pub name: String,
     /// Print the result as one JSON object.
@@ -212,14 +219,25 @@ pub struct DatabaseArgs {
     /// An existing PostgreSQL database; when unset, payorch runs a private cluster. libpq's
     /// `sslmode` (disable, prefer, require, verify-ca, verify-full) and `sslrootcert` apply.
     /// In production, a role that owns nothing (docs/PRODUCTION.md, section 2).
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    #[arg(
+        help_heading = "Database",
+        long,
+        env = "DATABASE_URL",
+        hide_env_values = true
+    )]
     pub database_url: Option<String>,
     /// The table owner's URL, for migrations (`serve` and `migrate`); defaults to
     /// `DATABASE_URL`.
-    #[arg(long, env = "PAYORCH_MIGRATION_DATABASE_URL", hide_env_values = true)]
+    #[arg(
+        help_heading = "Database",
+        long,
+        env = "PAYORCH_MIGRATION_DATABASE_URL",
+        hide_env_values = true
+    )]
     pub migration_database_url: Option<String>,
     /// A file holding `DATABASE_URL` (a password kept out of the environment and `ps`).
     #[arg(
+        help_heading = "Database",
         long,
         env = "DATABASE_URL_FILE",
         conflicts_with = "database_url",
@@ -228,6 +246,7 @@ pub struct DatabaseArgs {
     pub database_url_file: Option<Secret>,
     /// A file holding the migration URL.
     #[arg(
+        help_heading = "Database",
         long,
         env = "PAYORCH_MIGRATION_DATABASE_URL_FILE",
         conflicts_with = "migration_database_url",
@@ -235,16 +254,32 @@ pub struct DatabaseArgs {
     )]
     pub migration_database_url_file: Option<Secret>,
     /// The folder for the private cluster and `credentials.json`.
-    #[arg(long, env = "PAYORCH_DATA_DIR", default_value = ".payorch")]
+    #[arg(
+        help_heading = "Database",
+        long,
+        env = "PAYORCH_DATA_DIR",
+        default_value = ".payorch"
+    )]
     pub data_dir: PathBuf,
     /// Largest number of database connections of this process.
-    #[arg(long, env = "PAYORCH_DB_POOL_SIZE", default_value_t = 16)]
+    #[arg(
+        help_heading = "Database",
+        long,
+        env = "PAYORCH_DB_POOL_SIZE",
+        default_value_t = 16
+    )]
     pub db_pool_size: usize,
     /// Longest a request waits for a connection before answering 503.
-    #[arg(long, env = "PAYORCH_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 2000)]
+    #[arg(
+        help_heading = "Database",
+        long,
+        env = "PAYORCH_DB_ACQUIRE_TIMEOUT_MS",
+        default_value_t = 2000
+    )]
     pub db_acquire_timeout_ms: u64,
     /// `statement_timeout` set on every connection.
     #[arg(
+        help_heading = "Database",
         long,
         env = "PAYORCH_DB_STATEMENT_TIMEOUT_MS",
         default_value_t = 10_000
@@ -314,10 +349,15 @@ impl DatabaseArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Address of the HTTP API; port 0 picks a free port.
-    #[arg(long, env = "PAYORCH_BIND", default_value = "127.0.0.1:8080")]
+    #[arg(
+        help_heading = "Server",
+        long,
+        env = "PAYORCH_BIND",
+        default_value = "127.0.0.1:8080"
+    )]
     pub bind: String,
     /// HTTP worker threads (default: one per core).
-    #[arg(long, env = "PAYORCH_WORKERS")]
+    #[arg(help_heading = "Server", long, env = "PAYORCH_WORKERS")]
     pub workers: Option<usize>,
     #[command(flatten)]
     pub database: DatabaseArgs,
@@ -336,42 +376,68 @@ pub struct ServeArgs {
     /// How long a live API key is remembered in process without asking the database (0: ask
     /// every time). A revocation evicts it sooner (`--key-poll-ms`); this bounds it only while
     /// that poll cannot reach the database.
-    #[arg(long, env = "PAYORCH_AUTH_CACHE_MS", default_value_t = 5000)]
+    #[arg(
+        help_heading = "API keys",
+        long,
+        env = "PAYORCH_AUTH_CACHE_MS",
+        default_value_t = 5000
+    )]
     pub auth_cache_ms: u64,
     /// How often this replica asks the database for revoked or rotated keys (and writes keys'
     /// last use): a revocation is honoured within about this long. At most 10 minutes.
-    #[arg(long, env = "PAYORCH_KEY_POLL_MS", default_value_t = 250,
+    #[arg(help_heading = "API keys", long, env = "PAYORCH_KEY_POLL_MS", default_value_t = 250,
           value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub key_poll_ms: u64,
     /// The demo with a real provider too: on an empty database a demo merchant and a support
     /// key written to `credentials.json`, and the anonymous checkout demo at `/checkout`
     /// paying as that merchant through the provider (a test account's, say). Always on with
     /// the in-process sandbox; never in production (docs/PRODUCTION.md, "No demo").
-    #[arg(long, env = "PAYORCH_DEMO")]
+    #[arg(help_heading = "Demo", long, env = "PAYORCH_DEMO")]
     pub demo: bool,
     /// When the database has merchants but `credentials.json` is missing or stale: mint a
     /// fresh API key for the demo merchant and a fresh support key, and write the file. Only
     /// with the demo.
-    #[arg(long, env = "PAYORCH_NEW_DEMO_KEYS")]
+    #[arg(help_heading = "Demo", long, env = "PAYORCH_NEW_DEMO_KEYS")]
     pub new_demo_keys: bool,
     /// Most client connections open at once (lowered to fit the open-file limit).
-    #[arg(long, env = "PAYORCH_MAX_CONNECTIONS", default_value_t = 10_000)]
+    #[arg(
+        help_heading = "Connections",
+        long,
+        env = "PAYORCH_MAX_CONNECTIONS",
+        default_value_t = 10_000
+    )]
     pub max_connections: usize,
     /// Most connections open at once from one client address, but those listed in
     /// `--connection-budget-exempt` (0: no limit).
-    #[arg(long, env = "PAYORCH_MAX_CONNECTIONS_PER_IP", default_value_t = 256)]
+    #[arg(
+        help_heading = "Connections",
+        long,
+        env = "PAYORCH_MAX_CONNECTIONS_PER_IP",
+        default_value_t = 256
+    )]
     pub max_connections_per_ip: usize,
     /// Longest a request body may take to arrive after its headers; then `408` and the
     /// connection is closed.
-    #[arg(long, env = "PAYORCH_BODY_TIMEOUT_MS", default_value_t = 10_000)]
+    #[arg(
+        help_heading = "Connections",
+        long,
+        env = "PAYORCH_BODY_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
     pub body_timeout_ms: u64,
     /// Longest a client may take to send a request's headers; then the connection is closed.
-    #[arg(long, env = "PAYORCH_HEADER_TIMEOUT_MS", default_value_t = 5_000)]
+    #[arg(
+        help_heading = "Connections",
+        long,
+        env = "PAYORCH_HEADER_TIMEOUT_MS",
+        default_value_t = 5_000
+    )]
     pub header_timeout_ms: u64,
     /// Addresses (or CIDR ranges), comma-separated, with no per-address connection limit:
     /// your reverse proxy or load balancer and your provider's webhook senders. They still
     /// count in `--max-connections` (docs/guides/api.md, "Slow and greedy clients").
     #[arg(
+        help_heading = "Connections",
         long = "connection-budget-exempt",
         env = "PAYORCH_CONNECTION_BUDGET_EXEMPT",
         value_delimiter = ',',
@@ -383,24 +449,29 @@ pub struct ServeArgs {
     /// has stopped accepting connections, before it closes what is left. Must be longer
     /// than `--provider-timeout-ms` plus `--db-acquire-timeout-ms` (docs/operations/running.md, "Stopping and
     /// rolling deploys").
-    #[arg(long, env = "PAYORCH_DRAIN_SECS", default_value_t = 20)]
+    #[arg(
+        help_heading = "Server",
+        long,
+        env = "PAYORCH_DRAIN_SECS",
+        default_value_t = 20
+    )]
     pub drain_secs: u64,
     /// How many days a provider's webhook is kept after its payment (and each of its refunds
     /// and captures) is final, or after it arrived if it names no payment; then it is deleted
     /// (docs/guides/provider-webhooks.md, "Webhooks"). At least the providers' redelivery window: Adyen retries for up
     /// to 30 days, Stripe for 3.
-    #[arg(long, env = "PAYORCH_PROVIDER_WEBHOOK_RETENTION_DAYS", default_value_t = 35,
+    #[arg(help_heading = "Retention", long, env = "PAYORCH_PROVIDER_WEBHOOK_RETENTION_DAYS", default_value_t = 35,
           value_parser = clap::value_parser!(u64).range(1..=36_500))]
     pub provider_webhook_retention_days: u64,
     /// How many days merchant events are kept; older ones are deleted with their deliveries,
     /// every `--reaper-interval-secs` (docs/guides/events.md, "Events and webhook endpoints").
-    #[arg(long, env = "PAYORCH_EVENT_RETENTION_DAYS", default_value_t = 30,
+    #[arg(help_heading = "Retention", long, env = "PAYORCH_EVENT_RETENTION_DAYS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=36_500))]
     pub event_retention_days: u64,
     /// The address payers' browsers reach payorch at (`https://pay.example.com`, behind a
     /// proxy): a provider sends a payer back from a 3-D Secure challenge to its
     /// `/v1/payments/{id}/return` (docs/guides/three-d-secure.md, "3-D Secure"). Default: the address `--bind` bound.
-    #[arg(long, env = "PAYORCH_PUBLIC_URL", value_parser = parse_public_url)]
+    #[arg(help_heading = "Server", long, env = "PAYORCH_PUBLIC_URL", value_parser = parse_public_url)]
     pub public_url: Option<String>,
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -413,6 +484,7 @@ pub struct ServeArgs {
 pub struct LimitArgs {
     /// `GET`s of the API a minute with one API key; then `429 rate_limited`.
     #[arg(
+        help_heading = "Request limits and proxies",
         long,
         env = "PAYORCH_READS_PER_MINUTE_PER_KEY",
         default_value_t = 6_000
@@ -421,6 +493,7 @@ pub struct LimitArgs {
     /// `GET`s of the API (and the checkout demo's) a minute from one client address (an IPv6
     /// client by its /64).
     #[arg(
+        help_heading = "Request limits and proxies",
         long,
         env = "PAYORCH_READS_PER_MINUTE_PER_ADDRESS",
         default_value_t = 12_000
@@ -429,6 +502,7 @@ pub struct LimitArgs {
     /// Secrets that are no live key a minute from one client address; past it the address
     /// is answered `429` without a lookup.
     #[arg(
+        help_heading = "Request limits and proxies",
         long,
         env = "PAYORCH_FAILED_AUTH_PER_MINUTE_PER_ADDRESS",
         default_value_t = 20
@@ -436,11 +510,12 @@ pub struct LimitArgs {
     pub failed_auth_per_minute_per_address: u32,
     /// How long a secret that is no live key is answered `401` without a lookup: a key made
     /// meanwhile works at most this long after it was made. At most an hour.
-    #[arg(long, env = "PAYORCH_FAILED_AUTH_MEMORY_MS", default_value_t = 2_000,
+    #[arg(help_heading = "Request limits and proxies", long, env = "PAYORCH_FAILED_AUTH_MEMORY_MS", default_value_t = 2_000,
           value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub failed_auth_memory_ms: u64,
     /// `GET /v1/payments/{id}/return` a minute from one client address.
     #[arg(
+        help_heading = "Request limits and proxies",
         long,
         env = "PAYORCH_PAYER_RETURNS_PER_MINUTE_PER_ADDRESS",
         default_value_t = 60
@@ -449,13 +524,14 @@ pub struct LimitArgs {
     /// After a payment's first two returns, how often a return may make payorch ask its
     /// provider; the others are answered from what payorch knows (0: every return asks). At
     /// most a day: a bound, so the interval's arithmetic cannot overflow.
-    #[arg(long, env = "PAYORCH_PAYER_RETURN_CHECK_SECS", default_value_t = 5,
+    #[arg(help_heading = "Request limits and proxies", long, env = "PAYORCH_PAYER_RETURN_CHECK_SECS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(0..=86_400))]
     pub payer_return_check_secs: u64,
     /// Proxies (addresses or CIDR ranges, comma-separated) whose forwarding header says who
     /// the client is; from anyone else it is ignored. Default: none. They are also exempt
     /// from the per-address connection limit.
     #[arg(
+        help_heading = "Request limits and proxies",
         long = "trusted-proxies",
         env = "PAYORCH_TRUSTED_PROXIES",
         value_delimiter = ',',
@@ -465,6 +541,7 @@ pub struct LimitArgs {
     /// The header the trusted proxies write: `x-forwarded-for` (with `X-Forwarded-Proto` and
     /// `-Host`) or `forwarded` (RFC 7239); the other is ignored.
     #[arg(
+        help_heading = "Request limits and proxies",
         long,
         env = "PAYORCH_FORWARDED_HEADER",
         default_value = "x-forwarded-for"
@@ -521,6 +598,7 @@ pub struct ProviderArgs {
     /// routing order; its secrets come from `PAYORCH_PROVIDER_<NAME>_…` variables (docs/guides/routing.md,
     /// "Routing and failover").
     #[arg(
+        help_heading = "Providers",
         long = "provider",
         env = "PAYORCH_PROVIDERS",
         value_delimiter = ',',
@@ -529,13 +607,19 @@ pub struct ProviderArgs {
     pub providers: Vec<ProviderSpec>,
     /// Base URL of a Stripe-protocol provider (Stripe itself, or `payorch sandbox`): https,
     /// or plain http to a loopback host only.
-    #[arg(long, env = "PAYORCH_PROVIDER_URL", value_parser = crate::provider_specs::provider_url)]
+    #[arg(help_heading = "Providers", long, env = "PAYORCH_PROVIDER_URL", value_parser = crate::provider_specs::provider_url)]
     pub provider_url: Option<String>,
     /// The provider's secret API key (for the in-process sandbox: made up at start).
-    #[arg(long, env = "PAYORCH_PROVIDER_SECRET", hide_env_values = true)]
+    #[arg(
+        help_heading = "Providers",
+        long,
+        env = "PAYORCH_PROVIDER_SECRET",
+        hide_env_values = true
+    )]
     pub provider_secret: Option<Secret>,
     /// A file holding the provider's secret API key.
     #[arg(
+        help_heading = "Providers",
         long,
         env = "PAYORCH_PROVIDER_SECRET_FILE",
         conflicts_with = "provider_secret",
@@ -546,6 +630,7 @@ pub struct ProviderArgs {
     /// secret is rotated; the in-process sandbox signs with the first (default: the one in
     /// credentials.json, else a new one).
     #[arg(
+        help_heading = "Providers",
         long = "webhook-secret",
         env = "PAYORCH_WEBHOOK_SECRET",
         hide_env_values = true,
@@ -554,6 +639,7 @@ pub struct ProviderArgs {
     pub webhook_secrets: Vec<Secret>,
     /// A file holding the webhook secrets, comma-separated.
     #[arg(
+        help_heading = "Providers",
         long,
         env = "PAYORCH_WEBHOOK_SECRET_FILE",
         conflicts_with = "webhook_secrets",
@@ -561,28 +647,39 @@ pub struct ProviderArgs {
     )]
     pub webhook_secret_file: Option<Secret>,
     /// Largest accepted distance between a webhook's signed timestamp and now.
-    #[arg(long, env = "PAYORCH_WEBHOOK_TOLERANCE_SECS", default_value_t = 300)]
+    #[arg(
+        help_heading = "Providers",
+        long,
+        env = "PAYORCH_WEBHOOK_TOLERANCE_SECS",
+        default_value_t = 300
+    )]
     pub webhook_tolerance_secs: u64,
     /// Address of the in-process sandbox provider.
-    #[arg(long, env = "PAYORCH_SANDBOX_BIND", default_value = "127.0.0.1:0")]
+    #[arg(
+        help_heading = "The in-process sandbox",
+        long,
+        env = "PAYORCH_SANDBOX_BIND",
+        default_value = "127.0.0.1:0"
+    )]
     pub sandbox_bind: String,
     /// How long after a charge the in-process sandbox delivers its webhook (0: at once,
     /// racing the API answer).
-    #[arg(long, env = "PAYORCH_SANDBOX_WEBHOOK_DELAY_MS", default_value_t = payorch_sandbox::DEFAULT_WEBHOOK_DELAY_MS)]
+    #[arg(help_heading = "The in-process sandbox", long, env = "PAYORCH_SANDBOX_WEBHOOK_DELAY_MS", default_value_t = payorch_sandbox::DEFAULT_WEBHOOK_DELAY_MS)]
     pub sandbox_webhook_delay_ms: u64,
     /// Intents (and refunds) the in-process sandbox keeps; older ones it forgets and counts
     /// (docs/operations/running.md, "The sandbox's memory").
-    #[arg(long, env = "PAYORCH_SANDBOX_KEEP_INTENTS", default_value_t = payorch_sandbox::DEFAULT_KEEP_INTENTS, value_parser = payorch_sandbox::parse_keep_intents)]
+    #[arg(help_heading = "The in-process sandbox", long, env = "PAYORCH_SANDBOX_KEEP_INTENTS", default_value_t = payorch_sandbox::DEFAULT_KEEP_INTENTS, value_parser = payorch_sandbox::parse_keep_intents)]
     pub sandbox_keep_intents: usize,
     /// Answers the in-process sandbox replays byte for byte; past them a replay answers
     /// what the key made, as it is now.
-    #[arg(long, env = "PAYORCH_SANDBOX_KEEP_ANSWERS", default_value_t = payorch_sandbox::DEFAULT_KEEP_ANSWERS)]
+    #[arg(help_heading = "The in-process sandbox", long, env = "PAYORCH_SANDBOX_KEEP_ANSWERS", default_value_t = payorch_sandbox::DEFAULT_KEEP_ANSWERS)]
     pub sandbox_keep_answers: usize,
     /// How long the in-process sandbox takes to answer a `pm_sandbox_slow` charge.
-    #[arg(long, env = "PAYORCH_SANDBOX_SLOW_MS", default_value_t = payorch_sandbox::DEFAULT_SLOW_MS)]
+    #[arg(help_heading = "The in-process sandbox", long, env = "PAYORCH_SANDBOX_SLOW_MS", default_value_t = payorch_sandbox::DEFAULT_SLOW_MS)]
     pub sandbox_slow_ms: u64,
     /// Longest wait for a connection to the provider.
     #[arg(
+        help_heading = "Providers",
         long,
         env = "PAYORCH_PROVIDER_CONNECT_TIMEOUT_MS",
         default_value_t = 2000
@@ -590,7 +687,12 @@ pub struct ProviderArgs {
     pub provider_connect_timeout_ms: u64,
     /// Longest a whole provider call may take; past it the outcome is unknown and the
     /// attempt stays pending for the reconciler.
-    #[arg(long, env = "PAYORCH_PROVIDER_TIMEOUT_MS", default_value_t = 10_000)]
+    #[arg(
+        help_heading = "Providers",
+        long,
+        env = "PAYORCH_PROVIDER_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
     pub provider_timeout_ms: u64,
 }
 
@@ -630,10 +732,16 @@ impl ProviderArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ReconcilerArgs {
     /// How often each replica looks for attempts due a check.
-    #[arg(long, env = "PAYORCH_RECONCILER_INTERVAL_MS", default_value_t = 1000)]
+    #[arg(
+        help_heading = "Reconciler",
+        long,
+        env = "PAYORCH_RECONCILER_INTERVAL_MS",
+        default_value_t = 1000
+    )]
     pub reconciler_interval_ms: u64,
     /// Waits before the first, second, … check of an open attempt; the last repeats.
     #[arg(
+        help_heading = "Reconciler",
         long,
         env = "PAYORCH_RECONCILE_BACKOFF_SECS",
         value_delimiter = ',',
@@ -642,12 +750,13 @@ pub struct ReconcilerArgs {
     pub reconcile_backoff_secs: Vec<u64>,
     /// How long the provider remembers idempotency keys, minus a margin (Stripe: 24 h).
     /// Inside it the reconciler resends with the attempt's key; past it, it only asks.
-    #[arg(long, env = "PAYORCH_PROVIDER_KEY_WINDOW_SECS", default_value_t = 23 * 3600)]
+    #[arg(help_heading = "Reconciler", long, env = "PAYORCH_PROVIDER_KEY_WINDOW_SECS", default_value_t = 23 * 3600)]
     pub provider_key_window_secs: u64,
     /// How long after an attempt's last possible send the provider has surely finished with
     /// it. Stripe: a read-after-write list of the intents made in the attempt's window that
     /// finds none after it fails the attempt `provider_no_record` (a search never does).
     #[arg(
+        help_heading = "Reconciler",
         long = "provider-settle-secs",
         alias = "provider-search-delay-secs",
         env = "PAYORCH_PROVIDER_SETTLE_SECS",
@@ -658,13 +767,19 @@ pub struct ReconcilerArgs {
     /// after it was made, with no notification, is canceled by payorch's reference (Adyen's
     /// technical cancel), whose notification ends it.
     #[arg(
+        help_heading = "Reconciler",
         long,
         env = "PAYORCH_TECHNICAL_CANCEL_AFTER_SECS",
         default_value_t = 3600
     )]
     pub technical_cancel_after_secs: u64,
     /// Attempts unresolved for longer than this are counted in a metric for a human.
-    #[arg(long, env = "PAYORCH_UNRESOLVED_ALERT_SECS", default_value_t = 900)]
+    #[arg(
+        help_heading = "Reconciler",
+        long,
+        env = "PAYORCH_UNRESOLVED_ALERT_SECS",
+        default_value_t = 900
+    )]
     pub unresolved_alert_secs: u64,
 }
 
@@ -696,36 +811,61 @@ impl ReconcilerArgs {
 #[derive(Debug, Clone, Args)]
 pub struct IdempotencyArgs {
     /// How long a request waits for an in-flight duplicate before 409 idempotency_key_in_use.
-    #[arg(long, env = "PAYORCH_IDEMPOTENCY_WAIT_MS", default_value_t = 2000)]
+    #[arg(
+        help_heading = "Idempotency keys",
+        long,
+        env = "PAYORCH_IDEMPOTENCY_WAIT_MS",
+        default_value_t = 2000
+    )]
     pub idempotency_wait_ms: u64,
     /// How long an in-flight payment holds its key before a retry may take it over (longer
     /// than the provider timeout).
-    #[arg(long, env = "PAYORCH_IDEMPOTENCY_LEASE_SECS", default_value_t = 30)]
+    #[arg(
+        help_heading = "Idempotency keys",
+        long,
+        env = "PAYORCH_IDEMPOTENCY_LEASE_SECS",
+        default_value_t = 30
+    )]
     pub idempotency_lease_secs: u64,
     // The operations whose `Operation::ttl` is `KeyTtl::Order` (idempotency/operation.rs).
     /// Key lifetime for order creation, cancelation and metadata changes, and for webhook
     /// endpoints and their secret rotations.
-    #[arg(long, env = "PAYORCH_IDEMPOTENCY_TTL_ORDERS_SECS", default_value_t = 24 * 3600)]
+    #[arg(help_heading = "Idempotency keys", long, env = "PAYORCH_IDEMPOTENCY_TTL_ORDERS_SECS", default_value_t = 24 * 3600)]
     pub idempotency_ttl_orders_secs: u64,
     // The operations whose `Operation::ttl` is `KeyTtl::Payment`.
     /// Key lifetime for payments, checkouts, refunds, captures and voids (never while the
     /// payment, refund, capture or void is open).
-    #[arg(long, env = "PAYORCH_IDEMPOTENCY_TTL_PAYMENTS_SECS", default_value_t = 72 * 3600)]
+    #[arg(help_heading = "Idempotency keys", long, env = "PAYORCH_IDEMPOTENCY_TTL_PAYMENTS_SECS", default_value_t = 72 * 3600)]
     pub idempotency_ttl_payments_secs: u64,
     /// New keys a merchant may open per minute before 429.
-    #[arg(long, env = "PAYORCH_MAX_NEW_KEYS_PER_MINUTE", default_value_t = 6000)]
+    #[arg(
+        help_heading = "Idempotency keys",
+        long,
+        env = "PAYORCH_MAX_NEW_KEYS_PER_MINUTE",
+        default_value_t = 6000
+    )]
     pub max_new_keys_per_minute: i64,
     /// How often each replica shares its counts of new keys with the others (the per-minute
     /// cap is exact within a replica and this far behind across replicas).
-    #[arg(long, env = "PAYORCH_QUOTA_SYNC_MS", default_value_t = 1000)]
+    #[arg(
+        help_heading = "Idempotency keys",
+        long,
+        env = "PAYORCH_QUOTA_SYNC_MS",
+        default_value_t = 1000
+    )]
     pub quota_sync_ms: u64,
     /// How often the reaper looks for expired keys.
-    #[arg(long, env = "PAYORCH_REAPER_INTERVAL_SECS", default_value_t = 60)]
+    #[arg(
+        help_heading = "Idempotency keys",
+        long,
+        env = "PAYORCH_REAPER_INTERVAL_SECS",
+        default_value_t = 60
+    )]
     pub reaper_interval_secs: u64,
     /// How long, from its first use, a key that made a payment or refund is remembered: past
     /// its TTL a retry with it answers 409 idempotency_key_expired until then, never charging
     /// again; after it the key is free.
-    #[arg(long, env = "PAYORCH_IDEMPOTENCY_HORIZON_SECS", default_value_t = 30 * 24 * 3600)]
+    #[arg(help_heading = "Idempotency keys", long, env = "PAYORCH_IDEMPOTENCY_HORIZON_SECS", default_value_t = 30 * 24 * 3600)]
     pub idempotency_horizon_secs: u64,
 }
 
@@ -757,6 +897,7 @@ pub struct DeliveryArgs {
     /// at all). Default: on with the in-process sandbox (the demo), off with a real provider;
     /// `--allow-http-webhooks=false` turns it off for the demo too.
     #[arg(
+        help_heading = "Events to merchants' endpoints",
         long,
         env = "PAYORCH_ALLOW_HTTP_WEBHOOKS",
         num_args = 0..=1,
@@ -767,16 +908,35 @@ pub struct DeliveryArgs {
     /// Register and send to private, carrier-grade NAT, link-local and loopback addresses:
     /// payorch and its merchants' receivers in one private network. Cloud metadata and
     /// unroutable addresses stay refused.
-    #[arg(long, env = "PAYORCH_ALLOW_PRIVATE_WEBHOOK_ADDRESSES")]
+    #[arg(
+        help_heading = "Events to merchants' endpoints",
+        long,
+        env = "PAYORCH_ALLOW_PRIVATE_WEBHOOK_ADDRESSES"
+    )]
     pub allow_private_webhook_addresses: bool,
     /// How often an idle delivery worker looks for due deliveries.
-    #[arg(long, env = "PAYORCH_DELIVERY_POLL_MS", default_value_t = 1000)]
+    #[arg(
+        help_heading = "Events to merchants' endpoints",
+        long,
+        env = "PAYORCH_DELIVERY_POLL_MS",
+        default_value_t = 1000
+    )]
     pub delivery_poll_ms: u64,
     /// Deliveries a worker takes per statement.
-    #[arg(long, env = "PAYORCH_DELIVERY_BATCH", default_value_t = 32)]
+    #[arg(
+        help_heading = "Events to merchants' endpoints",
+        long,
+        env = "PAYORCH_DELIVERY_BATCH",
+        default_value_t = 32
+    )]
     pub delivery_batch: i64,
     /// Sends in flight at once, per replica.
-    #[arg(long, env = "PAYORCH_DELIVERY_CONCURRENCY", default_value_t = 32)]
+    #[arg(
+        help_heading = "Events to merchants' endpoints",
+        long,
+        env = "PAYORCH_DELIVERY_CONCURRENCY",
+        default_value_t = 32
+    )]
     pub delivery_concurrency: usize,
 }
 
@@ -866,13 +1026,19 @@ impl ServeArgs {
 pub struct MetricsArgs {
     /// A listener of their own for `/metrics` (`127.0.0.1:9090`, an internal address), where
     /// no token is asked; then the API's port serves them only with `--metrics-token`.
-    #[arg(long, env = "PAYORCH_METRICS_BIND")]
+    #[arg(help_heading = "Metrics", long, env = "PAYORCH_METRICS_BIND")]
     pub metrics_bind: Option<String>,
     /// A bearer token `/metrics` on the API's port asks for.
-    #[arg(long, env = "PAYORCH_METRICS_TOKEN", hide_env_values = true)]
+    #[arg(
+        help_heading = "Metrics",
+        long,
+        env = "PAYORCH_METRICS_TOKEN",
+        hide_env_values = true
+    )]
     pub metrics_token: Option<Secret>,
     /// A file holding the metrics token.
     #[arg(
+        help_heading = "Metrics",
         long,
         env = "PAYORCH_METRICS_TOKEN_FILE",
         conflicts_with = "metrics_token",

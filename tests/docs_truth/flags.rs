@@ -1,5 +1,9 @@
-//! The flag table is `serve`'s flags as clap defines them (src/config.rs): each flag with its
-//! environment variable and default, and no flag that `serve` does not take.
+//! The flags the docs name are payorch's. The reference of them all is
+//! docs/operations/configuration.md, written from clap's definitions (src/config.rs) and held
+//! to them by configuration.rs; here, a flag table elsewhere (`| flag | env | default | what |`,
+//! a page's short list of the flags that matter to it) names only flags of `serve`, each with
+//! its own environment variable and default, and any flag or `PAYORCH_…` variable written in
+//! backticks anywhere in README.md or docs/ is one that exists.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -78,17 +82,13 @@ fn string_literals_of_src() -> String {
     all
 }
 
+/// A flag table need not list every flag (the reference does), but what it lists is so.
 #[test]
-fn the_flag_table_is_serves_flags_with_their_env_and_default() {
+fn a_flag_table_names_serves_flags_with_their_env_and_default() {
     let flags = serve_flags();
     assert!(flags.len() > 40, "serve's flags not found: {}", flags.len());
     let pages = pages();
     let tables = tables_headed(&pages, &HEADER);
-    assert!(
-        !tables.is_empty(),
-        "no table headed `| flag | env | default | what |` in README.md or docs/: `serve`'s \
-         flags are checked there"
-    );
     let src = string_literals_of_src();
     let mut problems = Vec::new();
     for (page, table) in &tables {
@@ -154,15 +154,6 @@ fn the_flag_table_is_serves_flags_with_their_env_and_default() {
                     }
                 }
             }
-        }
-        for (missing, flag) in flags.iter().filter(|(f, _)| !listed.contains(f.as_str())) {
-            problems.push(format!(
-                "{}: add a row `| `--{missing}` | `{}` | {} | <what it does> |` (a flag of \
-                 `payorch serve`)",
-                at(table.line),
-                flag.env.as_deref().unwrap_or("-"),
-                flag.default.as_deref().unwrap_or("<unset: what then>")
-            ));
         }
     }
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));

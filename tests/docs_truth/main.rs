@@ -6,6 +6,7 @@
 
 mod citations;
 mod commands;
+mod configuration;
 mod error_codes;
 mod event_types;
 mod examples;

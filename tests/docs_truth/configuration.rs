@@ -1,0 +1,49 @@
+//! docs/operations/configuration.md is the configuration reference: below its hand-written
+//! preamble, the text `payorch::config::reference::markdown()` writes from clap's
+//! definitions (src/config.rs), so that a flag added, renamed, given another default or
+//! another help fails here until the page is regenerated with it:
+//! `PAYORCH_BLESS_DOCS=1 cargo test --test docs_truth configuration` rewrites the generated
+//! part, to be read and committed with the change.
+
+use std::fs;
+
+use payorch::config::reference::{markdown, GENERATED_MARK};
+
+use crate::markdown::repo;
+
+const PAGE: &str = "docs/operations/configuration.md";
+const BLESS: &str = "PAYORCH_BLESS_DOCS=1 cargo test --test docs_truth configuration";
+
+#[test]
+fn the_configuration_reference_is_the_clis_own() {
+    let path = repo().join(PAGE);
+    let committed = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{PAGE}: {e}"));
+    let Some(at) = committed.find(GENERATED_MARK) else {
+        panic!(
+            "{PAGE} has no line starting {GENERATED_MARK:?}: its preamble is kept above that \
+             line and the reference written below it; add the line after the preamble and run \
+             `{BLESS}`"
+        );
+    };
+    let (preamble, generated) = committed.split_at(at);
+    let wanted = markdown();
+    if generated == wanted {
+        return;
+    }
+    if std::env::var_os("PAYORCH_BLESS_DOCS").is_some() {
+        fs::write(&path, format!("{preamble}{wanted}")).expect("the page is writable");
+        return;
+    }
+    let line = generated
+        .lines()
+        .zip(wanted.lines())
+        .position(|(a, b)| a != b)
+        .unwrap_or_else(|| generated.lines().count().min(wanted.lines().count()));
+    let first = preamble.lines().count() + line + 1;
+    panic!(
+        "{PAGE} is not what src/config.rs's flags say: it differs from line {first}\n  page: \
+         {:?}\n  code: {:?}\nRun `{BLESS}` to rewrite it, then read and commit it",
+        generated.lines().nth(line).unwrap_or("(end of page)"),
+        wanted.lines().nth(line).unwrap_or("(end of text)")
+    );
+}
