@@ -1,6 +1,6 @@
-//! The files of the pages payorch serves itself (`/console`, `/checkout`): compiled into the
-//! binary, so they work offline with no CDN and no build step, and served under a strict
-//! Content-Security-Policy.
+//! The files of the pages payorch serves itself (`/console`, `/checkout`, `/docs`): compiled
+//! into the binary, so they work offline with no CDN and no build step, and served under a
+//! strict Content-Security-Policy.
 
 use actix_web::http::header;
 use actix_web::HttpResponse;
@@ -30,6 +30,18 @@ pub(crate) fn made_page(body: String) -> HttpResponse {
         .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
         .insert_header((header::REFERRER_POLICY, "no-referrer"))
         .insert_header((header::CACHE_CONTROL, "no-store"))
+        .body(body)
+}
+
+/// A file whose path names its version or its content, so it never changes under that path:
+/// a cache keeps it a year without asking again (the vendored viewer of `/docs`).
+pub(crate) fn immutable(content_type: &'static str, body: &'static [u8]) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(content_type)
+        .insert_header((header::CONTENT_SECURITY_POLICY, POLICY))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::REFERRER_POLICY, "no-referrer"))
+        .insert_header((header::CACHE_CONTROL, "public, max-age=31536000, immutable"))
         .body(body)
 }
 

@@ -2,6 +2,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod api_reference;
 pub mod assets;
 pub mod auth;
 pub mod card_data;
@@ -91,12 +92,23 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .app_data(query_config())
         .configure(api::configure_api);
     // Undocumented pages, for a person's browser rather than a client of the API: the
-    // console, the checkout page and its assets, and the checkout demo's routes, which act
-    // with the demo merchant's key. No API path matches theirs, so their place after the
-    // API's changes nothing but the order in which they are tried.
+    // console, the API reference, the checkout page and its assets, and the checkout demo's
+    // routes, which act with the demo merchant's key. No API path matches theirs, so their
+    // place after the API's changes nothing but the order in which they are tried.
     cfg.service(resource("/console", "GET").route(web::get().to(console::page)))
         .service(resource("/console/console.js", "GET").route(web::get().to(console::script)))
         .service(resource("/console/console.css", "GET").route(web::get().to(console::style)))
+        .service(resource("/docs", "GET").route(web::get().to(api_reference::page)))
+        .service(resource("/docs/docs.js", "GET").route(web::get().to(api_reference::script)))
+        .service(
+            resource("/docs/images.css", "GET").route(web::get().to(api_reference::images_style)),
+        )
+        // The viewer's script is 1.7 MB; gzipped, a third of that.
+        .service(
+            resource("/docs/assets/{path:.+}", "GET")
+                .wrap(actix_web::middleware::Compress::default())
+                .route(web::get().to(api_reference::file)),
+        )
         .service(resource("/checkout", "GET").route(web::get().to(checkout_page::page)))
         .service(
             resource("/checkout/checkout.js", "GET").route(web::get().to(checkout_page::script)),

@@ -7,6 +7,7 @@
 mod helpers;
 
 mod adyen;
+mod api_reference;
 mod auth;
 mod browser;
 mod captures;
