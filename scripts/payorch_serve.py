@@ -102,8 +102,8 @@ def _decoded(raw):
         return raw.decode(errors="replace")
 
 
-def checkout(base, api_key, key=None, context=None, headers=None, amount=4200):
-    """Pays one order with the sandbox's good card; (status, answer)."""
+def checkout(base, api_key, key=None, context=None, headers=None, amount=4200, method="pm_card_visa"):
+    """Pays one order, with the sandbox's good card unless told; (status, answer)."""
     status, body, _ = http(
         "POST",
         base + "/v1/checkout",
@@ -113,7 +113,7 @@ def checkout(base, api_key, key=None, context=None, headers=None, amount=4200):
             "Content-Type": "application/json",
             **(headers or {}),
         },
-        body={"amount": amount, "currency": "eur", "payment_method": "pm_card_visa"},
+        body={"amount": amount, "currency": "eur", "payment_method": method},
         context=context,
     )
     return status, body

@@ -6,7 +6,8 @@ A throw-away PostgreSQL cluster with the two roles of docs/PRODUCTION.md, sectio
 owner that migrates, the runtime login that serves); ops/upgrade/migrate.sh applies the
 migrations from the service's environment file; two `payorch serve` replicas (the demo, each
 with its in-process sandbox) share the database; ops/nginx/payorch.conf, with both replicas
-as its upstream, is in front. While three clients pay checkouts back to back over https,
+as its upstream, is in front. While three clients pay checkouts back to back over https
+(and four more with the sandbox's slow card, so that a replica stops with checkouts in hand),
 ops/upgrade/rolling-restart.sh restarts the replicas one at a time (the same binary stands in
 for the next release). Then: no checkout failed, none got a connection error, every one
 answered was paid exactly once in the database, no attempt is left open, each replica
@@ -16,12 +17,14 @@ Usage: scripts/upgrade_check.py  (as root in CI; exits non-zero with the reason 
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 from payorch_serve import (ROOT, CheckFailed, Cluster, binary, checkout, credentials, http, https_context, paid,
@@ -30,6 +33,10 @@ from tls_proxy_check import Nginx, free_port, self_signed_certificate
 
 NAME = "upgrade_check"
 CLIENTS = 3
+# More clients pay with the sandbox's slow card (3 s at the provider), so that replicas are
+# stopped with checkouts in hand: the drain must answer them, not drop them.
+SLOW_METHOD = "pm_sandbox_slow"
+SLOW_CLIENTS = 4
 REPLICAS = ("replica-a", "replica-b")
 
 RUN_REPLICA = """#!/bin/sh
@@ -133,21 +140,26 @@ class Load:
         self.paid = 0
         self.failures = []
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.client, args=(n,), daemon=True) for n in range(CLIENTS)]
+        self.slow_paid = 0
+        self.threads = [threading.Thread(target=self.client, args=(n, "pm_card_visa"), daemon=True)
+                        for n in range(CLIENTS)]
+        self.threads += [threading.Thread(target=self.client, args=(CLIENTS + n, SLOW_METHOD), daemon=True)
+                         for n in range(SLOW_CLIENTS)]
 
-    def client(self, number):
+    def client(self, number, method):
         count = 0
         while not self.stopping.is_set():
             count += 1
             key = f"upgrade-check-{number}-{count}"
             try:
-                status, body = checkout(self.base, self.api_key, key=key, context=self.context)
+                status, body = checkout(self.base, self.api_key, key=key, context=self.context, method=method)
                 outcome = None if paid(status, body) else f"{key}: {status} {' '.join(str(body).split())[:200]}"
             except OSError as err:
                 outcome = f"{key}: connection error: {err}"
             with self.lock:
                 if outcome is None:
                     self.paid += 1
+                    self.slow_paid += method == SLOW_METHOD
                 else:
                     self.failures.append(outcome)
 
@@ -159,6 +171,22 @@ class Load:
         self.stopping.set()
         for thread in self.threads:
             thread.join(timeout=60)
+
+
+def drains(log):
+    """Seconds from each "stopping" line of a replica's log to its "stopped" line: a drain
+    that had a slow checkout in hand lasts until that checkout is answered."""
+    found, began = [], None
+    for line in log.read_text(errors="replace").splitlines():
+        line = re.sub(r"\x1b\[[0-9;]*m", "", line)  # a terminal's colours, if any
+        stamp = line.split(" ", 1)[0]
+        if "stopping: no new connections" in line:
+            began = stamp
+        elif "stopped: every request in progress" in line and began:
+            found.append((datetime.fromisoformat(stamp.rstrip("Z")) - datetime.fromisoformat(began.rstrip("Z")))
+                         .total_seconds())
+            began = None
+    return found
 
 
 def check(work):
@@ -212,15 +240,18 @@ def check(work):
             load.stop()
         print(output.rstrip())
         print(f"{NAME}: rolled both replicas in {rolled_in:.1f} s; {during} checkouts paid meanwhile, "
-              f"{load.paid} in all by {CLIENTS} clients")
+              f"{load.paid} in all by {CLIENTS + SLOW_CLIENTS} clients ({load.slow_paid} with the slow card)")
 
         if load.failures:
             shown = "\n  ".join(load.failures[:10])
             raise CheckFailed(f"{len(load.failures)} of {load.paid + len(load.failures)} checkouts failed "
                               f"during the rolling restart:\n  {shown}",
                               [nginx.error_log] + [replicas.log(n) for n in REPLICAS])
-        if during < 5:
-            raise CheckFailed(f"only {during} checkouts were paid during the restart: the load did not run")
+        if during < 5 or load.slow_paid < 3:
+            raise CheckFailed(f"only {during} checkouts were paid during the restart, {load.slow_paid} with the "
+                              "slow card: the load did not run")
+        print(f"{NAME}: each drain, SIGTERM to exit: "
+              + ", ".join(f"{name} {drain:.1f} s" for name in REPLICAS for drain in drains(replicas.log(name))))
         for name in REPLICAS:
             if replicas.pid(name) == first_pids[name]:
                 raise CheckFailed(f"{name} was not restarted (same pid {first_pids[name]})")
