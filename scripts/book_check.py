@@ -14,7 +14,8 @@
      the book or a path written as code (`src/lib.rs`);
    - http(s) and mailto links are counted but not fetched: CI has no network, and a check that
      fetched would fail on someone else's outage.
-3. The same rules for the README's own relative links, which a forge shows beside docs/.
+3. Every page under docs/ is a chapter: one SUMMARY.md leaves out is not in the book at all.
+4. The same rules for the README's own relative links, which a forge shows beside docs/.
    A heading's id in a Markdown file is made as mdBook makes it (`slug`), and every page of
    the book holds the rule to mdBook's own ids, so it cannot drift from them unseen.
 
@@ -70,8 +71,10 @@ def parse(path):
 def slug(title):
     """A heading's id as mdBook and the forges make it: lower case, spaces to '-', other
     punctuation dropped (letters and digits of any script kept)."""
-    text = re.sub(r"<[^>]+>", "", title)
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text).replace("`", "")
+    # HTML tags are dropped, but not what a code span shows (`<KEY_ID>` is text).
+    parts = title.split("`")
+    text = "".join(p if i % 2 else re.sub(r"<[^>]+>", "", p) for i, p in enumerate(parts))
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
     return "".join(
         c if c.isalnum() or c in "-_" else "-" if c == " " else "" for c in text.lower()
     )
@@ -235,6 +238,21 @@ def check_build(report):
                 check_fragment(report, where(page, line, href), href, repo_file, fragment, ids_of)
 
 
+def check_every_page_is_a_chapter(report):
+    """A page under docs/ that SUMMARY.md does not list is not in the book at all (mdBook
+    renders only the chapters it lists), though a forge shows it."""
+    for folder, _, files in os.walk(DOCS):
+        for name in sorted(files):
+            if not name.endswith(".md") or (folder == DOCS and name == "SUMMARY.md"):
+                continue
+            rel = os.path.relpath(os.path.join(folder, name), DOCS)
+            stem = rel[: -len(".md")]
+            html = "index.html" if rel == "README.md" else stem + ".html"
+            if not os.path.isfile(os.path.join(BUILD, html)):
+                report.problem(f"docs/{rel}:1", "not a chapter of the book: add its entry to "
+                                                "docs/SUMMARY.md")
+
+
 def check_readme(report):
     readme = os.path.join(ROOT, "README.md")
     with open(readme, encoding="utf-8") as f:
@@ -295,15 +313,16 @@ def main():
     report = Report()
     report.problems += build()
     check_build(report)
+    check_every_page_is_a_chapter(report)
     check_readme(report)
     print(f"book_check: mdbook {MDBOOK_VERSION} built docs/ into {os.path.relpath(BUILD, ROOT)}; "
           f"{report.checked} links checked, {len(report.external)} distinct http(s) links listed "
           f"but not fetched, {len(report.leaving)} repository files linked from outside the book",
           flush=True)
     for path in sorted(report.leaving):
-        print(f"  outside the book: {path}")
+        print(f"  outside the book: {path}", flush=True)
     if report.problems:
-        print(f"book_check: {len(report.problems)} broken links:", file=sys.stderr)
+        print(f"book_check: {len(report.problems)} problems:", file=sys.stderr)
         for problem in report.problems:
             print(f"  {problem}", file=sys.stderr)
         sys.exit(1)
