@@ -1,5 +1,5 @@
-//! TLS to PostgreSQL with rustls, as libpq's `sslmode` asks for it (README, "Configuration";
-//! docs/PRODUCTION.md, section 2).
+//! TLS to PostgreSQL with rustls, as libpq's `sslmode` asks for it
+//! (docs/operations/configuration.md, "Configuration reference"; docs/PRODUCTION.md, section 2).
 //!
 //! tokio-postgres negotiates TLS itself but knows only `disable`, `prefer` and `require`, and
 //! verifies nothing: what a certificate must prove is decided here. `require` encrypts and

@@ -1,5 +1,6 @@
 //! How the delivery worker runs (`serve`'s `--delivery-…` flags and `--allow-…-webhook…`;
-//! README, "Configuration"; docs/DESIGN.md, "Delivering events").
+//! docs/operations/configuration.md,
+//! "Configuration reference"; docs/DESIGN.md, "Delivering events").
 
 use std::time::Duration;
 

@@ -12,7 +12,8 @@ use reqwest::Url;
 
 use super::{ProviderCall, ProviderOutcome};
 
-/// The default timeouts of a provider call (README, "Configuration").
+/// The default timeouts of a provider call (docs/operations/configuration.md,
+/// "Configuration reference").
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -17,7 +17,8 @@
 "use strict";
 
 // A payment request: longer than the server's own bound on a provider call (10 s by default,
-// README "Configuration"), so a slow provider's answer is waited for, not cut off.
+// docs/operations/configuration.md, "Configuration reference"), so a slow provider's answer
+// is waited for, not cut off.
 const PAY_DEADLINE_MS = 15000;
 // Every other request (a status poll, loading or making the order): database work only.
 const QUICK_DEADLINE_MS = 8000;

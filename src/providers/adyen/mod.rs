@@ -52,7 +52,8 @@ pub struct AdyenConfig {
 }
 
 impl AdyenConfig {
-    /// A config with the default timeouts (README, "Configuration").
+    /// A config with the default timeouts (docs/operations/configuration.md,
+    /// "Configuration reference").
     pub fn new(
         base_url: impl Into<String>,
         api_key: impl Into<Secret>,

@@ -60,7 +60,8 @@ pub struct StripeConfig {
 }
 
 impl StripeConfig {
-    /// A config with the default timeouts and webhook tolerance (README, "Configuration").
+    /// A config with the default timeouts and webhook tolerance (docs/operations/configuration.md,
+    /// "Configuration reference").
     pub fn new(
         base_url: impl Into<String>,
         secret: impl Into<Secret>,
