@@ -28,8 +28,8 @@ const WEBHOOK_SECRET: &str = "whsec_chaos";
 const MASTER_KEY: &str = "chaos:l8sXbUp3HnXm0o1Zq0mJ8lJH9N4R1Tq0y2m6WwGqk3E=";
 
 /// Settings that make the reconciler finish a run in seconds rather than the production
-/// defaults' minutes; each is a flag a deployment may set the same way (docs/operations/configuration.md,
-/// "Configuration reference").
+/// defaults' minutes; each is a flag a deployment may set the same way
+/// (docs/operations/configuration.md, "Configuration reference").
 pub(crate) const SERVE_SETTINGS: &[&str] = &[
     "--workers",
     "2",
