@@ -1,6 +1,6 @@
-//! How the delivery worker runs (`serve`'s `--delivery-…` flags and `--allow-…-webhook…`;
-//! docs/operations/configuration.md,
-//! "Configuration reference"; docs/DESIGN.md, "Delivering events").
+//! How the delivery worker runs (`serve`'s `--delivery-…` flags and `--allow-…-webhook…`:
+//! docs/operations/configuration.md, "Configuration reference"; and docs/DESIGN.md,
+//! "Delivering events").
 
 use std::time::Duration;
 
