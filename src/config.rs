@@ -37,7 +37,8 @@ pub mod reference;
     about = "Payment orchestration: one intent, at most one charge"
 )]
 pub struct Cli {
-    /// Log as JSON lines instead of human-readable text.
+    /// Log as JSON lines instead of human-readable text; either way `RUST_LOG` filters what is
+    /// logged (default `info`).
     #[arg(long, env = "PAYORCH_LOG_JSON", global = true)]
     pub log_json: bool,
 
@@ -269,7 +270,8 @@ pub struct DatabaseArgs {
         default_value_t = 16
     )]
     pub db_pool_size: usize,
-    /// Longest a request waits for a connection before answering 503.
+    /// Longest a request waits for a database connection before answering `503`; a request
+    /// that would wait longer is refused `503` on arrival (docs/guides/api.md, "Overload").
     #[arg(
         help_heading = "Database",
         long,
@@ -348,7 +350,8 @@ impl DatabaseArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Address of the HTTP API; port 0 picks a free port.
+    /// Address of the HTTP API; port 0 picks a free port (the demo's `credentials.json` says
+    /// which).
     #[arg(
         help_heading = "Server",
         long,
@@ -395,11 +398,13 @@ pub struct ServeArgs {
     #[arg(help_heading = "Demo", long, env = "PAYORCH_DEMO")]
     pub demo: bool,
     /// When the database has merchants but `credentials.json` is missing or stale: mint a
-    /// fresh API key for the demo merchant and a fresh support key, and write the file. Only
-    /// with the demo.
+    /// fresh API key for the demo merchant (the oldest merchant named `Demo merchant`) and a
+    /// fresh support key, and write the file; older keys stay live. Only with the demo.
     #[arg(help_heading = "Demo", long, env = "PAYORCH_NEW_DEMO_KEYS")]
     pub new_demo_keys: bool,
-    /// Most client connections open at once (lowered to fit the open-file limit).
+    /// Most client connections open at once, in all; lowered to fit the open-file limit
+    /// (which `serve` raises to its hard maximum) minus 256 kept for the database, the
+    /// providers and the rest.
     #[arg(
         help_heading = "Connections",
         long,
@@ -416,8 +421,8 @@ pub struct ServeArgs {
         default_value_t = 256
     )]
     pub max_connections_per_ip: usize,
-    /// Longest a request body may take to arrive after its headers; then `408` and the
-    /// connection is closed.
+    /// Longest a request body may take to arrive after its headers; then `408
+    /// request_timeout` and the connection is closed.
     #[arg(
         help_heading = "Connections",
         long,
@@ -482,7 +487,9 @@ pub struct ServeArgs {
 /// a limit of 0 is none.
 #[derive(Debug, Clone, Args)]
 pub struct LimitArgs {
-    /// `GET`s of the API a minute with one API key; then `429 rate_limited`.
+    /// `GET`s of the API a minute with one API key; then `429 rate_limited` with
+    /// `Retry-After` and `RateLimit` fields. Every request limit is counted per replica, and
+    /// 0 is no limit (docs/guides/api.md, "Slow and greedy clients").
     #[arg(
         help_heading = "Request limits and proxies",
         long,
@@ -527,9 +534,10 @@ pub struct LimitArgs {
     #[arg(help_heading = "Request limits and proxies", long, env = "PAYORCH_PAYER_RETURN_CHECK_SECS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(0..=86_400))]
     pub payer_return_check_secs: u64,
-    /// Proxies (addresses or CIDR ranges, comma-separated) whose forwarding header says who
-    /// the client is; from anyone else it is ignored. Default: none. They are also exempt
-    /// from the per-address connection limit.
+    /// Your proxies (addresses or CIDR ranges, comma-separated): only from them is the
+    /// forwarding header believed about the client's address, host and scheme (in the logs
+    /// and the per-address limits); from anyone else it is ignored. Default: none. They are
+    /// also exempt from the per-address connection limit.
     #[arg(
         help_heading = "Request limits and proxies",
         long = "trusted-proxies",
@@ -605,8 +613,10 @@ pub struct ProviderArgs {
         conflicts_with = "provider_url"
     )]
     pub providers: Vec<ProviderSpec>,
-    /// Base URL of a Stripe-protocol provider (Stripe itself, or `payorch sandbox`): https,
-    /// or plain http to a loopback host only.
+    /// Base URL of a Stripe-protocol provider (Stripe itself, or `payorch sandbox`), named
+    /// `stripe`: https, or plain http to a loopback host only. With neither this nor
+    /// `--provider`, `serve` runs the in-process sandbox, as two providers, `stripe` and
+    /// `adyen` (its two faces): the demo.
     #[arg(help_heading = "Providers", long, env = "PAYORCH_PROVIDER_URL", value_parser = crate::provider_specs::provider_url)]
     pub provider_url: Option<String>,
     /// The provider's secret API key (for the in-process sandbox: made up at start).
@@ -654,7 +664,8 @@ pub struct ProviderArgs {
         default_value_t = 300
     )]
     pub webhook_tolerance_secs: u64,
-    /// Address of the in-process sandbox provider.
+    /// Address of the in-process sandbox provider. Its other settings are `payorch
+    /// sandbox`'s defaults (no faults; `payorch sandbox --help` lists them).
     #[arg(
         help_heading = "The in-process sandbox",
         long,
@@ -662,8 +673,8 @@ pub struct ProviderArgs {
         default_value = "127.0.0.1:0"
     )]
     pub sandbox_bind: String,
-    /// How long after a charge the in-process sandbox delivers its webhook (0: at once,
-    /// racing the API answer).
+    /// How long after a charge the in-process sandbox delivers its webhook, as a provider's
+    /// queue would (0: at once, racing the API answer, as the tests do).
     #[arg(help_heading = "The in-process sandbox", long, env = "PAYORCH_SANDBOX_WEBHOOK_DELAY_MS", default_value_t = payorch_sandbox::DEFAULT_WEBHOOK_DELAY_MS)]
     pub sandbox_webhook_delay_ms: u64,
     /// Intents (and refunds) the in-process sandbox keeps; older ones it forgets and counts
@@ -686,7 +697,8 @@ pub struct ProviderArgs {
     )]
     pub provider_connect_timeout_ms: u64,
     /// Longest a whole provider call may take; past it the outcome is unknown and the
-    /// attempt stays pending for the reconciler.
+    /// attempt stays pending for the reconciler. Shorter than `--idempotency-lease-secs`
+    /// (`serve` refuses to start otherwise).
     #[arg(
         help_heading = "Providers",
         long,
@@ -739,7 +751,9 @@ pub struct ReconcilerArgs {
         default_value_t = 1000
     )]
     pub reconciler_interval_ms: u64,
-    /// Waits before the first, second, … check of an open attempt; the last repeats.
+    /// Waits before the first, second, … check of an open attempt; the last repeats. Each
+    /// is drawn from 0.8 to 1.2 times its value, so attempts a provider outage left open
+    /// together are not checked together again.
     #[arg(
         help_heading = "Reconciler",
         long,
@@ -755,6 +769,7 @@ pub struct ReconcilerArgs {
     /// How long after an attempt's last possible send the provider has surely finished with
     /// it. Stripe: a read-after-write list of the intents made in the attempt's window that
     /// finds none after it fails the attempt `provider_no_record` (a search never does).
+    /// Formerly `--provider-search-delay-secs`, still accepted.
     #[arg(
         help_heading = "Reconciler",
         long = "provider-settle-secs",
@@ -773,7 +788,8 @@ pub struct ReconcilerArgs {
         default_value_t = 3600
     )]
     pub technical_cancel_after_secs: u64,
-    /// Attempts unresolved for longer than this are counted in a metric for a human.
+    /// Attempts unresolved for longer than this are counted in
+    /// `payorch_payment_attempts_unresolved_overdue`, for a human to look at.
     #[arg(
         help_heading = "Reconciler",
         long,
@@ -837,7 +853,8 @@ pub struct IdempotencyArgs {
     /// payment, refund, capture or void is open).
     #[arg(help_heading = "Idempotency keys", long, env = "PAYORCH_IDEMPOTENCY_TTL_PAYMENTS_SECS", default_value_t = 72 * 3600)]
     pub idempotency_ttl_payments_secs: u64,
-    /// New keys a merchant may open per minute before 429.
+    /// New idempotency keys a merchant may open per minute before `429`
+    /// (docs/guides/idempotency.md, "Rate of new keys").
     #[arg(
         help_heading = "Idempotency keys",
         long,
@@ -854,7 +871,9 @@ pub struct IdempotencyArgs {
         default_value_t = 1000
     )]
     pub quota_sync_ms: u64,
-    /// How often the reaper looks for expired keys.
+    /// How often each replica's reapers look for idempotency keys past their time (retired
+    /// or deleted), and for merchant events and provider webhooks past their retention
+    /// (deleted), a batch at a time.
     #[arg(
         help_heading = "Idempotency keys",
         long,
@@ -893,9 +912,10 @@ impl IdempotencyArgs {
 /// endpoints"; docs/DESIGN.md, "Delivering events").
 #[derive(Debug, Clone, Args)]
 pub struct DeliveryArgs {
-    /// Register and send to `http://` endpoints on a loopback host (and loopback addresses
-    /// at all). Default: on with the in-process sandbox (the demo), off with a real provider;
-    /// `--allow-http-webhooks=false` turns it off for the demo too.
+    /// Register and send to `http://` endpoints on a loopback host (`localhost`,
+    /// `127.0.0.1`, `[::1]`; and loopback addresses at all), for the demo and local
+    /// receivers. Default: on with the in-process sandbox (the demo), off with a real
+    /// provider; `--allow-http-webhooks=false` turns it off for the demo too.
     #[arg(
         help_heading = "Events to merchants' endpoints",
         long,
@@ -905,16 +925,18 @@ pub struct DeliveryArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub allow_http_webhooks: Option<bool>,
-    /// Register and send to private, carrier-grade NAT, link-local and loopback addresses:
-    /// payorch and its merchants' receivers in one private network. Cloud metadata and
-    /// unroutable addresses stay refused.
+    /// Register and send to private (`10/8`, `172.16/12`, `192.168/16`, `fc00::/7`),
+    /// carrier-grade NAT (`100.64/10`), link-local and loopback addresses: payorch and its
+    /// merchants' receivers in one private network. Cloud metadata, unspecified, multicast,
+    /// broadcast, documentation and reserved addresses are never sent to.
     #[arg(
         help_heading = "Events to merchants' endpoints",
         long,
         env = "PAYORCH_ALLOW_PRIVATE_WEBHOOK_ADDRESSES"
     )]
     pub allow_private_webhook_addresses: bool,
-    /// How often an idle delivery worker looks for due deliveries.
+    /// How often an idle delivery worker looks for due deliveries (at once again after a
+    /// full batch).
     #[arg(
         help_heading = "Events to merchants' endpoints",
         long,
@@ -1028,7 +1050,8 @@ pub struct MetricsArgs {
     /// no token is asked; then the API's port serves them only with `--metrics-token`.
     #[arg(help_heading = "Metrics", long, env = "PAYORCH_METRICS_BIND")]
     pub metrics_bind: Option<String>,
-    /// A bearer token `/metrics` on the API's port asks for.
+    /// A bearer token `/metrics` on the API's port asks for. With neither a token nor
+    /// `--metrics-bind`, only the demo serves `/metrics`.
     #[arg(
         help_heading = "Metrics",
         long,
