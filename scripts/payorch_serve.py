@@ -176,9 +176,14 @@ class Serve:
             raise CheckFailed(f"{self.name} exited {code} after {sig.name}, not 0", [self.log])
 
     def kill(self):
+        """After a failure: SIGTERM, so that the private cluster is stopped too, then SIGKILL."""
         if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 def credentials(data_dir, within=120):

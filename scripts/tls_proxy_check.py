@@ -133,9 +133,14 @@ class Nginx:
             raise CheckFailed(f"nginx exited {code} after `nginx -s quit`", [self.error_log])
 
     def kill(self):
+        """After a failure: SIGTERM, on which the master stops its workers, then SIGKILL."""
         if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 def self_signed_certificate(work):

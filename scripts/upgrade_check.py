@@ -45,6 +45,7 @@ set -a
 . {work}/payorch.env
 set +a
 export PAYORCH_BIND=127.0.0.1:{port}
+rm -f {work}/{name}.exit
 "{binary}" serve --trusted-proxies 127.0.0.1/32 >>{work}/{name}.log 2>&1 &
 echo $! >{work}/{name}.pid
 wait $!
@@ -122,13 +123,23 @@ class Replicas:
                 raise CheckFailed(f"{name} exited {exit_file.read_text().strip()} after SIGTERM", [self.log(name)])
 
     def kill_all(self):
-        for name in REPLICAS:
-            pid = self.pid(name)
-            if pid is not None and not (self.work / f"{name}.exit").exists():
+        """After a failure: whatever still runs is stopped, SIGTERM first so that it lets go of
+        the database, then SIGKILL."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            alive = []
+            for name in REPLICAS:
+                pid = self.pid(name)
                 try:
-                    os.kill(pid, signal.SIGKILL)
+                    if pid is not None:
+                        os.kill(pid, sig)
+                        alive.append(pid)
                 except ProcessLookupError:
                     pass
+            deadline = time.monotonic() + 30
+            while alive and time.monotonic() < deadline:
+                alive = [pid for pid in alive if Path(f"/proc/{pid}").exists()
+                         and "zombie" not in Path(f"/proc/{pid}/status").read_text(errors="replace")]
+                time.sleep(0.2)
 
 
 class Load:
