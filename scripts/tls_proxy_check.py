@@ -43,8 +43,12 @@ def ensure_nginx():
     if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
         print(f"{NAME}: installing Debian's nginx")
         run(["apt-get", "update"], "apt-get update", timeout=600)
-        run(["apt-get", "install", "-y", "--no-install-recommends", "nginx-light"], "installing nginx-light",
-            timeout=600)
+        try:
+            run(["apt-get", "install", "-y", "--no-install-recommends", "nginx-light"], "installing nginx-light",
+                timeout=600)
+        except CheckFailed:
+            # Debian from 13 has no nginx-light: its nginx is the same small build.
+            run(["apt-get", "install", "-y", "--no-install-recommends", "nginx"], "installing nginx", timeout=600)
     return shutil.which("nginx") or "/usr/sbin/nginx"
 
 
