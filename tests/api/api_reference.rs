@@ -286,6 +286,53 @@ async fn the_api_reference_lists_every_operation_under_the_pages_policy() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     screenshot(&client, "api-reference-3-schemas").await;
 
+    // "Try it out" sends the request to the payorch that served the page, as the policy's
+    // `connect-src 'self'` allows, and shows its answer.
+    let live = ".opblock-get:has(.opblock-summary-path[data-path='/health/live'])";
+    client
+        .find(Locator::Css(&format!("{live} .opblock-summary-control")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    for button in [".try-out__btn", ".execute"] {
+        let found = eventually(Duration::from_secs(10), || async {
+            client
+                .find(Locator::Css(&format!("{live} {button}")))
+                .await
+                .is_ok()
+        })
+        .await;
+        assert!(found, "no {button} on GET /health/live");
+        client
+            .find(Locator::Css(&format!("{live} {button}")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    }
+    let answered = eventually(Duration::from_secs(10), || async {
+        run(
+            &client,
+            &format!(
+                "return [...document.querySelectorAll(\"{live} .live-responses-table \
+                 .response-col_status\")].some(cell => cell.textContent.trim() === '200')"
+            ),
+        )
+        .await
+            == json!(true)
+    })
+    .await;
+    run(
+        &client,
+        &format!("document.querySelector(\"{live} .live-responses-table\").scrollIntoView()"),
+    )
+    .await;
+    screenshot(&client, "api-reference-4-tried").await;
+    assert!(answered, "Try it out on GET /health/live shows no 200");
+
     let problems = problems(&client).await;
     assert!(problems.is_empty(), "/docs: {problems:#?}");
     let fetched: Vec<String> = serde_json::from_value(
