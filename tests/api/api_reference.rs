@@ -200,11 +200,16 @@ async fn the_api_reference_lists_every_operation_under_the_pages_policy() {
         json!({ "source": WATCH }),
     )
     .await;
+    let started = std::time::Instant::now();
     client.goto(&app.url("/docs")).await.unwrap();
-    let all_listed = eventually(Duration::from_secs(20), || async {
+    let all_listed = eventually(Duration::from_secs(30), || async {
         listed(&client).await.len() >= operations.len()
     })
     .await;
+    eprintln!(
+        "/docs listed its operations {:?} after it was asked for",
+        started.elapsed()
+    );
     let shown = listed(&client).await;
     screenshot(&client, "api-reference-1-operations").await;
     let missing: Vec<_> = operations
