@@ -223,6 +223,17 @@ fn takes_a_value(arg: &Arg) -> bool {
     )
 }
 
+/// Whether the argument's values are `true` and `false` (and their synonyms, hidden).
+fn is_boolean(arg: &Arg) -> bool {
+    let shown: Vec<String> = arg
+        .get_possible_values()
+        .iter()
+        .filter(|v| !v.is_hide_set())
+        .map(|v| v.get_name().to_owned())
+        .collect();
+    !shown.is_empty() && shown.iter().all(|v| v == "true" || v == "false")
+}
+
 fn write_arg(out: &mut String, arg: &Arg) {
     writeln!(out, "\n#### {}\n", flag_name(arg)).unwrap();
     let mut facts = Vec::new();
@@ -239,11 +250,15 @@ fn write_arg(out: &mut String, arg: &Arg) {
         let optional = arg.get_num_args().is_some_and(|n| n.min_values() == 0);
         let long = arg.get_long().unwrap_or_default();
         let value = value_name(arg);
-        facts.push(if optional {
-            format!("`--{long}` or `--{long}=<{value}>`")
-        } else {
-            format!("`--{long} <{value}>`")
-        });
+        if optional && is_boolean(arg) {
+            facts.push(format!("`--{long}` or `--{long}=false`"));
+        } else if optional {
+            facts.push(format!("`--{long}` or `--{long}=<{value}>`"));
+        } else if value != arg.get_id().as_str().to_uppercase() {
+            // A value name of its own says what to give (`<PATH>`); clap's, the field's name
+            // in capitals, says nothing the heading does not.
+            facts.push(format!("`--{long} <{value}>`"));
+        }
     }
     if arg.is_required_set() && !positional {
         facts.push("required".to_owned());
@@ -256,11 +271,8 @@ fn write_arg(out: &mut String, arg: &Arg) {
         .map(|v| format!("`{}`", v.get_name()))
         .collect();
     // A switch's possible values are clap's `true`/`false`: its being a switch says it.
-    if !possible.is_empty() && takes_a_value(arg) {
-        let boolish = possible.iter().all(|v| v == "`true`" || v == "`false`");
-        if !boolish {
-            facts.push(format!("one of {}", possible.join(", ")));
-        }
+    if !possible.is_empty() && takes_a_value(arg) && !is_boolean(arg) {
+        facts.push(format!("one of {}", possible.join(", ")));
     }
     if matches!(arg.get_action(), ArgAction::Append) {
         facts.push(match arg.get_value_delimiter() {
@@ -269,7 +281,7 @@ fn write_arg(out: &mut String, arg: &Arg) {
         });
     }
     if let Some(env) = arg.get_env() {
-        facts.push(format!("env `{}`", env.to_string_lossy()));
+        facts.push(format!("variable `{}`", env.to_string_lossy()));
     }
     if !(required && arg.get_default_values().is_empty()) {
         facts.push(default_of(arg));
@@ -283,7 +295,13 @@ fn write_arg(out: &mut String, arg: &Arg) {
     if !aliases.is_empty() {
         facts.push(format!("also {}", aliases.join(", ")));
     }
-    writeln!(out, "{}\n", facts.join(" · ")).unwrap();
+    let facts = facts.join(" · ");
+    let mut first = facts.chars();
+    let facts: String = first
+        .next()
+        .map(|c| c.to_uppercase().chain(first).collect())
+        .unwrap_or_default();
+    writeln!(out, "{facts}\n").unwrap();
     let help = arg
         .get_long_help()
         .or(arg.get_help())
@@ -367,7 +385,7 @@ mod tests {
             }
         }
         assert!(text.contains("#### `--log-json`"), "the global flags");
-        assert!(text.contains("env `PAYORCH_DRAIN_SECS` · default `20`"));
+        assert!(text.contains("\nVariable `PAYORCH_DRAIN_SECS` · default `20`\n"));
         assert!(
             !text.contains("`--help`"),
             "--help is clap's, not a setting"
