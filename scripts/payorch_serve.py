@@ -48,6 +48,15 @@ def binary():
     return path
 
 
+def ensure_debian_package(program, package=None):
+    """`program` on PATH, installed from Debian's `package` (default: the same name) if missing."""
+    if shutil.which(program) is None:
+        print(f"installing {package or program} for {program}")
+        run(["apt-get", "update"], "apt-get update", timeout=600)
+        run(["apt-get", "install", "-y", "--no-install-recommends", package or program],
+            f"installing {package or program}", timeout=600)
+
+
 def pg_bin_dir():
     """The PostgreSQL server programs: the newest Debian package's, else initdb's on PATH."""
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name))

@@ -20,12 +20,11 @@ import json
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from payorch_serve import ROOT, CheckFailed, Serve, credentials, report_and_exit, run
+from payorch_serve import ROOT, CheckFailed, Serve, credentials, ensure_debian_package, report_and_exit, run
 
 NAME = "tls_proxy_check"
 HOST = "pay.example.com"
@@ -181,6 +180,8 @@ def keyed_requests(log):
 
 
 def check(work):
+    ensure_debian_package("curl")
+    ensure_debian_package("openssl")
     self_signed_certificate(work)
     https_port, http_port, payorch_port = free_port(), free_port(), free_port()
     data_dir = work / "data"

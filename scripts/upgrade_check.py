@@ -27,8 +27,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from payorch_serve import (ROOT, CheckFailed, Cluster, binary, checkout, credentials, http, https_context, paid,
-                           report_and_exit, run)
+from payorch_serve import (ROOT, CheckFailed, Cluster, binary, checkout, credentials, ensure_debian_package, http,
+                           https_context, paid, report_and_exit, run)
 from tls_proxy_check import Nginx, free_port, self_signed_certificate
 
 NAME = "upgrade_check"
@@ -201,6 +201,7 @@ def drains(log):
 
 
 def check(work):
+    ensure_debian_package("curl")  # rolling-restart.sh asks /health/ready with it
     cluster = Cluster(work / "pg", free_port(), work / "postgres.log")
     cluster.init()
     cluster.start()
