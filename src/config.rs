@@ -463,13 +463,14 @@ pub struct ServeArgs {
     pub drain_secs: u64,
     /// How many days a provider's webhook is kept after its payment (and each of its refunds
     /// and captures) is final, or after it arrived if it names no payment; then it is deleted
-    /// (docs/guides/provider-webhooks.md, "Webhooks"). At least the providers' redelivery window: Adyen retries for up
-    /// to 30 days, Stripe for 3.
+    /// (docs/guides/provider-webhooks.md, "Webhooks"). At least the providers' redelivery
+    /// window: Adyen retries for up to 30 days, Stripe for 3. At most 36,500.
     #[arg(help_heading = "Retention", long, env = "PAYORCH_PROVIDER_WEBHOOK_RETENTION_DAYS", default_value_t = 35,
           value_parser = clap::value_parser!(u64).range(1..=36_500))]
     pub provider_webhook_retention_days: u64,
-    /// How many days merchant events are kept; older ones are deleted with their deliveries,
-    /// every `--reaper-interval-secs` (docs/guides/events.md, "Events and webhook endpoints").
+    /// How many days merchant events are kept (1 to 36,500); older ones are deleted with their
+    /// deliveries, every `--reaper-interval-secs` (docs/guides/events.md, "Events and webhook
+    /// endpoints").
     #[arg(help_heading = "Retention", long, env = "PAYORCH_EVENT_RETENTION_DAYS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=36_500))]
     pub event_retention_days: u64,
@@ -826,7 +827,8 @@ impl ReconcilerArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct IdempotencyArgs {
-    /// How long a request waits for an in-flight duplicate before 409 idempotency_key_in_use.
+    /// How long a request waits for an in-flight duplicate before `409
+    /// idempotency_key_in_use`.
     #[arg(
         help_heading = "Idempotency keys",
         long,
@@ -882,7 +884,7 @@ pub struct IdempotencyArgs {
     )]
     pub reaper_interval_secs: u64,
     /// How long, from its first use, a key that made a payment or refund is remembered: past
-    /// its TTL a retry with it answers 409 idempotency_key_expired until then, never charging
+    /// its TTL a retry with it answers `409 idempotency_key_expired` until then, never charging
     /// again; after it the key is free.
     #[arg(help_heading = "Idempotency keys", long, env = "PAYORCH_IDEMPOTENCY_HORIZON_SECS", default_value_t = 30 * 24 * 3600)]
     pub idempotency_horizon_secs: u64,

@@ -324,7 +324,8 @@ fn default_of(arg: &Arg) -> String {
     match arg.get_action() {
         ArgAction::SetTrue => "default off".to_owned(),
         ArgAction::SetFalse => "default on".to_owned(),
-        _ if defaults.is_empty() => "no default".to_owned(),
+        // What unset means, where it means something, the help says ("one per core").
+        _ if defaults.is_empty() => "unset".to_owned(),
         _ => format!("default `{}`", defaults.join(",")),
     }
 }
