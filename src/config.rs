@@ -315,7 +315,8 @@ impl std::fmt::Debug for DatabaseArgs {
 }
 
 /// The contents of the file a `--…-file` flag names, read when the flags are
-/// (docs/operations/configuration.md, "Configuration reference"; docs/PRODUCTION.md, "Secrets").
+/// (docs/operations/configuration.md, "How flags, variables and files combine";
+/// docs/PRODUCTION.md, "Secrets").
 fn secret_file(path: &str) -> Result<Secret, String> {
     crate::secret_files::read_secret_file(std::path::Path::new(path)).map(Secret::from)
 }
