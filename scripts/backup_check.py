@@ -4,15 +4,18 @@ ops/backup/ that the page includes, against a throw-away PostgreSQL cluster serv
 
 1. A cluster (initdb, as `postgres` under root) with ops/backup/postgresql.conf's settings,
    its archive folder and script path swapped for the work folder's; the two roles of
-   docs/PRODUCTION.md, section 2. payorch serves the demo on it.
-2. base-backup.sh while payorch serves; five checkouts are paid; the time is noted; five
-   more are paid.
+   docs/PRODUCTION.md, section 2. payorch serves the demo on it, paying through
+   `payorch sandbox` run on its own, as a provider is: not restored, remembering.
+2. base-backup.sh while payorch serves; five checkouts are paid; a sixth is at the provider
+   (the sandbox's slow card) when the time is noted, and paid after it; five more are paid.
 3. payorch stops (exit 0), the cluster is stopped for good, as if lost.
 4. restore-pitr.sh into a new folder with `latest` (a lost server: all the archive holds);
    PostgreSQL starts on it; wait-recovered.sh until it is open for writes; payorch serves
-   on it: all ten orders are there and paid, and a new checkout is paid.
+   on it: all eleven orders are there and paid, and a new checkout is paid.
 5. Again into another folder, up to the noted time (a mistake to undo): the five orders paid
-   before the time are there and paid, the five after are not (404), a new checkout is paid.
+   before the time are there and paid, the five after are not (404); the sixth's attempt is
+   open in the restored database, and payorch's reconciler settles it from the provider:
+   paid, by the reconciler; a new checkout is paid.
 6. A new base backup of the restored database, then prune.sh keeping one: the first backup
    and the WAL before the new one's start are deleted.
 
@@ -24,10 +27,14 @@ so that its segment is archived now rather than after archive_timeout.
 Usage: scripts/backup_check.py  (as root in CI; exits non-zero with the reason on failure)
 """
 
+import base64
+import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
+import uuid
 from pathlib import Path
 
 from payorch_serve import (ROOT, CheckFailed, Cluster, Serve, as_cluster_user, checkout, credentials,
@@ -36,6 +43,7 @@ from tls_proxy_check import free_port
 
 NAME = "backup_check"
 EACH_SIDE = 5
+SLOW_MS = 3000  # the checkout in flight at the noted time is at the provider this long
 
 
 def install_scripts(work):
@@ -56,15 +64,47 @@ def archive_settings(scripts, archive):
     return text.replace(line, f"archive_command = '{scripts / 'archive-wal.sh'} {archive} %p %f'")
 
 
-def serve(work, cluster, name):
-    port = free_port()
-    process = Serve(name, ["serve"], {
+class Provider:
+    """`payorch sandbox` on its own, as a real provider is: it is not restored, and it
+    remembers what it was asked before the restore. Its webhooks go to payorch's port, the
+    same for every `serve` of the check."""
+
+    def __init__(self, work):
+        self.port, self.payorch_port = free_port(), free_port()
+        self.master_key = work / "master_key"
+        self.master_key.write_text("k1:" + base64.b64encode(os.urandom(32)).decode() + "\n")
+        self.master_key.chmod(0o600)
+        self.process = Serve("the sandbox provider", [
+            "sandbox", "--bind", f"127.0.0.1:{self.port}", "--slow-ms", str(SLOW_MS),
+            "--webhook-url", f"http://127.0.0.1:{self.payorch_port}/v1/webhooks/stripe",
+        ], {}, work / "sandbox.log")
+
+    def start(self):
+        self.process.start()
+        deadline = time.monotonic() + 60
+        while "listening" not in self.process.log.read_text(errors="replace"):
+            if time.monotonic() > deadline or self.process.process.poll() is not None:
+                raise CheckFailed("the sandbox provider did not start", [self.process.log])
+            time.sleep(0.2)
+        return self
+
+
+def serve(work, cluster, name, provider):
+    process = Serve(name, ["serve", "--demo"], {
         "DATABASE_URL": cluster.url(user="payorch_app"),
         "PAYORCH_MIGRATION_DATABASE_URL": cluster.url(),
         "PAYORCH_DATA_DIR": str(work / "data"),
-        "PAYORCH_BIND": f"127.0.0.1:{port}",
+        "PAYORCH_BIND": f"127.0.0.1:{provider.payorch_port}",
+        "PAYORCH_PROVIDER_URL": f"http://127.0.0.1:{provider.port}",
+        "PAYORCH_PROVIDER_SECRET": "sk_test_sandbox",
+        "PAYORCH_WEBHOOK_SECRET": "whsec_sandbox",
+        "PAYORCH_MASTER_KEY_FILE": str(provider.master_key),
+        # A provider call may take 5 s, a request holds its key 6 s: an attempt left open by
+        # the restore is due for the reconciler soon after, not 30 s after it was made.
+        "PAYORCH_PROVIDER_TIMEOUT_MS": "5000",
+        "PAYORCH_IDEMPOTENCY_LEASE_SECS": "6",
     }, work / f"{name}.log").start()
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://127.0.0.1:{provider.payorch_port}"
     process.wait_ready(base, within=180)
     return process, base
 
@@ -124,6 +164,22 @@ def prune(scripts, cluster, backups, archive, old_backup):
     print(f"{NAME}: prune.sh kept the new base backup and {len(segments)} archived files from {first} on")
 
 
+def row_id(api_id):
+    """The table's uuid of an API id: `ord_` and the uuid's 32 hex digits."""
+    return str(uuid.UUID(hex=api_id.split("_", 1)[1]))
+
+
+def wait_paid(base, api_key, order, log, within=60):
+    """Seconds until the reconciler has found the order's payment at the provider."""
+    started = time.monotonic()
+    while time.monotonic() - started < within:
+        if order_status(base, api_key, order) == (200, "paid"):
+            return time.monotonic() - started
+        time.sleep(0.5)
+    raise CheckFailed(f"{order}, open in the restored database, not paid within {within} s: "
+                      f"the reconciler did not settle it from the provider", [log])
+
+
 def check(work):
     scripts = install_scripts(work)
     archive, backups = work / "wal-archive", work / "backups"
@@ -136,11 +192,13 @@ def check(work):
     cluster.start()
     clusters = [cluster]
     payorch = None
+    provider = Provider(work)
     try:
+        provider.start()
         cluster.sql("CREATE ROLE payorch_runtime NOLOGIN", "postgres")
         cluster.sql("CREATE ROLE payorch_app LOGIN IN ROLE payorch_runtime", "postgres")
         cluster.sql("CREATE DATABASE payorch", "postgres")
-        payorch, base = serve(work, cluster, "serve-before")
+        payorch, base = serve(work, cluster, "serve-before", provider)
         api_key = credentials(work / "data")["api_key"]
 
         started = time.monotonic()
@@ -150,12 +208,24 @@ def check(work):
         print(f"{NAME}: base backup {backup.name} made and verified in {time.monotonic() - started:.1f} s")
 
         before = pay(base, api_key, EACH_SIDE, payorch.log)
-        time.sleep(1.1)
+        # One checkout is at the provider at the noted time: its attempt is in the database,
+        # its outcome comes after.
+        in_flight = {}
+        thread = threading.Thread(target=lambda: in_flight.update(
+            answer=checkout(base, api_key, method="pm_sandbox_slow")))
+        thread.start()
+        time.sleep(1.0)
         target = cluster.sql("SELECT clock_timestamp()")
-        time.sleep(1.1)
+        thread.join(timeout=60)
+        status, body = in_flight.get("answer", (None, None))
+        if not paid(status, body):
+            raise CheckFailed(f"the slow checkout answered {status}: {body}", [payorch.log])
+        straddling = body["order"]["id"]
+        time.sleep(0.5)
         after = pay(base, api_key, EACH_SIDE, payorch.log)
         segment = wait_archived(cluster)
-        print(f"{NAME}: {EACH_SIDE} checkouts paid before {target}, {EACH_SIDE} after; WAL archived up to {segment}")
+        print(f"{NAME}: {EACH_SIDE} checkouts paid before {target}, one at the provider then and paid after it "
+              f"({straddling}), {EACH_SIDE} after; WAL archived up to {segment}")
 
         payorch.stop(signal.SIGTERM)
         cluster.stop()
@@ -175,7 +245,11 @@ def check(work):
                       env=restored.env(), logs=[restored.log]).rstrip())
             print(f"{NAME}: restored ({upto}) and open for writes in {time.monotonic() - started:.1f} s")
 
-            payorch, base = serve(work, restored, f"serve-{name}")
+            attempt = restored.sql(f"SELECT status FROM payment_attempts WHERE order_id = '{row_id(straddling)}'")
+            if attempt not in (("succeeded",) if kept_after else ("created", "pending")):
+                raise CheckFailed(f"restored to {upto}, the checkout at the provider at {target} has an attempt "
+                                  f"{attempt!r}, not {'succeeded' if kept_after else 'open'}", [restored.log])
+            payorch, base = serve(work, restored, f"serve-{name}", provider)
             found = {order: order_status(base, api_key, order) for order in before + after}
             missing = [order for order in before + (after if kept_after else []) if found[order] != (200, "paid")]
             kept = [] if kept_after else [order for order in after if found[order][0] != 404]
@@ -184,10 +258,22 @@ def check(work):
                                   f"{missing}; orders paid after the time still there: {kept}; answers: {found}",
                                   [payorch.log, restored.log])
             if kept_after:
-                print(f"{NAME}: restored to the archive's end, all {2 * EACH_SIDE} orders are there and paid")
+                print(f"{NAME}: restored to the archive's end, all {2 * EACH_SIDE + 1} orders are there and paid")
             else:
                 print(f"{NAME}: restored to {target}, the {EACH_SIDE} orders paid before it are there and paid, "
                       f"the {EACH_SIDE} after are not (404)")
+            if kept_after:
+                if order_status(base, api_key, straddling) != (200, "paid"):
+                    raise CheckFailed(f"restored to the end, {straddling} is not paid", [payorch.log])
+            else:
+                waited = wait_paid(base, api_key, straddling, payorch.log)
+                source = restored.sql(
+                    "SELECT t.source FROM attempt_transitions t JOIN payment_attempts a ON a.id = t.attempt_id "
+                    f"WHERE a.order_id = '{row_id(straddling)}' AND t.to_status = 'succeeded'")
+                if source != "reconciler":
+                    raise CheckFailed(f"{straddling} was settled by {source!r}, not by the reconciler", [payorch.log])
+                print(f"{NAME}: the checkout at the provider at {target} was {attempt} in the restored database; "
+                      f"the reconciler asked the provider, and it was paid {waited:.1f} s after payorch was ready")
             pay(base, api_key, 1, payorch.log)
             print(f"{NAME}: payorch is ready on the restored database and pays a new checkout")
             payorch.stop(signal.SIGTERM)
@@ -197,6 +283,7 @@ def check(work):
     finally:
         if payorch is not None:
             payorch.kill()
+        provider.process.kill()
         for each in clusters:
             try:
                 each.stop()
