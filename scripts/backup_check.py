@@ -15,7 +15,8 @@ ops/backup/ that the page includes, against a throw-away PostgreSQL cluster serv
 5. Again into another folder, up to the noted time (a mistake to undo): the five orders paid
    before the time are there and paid, the five after are not (404); the sixth's attempt is
    open in the restored database, and payorch's reconciler settles it from the provider:
-   paid, by the reconciler; a new checkout is paid.
+   paid, by the reconciler; a retry of an after-the-time checkout's Idempotency-Key is a new
+   payment (the second charge backup.md warns of); a new checkout is paid.
 6. A new base backup of the restored database, then prune.sh keeping one: the first backup
    and the WAL before the new one's start are deleted.
 
@@ -109,13 +110,17 @@ def serve(work, cluster, name, provider):
     return process, base
 
 
-def pay(base, api_key, count, log):
+def pay(base, api_key, count, log, keys=None):
+    """Pays `count` checkouts; their order ids (and their Idempotency-Keys into `keys`)."""
     orders = []
     for _ in range(count):
-        status, body = checkout(base, api_key)
+        key = f"backup-check-{uuid.uuid4()}"
+        status, body = checkout(base, api_key, key=key)
         if not paid(status, body):
             raise CheckFailed(f"a checkout answered {status}: {body}", [log])
         orders.append(body["order"]["id"])
+        if keys is not None:
+            keys[body["order"]["id"]] = key
     return orders
 
 
@@ -222,7 +227,8 @@ def check(work):
             raise CheckFailed(f"the slow checkout answered {status}: {body}", [payorch.log])
         straddling = body["order"]["id"]
         time.sleep(0.5)
-        after = pay(base, api_key, EACH_SIDE, payorch.log)
+        keys_after = {}
+        after = pay(base, api_key, EACH_SIDE, payorch.log, keys_after)
         segment = wait_archived(cluster)
         print(f"{NAME}: {EACH_SIDE} checkouts paid before {target}, one at the provider then and paid after it "
               f"({straddling}), {EACH_SIDE} after; WAL archived up to {segment}")
@@ -274,6 +280,17 @@ def check(work):
                     raise CheckFailed(f"{straddling} was settled by {source!r}, not by the reconciler", [payorch.log])
                 print(f"{NAME}: the checkout at the provider at {target} was {attempt} in the restored database; "
                       f"the reconciler asked the provider, and it was paid {waited:.1f} s after payorch was ready")
+            if not kept_after:
+                # What backup.md warns of: a key first used after the target is forgotten, so
+                # its retry is a new payment, a second charge at the provider.
+                first = after[0]
+                status, body = checkout(base, api_key, key=keys_after[first])
+                if not paid(status, body) or body["order"]["id"] == first:
+                    raise CheckFailed(f"the retry of {first}'s key after the restore answered {status}: {body}; "
+                                      "backup.md says it is a new payment: correct the page if payorch now knows",
+                                      [payorch.log])
+                print(f"{NAME}: a retry of {first}'s Idempotency-Key is a new payment, "
+                      f"{body['order']['id']}: a second charge, as backup.md warns")
             pay(base, api_key, 1, payorch.log)
             print(f"{NAME}: payorch is ready on the restored database and pays a new checkout")
             payorch.stop(signal.SIGTERM)
