@@ -553,6 +553,8 @@ def main():
     args = parser.parse_args()
     if os.geteuid() != 0:
         fail("run as root: it installs a package")
+    if CONF_DIR.exists() or STATE.exists():
+        fail(f"{CONF_DIR} or {STATE} exists already: this machine has a payorch of its own")
     had_user = True
     try:
         pwd.getpwnam("payorch")
@@ -586,6 +588,9 @@ def main():
             for command in (["deluser", "--system", "payorch"],
                             ["delgroup", "--system", "--only-if-empty", "payorch"]):
                 subprocess.run(command, check=False, capture_output=True)
+        # The secrets' files the check wrote as the operator, when it stopped before removing
+        # them (there was no /etc/payorch before it: see above).
+        shutil.rmtree(CONF_DIR, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     say("timings: " + ", ".join(f"{name} {took:.1f} s" for name, took in timings))
     say("ok")
