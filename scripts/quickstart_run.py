@@ -10,9 +10,14 @@ that stands for the repository's `.payorch/` (the block runs there, so its
 `127.0.0.1:8080`; when something else holds that port, a free one is used and the block's
 `127.0.0.1:8080` read as it, which the output says.
 
-Passes when the block's checkout answers a paid order with a succeeded payment and
-`/health/ready` says ready; prints how long the first checkout took from the run command
-(a clean checkout's first build included, when there was one to do).
+Every `curl` of the block fails on an HTTP error (`--fail-with-body`), so a wrong path or
+key fails the run. Passes when the server says it listens where the page says, the
+credentials file has the fields the page names, the merchant read is the demo merchant, the
+block's checkout answers a paid order with a succeeded payment, `/health/ready` says ready,
+`/openapi.json` is an OpenAPI document, and Ctrl-C stops the server and its cluster; prints
+how long the first checkout took from the run command (a clean checkout's first build
+included, when there was one to do). The server gets the caller's environment without its
+database and payorch settings, as a newcomer's shell would have none.
 
 Usage: scripts/quickstart_run.py  (from anywhere; exits non-zero with the reason on failure)
 """
@@ -100,6 +105,21 @@ def json_values(text):
     return values
 
 
+def postgres_of(folder):
+    """The pids of PostgreSQL processes whose command line names `folder`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "postgres" in cmdline and str(folder) in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
 def main():
     lines = PAGE.read_text().splitlines()
     run = [line for line in indented_block(lines, "Run it") if line.startswith("cargo run ")]
@@ -119,20 +139,26 @@ def main():
     work.chmod(0o755)
     data_dir = work / ".payorch"
     log = work / "serve.log"
-    env = dict(os.environ, PAYORCH_BIND=address, PAYORCH_DATA_DIR=str(data_dir))
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("PAYORCH_") and name not in ("DATABASE_URL", "RUST_LOG")
+    }
+    env.update(PAYORCH_BIND=address, PAYORCH_DATA_DIR=str(data_dir))
     print(f"quickstart_run: the page's run command: {shlex.join(command)}")
     started = time.monotonic()
     with open(log, "wb") as out:
         server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
-    # Ready as the page says: it prints `payorch listening on http://…`.
+    # Ready as the page says: it prints `payorch listening on http://127.0.0.1:8080`.
+    banner = f"payorch listening on http://{address}"
     deadline = started + READY_WITHIN_SECS
-    while "payorch listening on" not in log.read_text(errors="replace"):
+    while banner not in log.read_text(errors="replace"):
         if server.poll() is not None:
             fail(f"the server exited with {server.returncode} before it was ready", log)
         if time.monotonic() > deadline:
             server.kill()
-            fail(f"not listening within {READY_WITHIN_SECS} s", log)
+            fail(f"no `{banner}` within {READY_WITHIN_SECS} s", log)
         time.sleep(0.25)
     listening = time.monotonic() - started
 
@@ -144,9 +170,11 @@ def main():
             server.kill()
             fail(f"still running {STOP_WITHIN_SECS} s after SIGINT", log)
 
-    # The block as the page writes it, line by line, stopping at the first that fails.
+    # The block as the page writes it, line by line, stopping at the first that fails; an
+    # HTTP error is a failure, as a reader would see it.
+    fail_on_http_errors = 'curl() { command curl --silent --show-error --fail-with-body "$@"; }\n'
     result = subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", trying],
+        ["bash", "-e", "-o", "pipefail", "-c", fail_on_http_errors + trying],
         cwd=work,
         capture_output=True,
         text=True,
@@ -158,6 +186,19 @@ def main():
         fail(f"the block failed ({result.returncode}):\n{result.stdout}\n{result.stderr}", log)
 
     answers = json_values(result.stdout)
+    credentials = json.loads((data_dir / "credentials.json").read_text())
+    named = ["merchant_id", "api_key", "support_key", "base_url"]
+    missing = [field for field in named if not credentials.get(field)]
+    if missing:
+        stop()
+        fail(f"credentials.json lacks what the page names: {missing}", log)
+    merchants = [a for a in answers if isinstance(a, dict) and a.get("id") == credentials["merchant_id"]]
+    if not merchants:
+        stop()
+        fail(f"the block's merchant read did not answer the demo merchant:\n{result.stdout[:2000]}", log)
+    if not any(isinstance(a, dict) and str(a.get("openapi", "")).startswith("3.") for a in answers):
+        stop()
+        fail("the block's /openapi.json did not answer an OpenAPI 3 document", log)
     checkouts = [a for a in answers if isinstance(a, dict) and "order" in a and "payment" in a]
     if len(checkouts) != 1:
         stop()
@@ -174,6 +215,14 @@ def main():
     code = stop()
     if code != 0:
         fail(f"exited with {code} after SIGINT, not 0", log)
+    # "Ctrl-C stops it and its cluster": no postgres of this data dir is left.
+    for _ in range(40):
+        left = postgres_of(data_dir)
+        if not left:
+            break
+        time.sleep(0.25)
+    else:
+        fail(f"PostgreSQL processes left behind after Ctrl-C: {left}", log)
     print(
         f"quickstart_run: paid {checkout['order']['id']} by the page's commands; listening "
         f"{listening:.1f} s after the run command, the first checkout paid {paid_after:.1f} s after it"
