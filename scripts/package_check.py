@@ -17,7 +17,8 @@ What docs/operations/install.md promises, as root on a Debian machine (CI's cont
    NoNewPrivileges, ExecStartPre and ExecStart are read from the installed unit file and
    followed (setpriv), so it is the unit that is tested, not a copy of it. One checkout is
    paid and read back; readiness says the role owns nothing; SIGTERM stops it, exit 0.
-6. `dpkg -r` then `dpkg -P`: nothing of the package is left, the state directory gone, the
+6. `dpkg -i` once more, as an upgrade: the edited configuration and its mode kept.
+7. `dpkg -r` then `dpkg -P`: nothing of the package is left, the state directory gone, the
    database untouched, only the operator's own files in /etc/payorch (removed here after).
 
 The time of each step is printed. The unit's hardening (ProtectSystem and the rest) needs a
@@ -520,6 +521,21 @@ def pay_one_checkout(work, base):
     return payment
 
 
+def reinstall(deb):
+    """The package installed over itself, as an upgrade is: the postinst's upgrade branch
+    keeps the operator's edited configuration and its modes, and says nothing of a first
+    install."""
+    with step("dpkg -i again: an upgrade keeps the configuration"):
+        edited = CONF.read_text()
+        out = run(["dpkg", "-i", str(deb)]).stdout
+        if "not started" in out:
+            fail(f"the postinst took the upgrade for a first install:\n{out}")
+        info = CONF.stat()
+        if CONF.read_text() != edited or stat.S_IMODE(info.st_mode) != 0o640 \
+                or grp.getgrgid(info.st_gid).gr_name != "payorch":
+            fail(f"the upgrade changed {CONF} or its mode ({oct(info.st_mode)})")
+
+
 def remove(cluster, payment, own_files):
     with step("dpkg -r, then dpkg -P"):
         run(["dpkg", "-r", "payorch"])
@@ -574,6 +590,7 @@ def main():
             sandbox_url = start_sandbox(work, provider_secret)
             base = configure(cluster, sandbox_url, provider_secret)
         payment = pay_one_checkout(work, base)
+        reinstall(deb)
         own_files = [p.name for p in CONF_DIR.iterdir() if p != CONF]
         remove(cluster, payment, own_files)
         cleanups.pop(0)  # the purge is done
