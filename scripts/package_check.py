@@ -350,6 +350,13 @@ def inspect(deb):
             print(findings.stdout + findings.stderr or "lintian: no findings")
 
 
+def _comm(proc):
+    try:
+        return (proc / "comm").read_text().strip()
+    except OSError:
+        return None
+
+
 def install(deb):
     with step("dpkg -i"):
         if run(["dpkg-query", "-W", "-f=${Status}", "payorch"], check=False).stdout.startswith("install"):
@@ -369,7 +376,9 @@ def install(deb):
             fail(f"{CONF} is no conffile: {conffiles!r}")
         if not WANTS.is_symlink():
             fail(f"the unit is not enabled: no {WANTS}")
-        if run(["pgrep", "-x", "payorch"], check=False).returncode == 0:
+        running = [p for p in Path("/proc").iterdir()
+                   if p.name.isdigit() and (p / "comm").exists() and _comm(p) == "payorch"]
+        if running:
             fail("a payorch process runs right after the install: it should wait to be configured")
     with step("systemd-analyze verify"):
         if shutil.which("systemd-analyze"):
