@@ -3,11 +3,13 @@
 //! (`api_reference/vendor/`, with its licence and where it came from) and compiled into the
 //! binary, so the page works offline with no file on disk. It renders under the pages' policy
 //! unchanged ([`super::assets`]): no inline script (our settings are `docs.js`), and the
-//! `data:` images of its stylesheet are served from paths of their own ([`inline_images`]).
+//! viewer's stylesheet is served with its `data:` images replaced by paths of payorch's
+//! ([`inline_images`]).
 //!
-//! The page and our own two files are asked for again on each load, like the console's; the
-//! viewer's files, under a path that names its version, and the images, named by their
-//! content, never change under their path, so caches keep them ([`super::assets::immutable`]).
+//! The page and our settings are asked for again on each load, like the console's; the
+//! viewer's script, under a path that names its version, and the rewritten stylesheet and
+//! its images, each named by its content, never change under their path, so caches keep
+//! them ([`super::assets::immutable`]).
 
 mod inline_images;
 
@@ -17,7 +19,7 @@ use actix_web::{web, HttpResponse};
 
 use super::assets::{asset, immutable, HTML, SCRIPT, STYLE};
 use super::errors::ApiError;
-use inline_images::InlineImages;
+use inline_images::Rewritten;
 
 /// The vendored viewer's folder, also the part of `/docs/assets/` its files are served under.
 const VIEWER: &str = "swagger-ui-dist-5.35.0";
@@ -28,10 +30,25 @@ const VIEWER_STYLE: &str =
 /// Where the images of the viewer's stylesheet are served, each under its name.
 const IMAGES: &str = "/docs/assets/images/";
 
-static LIFTED: LazyLock<InlineImages> = LazyLock::new(|| inline_images::lift(VIEWER_STYLE, IMAGES));
+/// The viewer's stylesheet with payorch's paths for its images, made once.
+static STYLESHEET: LazyLock<Rewritten> =
+    LazyLock::new(|| inline_images::rewrite(VIEWER_STYLE, IMAGES));
+
+/// The rewritten stylesheet's name under the viewer's folder, after its content: a change to
+/// the viewer or to the rewriting is a new path, so it can be cached as immutable.
+static STYLESHEET_NAME: LazyLock<String> = LazyLock::new(|| {
+    let hash = inline_images::short_hash(STYLESHEET.css.as_bytes());
+    format!("swagger-ui.{hash}.css")
+});
+
+/// The page, naming the stylesheet by its current name.
+static PAGE: LazyLock<String> = LazyLock::new(|| {
+    let path = format!("/docs/assets/{VIEWER}/{}", *STYLESHEET_NAME);
+    include_str!("api_reference/docs.html").replace("{stylesheet}", &path)
+});
 
 pub(crate) async fn page() -> HttpResponse {
-    asset(HTML, include_str!("api_reference/docs.html"))
+    asset(HTML, PAGE.as_str())
 }
 
 /// Our settings of the viewer: which document, and nothing from the network.
@@ -39,12 +56,7 @@ pub(crate) async fn script() -> HttpResponse {
     asset(SCRIPT, include_str!("api_reference/docs.js"))
 }
 
-/// The viewer's declarations that held a `data:` image, pointing at payorch's paths.
-pub(crate) async fn images_style() -> HttpResponse {
-    asset(STYLE, LIFTED.css.as_str())
-}
-
-/// A file under `/docs/assets/`: the viewer's or an image.
+/// A file under `/docs/assets/`: the viewer's, its stylesheet rewritten, or an image.
 pub(crate) async fn file(path: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let (content_type, body) = served(&path).ok_or(ApiError::NotFound("route"))?;
     Ok(immutable(content_type, body))
@@ -53,12 +65,12 @@ pub(crate) async fn file(path: web::Path<String>) -> Result<HttpResponse, ApiErr
 /// What `/docs/assets/{path}` serves: its content type and bytes.
 fn served(path: &str) -> Option<(&'static str, &'static [u8])> {
     if let Some(name) = path.strip_prefix("images/") {
-        let image = LIFTED.image(name)?;
+        let image = STYLESHEET.image(name)?;
         return Some((image.content_type, image.bytes.as_slice()));
     }
     match path.strip_prefix(VIEWER)?.strip_prefix('/')? {
         "swagger-ui-bundle.js" => Some((SCRIPT, VIEWER_SCRIPT)),
-        "swagger-ui.css" => Some((STYLE, VIEWER_STYLE.as_bytes())),
+        name if name == *STYLESHEET_NAME => Some((STYLE, STYLESHEET.css.as_bytes())),
         _ => None,
     }
 }
@@ -104,14 +116,15 @@ mod tests {
     /// Everything the page loads is served here: nothing comes from elsewhere.
     #[test]
     fn the_page_loads_only_what_payorch_serves() {
-        let page = include_str!("api_reference/docs.html");
+        let page = PAGE.as_str();
+        assert!(!page.contains("{stylesheet}"));
         let mut loaded = 0;
         for attribute in ["src=\"", "href=\""] {
             for (at, _) in page.match_indices(attribute) {
                 let url = page[at + attribute.len()..].split('"').next().unwrap();
                 loaded += 1;
                 let ok = match url {
-                    "/docs/docs.js" | "/docs/images.css" | "/openapi.json" => true,
+                    "/docs/docs.js" | "/openapi.json" => true,
                     other => other
                         .strip_prefix("/docs/assets/")
                         .and_then(served)
@@ -120,33 +133,56 @@ mod tests {
                 assert!(ok, "the page loads {url}, which payorch does not serve");
             }
         }
-        assert_eq!(loaded, 5);
+        assert_eq!(loaded, 4);
     }
 
-    /// The viewer's stylesheet loads no font and nothing from another site, and every image
-    /// it has as a `data:` URL is served from a path of payorch's.
+    /// The viewer's stylesheet loads no font and nothing from another site, and the one
+    /// served is the published one but for each `data:` URL, in its place a path of
+    /// payorch's: the cascade, `@media (forced-colors: active)` rules and all, is as published.
     #[test]
-    fn the_viewer_style_needs_nothing_but_its_lifted_images() {
+    fn the_served_stylesheet_is_the_viewers_with_paths_for_its_images() {
         assert!(!VIEWER_STYLE.contains("@import") && !VIEWER_STYLE.contains("@font-face"));
-        let urls: Vec<&str> = VIEWER_STYLE
-            .match_indices("url(")
-            .map(|(at, _)| VIEWER_STYLE[at + 4..].trim_start_matches(['"', '\'']))
-            .collect();
+        /// The text outside `url(…)` (none of whose URLs holds a `")` or, unquoted, a `)`),
+        /// and the URLs.
+        fn split(css: &str) -> (Vec<&str>, Vec<&str>) {
+            let (mut outside, mut urls) = (Vec::new(), Vec::new());
+            let mut rest = css;
+            while let Some(at) = rest.find("url(") {
+                outside.push(&rest[..at]);
+                let url = &rest[at + 4..];
+                let (url, len) = match url.strip_prefix('"') {
+                    Some(quoted) => (&quoted[..quoted.find("\")").unwrap()], 3),
+                    None => (&url[..url.find(')').unwrap()], 1),
+                };
+                urls.push(url);
+                rest = &rest[at + 4 + url.len() + len..];
+            }
+            outside.push(rest);
+            (outside, urls)
+        }
+        let (published, data_urls) = split(VIEWER_STYLE);
+        let (rewritten, paths) = split(&STYLESHEET.css);
         assert!(
-            urls.iter().all(|url| url.starts_with("data:")),
+            data_urls.iter().all(|url| url.starts_with("data:")),
             "the viewer's stylesheet loads something other than a data: URL"
         );
-        assert_eq!(
-            LIFTED.css.matches(&format!("url(\"{IMAGES}")).count(),
-            urls.len(),
-            "a data: URL was not lifted:\n{}",
-            LIFTED.css
+        assert!(
+            published == rewritten,
+            "the served stylesheet differs outside url(…)"
         );
-        assert!(!LIFTED.css.contains("data:"));
-        for image in &LIFTED.images {
-            let (content_type, bytes) = served(&format!("images/{}", image.name)).unwrap();
-            assert_eq!(content_type, image.content_type);
-            assert!(!bytes.is_empty());
+        assert_eq!(paths.len(), data_urls.len());
+        assert!(data_urls.len() >= 20, "{}", data_urls.len());
+        for path in paths {
+            let name = path.strip_prefix(IMAGES).expect("a path of payorch's");
+            let (content_type, bytes) = served(&format!("images/{name}")).unwrap();
+            assert_eq!(content_type, STYLESHEET.image(name).unwrap().content_type);
+            assert!(content_type != "image/svg+xml" || bytes.starts_with(b"<svg"));
         }
+        assert!(!STYLESHEET.css.contains("data:"));
+        assert!(
+            served(&format!("{VIEWER}/{}", *STYLESHEET_NAME)).is_some()
+                && served(&format!("{VIEWER}/swagger-ui.css")).is_none(),
+            "only the rewritten stylesheet is served, under its content's name"
+        );
     }
 }

@@ -100,9 +100,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/console/console.css", "GET").route(web::get().to(console::style)))
         .service(resource("/docs", "GET").route(web::get().to(api_reference::page)))
         .service(resource("/docs/docs.js", "GET").route(web::get().to(api_reference::script)))
-        .service(
-            resource("/docs/images.css", "GET").route(web::get().to(api_reference::images_style)),
-        )
         // The viewer's script is 1.7 MB; gzipped, a third of that.
         .service(
             resource("/docs/assets/{path:.+}", "GET")

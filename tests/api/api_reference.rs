@@ -41,7 +41,7 @@ async fn the_api_reference_and_its_files_are_served_with_the_pages_policy_and_ca
     );
     let page = page.text().await.unwrap();
     let loaded = loaded_by(&page);
-    assert_eq!(loaded.len(), 4, "{loaded:?}");
+    assert_eq!(loaded.len(), 3, "{loaded:?}");
 
     for url in &loaded {
         let answer = app
@@ -62,7 +62,8 @@ async fn the_api_reference_and_its_files_are_served_with_the_pages_policy_and_ca
         assert_eq!(headers["x-content-type-options"], "nosniff", "{url}");
         let body = answer.bytes().await.unwrap();
         if url.starts_with("/docs/assets/") {
-            // Its path names the viewer's version: a new version is a new path.
+            // Its path names the viewer's version, and the stylesheet's its content: a new
+            // version, or a new rewriting of the stylesheet, is a new path.
             assert!(url.contains("/swagger-ui-dist-5.35.0/"), "{url}");
             assert_eq!(
                 headers["cache-control"], "public, max-age=31536000, immutable",
@@ -94,12 +95,19 @@ async fn the_api_reference_and_its_files_are_served_with_the_pages_policy_and_ca
     assert!(zipped * 2 < plain, "gzip: {zipped} of {plain} bytes");
 
     // The stylesheet's images, served from payorch's paths under their content's name.
-    let images = app.get("/docs/images.css").await.text().await.unwrap();
+    let stylesheet = loaded.iter().find(|url| url.ends_with(".css")).unwrap();
+    assert!(
+        stylesheet.starts_with("/docs/assets/swagger-ui-dist-5.35.0/swagger-ui.")
+            && stylesheet.len() == "/docs/assets/swagger-ui-dist-5.35.0/swagger-ui.".len() + 16 + 4,
+        "{stylesheet} is named by its content"
+    );
+    let style = app.get(stylesheet).await.text().await.unwrap();
+    assert!(!style.contains("data:"));
     let mut names = BTreeSet::new();
-    for (at, _) in images.match_indices("url(\"") {
-        names.insert(images[at + 5..].split('"').next().unwrap().to_string());
+    for (at, _) in style.match_indices("url(\"") {
+        names.insert(style[at + 5..].split('"').next().unwrap().to_string());
     }
-    assert!(names.len() >= 4, "{images}");
+    assert!(names.len() >= 4, "{style}");
     for url in &names {
         assert!(url.starts_with("/docs/assets/images/"), "{url}");
         let image = app.get(url).await;
@@ -122,6 +130,9 @@ async fn the_api_reference_and_its_files_are_served_with_the_pages_policy_and_ca
 
     for missing in [
         "/docs/assets/swagger-ui-dist-5.35.0/index.html",
+        // The published stylesheet: only its rewritten copy is served.
+        "/docs/assets/swagger-ui-dist-5.35.0/swagger-ui.css",
+        "/docs/images.css",
         "/docs/assets/swagger-ui-dist-5.34.0/swagger-ui.css",
         "/docs/assets/images/0000000000000000.svg",
         "/docs/assets/",
@@ -273,6 +284,42 @@ async fn the_api_reference_lists_every_operation_under_the_pages_policy() {
     )
     .await;
     screenshot(&client, "api-reference-2-checkout-opened").await;
+
+    // In forced colours (Windows' high contrast), the viewer's own `@media (forced-colors:
+    // active)` rules draw the copy button in the system's colours with no background image:
+    // payorch's paths in place of its `data:` URLs must leave that cascade as published.
+    let copy_button =
+        "const b = document.querySelector('.opblock-post.is-open .copy-to-clipboard button');
+         const s = getComputedStyle(b);
+         return [s.backgroundImage, s.maskImage || s.webkitMaskImage, s.backgroundColor]";
+    let plain = run(&client, copy_button).await;
+    assert!(
+        plain[0].as_str().unwrap().contains("/docs/assets/images/"),
+        "the copy button's icon comes from payorch's path: {plain}"
+    );
+    let forced =
+        json!({ "media": "", "features": [{ "name": "forced-colors", "value": "active" }] });
+    devtools(&driver, &client, "Emulation.setEmulatedMedia", forced).await;
+    let high_contrast = run(&client, copy_button).await;
+    screenshot(&client, "api-reference-2-checkout-forced-colors").await;
+    devtools(
+        &driver,
+        &client,
+        "Emulation.setEmulatedMedia",
+        json!({ "features": [] }),
+    )
+    .await;
+    assert!(
+        high_contrast[0] == "none"
+            && high_contrast[2] != "rgba(0, 0, 0, 0)"
+            && high_contrast[1]
+                .as_str()
+                .unwrap()
+                .contains("/docs/assets/images/"),
+        "in forced colours the copy button is the viewer's mask in the system's colour, \
+         with no background image: {high_contrast}"
+    );
+
     // The schemas at the foot of the page, one of them opened.
     run(
         &client,

@@ -1,18 +1,24 @@
 //! Swagger UI's stylesheet draws its icons (a select's arrow, the copy button, a model's
 //! toggle) as `data:` URLs, which the pages' policy refuses (`img-src 'self'`, see
-//! [`crate::http::assets`]). Rather than allow `data:` for `/docs` or edit the published file,
-//! payorch serves each of those images from a path of its own, and a stylesheet loaded after
-//! Swagger UI's repeats each declaration that holds one, with the path in place of the `data:`
-//! URL, under the same selector and the same at-rules. Coming later with the same
-//! specificity, it wins, so the browser never loads the `data:` URL. Derived from the
-//! published stylesheet when first asked for, it follows the viewer through an upgrade.
+//! [`crate::http::assets`]). Rather than allow `data:` for `/docs`, payorch serves each of
+//! those images from a path of its own and the stylesheet with each `data:` URL replaced,
+//! where it stands, by that path. Nothing else of the file changes, so its cascade is the
+//! published one. That matters: its `@media (forced-colors: active)` rules come after the
+//! rules that set an icon and take it away again (`background-image: none`, the icon drawn as
+//! a mask in the system's colour instead); declarations repeated in a stylesheet loaded after
+//! it would override them, and high-contrast mode would lose the icons.
+//!
+//! The rewriting reads only what it needs of CSS (comments, strings, `url(…)`), and is
+//! total: whatever it cannot read, or a `data:` URL of a type it does not serve, it leaves
+//! as it is. Derived from the published stylesheet once, it follows the viewer through an
+//! upgrade.
 
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-/// What is derived from one stylesheet.
-pub(crate) struct InlineImages {
-    /// The declarations that held a `data:` URL, now pointing at [`Self::images`].
+/// A stylesheet whose `data:` images are served from paths.
+pub(crate) struct Rewritten {
+    /// The stylesheet, each `data:` URL it could read replaced by its image's path.
     pub css: String,
     pub images: Vec<Image>,
 }
@@ -25,106 +31,14 @@ pub(crate) struct Image {
     pub bytes: Vec<u8>,
 }
 
-impl InlineImages {
+impl Rewritten {
     pub(crate) fn image(&self, name: &str) -> Option<&Image> {
         self.images.iter().find(|image| image.name == name)
-    }
-}
-
-/// Lifts every `data:` URL out of `css`'s style rules; each image is then served at
-/// `prefix` + its name.
-pub(crate) fn lift(css: &str, prefix: &str) -> InlineImages {
-    let mut lifted = InlineImages {
-        css: String::new(),
-        images: Vec::new(),
-    };
-    // The preludes of the blocks we are in (at-rules, then a selector), outermost first.
-    let mut blocks: Vec<&str> = Vec::new();
-    let mut start = 0;
-    let bytes = css.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                i = css[i + 2..]
-                    .find("*/")
-                    .map_or(bytes.len(), |end| i + 2 + end + 2);
-                continue;
-            }
-            b'"' | b'\'' => i = string_end(bytes, i),
-            // An unquoted URL may hold `;` (`data:image/png;base64,…`).
-            b'u' if css[i..].starts_with("url(") => {
-                let len = url_at(&css[i..]).map(|(_, len)| len);
-                i = len
-                    .or_else(|| css[i..].find(')').map(|end| end + 1))
-                    .map_or(bytes.len(), |len| i + len - 1);
-            }
-            b'{' => {
-                blocks.push(css[start..i].trim());
-                start = i + 1;
-            }
-            b';' | b'}' => {
-                let in_style_rule = blocks.last().is_some_and(|b| !b.starts_with('@'));
-                if in_style_rule {
-                    lifted.declaration(&blocks, &css[start..i], prefix);
-                }
-                if bytes[i] == b'}' {
-                    blocks.pop();
-                }
-                start = i + 1;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    lifted
-}
-
-impl InlineImages {
-    /// Repeats `declaration` of the innermost of `blocks` if it holds a `data:` URL.
-    fn declaration(&mut self, blocks: &[&str], declaration: &str, prefix: &str) {
-        let mut rest = declaration;
-        let mut rewritten = String::new();
-        let mut lifted_any = false;
-        while let Some(at) = rest.find("url(") {
-            let (before, from) = rest.split_at(at);
-            rewritten.push_str(before);
-            let Some((url, len)) = url_at(from) else {
-                rewritten.push_str(from);
-                rest = "";
-                break;
-            };
-            match url.strip_prefix("data:").and_then(decode) {
-                Some((content_type, bytes)) => {
-                    let name = self.keep(content_type, bytes);
-                    rewritten.push_str(&format!("url(\"{prefix}{name}\")"));
-                    lifted_any = true;
-                }
-                None => rewritten.push_str(&from[..len]),
-            }
-            rest = &from[len..];
-        }
-        rewritten.push_str(rest);
-        if !lifted_any {
-            return;
-        }
-        for prelude in blocks {
-            self.css.push_str(prelude);
-            self.css.push('{');
-        }
-        self.css.push_str(rewritten.trim());
-        self.css.push_str(&"}".repeat(blocks.len()));
-        self.css.push('\n');
     }
 
     /// The name of the image `bytes`, kept once however often it is used.
     fn keep(&mut self, content_type: &'static str, bytes: Vec<u8>) -> String {
-        let digest = Sha256::digest(&bytes);
-        let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-        let extension = content_type
-            .strip_prefix("image/")
-            .map_or("bin", |kind| kind.split('+').next().unwrap_or(kind));
-        let name = format!("{hash}.{extension}");
+        let name = format!("{}.{}", short_hash(&bytes), extension(content_type));
         if self.image(&name).is_none() {
             self.images.push(Image {
                 name: name.clone(),
@@ -136,32 +50,118 @@ impl InlineImages {
     }
 }
 
-/// The index just past the string whose quote is at `open`.
+/// 16 hexadecimal digits of `bytes`' SHA-256: a name that changes when they do.
+pub(crate) fn short_hash(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn extension(content_type: &str) -> &str {
+    content_type
+        .strip_prefix("image/")
+        .map_or("bin", |kind| kind.split('+').next().unwrap_or(kind))
+}
+
+/// `css` with every `data:` image URL outside comments and strings replaced by
+/// `url("` + `prefix` + the image's name + `")`, and the images.
+pub(crate) fn rewrite(css: &str, prefix: &str) -> Rewritten {
+    let mut rewritten = Rewritten {
+        css: String::with_capacity(css.len()),
+        images: Vec::new(),
+    };
+    let bytes = css.as_bytes();
+    // What is copied as it is runs from `copied` to `i`; every index the loop stops at is
+    // that of an ASCII byte or the end, so each slice is on a character's boundary.
+    let mut copied = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i = css[i + 2..]
+                    .find("*/")
+                    .map_or(bytes.len(), |end| i + 2 + end + 2);
+            }
+            b'"' | b'\'' => i = (string_end(bytes, i) + 1).min(bytes.len()),
+            b'u' | b'U' if is_url_function(css, i) => {
+                let image = url_at(&css[i..]).and_then(|(url, len)| {
+                    let data = url
+                        .get(..5)
+                        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("data:"));
+                    let (content_type, image) = decode(url.get(5..).filter(|_| data)?)?;
+                    Some((content_type, image, len))
+                });
+                match image {
+                    Some((content_type, image, len)) => {
+                        rewritten.css.push_str(&css[copied..i]);
+                        let name = rewritten.keep(content_type, image);
+                        rewritten.css.push_str(&format!("url(\"{prefix}{name}\")"));
+                        i += len;
+                        copied = i;
+                    }
+                    // Left as it is; a string in it is skipped like any other.
+                    None => i += 4,
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    rewritten.css.push_str(&css[copied..]);
+    rewritten
+}
+
+/// Whether `css` has the function `url(` at `at`, not the end of a longer name.
+fn is_url_function(css: &str, at: usize) -> bool {
+    let named = css
+        .get(at..at + 4)
+        .is_some_and(|name| name.eq_ignore_ascii_case("url("));
+    let before = at
+        .checked_sub(1)
+        .and_then(|b| css.as_bytes().get(b))
+        .copied();
+    named
+        && !before.is_some_and(|b| {
+            b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'\\' || !b.is_ascii()
+        })
+}
+
+/// The index of the quote that closes the string whose quote is at `open`, or the end.
 fn string_end(bytes: &[u8], open: usize) -> usize {
     let quote = bytes[open];
     let mut i = open + 1;
     while i < bytes.len() && bytes[i] != quote {
         i += if bytes[i] == b'\\' { 2 } else { 1 };
     }
-    i
+    i.min(bytes.len())
 }
 
-/// The URL of the `url(…)` that `text` starts with, unescaped, and the length of the whole.
+/// The URL of the `url(…)` that `text` starts with, unescaped, and the length of the whole;
+/// `None` if it is not one that can be read (unclosed, or with more than a URL in it).
 fn url_at(text: &str) -> Option<(String, usize)> {
-    let inner = &text[4..];
+    let inner = text.get(4..)?;
     let skipped = inner.len() - inner.trim_start().len();
     let inner = inner.trim_start();
     let (url, used) = match inner.as_bytes().first() {
         Some(b'"' | b'\'') => {
             let end = string_end(inner.as_bytes(), 0);
-            (unescape(inner.get(1..end)?), end + 1)
+            let string = inner.get(1..end)?;
+            // An unescaped line break ends a string badly.
+            if string.contains(['\n', '\r', '\x0c']) {
+                return None;
+            }
+            (unescape(string), end + 1)
         }
         _ => {
             let end = inner.find(')')?;
-            (inner[..end].trim().to_string(), end)
+            let url = inner[..end].trim();
+            if url.contains(['"', '\'', '(', ' ', '\t', '\n', '\r', '\x0c', '\\']) {
+                return None;
+            }
+            (url.to_string(), end)
         }
     };
-    let after = &inner[used..];
+    let after = inner.get(used..)?;
     let close = after.find(')')?;
     after[..close].trim().is_empty().then_some(())?;
     Some((url, 4 + skipped + used + close + 1))
@@ -246,33 +246,98 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_data_url_moves_to_a_path_under_its_rule_and_at_rules() {
-        let css = r#"a{color:red}@supports (mask-image:none){.b select,.c{mask-image:url("data:image/svg+xml;charset=utf-8,<svg xmlns=\"x\"><path fill=\"%23fff\"/></svg>");color:blue}}.d{background:#fff url(data:image/png;base64,iVBORw0KGgo=) repeat}.e{background:url(/x.png)}"#;
-        let lifted = lift(css, "/img/");
-        assert_eq!(lifted.images.len(), 2);
-        let svg = &lifted.images[0];
+    fn a_data_url_is_replaced_where_it_stands_and_nothing_else_changes() {
+        let css = r#"a{color:red}@supports (mask-image:none){.b select,.c{mask-image:url("data:image/svg+xml;charset=utf-8,<svg xmlns=\"x\"><path fill=\"%23fff\"/></svg>");color:blue}}.d{background:#fff url(data:image/png;base64,iVBORw0KGgo=) repeat}.e{background:url(/x.png)}@media (forced-colors:active){.d{background-image:none;mask-image:URL( 'data:image/png;base64,iVBORw0KGgo=' )}}"#;
+        let rewritten = rewrite(css, "/img/");
+        assert_eq!(rewritten.images.len(), 2);
+        let svg = &rewritten.images[0];
         assert_eq!(svg.content_type, "image/svg+xml");
         assert_eq!(svg.bytes, br##"<svg xmlns="x"><path fill="#fff"/></svg>"##);
         assert!(svg.name.ends_with(".svg"), "{}", svg.name);
-        let png = &lifted.images[1];
+        let png = &rewritten.images[1];
         assert_eq!(png.bytes, b"\x89PNG\r\n\x1a\n");
+        assert!(png.name.ends_with(".png"), "{}", png.name);
+        // The rule that takes the image away still comes after the one that sets it.
         assert_eq!(
-            lifted.css,
+            rewritten.css,
             format!(
-                "@supports (mask-image:none){{.b select,.c{{mask-image:url(\"/img/{}\")}}}}\n\
-                 .d{{background:#fff url(\"/img/{}\") repeat}}\n",
-                svg.name, png.name
+                "a{{color:red}}@supports (mask-image:none){{.b select,.c{{mask-image:url(\"/img/{svg}\");color:blue}}}}\
+                 .d{{background:#fff url(\"/img/{png}\") repeat}}.e{{background:url(/x.png)}}\
+                 @media (forced-colors:active){{.d{{background-image:none;mask-image:url(\"/img/{png}\")}}}}",
+                svg = svg.name,
+                png = png.name
             )
         );
     }
 
     #[test]
     fn an_image_used_twice_is_kept_once() {
-        let lifted = lift(
+        let rewritten = rewrite(
             ".a{background:url('data:image/gif;base64,R0lG')}.b{list-style:url('data:image/gif;base64,R0lG')}",
             "/",
         );
-        assert_eq!(lifted.images.len(), 1);
-        assert_eq!(lifted.css.matches(&lifted.images[0].name).count(), 2);
+        assert_eq!(rewritten.images.len(), 1);
+        assert_eq!(rewritten.css.matches(&rewritten.images[0].name).count(), 2);
+    }
+
+    /// What is not a readable `data:` image URL in a rule is left as it is, and nothing
+    /// makes the rewriting panic.
+    #[test]
+    fn what_cannot_be_read_is_left_as_it_is() {
+        for css in [
+            // Unclosed strings and functions.
+            r#"a{b:url("data:x)"#,
+            "a{b:url('abc",
+            r#"a{b:url("data:image/gif;base64,R0lG"#,
+            "a{b:url(data:image/gif;base64,R0lG",
+            "url(",
+            "url( ",
+            "url(\"",
+            "url('\\",
+            "url(\"\\é",
+            "a{b:\"\\",
+            "/* url(data:image/gif;base64,R0lG)",
+            // More than a URL in it, or a line break in its string.
+            r#"a{b:url("data:image/gif;base64,R0lG" x)}"#,
+            "a{b:url(\"data:image/gif;\nbase64,R0lG\")}",
+            "a{b:url(data:image/gif;base64,R0lG x)}",
+            "a{b:url(data:image/gif;base64,\"R0lG\")}",
+            // Not an image payorch serves, or not decodable.
+            "a{b:url(data:text/html,<b>hi</b>)}",
+            "a{b:url(data:image/gif;base64,!!!)}",
+            "a{b:url(data:image/gif)}",
+            "a{b:url(/x.png)}",
+            // Not the function `url(`, or in a comment or a string.
+            "a{b:xurl(data:image/gif;base64,R0lG)}",
+            "a{b:éurl(data:image/gif;base64,R0lG)}",
+            "/* url(data:image/gif;base64,R0lG) */a{}",
+            "a{content:\"url(data:image/gif;base64,R0lG)\"}",
+            "a{content:'\\'url(data:image/gif;base64,R0lG)'}",
+            "",
+            "é",
+            "url(é)",
+            "url(\"é",
+        ] {
+            let rewritten = rewrite(css, "/img/");
+            assert_eq!(rewritten.css, css);
+            assert!(rewritten.images.is_empty(), "{css}");
+        }
+    }
+
+    /// Every way of cutting a stylesheet short, at every character, is rewritten without a
+    /// panic, and each `data:` URL it replaces is whole.
+    #[test]
+    fn a_stylesheet_cut_anywhere_is_rewritten_without_a_panic() {
+        let css = r#"/*x*/a{b:url( "data:image/svg+xml;charset=utf-8,<svg>\"é\"</svg>" )}c{d:url(data:image/gif;base64,R0lG);e:"f\"url(" }g{h:url('data:image/png;base64,iVBORw0KGgo=')}"#;
+        let whole = rewrite(css, "/img/");
+        assert_eq!(whole.images.len(), 3);
+        for (at, _) in css.char_indices().chain([(css.len(), ' ')]) {
+            let cut = rewrite(&css[..at], "/img/");
+            assert!(cut.images.len() <= 3);
+            for image in &cut.images {
+                let same = whole.image(&image.name).expect("an image of the whole");
+                assert_eq!(same.bytes, image.bytes);
+            }
+        }
     }
 }
