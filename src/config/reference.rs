@@ -15,8 +15,10 @@ use super::Cli;
 /// hand-written preamble ends where this line starts.
 pub const GENERATED_MARK: &str = "<!-- Generated from payorch's command-line definitions";
 
-/// The reference as Markdown: the flags every command takes, then one section per command.
-pub fn markdown() -> String {
+/// The reference as Markdown: the flags every command takes, then one section per command,
+/// to follow `preamble` (the page's hand-written part, whose headings take their anchors
+/// first, so that a link to a generated heading named like one of them still finds it).
+pub fn markdown(preamble: &str) -> String {
     let mut cli = Cli::command();
     cli.build();
     let mut out = String::new();
@@ -36,7 +38,7 @@ pub fn markdown() -> String {
     }
     let mut written_groups = Vec::new();
     for command in leaves(&cli) {
-        write_command(&mut out, &command, &mut written_groups);
+        write_command(&mut out, preamble, &command, &mut written_groups);
     }
     out
 }
@@ -82,21 +84,24 @@ struct Group<'a> {
     args: Vec<&'a Arg>,
 }
 
-/// A group as written: its title and arguments' ids, the command it was written under and
-/// the anchor of its heading, for the commands that share it to point to.
+/// A group as written: its title and text, the command it was written under and the anchor
+/// of its heading, for the commands that share it to point to.
 struct Written {
-    key: (String, Vec<String>),
+    key: (String, String),
     command: String,
     anchor: String,
 }
 
 impl Group<'_> {
-    /// What makes two commands' groups the same: their title and their arguments' ids.
-    fn key(&self) -> (String, Vec<String>) {
-        (
-            self.title.to_owned(),
-            self.args.iter().map(|a| a.get_id().to_string()).collect(),
-        )
+    /// What makes two commands' groups the same: their title and every word written of their
+    /// arguments, so that a flag of the same name with another default, variable or help is
+    /// written out, never hidden behind "As for".
+    fn key(&self) -> (String, String) {
+        let mut text = String::new();
+        for arg in &self.args {
+            write_arg(&mut text, arg);
+        }
+        (self.title.to_owned(), text)
     }
 }
 
@@ -137,17 +142,34 @@ fn anchor(title: &str) -> String {
         .collect()
 }
 
-/// The anchor mdBook gives the next heading titled `title` on the page `out` begins: the
+/// The titles of the page's `#` headings, those in fenced code blocks (a shell comment) left
+/// out.
+fn headings(page: &str) -> impl Iterator<Item = &str> {
+    let mut fence: Option<&str> = None;
+    page.lines().filter_map(move |line| {
+        let trimmed = line.trim_start();
+        for marker in ["```", "~~~"] {
+            if trimmed.starts_with(marker) {
+                match fence {
+                    None => fence = Some(marker),
+                    Some(open) if open == marker => fence = None,
+                    Some(_) => {}
+                }
+                return None;
+            }
+        }
+        if fence.is_some() || !line.starts_with('#') {
+            return None;
+        }
+        line.trim_start_matches('#').strip_prefix(' ')
+    })
+}
+
+/// The anchor mdBook gives the next heading titled `title` on the page `page` begins: the
 /// first of a title gets it bare, the next `-1`, then `-2`.
-fn next_anchor(out: &str, title: &str) -> String {
+fn next_anchor(page: &str, title: &str) -> String {
     let bare = anchor(title);
-    let before = out
-        .lines()
-        .filter_map(|line| {
-            line.trim_start_matches('#')
-                .strip_prefix(' ')
-                .filter(|_| line.starts_with('#'))
-        })
+    let before = headings(page)
         .filter(|heading| anchor(heading) == bare)
         .count();
     match before {
@@ -156,7 +178,7 @@ fn next_anchor(out: &str, title: &str) -> String {
     }
 }
 
-fn write_command(out: &mut String, command: &Command, written: &mut Vec<Written>) {
+fn write_command(out: &mut String, preamble: &str, command: &Command, written: &mut Vec<Written>) {
     let name = command
         .get_bin_name()
         .unwrap_or_else(|| command.get_name())
@@ -167,10 +189,10 @@ fn write_command(out: &mut String, command: &Command, written: &mut Vec<Written>
     }
     let usage = command.clone().render_usage().to_string();
     let usage = usage.trim().trim_start_matches("Usage:").trim();
-    writeln!(out, "Usage: `{usage}`").unwrap();
+    writeln!(out, "Usage: {}", code(usage)).unwrap();
     for group in groups(command) {
         let title = group.title;
-        let here = next_anchor(out, title);
+        let here = next_anchor(&format!("{preamble}{out}"), title);
         writeln!(out, "\n### {title}").unwrap();
         // A group several commands share (the database's flags) is written in full once and
         // pointed to after, so the page lists each flag once where it can.
@@ -268,7 +290,7 @@ fn write_arg(out: &mut String, arg: &Arg) {
         .get_possible_values()
         .iter()
         .filter(|v| !v.is_hide_set())
-        .map(|v| format!("`{}`", v.get_name()))
+        .map(|v| code(v.get_name()))
         .collect();
     // A switch's possible values are clap's `true`/`false`: its being a switch says it.
     if !possible.is_empty() && takes_a_value(arg) && !is_boolean(arg) {
@@ -281,7 +303,7 @@ fn write_arg(out: &mut String, arg: &Arg) {
         });
     }
     if let Some(env) = arg.get_env() {
-        facts.push(format!("variable `{}`", env.to_string_lossy()));
+        facts.push(format!("variable {}", code(&env.to_string_lossy())));
     }
     if !(required && arg.get_default_values().is_empty()) {
         facts.push(default_of(arg));
@@ -326,32 +348,40 @@ fn default_of(arg: &Arg) -> String {
         ArgAction::SetFalse => "default on".to_owned(),
         // What unset means, where it means something, the help says ("one per core").
         _ if defaults.is_empty() => "unset".to_owned(),
-        _ => format!("default `{}`", defaults.join(",")),
+        _ => match defaults.join(",") {
+            joined if joined.is_empty() => "default empty".to_owned(),
+            joined => format!("default {}", code(&joined)),
+        },
     }
 }
 
-/// A help text as Markdown prose: its paragraphs kept, and outside code spans a `<` (which
-/// would open HTML) and a `*` (emphasis) escaped, so what `--help`
-/// says is what the page shows.
-fn prose(text: &str) -> String {
-    let text = text.trim();
-    let mut out = String::new();
-    for (i, part) in text.split('`').enumerate() {
-        if i > 0 {
-            out.push('`');
-        }
-        if i % 2 == 1 {
-            out.push_str(part);
-            continue;
-        }
-        for c in part.chars() {
-            match c {
-                '<' => out.push_str("&lt;"),
-                '*' => out.push_str("\\*"),
-                c => out.push(c),
-            }
-        }
+/// `text` as a code span: between backticks, or, when it holds some, between more of them
+/// than it has in a row, with a space either side (CommonMark's rule).
+fn code(text: &str) -> String {
+    let longest = text
+        .split(|c| c != '`')
+        .map(str::len)
+        .max()
+        .unwrap_or_default();
+    if longest == 0 {
+        return format!("`{text}`");
     }
+    let fence = "`".repeat(longest + 1);
+    format!("{fence} {text} {fence}")
+}
+
+/// A help text as Markdown prose, so that what `--help` says is what the page shows: its
+/// paragraphs and its code spans kept, and everything else Markdown would read as markup
+/// escaped (see [`escape_paragraph`]).
+fn prose(text: &str) -> String {
+    let paragraphs: Vec<String> = text
+        .trim()
+        .split("\n\n")
+        .map(|p| p.trim_matches('\n'))
+        .filter(|p| !p.trim().is_empty())
+        .map(escape_paragraph)
+        .collect();
+    let mut out = paragraphs.join("\n\n");
     // clap drops a one-paragraph help's final full stop (`--help` lists it as a phrase); the
     // page reads it as a sentence.
     if !out.ends_with(['.', '?', '!', ':']) {
@@ -360,13 +390,93 @@ fn prose(text: &str) -> String {
     out
 }
 
+/// One paragraph of help as Markdown. Inside a code span (a pair of backticks) nothing is
+/// touched; a backtick without a partner is escaped, lest it open a span that swallows the
+/// rest. Outside: `\\`, `*`, `[` and `~` escaped (emphasis, links, strikethrough), `_`
+/// where it could open or close emphasis (not inside a word: `PAYORCH_DRAIN_SECS`), `<` as
+/// `&lt;` and an `&` that would start an entity as `&amp;`; each line's indent and trailing
+/// spaces dropped (a code block, a hard break), and a line starting as a heading, a quote,
+/// a list item or a heading's underline (`#`, `>`, `-`, `+`, `=`, `1.`, `1)`) escaped.
+fn escape_paragraph(paragraph: &str) -> String {
+    let lines: Vec<&str> = paragraph.lines().map(str::trim).collect();
+    let ticks: usize = lines.iter().map(|line| line.matches('`').count()).sum();
+    let mut ticks_left = ticks;
+    let mut in_code = false;
+    let mut out = String::new();
+    for (n, line) in lines.iter().enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        let chars: Vec<char> = line.chars().collect();
+        let mut i = 0;
+        if !in_code {
+            if matches!(chars.first(), Some('#' | '>' | '-' | '+' | '=')) {
+                out.push('\\');
+            } else {
+                let digits = chars.iter().take_while(|c| c.is_ascii_digit()).count();
+                let after = chars.get(digits + 1);
+                if (1..=9).contains(&digits)
+                    && matches!(chars.get(digits), Some('.' | ')'))
+                    && after.is_none_or(|c| c.is_whitespace())
+                {
+                    out.extend(&chars[..digits]);
+                    out.push('\\');
+                    i = digits;
+                }
+            }
+        }
+        while i < chars.len() {
+            let c = chars[i];
+            if c == '`' {
+                ticks_left -= 1;
+                // The last backtick of an odd count has no partner.
+                if !in_code && ticks % 2 == 1 && ticks_left == 0 {
+                    out.push_str("\\`");
+                } else {
+                    in_code = !in_code;
+                    out.push('`');
+                }
+            } else if in_code {
+                out.push(c);
+            } else {
+                let word = |at: Option<&char>| at.is_some_and(|c| c.is_alphanumeric());
+                match c {
+                    '\\' | '*' | '[' | '~' => {
+                        out.push('\\');
+                        out.push(c);
+                    }
+                    '_' if !(word(i.checked_sub(1).and_then(|p| chars.get(p)))
+                        && word(chars.get(i + 1))) =>
+                    {
+                        out.push_str("\\_");
+                    }
+                    '<' => out.push_str("&lt;"),
+                    '&' if starts_an_entity(&chars[i + 1..]) => out.push_str("&amp;"),
+                    c => out.push(c),
+                }
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Whether what follows an `&` would make it an entity (`&lt;`, `&#60;`, `&#x3C;`).
+fn starts_an_entity(rest: &[char]) -> bool {
+    let name = rest
+        .iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || **c == '#')
+        .count();
+    name > 0 && rest.get(name) == Some(&';')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_argument_of_every_command_is_written_once_or_pointed_to() {
-        let text = markdown();
+        let text = markdown("");
         let mut cli = Cli::command();
         cli.build();
         for command in leaves(&cli) {
@@ -396,6 +506,68 @@ mod tests {
     #[test]
     fn prose_escapes_html_and_emphasis_outside_code() {
         assert_eq!(prose("a <b> `<c>` *d*"), "a &lt;b> `<c>` \\*d\\*.");
+        assert_eq!(prose("_x_ and __y__"), "\\_x\\_ and \\_\\_y\\_\\_.");
+        assert_eq!(
+            prose("PAYORCH_DRAIN_SECS, `_x_`"),
+            "PAYORCH_DRAIN_SECS, `_x_`.",
+            "inside a word or code, `_` is no emphasis"
+        );
+        assert_eq!(prose("see [a](b) or ![i](j)"), "see \\[a](b) or !\\[i](j).");
+        assert_eq!(prose("&lt; &#60; R&D &"), "&amp;lt; &amp;#60; R&D &.");
+        assert_eq!(prose("a\\b ~c~"), "a\\\\b \\~c\\~.");
+        assert_eq!(prose("`a` and `<b>` `c"), "`a` and `<b>` \\`c.");
+        assert_eq!(prose("`*a*` `"), "`*a*` \\`.", "the last of an odd count");
+    }
+
+    #[test]
+    fn prose_keeps_a_line_from_starting_a_block() {
+        for (help, page) in [
+            ("a\n\n# b", "a\n\n\\# b."),
+            ("a\n\n- b", "a\n\n\\- b."),
+            ("a\n\n+ b", "a\n\n\\+ b."),
+            ("a\n\n> b", "a\n\n\\> b."),
+            ("a\n\n1. b", "a\n\n1\\. b."),
+            ("a\n\n12) b", "a\n\n12\\) b."),
+            ("a\n===", "a\n\\===."),
+            ("a\n---", "a\n\\---."),
+            ("a\n\n    code", "a\n\ncode."),
+            ("a  \nb", "a\nb."),
+        ] {
+            assert_eq!(prose(help), page, "{help:?}");
+        }
+        assert_eq!(prose("1.5 s"), "1.5 s.", "a number is no list item");
+        assert_eq!(prose("`a\n- b`"), "`a\n- b`.", "nor is a code span's line");
+    }
+
+    #[test]
+    fn code_spans_hold_what_they_are_given() {
+        assert_eq!(code("127.0.0.1:8080"), "`127.0.0.1:8080`");
+        assert_eq!(code("a`b"), "`` a`b ``");
+        assert_eq!(code("a``b"), "``` a``b ```");
+    }
+
+    #[test]
+    fn an_empty_default_is_said_in_words() {
+        let arg = Arg::new("x").long("x").default_value("");
+        assert_eq!(default_of(&arg), "default empty");
+        let arg = Arg::new("x").long("x").default_value("20");
+        assert_eq!(default_of(&arg), "default `20`");
+    }
+
+    #[test]
+    fn a_flag_shared_by_name_but_not_in_full_is_written_out() {
+        let db = |default: &'static str| {
+            Command::new("c").args(["a", "b", "c"].map(|id| {
+                Arg::new(id)
+                    .long(id)
+                    .help_heading("Database")
+                    .default_value(default)
+            }))
+        };
+        let (same, other) = (db("1"), db("2"));
+        let key = |c: &Command| groups(c).remove(0).key();
+        assert_eq!(key(&same), key(&db("1")));
+        assert_ne!(key(&same), key(&other), "another default is another group");
     }
 
     #[test]
@@ -409,5 +581,22 @@ mod tests {
         let page = "# Top\n\n### Database\n\ntext\n\n## Database\n";
         assert_eq!(next_anchor(page, "Database"), "database-2");
         assert_eq!(next_anchor(page, "Options"), "options");
+        let fenced = "## Database\n\n```sh\n# Database\n```\n";
+        assert_eq!(
+            next_anchor(fenced, "Database"),
+            "database-1",
+            "a shell comment is none"
+        );
+    }
+
+    #[test]
+    fn the_preamble_s_headings_come_first() {
+        let preamble = "# Configuration reference\n\n## Database\n\nWhere it is.\n\n";
+        let text = markdown(preamble);
+        assert!(
+            text.contains("As for `payorch serve` ([Database](#database-1))"),
+            "the generated Database is the page's second"
+        );
+        assert!(markdown("").contains("([Database](#database))"));
     }
 }

@@ -1,173 +1,235 @@
-//! The flags the docs name are payorch's. The reference of them all is
-//! docs/operations/configuration.md, written from clap's definitions (src/config.rs) and held
-//! to them by configuration.rs; here, a flag table elsewhere (`| flag | env | default | what |`,
-//! a page's short list of the flags that matter to it) names only flags of `serve`, each with
-//! its own environment variable and default, and any flag or `PAYORCH_…` variable written in
-//! backticks anywhere in README.md or docs/ is one that exists.
+//! The flags and variables the docs name are payorch's. The reference of every flag and its
+//! variable is docs/operations/configuration.md, written from clap's definitions
+//! (src/config.rs) and held to them by configuration.rs; here, the variables its hand-written
+//! preamble names without a flag (`PAYORCH_MASTER_KEY`, a named provider's
+//! `PAYORCH_PROVIDER_<NAME>_…`, `RUST_LOG`, …) are each one payorch reads, and any flag or
+//! `PAYORCH_…` variable written in backticks anywhere in README.md or docs/ is one that exists.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
+use std::time::Duration;
 
-use clap::{ArgAction, CommandFactory};
+use clap::CommandFactory;
+use payorch::config::reference::GENERATED_MARK;
 use payorch::config::Cli;
+use payorch::provider_specs::{providers_from_specs, CallTimeouts, ProviderSpec};
 
-use crate::markdown::{code_spans, pages, repo, tables_headed};
+use crate::markdown::{code_spans, pages, repo};
 
-const HEADER: [&str; 4] = ["flag", "env", "default", "what"];
+const PAGE: &str = "docs/operations/configuration.md";
 
-/// A flag of `serve` as clap has it.
-struct Flag {
-    env: Option<String>,
-    /// Its default as the table writes it: clap's values comma-joined, `off` for a switch.
-    default: Option<String>,
+/// How the page writes a named provider's variables: `PAYORCH_PROVIDER_<NAME>_SECRET`, and
+/// after it `…_SECRET` for short.
+const PROVIDER: &str = "PAYORCH_PROVIDER_<NAME>_";
+
+/// Every variable of every flag, of every command.
+fn variables_of(command: &clap::Command, found: &mut BTreeSet<String>) {
+    for arg in command.get_arguments() {
+        found.extend(arg.get_env().map(|env| env.to_string_lossy().into_owned()));
+    }
+    for sub in command.get_subcommands() {
+        variables_of(sub, found);
+    }
 }
 
-/// `serve`'s flags by long name (without `--`), the global ones (`--log-json`) included;
-/// hidden ones and `--help` left out.
-fn serve_flags() -> BTreeMap<String, Flag> {
-    let mut cli = Cli::command();
-    cli.build();
-    let serve = cli
-        .find_subcommand("serve")
-        .expect("payorch has a serve command");
-    serve
-        .get_arguments()
-        .filter(|arg| !arg.is_hide_set() && arg.get_id() != "help")
-        .filter_map(|arg| {
-            let long = arg.get_long()?.to_string();
-            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
-            let defaults: Vec<String> = arg
-                .get_default_values()
-                .iter()
-                .map(|v| v.to_string_lossy().into_owned())
-                .collect();
-            let default = match arg.get_action() {
-                ArgAction::SetTrue => Some("off".to_string()),
-                _ if defaults.is_empty() => None,
-                _ => Some(defaults.join(",")),
-            };
-            Some((long, Flag { env, default }))
+/// The variables a named provider of each protocol is read from, as the code asks for them:
+/// one provider of each built from an environment that records every name asked and answers
+/// each with a value any of them takes (hex, for Adyen's HMAC keys); `NAME` as `<NAME>`.
+fn provider_variables() -> BTreeSet<String> {
+    let asked = RefCell::new(BTreeSet::new());
+    let timeouts = CallTimeouts {
+        connect: Duration::from_secs(2),
+        whole: Duration::from_secs(10),
+        webhook_tolerance: Duration::from_secs(300),
+    };
+    // One at a time, both named `name`.
+    for spec in [
+        "name=stripe:https://stripe.test",
+        "name=adyen:https://adyen.test",
+    ] {
+        let spec: ProviderSpec = spec.parse().expect("a provider spec");
+        let built = providers_from_specs(&[spec], timeouts, |variable| {
+            asked.borrow_mut().insert(variable.to_owned());
+            Ok(Some(
+                "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff".to_owned(),
+            ))
+        });
+        if let Err(err) = built {
+            panic!("a provider was not built from the recorded environment: {err}");
+        }
+    }
+    let asked = asked.into_inner();
+    assert!(
+        asked.len() >= 4,
+        "a provider's variables not found: {asked:?}"
+    );
+    asked
+        .into_iter()
+        .map(|variable| {
+            let rest = variable
+                .strip_prefix("PAYORCH_PROVIDER_NAME_")
+                .unwrap_or_else(|| panic!("{variable}: not a named provider's"));
+            format!("{PROVIDER}{rest}")
         })
         .collect()
 }
 
-/// Whether the table's default cell says `default`: the whole cell, or its start followed
-/// by words (`on with the in-process sandbox, else off`), never by more of a number.
-fn says_default(cell: &str, default: &str) -> bool {
-    let cell = cell.replace('`', "");
-    let cell = cell.trim();
-    cell == default
-        || cell
-            .strip_prefix(default)
-            .and_then(|rest| rest.chars().next())
-            .is_some_and(|next| !next.is_ascii_alphanumeric() && next != '.')
+/// Whether a provider's variable `NAME` is also read from the file `NAME_FILE` names, as
+/// `payorch serve` reads them (src/commands.rs gives providers_from_specs env_or_file): a
+/// variable of this test's own asked through it.
+fn provider_files_are_read() -> bool {
+    let dir = std::env::temp_dir().join(format!("payorch-docs-truth-{}", std::process::id()));
+    fs::create_dir_all(&dir).expect("a temporary folder");
+    let file = dir.join("secret");
+    fs::write(&file, "from the file\n").expect("a temporary file");
+    let name = "PAYORCH_DOCS_TRUTH_PROBE";
+    std::env::remove_var(name);
+    std::env::set_var(format!("{name}_FILE"), &file);
+    let read = payorch::secret_files::env_or_file(name);
+    std::env::remove_var(format!("{name}_FILE"));
+    let _ = fs::remove_dir_all(&dir);
+    read == Ok(Some("from the file".to_owned()))
 }
 
-/// Every `"NAME"` string literal under src/: where an environment variable read without a
-/// flag (`PAYORCH_PG_BIN_DIR`) is named.
-fn string_literals_of_src() -> String {
-    fn walk(dir: &Path, all: &mut String) {
-        for entry in fs::read_dir(dir).expect("src/ readable").flatten() {
+/// Every `"NAME"` given by name to `std::env::var` or `var_os` in payorch's code and its
+/// crates' (`NO_COLOR`, `PATH`).
+fn variables_read_by_name() -> BTreeSet<String> {
+    fn walk(dir: &Path, found: &mut BTreeSet<String>) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
             let path = entry.path();
-            if path.is_dir() {
-                walk(&path, all);
+            if path.is_dir() && !path.ends_with("target") {
+                walk(&path, found);
             } else if path.extension().is_some_and(|e| e == "rs") {
-                all.push_str(&fs::read_to_string(&path).unwrap_or_default());
+                let text = fs::read_to_string(&path).unwrap_or_default();
+                for call in ["var(\"", "var_os(\""] {
+                    for (at, _) in text.match_indices(call) {
+                        let rest = &text[at + call.len()..];
+                        if let Some(end) = rest.find('"') {
+                            found.insert(rest[..end].to_owned());
+                        }
+                    }
+                }
             }
         }
     }
-    let mut all = String::new();
-    walk(&repo().join("src"), &mut all);
-    all
+    let mut found = BTreeSet::new();
+    walk(&repo().join("src"), &mut found);
+    walk(&repo().join("crates"), &mut found);
+    found
 }
 
-/// A flag table need not list every flag (the reference does), but what it lists is so.
+/// The variables payorch reads: its flags', a named provider's (and their `_FILE` twins),
+/// those named by a constant (the master keys, the cluster's binaries, the log filter, read
+/// by tracing's `EnvFilter::try_from_default_env`) and those read by name.
+fn variables_read() -> BTreeSet<String> {
+    let mut read = BTreeSet::new();
+    let mut payorch = Cli::command();
+    payorch.build();
+    variables_of(&payorch, &mut read);
+    let providers = provider_variables();
+    if provider_files_are_read() {
+        read.extend(providers.iter().map(|v| format!("{v}_FILE")));
+    }
+    read.extend(providers);
+    read.extend([
+        payorch::sealing::sources::MASTER_KEY_VARIABLE.to_owned(),
+        payorch::db::cluster::BIN_DIR_ENV.to_owned(),
+        tracing_subscriber::EnvFilter::DEFAULT_ENV.to_owned(),
+    ]);
+    read.extend(variables_read_by_name());
+    read
+}
+
+/// The variables a code span of the preamble names: a whole span in capitals
+/// (`PAYORCH_MASTER_KEY`, `RUST_LOG`), a named provider's prefix (`PAYORCH_PROVIDER_<NAME>_…`)
+/// or one of its variables for short (`…_HMAC_KEY`, as `PAYORCH_PROVIDER_<NAME>_HMAC_KEY`).
+/// `…_FILE` is the twin of each provider variable.
+fn named_in(span: &str) -> Option<String> {
+    let capitals = |s: &str| {
+        s.len() >= 3
+            && s.starts_with(|c: char| c.is_ascii_uppercase())
+            && s.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    };
+    if let Some(rest) = span.strip_prefix("…_") {
+        return capitals(rest).then(|| format!("{PROVIDER}{rest}"));
+    }
+    if span == format!("{PROVIDER}…") || capitals(span) {
+        return Some(span.to_owned());
+    }
+    None
+}
+
+/// Each variable the configuration page's preamble names is one payorch reads: named there
+/// (not in a flag's entry below), it has no other check.
 #[test]
-fn a_flag_table_names_serves_flags_with_their_env_and_default() {
-    let flags = serve_flags();
-    assert!(flags.len() > 40, "serve's flags not found: {}", flags.len());
-    let pages = pages();
-    let tables = tables_headed(&pages, &HEADER);
-    let src = string_literals_of_src();
+fn every_variable_the_configuration_preamble_names_is_read() {
+    let text = fs::read_to_string(repo().join(PAGE)).unwrap_or_else(|e| panic!("{PAGE}: {e}"));
+    let preamble = &text[..text
+        .find(GENERATED_MARK)
+        .expect("the page's generated part")];
+    let read = variables_read();
+    let mut named = 0;
     let mut problems = Vec::new();
-    for (page, table) in &tables {
-        let at = |line: usize| format!("{}:{line}", page.path);
-        let mut listed = BTreeSet::new();
-        for row in &table.rows {
-            let [flag_cell, env_cell, default_cell, what] = &row.cells[..] else {
-                problems.push(format!("{}: a row has four cells", at(row.line)));
-                continue;
+    for (i, line) in preamble.lines().enumerate() {
+        for variable in code_spans(line).into_iter().filter_map(named_in) {
+            named += 1;
+            let is_read = if variable == format!("{PROVIDER}…") {
+                read.iter().any(|v| v.starts_with(PROVIDER))
+            } else if variable == format!("{PROVIDER}FILE") {
+                let twins: Vec<&String> = read
+                    .iter()
+                    .filter(|v| v.starts_with(PROVIDER) && !v.ends_with("_FILE"))
+                    .collect();
+                !twins.is_empty() && twins.iter().all(|v| read.contains(&format!("{v}_FILE")))
+            } else {
+                read.contains(&variable)
             };
-            let named: Vec<&str> = code_spans(flag_cell);
-            let envs: Vec<&str> = code_spans(env_cell);
-            if what.is_empty() {
-                problems.push(format!("{}: say what the flag does", at(row.line)));
-            }
-            if named.is_empty() {
-                // A variable read without a flag: it must be read somewhere.
-                for env in envs {
-                    if !src.contains(&format!("\"{env}\"")) {
-                        problems.push(format!(
-                            "{}: `{env}` is read nowhere in src/: remove the row",
-                            at(row.line)
-                        ));
-                    }
-                }
-                continue;
-            }
-            if named.len() > 1 {
+            if !is_read {
                 problems.push(format!(
-                    "{}: one flag per row, so that its env and default are its own ({})",
-                    at(row.line),
-                    named.join(", ")
+                    "{PAGE}:{}: `{variable}` is read by nothing of payorch's: correct or remove it",
+                    i + 1
                 ));
             }
-            for name in named {
-                let long = name.trim_start_matches("--");
-                let Some(flag) = flags.get(long) else {
-                    problems.push(format!(
-                        "{}: `{name}` is no flag of `payorch serve`: remove the row or correct \
-                         it",
-                        at(row.line)
-                    ));
-                    continue;
-                };
-                if !listed.insert(long) {
-                    problems.push(format!("{}: `{name}` twice", at(row.line)));
-                }
-                if let Some(env) = &flag.env {
-                    if !envs.contains(&env.as_str()) {
-                        problems.push(format!(
-                            "{}: `{name}`'s variable is `{env}`: write it, in backticks, in \
-                             the env cell",
-                            at(row.line)
-                        ));
-                    }
-                }
-                if let Some(default) = &flag.default {
-                    if !says_default(default_cell, default) {
-                        problems.push(format!(
-                            "{}: `{name}`'s default is `{default}`, the row says {default_cell:?}",
-                            at(row.line)
-                        ));
-                    }
-                }
-            }
         }
     }
+    assert!(
+        named >= 10,
+        "{PAGE}'s preamble names {named} variables: are they read?"
+    );
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
 #[test]
-fn a_default_is_read_whole() {
-    assert!(says_default("10000", "10000"));
-    assert!(says_default("`127.0.0.1:8080`", "127.0.0.1:8080"));
-    assert!(says_default("off", "off"));
-    assert!(says_default("20 (see below)", "20"));
-    assert!(!says_default("10000", "1000"));
-    assert!(!says_default("2.5", "2"));
-    assert!(!says_default("on", "off"));
+fn a_span_names_a_variable_in_capitals_or_a_providers_for_short() {
+    assert_eq!(named_in("RUST_LOG").as_deref(), Some("RUST_LOG"));
+    assert_eq!(
+        named_in("…_HMAC_KEY").as_deref(),
+        Some("PAYORCH_PROVIDER_<NAME>_HMAC_KEY")
+    );
+    assert_eq!(
+        named_in("PAYORCH_PROVIDER_<NAME>_…").as_deref(),
+        Some("PAYORCH_PROVIDER_<NAME>_…")
+    );
+    for not in ["--drain-secs", "NAME=value", "1", "--…-file", "initdb"] {
+        assert_eq!(named_in(not), None, "{not}");
+    }
+    let read = variables_read();
+    for variable in [
+        "PAYORCH_PROVIDER_<NAME>_HMAC_KEY",
+        "PAYORCH_PROVIDER_<NAME>_MERCHANT_ACCOUNT_FILE",
+        "RUST_LOG",
+        "NO_COLOR",
+        "DATABASE_URL_FILE",
+    ] {
+        assert!(read.contains(variable), "{variable} in {read:?}");
+    }
+    assert!(!read.contains("PAYORCH_PROVIDER_<NAME>_PASSWORD"));
 }
 
 /// Every long flag, and every alias, of each command of `clap_command` and below.
