@@ -244,7 +244,7 @@ async fn the_api_reference_lists_every_operation_under_the_pages_policy() {
     }
 
     // An operation opened shows its description and an example answer, with the viewer's
-    // copy button, whose icon is one of the images lifted out of its stylesheet.
+    // copy button, whose icon is one of its stylesheet's images, served from payorch's paths.
     let checkout = client
         .find(Locator::Css(
             ".opblock-post .opblock-summary-path[data-path='/v1/checkout']",

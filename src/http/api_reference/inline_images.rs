@@ -72,8 +72,8 @@ pub(crate) fn rewrite(css: &str, prefix: &str) -> Rewritten {
         images: Vec::new(),
     };
     let bytes = css.as_bytes();
-    // What is copied as it is runs from `copied` to `i`; every index the loop stops at is
-    // that of an ASCII byte or the end, so each slice is on a character's boundary.
+    // What is copied as it is runs from `copied` to `i`. Every index a slice is taken at is
+    // that of an ASCII byte (`/`, `u`, just past `)`) or the end: a character's boundary.
     let mut copied = 0;
     let mut i = 0;
     while i < bytes.len() {
