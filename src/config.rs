@@ -96,7 +96,10 @@ pub struct ReencryptArgs {
 pub struct MasterKeyArgs {
     /// A file of master keys, `<id>:<base64 of 32 bytes>` each, separated by commas or
     /// lines: the first seals, every one opens. Default: `PAYORCH_MASTER_KEY`; else, with the
-    /// in-process sandbox only, `master_key` in `--data-dir` (made at the first start).
+    /// in-process sandbox only, `master_key` in `--data-dir` (made at the first start). A
+    /// real provider needs one. Making, keeping and rotating them: docs/PRODUCTION.md, section
+    /// 5; after putting a new key first, `payorch secrets reencrypt` rewrites every secret
+    /// under it.
     #[arg(
         help_heading = "Secrets at rest",
         long,
@@ -522,7 +525,8 @@ pub struct LimitArgs {
     #[arg(help_heading = "Request limits and proxies", long, env = "PAYORCH_FAILED_AUTH_MEMORY_MS", default_value_t = 2_000,
           value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub failed_auth_memory_ms: u64,
-    /// `GET /v1/payments/{id}/return` a minute from one client address.
+    /// `GET /v1/payments/{id}/return` a minute from one client address: the payer's way back
+    /// from 3-D Secure (docs/guides/three-d-secure.md).
     #[arg(
         help_heading = "Request limits and proxies",
         long,
@@ -539,7 +543,8 @@ pub struct LimitArgs {
     /// Your proxies (addresses or CIDR ranges, comma-separated): only from them is the
     /// forwarding header believed about the client's address, host and scheme (in the logs
     /// and the per-address limits); from anyone else it is ignored. Default: none. They are
-    /// also exempt from the per-address connection limit.
+    /// also exempt from the per-address connection limit (docs/guides/api.md, "Slow and
+    /// greedy clients").
     #[arg(
         help_heading = "Request limits and proxies",
         long = "trusted-proxies",
@@ -683,8 +688,9 @@ pub struct ProviderArgs {
     /// (docs/operations/running.md, "The sandbox's memory").
     #[arg(help_heading = "The in-process sandbox", long, env = "PAYORCH_SANDBOX_KEEP_INTENTS", default_value_t = payorch_sandbox::DEFAULT_KEEP_INTENTS, value_parser = payorch_sandbox::parse_keep_intents)]
     pub sandbox_keep_intents: usize,
-    /// Answers the in-process sandbox replays byte for byte; past them a replay answers
-    /// what the key made, as it is now.
+    /// Answers the in-process sandbox keeps to replay byte for byte. Past them, a replay is
+    /// made again from what the key made (the intent or refund as it is now); a key whose
+    /// first answer was a `500` replays that `500`.
     #[arg(help_heading = "The in-process sandbox", long, env = "PAYORCH_SANDBOX_KEEP_ANSWERS", default_value_t = payorch_sandbox::DEFAULT_KEEP_ANSWERS)]
     pub sandbox_keep_answers: usize,
     /// How long the in-process sandbox takes to answer a `pm_sandbox_slow` charge.
@@ -765,7 +771,9 @@ pub struct ReconcilerArgs {
     )]
     pub reconcile_backoff_secs: Vec<u64>,
     /// How long the provider remembers idempotency keys, minus a margin (Stripe: 24 h).
-    /// Inside it the reconciler resends with the attempt's key; past it, it only asks.
+    /// Inside it the reconciler's first check of an attempt resends with the attempt's key;
+    /// past it, it only asks (Stripe: retrieves the intent, or lists the intents of the
+    /// attempt's window; Adyen: nothing, its notifications tell).
     #[arg(help_heading = "Reconciler", long, env = "PAYORCH_PROVIDER_KEY_WINDOW_SECS", default_value_t = 23 * 3600)]
     pub provider_key_window_secs: u64,
     /// How long after an attempt's last possible send the provider has surely finished with
@@ -886,7 +894,7 @@ pub struct IdempotencyArgs {
     pub reaper_interval_secs: u64,
     /// How long, from its first use, a key that made a payment or refund is remembered: past
     /// its TTL a retry with it answers `409 idempotency_key_expired` until then, never charging
-    /// again; after it the key is free.
+    /// again; after it the key is free (docs/guides/idempotency.md, "A key's life").
     #[arg(help_heading = "Idempotency keys", long, env = "PAYORCH_IDEMPOTENCY_HORIZON_SECS", default_value_t = 30 * 24 * 3600)]
     pub idempotency_horizon_secs: u64,
 }
@@ -918,7 +926,8 @@ pub struct DeliveryArgs {
     /// Register and send to `http://` endpoints on a loopback host (`localhost`,
     /// `127.0.0.1`, `[::1]`; and loopback addresses at all), for the demo and local
     /// receivers. Default: on with the in-process sandbox (the demo), off with a real
-    /// provider; `--allow-http-webhooks=false` turns it off for the demo too.
+    /// provider; `--allow-http-webhooks=false` turns it off for the demo too
+    /// (docs/guides/events.md, "Registering an endpoint").
     #[arg(
         help_heading = "Events to merchants' endpoints",
         long,
@@ -1053,8 +1062,9 @@ pub struct MetricsArgs {
     /// no token is asked; then the API's port serves them only with `--metrics-token`.
     #[arg(help_heading = "Metrics", long, env = "PAYORCH_METRICS_BIND")]
     pub metrics_bind: Option<String>,
-    /// A bearer token `/metrics` on the API's port asks for. With neither a token nor
-    /// `--metrics-bind`, only the demo serves `/metrics`.
+    /// A bearer token `/metrics` on the API's port asks for. With neither a token (nor its
+    /// file) nor `--metrics-bind`, only the demo serves `/metrics` (docs/PRODUCTION.md,
+    /// "Metrics and provider URLs").
     #[arg(
         help_heading = "Metrics",
         long,

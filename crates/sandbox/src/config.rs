@@ -135,8 +135,9 @@ pub struct SandboxConfig {
     #[arg(long = "keep-intents", env = "PAYORCH_SANDBOX_KEEP_INTENTS", default_value_t = DEFAULT_KEEP_INTENTS, value_parser = parse_keep_intents)]
     pub keep_intents: usize,
 
-    /// Answers kept byte for byte under their idempotency keys; past them a replay answers
-    /// what the key made, as it is now.
+    /// Answers kept byte for byte under their idempotency keys. Past them, a replay is made
+    /// again from what the key made (the intent or refund as it is now); a key whose first
+    /// answer was a `500` replays that `500`.
     #[arg(long = "keep-answers", env = "PAYORCH_SANDBOX_KEEP_ANSWERS", default_value_t = DEFAULT_KEEP_ANSWERS)]
     pub keep_answers: usize,
 }
