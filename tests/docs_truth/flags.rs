@@ -321,12 +321,21 @@ fn text_under(folders: &[&str]) -> String {
     all
 }
 
+/// Whether `code` holds `name` as a whole name, not the start or end of a longer one
+/// (`PAYORCH_PROVIDER_` is no variable for being the start of `PAYORCH_PROVIDER_SECRET`).
+fn names_whole(code: &str, name: &str) -> bool {
+    let part = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    code.match_indices(name)
+        .any(|(at, _)| !code[..at].ends_with(part) && !code[at + name.len()..].starts_with(part))
+}
+
 /// A `PAYORCH_…` variable the docs write in backticks is read by payorch, its crates or its
-/// scripts (a flag's `env`, or a name in their code); `PAYORCH_PROVIDER_<NAME>_…` by its
-/// written part.
+/// scripts: one of [`variables_read`], or named whole in their code (a script's
+/// `os.environ`); `PAYORCH_PROVIDER_<NAME>_…` as a named provider's.
 #[test]
 fn every_variable_the_docs_name_is_read() {
     let code = text_under(&["src", "crates", "scripts", "benches", ".ci"]);
+    let read = variables_read();
     let mut problems = Vec::new();
     for page in pages() {
         for (i, line) in page.text.lines().enumerate() {
@@ -334,9 +343,26 @@ fn every_variable_the_docs_name_is_read() {
                 for (at, _) in span.match_indices("PAYORCH_") {
                     let name: String = span[at..]
                         .chars()
-                        .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                        .take_while(|c| {
+                            c.is_ascii_uppercase() || c.is_ascii_digit() || "_<>…".contains(*c)
+                        })
                         .collect();
-                    if !code.contains(&name) {
+                    // `PAYORCH_…`: the variables' common prefix, not one.
+                    if name == "PAYORCH_…" {
+                        continue;
+                    }
+                    let name = name.trim_end_matches(['_', '…']);
+                    let stem = PROVIDER.trim_end_matches('_');
+                    let known = if let Some(rest) = name.strip_prefix(stem) {
+                        // What is written before a placeholder (`_<WHAT>_FILE`) starts a
+                        // named provider's variable.
+                        let rest = rest.split('<').next().unwrap_or_default();
+                        read.iter()
+                            .any(|v| v.strip_prefix(stem).is_some_and(|v| v.starts_with(rest)))
+                    } else {
+                        read.contains(name) || names_whole(&code, name)
+                    };
+                    if !known {
                         problems.push(format!(
                             "{}:{}: `{name}` is read by nothing of payorch's: correct or remove it",
                             page.path,
