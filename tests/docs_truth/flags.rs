@@ -9,6 +9,7 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use clap::CommandFactory;
@@ -80,11 +81,16 @@ fn provider_variables() -> BTreeSet<String> {
 /// `payorch serve` reads them (src/commands.rs gives providers_from_specs env_or_file): a
 /// variable of this test's own asked through it.
 fn provider_files_are_read() -> bool {
-    let dir = std::env::temp_dir().join(format!("payorch-docs-truth-{}", std::process::id()));
+    // A name and a folder of each call's own: the tests asking run at once.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let dir =
+        std::env::temp_dir().join(format!("payorch-docs-truth-{}-{call}", std::process::id()));
     fs::create_dir_all(&dir).expect("a temporary folder");
     let file = dir.join("secret");
     fs::write(&file, "from the file\n").expect("a temporary file");
-    let name = "PAYORCH_DOCS_TRUTH_PROBE";
+    let name = format!("PAYORCH_DOCS_TRUTH_PROBE_{call}");
+    let name = name.as_str();
     std::env::remove_var(name);
     std::env::set_var(format!("{name}_FILE"), &file);
     let read = payorch::secret_files::env_or_file(name);
