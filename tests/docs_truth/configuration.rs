@@ -1,9 +1,9 @@
 //! docs/operations/configuration.md is the configuration reference: below its hand-written
-//! preamble, the text `payorch::config::reference::markdown()` writes from clap's
+//! preamble, the text `payorch::config::reference::markdown(preamble)` writes from clap's
 //! definitions (src/config.rs), so that a flag added, renamed, given another default or
 //! another help fails here until the page is regenerated with it:
 //! `PAYORCH_BLESS_DOCS=1 cargo test --test docs_truth configuration` rewrites the generated
-//! part, to be read and committed with the change.
+//! part, to be read and committed with the change (off CI only: see `blessing`).
 
 use std::fs;
 
