@@ -14,6 +14,7 @@ pub mod fields;
 pub mod http;
 pub mod idempotency;
 pub mod ids;
+pub mod lasting;
 pub mod payments;
 pub mod provider_specs;
 pub mod providers;

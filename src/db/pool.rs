@@ -22,6 +22,7 @@ use prometheus::{Histogram, HistogramOpts, IntCounter};
 
 use super::primary::{Hosts, PrimaryWatch, POOL_APPLICATION_NAME};
 use super::url::DatabaseUrl;
+use crate::lasting::Lasting;
 
 pub type DbConn = Object<AsyncPgConnection>;
 
@@ -213,10 +214,15 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
     // and one that dies in the instant before use fails its request with a `503`, nothing
     // half-written, which the client's retry with the same key settles.
     manager_config.recycling_method = RecyclingMethod::Fast;
+    // Opened on the runtime current now, `serve`'s own, whichever HTTP worker asks for it:
+    // a connection is driven by a task on the runtime that opened it, and a worker's runtime
+    // stops before the requests of another are drained (src/lasting.rs).
+    let lasting = Lasting::current();
     manager_config.custom_setup = Box::new(move |_| {
         let url = url.clone();
         let watch = watch.clone();
-        async move {
+        let lasting = lasting.clone();
+        let open = async move {
             let mut conn = match watch {
                 Some(watch) => watch.connect(patience).await?,
                 None => url.connect().await?,
@@ -234,6 +240,13 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
             .await
             .map_err(ConnectionError::CouldntSetupConfiguration)?;
             Ok(conn)
+        };
+        async move {
+            lasting.run(open).await.unwrap_or_else(|ended| {
+                Err(ConnectionError::BadConnection(format!(
+                    "the connection's opening ended: {ended}"
+                )))
+            })
         }
         .boxed()
     });

@@ -213,8 +213,23 @@ async fn sandbox_runs_alone_and_charges_as_the_table_says() {
 }
 
 fn serve_on_url(data_dir: &Path, database_url: &str, extra: &[&str]) -> tokio::process::Child {
+    serve_with_workers(data_dir, database_url, 1, extra)
+}
+
+fn serve_with_workers(
+    data_dir: &Path,
+    database_url: &str,
+    workers: usize,
+    extra: &[&str],
+) -> tokio::process::Child {
     tokio::process::Command::new(payorch_bin())
-        .args(["serve", "--bind", "127.0.0.1:0", "--workers", "1"])
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--workers",
+            &workers.to_string(),
+        ])
         .args(extra)
         .arg("--data-dir")
         .arg(data_dir)
@@ -333,6 +348,75 @@ async fn checkouts_until_stopped(
         }
     }
     sent
+}
+
+/// Each HTTP worker has its own runtime, and a stopping server ends an idle worker's at once:
+/// the connections it opened (to the provider, to the database) must not die with it under a
+/// checkout another worker is still draining (src/lasting.rs). Before, such a checkout was
+/// answered `201` with its payment `pending` and its attempt left open. The server hands new
+/// connections to its workers in turn, so after one quick checkout, then after two, the slow
+/// one lands once on the worker that did not open the pools' connections.
+#[tokio::test]
+async fn a_sigterm_with_an_idle_worker_cuts_no_checkout() {
+    for quick_first in 1..=2 {
+        stop_with_an_idle_worker(quick_first).await;
+    }
+}
+
+async fn stop_with_an_idle_worker(quick_first: usize) {
+    let db = TestDatabase::empty().await;
+    let round = quick_first;
+    let data_dir = temp_dir(&format!("serve-idle-worker-{round}"));
+    let mut child = serve_with_workers(&data_dir, &db.url, 2, &["--sandbox-slow-ms", "3000"]);
+    let creds = wait_ready(&data_dir, "").await;
+    // Quick checkouts, each on a connection of its own, opening provider and database
+    // connections into the shared pools.
+    for i in 0..quick_first {
+        let sent =
+            checkouts_until_stopped(creds.clone(), "pm_card_visa", format!("warm{i}"), Some(1));
+        assert_eq!(sent.await[0].1, Some(201));
+    }
+    let slow = tokio::spawn(checkouts_until_stopped(
+        creds.clone(),
+        "pm_sandbox_slow",
+        "slow".to_owned(),
+        Some(1),
+    ));
+    let at_provider = "payment_attempts WHERE status IN ('created', 'pending')";
+    assert!(
+        crate::helpers::eventually(Duration::from_secs(20), || async {
+            db.count(at_provider).await == 1
+        })
+        .await,
+        "the slow checkout is at the provider"
+    );
+    let pid = child.id().expect("a running child") as i32;
+    // SAFETY: sends SIGTERM to our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+
+    let sent = slow.await.unwrap();
+    assert_eq!(
+        sent[0].1,
+        Some(201),
+        "round {round}: the slow checkout is answered"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("serve exits once drained")
+        .unwrap();
+    assert!(status.success(), "round {round}: clean exit: {status}");
+    assert_eq!(
+        db.count(at_provider).await,
+        0,
+        "round {round}: no attempt left open"
+    );
+    let paid = "payment_attempts WHERE status = 'succeeded' AND payment_method = 'pm_sandbox_slow'";
+    assert_eq!(
+        db.count(paid).await,
+        1,
+        "round {round}: the slow checkout was paid"
+    );
+    let _ = std::fs::remove_dir_all(&data_dir);
 }
 
 #[tokio::test]

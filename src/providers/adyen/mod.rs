@@ -92,7 +92,7 @@ pub enum AdyenSetupError {
 /// The Adyen-protocol adapter.
 #[derive(Debug, Clone)]
 pub struct AdyenProvider {
-    client: reqwest::Client,
+    client: http_call::Client,
     base_url: Url,
     api_key: Secret,
     merchant_account: String,
@@ -167,7 +167,7 @@ impl AdyenProvider {
         request: reqwest::RequestBuilder,
         map: impl FnOnce(u16, &[u8]) -> ProviderOutcome,
     ) -> ProviderCall {
-        http_call::send("adyen", call, request, map).await
+        self.client.send("adyen", call, request, map).await
     }
 }
 

@@ -94,7 +94,7 @@ pub enum StripeSetupError {
 /// The Stripe-protocol adapter.
 #[derive(Debug, Clone)]
 pub struct StripeProvider {
-    client: reqwest::Client,
+    client: http_call::Client,
     base_url: Url,
     secret: Secret,
     webhook_secrets: Vec<Secret>,
@@ -152,7 +152,7 @@ impl StripeProvider {
         let request = request
             .bearer_auth(self.secret.expose())
             .header("Stripe-Version", API_VERSION);
-        http_call::send("stripe", call, request, map).await
+        self.client.send("stripe", call, request, map).await
     }
 }
 
