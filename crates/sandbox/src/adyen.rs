@@ -46,6 +46,7 @@ use super::behaviour::Behaviour;
 use super::charges::charge;
 use super::config::SandboxConfig;
 use super::currency::is_iso4217;
+use super::declines::{by_stripe, AdyenRefusal};
 use super::params::{site, CreateParams};
 use super::protocol::{is_marked_adyen, PROTOCOL};
 use super::refunds::Fault;
@@ -332,11 +333,28 @@ fn payment_response(intent: &PaymentIntent) -> Value {
     if let Some(action) = redirect(intent) {
         response["action"] = json!(action);
     }
-    if let Some((reason, reason_code)) = refusal {
-        response["refusalReason"] = json!(reason);
-        response["refusalReasonCode"] = json!(reason_code);
+    if let Some(refused) = refusal {
+        response["refusalReason"] = json!(refused.reason);
+        response["refusalReasonCode"] = json!(refused.code);
+        let extra = additional_data(&refused);
+        if !extra.is_empty() {
+            response["additionalData"] = json!(extra);
+        }
     }
     response
+}
+
+/// What a refusal adds to `additionalData`: the acquirer's raw answer and a Mastercard
+/// issuer's advice, as a merchant who enabled them in Adyen's Customer Area receives them.
+fn additional_data(refused: &AdyenRefusal) -> serde_json::Map<String, Value> {
+    let mut extra = serde_json::Map::new();
+    if let Some(raw) = refused.raw {
+        extra.insert("refusalReasonRaw".into(), json!(raw));
+    }
+    if let Some(advice) = refused.merchant_advice {
+        extra.insert("merchantAdviceCode".into(), json!(advice));
+    }
+    extra
 }
 
 /// Adyen's `action` for a payment waiting for its shopper: the challenge page, by GET.
@@ -350,19 +368,23 @@ fn redirect(intent: &PaymentIntent) -> Option<Action> {
     })
 }
 
-/// Adyen's refusal reason and code for a declined intent.
-pub(super) fn refusal(intent: &PaymentIntent) -> (String, &'static str) {
+/// Adyen's refusal of a declined intent: the one `declines` row its Stripe words name, so a
+/// decline reads the same through both faces; Adyen's plain `2` "Refused" for one no row
+/// names.
+pub(super) fn refusal(intent: &PaymentIntent) -> AdyenRefusal {
     let error = intent.last_payment_error.as_ref();
-    let code = match error.and_then(|e| e.decline_code.as_deref()) {
-        Some("insufficient_funds") => "12",
-        // A shopper who failed the challenge.
-        Some("authentication_required") => return ("3D Not Authenticated".into(), "11"),
-        _ => "2",
-    };
-    let reason = error
-        .and_then(|e| e.message.clone())
-        .unwrap_or_else(|| "Refused".into());
-    (reason, code)
+    let code = error.and_then(|e| e.code.as_deref());
+    let decline_code = error.and_then(|e| e.decline_code.as_deref());
+    by_stripe(code, decline_code).map_or(
+        AdyenRefusal {
+            code: "2",
+            reason: "Refused",
+            raw: None,
+            merchant_advice: None,
+            brand: "visa",
+        },
+        |decline| decline.adyen,
+    )
 }
 
 /// The payment `psp` made through this face.
@@ -396,24 +418,27 @@ pub(super) fn notification(
     kind: &str,
     intent: &PaymentIntent,
 ) -> Option<Vec<u8>> {
-    let (success, reason) = match kind {
+    let (success, refused) = match kind {
         // Authorised: taken, or held for a later capture.
-        "payment_intent.succeeded" | "payment_intent.amount_capturable_updated" => {
-            ("true", String::new())
-        }
-        "payment_intent.payment_failed" => ("false", refusal(intent).0),
+        "payment_intent.succeeded" | "payment_intent.amount_capturable_updated" => ("true", None),
+        "payment_intent.payment_failed" => ("false", Some(refusal(intent))),
         // Adyen says nothing until the authorisation is decided.
         _ => return None,
     };
+    // A refusal's notification names no code, only the reason in Adyen's words; the raw
+    // answer and advice come as in the payment's answer.
+    let reason = refused.map_or("", |r| r.reason);
+    let extra = refused.as_ref().map(additional_data).unwrap_or_default();
+    let brand = refused.map_or("visa", |r| r.brand);
     let item = json!({
-        "additionalData": {},
+        "additionalData": extra,
         "amount": {"value": intent.amount, "currency": intent.currency.to_ascii_uppercase()},
         "eventCode": "AUTHORISATION",
         "eventDate": Utc::now().to_rfc3339(),
         "merchantAccountCode": intent.metadata.get(MERCHANT_ACCOUNT).cloned().unwrap_or_default(),
         "merchantReference": intent.metadata.get("attempt_id").cloned().unwrap_or_default(),
         "pspReference": intent.id,
-        "paymentMethod": "visa",
+        "paymentMethod": brand,
         "reason": reason,
         "success": success,
     });

@@ -73,9 +73,9 @@ fn answer(intent: &PaymentIntent, passed: bool) -> serde_json::Value {
         "resultCode": if passed { "Authorised" } else { "Refused" },
     });
     if !passed {
-        let (reason, code) = refusal(intent);
-        answer["refusalReason"] = json!(reason);
-        answer["refusalReasonCode"] = json!(code);
+        let refused = refusal(intent);
+        answer["refusalReason"] = json!(refused.reason);
+        answer["refusalReasonCode"] = json!(refused.code);
     }
     answer
 }

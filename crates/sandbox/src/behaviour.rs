@@ -1,15 +1,15 @@
 //! What each test `payment_method` does (docs/DESIGN.md, "The provider protocol").
 
+use super::declines::{by_token, Decline};
+
 /// The behaviour of one payment method token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Behaviour {
     /// `pm_card_visa`, `pm_card_mastercard`.
     Succeed,
-    /// `pm_card_chargeDeclined*`: 402 `card_declined`.
-    Decline {
-        decline_code: &'static str,
-        message: &'static str,
-    },
+    /// `pm_card_chargeDeclined*` and the other tokens of `declines::DECLINES`: Stripe's 402
+    /// `card_error`, Adyen's `Refused`, as that row says.
+    Decline(&'static Decline),
     /// `pm_sandbox_processing`: `processing`, succeeded after `--processing-ms`.
     Processing,
     /// `pm_sandbox_slow`: succeeded after `--slow-ms`.
@@ -51,15 +51,6 @@ impl Behaviour {
     pub fn for_payment_method(token: &str) -> Option<Self> {
         Some(match token {
             "pm_card_visa" | "pm_card_mastercard" => Self::Succeed,
-            // Stripe's messages and decline codes for these test methods.
-            "pm_card_chargeDeclined" => Self::Decline {
-                decline_code: "generic_decline",
-                message: "Your card was declined.",
-            },
-            "pm_card_chargeDeclinedInsufficientFunds" => Self::Decline {
-                decline_code: "insufficient_funds",
-                message: "Your card has insufficient funds.",
-            },
             "pm_sandbox_processing" => Self::Processing,
             "pm_sandbox_slow" => Self::Slow,
             "pm_sandbox_lost_response" => Self::LostResponse,
@@ -75,7 +66,9 @@ impl Behaviour {
             "pm_sandbox_capture_lost_response" => {
                 Self::ModificationFault(ModificationFault::LostResponse)
             }
-            _ => return None,
+            // Stripe's declining test methods, and the sandbox's own for the answers
+            // Stripe has no test card for.
+            _ => return by_token(token).map(Self::Decline),
         })
     }
 

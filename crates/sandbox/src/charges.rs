@@ -23,7 +23,7 @@ use super::protocol::is_marked_adyen;
 use super::store::StoredResponse;
 use super::webhooks::Cause;
 use super::{random_id, roll, Sandbox};
-use payorch_wire::stripe::{ApiError, LastPaymentError, NextAction, PaymentIntent, RedirectToUrl};
+use payorch_wire::stripe::{ApiError, NextAction, PaymentIntent, RedirectToUrl};
 
 /// A create (or a confirm of `base`, an intent made earlier) whose key (if any) was begun:
 /// the charge, then the faults after it, as both protocols share them. `None`: answer a 500
@@ -105,20 +105,9 @@ async fn execute(
                 payment_intent: None,
             },
         ),
-        (
-            Some(Behaviour::Decline {
-                decline_code,
-                message,
-            }),
-            _,
-        ) if params.confirm => {
+        (Some(Behaviour::Decline(decline)), _) if params.confirm => {
             let intent = keep("requires_payment_method", true, &|intent| {
-                intent.last_payment_error = Some(LastPaymentError {
-                    kind: "card_error".into(),
-                    code: Some("card_declined".into()),
-                    decline_code: Some(decline_code.into()),
-                    message: Some(message.into()),
-                });
+                intent.last_payment_error = Some(decline.last_payment_error());
             });
             sb.announce("payment_intent.payment_failed", &intent, cause.clone());
             intent_answer(intent)

@@ -40,6 +40,10 @@
 //! A manual capture holds the money (`requires_capture`) until it is captured or canceled;
 //! `pm_card_threeDSecure2Required` waits for its customer on the sandbox's own challenge
 //! page (`challenge`). The ledger tells holds, captures and voids apart.
+//!
+//! A declining test payment method is declined with the same reason through both faces,
+//! each in its provider's words (`declines`), so payorch's one decline vocabulary can be
+//! held to it.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -65,6 +69,7 @@ mod challenge;
 mod charges;
 mod config;
 mod currency;
+mod declines;
 mod kept;
 mod listing;
 mod modification;
@@ -85,6 +90,7 @@ pub use config::{
     parse_keep_intents, SandboxConfig, DEFAULT_KEEP_ANSWERS, DEFAULT_KEEP_INTENTS,
     DEFAULT_SEARCH_LAG_SECS, DEFAULT_SLOW_MS, DEFAULT_WEBHOOK_DELAY_MS, MAX_SEARCH_LAG_SECS,
 };
+pub use declines::{AdyenRefusal, Decline, AUTHENTICATION_FAILED, DECLINES};
 pub use store::{CaptureEntry, Forgotten, HoldEntry, LedgerEntry, RefundEntry, VoidEntry, Window};
 
 use store::Store;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::{adyen_post, client, eventually, fast, location, press, start, Answer, Receiver};
 use payorch_contract::{report, Contract};
-use payorch_sandbox::{SandboxConfig, SandboxHandle};
+use payorch_sandbox::{SandboxConfig, SandboxHandle, DECLINES};
 use serde_json::{json, Value};
 
 const FORM: &str = "application/x-www-form-urlencoded";
@@ -318,6 +318,14 @@ async fn stripe_payment_intents_answer_as_the_contract_says() {
             .stripe_post(create, Some(card), &intent_form(card, card), what)
             .await;
         assert!(answer.status >= 200, "{what}");
+    }
+    // Every decline's 402 and intent, as the pinned API version's `error` schema has them.
+    for token in DECLINES.iter().filter_map(|d| d.token) {
+        let key = format!("k-{token}");
+        let answer = w
+            .stripe_post(create, Some(&key), &intent_form(token, token), "a decline")
+            .await;
+        assert_eq!(answer.status, 402, "{token}: {}", answer.body);
     }
     // 3-D Secure: without a return_url Stripe refuses it; with one, it waits for the payer.
     let refused = w
@@ -741,6 +749,19 @@ async fn adyen_payments_and_details_answer_as_the_contract_says() {
     ] {
         w.adyen("/v71/payments", Some(token), &payment(token, token), what)
             .await;
+    }
+    // Every decline's refusal, with its `additionalData`, and its notification.
+    for token in DECLINES.iter().filter_map(|d| d.token) {
+        let key = format!("k-{token}");
+        let refused = w
+            .adyen(
+                "/v71/payments",
+                Some(&key),
+                &payment(token, &key),
+                "a refusal",
+            )
+            .await;
+        assert_eq!(refused.body["resultCode"], "Refused", "{}", refused.body);
     }
 
     // 3-D Secure: the shopper is sent to the challenge, comes back with a redirectResult,

@@ -194,9 +194,11 @@ async fn a_challenge_failed_declines_with_stripes_authentication_error() {
     let declined = common::get(&client, &sandbox, &format!("/v1/payment_intents/{id}")).await;
     assert_eq!(declined.body["status"], "requires_payment_method");
     let error = &declined.body["last_payment_error"];
-    assert_eq!(error["type"], "card_error");
-    assert_eq!(error["code"], "authentication_required");
-    assert_eq!(error["decline_code"], "authentication_required");
+    // Stripe's words for a payer who failed the challenge (not `authentication_required`,
+    // which asks for a challenge).
+    assert_eq!(error["type"], "invalid_request_error");
+    assert_eq!(error["code"], "payment_intent_authentication_failure");
+    assert!(error.get("decline_code").is_none(), "{error}");
     assert!(error["message"].as_str().is_some());
     assert!(declined.body["next_action"].is_null());
     assert!(!sandbox.ledger().iter().any(|e| e.is_charged()));

@@ -82,14 +82,11 @@ pub(crate) const CANCELABLE: &[&str] = &[
 /// is refunded instead; one cancelled is cancelled already.
 pub(crate) const ADYEN_CANCELABLE: &[&str] = &["requires_capture", "requires_action", "processing"];
 
-/// What `last_payment_error` says of a customer who failed the challenge.
+/// What `last_payment_error` says of a customer who failed the challenge: Stripe's
+/// `payment_intent_authentication_failure`, not the `authentication_required` of a card
+/// that asks for a challenge it was not given.
 fn authentication_failure() -> LastPaymentError {
-    LastPaymentError {
-        kind: "card_error".into(),
-        code: Some("authentication_required".into()),
-        decline_code: Some("authentication_required".into()),
-        message: Some("Your card was declined. This transaction requires authentication.".into()),
-    }
+    crate::declines::AUTHENTICATION_FAILED.last_payment_error()
 }
 
 impl Store {
