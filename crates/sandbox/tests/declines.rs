@@ -140,3 +140,56 @@ fn no_two_declines_are_one_refusal() {
         }
     }
 }
+
+/// docs/guides/test-cards.md, "Declines", lists every decline as the sandbox answers it: each
+/// token once, with its Stripe `code` / `decline_code` and its Adyen `refusalReasonCode`,
+/// name, raw answer and advice.
+#[test]
+fn the_declines_table_of_the_docs_is_the_sandbox_s() {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/guides/test-cards.md"
+    ))
+    .expect("docs/guides/test-cards.md");
+    let section = page
+        .split("\n### Declines\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("a Declines section");
+    let rows: Vec<&str> = section
+        .lines()
+        .filter(|line| line.starts_with("| `pm_"))
+        .collect();
+    for decline in DECLINES {
+        let token = decline.token.expect("a token");
+        let listed: Vec<&&str> = rows
+            .iter()
+            .filter(|row| row.starts_with(&format!("| `{token}` |")))
+            .collect();
+        assert_eq!(listed.len(), 1, "{token} listed once: {rows:#?}");
+        let cells: Vec<&str> = listed[0].split(" | ").collect();
+        let stripe = format!(
+            "`{}` / `{}`",
+            decline.code,
+            decline.decline_code.expect("a decline_code")
+        );
+        assert_eq!(cells[1], stripe, "{token}");
+        let mut adyen = format!("`{}` {}", decline.adyen.code, decline.adyen.reason);
+        if let Some(raw) = decline.adyen.raw {
+            adyen.push_str(&format!("; raw `{raw}`"));
+        }
+        if let Some(advice) = decline.adyen.merchant_advice {
+            adyen.push_str(&format!(", `merchantAdviceCode` `{advice}`"));
+        }
+        assert!(
+            cells[2].starts_with(&adyen),
+            "{token}: {} is not {adyen}",
+            cells[2]
+        );
+    }
+    assert_eq!(
+        rows.len(),
+        DECLINES.len() + 1,
+        "each decline, and the failed challenge: {rows:#?}"
+    );
+}
