@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use payorch::providers::adyen::{sign_item, AdyenConfig, AdyenProvider, AdyenSetupError};
+use payorch::providers::decline::{Advice, Decline, DeclineCode};
 use payorch::providers::{
     CaptureMethod, ChargeRequest, Lookups, PaymentProvider, ProviderCall, ProviderOutcome,
     RefundNotice, RefundRequest, SendWindow, WebhookError,
@@ -175,9 +176,14 @@ async fn each_result_code_maps_to_its_outcome() {
         (
             "Refused",
             ProviderOutcome::Failed {
-                code: "refused".into(),
+                code: "declined".into(),
                 message: "the payment was refused".into(),
                 provider_id: Some("PSP_R".into()),
+                decline: Some(Decline::new(
+                    DeclineCode::Declined,
+                    "refused",
+                    Advice::default(),
+                )),
             },
         ),
         (
@@ -213,9 +219,14 @@ async fn refused_carries_adyens_reason_and_code() {
     assert_eq!(
         call.outcome,
         ProviderOutcome::Failed {
-            code: "12".into(),
+            code: "insufficient_funds".into(),
             message: "Not enough balance".into(),
             provider_id: Some("PSP_D".into()),
+            decline: Some(Decline::new(
+                DeclineCode::InsufficientFunds,
+                "12",
+                Advice::default()
+            )),
         }
     );
 }
@@ -245,9 +256,14 @@ async fn http_422_is_failed_with_adyens_error_code() {
     assert_eq!(
         call.outcome,
         ProviderOutcome::Failed {
-            code: "101".into(),
+            code: "invalid_number".into(),
             message: "Invalid card number".into(),
             provider_id: None,
+            decline: Some(Decline::new(
+                DeclineCode::InvalidNumber,
+                "101",
+                Advice::default()
+            )),
         }
     );
     assert_eq!(call.http_status, Some(422));
@@ -470,6 +486,7 @@ async fn a_refused_refund_is_failed_and_doubt_is_unknown() {
             code: "167".into(),
             message: "Original pspReference required".into(),
             provider_id: None,
+            decline: None,
         }
     );
     let mut down = refund();
@@ -600,9 +617,14 @@ fn a_delivery_of_two_authorisations_is_two_events() {
     assert_eq!(
         refused.outcome,
         Some(ProviderOutcome::Failed {
-            code: "refused".into(),
+            code: "declined".into(),
             message: "the payment was refused".into(),
             provider_id: Some("PSP_NO".into()),
+            decline: Some(Decline::new(
+                DeclineCode::Declined,
+                "refused",
+                Advice::default()
+            )),
         })
     );
     assert_eq!(refused.amount, Some(990));

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
+use payorch::providers::decline::{Advice, Decline, DeclineCode};
 use payorch::providers::signature;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::providers::{
@@ -174,9 +175,14 @@ async fn requires_payment_method_is_failed_with_the_last_payment_error() {
     assert_eq!(
         call.outcome,
         ProviderOutcome::Failed {
-            code: "card_declined".into(),
+            code: "generic_decline".into(),
             message: "Your card was declined.".into(),
             provider_id: Some("pi_d".into()),
+            decline: Some(Decline::new(
+                DeclineCode::GenericDecline,
+                "card_declined",
+                Advice::default()
+            )),
         }
     );
 }
@@ -193,9 +199,14 @@ async fn http_402_card_error_is_failed_with_stripes_code_and_intent() {
     assert_eq!(
         call.outcome,
         ProviderOutcome::Failed {
-            code: "card_declined".into(),
+            code: "insufficient_funds".into(),
             message: "Your card has insufficient funds.".into(),
             provider_id: Some("pi_402".into()),
+            decline: Some(Decline::new(
+                DeclineCode::InsufficientFunds,
+                "card_declined/insufficient_funds",
+                Advice::default()
+            )),
         }
     );
     assert_eq!(call.http_status, Some(402));
@@ -212,9 +223,14 @@ async fn definitive_400_invalid_request_is_failed() {
     assert_eq!(
         call.outcome,
         ProviderOutcome::Failed {
-            code: "resource_missing".into(),
+            code: "provider_rejected".into(),
             message: "No such PaymentMethod: 'pm_nope'".into(),
             provider_id: None,
+            decline: Some(Decline::new(
+                DeclineCode::ProviderRejected,
+                "resource_missing",
+                Advice::default()
+            )),
         }
     );
 }
@@ -581,9 +597,14 @@ fn verifier_accepts_fixture_events_and_parses_them() {
     assert_eq!(
         event.outcome,
         Some(ProviderOutcome::Failed {
-            code: "card_declined".into(),
+            code: "insufficient_funds".into(),
             message: "Your card has insufficient funds.".into(),
             provider_id: Some("pi_3PfixtureIntent000002".into()),
+            decline: Some(Decline::new(
+                DeclineCode::InsufficientFunds,
+                "card_declined/insufficient_funds",
+                Advice::default()
+            )),
         })
     );
 }

@@ -111,6 +111,8 @@ diesel::table! {
         return_url -> Nullable<Text>,
         authorized_until -> Nullable<Timestamptz>,
         cancellation_reason -> Nullable<Text>,
+        failure_class -> Nullable<Text>,
+        provider_failure_code -> Nullable<Text>,
     }
 }
 

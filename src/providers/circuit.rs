@@ -203,6 +203,7 @@ mod tests {
             code: "card_declined".into(),
             message: "declined".into(),
             provider_id: None,
+            decline: None,
         });
         assert_eq!(circuit.state(), CircuitState::Closed);
         assert!(circuit.allow().is_some());

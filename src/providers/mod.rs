@@ -14,6 +14,7 @@ use crate::words::words;
 
 pub mod adyen;
 pub mod circuit;
+pub mod decline;
 pub mod http_call;
 pub mod kept;
 pub mod registry;
@@ -166,9 +167,15 @@ pub enum ProviderOutcome {
     Canceled { provider_id: Option<String> },
     /// Definitive: nothing was or will be charged under this request.
     Failed {
+        /// For a charge, payorch's decline code (`decline.code`'s word); for a refund,
+        /// capture or cancel, the failure's own code.
         code: String,
         message: String,
         provider_id: Option<String>,
+        /// A charge's decline, as the provider's answer said it (docs/guides/declines.md).
+        /// `None` for a refund, capture or cancel, and for payorch's own failures, whose
+        /// class their code gives ([`decline::DeclineCode::class`]).
+        decline: Option<decline::Decline>,
     },
     /// The provider has the charge but has not finished it (`processing`, a challenge payorch
     /// cannot send the payer to), or took a capture or cancel whose result it tells later.

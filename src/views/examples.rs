@@ -14,6 +14,7 @@ pub const ENDPOINT: &str = "we_0193a1f0c4e87d2b9c1a5e6f7a8b9c05";
 pub const EVENT: &str = "evt_0193a1f0c4e87d2b9c1a5e6f7a8b9c06";
 pub const HOLD_OPERATION: &str = "hop_0193a1f0c4e87d2b9c1a5e6f7a8b9c07";
 pub const SUPPORT_KEY: &str = "key_0193a1f0c4e87d2b9c1a5e6f7a8b9c08";
+const DECLINED_PAYMENT: &str = "pay_0193a1f0c4e87d2b9c1a5e6f7a8b9c09";
 
 const CREATED: &str = "2026-11-27T12:00:00.120000Z";
 const PAID: &str = "2026-11-27T12:00:00.480000Z";
@@ -136,6 +137,8 @@ pub fn payment() -> Value {
         "provider_idempotency_key": format!("payorch_{PAYMENT}"),
         "capture_method": "automatic",
         "failure_code": null,
+        "failure_class": null,
+        "provider_failure_code": null,
         "failure_message": null,
         "next_action": null,
         "next_check_at": null,
@@ -159,9 +162,27 @@ pub fn checkout_result() -> Value {
     json!({"order": order("paid"), "payment": payment()})
 }
 
+/// The order's first attempt, declined (docs/guides/declines.md): the payer then paid with
+/// another card.
+pub fn declined_payment() -> Value {
+    let mut payment = payment();
+    payment["id"] = json!(DECLINED_PAYMENT);
+    payment["status"] = json!("failed");
+    payment["payment_method"] = json!("pm_card_chargeDeclinedInsufficientFunds");
+    payment["provider_payment_id"] = json!("pi_3QkX2aLkdIwHu7ix0a1b2c3d");
+    payment["provider_idempotency_key"] = json!(format!("payorch_{DECLINED_PAYMENT}"));
+    payment["failure_code"] = json!("insufficient_funds");
+    payment["failure_class"] = json!("hard");
+    payment["provider_failure_code"] = json!("card_declined/insufficient_funds");
+    payment["failure_message"] = json!("Your card has insufficient funds.");
+    payment["updated_at"] = json!(CREATED);
+    payment["finished_at"] = json!(CREATED);
+    payment
+}
+
 pub fn order_with_payments() -> Value {
     let mut order = order("paid");
-    order["payments"] = json!([payment()]);
+    order["payments"] = json!([declined_payment(), payment()]);
     order
 }
 

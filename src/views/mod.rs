@@ -21,6 +21,7 @@ use crate::payments::status::OrderStatus;
 use crate::payments::support::{self, Conflict, KeyState};
 use crate::payments::webhooks::RecordedEvent;
 use crate::payments::{orders, refunds, AttemptStatus, PaymentAttempt};
+use crate::providers::decline::{DeclineCode, FailureClass};
 
 /// A payment attempt as shown to merchants and support.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -39,8 +40,20 @@ pub struct Payment {
     provider_idempotency_key: String,
     /// The provider's charge id (`pi_…`), once known.
     provider_payment_id: Option<String>,
-    /// For `failed`: the provider's code (`card_declined`, …) or `provider_no_record`.
+    /// For `failed`: payorch's code, the same through every provider (docs/guides/declines.md).
+    /// An attempt failed before this vocabulary keeps the provider's raw code here
+    /// (`card_declined`, `2`) and has no `failure_class`.
+    #[schema(value_type = Option<DeclineCode>, example = "insufficient_funds")]
     failure_code: Option<String>,
+    /// For `failed`: what the failure allows next. `hard`: no attempt with this card for this
+    /// payment; `soft`: another provider may approve; `authentication_required`: only with
+    /// 3-D Secure. Never `unknown` on a failed attempt: an unknown outcome stays `pending`.
+    #[schema(example = "hard")]
+    failure_class: Option<FailureClass>,
+    /// For `failed`: the provider's own code: Stripe's `code/decline_code`
+    /// (`card_declined/insufficient_funds`), Adyen's refusal reason code (`12`).
+    #[schema(example = "card_declined/insufficient_funds")]
+    provider_failure_code: Option<String>,
     failure_message: Option<String>,
     /// While open: when payorch next asks the provider (for `authorized`, just before the
     /// hold expires).
@@ -88,6 +101,8 @@ impl From<PaymentAttempt> for Payment {
             provider_idempotency_key: a.provider_idempotency_key,
             provider_payment_id: a.provider_payment_id,
             failure_code: a.failure_code,
+            failure_class: a.failure_class,
+            provider_failure_code: a.provider_failure_code,
             failure_message: a.failure_message,
             next_check_at: a.next_check_at,
             capture_method: a.capture_method.as_str(),

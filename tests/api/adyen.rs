@@ -68,7 +68,7 @@ const OUTCOMES: [Outcome; 6] = [
         "pm_card_chargeDeclined",
         Some("failed"),
         "failed",
-        Some("2"),
+        Some("generic_decline"),
         0,
     ),
     (

@@ -739,7 +739,7 @@ async fn merchants_are_shown_by_name_with_their_id_at_hand() {
     client.close().await.unwrap();
 }
 
-/// A decline reads as words with the provider's code beside: an Adyen refusal once read
+/// A decline reads as words with payorch's code and class beside: an Adyen refusal once read
 /// "failed 2", its `refusalReasonCode` alone.
 #[tokio::test]
 async fn a_decline_reads_in_words_with_its_code() {
@@ -770,9 +770,15 @@ async fn a_decline_reads_in_words_with_its_code() {
     };
     let declined = row(&adyen).await;
     assert!(declined.contains("failed Refused: "), "{declined}");
-    assert!(declined.contains("(2)"), "the raw code stays: {declined}");
+    assert!(
+        declined.contains("(generic_decline, soft)"),
+        "payorch's code and its class: {declined}"
+    );
     let declined = row(&stripe).await;
-    assert!(declined.contains("(card_declined)"), "{declined}");
+    assert!(
+        declined.contains("(generic_decline, soft)"),
+        "the same through either protocol: {declined}"
+    );
     show(&client, "latest").await;
     screenshot(&client, "console-16-declines-in-words").await;
 

@@ -147,7 +147,7 @@ async fn an_unknown_outcome_or_a_decline_never_fails_over() {
     }
     let declined = app.pay_checkout("declined", "pm_card_chargeDeclined").await;
     assert_eq!(declined["payment"]["status"], "failed");
-    assert_eq!(declined["payment"]["failure_code"], "card_declined");
+    assert_eq!(declined["payment"]["failure_code"], "generic_decline");
     assert_eq!(declined["payment"]["provider"], "a");
     let order_id = declined["order"]["id"].as_str().unwrap();
     assert_eq!(app.charges_on_both(order_id), (0, 0));

@@ -132,14 +132,14 @@ const OUTCOMES: [(&str, &str, &str, Option<&str>, usize); 9] = [
         "pm_card_chargeDeclined",
         "failed",
         "failed",
-        Some("card_declined"),
+        Some("generic_decline"),
         0,
     ),
     (
         "pm_card_chargeDeclinedInsufficientFunds",
         "failed",
         "failed",
-        Some("card_declined"),
+        Some("insufficient_funds"),
         0,
     ),
     ("pm_sandbox_processing", "pending", "succeeded", None, 1),
@@ -482,7 +482,12 @@ async fn a_declined_order_can_be_paid_again_and_lists_its_attempts_newest_first(
         .await;
     let declined: Value = declined.json().await.unwrap();
     assert_eq!(declined["status"], "failed");
-    assert_eq!(declined["failure_code"], "card_declined");
+    assert_eq!(declined["failure_code"], "generic_decline");
+    assert_eq!(declined["failure_class"], "soft");
+    assert_eq!(
+        declined["provider_failure_code"],
+        "card_declined/generic_decline"
+    );
     assert!(declined["failure_message"].is_string());
     assert_eq!(app.order(&order_id).await["status"], "awaiting_payment");
 

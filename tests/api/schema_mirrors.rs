@@ -20,6 +20,7 @@ use payorch::payments::holds::HoldKind;
 use payorch::payments::status::{AttemptStatus, OrderStatus};
 use payorch::payments::support::audit::Action;
 use payorch::payments::webhooks::EventOutcome;
+use payorch::providers::decline::FailureClass;
 use payorch::providers::{CaptureMethod, NextAction, ProviderOutcome};
 
 use crate::helpers::TestDatabase;
@@ -95,6 +96,7 @@ fn provider_outcome_words() -> Vec<&'static str> {
             code: "c".into(),
             message: "m".into(),
             provider_id: id(),
+            decline: None,
         },
         ProviderOutcome::Pending { provider_id: id() },
         ProviderOutcome::Unknown { reason: "r".into() },
@@ -169,6 +171,10 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
         (
             ("payment_attempts", "payment_attempts_open_is_checked"),
             same("AttemptStatus, not final", open_statuses()),
+        ),
+        (
+            ("failure_class", "failure_class_known"),
+            same("FailureClass", FailureClass::ALL.map(FailureClass::as_str)),
         ),
         (
             ("order_status", "order_status_known"),

@@ -205,7 +205,12 @@ async fn events_in_every_order_never_move_an_attempt_backwards() {
         let now = app.payment(id).await;
         assert_eq!(now["status"], final_status.unwrap(), "{order:?}");
         if now["status"] == "failed" {
-            assert_eq!(now["failure_code"], "card_declined");
+            assert_eq!(now["failure_code"], "insufficient_funds");
+            assert_eq!(now["failure_class"], "hard");
+            assert_eq!(
+                now["provider_failure_code"],
+                "card_declined/insufficient_funds"
+            );
         }
         let order_status = app.order(now["order_id"].as_str().unwrap()).await["status"].clone();
         assert_eq!(

@@ -1,25 +1,26 @@
 WITH moved AS (
     UPDATE payment_attempts SET status = $4,
         provider_payment_id = coalesce(provider_payment_id, $5),
-        failure_code = $6, failure_message = $7, next_check_at = $8,
-        next_action = coalesce($9, next_action),
-        authorized_until = least($10, authorized_until),
-        cancellation_reason = $11
+        failure_code = $6, failure_message = $9, next_check_at = $10,
+        failure_class = $7, provider_failure_code = $8,
+        next_action = coalesce($11, next_action),
+        authorized_until = least($12, authorized_until),
+        cancellation_reason = $13
     WHERE merchant_id = $1 AND id = $2 AND status = $3 RETURNING *),
 logged AS (
     INSERT INTO attempt_transitions (merchant_id, attempt_id, from_status, to_status, source, detail)
-    SELECT merchant_id, id, $3, status, $12, $13 FROM moved WHERE status <> $3),
+    SELECT merchant_id, id, $3, status, $14, $15 FROM moved WHERE status <> $3),
 settled AS (
     UPDATE idempotency_keys SET state = 'completed', locked_until = NULL,
-        recovery_point = 'finished', response_status = $19,
+        recovery_point = 'finished', response_status = $21,
         unresolved = (SELECT status IN ('created', 'pending', 'authorized') FROM moved),
         updated_at = now()
-    WHERE merchant_id = $14 AND key = $15 AND resource_type = $18
-      AND resource_id = $17 AND (state = 'in_flight' OR unresolved)
+    WHERE merchant_id = $16 AND key = $17 AND resource_type = $20
+      AND resource_id = $19 AND (state = 'in_flight' OR unresolved)
       AND EXISTS (SELECT 1 FROM moved)
-    RETURNING set_config('payorch.request', $16, true)),
+    RETURNING set_config('payorch.request', $18, true)),
 called AS (
     INSERT INTO provider_calls (merchant_id, attempt_id, operation, source, outcome,
         http_status, latency_ms, detail)
-    VALUES ($20, $21, $22, $23, $24, $25, $26, $27))
+    VALUES ($22, $23, $24, $25, $26, $27, $28, $29))
 SELECT * FROM moved

@@ -80,6 +80,11 @@ pub struct PaymentResponse {
     pub refusal_reason_code: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amount: Option<Amount>,
+    /// A refusal's `inferredRefusalReason`, `refusalReasonRaw` and `merchantAdviceCode`,
+    /// among others. Values are read as JSON, not text: one unexpected value must not make
+    /// the whole answer unreadable.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub additional_data: BTreeMap<String, serde_json::Value>,
 }
 
 /// A list of payment responses (`GET /v71/payments?reference=…`, served by the sandbox).

@@ -60,10 +60,14 @@ function money(amount, currency) {
 }
 
 // Why a payment or an operation failed, in words, its code beside: a provider's code alone
-// ("2", Adyen's refusal) says nothing to support.
+// ("2", Adyen's refusal) says nothing to support. A declined payment's class follows its code
+// (docs/guides/declines.md): whether another attempt with the card can succeed at all.
 function failureText(failed) {
   if (!failed.failure_code) return "";
-  return failed.failure_message ? `${failed.failure_message} (${failed.failure_code})` : failed.failure_code;
+  const code = failed.failure_class
+    ? `${failed.failure_code}, ${failed.failure_class}`
+    : failed.failure_code;
+  return failed.failure_message ? `${failed.failure_message} (${code})` : code;
 }
 
 function statusBadge(status) {

@@ -34,6 +34,7 @@ pub fn unavailable_outcome(call: &ProviderCall) -> ProviderOutcome {
         code: PROVIDER_UNAVAILABLE.into(),
         message: format!("the provider was not reached ({reason}): nothing was sent or charged"),
         provider_id: None,
+        decline: None,
     }
 }
 

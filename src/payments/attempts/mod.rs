@@ -29,6 +29,7 @@ use crate::db::schema::{attempt_transitions, orders, payment_attempts};
 use crate::db::scope::find_in_scope;
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::status::{AttemptStatus, OrderStatus};
+use crate::providers::decline::FailureClass;
 use crate::providers::{CaptureMethod, NextAction};
 
 /// A payment attempt (the API shows it as `views::Payment`).
@@ -46,9 +47,15 @@ pub struct PaymentAttempt {
     pub provider_idempotency_key: String,
     /// The provider's charge id (`pi_…`), once known.
     pub provider_payment_id: Option<String>,
-    /// For `failed`: the provider's code (`card_declined`, …) or `provider_no_record`.
+    /// For `failed`: payorch's code (docs/guides/declines.md): a decline's, the same through
+    /// every provider, or `provider_no_record`. Attempts failed before the vocabulary keep
+    /// the provider's raw code here, and have no class.
     pub failure_code: Option<String>,
     pub failure_message: Option<String>,
+    /// For `failed`: what the failure allows next (`hard`, `soft`, `authentication_required`).
+    pub failure_class: Option<FailureClass>,
+    /// For `failed`: the provider's own code (`card_declined/insufficient_funds`, `12`).
+    pub provider_failure_code: Option<String>,
     /// While `created` or `pending`: when payorch next asks the provider.
     pub next_check_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
@@ -124,6 +131,11 @@ pub struct AttemptRow {
     authorized_until: Option<DateTime<Utc>>,
     #[serde(default)]
     cancellation_reason: Option<String>,
+    // The decline vocabulary's columns, absent from older snapshots.
+    #[serde(default)]
+    failure_class: Option<String>,
+    #[serde(default)]
+    provider_failure_code: Option<String>,
 }
 
 fn automatic() -> String {
@@ -145,6 +157,8 @@ impl From<AttemptRow> for PaymentAttempt {
             provider_payment_id: row.provider_payment_id,
             failure_code: row.failure_code,
             failure_message: row.failure_message,
+            failure_class: row.failure_class.as_deref().and_then(FailureClass::parse),
+            provider_failure_code: row.provider_failure_code,
             next_check_at: row.next_check_at,
             created_at: row.created_at,
             updated_at: row.updated_at,
@@ -405,6 +419,8 @@ pub(crate) mod tests {
             provider_payment_id: None,
             failure_code: None,
             failure_message: None,
+            failure_class: None,
+            provider_failure_code: None,
             next_check_at: Some(now),
             created_at: now,
             updated_at: now,

@@ -12,6 +12,7 @@ use super::{find_attempt, AttemptRow, PaymentAttempt, Source};
 use crate::payments::answer::logged;
 use crate::payments::metrics::PaymentMetrics;
 use crate::payments::status::AttemptStatus;
+use crate::providers::decline::Decline;
 use crate::providers::{CaptureMethod, NextAction, ProviderOutcome};
 
 /// What an outcome means for an attempt in a given status.
@@ -21,7 +22,7 @@ pub enum Decision {
     Move {
         to: AttemptStatus,
         provider_payment_id: Option<String>,
-        failure: Option<(String, String)>,
+        failure: Option<Failure>,
         detail: String,
         news: News,
     },
@@ -38,6 +39,15 @@ pub enum Decision {
     /// Contradicts the final status (`failed` after `succeeded`): never applied, counted for
     /// a human to look at.
     Conflict,
+}
+
+/// Why a provider's word failed an attempt (or a refund): its code and message and, for a
+/// charge, the decline the answer said (an attempt stores [`Decline::stored`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub code: String,
+    pub message: String,
+    pub decline: Option<Decline>,
 }
 
 /// What else an answer tells about an attempt, besides its status: a challenge to follow, how
@@ -95,9 +105,18 @@ pub fn decide(
             news.cancellation_reason = Some(CANCELED_AT_PROVIDER.to_owned());
             (Canceled, None, "provider says canceled".into())
         }
-        ProviderOutcome::Failed { code, message, .. } => (
+        ProviderOutcome::Failed {
+            code,
+            message,
+            decline,
+            ..
+        } => (
             Failed,
-            Some((code.clone(), message.clone())),
+            Some(Failure {
+                code: code.clone(),
+                message: message.clone(),
+                decline: decline.clone(),
+            }),
             format!("provider says failed: {code}"),
         ),
         ProviderOutcome::Pending { .. } => (Pending, None, "provider is processing".into()),
@@ -198,7 +217,7 @@ pub(crate) struct Change<'a> {
     /// The new status; the current one for `StayOpen`.
     to: AttemptStatus,
     provider_payment_id: Option<&'a str>,
-    failure: Option<&'a (String, String)>,
+    failure: Option<&'a Failure>,
     /// The timeline row's detail; empty for no detail.
     detail: &'a str,
     news: &'a News,
@@ -264,8 +283,11 @@ pub(crate) fn move_ctes<'f>(
     let was = q.bind::<Text, _>(attempt.status.as_str());
     let to_param = q.bind::<Text, _>(to.as_str());
     let provider_id = q.bind::<Nullable<Text>, _>(provider_payment_id);
-    let code = q.bind::<Nullable<Text>, _>(failure.map(|f| f.0.as_str()));
-    let message = q.bind::<Nullable<Text>, _>(failure.map(|f| f.1.as_str()));
+    let stored = failure.map(|f| Decline::stored(&f.code, f.decline.as_ref()));
+    let code = q.bind::<Nullable<Text>, _>(stored.as_ref().map(|d| d.code.as_str()));
+    let class = q.bind::<Nullable<Text>, _>(stored.as_ref().map(|d| d.class.as_str()));
+    let provider_code = q.bind::<Nullable<Text>, _>(stored.map(|d| d.provider_code));
+    let message = q.bind::<Nullable<Text>, _>(failure.map(|f| f.message.as_str()));
     let next_check = q.bind::<Nullable<Timestamptz>, _>((!to.is_final()).then(|| {
         // The earliest end anyone told: a hold is never thought to outlive what the provider
         // (or a person, by hand) last said of it.
@@ -287,6 +309,7 @@ pub(crate) fn move_ctes<'f>(
     UPDATE payment_attempts SET status = {to_param},
         provider_payment_id = coalesce(provider_payment_id, {provider_id}),
         failure_code = {code}, failure_message = {message}, next_check_at = {next_check},
+        failure_class = {class}, provider_failure_code = {provider_code},
         next_action = coalesce({action}, next_action),
         authorized_until = least({until}, authorized_until),
         cancellation_reason = {reason}
@@ -382,6 +405,7 @@ mod tests {
             code: "card_declined".into(),
             message: "declined".into(),
             provider_id: None,
+            decline: None,
         }
     }
 

@@ -241,6 +241,7 @@ pub async fn check(
                           nothing was charged"
                         .into(),
                     provider_id: None,
+                    decline: None,
                 }
             } else {
                 call.outcome.clone()

@@ -90,6 +90,7 @@ pub async fn check(
                               was refunded"
                         .into(),
                     provider_id: None,
+                    decline: None,
                 };
             }
             (call, CallKind::List)

@@ -31,6 +31,7 @@ fn decide_refund(current: AttemptStatus, outcome: &ProviderOutcome) -> Decision 
             code: "canceled".into(),
             message: "the provider canceled the refund".into(),
             provider_id: provider_id.clone(),
+            decline: None,
         },
         ProviderOutcome::Authorized { .. } | ProviderOutcome::RequiresAction { .. } => {
             ProviderOutcome::Pending {
@@ -166,8 +167,8 @@ fn statement<'f>(
                 q.bind::<Nullable<Timestamptz>, _>((!to.is_final()).then_some(next_check_at));
             let to = q.bind::<Text, _>(to.as_str());
             let provider_id = q.bind::<Nullable<Text>, _>(provider_id.as_deref());
-            let code = q.bind::<Nullable<Text>, _>(failure.map(|f| f.0.as_str()));
-            let message = q.bind::<Nullable<Text>, _>(failure.map(|f| f.1.as_str()));
+            let code = q.bind::<Nullable<Text>, _>(failure.map(|f| f.code.as_str()));
+            let message = q.bind::<Nullable<Text>, _>(failure.map(|f| f.message.as_str()));
             // A refund's statuses are an attempt's (docs/DESIGN.md, "Refunds"); an open
             // refund has no failure, so staying open writes none.
             q.push(format_args!(

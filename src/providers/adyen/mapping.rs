@@ -8,6 +8,7 @@
 
 use reqwest::Url;
 
+use super::declines;
 use super::refusal;
 use super::wire::{
     Action, ModificationResponse, PaymentAction, PaymentResponse, RefundResponse, ServiceError,
@@ -56,17 +57,21 @@ pub fn outcome_for_payment(
             // Money moved, but we cannot name the charge: ask again rather than guess.
             (None, _) => unknown("Authorised without a pspReference".into()),
         },
-        "Refused" => ProviderOutcome::Failed {
-            code: payment
-                .refusal_reason_code
-                .clone()
-                .unwrap_or_else(|| "refused".to_owned()),
-            message: refusal::message(
+        "Refused" => {
+            let decline = declines::decline(
                 payment.refusal_reason_code.as_deref(),
-                payment.refusal_reason.as_deref(),
-            ),
-            provider_id,
-        },
+                &payment.additional_data,
+            );
+            ProviderOutcome::Failed {
+                code: decline.code.as_str().to_owned(),
+                message: refusal::message(
+                    payment.refusal_reason_code.as_deref(),
+                    payment.refusal_reason.as_deref(),
+                ),
+                provider_id,
+                decline: Some(decline),
+            }
+        }
         "Cancelled" => ProviderOutcome::Canceled { provider_id },
         // Adyen's "Error": the payment hit an error during processing; whether the card was
         // charged is not said.
@@ -134,6 +139,7 @@ pub fn outcome_for_refund(refund: &RefundResponse) -> ProviderOutcome {
             code: "refund_failed".to_owned(),
             message: "the provider says the refund failed".to_owned(),
             provider_id,
+            decline: None,
         },
         _ => ProviderOutcome::Pending { provider_id },
     }
@@ -158,13 +164,23 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
             )),
             // Adyen validated the request and refused it: nothing was processed (no payment,
             // refund, capture or cancel).
-            Some(e) => ProviderOutcome::Failed {
-                code: e.error_code.unwrap_or_else(|| "http_422".to_owned()),
-                message: e
-                    .message
-                    .unwrap_or_else(|| "the provider refused the request".to_owned()),
-                provider_id: None,
-            },
+            // A refused charge is a decline in payorch's words; a refund, capture or cancel
+            // keeps Adyen's errorCode.
+            Some(e) => {
+                let decline = matches!(call, Call::Create(_))
+                    .then(|| declines::rejected(e.error_code.as_deref()));
+                ProviderOutcome::Failed {
+                    code: match &decline {
+                        Some(decline) => decline.code.as_str().to_owned(),
+                        None => e.error_code.unwrap_or_else(|| "http_422".to_owned()),
+                    },
+                    message: e
+                        .message
+                        .unwrap_or_else(|| "the provider refused the request".to_owned()),
+                    provider_id: None,
+                    decline,
+                }
+            }
             // Not Adyen's ServiceError: payorch cannot read what was decided.
             None => unknown(format!(
                 "HTTP 422 without a readable error: {}",
@@ -283,6 +299,7 @@ mod tests {
             refusal_reason: None,
             refusal_reason_code: None,
             amount: None,
+            additional_data: Default::default(),
         }
     }
 

@@ -16,12 +16,16 @@ use super::{
 };
 use crate::secret::Secret;
 
+mod declines;
 mod mapping;
 pub mod notification;
 mod refusal;
 #[cfg(test)]
 mod tests;
 
+pub use declines::{
+    decline, decline_by_reason, rejected, BY_INFERRED, BY_RAW, BY_REFUSAL, INVALID_CARD_NUMBER,
+};
 pub use mapping::{
     outcome_for_modification, outcome_for_payment, outcome_for_refund, outcome_for_response, Call,
 };

@@ -129,11 +129,16 @@ fn event_for_item(
                     expires_at: None,
                 }
             } else {
+                // The item names the refusal, not its number: read back through Adyen's
+                // names, so a notification declines in the words an answer would.
+                let decline =
+                    super::declines::decline_by_reason(&item.reason, &item.additional_data);
                 ProviderOutcome::Failed {
-                    code: "refused".to_owned(),
+                    code: decline.code.as_str().to_owned(),
                     message: non_empty(&item.reason)
                         .unwrap_or_else(|| "the payment was refused".to_owned()),
                     provider_id: Some(psp),
+                    decline: Some(decline),
                 }
             });
         }
@@ -155,6 +160,7 @@ fn event_for_item(
                     message: non_empty(&item.reason)
                         .unwrap_or_else(|| "the provider says the capture failed".to_owned()),
                     provider_id: payment,
+                    decline: None,
                 })
             };
         }
@@ -183,6 +189,7 @@ fn event_for_item(
                         "Adyen's cancel by reference found no payment under it".to_owned()
                     }),
                     provider_id: None,
+                    decline: None,
                 }
             } else {
                 ProviderOutcome::Failed {
@@ -190,6 +197,7 @@ fn event_for_item(
                     message: non_empty(&item.reason)
                         .unwrap_or_else(|| "the provider says the cancellation failed".to_owned()),
                     provider_id: payment,
+                    decline: None,
                 }
             });
         }
@@ -209,6 +217,7 @@ fn event_for_item(
                     message: non_empty(&item.reason)
                         .unwrap_or_else(|| "the provider says the refund failed".to_owned()),
                     provider_id: Some(psp.clone()),
+                    decline: None,
                 }
             };
             event.refund = Some(RefundNotice {

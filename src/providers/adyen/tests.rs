@@ -544,6 +544,7 @@ fn capture_and_cancellation_notifications_settle_the_payment_they_name() {
             code.trim_end_matches("_failed")
         ),
         provider_id: Some("PSP0001".into()),
+        decline: None,
     };
     let outcomes: Vec<Option<ProviderOutcome>> = events.iter().map(|e| e.outcome.clone()).collect();
     assert_eq!(

@@ -7,8 +7,10 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use reqwest::Url;
 
+use super::declines::{advice_of, decline};
 use super::wire::{ApiError, ErrorBody, PaymentIntent};
 use super::IntentStatus;
+use crate::providers::decline::Advice;
 use crate::providers::{NextAction, ProviderOutcome};
 
 /// How long Stripe holds a card payment's authorisation when the payer was present: the
@@ -20,14 +22,18 @@ pub const UNEXPECTED_STATE: &str = "payment_intent_unexpected_state";
 
 /// What of a PaymentIntent its outcome is read from: a whole intent from an answer, or the
 /// fields an event's object carries.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct IntentView<'a> {
     pub id: &'a str,
     pub status: &'a str,
     /// Seconds since the epoch.
     pub created: Option<i64>,
+    /// `last_payment_error`'s `type`, `code`, `decline_code`, message and advice.
+    pub failure_kind: Option<&'a str>,
     pub failure_code: Option<&'a str>,
+    pub decline_code: Option<&'a str>,
     pub failure_message: Option<&'a str>,
+    pub advice: Advice,
     pub next_action: Option<&'a serde_json::Value>,
 }
 
@@ -38,8 +44,12 @@ impl<'a> IntentView<'a> {
             id: &intent.id,
             status: &intent.status,
             created: Some(intent.created),
+            failure_kind: error.map(|e| e.kind.as_str()),
             failure_code: error.and_then(|e| e.code.as_deref()),
+            decline_code: error.and_then(|e| e.decline_code.as_deref()),
             failure_message: error.and_then(|e| e.message.as_deref()),
+            // The typed intent has no advice fields; [`outcome_for_intent_body`] reads them.
+            advice: Advice::default(),
             next_action: intent.next_action.as_ref(),
         }
     }
@@ -69,15 +79,29 @@ pub fn outcome_for_view(intent: &IntentView) -> ProviderOutcome {
         IntentStatus::Canceled => ProviderOutcome::Canceled {
             provider_id: Some(provider_id),
         },
-        IntentStatus::RequiresPaymentMethod => ProviderOutcome::Failed {
+        IntentStatus::RequiresPaymentMethod => {
             // With no last_payment_error the status itself is the most precise code we have.
-            code: intent.failure_code.unwrap_or(status.as_str()).to_owned(),
-            message: intent
-                .failure_message
-                .unwrap_or("the payment intent did not succeed")
-                .to_owned(),
-            provider_id: Some(provider_id),
-        },
+            let no_error = intent.failure_code.is_none() && intent.decline_code.is_none();
+            let decline = decline(
+                intent.failure_kind.unwrap_or(if no_error {
+                    status.as_str()
+                } else {
+                    "card_error"
+                }),
+                intent.failure_code,
+                intent.decline_code,
+                intent.advice.clone(),
+            );
+            ProviderOutcome::Failed {
+                code: decline.code.as_str().to_owned(),
+                message: intent
+                    .failure_message
+                    .unwrap_or("the payment intent did not succeed")
+                    .to_owned(),
+                provider_id: Some(provider_id),
+                decline: Some(decline),
+            }
+        }
         // processing, requires_confirmation and statuses we do not know: the provider holds
         // the charge, the outcome is not final.
         _ => ProviderOutcome::Pending {
@@ -89,6 +113,19 @@ pub fn outcome_for_view(intent: &IntentView) -> ProviderOutcome {
 /// The outcome of a PaymentIntent object.
 pub fn outcome_for_intent(intent: &PaymentIntent) -> ProviderOutcome {
     outcome_for_view(&IntentView::of(intent))
+}
+
+/// The outcome of a PaymentIntent read from `body`, with the advice of its
+/// `last_payment_error`, which the typed intent does not hold.
+fn outcome_for_intent_body(intent: &PaymentIntent, body: &[u8]) -> ProviderOutcome {
+    let advice = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("last_payment_error").map(advice_of))
+        .unwrap_or_default();
+    outcome_for_view(&IntentView {
+        advice,
+        ..IntentView::of(intent)
+    })
 }
 
 fn hold_expiry(created: i64) -> Option<DateTime<Utc>> {
@@ -241,6 +278,7 @@ pub(crate) fn outcome_for_refund(refund: &RefundView) -> ProviderOutcome {
                 .unwrap_or_else(|| format!("refund_{status}")),
             message: format!("the provider says the refund {status}"),
             provider_id: Some(provider_id),
+            decline: None,
         },
         _ => ProviderOutcome::Pending {
             provider_id: Some(provider_id),
@@ -253,7 +291,7 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
     match status {
         200..=299 => outcome_for_success(call, body),
         // Definitive decline: the card was refused, nothing charged.
-        402 => failed_from_error(status, body),
+        402 => failed_from_error(call, status, body),
         // Stripe's "a request with this key is in flight": the first may still charge.
         409 => unknown(format!(
             "HTTP 409 (idempotency key in use): {}",
@@ -299,7 +337,7 @@ pub fn outcome_for_response(call: Call, status: u16, body: &[u8]) -> ProviderOut
                 Call::Create | Call::CreateRefund | Call::Capture | Call::Cancel
             ) =>
             {
-                failed_from_error(status, body)
+                failed_from_error(call, status, body)
             }
             // A refused lookup says nothing about the charge.
             _ => unknown(format!("HTTP {status}: {}", summary(body))),
@@ -312,7 +350,7 @@ fn outcome_for_success(call: Call, body: &[u8]) -> ProviderOutcome {
     match call {
         Call::Create | Call::Retrieve | Call::Capture | Call::Cancel => {
             match serde_json::from_slice::<PaymentIntent>(body) {
-                Ok(intent) => outcome_for_intent(&intent),
+                Ok(intent) => outcome_for_intent_body(&intent, body),
                 Err(e) => unknown(format!("2xx with an unreadable payment intent: {e}")),
             }
         }
@@ -346,6 +384,7 @@ fn after_unexpected_state(call: Call, error: ApiError) -> ProviderOutcome {
             code: UNEXPECTED_STATE.to_owned(),
             message,
             provider_id: None,
+            decline: None,
         };
     };
     let provider_id = intent.id;
@@ -361,6 +400,7 @@ fn after_unexpected_state(call: Call, error: ApiError) -> ProviderOutcome {
             code: UNEXPECTED_STATE.to_owned(),
             message: format!("{message} (status {status})"),
             provider_id: Some(provider_id),
+            decline: None,
         },
     }
 }
@@ -383,18 +423,38 @@ pub(crate) fn outcome_for_matches(outcomes: &[(i64, ProviderOutcome)]) -> Provid
         .unwrap_or(ProviderOutcome::NotFound)
 }
 
-fn failed_from_error(status: u16, body: &[u8]) -> ProviderOutcome {
+/// A refused request: for a charge, a decline in payorch's words (docs/guides/declines.md);
+/// for a refund, capture or cancel, the error's own code.
+fn failed_from_error(call: Call, status: u16, body: &[u8]) -> ProviderOutcome {
     match parse_error(body) {
-        Some(ErrorBody { error }) => ProviderOutcome::Failed {
-            code: error
-                .code
-                .or_else(|| error.decline_code.clone())
-                .unwrap_or_else(|| error.kind.clone()),
-            message: error
-                .message
-                .unwrap_or_else(|| format!("HTTP {status} {}", error.kind)),
-            provider_id: error.payment_intent.map(|pi| pi.id),
-        },
+        Some(ErrorBody { error }) => {
+            let decline = matches!(call, Call::Create).then(|| {
+                let advice = serde_json::from_slice::<serde_json::Value>(body)
+                    .ok()
+                    .and_then(|v| v.get("error").map(advice_of))
+                    .unwrap_or_default();
+                decline(
+                    &error.kind,
+                    error.code.as_deref(),
+                    error.decline_code.as_deref(),
+                    advice,
+                )
+            });
+            ProviderOutcome::Failed {
+                code: match &decline {
+                    Some(decline) => decline.code.as_str().to_owned(),
+                    None => error
+                        .code
+                        .or_else(|| error.decline_code.clone())
+                        .unwrap_or_else(|| error.kind.clone()),
+                },
+                message: error
+                    .message
+                    .unwrap_or_else(|| format!("HTTP {status} {}", error.kind)),
+                provider_id: error.payment_intent.map(|pi| pi.id),
+                decline,
+            }
+        }
         // Not Stripe's error object (a proxy's page, a cut body): payorch cannot read what
         // the provider decided, so it decided nothing here.
         None => unknown(format!(

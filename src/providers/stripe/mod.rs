@@ -16,11 +16,13 @@ use super::{
     WebhookError, WebhookEvent,
 };
 
+mod declines;
 mod intent_status;
 mod mapping;
 #[cfg(test)]
 mod tests;
 
+pub use declines::{advice_of, decline, BY_CODE, BY_DECLINE_CODE};
 pub use intent_status::IntentStatus;
 pub use mapping::{
     outcome_for_intent, outcome_for_response, outcome_for_view, Call, IntentView, CARD_HOLD,
@@ -468,8 +470,11 @@ pub fn parse_event(raw_body: &[u8]) -> Result<WebhookEvent, WebhookError> {
             id: &provider_id,
             status,
             created: object.get("created").and_then(serde_json::Value::as_i64),
+            failure_kind: error.and_then(|e| e.get("type")?.as_str()),
             failure_code: error.and_then(|e| e.get("code")?.as_str()),
+            decline_code: error.and_then(|e| e.get("decline_code")?.as_str()),
             failure_message: error.and_then(|e| e.get("message")?.as_str()),
+            advice: error.map(advice_of).unwrap_or_default(),
             next_action: object.get("next_action").filter(|a| !a.is_null()),
         })
     });

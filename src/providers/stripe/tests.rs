@@ -275,6 +275,7 @@ async fn a_capture_the_status_refuses_is_failed_unless_the_intent_was_captured_a
             code,
             message,
             provider_id,
+            decline: None,
         } => {
             assert_eq!(code, UNEXPECTED_STATE);
             assert!(message.contains("canceled"), "{message}");
