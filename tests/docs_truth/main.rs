@@ -7,6 +7,7 @@
 mod citations;
 mod commands;
 mod configuration;
+mod declines;
 mod error_codes;
 mod event_types;
 mod examples;
