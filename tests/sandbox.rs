@@ -160,7 +160,7 @@ async fn card_tokens_succeed_or_decline_as_the_table_says() {
         .await;
     assert!(matches!(
         &declined.outcome,
-        ProviderOutcome::Failed { code, provider_id: Some(_), .. } if code == "card_declined"
+        ProviderOutcome::Failed { code, provider_id: Some(_), .. } if code == "generic_decline"
     ));
     assert_eq!(declined.http_status, Some(402));
     let insufficient = adapter
@@ -172,13 +172,18 @@ async fn card_tokens_succeed_or_decline_as_the_table_says() {
     assert!(matches!(
         &insufficient.outcome,
         ProviderOutcome::Failed { code, message, .. }
-            if code == "card_declined" && message.contains("insufficient funds")
+            if code == "insufficient_funds" && message.contains("insufficient funds")
     ));
     let unknown_method = adapter.create_charge(&charge("pm_nope", "a_nope")).await;
-    assert!(matches!(
-        &unknown_method.outcome,
-        ProviderOutcome::Failed { code, provider_id: None, .. } if code == "resource_missing"
-    ));
+    assert!(
+        matches!(
+            &unknown_method.outcome,
+            ProviderOutcome::Failed { code, provider_id: None, decline: Some(decline), .. }
+                if code == "provider_rejected" && decline.provider_code == "resource_missing"
+        ),
+        "{:?}",
+        unknown_method.outcome
+    );
 
     let ledger = sandbox.ledger();
     for (attempt, status) in [
@@ -195,6 +200,56 @@ async fn card_tokens_succeed_or_decline_as_the_table_says() {
         assert_eq!(entries[0].idempotency_key.as_deref(), Some(key.as_str()));
     }
     assert!(charges_for(&ledger, "a_nope").is_empty());
+    sandbox.stop().await;
+}
+
+/// Each declining test payment method, charged through payorch's Stripe adapter and its
+/// Adyen adapter, is one decline: the same payorch code and class, each with its provider's
+/// own code (docs/guides/test-cards.md, "Declines").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_decline_token_is_the_same_decline_through_both_adapters() {
+    let sandbox = start(fast()).await;
+    let stripe = adapter(&sandbox, Duration::from_secs(5));
+    let adyen = adyen_adapter(&sandbox);
+    let decline_of = |outcome: &ProviderOutcome, what: &str| match outcome {
+        ProviderOutcome::Failed {
+            code,
+            decline: Some(decline),
+            ..
+        } => {
+            assert_eq!(code, decline.code.as_str(), "{what}");
+            decline.clone()
+        }
+        other => panic!("{what}: {other:?}"),
+    };
+    let mut differ = Vec::new();
+    for row in sandbox::DECLINES {
+        let token = row.token.expect("a token");
+        let through_stripe = stripe
+            .create_charge(&charge(token, &format!("s_{token}")))
+            .await;
+        assert_eq!(through_stripe.http_status, Some(402), "{token}");
+        let through_stripe = decline_of(&through_stripe.outcome, token);
+        let through_adyen = adyen
+            .create_charge(&charge(token, &format!("a_{token}")))
+            .await;
+        let through_adyen = decline_of(&through_adyen.outcome, token);
+        let stripe_code = match row.decline_code {
+            Some(decline_code) => format!("{}/{decline_code}", row.code),
+            None => row.code.to_owned(),
+        };
+        assert_eq!(through_stripe.provider_code, stripe_code, "{token}");
+        assert_eq!(through_adyen.provider_code, row.adyen.code, "{token}");
+        if (through_stripe.code, through_stripe.class) != (through_adyen.code, through_adyen.class)
+        {
+            differ.push(format!(
+                "{token}: {:?}/{:?} through Stripe, {:?}/{:?} through Adyen",
+                through_stripe.code, through_stripe.class, through_adyen.code, through_adyen.class
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{differ:#?}");
+    assert!(sandbox.ledger().iter().all(|e| !e.is_charged()));
     sandbox.stop().await;
 }
 
