@@ -19,6 +19,7 @@ mod crash;
 mod database_failover;
 mod database_roles;
 mod database_tls;
+mod declines;
 mod door;
 mod errors;
 mod event_delivery;
