@@ -8,10 +8,12 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeV
 use super::attempts::{CallKind, Source};
 use super::status::AttemptStatus;
 use crate::providers::circuit::CircuitState;
+use crate::providers::decline::{Decline, DeclineCode};
 use crate::providers::ProviderCall;
 
 pub struct PaymentMetrics {
     transitions: IntCounterVec,
+    declines: IntCounterVec,
     provider_calls: IntCounterVec,
     provider_latency: HistogramVec,
     failovers: IntCounterVec,
@@ -32,6 +34,14 @@ impl PaymentMetrics {
                     "Payment attempt status changes by from, to and source",
                 ),
                 &["from", "to", "source"],
+            )?,
+            declines: IntCounterVec::new(
+                Opts::new(
+                    "payment_declines_total",
+                    "Failed payment attempts by provider, payorch's failure_code and its class \
+                     (docs/guides/declines.md)",
+                ),
+                &["provider", "code", "class"],
             )?,
             provider_calls: IntCounterVec::new(
                 Opts::new(
@@ -96,6 +106,7 @@ impl PaymentMetrics {
         registry: &crate::telemetry::metrics::Metrics,
     ) -> prometheus::Result<()> {
         registry.register(Box::new(self.transitions.clone()))?;
+        registry.register(Box::new(self.declines.clone()))?;
         registry.register(Box::new(self.provider_calls.clone()))?;
         registry.register(Box::new(self.provider_latency.clone()))?;
         registry.register(Box::new(self.failovers.clone()))?;
@@ -110,6 +121,24 @@ impl PaymentMetrics {
     pub fn transition(&self, from: AttemptStatus, to: AttemptStatus, source: Source) {
         self.transitions
             .with_label_values(&[from.as_str(), to.as_str(), source.as_str()])
+            .inc();
+    }
+
+    /// An attempt of `provider` failed with `code` and `decline`, counted in payorch's words
+    /// whichever protocol said it (the labels are the vocabulary's, so the series stay few). A
+    /// decline no table knows is counted as `declined` and logged with the provider's code, so
+    /// the tables can grow.
+    pub fn declined(&self, provider: &str, code: &str, decline: Option<&Decline>) {
+        let stored = Decline::stored(code, decline);
+        if stored.code == DeclineCode::Declined {
+            tracing::warn!(
+                provider,
+                provider_code = %stored.provider_code,
+                "a decline payorch's tables do not know, counted as declined (soft)"
+            );
+        }
+        self.declines
+            .with_label_values(&[provider, stored.code.as_str(), stored.class.as_str()])
             .inc();
     }
 

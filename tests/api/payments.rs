@@ -490,6 +490,13 @@ async fn a_declined_order_can_be_paid_again_and_lists_its_attempts_newest_first(
     );
     assert!(declined["failure_message"].is_string());
     assert_eq!(app.order(&order_id).await["status"], "awaiting_payment");
+    // Counted in the vocabulary's words, by provider.
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    let counted = format!(
+        r#"payorch_payment_declines_total{{class="soft",code="generic_decline",provider="{}"}} 1"#,
+        declined["provider"].as_str().unwrap()
+    );
+    assert!(metrics.contains(&counted), "missing {counted}\n{metrics}");
 
     let paid = app.pay_order(&order_id, "try-2", "pm_card_visa").await;
     let paid: Value = paid.json().await.unwrap();

@@ -196,6 +196,12 @@ pub async fn apply(
                 if let Decision::Move { to, .. } = &decision {
                     metrics.transition(attempt.status, *to, source);
                 }
+                if let Decision::Move {
+                    failure: Some(f), ..
+                } = &decision
+                {
+                    metrics.declined(&attempt.provider, &f.code, f.decline.as_ref());
+                }
                 return Ok(Applied {
                     attempt: moved,
                     decision,

@@ -175,6 +175,15 @@ pub(super) async fn record_once(
                 if let Decision::Move { to, .. } = &decision {
                     payments.metrics.transition(was, *to, Source::Webhook);
                 }
+                if let Decision::Move {
+                    failure: Some(f), ..
+                } = &decision
+                {
+                    let decline = f.decline.as_ref();
+                    payments
+                        .metrics
+                        .declined(&attempt.provider, &f.code, decline);
+                }
                 return Ok(Received::Recorded {
                     id: new.id,
                     outcome: EventOutcome::Applied,

@@ -85,6 +85,12 @@ pub async fn record_answer(
     if let Decision::Move { to, .. } = &decision {
         metrics.transition(attempt.status, *to, Source::ProviderResponse);
     }
+    if let Decision::Move {
+        failure: Some(f), ..
+    } = &decision
+    {
+        metrics.declined(&attempt.provider, &f.code, f.decline.as_ref());
+    }
     Ok(Answered::Moved(Box::new(row.into())))
 }
 
