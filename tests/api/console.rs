@@ -772,12 +772,12 @@ async fn a_decline_reads_in_words_with_its_code() {
     // The sandbox's Adyen face says Adyen's name alone as `refusalReason`, as Adyen does.
     assert!(declined.contains("failed Refused ("), "{declined}");
     assert!(
-        declined.contains("(generic_decline, soft)"),
-        "payorch's code and its class: {declined}"
+        declined.contains("(generic_decline, soft, provider 2)"),
+        "payorch's code, its class and the provider's code: {declined}"
     );
     let declined = row(&stripe).await;
     assert!(
-        declined.contains("(generic_decline, soft)"),
+        declined.contains("(generic_decline, soft, provider card_declined/generic_decline)"),
         "the same through either protocol: {declined}"
     );
     show(&client, "latest").await;
@@ -786,6 +786,9 @@ async fn a_decline_reads_in_words_with_its_code() {
     search_for(&client, &adyen).await;
     let summary = text_with(&client, "summary", &adyen).await;
     assert!(summary.contains("Refused"), "{summary}");
-    assert!(summary.contains("(2)"), "{summary}");
+    assert!(
+        summary.contains("(generic_decline, soft, provider 2)"),
+        "{summary}"
+    );
     client.close().await.unwrap();
 }
