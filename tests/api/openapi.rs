@@ -2,6 +2,7 @@
 //! errors, `405` for a method a path does not have, `414` for an overlong target.
 
 use payorch::idempotency::Operation;
+use payorch::providers::decline::{DeclineCode, FailureClass};
 use payorch_contract::{report, Contract};
 use serde_json::Value;
 
@@ -361,6 +362,31 @@ async fn the_event_list_documents_its_parameters_and_the_event_its_types() {
         assert!(types.contains(&t), "{t} in {types:?}");
     }
     assert!(doc["components"]["schemas"]["Event"].is_object());
+}
+
+/// A payment's `failure_code` and `failure_class` are documented as the decline vocabulary's
+/// enums (docs/guides/declines.md), every word of `DeclineCode::ALL` and `FailureClass::ALL`.
+#[tokio::test]
+async fn the_payment_documents_the_decline_vocabulary() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let schemas = &doc["components"]["schemas"];
+    let words = |name: &str| -> Vec<String> {
+        schemas[name]["enum"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name} is an enum: {}", schemas[name]))
+            .iter()
+            .map(|w| w.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let codes: Vec<&str> = DeclineCode::ALL.map(DeclineCode::as_str).into();
+    assert_eq!(words("DeclineCode"), codes);
+    let classes: Vec<&str> = FailureClass::ALL.map(FailureClass::as_str).into();
+    assert_eq!(words("FailureClass"), classes);
+    let payment = schemas["Payment"]["properties"].to_string();
+    for field in ["failure_class", "provider_failure_code", "DeclineCode"] {
+        assert!(payment.contains(field), "{field} in {payment}");
+    }
 }
 
 #[actix_web::test]
