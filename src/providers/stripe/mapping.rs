@@ -6,6 +6,7 @@
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use reqwest::Url;
+use serde::Deserialize;
 
 use super::declines::{advice_of, decline};
 use super::wire::{ApiError, ErrorBody, PaymentIntent};
@@ -118,9 +119,19 @@ pub fn outcome_for_intent(intent: &PaymentIntent) -> ProviderOutcome {
 /// The outcome of a PaymentIntent read from `body`, with the advice of its
 /// `last_payment_error`, which the typed intent does not hold.
 fn outcome_for_intent_body(intent: &PaymentIntent, body: &[u8]) -> ProviderOutcome {
-    let advice = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("last_payment_error").map(advice_of))
+    let object = serde_json::from_slice::<serde_json::Value>(body).unwrap_or_default();
+    outcome_for_intent_object(intent, &object)
+}
+
+/// The outcome of `intent`, read from its JSON `object`, with the advice of its
+/// `last_payment_error`.
+fn outcome_for_intent_object(
+    intent: &PaymentIntent,
+    object: &serde_json::Value,
+) -> ProviderOutcome {
+    let advice = object
+        .get("last_payment_error")
+        .map(advice_of)
         .unwrap_or_default();
     outcome_for_view(&IntentView {
         advice,
@@ -180,21 +191,33 @@ pub(crate) struct IntentPage {
 pub(crate) fn intent_page(body: &[u8], attempt_id: &str) -> Result<IntentPage, String> {
     #[derive(serde::Deserialize)]
     struct Page {
-        data: Vec<PaymentIntent>,
+        // Each intent is kept as JSON too, for the advice the typed intent does not hold.
+        data: Vec<serde_json::Value>,
         has_more: bool,
     }
-    let page: Page = serde_json::from_slice(body)
-        .map_err(|e| format!("2xx with an unreadable list of intents: {e}"))?;
-    let matches = page
+    let unreadable = |e: serde_json::Error| format!("2xx with an unreadable list of intents: {e}");
+    let page: Page = serde_json::from_slice(body).map_err(unreadable)?;
+    let intents = page
         .data
         .iter()
-        .filter(|intent| intent.metadata.get("attempt_id").map(String::as_str) == Some(attempt_id))
-        .map(|intent| (intent.created, outcome_for_intent(intent)))
+        .map(|object| {
+            Ok((
+                PaymentIntent::deserialize(object).map_err(unreadable)?,
+                object,
+            ))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let matches = intents
+        .iter()
+        .filter(|(intent, _)| {
+            intent.metadata.get("attempt_id").map(String::as_str) == Some(attempt_id)
+        })
+        .map(|(intent, object)| (intent.created, outcome_for_intent_object(intent, object)))
         .collect();
     Ok(IntentPage {
         matches,
         has_more: page.has_more,
-        last_id: page.data.last().map(|intent| intent.id.clone()),
+        last_id: intents.last().map(|(intent, _)| intent.id.clone()),
     })
 }
 
@@ -489,6 +512,43 @@ fn summary(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::decline::{DeclineCode, FailureClass};
+
+    #[test]
+    fn a_listed_or_fetched_intent_declines_with_its_advice() {
+        let intent = serde_json::json!({
+            "id": "pi_1", "object": "payment_intent", "amount": 100, "amount_received": 0,
+            "currency": "eur", "status": "requires_payment_method", "created": 1,
+            "livemode": false, "metadata": {"attempt_id": "pay_1"},
+            "last_payment_error": {
+                "type": "card_error", "code": "card_declined", "decline_code": "generic_decline",
+                "message": "Your card was declined.", "advice_code": "do_not_try_again"
+            }
+        });
+        let hard = |outcome: &ProviderOutcome| match outcome {
+            ProviderOutcome::Failed {
+                code,
+                decline: Some(d),
+                ..
+            } => {
+                assert_eq!(code, "generic_decline");
+                assert_eq!(d.code, DeclineCode::GenericDecline);
+                assert_eq!(d.provider_code, "card_declined/generic_decline");
+                d.class == FailureClass::Hard
+            }
+            other => panic!("{other:?}"),
+        };
+        let body = intent.to_string();
+        assert!(hard(&outcome_for_response(
+            Call::Retrieve,
+            200,
+            body.as_bytes()
+        )));
+        let list = serde_json::json!({"data": [intent], "has_more": false}).to_string();
+        let page = intent_page(list.as_bytes(), "pay_1").unwrap();
+        assert!(hard(&page.matches[0].1));
+        assert_eq!(page.last_id.as_deref(), Some("pi_1"));
+    }
 
     #[test]
     fn matches_prefer_a_succeeded_intent_and_none_is_not_found() {
