@@ -252,6 +252,9 @@ async fn start_sandbox(
         keep_intents: args.provider.sandbox_keep_intents,
         keep_answers: args.provider.sandbox_keep_answers,
         slow_ms: args.provider.sandbox_slow_ms,
+        stripe_mix: args.provider.sandbox_stripe_mix.clone(),
+        adyen_mix: args.provider.sandbox_adyen_mix.clone(),
+        mix_seed: args.provider.sandbox_mix_seed,
         ..SandboxConfig::default()
     };
     let handle = sandbox::start(config).await?;

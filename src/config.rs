@@ -696,6 +696,19 @@ pub struct ProviderArgs {
     /// How long the in-process sandbox takes to answer a `pm_sandbox_slow` charge.
     #[arg(help_heading = "The in-process sandbox", long, env = "PAYORCH_SANDBOX_SLOW_MS", default_value_t = payorch_sandbox::DEFAULT_SLOW_MS)]
     pub sandbox_slow_ms: u64,
+    /// The in-process sandbox's Stripe face (the `stripe` provider): its approval rate,
+    /// decline mix and outages, as `payorch sandbox --stripe-mix` takes them
+    /// (docs/guides/test-cards.md, "Approval rates and outages"). Default: every card
+    /// approved, no outage.
+    #[arg(help_heading = "The in-process sandbox", long, env = "PAYORCH_SANDBOX_STRIPE_MIX", default_value = "approval=1", value_parser = payorch_sandbox::Mix::parse)]
+    pub sandbox_stripe_mix: payorch_sandbox::Mix,
+    /// The in-process sandbox's Adyen face (the `adyen` provider), as `--sandbox-stripe-mix`.
+    #[arg(help_heading = "The in-process sandbox", long, env = "PAYORCH_SANDBOX_ADYEN_MIX", default_value = "approval=1", value_parser = payorch_sandbox::Mix::parse)]
+    pub sandbox_adyen_mix: payorch_sandbox::Mix,
+    /// The seed the in-process sandbox's mixes draw from, with each request's idempotency
+    /// key: the same seed replays the same answers.
+    #[arg(help_heading = "The in-process sandbox", long, env = "PAYORCH_SANDBOX_MIX_SEED", default_value_t = 0)]
+    pub sandbox_mix_seed: u64,
     /// Longest wait for a connection to the provider.
     #[arg(
         help_heading = "Providers",

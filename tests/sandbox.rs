@@ -253,6 +253,83 @@ async fn each_decline_token_is_the_same_decline_through_both_adapters() {
     sandbox.stop().await;
 }
 
+/// The sandbox's mixes (docs/guides/test-cards.md, "Approval rates and outages") read through
+/// payorch's adapters: two sandboxes of one seed, one spoken to as Stripe and one as Adyen,
+/// as two providers of a route. The same key gives the same outcome through both: the same
+/// decline code and class (the class the mix drew it from), an approval, an unknown for every
+/// outage but `refused`, which alone is "not processed"; a second run of the same keys gives
+/// the same again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_draw_is_one_outcome_through_both_adapters() {
+    use payorch::providers::decline::FailureClass;
+    let mix = sandbox::Mix::parse(
+        "approval=0.4,soft=0.4,hard=0.4,authentication_required=0.2,outage=0.25,\
+         outages=error_before+error_after+dropped+refused",
+    )
+    .expect("mix");
+    let mixed = || SandboxConfig {
+        stripe_mix: mix.clone(),
+        adyen_mix: mix.clone(),
+        mix_seed: 7,
+        ..fast()
+    };
+    let (stripe_sandbox, adyen_sandbox) = (start(mixed()).await, start(mixed()).await);
+    let stripe = adapter(&stripe_sandbox, Duration::from_secs(5));
+    let adyen = adyen_adapter(&adyen_sandbox);
+    // What an outcome says, in words both adapters can be compared by.
+    let said = |outcome: &ProviderOutcome| match outcome {
+        ProviderOutcome::Succeeded { .. } => "approved".to_owned(),
+        ProviderOutcome::Failed {
+            decline: Some(decline),
+            ..
+        } => format!("{:?}/{:?}", decline.code, decline.class),
+        ProviderOutcome::Unknown { .. } => "unknown".to_owned(),
+        ProviderOutcome::Unavailable { .. } => "unavailable".to_owned(),
+        other => panic!("{other:?}"),
+    };
+    let expected = |drawn: sandbox::Drawn| match drawn {
+        sandbox::Drawn::Approved => None,
+        sandbox::Drawn::Outage(sandbox::Outage::Refused) => Some("unavailable"),
+        sandbox::Drawn::Outage(_) => Some("unknown"),
+        sandbox::Drawn::Declined(_) => Some("declined"),
+    };
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for i in 0..80 {
+        let attempt = format!("mix_{i}");
+        let request = charge("pm_card_visa", &attempt);
+        let drawn = mix.draw(7, Some(&request.idempotency_key), None);
+        let through_stripe = said(&stripe.create_charge(&request).await.outcome);
+        let through_adyen = said(&adyen.create_charge(&request).await.outcome);
+        assert_eq!(through_stripe, through_adyen, "{attempt}: {drawn:?}");
+        match (expected(drawn), drawn) {
+            (None, _) => assert_eq!(through_stripe, "approved", "{attempt}"),
+            (Some("declined"), sandbox::Drawn::Declined(row)) => {
+                let token = row.token.expect("a token");
+                let class = if sandbox::SOFT.contains(&token) {
+                    FailureClass::Soft
+                } else if sandbox::HARD.contains(&token) {
+                    FailureClass::Hard
+                } else {
+                    FailureClass::AuthenticationRequired
+                };
+                assert!(
+                    through_stripe.ends_with(&format!("/{class:?}")),
+                    "{attempt}: {token} is {through_stripe}, drawn as {class:?}"
+                );
+            }
+            (Some(word), _) => assert_eq!(through_stripe, word, "{attempt}"),
+        }
+        *seen.entry(through_stripe).or_default() += 1;
+    }
+    // The seed gives a bit of everything.
+    for word in ["approved", "unknown", "unavailable"] {
+        assert!(seen.contains_key(word), "{word} never drawn: {seen:?}");
+    }
+    assert!(seen.len() >= 6, "{seen:?}");
+    stripe_sandbox.stop().await;
+    adyen_sandbox.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn declined_card_answers_stripes_402_error_shape() {
     let sandbox = start(fast()).await;

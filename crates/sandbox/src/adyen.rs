@@ -47,6 +47,8 @@ use super::charges::charge;
 use super::config::SandboxConfig;
 use super::currency::is_iso4217;
 use super::declines::{by_stripe, AdyenRefusal};
+use super::mix::Face;
+use super::mix_control::{dropped, refused_adyen};
 use super::params::{site, CreateParams};
 use super::protocol::{is_marked_adyen, PROTOCOL};
 use super::refunds::Fault;
@@ -154,6 +156,10 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
     let Some(behaviour) = behaviour else {
         return validation("803", &format!("No such stored payment method: {token}"));
     };
+    let behaviour = sb.mixed(Face::Adyen, &req, behaviour);
+    if behaviour == Behaviour::Refused {
+        return refused_adyen();
+    }
     if behaviour == Behaviour::ErrorBefore {
         return server_error();
     }
@@ -187,6 +193,7 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
         Err(refused) => return *refused,
     };
     match charge(&sb, params, Some(behaviour), key, None).await {
+        Some(_) if behaviour == Behaviour::DroppedResponse => dropped(),
         Some(stored) => answer(&stored),
         None => server_error(),
     }

@@ -1,6 +1,7 @@
 //! What each test `payment_method` does (docs/DESIGN.md, "The provider protocol").
 
 use super::declines::{by_token, Decline};
+use super::mix::mixed_token;
 
 /// The behaviour of one payment method token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +18,15 @@ pub enum Behaviour {
     /// `pm_sandbox_lost_response`: charges, then never answers; the answer is recorded under
     /// the key, so a resend with it gets the charge.
     LostResponse,
+    /// `pm_sandbox_dropped_response`: charges and records the answer under the key, then
+    /// closes the connection without an answer; a resend with the key gets the charge.
+    DroppedResponse,
+    /// `pm_sandbox_refused`: refused before anything was done, as a provider refuses a
+    /// request it did not process (`403`); nothing recorded under the key.
+    Refused,
+    /// `pm_sandbox_mix` and `pm_sandbox_mix_NN`: drawn from the face's mix (`mix`), at its
+    /// approval rate or at NN %.
+    Mixed(Option<u8>),
     /// `pm_sandbox_error_before`: 500, nothing charged; on the Stripe face the key replays
     /// the 500.
     ErrorBefore,
@@ -55,6 +65,8 @@ impl Behaviour {
             "pm_sandbox_slow" => Self::Slow,
             "pm_sandbox_lost_response" => Self::LostResponse,
             "pm_sandbox_error_before" => Self::ErrorBefore,
+            "pm_sandbox_dropped_response" => Self::DroppedResponse,
+            "pm_sandbox_refused" => Self::Refused,
             "pm_sandbox_error_after" => Self::ErrorAfter,
             "pm_card_threeDSecure2Required" => Self::ThreeDSecure,
             "pm_sandbox_capture_error_before" => {
@@ -68,7 +80,11 @@ impl Behaviour {
             }
             // Stripe's declining test methods, and the sandbox's own for the answers
             // Stripe has no test card for.
-            _ => return by_token(token).map(Self::Decline),
+            _ => {
+                return by_token(token)
+                    .map(Self::Decline)
+                    .or_else(|| mixed_token(token).map(Self::Mixed))
+            }
         })
     }
 

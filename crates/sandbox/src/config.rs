@@ -1,5 +1,6 @@
 //! The sandbox's knobs: every flag has an environment variable.
 
+use super::mix::Mix;
 use super::store::Window;
 use payorch_wire::secret::Secret;
 use std::time::Duration;
@@ -140,6 +141,29 @@ pub struct SandboxConfig {
     /// answer was a `500` replays that `500`.
     #[arg(long = "keep-answers", env = "PAYORCH_SANDBOX_KEEP_ANSWERS", default_value_t = DEFAULT_KEEP_ANSWERS)]
     pub keep_answers: usize,
+
+    /// The Stripe face's approval rate, decline mix and outages, as
+    /// `approval=0.9,soft=0.6,hard=0.3,authentication_required=0.1,outage=0.02,outages=timeout+dropped`
+    /// (any part left out keeps this default): the share of an ordinary card's charges
+    /// approved, the weights of the declines' classes among the rest, and the share of
+    /// charges meeting one of the outages `error_before`, `error_after`, `timeout`,
+    /// `dropped`, `refused` (docs/guides/test-cards.md, "Approval rates and outages").
+    /// Changed at run time through `POST /__sandbox/mix/stripe`.
+    #[arg(long = "stripe-mix", env = "PAYORCH_SANDBOX_STRIPE_MIX", default_value = "approval=1", value_parser = Mix::parse)]
+    pub stripe_mix: Mix,
+
+    /// The Adyen face's, as `--stripe-mix`; `POST /__sandbox/mix/adyen`.
+    #[arg(long = "adyen-mix", env = "PAYORCH_SANDBOX_ADYEN_MIX", default_value = "approval=1", value_parser = Mix::parse)]
+    pub adyen_mix: Mix,
+
+    /// The seed of the mixes' draws: a charge's answer is drawn from it and the request's
+    /// `Idempotency-Key` alone, so a run replays and a key always meets the same answer.
+    #[arg(
+        long = "mix-seed",
+        env = "PAYORCH_SANDBOX_MIX_SEED",
+        default_value_t = 0
+    )]
+    pub mix_seed: u64,
 }
 
 impl Default for SandboxConfig {
@@ -166,6 +190,9 @@ impl Default for SandboxConfig {
             webhook_retry_ms: DEFAULT_WEBHOOK_RETRY_MS,
             keep_intents: DEFAULT_KEEP_INTENTS,
             keep_answers: DEFAULT_KEEP_ANSWERS,
+            stripe_mix: Mix::default(),
+            adyen_mix: Mix::default(),
+            mix_seed: 0,
         }
     }
 }
@@ -281,6 +308,26 @@ mod tests {
         ] {
             assert!(help.contains(shown), "{shown} missing from:\n{help}");
         }
+    }
+
+    #[test]
+    fn a_mix_is_read_per_face() {
+        let parsed = Cli::try_parse_from([
+            "sandbox",
+            "--stripe-mix",
+            "approval=0.9",
+            "--adyen-mix",
+            "approval=0.3,outage=0.1,outages=refused",
+            "--mix-seed",
+            "5",
+        ])
+        .ok()
+        .map(|c| c.sandbox);
+        let parsed = parsed.expect("parsed");
+        assert_eq!(parsed.stripe_mix.approval, 0.9);
+        assert_eq!(parsed.adyen_mix.approval, 0.3);
+        assert_eq!(parsed.mix_seed, 5);
+        assert!(Cli::try_parse_from(["sandbox", "--stripe-mix", "approval=2"]).is_err());
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub struct AdyenRefusal {
 const DECLINED: &str = "Your card was declined.";
 
 /// Every decline a token asks for. The tokens are Stripe's own test PaymentMethods (Stripe's
-/// docs, "Testing", https://docs.stripe.com/testing#declined-payments), but for the two
+/// docs, "Testing", https://docs.stripe.com/testing#declined-payments), but for the
 /// `pm_sandbox_decline_*`, for answers Stripe has no test card for.
 pub const DECLINES: &[Decline] = &[
     Decline {
@@ -220,6 +220,24 @@ pub const DECLINES: &[Decline] = &[
             raw: Some("05 : Do not honor"),
             merchant_advice: Some("03: Do not try again"),
             brand: "mc",
+        },
+    },
+    Decline {
+        token: Some("pm_sandbox_decline_authentication_required"),
+        kind: "card_error",
+        code: "card_declined",
+        // The issuer wants the payer authenticated (a charge without 3-D Secure that it
+        // would approve with it): Stripe's decline code, Adyen's 38. Stripe's own test card
+        // for it asks for a challenge on every charge instead, which `pm_card_threeDSecure2Required`
+        // already is.
+        decline_code: Some("authentication_required"),
+        message: "Your card was declined. This transaction requires authentication.",
+        adyen: AdyenRefusal {
+            code: "38",
+            reason: "Authentication required",
+            raw: None,
+            merchant_advice: None,
+            brand: "visa",
         },
     },
 ];

@@ -41,6 +41,10 @@
 //! `pm_card_threeDSecure2Required` waits for its customer on the sandbox's own challenge
 //! page (`challenge`). The ledger tells holds, captures and voids apart.
 //!
+//! Each face approves an ordinary card at its own rate, declines the rest in a mix of soft,
+//! hard and authentication-required declines and meets outages, drawn from a seed and the
+//! request's idempotency key (`mix`), changeable while it runs (`mix_control`).
+//!
 //! A declining test payment method is declined with the same reason through both faces,
 //! each in its provider's words (`declines`), so payorch's one decline vocabulary can be
 //! held to it.
@@ -72,6 +76,8 @@ mod currency;
 mod declines;
 mod kept;
 mod listing;
+mod mix;
+mod mix_control;
 mod modification;
 mod modify;
 mod nulls;
@@ -91,6 +97,7 @@ pub use config::{
     DEFAULT_SEARCH_LAG_SECS, DEFAULT_SLOW_MS, DEFAULT_WEBHOOK_DELAY_MS, MAX_SEARCH_LAG_SECS,
 };
 pub use declines::{AdyenRefusal, Decline, AUTHENTICATION_FAILED, DECLINES};
+pub use mix::{Drawn, Face, Mix, Outage, AUTHENTICATION, HARD, SOFT};
 pub use store::{CaptureEntry, Forgotten, HoldEntry, LedgerEntry, RefundEntry, VoidEntry, Window};
 
 use store::Store;
@@ -100,6 +107,8 @@ use webhooks::{Signing, Webhooks};
 pub(crate) struct Sandbox {
     config: SandboxConfig,
     store: Store,
+    /// Each face's mix, as the flags set it and the control endpoint changes it.
+    mixes: Mutex<mix_control::Mixes>,
     /// Stripe events of the Stripe face.
     webhooks: Webhooks,
     /// Adyen notifications of the Adyen face.
@@ -292,6 +301,16 @@ impl SandboxHandle {
         self.state.config.adyen_hmac_key.clone()
     }
 
+    /// The face's mix from the next charge on (as `POST /__sandbox/mix/{face}` does).
+    pub fn set_mix(&self, face: Face, mix: Mix) {
+        self.state.set_mix(face, mix);
+    }
+
+    /// The face's mix now.
+    pub fn mix(&self, face: Face) -> Mix {
+        self.state.mix(face)
+    }
+
     /// Where the Adyen face's notifications go from now on; `None` stops delivery.
     pub fn set_notification_url(&self, url: Option<String>) {
         self.state.notifications.set_url(url);
@@ -335,7 +354,8 @@ fn configure(cfg: &mut web::ServiceConfig) {
         .configure(adyen_modifications::configure)
         .configure(adyen_details::configure)
         .configure(adyen::configure)
-        .configure(challenge::configure);
+        .configure(challenge::configure)
+        .configure(mix_control::configure);
 }
 
 /// Bind, spawn the server and its background tasks on the current runtime, return at once.
@@ -360,6 +380,7 @@ pub async fn start(config: SandboxConfig) -> std::io::Result<SandboxHandle> {
     )?;
     let state = Arc::new(Sandbox {
         store: Store::new(config.window()),
+        mixes: Mutex::new(mix_control::Mixes::from_config(&config)),
         config,
         webhooks,
         notifications,

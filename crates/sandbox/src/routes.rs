@@ -15,6 +15,8 @@ use super::behaviour::Behaviour;
 use super::charges::charge;
 use super::kept::KeptIntent;
 use super::listing::{Cursor, ListQuery};
+use super::mix::Face;
+use super::mix_control::{dropped as dropped_answer, refused_stripe};
 use super::params::{
     missing_return_url, parse_query, parse_return_url, site, Clause, CreateParams, ParamError,
 };
@@ -56,7 +58,15 @@ async fn create_intent(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
     let behaviour = params
         .payment_method
         .as_deref()
-        .and_then(Behaviour::for_payment_method);
+        .and_then(Behaviour::for_payment_method)
+        .map(|b| match params.confirm {
+            true => sb.mixed(Face::Stripe, &req, b),
+            false => b,
+        });
+    if behaviour == Some(Behaviour::Refused) && params.confirm {
+        return refused_stripe();
+    }
+    let dropped = behaviour == Some(Behaviour::DroppedResponse) && params.confirm;
     if behaviour == Some(Behaviour::ThreeDSecure) && params.confirm && params.return_url.is_none() {
         return invalid_request(missing_return_url());
     }
@@ -70,6 +80,7 @@ async fn create_intent(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
         return fail_keyed(&sb, key.as_deref());
     }
     match charge(&sb, params, behaviour, key.clone(), None).await {
+        Some(_) if dropped => dropped_answer(),
         Some(stored) => respond(&stored, key.as_deref(), false),
         None => api_error_500(),
     }
@@ -250,7 +261,12 @@ async fn confirm_intent(
         Some(Err(e)) => return invalid_request(e),
         None => None,
     };
-    let behaviour = Behaviour::for_payment_method(&payment_method);
+    let behaviour =
+        Behaviour::for_payment_method(&payment_method).map(|b| sb.mixed(Face::Stripe, &req, b));
+    if behaviour == Some(Behaviour::Refused) {
+        return refused_stripe();
+    }
+    let dropped = behaviour == Some(Behaviour::DroppedResponse);
     if behaviour == Some(Behaviour::ThreeDSecure) && return_url.is_none() {
         return invalid_request(missing_return_url());
     }
@@ -288,6 +304,7 @@ async fn confirm_intent(
         return fail_keyed(&sb, key.as_deref());
     }
     match charge(&sb, params, behaviour, key.clone(), Some(intent)).await {
+        Some(_) if dropped => dropped_answer(),
         Some(stored) => respond(&stored, key.as_deref(), false),
         None => api_error_500(),
     }
