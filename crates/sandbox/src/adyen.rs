@@ -48,7 +48,7 @@ use super::config::SandboxConfig;
 use super::currency::is_iso4217;
 use super::declines::{by_stripe, AdyenRefusal};
 use super::mix::Face;
-use super::mix_control::{dropped, refused_adyen};
+use super::mix_control::{dropped, refused_adyen, refused_keyed};
 use super::params::{site, CreateParams};
 use super::protocol::{is_marked_adyen, PROTOCOL};
 use super::refunds::Fault;
@@ -157,9 +157,6 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
         return validation("803", &format!("No such stored payment method: {token}"));
     };
     let behaviour = sb.mixed(Face::Adyen, &req, behaviour);
-    if behaviour == Behaviour::Refused {
-        return refused_adyen();
-    }
     if behaviour == Behaviour::ErrorBefore {
         return server_error();
     }
@@ -192,6 +189,9 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
         Ok(key) => key,
         Err(refused) => return *refused,
     };
+    if behaviour == Behaviour::Refused {
+        return refused_keyed(&sb, key.as_deref(), refused_adyen);
+    }
     match charge(&sb, params, Some(behaviour), key, None).await {
         Some(_) if behaviour == Behaviour::DroppedResponse => dropped(),
         Some(stored) => answer(&stored),

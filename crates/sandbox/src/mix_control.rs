@@ -120,6 +120,19 @@ fn no_such_face(face: &str) -> HttpResponse {
     }))
 }
 
+/// `refused` under `key` (begun, so a key answered before got its answer): the key is let go,
+/// as a provider records nothing of a request it refused.
+pub(super) fn refused_keyed(
+    sb: &Sandbox,
+    key: Option<&str>,
+    refused: fn() -> HttpResponse,
+) -> HttpResponse {
+    if let Some(key) = key {
+        sb.store.abandon(key);
+    }
+    refused()
+}
+
 /// `refused` through the Stripe face: Stripe's `403` for a request it would not process.
 pub(super) fn refused_stripe() -> HttpResponse {
     HttpResponse::build(StatusCode::FORBIDDEN).json(json!({

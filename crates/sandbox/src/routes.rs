@@ -16,7 +16,7 @@ use super::charges::charge;
 use super::kept::KeptIntent;
 use super::listing::{Cursor, ListQuery};
 use super::mix::Face;
-use super::mix_control::{dropped as dropped_answer, refused_stripe};
+use super::mix_control::{dropped as dropped_answer, refused_keyed, refused_stripe};
 use super::params::{
     missing_return_url, parse_query, parse_return_url, site, Clause, CreateParams, ParamError,
 };
@@ -63,9 +63,6 @@ async fn create_intent(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
             true => sb.mixed(Face::Stripe, &req, b),
             false => b,
         });
-    if behaviour == Some(Behaviour::Refused) && params.confirm {
-        return refused_stripe();
-    }
     let dropped = behaviour == Some(Behaviour::DroppedResponse) && params.confirm;
     if behaviour == Some(Behaviour::ThreeDSecure) && params.confirm && params.return_url.is_none() {
         return invalid_request(missing_return_url());
@@ -74,6 +71,11 @@ async fn create_intent(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
         Ok(key) => key,
         Err(answer) => return *answer,
     };
+    // After the key, so a key that was answered before replays that answer; nothing is
+    // recorded under it.
+    if behaviour == Some(Behaviour::Refused) && params.confirm {
+        return refused_keyed(&sb, key.as_deref(), refused_stripe);
+    }
     // The API began the request, then failed: that 500 is the key's first result. (Without
     // `confirm` nothing is charged, and the fault waits for the confirm.)
     if behaviour == Some(Behaviour::ErrorBefore) && params.confirm {
@@ -263,9 +265,6 @@ async fn confirm_intent(
     };
     let behaviour =
         Behaviour::for_payment_method(&payment_method).map(|b| sb.mixed(Face::Stripe, &req, b));
-    if behaviour == Some(Behaviour::Refused) {
-        return refused_stripe();
-    }
     let dropped = behaviour == Some(Behaviour::DroppedResponse);
     if behaviour == Some(Behaviour::ThreeDSecure) && return_url.is_none() {
         return invalid_request(missing_return_url());
@@ -299,6 +298,9 @@ async fn confirm_intent(
             sb.store.abandon(key);
         }
         return unexpected_state(&sb, &intent, "confirm");
+    }
+    if behaviour == Some(Behaviour::Refused) {
+        return refused_keyed(&sb, key.as_deref(), refused_stripe);
     }
     if behaviour == Some(Behaviour::ErrorBefore) {
         return fail_keyed(&sb, key.as_deref());

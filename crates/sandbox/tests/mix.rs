@@ -329,5 +329,18 @@ async fn each_outage_does_what_it_says_to_the_ledger() {
         };
         assert_eq!(again, expected, "{outage:?} resent");
     }
+    // A key answered before the outage replays its answer through it.
+    sandbox.set_mix(
+        Face::Stripe,
+        Mix::parse("outage=1,outages=refused").expect("mix"),
+    );
+    let replay = stripe_charge(&client, &sandbox, "pm_card_visa", "outage-timeout")
+        .await
+        .expect("answered");
+    assert_eq!((replay.status, replay.replayed), (200, true));
+    let fresh = stripe_charge(&client, &sandbox, "pm_card_visa", "outage-fresh")
+        .await
+        .expect("answered");
+    assert_eq!(fresh.status, 403);
     sandbox.stop().await;
 }
