@@ -32,9 +32,6 @@ CREATE DOMAIN endpoint_status AS text
 CREATE DOMAIN event_type AS text
     CONSTRAINT event_type_known CHECK ((VALUE = ANY (ARRAY['payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text])));
 
-CREATE DOMAIN failure_class AS text
-    CONSTRAINT failure_class_known CHECK ((VALUE = ANY (ARRAY['hard'::text, 'soft'::text, 'authentication_required'::text, 'unknown'::text])));
-
 CREATE DOMAIN held_amount AS bigint
     CONSTRAINT held_amount_not_negative CHECK ((VALUE >= 0));
 
@@ -350,13 +347,14 @@ CREATE TABLE payment_attempts (
     return_url text,
     authorized_until timestamp with time zone,
     cancellation_reason short_text,
-    failure_class failure_class,
+    failure_class text,
     provider_failure_code text,
     CONSTRAINT payment_attempts_canceled_has_reason CHECK ((((status)::text = 'canceled'::text) = (cancellation_reason IS NOT NULL))),
     CONSTRAINT payment_attempts_captured_only_manual CHECK (((amount_captured IS NULL) OR (((capture_method)::text = 'manual'::text) AND ((status)::text = 'succeeded'::text)))),
     CONSTRAINT payment_attempts_captured_within_authorized CHECK (((amount_captured)::bigint <= (amount)::bigint)),
-    CONSTRAINT payment_attempts_class_is_a_failure CHECK (((failure_class IS NULL) OR (((status)::text = 'failed'::text) AND (provider_failure_code IS NOT NULL) AND ((failure_class)::text <> 'unknown'::text)))) NOT VALID,
+    CONSTRAINT payment_attempts_class_is_a_failure CHECK ((((failure_class IS NULL) OR (((status)::text = 'failed'::text) AND (failure_class <> 'unknown'::text))) AND ((provider_failure_code IS NULL) OR (failure_class IS NOT NULL)))) NOT VALID,
     CONSTRAINT payment_attempts_failed_has_code CHECK ((((status)::text = 'failed'::text) = (failure_code IS NOT NULL))),
+    CONSTRAINT payment_attempts_failure_class_known CHECK ((failure_class = ANY (ARRAY['hard'::text, 'soft'::text, 'authentication_required'::text, 'unknown'::text]))) NOT VALID,
     CONSTRAINT payment_attempts_final_is_finished CHECK ((((status)::text = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (finished_at IS NOT NULL))),
     CONSTRAINT payment_attempts_merchant_id_order_id_fkey FOREIGN KEY (merchant_id, order_id) REFERENCES orders(merchant_id, id),
     CONSTRAINT payment_attempts_open_is_checked CHECK ((((status)::text = ANY (ARRAY['created'::text, 'pending'::text, 'authorized'::text])) = (next_check_at IS NOT NULL))),

@@ -173,7 +173,8 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
             same("AttemptStatus, not final", open_statuses()),
         ),
         (
-            ("failure_class", "failure_class_known"),
+            // A table CHECK, not a domain: migration 000024 says why.
+            ("payment_attempts", "payment_attempts_failure_class_known"),
             same("FailureClass", FailureClass::ALL.map(FailureClass::as_str)),
         ),
         (
