@@ -127,13 +127,14 @@ impl PaymentMetrics {
     /// An attempt of `provider` failed with `code` and `decline`, counted in payorch's words
     /// whichever protocol said it (the labels are the vocabulary's, so the series stay few). A
     /// decline no table knows is counted as `declined` and logged with the provider's code, so
-    /// the tables can grow.
+    /// the tables can grow; a failure that came with no decline at all is counted the same,
+    /// and warned of where it is stored (`Decline::stored`).
     pub fn declined(&self, provider: &str, code: &str, decline: Option<&Decline>) {
-        let stored = Decline::stored(code, decline);
-        if stored.code == DeclineCode::Declined {
+        let (stored, _) = Decline::resolved(code, decline);
+        if decline.is_some() && stored.code == DeclineCode::Declined {
             tracing::warn!(
                 provider,
-                provider_code = %stored.provider_code,
+                provider_code = stored.provider_code.as_deref().unwrap_or_default(),
                 "a decline payorch's tables do not know, counted as declined (soft)"
             );
         }

@@ -133,15 +133,18 @@ pub struct Advice {
     pub network_decline_code: Option<String>,
 }
 
-/// Raw issuer responses that mean no attempt with these card details can be approved: Visa's
-/// categories 1 ("never"), 2 ("not at this time": the same issuer, so not now either) and 3
-/// ("not with these details"). These ISO 8583 codes mean the same at Mastercard, and a
-/// wrong brand here can only make a class stricter, so the brand is not asked.
-const NEVER_AGAIN_RAW: [&str; 26] = [
-    "04", "07", "12", "14", "15", "41", "43", "46", "57", "R0", "R1", "R3", // category 1
-    "19", "51", "59", "61", "75", "91", "96", "N3", "N4", // category 2
-    "54", "55", "N7", "82", // category 3
-    "62", // restricted card (Visa category 1 by some acquirers' lists)
+/// Raw issuer responses after which the issuer will never approve this card: Visa's category
+/// 1, where every re-attempt is charged (04, 07, 12, 14, 15, 41, 43, 46, 57, R0, R1, R3). These
+/// ISO 8583 codes mean the same at Mastercard, and a wrong brand here can only make a class
+/// stricter, so the brand is not asked. Visa's categories 2 ("not at this time": 91 issuer
+/// unavailable, 96 system malfunction, 51 funds) and 3 ("not with these details") are left
+/// out on purpose: a technical or passing answer must not make a soft decline hard (Stripe's
+/// `issuer_not_available` stays soft; so must Adyen's 9 with raw 91), and the declines they
+/// describe are already hard by their own code where that is right (`insufficient_funds`,
+/// `expired_card`, `incorrect_cvc`). Codes the acquirers' lists disagree on (03, 62, 78, 93)
+/// are not here either.
+const NEVER_AGAIN_RAW: [&str; 12] = [
+    "04", "07", "12", "14", "15", "41", "43", "46", "57", "R0", "R1", "R3",
 ];
 
 /// Mastercard merchant advice codes that forbid an immediate retry: 01 new account
@@ -152,27 +155,37 @@ const NO_RETRY_MAC: [&str; 12] = [
 ];
 
 impl Advice {
-    /// The class this advice asks for at least, if any. Never `Unknown`: advice comes with a
-    /// decline, which proves nothing was charged.
+    /// The class this advice asks for at least, if any: the strictest any of its signals asks
+    /// for (soft < authentication_required < hard), so no signal hides another. Never
+    /// `Unknown`: advice comes with a decline, which proves nothing was charged.
     pub fn floor(&self) -> Option<FailureClass> {
         let raw = self.network_decline_code.as_deref().map(leading_code);
         let mac = self.network_advice_code.as_deref().map(leading_code);
-        // Mastercard's security decline (83) with "new account information" (01) asks for a
-        // retry with authentication, not for new card data.
-        if raw.as_deref() == Some("83") && mac.as_deref() == Some("01") {
-            return Some(FailureClass::AuthenticationRequired);
-        }
-        let advised = matches!(
-            self.advice_code.as_deref(),
-            Some("do_not_try_again" | "confirm_card_data" | "try_again_later")
-        );
-        let mac_says = mac.as_deref().is_some_and(|m| NO_RETRY_MAC.contains(&m));
-        let raw_says = raw.as_deref().is_some_and(|r| NEVER_AGAIN_RAW.contains(&r));
-        if advised || mac_says || raw_says {
-            return Some(FailureClass::Hard);
-        }
-        // Visa 1A: additional customer authentication required.
-        (raw.as_deref() == Some("1A")).then_some(FailureClass::AuthenticationRequired)
+        let (raw, mac) = (raw.as_deref(), mac.as_deref());
+        let advised = self.advice_code.as_deref().map(|advice| match advice {
+            "do_not_try_again" | "confirm_card_data" | "try_again_later" => {
+                Some(FailureClass::Hard)
+            }
+            _ => None,
+        });
+        let mac_says = mac.map(|mac| match (raw, mac) {
+            // Mastercard's security decline (83) with "new account information" (01) asks for
+            // a retry with authentication, not for new card data.
+            (Some("83"), "01") => Some(FailureClass::AuthenticationRequired),
+            (_, mac) if NO_RETRY_MAC.contains(&mac) => Some(FailureClass::Hard),
+            _ => None,
+        });
+        let raw_says = raw.map(|raw| match raw {
+            raw if NEVER_AGAIN_RAW.contains(&raw) => Some(FailureClass::Hard),
+            // Visa 1A: additional customer authentication required.
+            "1A" => Some(FailureClass::AuthenticationRequired),
+            _ => None,
+        });
+        [advised, mac_says, raw_says]
+            .into_iter()
+            .flatten()
+            .flatten()
+            .reduce(FailureClass::stricter)
     }
 
     /// `class`, made stricter by this advice where it says so.
@@ -207,9 +220,21 @@ pub struct Decline {
     /// The code's class, after the advice.
     pub class: FailureClass,
     /// The provider's own code: Stripe's `code/decline_code` (`card_declined/lost_card`, or
-    /// the one present), Adyen's `refusalReasonCode` (`12`) or 422 `errorCode`.
-    pub provider_code: String,
+    /// the one present), Adyen's `refusalReasonCode` (`12`) or 422 `errorCode`. `None` for
+    /// payorch's own codes, which no provider answer named.
+    pub provider_code: Option<String>,
     pub advice: Advice,
+}
+
+impl DeclineCode {
+    /// payorch's own codes (`provider_no_record`, `provider_unavailable`): failures payorch
+    /// establishes itself, without a provider's answer naming them.
+    pub fn is_own(self) -> bool {
+        matches!(
+            self,
+            DeclineCode::ProviderNoRecord | DeclineCode::ProviderUnavailable
+        )
+    }
 }
 
 impl Decline {
@@ -219,26 +244,52 @@ impl Decline {
         Decline {
             code,
             class: advice.applied_to(code.class()),
-            provider_code: provider_code.into(),
+            provider_code: Some(provider_code.into()),
             advice,
         }
     }
 
-    /// One of payorch's own codes, where no provider answer named the failure
-    /// (`provider_no_record`, `provider_unavailable`): its word stands as the provider's code.
+    /// One of payorch's own codes (`provider_no_record`, `provider_unavailable`), or a word
+    /// of the vocabulary no provider's answer came with: no provider's code beside it.
     pub fn own(code: DeclineCode) -> Self {
-        Decline::new(code, code.as_str(), Advice::default())
+        Decline {
+            code,
+            class: code.class(),
+            provider_code: None,
+            advice: Advice::default(),
+        }
     }
 
     /// What a failed attempt stores for a failure said with `code` and `decline`
-    /// (docs/guides/declines.md, "Declines"): the decline itself; else, for payorch's own codes,
-    /// [`Decline::own`]; else (a code no adapter gives a charge) `declined` under that code,
-    /// so a failed attempt's code never leaves the vocabulary.
+    /// (docs/guides/declines.md, "Codes"): the decline itself; else, for payorch's own codes,
+    /// [`Decline::own`]. Anything else is a failed attempt no adapter mapped: a path that
+    /// fails an attempt without a decline. A code outside the vocabulary is stored as
+    /// `declined` (soft) under `code`, so a failed attempt's code never leaves the vocabulary;
+    /// either way it is logged as a warning, so the path is noticed (and one outside the
+    /// vocabulary is counted as `declined` by `payorch_payment_declines_total`).
     pub fn stored(code: &str, decline: Option<&Decline>) -> Decline {
+        let (stored, mapped) = Decline::resolved(code, decline);
+        if !mapped {
+            tracing::warn!(
+                code,
+                "a failed attempt recorded without a decline: the path that failed it did not \
+                 map the provider's answer to the vocabulary"
+            );
+        }
+        stored
+    }
+
+    /// [`Decline::stored`] without its warning (for counting what is stored and warned of
+    /// once), and whether the failure came mapped.
+    pub fn resolved(code: &str, decline: Option<&Decline>) -> (Decline, bool) {
         match (decline, DeclineCode::parse(code)) {
-            (Some(decline), _) => decline.clone(),
-            (None, Some(ours)) => Decline::own(ours),
-            (None, None) => Decline::new(DeclineCode::Declined, code, Advice::default()),
+            (Some(decline), _) => (decline.clone(), true),
+            // A word of the vocabulary with no decline: its class, but no provider's code.
+            (None, Some(ours)) => (Decline::own(ours), ours.is_own()),
+            (None, None) => (
+                Decline::new(DeclineCode::Declined, code, Advice::default()),
+                false,
+            ),
         }
     }
 }
@@ -357,5 +408,82 @@ mod tests {
             DeclineCode::ProviderNoRecord.as_str(),
             crate::providers::NO_RECORD
         );
+    }
+
+    #[test]
+    fn a_technical_raw_answer_leaves_a_soft_decline_soft() {
+        // Visa 91 (issuer unavailable), 96 (system malfunction) and the other "not at this
+        // time" answers say nothing about the card.
+        for raw in ["91", "96", "19", "51", "61", "N3", "54", "62", "03"] {
+            let d = Decline::new(
+                DeclineCode::IssuerUnavailable,
+                "9",
+                advice(None, None, Some(raw)),
+            );
+            assert_eq!(d.class, FailureClass::Soft, "raw {raw}");
+        }
+        for raw in NEVER_AGAIN_RAW {
+            let d = Decline::new(
+                DeclineCode::IssuerUnavailable,
+                "9",
+                advice(None, None, Some(raw)),
+            );
+            assert_eq!(d.class, FailureClass::Hard, "raw {raw}");
+        }
+    }
+
+    #[test]
+    fn the_strictest_signal_decides_whatever_comes_first() {
+        let generic = |a| Decline::new(DeclineCode::GenericDecline, "card_declined", a).class;
+        // 83 with MAC 01 alone asks for authentication; beside a never-retry advice it is hard.
+        for advice_code in ["do_not_try_again", "confirm_card_data", "try_again_later"] {
+            assert_eq!(
+                generic(advice(Some(advice_code), Some("01"), Some("83"))),
+                FailureClass::Hard,
+                "{advice_code} with 83 and MAC 01"
+            );
+        }
+        assert_eq!(
+            generic(advice(None, Some("03"), Some("1A"))),
+            FailureClass::Hard
+        );
+        assert_eq!(
+            generic(advice(None, Some("01"), Some("41"))),
+            FailureClass::Hard,
+            "a lost card with MAC 01"
+        );
+        assert_eq!(
+            generic(advice(Some("something_new"), Some("01"), Some("83"))),
+            FailureClass::AuthenticationRequired
+        );
+    }
+
+    #[test]
+    fn a_stored_failure_keeps_the_vocabulary_and_says_when_it_came_unmapped() {
+        let (own, mapped) = Decline::resolved(crate::providers::NO_RECORD, None);
+        assert!(mapped);
+        assert_eq!(
+            (own.code, own.class, own.provider_code),
+            (DeclineCode::ProviderNoRecord, FailureClass::Soft, None)
+        );
+        let (forgotten, mapped) = Decline::resolved("capture_failed", None);
+        assert!(!mapped, "a failure no adapter mapped is told");
+        assert_eq!(
+            (forgotten.code, forgotten.class),
+            (DeclineCode::Declined, FailureClass::Soft)
+        );
+        assert_eq!(forgotten.provider_code.as_deref(), Some("capture_failed"));
+        let (word, mapped) = Decline::resolved("insufficient_funds", None);
+        assert!(!mapped);
+        assert_eq!(
+            (word.code, word.class),
+            (DeclineCode::InsufficientFunds, FailureClass::Hard)
+        );
+        let decline = Decline::new(DeclineCode::GenericDecline, "2", Advice::default());
+        assert_eq!(
+            Decline::resolved("x", Some(&decline)),
+            (decline.clone(), true)
+        );
+        assert_eq!(Decline::stored("x", Some(&decline)), decline);
     }
 }

@@ -62,11 +62,13 @@ function money(amount, currency) {
 // Why a payment or an operation failed, in words, its code beside: a provider's code alone
 // ("2", Adyen's refusal) says nothing to support. A declined payment's class follows payorch's
 // code (docs/guides/declines.md): whether another attempt with the card can succeed at all;
-// then the provider's own code, which is what the provider's dashboard shows.
+// then the provider's own code, which is what the provider's dashboard shows (none with
+// payorch's own codes, which no provider named).
 function failureText(failed) {
   if (!failed.failure_code) return "";
+  const provider = failed.provider_failure_code ? `, provider ${failed.provider_failure_code}` : "";
   const code = failed.failure_class
-    ? `${failed.failure_code}, ${failed.failure_class}, provider ${failed.provider_failure_code}`
+    ? `${failed.failure_code}, ${failed.failure_class}${provider}`
     : failed.failure_code;
   return failed.failure_message ? `${failed.failure_message} (${code})` : code;
 }

@@ -292,7 +292,7 @@ pub(crate) fn move_ctes<'f>(
     let stored = failure.map(|f| Decline::stored(&f.code, f.decline.as_ref()));
     let code = q.bind::<Nullable<Text>, _>(stored.as_ref().map(|d| d.code.as_str()));
     let class = q.bind::<Nullable<Text>, _>(stored.as_ref().map(|d| d.class.as_str()));
-    let provider_code = q.bind::<Nullable<Text>, _>(stored.map(|d| d.provider_code));
+    let provider_code = q.bind::<Nullable<Text>, _>(stored.and_then(|d| d.provider_code));
     let message = q.bind::<Nullable<Text>, _>(failure.map(|f| f.message.as_str()));
     let next_check = q.bind::<Nullable<Timestamptz>, _>((!to.is_final()).then(|| {
         // The earliest end anyone told: a hold is never thought to outlive what the provider

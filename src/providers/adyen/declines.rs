@@ -62,7 +62,8 @@ pub const BY_REFUSAL: &[(&str, DeclineCode)] = {
 };
 
 /// `additionalData.inferredRefusalReason` → payorch's code: Adyen's more precise reading of a
-/// generic refusal, which replaces the refusal's own. Its other values keep the refusal's.
+/// generic refusal, which replaces the refusal's own only where the refusal is one Adyen
+/// reads further ([`INFERRED_FROM`]). Its other values keep the refusal's.
 pub const BY_INFERRED: &[(&str, DeclineCode)] = {
     use DeclineCode::*;
     &[
@@ -72,6 +73,14 @@ pub const BY_INFERRED: &[(&str, DeclineCode)] = {
         ("CVC Mandated", IncorrectCvc),
     ]
 };
+
+/// The refusals an inferred reason may replace: the generic ones (`2` Refused, `3` Referral,
+/// `27` Declined Non Generic, and a refusal payorch does not know), and those Adyen names as
+/// the ones it infers from and relabels `10` Not supported when it does (`10`, `23` Transaction
+/// Not Permitted, `25` Restricted Card: https://docs.adyen.com/development-resources/refusal-reasons).
+/// Any other refusal is the issuer's own reason and stands: `12` Not enough balance stays
+/// `insufficient_funds`, hard, whatever is inferred.
+const INFERRED_FROM: &[&str] = &["2", "3", "27", "10", "23", "25"];
 
 /// `additionalData.refusalReasonRaw`'s leading code → payorch's code, where the issuer's raw
 /// answer says more than Adyen's refusal: Adyen has no refusal for a lost or stolen card and
@@ -106,7 +115,12 @@ pub fn decline(
         .or(text("refusalCodeRaw"))
         .map(leading_code)
         .filter(|c| !c.is_empty());
+    let refined = refusal_code.is_none_or(|code| {
+        let code = code.trim();
+        INFERRED_FROM.contains(&code) || lookup(BY_REFUSAL, code).is_none()
+    });
     let ours = text("inferredRefusalReason")
+        .filter(|_| refined)
         .and_then(|inferred| lookup(BY_INFERRED, inferred))
         .or_else(|| lookup(BY_RAW, raw.as_deref()?))
         .unwrap_or(by_refusal);
@@ -173,12 +187,16 @@ mod tests {
         for (raw, ours) in BY_REFUSAL {
             let d = decline(Some(raw), &BTreeMap::new());
             assert_eq!((d.code, d.class), (*ours, ours.class()), "{raw}");
-            assert_eq!(d.provider_code, *raw);
+            assert_eq!(d.provider_code.as_deref(), Some(*raw));
         }
         let missing = decline(None, &BTreeMap::new());
         assert_eq!(
-            (missing.code, missing.class, missing.provider_code.as_str()),
-            (DeclineCode::Declined, FailureClass::Soft, "refused")
+            (
+                missing.code,
+                missing.class,
+                missing.provider_code.as_deref()
+            ),
+            (DeclineCode::Declined, FailureClass::Soft, Some("refused"))
         );
         assert_eq!(
             decline(Some("99"), &BTreeMap::new()).code,
@@ -193,14 +211,18 @@ mod tests {
                 continue;
             };
             let d = decline_by_reason(name, &BTreeMap::new());
-            assert_eq!((d.code, d.provider_code.as_str()), (*ours, *raw), "{name}");
+            assert_eq!(
+                (d.code, d.provider_code.as_deref()),
+                (*ours, Some(*raw)),
+                "{name}"
+            );
             let said =
                 decline_by_reason(&format!("{}: more", name.to_lowercase()), &BTreeMap::new());
             assert_eq!(said.code, *ours, "{name}");
         }
         let unknown = decline_by_reason("Something new", &BTreeMap::new());
         assert_eq!(unknown.code, DeclineCode::Declined);
-        assert_eq!(unknown.provider_code, "refused");
+        assert_eq!(unknown.provider_code.as_deref(), Some("refused"));
     }
 
     #[test]
@@ -211,7 +233,7 @@ mod tests {
                 &data(&[("refusalReasonRaw", &format!("{raw} : x"))]),
             );
             assert_eq!((d.code, d.class), (*ours, FailureClass::Hard), "{raw}");
-            assert_eq!(d.provider_code, "5");
+            assert_eq!(d.provider_code.as_deref(), Some("5"));
         }
         let blocked = decline(Some("5"), &data(&[("refusalReasonRaw", "62 : Restricted")]));
         assert_eq!(blocked.code, DeclineCode::RestrictedCard);
@@ -220,14 +242,66 @@ mod tests {
     #[test]
     fn an_inferred_reason_refines_a_generic_refusal() {
         for (inferred, ours) in BY_INFERRED {
-            let d = decline(Some("10"), &data(&[("inferredRefusalReason", inferred)]));
-            assert_eq!((d.code, d.class), (*ours, ours.class()), "{inferred}");
+            for refusal in INFERRED_FROM.iter().chain([&"99"]) {
+                let d = decline(Some(refusal), &data(&[("inferredRefusalReason", inferred)]));
+                assert_eq!(
+                    (d.code, d.class),
+                    (*ours, ours.class()),
+                    "{inferred} on {refusal}"
+                );
+            }
         }
+        let d = decline(
+            Some("2"),
+            &data(&[("inferredRefusalReason", "3D Secure Mandated")]),
+        );
+        assert_eq!(
+            (d.code, d.class),
+            (
+                DeclineCode::AuthenticationRequired,
+                FailureClass::AuthenticationRequired
+            )
+        );
         let kept = decline(
             Some("2"),
             &data(&[("inferredRefusalReason", "Low Authrate Bin")]),
         );
         assert_eq!(kept.code, DeclineCode::GenericDecline);
+    }
+
+    #[test]
+    fn an_inferred_reason_never_replaces_the_issuers_own_reason() {
+        for (inferred, _) in BY_INFERRED {
+            let d = decline(Some("12"), &data(&[("inferredRefusalReason", inferred)]));
+            assert_eq!(
+                (d.code, d.class),
+                (DeclineCode::InsufficientFunds, FailureClass::Hard),
+                "{inferred}"
+            );
+        }
+        let fraud = decline(
+            Some("31"),
+            &data(&[("inferredRefusalReason", "3D Secure Mandated")]),
+        );
+        assert_eq!(
+            (fraud.code, fraud.class),
+            (DeclineCode::Fraudulent, FailureClass::Hard)
+        );
+    }
+
+    #[test]
+    fn an_unavailable_issuer_with_a_technical_raw_answer_stays_soft() {
+        for raw in [
+            "91 : Issuer or switch inoperative",
+            "96 : System malfunction",
+        ] {
+            let d = decline(Some("9"), &data(&[("refusalReasonRaw", raw)]));
+            assert_eq!(
+                (d.code, d.class),
+                (DeclineCode::IssuerUnavailable, FailureClass::Soft),
+                "{raw}"
+            );
+        }
     }
 
     #[test]
@@ -270,7 +344,7 @@ mod tests {
             (other.code, other.class),
             (DeclineCode::ProviderRejected, FailureClass::Soft)
         );
-        assert_eq!(other.provider_code, "702");
-        assert_eq!(rejected(None).provider_code, "http_422");
+        assert_eq!(other.provider_code.as_deref(), Some("702"));
+        assert_eq!(rejected(None).provider_code.as_deref(), Some("http_422"));
     }
 }

@@ -7,7 +7,8 @@
 use crate::providers::decline::{Advice, Decline, DeclineCode};
 
 /// `decline_code` → payorch's code (https://docs.stripe.com/declines/codes). Any other
-/// decline code is [`DeclineCode::Declined`].
+/// decline code is what `code` says by [`BY_CODE`] (but `card_declined`), else
+/// [`DeclineCode::Declined`].
 pub const BY_DECLINE_CODE: &[(&str, DeclineCode)] = {
     use DeclineCode::*;
     &[
@@ -126,7 +127,15 @@ pub fn decline(
     }
     let rejected = kind == "invalid_request_error";
     let ours = match (decline_code, code) {
-        (Some(declined), _) => lookup(BY_DECLINE_CODE, declined).unwrap_or(DeclineCode::Declined),
+        // A decline code the table lacks does not hide what `code` says (`incorrect_cvc`);
+        // `card_declined` says only "see decline_code", so a new one stays `declined`, counted
+        // and logged for the table to grow.
+        (Some(declined), code) => lookup(BY_DECLINE_CODE, declined)
+            .or_else(|| {
+                code.filter(|code| *code != "card_declined")
+                    .and_then(|code| lookup(BY_CODE, code))
+            })
+            .unwrap_or(DeclineCode::Declined),
         (None, Some(code)) => {
             lookup(BY_CODE, code).unwrap_or(if rejected || code.starts_with("parameter_") {
                 DeclineCode::ProviderRejected
@@ -171,7 +180,7 @@ mod tests {
         for (raw, ours) in BY_DECLINE_CODE {
             let d = card("card_declined", Some(raw));
             assert_eq!(d.code, *ours, "{raw}");
-            assert_eq!(d.provider_code, format!("card_declined/{raw}"));
+            assert_eq!(d.provider_code, Some(format!("card_declined/{raw}")));
             let expected = if *raw == "do_not_try_again" {
                 FailureClass::Hard
             } else {
@@ -186,7 +195,7 @@ mod tests {
         for (raw, ours) in BY_CODE {
             let d = card(raw, None);
             assert_eq!((d.code, d.class), (*ours, ours.class()), "{raw}");
-            assert_eq!(d.provider_code, *raw);
+            assert_eq!(d.provider_code.as_deref(), Some(*raw));
         }
     }
 
@@ -207,10 +216,50 @@ mod tests {
             rejected(Some("whatever")).code,
             DeclineCode::ProviderRejected
         );
-        assert_eq!(rejected(None).provider_code, "invalid_request_error");
+        assert_eq!(
+            rejected(None).provider_code.as_deref(),
+            Some("invalid_request_error")
+        );
         assert_eq!(
             decline("card_error", None, None, Advice::default()).code,
             DeclineCode::Declined
+        );
+    }
+
+    #[test]
+    fn an_unknown_decline_code_does_not_hide_a_known_code() {
+        let d = card("incorrect_cvc", Some("something_new"));
+        assert_eq!(
+            (d.code, d.class),
+            (DeclineCode::IncorrectCvc, FailureClass::Hard)
+        );
+        assert_eq!(
+            d.provider_code.as_deref(),
+            Some("incorrect_cvc/something_new")
+        );
+        let d = card("card_declined", Some("something_new"));
+        assert_eq!(
+            (d.code, d.class),
+            (DeclineCode::Declined, FailureClass::Soft),
+            "card_declined names no reason of its own"
+        );
+    }
+
+    #[test]
+    fn a_technical_network_code_leaves_issuer_not_available_soft() {
+        let advice = Advice {
+            network_decline_code: Some("91".to_owned()),
+            ..Advice::default()
+        };
+        let d = decline(
+            "card_error",
+            Some("card_declined"),
+            Some("issuer_not_available"),
+            advice,
+        );
+        assert_eq!(
+            (d.code, d.class),
+            (DeclineCode::IssuerUnavailable, FailureClass::Soft)
         );
     }
 

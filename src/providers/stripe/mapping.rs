@@ -533,7 +533,10 @@ mod tests {
             } => {
                 assert_eq!(code, "generic_decline");
                 assert_eq!(d.code, DeclineCode::GenericDecline);
-                assert_eq!(d.provider_code, "card_declined/generic_decline");
+                assert_eq!(
+                    d.provider_code.as_deref(),
+                    Some("card_declined/generic_decline")
+                );
                 d.class == FailureClass::Hard
             }
             other => panic!("{other:?}"),
