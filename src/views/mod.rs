@@ -21,7 +21,7 @@ use crate::payments::status::OrderStatus;
 use crate::payments::support::{self, Conflict, KeyState};
 use crate::payments::webhooks::RecordedEvent;
 use crate::payments::{orders, refunds, AttemptStatus, PaymentAttempt};
-use crate::providers::decline::{DeclineCode, FailureClass};
+use crate::providers::decline::FailureClass;
 
 /// A payment attempt as shown to merchants and support.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -40,10 +40,18 @@ pub struct Payment {
     provider_idempotency_key: String,
     /// The provider's charge id (`pi_…`), once known.
     provider_payment_id: Option<String>,
-    /// For `failed`: payorch's code, the same through every provider (docs/guides/declines.md).
-    /// An attempt failed before this vocabulary keeps the provider's raw code here
-    /// (`card_declined`, `2`) and has no `failure_class`.
-    #[schema(value_type = Option<DeclineCode>, example = "insufficient_funds")]
+    /// For `failed`: payorch's code, the same through every provider (docs/guides/declines.md):
+    /// `invalid_number`, `expired_card`, `incorrect_cvc`, `incorrect_address`,
+    /// `lost_or_stolen_card`, `restricted_card`, `invalid_account`, `authorization_revoked`,
+    /// `fraudulent`, `card_not_supported`, `insufficient_funds`, `card_velocity_exceeded`,
+    /// `invalid_amount`, `duplicate_transaction`, `retry_limit_exceeded`,
+    /// `authentication_failed`, `payer_canceled`, `generic_decline`, `issuer_unavailable`,
+    /// `processing_error`, `authentication_error`, `provider_rejected`, `declined`,
+    /// `authentication_required`, `provider_no_record` or `provider_unavailable`. A string, not
+    /// an enum: a payment failed before this vocabulary, or by a replica of the previous
+    /// release while an upgrade rolls out, holds its provider's raw code here (`card_declined`,
+    /// `2`, `refused`) and has no `failure_class`.
+    #[schema(example = "insufficient_funds")]
     failure_code: Option<String>,
     /// For `failed`: what the failure allows next. `hard`: no attempt with this card for this
     /// payment; `soft`: another provider may approve; `authentication_required`: only with
@@ -51,7 +59,9 @@ pub struct Payment {
     #[schema(example = "hard")]
     failure_class: Option<FailureClass>,
     /// For `failed`: the provider's own code: Stripe's `code/decline_code`
-    /// (`card_declined/insufficient_funds`), Adyen's refusal reason code (`12`).
+    /// (`card_declined/insufficient_funds`), Adyen's refusal reason code (`12`). `null` with
+    /// payorch's own codes `provider_no_record` and `provider_unavailable` (no provider answer
+    /// named the failure), and for a payment failed before this vocabulary.
     #[schema(example = "card_declined/insufficient_funds")]
     provider_failure_code: Option<String>,
     failure_message: Option<String>,
