@@ -15,21 +15,20 @@ use serde_json::{json, Value};
 
 use payorch_sandbox::{Decline, AUTHENTICATION_FAILED, DECLINES};
 
-use crate::helpers::{eventually, TestApp};
+use crate::helpers::{eventually, TestApp, TestConfig};
 use crate::payments::Route;
 use crate::webhooks::event;
 
 const THREE_D_SECURE: &str = "pm_card_threeDSecure2Required";
 
+/// docs/guides/test-cards.md as it was when the tests were built: an edit to the page made
+/// while they run is read by the next build, not half-way through a run.
+const TEST_CARDS: &str = include_str!("../../docs/guides/test-cards.md");
+
 /// `payment method → (failure_code, failure_class)` as docs/guides/test-cards.md,
 /// "Declines", lists them.
 fn documented() -> BTreeMap<String, (String, String)> {
-    let page = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/docs/guides/test-cards.md"
-    ))
-    .unwrap();
-    let section = page
+    let section = TEST_CARDS
         .split("\n### Declines\n")
         .nth(1)
         .and_then(|rest| rest.split("\n## ").next())
@@ -153,12 +152,52 @@ fn expected_all(
     tokens
 }
 
+/// An app whose provider leaves `pm_sandbox_processing` processing for an hour and whose
+/// reconciler sleeps, so that only the webhook or notification a test sends tells an attempt's
+/// end. Its provider calls may take 5 s, not the test apps' usual 1 s: the attempt must have
+/// its provider's charge id, which only the create's answer gives here, and a loaded machine
+/// can take longer than 1 s to answer (a timeout leaves the attempt without it).
+async fn told_only_by_the_test() -> TestApp {
+    TestApp::spawn_config(|config: &mut TestConfig| {
+        config.provider_timeout = Duration::from_secs(5);
+        // The key's lease outlasts the slowest answer, as in every test app.
+        config.settings.idempotency.lease = Duration::from_secs(10);
+        config.sandbox.processing_ms = 3_600_000;
+        config.settings.reconciler.interval = Duration::from_secs(3600);
+        config.settings.reconciler.backoff = vec![Duration::from_secs(3600)];
+    })
+    .await
+}
+
+/// A checkout with `pm_sandbox_processing` under `key`: pending, with the provider's charge
+/// id the notification must name (waited for, should the answer be recorded after the
+/// checkout's own answer).
+async fn pending_with_its_charge(app: &TestApp, key: &str) -> Value {
+    let (status, attempt) = app.pay(Route::Checkout, key, "pm_sandbox_processing").await;
+    assert_eq!(status, 201, "{key}: {attempt}");
+    assert_eq!(attempt["status"], "pending", "{key}: {attempt}");
+    let id = attempt["id"].as_str().unwrap().to_owned();
+    let known = eventually(Duration::from_secs(10), || {
+        let id = id.clone();
+        async move { app.payment(&id).await["provider_payment_id"].is_string() }
+    })
+    .await;
+    let attempt = app.payment(&id).await;
+    assert!(
+        known && attempt["provider_payment_id"].is_string(),
+        "{key}: no provider_payment_id to tell the decline by: {attempt}"
+    );
+    assert_eq!(attempt["status"], "pending", "{key}: {attempt}");
+    attempt
+}
+
 /// Told by a Stripe webhook alone: the attempt was left pending (`pm_sandbox_processing`,
 /// which the sandbox keeps `processing` here), then a signed `payment_intent.payment_failed`
 /// carries the decline's `last_payment_error` as the sandbox words it.
 #[tokio::test]
 async fn a_decline_told_by_a_stripe_webhook_is_the_same() {
-    let app = crate::webhooks::quiet_app().await;
+    let app = told_only_by_the_test().await;
+    app.sandbox.set_webhook_url(None);
     let docs = expected_all(&documented());
     let declines = DECLINES
         .iter()
@@ -166,7 +205,7 @@ async fn a_decline_told_by_a_stripe_webhook_is_the_same() {
         .chain([(THREE_D_SECURE, &AUTHENTICATION_FAILED)]);
     for (token, decline) in declines {
         let what = format!("{token} by a Stripe webhook");
-        let attempt = app.pending_attempt(&format!("webhook-{token}")).await;
+        let attempt = pending_with_its_charge(&app, &format!("webhook-{token}")).await;
         let mut body: Value =
             serde_json::from_str(&event("payment_failed", &format!("evt_{token}"), &attempt))
                 .unwrap();
@@ -186,12 +225,7 @@ async fn a_decline_told_by_a_stripe_webhook_is_the_same() {
 /// notification would.
 #[tokio::test]
 async fn a_decline_told_by_an_adyen_notification_alone_is_the_same() {
-    let app = TestApp::spawn_config(|config| {
-        config.sandbox.processing_ms = 3_600_000;
-        config.settings.reconciler.interval = Duration::from_secs(3600);
-        config.settings.reconciler.backoff = vec![Duration::from_secs(3600)];
-    })
-    .await;
+    let app = told_only_by_the_test().await;
     app.route_to(&["adyen"]).await;
     app.sandbox.set_notification_url(None);
     let key = app.sandbox.adyen_hmac_key();
@@ -202,15 +236,7 @@ async fn a_decline_told_by_an_adyen_notification_alone_is_the_same() {
         .chain([(THREE_D_SECURE, &AUTHENTICATION_FAILED)]);
     for (token, decline) in declines {
         let what = format!("{token} by an Adyen notification");
-        let (status, attempt) = app
-            .pay(
-                Route::Checkout,
-                &format!("notified-{token}"),
-                "pm_sandbox_processing",
-            )
-            .await;
-        assert_eq!(status, 201, "{what}: {attempt}");
-        assert_eq!(attempt["status"], "pending", "{what}: {attempt}");
+        let attempt = pending_with_its_charge(&app, &format!("notified-{token}")).await;
         let id = attempt["id"].as_str().unwrap();
         let mut additional = json!({});
         if let Some(raw) = decline.adyen.raw {
