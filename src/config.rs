@@ -707,7 +707,12 @@ pub struct ProviderArgs {
     pub sandbox_adyen_mix: payorch_sandbox::Mix,
     /// The seed the in-process sandbox's mixes draw from, with each request's idempotency
     /// key: the same seed replays the same answers.
-    #[arg(help_heading = "The in-process sandbox", long, env = "PAYORCH_SANDBOX_MIX_SEED", default_value_t = 0)]
+    #[arg(
+        help_heading = "The in-process sandbox",
+        long,
+        env = "PAYORCH_SANDBOX_MIX_SEED",
+        default_value_t = 0
+    )]
     pub sandbox_mix_seed: u64,
     /// Longest wait for a connection to the provider.
     #[arg(

@@ -48,7 +48,7 @@ use super::config::SandboxConfig;
 use super::currency::is_iso4217;
 use super::declines::{by_stripe, AdyenRefusal};
 use super::mix::Face;
-use super::mix_control::{dropped, refused_adyen, refused_keyed};
+use super::mix_control::{dropped, refused_keyed};
 use super::params::{site, CreateParams};
 use super::protocol::{is_marked_adyen, PROTOCOL};
 use super::refunds::Fault;
@@ -503,4 +503,9 @@ pub(super) fn server_error() -> HttpResponse {
         "An unknown error occurred (sandbox fault).",
         "internal",
     )
+}
+
+/// `refused` through the Adyen face: Adyen's `403`.
+fn refused_adyen() -> HttpResponse {
+    error(StatusCode::FORBIDDEN, "010", "Not allowed", "security")
 }

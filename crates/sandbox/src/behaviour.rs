@@ -1,7 +1,6 @@
 //! What each test `payment_method` does (docs/DESIGN.md, "The provider protocol").
 
 use super::declines::{by_token, Decline};
-use super::mix::mixed_token;
 
 /// The behaviour of one payment method token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,4 +94,18 @@ impl Behaviour {
             _ => None,
         }
     }
+}
+
+/// `pm_sandbox_mix` (the face's approval rate) and `pm_sandbox_mix_NN` (NN %, 0–100).
+pub(crate) fn mixed_token(token: &str) -> Option<Option<u8>> {
+    let rest = token.strip_prefix("pm_sandbox_mix")?;
+    if rest.is_empty() {
+        return Some(None);
+    }
+    let digits = rest.strip_prefix('_')?;
+    let percent: u8 = digits
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| digits.parse().ok())??;
+    (percent <= 100).then_some(Some(percent))
 }

@@ -279,20 +279,6 @@ impl Face {
     }
 }
 
-/// `pm_sandbox_mix` (the face's approval rate) and `pm_sandbox_mix_NN` (NN %, 0–100).
-pub(crate) fn mixed_token(token: &str) -> Option<Option<u8>> {
-    let rest = token.strip_prefix("pm_sandbox_mix")?;
-    if rest.is_empty() {
-        return Some(None);
-    }
-    let digits = rest.strip_prefix('_')?;
-    let percent: u8 = digits
-        .bytes()
-        .all(|b| b.is_ascii_digit())
-        .then(|| digits.parse().ok())??;
-    (percent <= 100).then_some(Some(percent))
-}
-
 /// An index below `len` from a uniform in [0, 1).
 fn pick(u: f64, len: usize) -> usize {
     ((u * len as f64) as usize).min(len - 1)
@@ -325,6 +311,7 @@ fn uniforms(seed: u64, key: Option<&str>) -> impl FnMut() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::behaviour::mixed_token;
 
     fn shares(mix: &Mix, seed: u64, n: usize) -> (f64, f64, f64, f64, f64) {
         let (mut ok, mut soft, mut hard, mut auth, mut outage) = (0, 0, 0, 0, 0);

@@ -144,11 +144,6 @@ pub(super) fn refused_stripe() -> HttpResponse {
     }))
 }
 
-/// `refused` through the Adyen face: Adyen's `403`.
-pub(super) fn refused_adyen() -> HttpResponse {
-    super::adyen::error(StatusCode::FORBIDDEN, "010", "Not allowed", "security")
-}
-
 /// `dropped`: a head promising a body that never comes, so the client reads the connection
 /// closing mid-answer (or before any), as when a provider's connection drops after it took
 /// the request.
