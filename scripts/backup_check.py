@@ -32,14 +32,13 @@ import base64
 import os
 import shutil
 import signal
-import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 
 from payorch_serve import (ROOT, CheckFailed, Cluster, Serve, as_cluster_user, checkout, credentials,
-                           give_to_cluster_user, http, paid, report_and_exit, run)
+                           give_to_cluster_user, http, paid, run, run_check)
 from tls_proxy_check import free_port
 
 NAME = "backup_check"
@@ -309,15 +308,7 @@ def check(work):
 
 
 def main():
-    started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix="payorch-backup-check-"))
-    work.chmod(0o755)  # the cluster runs as `postgres` under root
-    try:
-        check(work)
-    except CheckFailed as error:
-        report_and_exit(NAME, error)
-    shutil.rmtree(work, ignore_errors=True)
-    print(f"{NAME}: passed in {time.monotonic() - started:.1f} s")
+    run_check(NAME, check, "payorch-backup-check-")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -39,6 +40,20 @@ def report_and_exit(name, error):
             print(f"--- {log.name} (its end) ---", file=sys.stderr)
             print(log.read_text(errors="replace")[-5000:], file=sys.stderr)
     sys.exit(1)
+
+
+def run_check(name, check, prefix):
+    """Runs `check(work)` in a fresh folder the `postgres` user can enter (the clusters run as
+    `postgres` under root), says a failure once with its logs, and how long a pass took."""
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    work.chmod(0o755)
+    try:
+        check(work)
+    except CheckFailed as error:
+        report_and_exit(name, error)
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"{name}: passed in {time.monotonic() - started:.1f} s")
 
 
 def binary():

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from payorch_serve import ROOT, CheckFailed, Serve, credentials, ensure_debian_package, report_and_exit, run
+from payorch_serve import ROOT, CheckFailed, Serve, credentials, ensure_debian_package, run, run_check
 
 NAME = "tls_proxy_check"
 HOST = "pay.example.com"
@@ -253,15 +253,7 @@ def check(work):
 
 
 def main():
-    started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix="payorch-tls-check-"))
-    work.chmod(0o755)  # the private cluster runs as `postgres` under root
-    try:
-        check(work)
-    except CheckFailed as error:
-        report_and_exit(NAME, error)
-    shutil.rmtree(work, ignore_errors=True)
-    print(f"{NAME}: passed in {time.monotonic() - started:.1f} s")
+    run_check(NAME, check, "payorch-tls-check-")
 
 
 if __name__ == "__main__":

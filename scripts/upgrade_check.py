@@ -18,17 +18,15 @@ Usage: scripts/upgrade_check.py  (as root in CI; exits non-zero with the reason 
 
 import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from datetime import datetime
 from pathlib import Path
 
 from payorch_serve import (ROOT, CheckFailed, Cluster, binary, checkout, credentials, ensure_debian_package, http,
-                           https_context, paid, report_and_exit, run)
+                           https_context, paid, run, run_check)
 from tls_proxy_check import Nginx, free_port, self_signed_certificate
 
 NAME = "upgrade_check"
@@ -307,15 +305,7 @@ def check(work):
 
 
 def main():
-    started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix="payorch-upgrade-check-"))
-    work.chmod(0o755)  # the cluster runs as `postgres` under root
-    try:
-        check(work)
-    except CheckFailed as error:
-        report_and_exit(NAME, error)
-    shutil.rmtree(work, ignore_errors=True)
-    print(f"{NAME}: passed in {time.monotonic() - started:.1f} s")
+    run_check(NAME, check, "payorch-upgrade-check-")
 
 
 if __name__ == "__main__":
