@@ -23,9 +23,19 @@ if [ -f "$target" ]; then
     exit 1
 fi
 
-# Copied under a temporary name, flushed, then renamed: a segment in the archive under its
-# own name is always whole, even after a crash of this machine.
-cp "$source" "$archive/.$name.partial"
-sync "$archive/.$name.partial"
-mv "$archive/.$name.partial" "$target"
+# Copied under a temporary name of this run's own, flushed, then linked under the segment's
+# name: a segment in the archive under its own name is always whole, even after a crash of
+# this machine, and `ln` fails where a file of that name appeared in the meantime (`mv`
+# would replace it), which is then compared as above.
+tmp=$archive/.$name.$$.partial
+trap 'rm -f "$tmp"' EXIT
+cp "$source" "$tmp"
+sync "$tmp"
+if ! ln "$tmp" "$target" 2>/dev/null; then
+    if [ -f "$target" ] && cmp -s "$source" "$target"; then
+        exit 0
+    fi
+    echo "archive-wal: could not archive $name as $target" >&2
+    exit 1
+fi
 sync "$archive"

@@ -13,8 +13,9 @@ keep=$3
 fail() { echo "prune: $*" >&2; exit 1; }
 [ "$keep" -ge 1 ] || fail "KEEP must be 1 or more"
 
-# base-<UTC time> sorts by time; newest last.
-backups=$(ls -d "$root"/base-* 2>/dev/null | sort)
+# base-<UTC time> sorts by time; newest last. Only folders with the manifest base-backup.sh
+# verified count (a folder copied in by hand without one is never trusted as a backup).
+backups=$(for b in "$root"/base-*; do [ -f "$b/backup_manifest" ] && echo "$b"; done | sort)
 count=$(echo "$backups" | grep -c . || true)
 [ "$count" -gt 0 ] || fail "no base backup under $root: nothing would be restorable"
 if [ "$count" -le "$keep" ]; then

@@ -18,6 +18,8 @@ data=$3
 target=$4
 
 fail() { echo "restore-pitr: $*" >&2; exit 1; }
+# Both go into postgresql.auto.conf between single quotes.
+case "$archive$target" in *"'"*) fail "a ' in the archive's path or the target cannot be written to postgresql.conf" ;; esac
 [ -f "$backup/backup_label" ] || fail "$backup is no base backup (no backup_label)"
 if [ -e "$data" ] && [ -n "$(ls -A "$data")" ]; then
     fail "$data is not empty: restore into a new folder, and keep the old one until this works"
@@ -29,7 +31,7 @@ cp -a "$backup/." "$data/"
 
 # Replay from the archive up to the target, then promote: a new timeline starts, and the
 # WAL written after the target on the old one is left in the archive, unused.
-echo "restore_command = 'cp $archive/%f %p'" >>"$data/postgresql.auto.conf"
+echo "restore_command = 'cp \"$archive/%f\" \"%p\"'" >>"$data/postgresql.auto.conf"
 if [ "$target" != latest ]; then
     cat >>"$data/postgresql.auto.conf" <<CONF
 recovery_target_time = '$target'
