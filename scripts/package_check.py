@@ -29,6 +29,8 @@ Usage: scripts/package_check.py [--deb FILE]  (as root; --deb skips the build)
 
 import argparse
 import grp
+import hashlib
+import hmac
 import json
 import os
 import pwd
@@ -106,7 +108,8 @@ def free_port():
 
 
 def http(method, url, headers=None, body=None, timeout=30):
-    data = None if body is None else json.dumps(body).encode()
+    # Bytes are sent as they are (a signed webhook's body must be the bytes signed).
+    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -145,6 +148,18 @@ def one(unit, key):
     if len(values) != 1:
         fail(f"the unit should set {key} once, it sets {values}")
     return values[0]
+
+
+def time_span(value):
+    """Seconds of a systemd time span: `45`, `45s`, `1min 30s`, `500ms`, `infinity` (None)."""
+    if value.strip() == "infinity":
+        return None
+    units = {"": 1, "us": 1e-6, "ms": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60,
+             "h": 3600, "hr": 3600, "d": 86400}
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", value)
+    if not parts or re.sub(r"[\d.\sa-z]", "", value) or any(unit not in units for _, unit in parts):
+        fail(f"not a systemd time span: {value!r}")
+    return sum(float(number) * units[unit] for number, unit in parts)
 
 
 def environment_file(path):
@@ -245,13 +260,13 @@ class Service:
     def stop(self):
         """KillSignal= to the main process, waiting at most TimeoutStopSec=; its exit code."""
         signame = self.unit.get("KillSignal", ["SIGTERM"])[-1]
-        timeout = float(self.unit.get("TimeoutStopSec", ["90"])[-1])
+        timeout = time_span(self.unit.get("TimeoutStopSec", ["90"])[-1])
         self.process.send_signal(getattr(signal, signame))
         try:
             return self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            fail(f"still running {timeout:.0f} s (TimeoutStopSec) after {signame}", self.log)
+            fail(f"still running {timeout} s (TimeoutStopSec) after {signame}", self.log)
 
 
 def admin(command, env_file=CONF):
@@ -407,15 +422,36 @@ def refuses_unconfigured(work):
             fail(f"an unconfigured start gave {code}, not 78 with the reason", log)
         if list(STATE.iterdir()):
             fail(f"an unconfigured start wrote {list(STATE.iterdir())}")
-        say(f"refused, exit 78: {said.strip()[:120]}…")
+        # Refused for good: systemd must not restart it every RestartSec for ever.
+        if "78" not in service.unit.get("RestartPreventExitStatus", [""])[-1].split():
+            fail(f"the unit restarts after check-config's 78: RestartPreventExitStatus is "
+                 f"{service.unit.get('RestartPreventExitStatus')}")
+        say(f"refused, exit 78 (not restarted): {said.strip()[:120]}…")
 
 
-def configure(cluster, sandbox_url, provider_secret):
-    """What the operator does: secrets in files of their own, the configuration naming them."""
+def refuses_without_webhook_secret(work):
+    """A provider by URL without its webhooks' secret: `serve` would make a random one at
+    each start and every provider webhook would fail its signature, so the start is refused."""
+    with step("a provider without its webhook secret: refused"):
+        log = work / "no-webhook-secret.log"
+        service = Service(log)
+        code = service.start()
+        said = log.read_text(errors="replace")
+        if code != 78 or "webhook secret" not in said:
+            if service.process:
+                service.process.kill()
+            fail(f"a start without PAYORCH_WEBHOOK_SECRET_FILE gave {code}, not 78 with the reason", log)
+        say(f"refused, exit 78: {said.strip()[-100:]}")
+
+
+def configure(cluster, sandbox_url, provider_secret, work):
+    """What the operator does: secrets in files of their own, the configuration naming them
+    (first without the webhook secret, which the unit must refuse)."""
     secrets = {
         "database_url": cluster.url("payorch_app", cluster.app_password),
         "migration_database_url": cluster.url("payorch_owner", cluster.owner_password),
         "provider_secret": provider_secret,
+        "webhook_secret": "whsec_" + uuid.uuid4().hex,
     }
     for name, value in secrets.items():
         path = CONF_DIR / name
@@ -428,20 +464,26 @@ def configure(cluster, sandbox_url, provider_secret):
     shutil.chown(CONF_DIR / "master_key", "root", "payorch")
     (CONF_DIR / "master_key").chmod(0o640)
     port = free_port()
-    text = CONF.read_text()
-    for name, value in {
+
+    def edit(settings):
+        text = CONF.read_text()
+        for name, value in settings.items():
+            # Uncommented where the shipped file has the line, as an operator edits it.
+            text, count = re.subn(rf"^#?{name}=.*$", f"{name}={value}", text, count=1, flags=re.M)
+            if count != 1:
+                fail(f"the shipped {CONF} has no line for {name}")
+        CONF.write_text(text)
+
+    edit({
         "DATABASE_URL_FILE": "/etc/payorch/database_url",
         "PAYORCH_MIGRATION_DATABASE_URL_FILE": "/etc/payorch/migration_database_url",
         "PAYORCH_PROVIDER_URL": sandbox_url,
         "PAYORCH_PROVIDER_SECRET_FILE": "/etc/payorch/provider_secret",
         "PAYORCH_MASTER_KEY_FILE": "/etc/payorch/master_key",
         "PAYORCH_BIND": f"127.0.0.1:{port}",
-    }.items():
-        # Uncommented where the shipped file has the line, as an operator edits it.
-        text, count = re.subn(rf"^#?{name}=.*$", f"{name}={value}", text, count=1, flags=re.M)
-        if count != 1:
-            fail(f"the shipped {CONF} has no line for {name}")
-    CONF.write_text(text)
+    })
+    refuses_without_webhook_secret(work)
+    edit({"PAYORCH_WEBHOOK_SECRET_FILE": "/etc/payorch/webhook_secret"})
     return f"http://127.0.0.1:{port}"
 
 
@@ -498,10 +540,33 @@ def pay_one_checkout(work, base):
         status, read = http("GET", f"{base}/v1/payments/{payment}", headers={"Authorization": f"Bearer {key}"})
         if status != 200 or read["status"] != "succeeded":
             fail(f"GET /v1/payments/{payment} answered {status}: {read}", log)
+        # The provider's webhook for it, signed with the configured secret as Stripe signs
+        # (fixtures/webhooks/sign.py): answered 200, so the secret is the one serve checks.
+        event = json.dumps({
+            "id": f"evt_package_check_{uuid.uuid4().hex}", "object": "event",
+            "type": "payment_intent.succeeded", "created": int(time.time()),
+            "data": {"object": {
+                "id": read["provider_payment_id"], "object": "payment_intent",
+                "amount": read["amount"], "amount_received": read["amount"],
+                "currency": read["currency"], "status": "succeeded",
+                "metadata": {"attempt_id": payment, "order_id": read["order_id"],
+                             "merchant_id": read["merchant_id"]},
+            }},
+        })
+        secret = (CONF_DIR / "webhook_secret").read_text().strip()
+        stamp = int(time.time())
+        mac = hmac.new(secret.encode(), f"{stamp}.{event}".encode(), hashlib.sha256).hexdigest()
+        status, received = http(
+            "POST", f"{base}/v1/webhooks/{read['provider']}",
+            headers={"Stripe-Signature": f"t={stamp},v1={mac}", "Content-Type": "application/json"},
+            body=event.encode(),
+        )
+        if status != 200:
+            fail(f"a webhook signed with PAYORCH_WEBHOOK_SECRET_FILE's secret answered {status}: {received}", log)
         status, demo = http("POST", base + "/checkout/demo/orders", headers={"Idempotency-Key": "package-check"})
         if status != 404:
             fail(f"the demo checkout answered {status}, not 404: {demo}", log)
-        say(f"paid {body['order']['id']} with {payment}: succeeded; no demo")
+        say(f"paid {body['order']['id']} with {payment}: succeeded; its signed webhook: 200; no demo")
     with step("SIGTERM: a graceful stop, a checkout in progress answered"):
         # pm_sandbox_slow: the provider answers after 3 s (`payorch sandbox`'s default); the
         # stop comes 1 s into it, and the drain must still answer it.
@@ -597,7 +662,7 @@ def main():
             cluster.start()
             provider_secret = "sk_test_" + uuid.uuid4().hex
             sandbox_url = start_sandbox(work, provider_secret)
-            base = configure(cluster, sandbox_url, provider_secret)
+            base = configure(cluster, sandbox_url, provider_secret, work)
         payment = pay_one_checkout(work, base)
         reinstall(deb)
         own_files = [p.name for p in CONF_DIR.iterdir() if p != CONF]
