@@ -25,6 +25,15 @@ const THREE_D_SECURE: &str = "pm_card_threeDSecure2Required";
 /// while they run is read by the next build, not half-way through a run.
 const TEST_CARDS: &str = include_str!("../../docs/guides/test-cards.md");
 
+/// Every declining test payment method with its decline, and the failed challenge, which a
+/// webhook or a notification can tell alone.
+fn told_declines() -> impl Iterator<Item = (&'static str, &'static Decline)> {
+    DECLINES
+        .iter()
+        .map(|d| (d.token.unwrap(), d))
+        .chain([(THREE_D_SECURE, &AUTHENTICATION_FAILED)])
+}
+
 /// `payment method → (failure_code, failure_class)` as docs/guides/test-cards.md,
 /// "Declines", lists them.
 fn documented() -> BTreeMap<String, (String, String)> {
@@ -199,11 +208,7 @@ async fn a_decline_told_by_a_stripe_webhook_is_the_same() {
     let app = told_only_by_the_test().await;
     app.sandbox.set_webhook_url(None);
     let docs = expected_all(&documented());
-    let declines = DECLINES
-        .iter()
-        .map(|d| (d.token.unwrap(), d))
-        .chain([(THREE_D_SECURE, &AUTHENTICATION_FAILED)]);
-    for (token, decline) in declines {
+    for (token, decline) in told_declines() {
         let what = format!("{token} by a Stripe webhook");
         let attempt = pending_with_its_charge(&app, &format!("webhook-{token}")).await;
         let mut body: Value =
@@ -230,11 +235,7 @@ async fn a_decline_told_by_an_adyen_notification_alone_is_the_same() {
     app.sandbox.set_notification_url(None);
     let key = app.sandbox.adyen_hmac_key();
     let docs = expected_all(&documented());
-    let declines = DECLINES
-        .iter()
-        .map(|d| (d.token.unwrap(), d))
-        .chain([(THREE_D_SECURE, &AUTHENTICATION_FAILED)]);
-    for (token, decline) in declines {
+    for (token, decline) in told_declines() {
         let what = format!("{token} by an Adyen notification");
         let attempt = pending_with_its_charge(&app, &format!("notified-{token}")).await;
         let id = attempt["id"].as_str().unwrap();

@@ -10,29 +10,20 @@ use payorch::providers::decline::{Advice, Decline, DeclineCode};
 use payorch::providers::stripe;
 use serde_json::Value;
 
-use crate::markdown::{code_spans, page, tables, Page, Table};
+use crate::markdown::{code_spans, page, tables_headed, Page, Table};
 
 const PAGE: &str = "docs/guides/declines.md";
 
 /// The one table of the page headed `header`.
 fn table(page: &Page, header: &[&str]) -> Table {
-    let mut found: Vec<Table> = tables(&page.text, 1)
-        .into_iter()
-        .filter(|t| {
-            t.header.len() == header.len()
-                && t.header
-                    .iter()
-                    .zip(header)
-                    .all(|(a, b)| a.eq_ignore_ascii_case(b))
-        })
-        .collect();
+    let mut found = tables_headed(std::slice::from_ref(page), header);
     assert_eq!(
         found.len(),
         1,
         "{PAGE}: one table headed `| {} |`",
         header.join(" | ")
     );
-    found.remove(0)
+    found.remove(0).1
 }
 
 #[test]
