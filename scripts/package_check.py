@@ -410,16 +410,22 @@ def install(deb):
             say("no systemd-analyze here (apt-get install systemd): the unit is not verified")
 
 
+def start_refused(log, reason, what):
+    """Starts the unit as installed and expects check-config's refusal: exit 78 (EX_CONFIG)
+    with `reason` in what it said. The service and what it said."""
+    service = Service(log)
+    code = service.start()
+    said = log.read_text(errors="replace")
+    if code != 78 or reason not in said:
+        if service.process:
+            service.process.kill()
+        fail(f"{what} gave {code}, not 78 with the reason", log)
+    return service, said
+
+
 def refuses_unconfigured(work):
     with step("unconfigured, the unit refuses to start"):
-        log = work / "unconfigured.log"
-        service = Service(log)
-        code = service.start()
-        said = log.read_text(errors="replace")
-        if code != 78 or "not configured" not in said:
-            if service.process:
-                service.process.kill()
-            fail(f"an unconfigured start gave {code}, not 78 with the reason", log)
+        service, said = start_refused(work / "unconfigured.log", "not configured", "an unconfigured start")
         if list(STATE.iterdir()):
             fail(f"an unconfigured start wrote {list(STATE.iterdir())}")
         # Refused for good: systemd must not restart it every RestartSec for ever.
@@ -433,14 +439,8 @@ def refuses_without_webhook_secret(work):
     """A provider by URL without its webhooks' secret: `serve` would make a random one at
     each start and every provider webhook would fail its signature, so the start is refused."""
     with step("a provider without its webhook secret: refused"):
-        log = work / "no-webhook-secret.log"
-        service = Service(log)
-        code = service.start()
-        said = log.read_text(errors="replace")
-        if code != 78 or "webhook secret" not in said:
-            if service.process:
-                service.process.kill()
-            fail(f"a start without PAYORCH_WEBHOOK_SECRET_FILE gave {code}, not 78 with the reason", log)
+        _, said = start_refused(work / "no-webhook-secret.log", "webhook secret",
+                                "a start without PAYORCH_WEBHOOK_SECRET_FILE")
         say(f"refused, exit 78: {said.strip()[-100:]}")
 
 

@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from readme_run import cluster_pids
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "quickstart.md"
 ADDRESS = "127.0.0.1:8080"
@@ -103,21 +105,6 @@ def json_values(text):
         except ValueError:
             at = start + 1
     return values
-
-
-def postgres_of(folder):
-    """The pids of PostgreSQL processes whose command line names `folder`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "postgres" in cmdline and str(folder) in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 def main():
@@ -217,7 +204,7 @@ def main():
         fail(f"exited with {code} after SIGINT, not 0", log)
     # "Ctrl-C stops it and its cluster": no postgres of this data dir is left.
     for _ in range(40):
-        left = postgres_of(data_dir)
+        left = cluster_pids(data_dir)
         if not left:
             break
         time.sleep(0.25)

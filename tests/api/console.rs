@@ -355,17 +355,7 @@ async fn a_support_person_voids_a_hold_from_the_console() {
         return;
     };
     let app = TestApp::spawn().await;
-    let held = app
-        .checkout(
-            "console-hold",
-            &json!({"amount": 4200, "currency": "eur", "payment_method": "pm_card_visa",
-                    "capture_method": "manual"}),
-        )
-        .await;
-    assert_eq!(held.status(), 201);
-    let held: serde_json::Value = held.json().await.unwrap();
-    let id = held["payment"]["id"].as_str().unwrap().to_owned();
-    assert_eq!(held["payment"]["status"], "authorized");
+    let id = hold(&app, "console-hold").await;
 
     client.goto(&app.url("/console")).await.unwrap();
     let key = client.find(Locator::Id("key")).await.unwrap();
