@@ -10,7 +10,7 @@ use payorch::providers::adyen::{sign_item, AdyenConfig, AdyenProvider, AdyenSetu
 use payorch::providers::decline::{Advice, Decline, DeclineCode};
 use payorch::providers::{
     CaptureMethod, ChargeRequest, Lookups, PaymentProvider, ProviderCall, ProviderOutcome,
-    RefundNotice, RefundRequest, SendWindow, WebhookError,
+    RefundNotice, RefundRequest, SendWindow, ThreeDSecure, WebhookError,
 };
 use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
@@ -54,6 +54,7 @@ fn charge() -> ChargeRequest {
         capture_method: CaptureMethod::Automatic,
         return_url: None,
         return_route: "https://payorch.example/v1/payments/pay_0001/return".into(),
+        three_d_secure: ThreeDSecure::Automatic,
     }
 }
 

@@ -11,7 +11,7 @@ use payorch::providers::signature;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::providers::{
     CaptureMethod, ChargeRequest, PaymentProvider, ProviderCall, ProviderOutcome, RefundRequest,
-    SendWindow, WebhookError,
+    SendWindow, ThreeDSecure, WebhookError,
 };
 use serde_json::json;
 use wiremock::matchers::{method, path, query_param};
@@ -43,6 +43,7 @@ fn charge() -> ChargeRequest {
         capture_method: CaptureMethod::Automatic,
         return_url: None,
         return_route: "https://payorch.example/v1/payments/pay_0001/return".into(),
+        three_d_secure: ThreeDSecure::Automatic,
     }
 }
 

@@ -19,7 +19,7 @@ use payorch::providers::adyen::{AdyenConfig, AdyenProvider};
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::providers::{
     CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, PaymentProvider, RefundRequest,
-    SendWindow,
+    SendWindow, ThreeDSecure,
 };
 use payorch_contract::{decode_form, report, Contract};
 use serde_json::{json, Value};
@@ -221,6 +221,7 @@ fn charge(payment_method: &str, capture_method: CaptureMethod, payer: bool) -> C
         capture_method,
         return_url: payer.then(|| RETURN_URL.to_owned()),
         return_route: RETURN_URL.to_owned(),
+        three_d_secure: ThreeDSecure::Automatic,
     }
 }
 

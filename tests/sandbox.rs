@@ -15,6 +15,7 @@ use payorch::providers::stripe::IntentStatus;
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::providers::{
     CaptureMethod, ChargeRequest, PaymentProvider, ProviderOutcome, RefundRequest, SendWindow,
+    ThreeDSecure,
 };
 use payorch_sandbox::{self as sandbox, LedgerEntry, SandboxConfig, SandboxHandle};
 use serde_json::Value;
@@ -72,6 +73,7 @@ fn charge(payment_method: &str, attempt: &str) -> ChargeRequest {
         capture_method: CaptureMethod::Automatic,
         return_url: None,
         return_route: format!("http://127.0.0.1:1/v1/payments/{attempt}/return"),
+        three_d_secure: ThreeDSecure::Automatic,
     }
 }
 

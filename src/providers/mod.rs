@@ -46,9 +46,28 @@ impl CaptureMethod {
     }
 }
 
+words! {
+    /// Whether payorch asks the provider for 3-D Secure on a charge. `Automatic` asks nothing:
+    /// the provider (and the issuer) decide, as they always did. `Required` is the step-up
+    /// retry's: a charge declined for want of authentication is asked again, at the same
+    /// provider, with 3-D Secure requested (docs/guides/three-d-secure.md, "Requesting 3-D
+    /// Secure").
+    pub enum ThreeDSecure {
+        Automatic => "automatic",
+        Required => "required",
+    }
+}
+
+impl ThreeDSecure {
+    /// A stored value: attempts made before payorch could ask for 3-D Secure asked nothing.
+    pub fn from_column(s: &str) -> Self {
+        Self::parse(s).unwrap_or(ThreeDSecure::Automatic)
+    }
+}
+
 /// One charge as payorch asks for it. `idempotency_key` is the attempt's provider key,
-/// the same on every resend; so must every other field be, `capture_method` and
-/// `return_url` included, or the provider sees another request under the key.
+/// the same on every resend; so must every other field be, `capture_method`, `return_url` and
+/// `three_d_secure` included, or the provider sees another request under the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChargeRequest {
     pub amount: i64,
@@ -65,6 +84,8 @@ pub struct ChargeRequest {
     /// payorch's return route for this attempt, whether or not a payer is there: Adyen's v71
     /// `PaymentRequest` requires a `returnUrl` on every payment, a payer's or not.
     pub return_route: String,
+    /// Whether 3-D Secure is requested on this charge (the step-up retry's attempt asks for it).
+    pub three_d_secure: ThreeDSecure,
 }
 
 /// When an attempt's sends can have reached the provider: from its creation to the end of
@@ -373,12 +394,20 @@ pub trait PaymentProvider: Send + Sync {
 
 #[cfg(test)]
 mod tests {
-    use super::CaptureMethod;
+    use super::{CaptureMethod, ThreeDSecure};
 
     #[test]
     fn every_capture_method_reads_back_as_itself() {
         for m in CaptureMethod::ALL {
             assert_eq!(CaptureMethod::parse(m.as_str()), Some(m));
         }
+    }
+
+    #[test]
+    fn every_three_d_secure_reads_back_as_itself() {
+        for t in ThreeDSecure::ALL {
+            assert_eq!(ThreeDSecure::from_column(t.as_str()), t);
+        }
+        assert_eq!(ThreeDSecure::from_column(""), ThreeDSecure::Automatic);
     }
 }

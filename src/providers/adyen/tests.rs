@@ -13,7 +13,7 @@ use super::notification::{verify_delivery, CAPTURE_FAILED};
 use super::{sign_item, AdyenConfig, AdyenProvider, HmacKey};
 use crate::providers::{
     CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, NextAction, PaymentProvider,
-    ProviderCall, ProviderOutcome,
+    ProviderCall, ProviderOutcome, ThreeDSecure,
 };
 
 const MERCHANT: &str = "PayorchTestMerchant";
@@ -45,6 +45,7 @@ fn charge(capture_method: CaptureMethod, return_url: Option<&str>) -> ChargeRequ
         capture_method,
         return_url: return_url.map(str::to_owned),
         return_route: "https://payorch.example/v1/payments/pay_1/return".into(),
+        three_d_secure: ThreeDSecure::Automatic,
     }
 }
 

@@ -11,7 +11,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 use super::{parse_event, StripeConfig, StripeProvider, CARD_HOLD, UNEXPECTED_STATE};
 use crate::providers::{
     CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, NextAction, PaymentProvider,
-    ProviderCall, ProviderOutcome,
+    ProviderCall, ProviderOutcome, ThreeDSecure,
 };
 
 const CREATED: i64 = 1_718_000_000;
@@ -42,6 +42,7 @@ fn held_charge() -> ChargeRequest {
         capture_method: CaptureMethod::Manual,
         return_url: Some(BACK.into()),
         return_route: "https://payorch.example/v1/payments/pay_1/return".into(),
+        three_d_secure: ThreeDSecure::Automatic,
     }
 }
 
