@@ -103,6 +103,11 @@ pub(crate) struct Findings {
     /// Not a failure: open refunds of Adyen payments payorch lists for a human (see
     /// [`Facts::refunds_for_a_human`]), neither lost nor pending left.
     pub(crate) refunds_left_for_a_human: usize,
+    /// Not a failure: charges the provider made for an attempt payorch does not hold as
+    /// succeeded — an approval that came after the payment was declined there and paid
+    /// elsewhere — and that were undone at the provider (refunded in full, or voided), so
+    /// none is kept: neither a double charge nor a charge without its attempt.
+    pub(crate) approvals_undone: usize,
 }
 
 impl Findings {
@@ -130,8 +135,38 @@ pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
     let attempts: HashMap<&str, &Attempt> =
         facts.attempts.iter().map(|a| (a.id.as_str(), a)).collect();
 
-    // The provider's side: one charge per order and per attempt, each one an attempt's.
-    let charged: Vec<&LedgerEntry> = facts.charges.iter().filter(|c| c.is_charged()).collect();
+    // The provider's side: one charge kept per order and per attempt, each one an attempt's.
+    // A charge undone at the provider (given back in full, or its hold voided) is not kept.
+    let mut returned: HashMap<&str, i64> = HashMap::new();
+    for refund in facts.ledger_refunds.iter().filter(|r| r.is_refunded()) {
+        *returned.entry(refund.payment_intent.as_str()).or_default() += refund.amount;
+    }
+    let voided: BTreeSet<&str> = facts.voids.iter().map(|v| v.provider_id.as_str()).collect();
+    let undone = |charge: &LedgerEntry| {
+        voided.contains(charge.provider_id.as_str())
+            || returned
+                .get(charge.provider_id.as_str())
+                .is_some_and(|back| *back >= charge.amount)
+    };
+    let succeeded_attempt_of = |charge: &LedgerEntry| {
+        charge
+            .attempt_id
+            .as_deref()
+            .and_then(|id| attempts.get(id))
+            .is_some_and(|a| {
+                a.status == "succeeded"
+                    && a.provider_payment_id.as_deref() == Some(&charge.provider_id)
+                    && charge.order_id.as_deref() == Some(&a.order_id)
+            })
+    };
+    let all_charged: Vec<&LedgerEntry> = facts.charges.iter().filter(|c| c.is_charged()).collect();
+    let late_undone: BTreeSet<&str> = all_charged
+        .iter()
+        .filter(|c| undone(c) && !succeeded_attempt_of(c))
+        .map(|c| c.provider_id.as_str())
+        .collect();
+    found.approvals_undone = late_undone.len();
+    let charged: Vec<&LedgerEntry> = all_charged.iter().copied().filter(|c| !undone(c)).collect();
     let owners: [fn(&LedgerEntry) -> Option<String>; 2] =
         [|c| c.order_id.clone(), |c| c.attempt_id.clone()];
     for key in owners {
@@ -145,20 +180,10 @@ pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
             .map(|(_, n)| n - 1)
             .sum::<usize>();
     }
-    let charge_ids: BTreeSet<&str> = charged.iter().map(|c| c.provider_id.as_str()).collect();
+    let charge_ids: BTreeSet<&str> = all_charged.iter().map(|c| c.provider_id.as_str()).collect();
     found.charges_without_attempt = charged
         .iter()
-        .filter(|charge| {
-            !charge
-                .attempt_id
-                .as_deref()
-                .and_then(|id| attempts.get(id))
-                .is_some_and(|a| {
-                    a.status == "succeeded"
-                        && a.provider_payment_id.as_deref() == Some(&charge.provider_id)
-                        && charge.order_id.as_deref() == Some(&a.order_id)
-                })
-        })
+        .filter(|charge| !succeeded_attempt_of(charge))
         .count();
     found.paid_without_charge = facts
         .attempts
@@ -189,7 +214,7 @@ pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
         .filter(|(payment, amount)| attempts.get(*payment).is_none_or(|a| **amount > a.taken()))
         .count();
     // What each charge took: a captured hold only what its captures took.
-    let mut charge_amounts: HashMap<&str, i64> = charged
+    let mut charge_amounts: HashMap<&str, i64> = all_charged
         .iter()
         .map(|c| (c.provider_id.as_str(), c.amount))
         .collect();
@@ -220,20 +245,47 @@ pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
         .filter(|r| r.status == "succeeded")
         .map(|r| r.provider_id.as_str())
         .collect();
-    found.refunds_disagreeing = ours.symmetric_difference(&theirs).count()
+    // What undid a late approval is the provider's and payorch's business, however payorch
+    // records it: it is counted as undone above, not compared here.
+    let undoing: BTreeSet<&str> = facts
+        .ledger_refunds
+        .iter()
+        .filter(|r| late_undone.contains(r.payment_intent.as_str()))
+        .map(|r| r.provider_id.as_str())
+        .collect();
+    found.refunds_disagreeing = ours
+        .symmetric_difference(&theirs)
+        .filter(|id| !undoing.contains(*id))
+        .count()
         + facts
             .refunds
             .iter()
             .filter(|r| r.status == "succeeded" && r.provider_refund_id.is_none())
             .count();
 
-    // What the clients were told, against the database.
-    let mut per_key: HashMap<&str, usize> = HashMap::new();
+    // What the clients were told, against the database. One checkout is one order: its
+    // attempts (a failover's, a retry's on another provider) are one chain under its key.
+    let mut per_key: HashMap<&str, BTreeSet<&str>> = HashMap::new();
     for attempt in &facts.attempts {
         if let Some(key) = &attempt.key {
-            *per_key.entry(key.as_str()).or_default() += 1;
+            per_key
+                .entry(key.as_str())
+                .or_default()
+                .insert(attempt.order_id.as_str());
         }
     }
+    let orders_told = |intent: &Intent| -> usize {
+        let orders: BTreeSet<&str> = intent
+            .payment_ids
+            .iter()
+            .map(|id| {
+                attempts
+                    .get(id.as_str())
+                    .map_or(id.as_str(), |a| a.order_id.as_str())
+            })
+            .collect();
+        orders.len()
+    };
     let refunds: HashMap<&str, &Refund> =
         facts.refunds.iter().map(|r| (r.id.as_str(), r)).collect();
     let for_a_human = |refund: &Refund| {
@@ -242,12 +294,14 @@ pub(crate) fn judge(facts: &Facts, intents: &[Intent]) -> Findings {
             && facts.refunds_for_a_human.contains(&refund.id)
     };
     for intent in intents {
-        if intent.payment_ids.len() > 1 || per_key.get(intent.key.as_str()).copied() > Some(1) {
+        if orders_told(intent) > 1 || per_key.get(intent.key.as_str()).map_or(0, BTreeSet::len) > 1
+        {
             found.split_intents += 1;
         }
         let attempt = intent
-            .payment_ids
-            .first()
+            .final_payment
+            .as_ref()
+            .or(intent.payment_ids.first())
             .and_then(|id| attempts.get(id.as_str()));
         match (&intent.status, attempt) {
             // A hold moves on when its client captures or voids it; the hold checks judge
@@ -458,8 +512,9 @@ pub(crate) async fn gather(database_url: &str, sandbox_url: &str) -> Result<Fact
     Ok(facts)
 }
 
-/// Attempts, refunds, captures and voids still open, for waiting on the reconciler. A hold
-/// (`authorized`) is not: it waits for its merchant, or for the days before it expires.
+/// Attempts, refunds, captures and voids still open, and late approvals being undone, for
+/// waiting on the reconciler. A hold (`authorized`) is not: it waits for its merchant, or for
+/// the days before it expires.
 pub(crate) async fn open_rows(database_url: &str) -> Result<i64, String> {
     let db = connect(database_url).await?;
     let row = db
@@ -471,7 +526,23 @@ pub(crate) async fn open_rows(database_url: &str) -> Result<i64, String> {
         )
         .await
         .map_err(|e| format!("reading the database: {e}"))?;
-    Ok(row.get(0))
+    let open: i64 = row.get(0);
+    // Late approvals being undone (#43), where payorch keeps them.
+    let late = db
+        .query_one("SELECT to_regclass('late_approvals') IS NOT NULL", &[])
+        .await
+        .map_err(|e| format!("reading the database: {e}"))?;
+    if !late.get::<_, bool>(0) {
+        return Ok(open);
+    }
+    let undoing = db
+        .query_one(
+            "SELECT count(*) FROM late_approvals WHERE status = 'undoing'",
+            &[],
+        )
+        .await
+        .map_err(|e| format!("reading the database: {e}"))?;
+    Ok(open + undoing.get::<_, i64>(0))
 }
 
 /// How many charges, refunds, holds, captures and voids the provider made, by status, for
@@ -631,6 +702,81 @@ mod tests {
         // Once per order and once per attempt: both saw two charges.
         assert_eq!(findings.double_charges, 2);
         assert_eq!(findings.charges_without_attempt, 1);
+    }
+
+    #[test]
+    fn a_late_approval_undone_at_the_provider_is_kept_by_nobody_and_one_left_is_found() {
+        // Order 1 paid by pay_1; its first attempt, declined, approved late at the other
+        // provider: a second charge of the order.
+        let late = |facts: &mut Facts| {
+            let mut approved = facts.charges[0].clone();
+            approved.provider_id = "psp_late".into();
+            approved.attempt_id = Some("pay_1a".into());
+            facts.charges.push(approved);
+        };
+        let given_back = |facts: &mut Facts, amount: i64| {
+            let mut refund = facts.ledger_refunds[0].clone();
+            refund.provider_id = "psp_late_back".into();
+            refund.payment_intent = "psp_late".into();
+            refund.refund_id = None;
+            refund.amount = amount;
+            facts.ledger_refunds.push(refund);
+        };
+        let findings = found(|facts, _| {
+            late(facts);
+            given_back(facts, 1000);
+        });
+        assert_eq!(findings.approvals_undone, 1);
+        assert_eq!(findings.total(), 0, "{findings:?}");
+        // Left charged, or given back only in part, it is a double charge without its attempt.
+        for back in [0, 999] {
+            let findings = found(|facts, _| {
+                late(facts);
+                given_back(facts, back);
+            });
+            assert_eq!(findings.approvals_undone, 0);
+            assert_eq!(findings.double_charges, 1, "{back}: {findings:?}");
+            assert_eq!(findings.charges_without_attempt, 1);
+        }
+        // A payment refunded in full by its merchant is no late approval.
+        let findings = found(|facts, _| {
+            facts.ledger_refunds[0].amount = 1000;
+            facts.refunds[0].amount = 1000;
+        });
+        assert_eq!(findings.approvals_undone, 0);
+        assert_eq!(findings.total(), 0, "{findings:?}");
+    }
+
+    #[test]
+    fn a_chain_of_attempts_of_one_checkout_is_one_intent_told_by_its_last() {
+        let findings = found(|facts, intents| {
+            // pay_2 retried pay_4, declined first, under the same key and order.
+            let mut first = facts.attempts[1].clone();
+            first.id = "pay_4".into();
+            first.status = "failed".into();
+            first.provider_payment_id = None;
+            facts.attempts.push(first);
+            facts.attempt_transitions.insert(
+                "pay_4".into(),
+                vec![
+                    (None, "created".into()),
+                    (Some("created".into()), "failed".into()),
+                ],
+            );
+            intents[1].payment_ids.insert("pay_4".into());
+            intents[1].final_payment = Some("pay_2".into());
+        });
+        assert_eq!(findings.total(), 0, "{findings:?}");
+        // Told of the failed one as final, it is contradicted.
+        let findings = found(|facts, intents| {
+            let mut first = facts.attempts[1].clone();
+            first.id = "pay_4".into();
+            first.status = "failed".into();
+            facts.attempts.push(first);
+            intents[1].payment_ids.insert("pay_4".into());
+            intents[1].final_payment = Some("pay_4".into());
+        });
+        assert_eq!(findings.answers_contradicted, 1);
     }
 
     #[test]

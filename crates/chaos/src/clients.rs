@@ -114,6 +114,10 @@ pub(crate) struct Targets {
     pub(crate) duplicate: bool,
     /// When each intent may start; without, as soon as a client is free.
     pub(crate) pace: Option<Arc<Pace>>,
+    /// Every intent pays with this payment method, automatically and without refunds (the
+    /// `retries` and `routing` runs' `pm_sandbox_mix`, whose answer the sandbox draws from
+    /// its face's mix); without, the methods, holds and refunds of [`method_of`].
+    pub(crate) only: Option<&'static str>,
 }
 
 /// What the clients saw, for the result table.
@@ -163,6 +167,9 @@ pub(crate) struct Intent {
     pub(crate) manual: bool,
     /// Every payment id any answer named.
     pub(crate) payment_ids: BTreeSet<String>,
+    /// The payment the final answer named: with retries on another provider, one checkout's
+    /// answers may name each attempt of its chain, the last one final.
+    pub(crate) final_payment: Option<String>,
     /// The final status, if one came before the deadline.
     pub(crate) status: Option<String>,
     pub(crate) refunds: Vec<RefundIntent>,
@@ -282,8 +289,12 @@ enum Answer {
 
 impl Client {
     async fn intent(&self, run_id: &str, i: usize) -> Intent {
-        let manual = manual_capture(i);
-        let (method, refund_fault) = method_of(i);
+        let only = self.targets.only;
+        let manual = only.is_none() && manual_capture(i);
+        let (method, refund_fault) = match only {
+            Some(method) => (method, None),
+            None => method_of(i),
+        };
         let amount = 1000 + i as i64;
         let mut intent = Intent {
             key: format!("chaos-{run_id}-{i}"),
@@ -302,8 +313,9 @@ impl Client {
             body["capture_method"] = json!("manual");
         }
         // Through a provider without lookups, payorch ends an outcome it never heard by a
-        // technical cancel: `canceled` is then where an automatic payment ends too.
-        let canceled_is_final = self.protocol == Some(Protocol::Adyen);
+        // technical cancel: `canceled` is then where an automatic payment ends too — also
+        // through a route whose attempts may go to Adyen.
+        let canceled_is_final = self.protocol == Some(Protocol::Adyen) || only.is_some();
         let rounds = if intent.abandoned { 1 } else { usize::MAX };
         let payment = self
             .until_final(&intent.key, "/v1/checkout", &body, rounds, None, |answer| {
@@ -311,13 +323,24 @@ impl Client {
                 if let Some(id) = payment["id"].as_str() {
                     intent.payment_ids.insert(id.to_owned());
                 }
-                checkout_status(payment, manual, canceled_is_final)
+                let status = checkout_status(payment, manual, canceled_is_final);
+                if status.is_some() {
+                    intent.final_payment = payment["id"].as_str().map(str::to_owned);
+                }
+                status
             })
             .await;
         intent.status = payment.clone().and_then(|p| p.ok());
-        let (Some(Ok(status)), Some(id)) = (&payment, intent.payment_ids.first().cloned()) else {
+        let told = intent
+            .final_payment
+            .clone()
+            .or_else(|| intent.payment_ids.first().cloned());
+        let (Some(Ok(status)), Some(id)) = (&payment, told) else {
             return intent;
         };
+        if only.is_some() {
+            return intent;
+        }
         // A hold is captured, in whole or in part, or voided, chosen at random.
         if manual {
             if status == "authorized" {

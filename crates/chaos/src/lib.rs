@@ -14,12 +14,19 @@
 //! cargo run --release --bin chaos -- replicas    # three serves, duplicates, a database restart
 //! cargo run --release --bin chaos -- failover    # two serves on scripts/formation: the primary
 //!                                                # lost twice, its postmaster killed, fenced
+//! cargo run --release --bin chaos -- retries --retry off
+//! cargo run --release --bin chaos -- retries     # two providers, seeded declines and outages,
+//!                                                # serve killed; without and with retrying a
+//!                                                # soft decline elsewhere (#43)
+//! cargo run --release --bin chaos -- routing     # routing by success rate: one provider's
+//!                                                # approvals fall and recover mid-run (#43)
 //! ```
 //!
 //! A run that finds something wrong keeps its folder (logs, database) for a look. The `chaos`
 //! binary prints what [`run`] reports and exits 1 when a check failed; payorch's tests/chaos.rs
 //! calls [`run`] in-process, with the `payorch` binary Cargo built for its tests.
 
+mod by_success;
 mod checks;
 mod clients;
 mod database;
@@ -31,6 +38,7 @@ mod holds;
 mod outbox;
 mod pace;
 mod prober;
+mod retries;
 mod strict;
 mod world;
 
@@ -48,7 +56,7 @@ use failover::Failover;
 use holds::{HoldFigures, HoldFindings};
 use outbox::{OutboxFigures, OutboxFindings, Receiver};
 use pace::Pace;
-use world::World;
+use world::{Providers, World};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Scenario {
@@ -61,6 +69,20 @@ enum Scenario {
     /// is lost twice, has its PostgreSQL killed once, and is fenced once, with the intents
     /// paced to last through the schedule (several minutes: a failover takes ~52 s).
     Failover,
+    /// One `serve` killed as in `kill`, one merchant routed to both faces of the sandbox,
+    /// each approving, declining and failing as its seeded mix says; a soft decline retried
+    /// on the other provider or not (`--retry`).
+    Retries,
+    /// One `serve`, one merchant routed by success rate between both faces; the first's
+    /// approvals fall from 90 % to 30 % a third of the way through and recover at two thirds.
+    Routing,
+}
+
+/// On or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Switch {
+    On,
+    Off,
 }
 
 /// What to run: the `chaos` binary's command line.
@@ -103,6 +125,25 @@ pub struct Args {
     /// technical cancels and what was left for a human.
     #[arg(long)]
     strict_providers: bool,
+    /// `retries`: whether the merchant's route retries a soft decline on its next provider.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    retry: Switch,
+    /// `retries`: the most attempts one checkout may make, with retries on.
+    #[arg(long, default_value_t = 2)]
+    max_attempts: u32,
+    /// `retries`, `routing`: the Stripe face's mix (the sandbox's `--stripe-mix`; default:
+    /// the run's own, docs/RELIABILITY.md and docs/BENCHMARKS.md).
+    #[arg(long)]
+    stripe_mix: Option<String>,
+    /// `retries`, `routing`: the Adyen face's mix.
+    #[arg(long)]
+    adyen_mix: Option<String>,
+    /// `retries`, `routing`: the seed of the mixes' draws.
+    #[arg(long, default_value_t = retries::SEED)]
+    mix_seed: u64,
+    /// `routing`: the payments of one block of the report.
+    #[arg(long, default_value_t = 50)]
+    block: usize,
     /// The `payorch` binary (default: the one next to this program).
     #[arg(long)]
     payorch: Option<PathBuf>,
@@ -126,6 +167,22 @@ struct Ending {
     rss_mib: f64,
     /// A strict run's technical cancels and what it left for a human.
     strictly: Option<Strictly>,
+    /// A `retries` run's checks and figures.
+    retried: Option<Retried>,
+    /// A `routing` run's moves.
+    routed: Option<by_success::Moves>,
+}
+
+/// What a `retries` run found.
+#[derive(Debug, Clone)]
+struct Retried {
+    found: retries::RetryFindings,
+    figures: retries::RetryFigures,
+    /// payorch names the attempt a retry retried (`retry_of`).
+    retry_column: bool,
+    late_approvals: Option<std::collections::BTreeMap<String, i64>>,
+    /// The mixes the sandbox drew from.
+    mixes: [String; 2],
 }
 
 /// What the run did to the system.
@@ -135,6 +192,8 @@ struct Disturbed {
     database_restarts: usize,
     /// The `failover` run's schedule, as it went.
     failover: Option<Failover>,
+    /// The `routing` run's changes of the first provider's mix, by the database's clock.
+    changes: Vec<f64>,
 }
 
 /// What a strict run (`--strict-providers`) counts once every attempt is final.
@@ -175,8 +234,16 @@ pub async fn run(args: &Args) -> Result<Run, String> {
     }
     let started = Instant::now();
     let mut world = match args.scenario {
-        Scenario::Kill => World::start(&payorch, 1, args.strict_providers).await?,
-        Scenario::Replicas => World::start(&payorch, 3, false).await?,
+        Scenario::Kill if args.strict_providers => {
+            World::start(&payorch, 1, &Providers::Strict).await?
+        }
+        Scenario::Kill => World::start(&payorch, 1, &Providers::One).await?,
+        Scenario::Replicas => World::start(&payorch, 3, &Providers::One).await?,
+        Scenario::Retries | Scenario::Routing => {
+            let [stripe, adyen] = mixes(args);
+            let sandbox = retries::sandbox_args(&stripe, &adyen, args.mix_seed);
+            World::start(&payorch, 1, &Providers::Mixed(sandbox)).await?
+        }
         Scenario::Failover => {
             let script = args.formation.clone().unwrap_or_else(|| {
                 PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/formation")
@@ -185,6 +252,10 @@ pub async fn run(args: &Args) -> Result<Run, String> {
         }
     };
     eprintln!("chaos: run folder {}", world.root.display());
+    if let Err(why) = route(args, &world).await {
+        world.stop(true).await;
+        return Err(why);
+    }
     let receiver = match Receiver::start().await {
         Ok(receiver) => receiver,
         Err(why) => {
@@ -217,6 +288,35 @@ pub async fn run(args: &Args) -> Result<Run, String> {
     outcome
 }
 
+/// The faces' mixes of a `retries` or `routing` run: the flags', else the run's own (a
+/// `retries` run's with the late approval among its outages where the sandbox knows it).
+fn mixes(args: &Args) -> [String; 2] {
+    let [stripe, adyen] = match args.scenario {
+        Scenario::Routing => [by_success::STRIPE_MIX, by_success::ADYEN_MIX].map(str::to_owned),
+        _ => [retries::STRIPE_MIX, retries::ADYEN_MIX].map(retries::with_late_approvals),
+    };
+    [
+        args.stripe_mix.clone().unwrap_or(stripe),
+        args.adyen_mix.clone().unwrap_or(adyen),
+    ]
+}
+
+/// A `retries` or `routing` run's merchant routed to both faces as the run says, then the
+/// second a replica may keep its old routing waited out.
+async fn route(args: &Args, world: &World) -> Result<(), String> {
+    let routing = match args.scenario {
+        Scenario::Retries => retries::routing(args.retry == Switch::On, args.max_attempts),
+        Scenario::Routing => by_success::routing(),
+        _ => return Ok(()),
+    };
+    world
+        .put_routing(&world.merchant_ids[0], &routing)
+        .await
+        .map_err(|why| format!("payorch refused the run's routing: {why}"))?;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    Ok(())
+}
+
 /// Subscribes `receiver` to every merchant's events.
 async fn subscribe_all(world: &World, receiver: &Receiver) -> Result<(), String> {
     for merchant in &world.merchants {
@@ -244,6 +344,8 @@ async fn exercise(
         urls: world.replicas.iter().map(|r| r.url.clone()).collect(),
         duplicate: matches!(args.scenario, Scenario::Replicas),
         pace: pace.clone(),
+        only: matches!(args.scenario, Scenario::Retries | Scenario::Routing)
+            .then_some(retries::METHOD),
     };
     let tally = Arc::new(Tally::default());
     let clients = tokio::spawn(clients::run(
@@ -306,6 +408,42 @@ async fn exercise(
         }),
         None => None,
     };
+    let retried = match args.scenario {
+        Scenario::Retries => {
+            let chains = retries::gather(&world.database_url).await?;
+            let (found, figures) = retries::judge(&chains);
+            Some(Retried {
+                found,
+                figures,
+                retry_column: chains.retry_column,
+                late_approvals: chains.late_approvals,
+                mixes: mixes(args),
+            })
+        }
+        _ => None,
+    };
+    let routed = match (args.scenario, disturbed.changes.as_slice()) {
+        (Scenario::Routing, [dropped, recovered]) => {
+            let firsts = by_success::first_attempts(&world.database_url).await?;
+            let before = |at: f64| firsts.iter().filter(|(when, _)| *when < at).count();
+            let to_a: Vec<bool> = firsts.iter().map(|(_, a)| *a).collect();
+            Some(by_success::moves(
+                &to_a,
+                before(*dropped),
+                before(*recovered),
+                args.block,
+            ))
+        }
+        (Scenario::Routing, changes) => {
+            return Err(format!(
+                "the routing run made {} of its 2 changes: too few intents?",
+                changes.len()
+            ))
+        }
+        _ => None,
+    };
+    let retry_findings = retried.as_ref().map_or(0, |r| r.found.total());
+    let routed_well = routed.as_ref().is_none_or(by_success::Moves::good);
     let rss = world.peak_rss_mib();
     let mut report = report(
         args,
@@ -325,6 +463,8 @@ async fn exercise(
             holds,
             rss_mib: rss,
             strictly,
+            retried,
+            routed,
         },
     );
     let server_errors = tally.server_errors.load(Ordering::Relaxed);
@@ -338,6 +478,8 @@ async fn exercise(
             && events_found.total() == 0
             && holds_found.total() == 0
             && failover_findings == 0
+            && retry_findings == 0
+            && routed_well
             && server_errors == 0
             && unexpected == 0
             && settled.is_some()
@@ -356,7 +498,7 @@ async fn disturb(
 ) -> Result<Disturbed, String> {
     let mut disturbed = Disturbed::default();
     match args.scenario {
-        Scenario::Kill => loop {
+        Scenario::Kill | Scenario::Retries => loop {
             let mean = args.kill_every_ms.max(100);
             let pause = rand::random_range(mean / 2..=mean * 3 / 2);
             if !pause_while(clients, Duration::from_millis(pause)).await {
@@ -391,6 +533,24 @@ async fn disturb(
                 .server_errors
                 .fetch_add(failover.server_errors(), Ordering::Relaxed);
             disturbed.failover = Some(failover);
+        }
+        Scenario::Routing => {
+            // A third of the way through A falls, at two thirds it is back.
+            for (share, mix) in [(1, by_success::DROPPED), (2, by_success::RECOVERED)] {
+                while tally.done.load(Ordering::Relaxed) < args.intents * share / 3 {
+                    if !pause_while(clients, Duration::from_millis(20)).await {
+                        return Ok(disturbed);
+                    }
+                }
+                let at = by_success::change_a(
+                    &world.sandbox_url,
+                    world::PROVIDER_SECRET,
+                    mix,
+                    &world.database_url,
+                )
+                .await?;
+                disturbed.changes.push(at);
+            }
         }
     }
     Ok(disturbed)
@@ -476,6 +636,8 @@ fn report(
         holds,
         rss_mib,
         ref strictly,
+        ref retried,
+        ref routed,
     } = *ending;
     let n = |counter: &std::sync::atomic::AtomicUsize| counter.load(Ordering::Relaxed);
     let refunds: usize = intents.iter().map(|i| i.refunds.len()).sum();
@@ -527,6 +689,31 @@ fn report(
         row.push(("technical cancels", canceled.to_string()));
         row.push(("left for a human", strictly.for_a_human.total().to_string()));
     }
+    if let Some(retried) = retried {
+        let figures = &retried.figures;
+        let soft = if args.retry == Switch::On {
+            "on"
+        } else {
+            "off"
+        };
+        row.push(("soft retries", soft.to_owned()));
+        row.push(("approval", retries::approval(figures.paid, intents.len())));
+        row.push(("paid by a retry", figures.paid_by_retry.to_string()));
+        row.push((
+            "retries after an unknown",
+            retried.found.retries_after_unknown.to_string(),
+        ));
+        row.push(("paid twice", retried.found.orders_paid_twice.to_string()));
+        row.push(("late approvals undone", found.approvals_undone.to_string()));
+    }
+    if let Some(moves) = routed {
+        let pct = |share: f64| format!("{:.0} %", share * 100.0);
+        row.push(("A before", pct(moves.phases[0])));
+        row.push(("A after the drop", pct(moves.phases[1])));
+        row.push(("A after the recovery", pct(moves.phases[2])));
+        row.push(("A left after", by_success::after(moves.left_after)));
+        row.push(("A back after", by_success::after(moves.back_after)));
+    }
     row.push(("peak RSS", format!("{rss_mib:.0} MiB")));
     say!(
         "| {} |",
@@ -553,6 +740,44 @@ fn report(
             strict::LIST_LIMIT,
             human.lists,
             found.refunds_left_for_a_human,
+        );
+    }
+    if let Some(retried) = retried {
+        say!(
+            "retries (each must be 0): {:?}; mixes: stripe {:?}, adyen {:?}, seed {}; {} checkouts made an order, {} paid ({} through a retry), paid at {:?}; attempts that retried another, by reason: {:?}",
+            retried.found,
+            retried.mixes[0],
+            retried.mixes[1],
+            args.mix_seed,
+            retried.figures.orders,
+            retried.figures.paid,
+            retried.figures.paid_by_retry,
+            retried.figures.paid_at,
+            retried.figures.retries,
+        );
+        if !retried.retry_column {
+            say!("payorch names no attempt's retry_of: no retry can be told from a first attempt, so \"paid by a retry\" and \"retries after an unknown\" read 0 by default");
+        }
+        say!(
+            "late approvals: the sandbox {} them; {} charges undone at the provider for an attempt payorch does not hold as paid; payorch's late_approvals by status: {}",
+            if retries::late_approvals_known() { "draws" } else { "does not know" },
+            found.approvals_undone,
+            retried
+                .late_approvals
+                .as_ref()
+                .map_or("(no such table)".to_owned(), |n| format!("{n:?}")),
+        );
+    }
+    if let Some(moves) = routed {
+        say!(
+            "routing: A's share per block of {} payments (| a change between blocks, * one inside): {}; the drop came after payment {}, the recovery after {}; A is left once fewer than {:.0} % of the last {} payments go to it, back once more than {:.0} % do",
+            moves.block,
+            moves.blocks(),
+            moves.drop_at,
+            moves.recover_at,
+            by_success::LEFT_BELOW * 100.0,
+            by_success::WINDOW,
+            by_success::BACK_ABOVE * 100.0,
         );
     }
     say!("event checks (each must be 0): {events_found:?}");

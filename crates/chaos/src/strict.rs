@@ -35,11 +35,22 @@ pub(crate) const ADYEN_HMAC_KEY: &str =
 /// in turn like the webhooks). A 500 saved under its key and replayed is the sandbox's
 /// default, as it is Stripe's.
 pub(crate) fn sandbox_args(notification_urls: &str) -> Vec<String> {
-    [
+    let mut args: Vec<String> = [
         "--search-lag-secs",
         &SEARCH_LAG_SECS.to_string(),
         "--null-rate",
         NULL_RATE,
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    args.extend(adyen_notification_args(notification_urls));
+    args
+}
+
+/// Where the sandbox's Adyen notifications go (`notification_urls`, comma-separated, in
+/// turn), signed with the key the serves verify: every run that pays through the Adyen face.
+pub(crate) fn adyen_notification_args(notification_urls: &str) -> Vec<String> {
+    [
         "--adyen-notification-url",
         notification_urls,
         "--adyen-hmac-key",

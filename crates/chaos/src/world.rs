@@ -22,7 +22,7 @@ use crate::formation::Formation;
 use crate::strict::{self, Protocol};
 
 /// The provider secret and webhook secret the sandbox and every replica share.
-const PROVIDER_SECRET: &str = "sk_test_chaos";
+pub(crate) const PROVIDER_SECRET: &str = "sk_test_chaos";
 const WEBHOOK_SECRET: &str = "whsec_chaos";
 /// The master key that seals webhook-endpoint secrets: a real provider's serve needs one.
 const MASTER_KEY: &str = "chaos:l8sXbUp3HnXm0o1Zq0mJ8lJH9N4R1Tq0y2m6WwGqk3E=";
@@ -55,6 +55,24 @@ pub(crate) const SERVE_SETTINGS: &[&str] = &[
 /// strict run has deadlines of its own (`strict::SERVE_SETTINGS`).
 const PROVIDER_SETTLE_SETTINGS: &[&str] = &["--provider-settle-secs", "5"];
 
+/// Which providers a run's serves pay through.
+#[derive(Debug, Clone)]
+pub(crate) enum Providers {
+    /// One provider, the sandbox's Stripe face (`--provider-url`).
+    One,
+    /// Both faces of a strict sandbox, a merchant routed to each (`--strict-providers`).
+    Strict,
+    /// Both faces, as two providers of one merchant's route, each approving as its mix
+    /// says: these sandbox flags (`retries::sandbox_args`). The run routes the merchant.
+    Mixed(Vec<String>),
+}
+
+impl Providers {
+    fn two_faces(&self) -> bool {
+        !matches!(self, Providers::One)
+    }
+}
+
 /// Where the run's database lives.
 enum Database {
     /// A private cluster in the run's folder.
@@ -76,10 +94,13 @@ pub(crate) struct World {
     pub(crate) api_key: String,
     /// Every merchant the clients pay for, with the provider its routing names.
     pub(crate) merchants: Vec<Merchant>,
-    /// A support key, to ask what needs a human (strict runs only; empty otherwise).
+    /// Each merchant's id, in the order of `merchants` (empty in a run of one provider).
+    pub(crate) merchant_ids: Vec<String>,
+    /// A support key, to ask what needs a human and to route (runs of both faces only; empty
+    /// otherwise).
     pub(crate) support_key: String,
-    /// Both protocols, each behind a strict sandbox (`--strict-providers`).
-    strict: bool,
+    /// Both faces of the sandbox configured as named providers in each `serve`.
+    two_faces: bool,
     /// Highest VmHWM seen of any `serve` process, in KiB.
     peak: Arc<AtomicU64>,
     /// The pid of each running replica, by index, for the sampler.
@@ -99,12 +120,11 @@ pub(crate) struct Replica {
 impl World {
     /// Starts the cluster, migrates, makes the merchant, starts the sandbox (its webhooks
     /// reach the replicas in turn, as through a load balancer) and `replicas` copies of
-    /// `serve`. `strict`: a strict sandbox, both of its protocols configured in each `serve`,
-    /// and a merchant routed to each (`strict`).
+    /// `serve`, paying through `providers`.
     pub(crate) async fn start(
         payorch: &Path,
         replicas: usize,
-        strict: bool,
+        providers: &Providers,
     ) -> Result<World, String> {
         let root = run_folder()?;
         let options = ClusterOptions {
@@ -121,7 +141,7 @@ impl World {
             root,
             Database::Private(cluster.clone()),
             replicas,
-            strict,
+            providers,
         )
         .await;
         if started.is_err() {
@@ -159,7 +179,7 @@ impl World {
             root,
             Database::Formation(formation),
             replicas,
-            false,
+            &Providers::One,
         )
         .await
     }
@@ -169,7 +189,7 @@ impl World {
         root: PathBuf,
         database: Database,
         replicas: usize,
-        strict: bool,
+        providers: &Providers,
     ) -> Result<World, String> {
         let database_url = match &database {
             Database::Private(cluster) => {
@@ -189,7 +209,8 @@ impl World {
             Database::Formation(formation) => formation.url.clone(),
         };
         let started =
-            World::start_processes(payorch, root, database, database_url, replicas, strict).await;
+            World::start_processes(payorch, root, database, database_url, replicas, providers)
+                .await;
         match started {
             Ok(world) => Ok(world),
             Err((why, Database::Formation(formation))) => {
@@ -209,9 +230,9 @@ impl World {
         database: Database,
         database_url: String,
         replicas: usize,
-        strict: bool,
+        providers: &Providers,
     ) -> Result<World, (String, Database)> {
-        let made = World::migrate_and_merchants(payorch, &database_url, strict).await;
+        let made = World::migrate_and_merchants(payorch, &database_url, providers).await;
         let (merchants, support_key) = match made {
             Ok(made) => made,
             Err(why) => return Err((why, database)),
@@ -236,14 +257,18 @@ impl World {
             .iter()
             .map(|replica| format!("{}/v1/webhooks/stripe", replica.url))
             .collect();
-        let strict_args = if strict {
-            let notification_urls: Vec<String> = replicas
-                .iter()
-                .map(|replica| format!("{}/v1/webhooks/adyen", replica.url))
-                .collect();
-            strict::sandbox_args(&notification_urls.join(","))
-        } else {
-            Vec::new()
+        let notification_urls: Vec<String> = replicas
+            .iter()
+            .map(|replica| format!("{}/v1/webhooks/adyen", replica.url))
+            .collect();
+        let strict_args = match providers {
+            Providers::One => Vec::new(),
+            Providers::Strict => strict::sandbox_args(&notification_urls.join(",")),
+            Providers::Mixed(mixes) => {
+                let mut args = strict::adyen_notification_args(&notification_urls.join(","));
+                args.extend(mixes.iter().cloned());
+                args
+            }
         };
         let sandbox = start_sandbox(
             payorch,
@@ -266,8 +291,9 @@ impl World {
             replicas,
             api_key: merchants[0].1.api_key.clone(),
             merchants: merchants.iter().map(|(_, m)| m.clone()).collect(),
+            merchant_ids: merchants.iter().map(|(id, _)| id.clone()).collect(),
             support_key,
-            strict,
+            two_faces: providers.two_faces(),
             peak: Arc::default(),
             live: Arc::default(),
             sampler: None,
@@ -279,7 +305,7 @@ impl World {
             }
         }
         world.watch_memory();
-        if strict {
+        if matches!(providers, Providers::Strict) {
             if let Err(why) = world.route(&merchants).await {
                 return Err((why, world.database));
             }
@@ -288,11 +314,12 @@ impl World {
     }
 
     /// `payorch migrate`, then `payorch merchant create`: each merchant's id and API key
-    /// (one, or in a strict run one for each protocol, with a support key to route them).
+    /// (one, or in a strict run one for each protocol), with a support key to route them
+    /// when both faces are providers.
     async fn migrate_and_merchants(
         payorch: &Path,
         database_url: &str,
-        strict: bool,
+        providers: &Providers,
     ) -> Result<(Vec<(String, Merchant)>, String), String> {
         run(payorch, &["migrate", "--database-url", database_url]).await?;
         let made = |what: &'static str, name: String, more: &'static [&'static str]| async move {
@@ -310,20 +337,18 @@ impl World {
             serde_json::from_str::<serde_json::Value>(&printed)
                 .map_err(|_| format!("`{what} create` printed {printed}"))
         };
-        if !strict {
-            let merchant = made("merchant", "chaos".into(), &[]).await?;
-            let api_key = merchant["api_key"]
-                .as_str()
-                .ok_or_else(|| format!("`merchant create` printed no api_key: {merchant}"))?;
-            let merchant = Merchant {
-                api_key: api_key.to_owned(),
-                protocol: Protocol::Stripe,
-            };
-            return Ok((vec![(String::new(), merchant)], String::new()));
-        }
+        // One merchant, unless a strict run: one for each protocol.
+        let protocols: &[Protocol] = match providers {
+            Providers::Strict => &strict::MERCHANTS,
+            _ => &[Protocol::Stripe],
+        };
         let mut merchants = Vec::new();
-        for protocol in strict::MERCHANTS {
-            let merchant = made("merchant", format!("chaos-{}", protocol.name()), &[]).await?;
+        for &protocol in protocols {
+            let name = match providers {
+                Providers::Strict => format!("chaos-{}", protocol.name()),
+                _ => "chaos".into(),
+            };
+            let merchant = made("merchant", name, &[]).await?;
             let (Some(id), Some(api_key)) = (
                 merchant["merchant_id"].as_str(),
                 merchant["api_key"].as_str(),
@@ -338,6 +363,9 @@ impl World {
                 },
             ));
         }
+        if !providers.two_faces() {
+            return Ok((merchants, String::new()));
+        }
         // It changes routing: a support write, which needs the operate role.
         let support = made("support-key", "chaos".into(), &["--role", "operate"]).await?;
         let support_key = support["support_key"]
@@ -350,26 +378,37 @@ impl World {
     /// no payment of one goes to the other by failover; then waits out the second for which a
     /// replica may keep a merchant's routing.
     async fn route(&self, merchants: &[(String, Merchant)]) -> Result<(), String> {
-        let http = reqwest::Client::new();
         for (id, merchant) in merchants {
-            let response = http
-                .put(format!(
-                    "{}/v1/merchants/{id}/routing",
-                    self.replicas[0].url
-                ))
-                .bearer_auth(&self.support_key)
-                .json(&serde_json::json!({ "providers": [merchant.protocol.name()] }))
-                .send()
-                .await
-                .map_err(|e| format!("routing {id}: {e}"))?;
-            if !response.status().is_success() {
-                let status = response.status();
-                let body = response.text().await.unwrap_or_default();
-                return Err(format!("routing {id}: {status} {body}"));
-            }
+            let routing = serde_json::json!({ "providers": [merchant.protocol.name()] });
+            self.put_routing(id, &routing).await?;
         }
         tokio::time::sleep(Duration::from_millis(1100)).await;
         Ok(())
+    }
+
+    /// Puts merchant `id`'s routing document (support's `PUT …/routing`); what payorch
+    /// answered. The caller waits out the second a replica may keep the old one.
+    pub(crate) async fn put_routing(
+        &self,
+        id: &str,
+        routing: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let response = reqwest::Client::new()
+            .put(format!(
+                "{}/v1/merchants/{id}/routing",
+                self.replicas[0].url
+            ))
+            .bearer_auth(&self.support_key)
+            .json(routing)
+            .send()
+            .await
+            .map_err(|e| format!("routing {id}: {e}"))?;
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(format!("routing {id} as {routing}: {status} {body}"));
+        }
+        serde_json::from_str(&body).map_err(|_| format!("routing {id}: {status} {body}"))
     }
 
     /// The formation, in a `failover` run.
@@ -390,13 +429,13 @@ impl World {
             .map_err(|e| format!("{}: {e}", replica.log.display()))?;
         let child = Command::new(&self.payorch)
             .args(serve_args(
-                self.strict,
+                self.two_faces,
                 replica.port,
                 &replica.data_dir,
                 &self.database_url,
                 &self.sandbox_url,
             ))
-            .envs(serve_env(self.strict))
+            .envs(serve_env(self.two_faces))
             .stdout(Stdio::from(log.try_clone().map_err(|e| e.to_string())?))
             .stderr(Stdio::from(log))
             .kill_on_drop(true)
@@ -540,10 +579,11 @@ async fn run(payorch: &Path, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// `payorch serve`'s arguments for a replica on `port`; strict: both faces of the sandbox as
-/// named providers, and the strict run's deadlines.
+/// `payorch serve`'s arguments for a replica on `port`; `two_faces`: both faces of the
+/// sandbox as named providers, and the strict run's deadlines (through Adyen, which has no
+/// lookups, an unknown outcome ends by a technical cancel).
 fn serve_args(
-    strict: bool,
+    two_faces: bool,
     port: u16,
     data_dir: &Path,
     database_url: &str,
@@ -559,7 +599,7 @@ fn serve_args(
         database_url.into(),
     ];
     args.extend(SERVE_SETTINGS.iter().map(|s| s.to_string()));
-    if strict {
+    if two_faces {
         args.extend(strict::provider_args(sandbox_url));
         args.extend(strict::SERVE_SETTINGS.iter().map(|s| s.to_string()));
     } else {
@@ -581,9 +621,9 @@ fn serve_args(
 
 /// The environment of `serve`: its master key, and named providers take their secrets from
 /// it only.
-fn serve_env(strict: bool) -> Vec<(&'static str, &'static str)> {
+fn serve_env(two_faces: bool) -> Vec<(&'static str, &'static str)> {
     let master_key = ("PAYORCH_MASTER_KEY", MASTER_KEY);
-    if !strict {
+    if !two_faces {
         return vec![master_key];
     }
     vec![
