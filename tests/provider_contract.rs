@@ -464,7 +464,62 @@ async fn stripe_create_charge_automatic_and_manual_with_and_without_a_payer() {
     )
     .await;
     found.extend(findings("create, 3-D Secure", sent, true));
+    // 3-D Secure requested (the step-up retry), with and without a payer.
+    for payer in [false, true] {
+        let req = ChargeRequest {
+            three_d_secure: ThreeDSecure::Required,
+            ..charge("pm_card_visa", CaptureMethod::Automatic, payer)
+        };
+        let sent = sent_by(
+            Contract::stripe(),
+            keyed("pk_attempt_0001"),
+            |url| async move {
+                stripe(&url).create_charge(&req).await;
+            },
+        )
+        .await;
+        found.extend(findings(
+            &format!("create, 3-D Secure requested, payer {payer}"),
+            sent,
+            true,
+        ));
+    }
     assert_clean(found);
+}
+
+/// The value of the field that asks for 3-D Secure is one the pinned documents list. The
+/// validator cannot tell for Stripe's: Stripe marks the enum `x-stripeBypassValidation` (it
+/// may add values), so any text would pass it.
+#[test]
+fn the_three_d_secure_request_is_a_value_of_the_pinned_documents() {
+    let stripe = Contract::stripe().document();
+    let create = &stripe["paths"]["/v1/payment_intents"]["post"]["requestBody"]["content"]
+        ["application/x-www-form-urlencoded"]["schema"]["properties"];
+    let card = &create["payment_method_options"]["properties"]["card"]["anyOf"][0];
+    let (name, value) = payorch::providers::stripe::REQUEST_THREE_D_SECURE;
+    assert_eq!(name, "payment_method_options[card][request_three_d_secure]");
+    let allowed = &card["properties"]["request_three_d_secure"]["enum"];
+    assert!(
+        allowed
+            .as_array()
+            .is_some_and(|a| a.contains(&json!(value))),
+        "{value} is not among {allowed}"
+    );
+
+    let adyen = Contract::adyen_checkout().document();
+    let schemas = &adyen["components"]["schemas"];
+    assert_eq!(
+        schemas["PaymentRequest"]["properties"]["authenticationData"]["$ref"],
+        "#/components/schemas/AuthenticationData"
+    );
+    let allowed = &schemas["AuthenticationData"]["properties"]["attemptAuthentication"]["enum"];
+    let value = payorch::providers::adyen::ATTEMPT_AUTHENTICATION;
+    assert!(
+        allowed
+            .as_array()
+            .is_some_and(|a| a.contains(&json!(value))),
+        "{value} is not among {allowed}"
+    );
 }
 
 #[tokio::test]
@@ -602,6 +657,26 @@ async fn adyen_create_charge_automatic_and_manual_with_and_without_a_payer() {
                 true,
             ));
         }
+    }
+    // 3-D Secure requested (the step-up retry), with and without a payer.
+    for payer in [false, true] {
+        let req = ChargeRequest {
+            three_d_secure: ThreeDSecure::Required,
+            ..charge("8415995487234100", CaptureMethod::Automatic, payer)
+        };
+        let sent = sent_by(
+            Contract::adyen_checkout(),
+            keyed("pk_attempt_0001"),
+            |url| async move {
+                adyen(&url).create_charge(&req).await;
+            },
+        )
+        .await;
+        found.extend(findings(
+            &format!("create, 3-D Secure requested, payer {payer}"),
+            sent,
+            true,
+        ));
     }
     assert_clean(found);
 }

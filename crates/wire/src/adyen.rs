@@ -43,6 +43,19 @@ pub struct PaymentRequest {
     /// `Web`: the shopper is in a browser.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
+    /// Asks for 3-D Secure whatever Adyen's own rules (Dynamic 3D Secure) would decide; left
+    /// out, they decide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication_data: Option<AuthenticationData>,
+}
+
+/// `authenticationData` of a payment (added in v69).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthenticationData {
+    /// `always`: perform 3-D Secure (the issuer may still approve without a challenge);
+    /// `never`: do not, and a payment the regulations require it for is declined.
+    pub attempt_authentication: String,
 }
 
 /// `paymentMethod` of a payment with stored details.

@@ -12,7 +12,8 @@ use reqwest::{header, Method, Url};
 use super::http_call::{self, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
 use super::{
     CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, Lookups, PaymentProvider,
-    ProviderCall, ProviderOutcome, RefundRequest, SendWindow, WebhookError, WebhookEvent,
+    ProviderCall, ProviderOutcome, RefundRequest, SendWindow, ThreeDSecure, WebhookError,
+    WebhookEvent,
 };
 use crate::secret::Secret;
 
@@ -184,6 +185,12 @@ impl AdyenProvider {
 /// in session (`ContAuth`, `UnscheduledCardOnFile`), which the issuer does not challenge.
 /// v71's `PaymentRequest` requires a `returnUrl` either way, so such a payment names
 /// payorch's own return route for the attempt.
+///
+/// A charge that asks for 3-D Secure sends `authenticationData.attemptAuthentication:
+/// "always"`, which overrides Adyen's Dynamic 3D Secure rules; the issuer still chooses
+/// between a challenge and a frictionless approval. No `threeDS2RequestData`: its challenge
+/// indicator (`threeDSRequestorChallengeInd`) belongs to the native 3-D Secure 2 flow, whose
+/// device data payorch does not collect; the redirect that follows is Adyen's own page.
 pub fn payment_request(req: &ChargeRequest, merchant_account: &str) -> wire::PaymentRequest {
     let shopper_present = req.return_url.is_some();
     let (shopper_interaction, recurring_processing_model) = if shopper_present {
@@ -212,8 +219,16 @@ pub fn payment_request(req: &ChargeRequest, merchant_account: &str) -> wire::Pay
         additional_data,
         return_url: Some(req.return_url.clone().unwrap_or(req.return_route.clone())),
         channel: shopper_present.then(|| "Web".to_owned()),
+        authentication_data: (req.three_d_secure == ThreeDSecure::Required).then(|| {
+            wire::AuthenticationData {
+                attempt_authentication: ATTEMPT_AUTHENTICATION.to_owned(),
+            }
+        }),
     }
 }
+
+/// `authenticationData.attemptAuthentication` of a charge that asks for 3-D Secure.
+pub const ATTEMPT_AUTHENTICATION: &str = "always";
 
 /// The body of a capture: its reference is the attempt's, so its notification names the
 /// attempt as `merchantReference`.

@@ -10,7 +10,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::notification::{verify_delivery, CAPTURE_FAILED};
-use super::{sign_item, AdyenConfig, AdyenProvider, HmacKey};
+use super::{payment_request, sign_item, AdyenConfig, AdyenProvider, HmacKey};
 use crate::providers::{
     CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, NextAction, PaymentProvider,
     ProviderCall, ProviderOutcome, ThreeDSecure,
@@ -213,6 +213,32 @@ async fn a_hold_for_a_present_shopper_asks_for_manual_capture_and_a_return() {
         sent_body["returnUrl"],
         "https://payorch.example/v1/payments/pay_1/return"
     );
+}
+
+#[test]
+fn three_d_secure_is_attempted_only_when_the_charge_requires_it() {
+    let automatic = charge(CaptureMethod::Automatic, Some(BACK));
+    let required = ChargeRequest {
+        three_d_secure: ThreeDSecure::Required,
+        ..automatic.clone()
+    };
+    let json = |req: &ChargeRequest| {
+        serde_json::to_value(payment_request(req, "PayorchTest")).expect("serialisable")
+    };
+    let (mut asked, plain) = (json(&required), json(&automatic));
+    assert_eq!(
+        asked["authenticationData"],
+        json!({"attemptAuthentication": "always"})
+    );
+    // Nothing else changes, and a charge that does not ask sends neither field.
+    asked
+        .as_object_mut()
+        .expect("an object")
+        .remove("authenticationData");
+    assert_eq!(asked, plain);
+    for absent in ["authenticationData", "threeDS2RequestData"] {
+        assert_eq!(plain.get(absent), None, "{absent}");
+    }
 }
 
 #[tokio::test]

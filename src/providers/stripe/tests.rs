@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use super::{parse_event, StripeConfig, StripeProvider, CARD_HOLD, UNEXPECTED_STATE};
+use super::{create_form, parse_event, StripeConfig, StripeProvider, CARD_HOLD, UNEXPECTED_STATE};
 use crate::providers::{
     CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, NextAction, PaymentProvider,
     ProviderCall, ProviderOutcome, ThreeDSecure,
@@ -190,6 +190,31 @@ async fn a_hold_with_a_return_url_is_asked_for_and_read_as_authorized_for_seven_
     );
     assert!(pairs.contains(&("capture_method".into(), "manual".into())));
     assert!(pairs.contains(&("return_url".into(), BACK.into())));
+}
+
+#[test]
+fn three_d_secure_is_requested_only_when_the_charge_requires_it() {
+    let automatic = held_charge();
+    let required = ChargeRequest {
+        three_d_secure: ThreeDSecure::Required,
+        ..held_charge()
+    };
+    let asked = create_form(&required);
+    let (extra, rest): (Vec<_>, Vec<_>) = asked
+        .into_iter()
+        .partition(|(name, _)| name.starts_with("payment_method_options"));
+    assert_eq!(
+        extra,
+        [(
+            "payment_method_options[card][request_three_d_secure]",
+            "any".to_owned()
+        )]
+    );
+    // Nothing else changes, and a charge that does not ask sends no option at all.
+    assert_eq!(rest, create_form(&automatic));
+    assert!(create_form(&automatic)
+        .iter()
+        .all(|(name, _)| !name.starts_with("payment_method_options")));
 }
 
 #[tokio::test]
