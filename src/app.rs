@@ -36,6 +36,7 @@ use crate::payments::metrics::PaymentMetrics;
 use crate::payments::reconciler;
 use crate::payments::reconciler::settings::ReconcilerSettings;
 use crate::payments::routing::RoutingCache;
+use crate::payments::success_scores::{self, SuccessScores};
 use crate::payments::webhooks::reaper::{self as webhook_reaper, WebhookReaperSettings};
 use crate::payments::Payments;
 use crate::providers::registry::Providers;
@@ -154,6 +155,8 @@ impl Application {
         idempotency_metrics.register(&metrics)?;
         let payment_metrics = Arc::new(PaymentMetrics::new()?);
         payment_metrics.register(&metrics)?;
+        let success = Arc::new(SuccessScores::new()?);
+        success.register(&metrics)?;
         let delivery_metrics = Arc::new(DeliveryMetrics::new()?);
         delivery_metrics.register(&metrics)?;
         let deliverer = Arc::new(Deliverer {
@@ -170,6 +173,7 @@ impl Application {
                 .unwrap_or_else(|| format!("http://{local}")),
             providers,
             routing: RoutingCache::new(ROUTING_CACHE_TTL),
+            success: success.clone(),
             metrics: payment_metrics,
             reconciler: settings.reconciler.clone(),
             finals: FinalAttempts::default(),
@@ -233,6 +237,12 @@ impl Application {
                 pool.clone(),
                 callers,
                 settings.key_poll,
+                stop.clone(),
+            )),
+            tokio::spawn(success_scores::run(
+                pool.clone(),
+                success,
+                success_scores::REFRESH,
                 stop.clone(),
             )),
             tokio::spawn(reconciler::run(pool, payments, stop)),

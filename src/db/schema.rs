@@ -123,6 +123,7 @@ diesel::table! {
         currencies -> Jsonb,
         updated_at -> Timestamptz,
         updated_by -> Text,
+        strategy -> Text,
     }
 }
 

@@ -96,6 +96,7 @@ api! {
     "/v1/support/refunds/{id}/reconcile" => [POST refunds::reconcile_refund],
     "/v1/support/events/{id}/redeliver" => [POST support::events::redeliver_event],
     "/v1/support/needs-a-human" => [GET support::needs_a_human],
+    "/v1/support/routing/scores" => [GET support::scores::success_scores],
 }
 
 // The document, completed once (`openapi::document`) and served as it is from then on. The doc

@@ -15,6 +15,7 @@ use crate::http::AppState;
 use crate::ids::MerchantId;
 use crate::payments::money::Currency;
 use crate::payments::routing::{self, Routing};
+use crate::payments::success_routing::Strategy;
 
 /// A merchant's routing.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -29,6 +30,10 @@ pub struct RoutingView {
     source: &'static str,
     /// The providers this service is configured with.
     configured: Vec<String>,
+    /// `ordered`: the providers are tried in the order above; `success_rate`: the same
+    /// providers, best recent approval rate in the payment's currency first
+    /// (docs/guides/routing.md, "Routing by success").
+    strategy: Strategy,
 }
 
 /// The body of a `PUT`.
@@ -40,6 +45,9 @@ pub struct RoutingBody {
     /// Per currency, 1–16 distinct configured provider names; default none.
     #[serde(default)]
     currencies: BTreeMap<String, Vec<String>>,
+    /// `ordered` (the default) or `success_rate`.
+    #[serde(default)]
+    strategy: Strategy,
 }
 
 async fn merchant_in_path(
@@ -69,6 +77,7 @@ fn view(state: &AppState, merchant_id: MerchantId, stored: Option<Routing>) -> R
     let routing = stored.unwrap_or_else(|| Routing {
         providers: configured.clone(),
         currencies: BTreeMap::new(),
+        strategy: Strategy::Ordered,
     });
     RoutingView {
         merchant_id,
@@ -76,6 +85,7 @@ fn view(state: &AppState, merchant_id: MerchantId, stored: Option<Routing>) -> R
         currencies: routing.currencies,
         source,
         configured,
+        strategy: routing.strategy,
     }
 }
 
@@ -147,6 +157,7 @@ pub async fn put_routing(
     let routing = Routing {
         providers: fields.providers,
         currencies,
+        strategy: fields.strategy,
     };
     let mut conn = state.pool.get().await?;
     routing::change(&mut conn, merchant_id, &routing, &actor).await?;

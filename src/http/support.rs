@@ -4,6 +4,7 @@
 //! `operate` role and is audited ([`crate::payments::support::audit`]).
 
 pub mod events;
+pub mod scores;
 pub mod stats;
 
 use actix_web::{web, HttpResponse};

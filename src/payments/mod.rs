@@ -39,6 +39,8 @@ pub mod routing;
 pub mod service;
 pub mod snapshot;
 pub mod status;
+pub mod success_routing;
+pub mod success_scores;
 pub mod support;
 pub mod webhooks;
 

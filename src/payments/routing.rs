@@ -16,6 +16,7 @@ use crate::db::pool::PoolError;
 use crate::db::schema::{merchant_routing, merchants};
 use crate::db::DbPool;
 use crate::ids::MerchantId;
+use crate::payments::success_routing::Strategy;
 use crate::payments::support::audit::{self, Action, Actor, Done};
 use crate::providers::registry::{NamedProvider, Providers};
 
@@ -25,12 +26,18 @@ use crate::providers::registry::{NamedProvider, Providers};
 pub struct Routing {
     pub providers: Vec<String>,
     pub currencies: BTreeMap<String, Vec<String>>,
+    /// In the order written, or by success (docs/guides/routing.md, "Routing by success").
+    pub strategy: Strategy,
 }
 
 impl Routing {
     /// As the audit of a change keeps it.
     fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({ "providers": self.providers, "currencies": self.currencies })
+        serde_json::json!({
+            "providers": self.providers,
+            "currencies": self.currencies,
+            "strategy": self.strategy.as_str(),
+        })
     }
 
     /// The names to try for `currency`, in order.
@@ -70,24 +77,32 @@ pub async fn load(
     conn: &mut AsyncPgConnection,
     merchant: MerchantId,
 ) -> QueryResult<Option<Routing>> {
-    let row: Option<(Vec<String>, serde_json::Value)> = merchant_routing::table
+    let row: Option<(Vec<String>, serde_json::Value, String)> = merchant_routing::table
         .filter(merchant_routing::merchant_id.eq(merchant.0))
-        .select((merchant_routing::providers, merchant_routing::currencies))
+        .select((
+            merchant_routing::providers,
+            merchant_routing::currencies,
+            merchant_routing::strategy,
+        ))
         .limit(1)
         .load(conn)
         .await
         .and_then(crate::db::one)
         .optional()?;
-    let Some((providers, currencies)) = row else {
+    let Some((providers, currencies, strategy)) = row else {
         return Ok(None);
     };
     // Written only by `save`, from the same type: anything else is an error, never a routing
     // quietly without its currency overrides.
     let currencies = serde_json::from_value(currencies)
         .map_err(|err| diesel::result::Error::DeserializationError(Box::new(err)))?;
+    let strategy = Strategy::parse(&strategy).ok_or_else(|| {
+        diesel::result::Error::DeserializationError(format!("routing strategy {strategy:?}").into())
+    })?;
     Ok(Some(Routing {
         providers,
         currencies,
+        strategy,
     }))
 }
 
@@ -141,6 +156,7 @@ async fn save(
             merchant_routing::merchant_id.eq(merchant.0),
             merchant_routing::providers.eq(&routing.providers),
             merchant_routing::currencies.eq(&currencies),
+            merchant_routing::strategy.eq(routing.strategy.as_str()),
             merchant_routing::updated_by.eq(by),
         ))
         .on_conflict(merchant_routing::merchant_id)
@@ -148,6 +164,7 @@ async fn save(
         .set((
             merchant_routing::providers.eq(&routing.providers),
             merchant_routing::currencies.eq(&currencies),
+            merchant_routing::strategy.eq(routing.strategy.as_str()),
             merchant_routing::updated_by.eq(by),
             merchant_routing::updated_at.eq(diesel::dsl::now),
         ))

@@ -13,6 +13,7 @@ use super::event_log::EventLog;
 use super::metrics::PaymentMetrics;
 use super::reconciler::settings::ReconcilerSettings;
 use super::routing::RoutingCache;
+use super::success_scores::SuccessScores;
 use crate::db::DbPool;
 use crate::idempotency::in_flight::complete_for_resource;
 use crate::idempotency::{KeyedRequest, Keys, Recorded, ResourceType};
@@ -40,6 +41,9 @@ pub struct Payments {
     pub providers: Providers,
     /// Merchants' routings, as recently read.
     pub routing: RoutingCache,
+    /// The providers' recent approval rates, as this replica last read them, for the routes
+    /// that choose by success.
+    pub success: Arc<SuccessScores>,
     pub metrics: Arc<PaymentMetrics>,
     pub reconciler: ReconcilerSettings,
     /// Attempts this replica saw finish, so their webhooks skip a read.

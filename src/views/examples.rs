@@ -59,7 +59,11 @@ pub fn cancel_request() -> Value {
 }
 
 pub fn routing_request() -> Value {
-    json!({"providers": ["stripe", "adyen"], "currencies": {"eur": ["adyen", "stripe"]}})
+    json!({
+        "providers": ["stripe", "adyen"],
+        "currencies": {"eur": ["adyen", "stripe"]},
+        "strategy": "success_rate"
+    })
 }
 
 pub fn create_endpoint_request() -> Value {
@@ -265,7 +269,8 @@ pub fn routing() -> Value {
         "providers": ["stripe", "adyen"],
         "currencies": {"eur": ["adyen", "stripe"]},
         "source": "merchant",
-        "configured": ["stripe", "adyen"]
+        "configured": ["stripe", "adyen"],
+        "strategy": "success_rate"
     })
 }
 

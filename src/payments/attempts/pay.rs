@@ -36,6 +36,7 @@ use crate::payments::payment_method::PaymentMethodToken;
 use crate::payments::payment_options::PaymentOptions;
 use crate::payments::routing::{route, RoutingError};
 use crate::payments::service::{recorded, Context, Payments};
+use crate::payments::success_routing::Strategy;
 use crate::providers::registry::NamedProvider;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
@@ -231,8 +232,8 @@ pub async fn pay(ctx: &PayContext<'_>) -> Result<Paid, PayError> {
 }
 
 /// The providers this payment may try, in order: the merchant's routing for the payment's
-/// currency. The currency of an existing order is read only when the merchant routes by
-/// currency at all.
+/// currency, ordered by the providers' recent success when the routing says so. The currency
+/// of an existing order is read only when the merchant routes by currency or by success.
 async fn route_for<'p>(
     ctx: &PayContext<'p>,
     keyed: &KeyedRequest,
@@ -245,18 +246,21 @@ async fn route_for<'p>(
         .await?;
     let currency = match (target, &routing) {
         (Target::NewOrder(new), _) => Some(new.currency.as_str().to_owned()),
-        (Target::Order(id), Some(r)) if !r.currencies.is_empty() => {
+        (Target::Order(id), Some(r))
+            if !r.currencies.is_empty() || r.strategy == Strategy::SuccessRate =>
+        {
             find_order(&mut *ctx.pool.get().await?, Some(keyed.merchant_id), *id)
                 .await?
                 .map(|order| order.currency.as_str().to_owned())
         }
         _ => None,
     };
-    Ok(route(
-        &ctx.payments.providers,
-        routing.as_deref(),
-        currency.as_deref().unwrap_or_default(),
-    ))
+    let currency = currency.as_deref().unwrap_or_default();
+    let route = route(&ctx.payments.providers, routing.as_deref(), currency);
+    Ok(match routing.as_deref().map(|r| r.strategy) {
+        Some(Strategy::SuccessRate) => ctx.payments.success.order(route, currency),
+        _ => route,
+    })
 }
 
 /// Before a resumed request sends the create again: its send is announced on the attempt

@@ -1,0 +1,12 @@
+-- The scores of routing by success (`payments::success_scores`): each replica reads, every
+-- second, the last 20 scored outcomes of each provider and currency. Scored is what the
+-- provider's own doing decides: an approval (`succeeded`, `authorized`), a soft decline, or
+-- the provider not reached (`provider_unavailable`); never an open or unknown outcome, nor a
+-- hard or authentication_required decline (the card's doing). The predicate is the query's
+-- own words, so the planner uses the index, and it leaves out most failed attempts.
+-- payment_attempts may be big and is written all the time: built CONCURRENTLY, for the reason
+-- migration 2026-11-27-000020_webhook_events_age gives, alone in its file and outside a
+-- transaction (metadata.toml). Should the build fail, drop the INVALID index
+-- (`DROP INDEX CONCURRENTLY payment_attempts_scored`), delete this version from
+-- __diesel_schema_migrations if it was recorded, and migrate again.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS payment_attempts_scored ON payment_attempts (provider, currency, created_at DESC) WHERE status IN ('succeeded', 'authorized') OR (status = 'failed' AND (failure_class = 'soft' OR failure_code = 'provider_unavailable'));

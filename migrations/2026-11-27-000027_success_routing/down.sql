@@ -1,0 +1,1 @@
+ALTER TABLE merchant_routing DROP COLUMN strategy;
