@@ -260,6 +260,50 @@ async fn each_decline_token_is_the_same_decline_through_both_adapters() {
     sandbox.stop().await;
 }
 
+/// 3-D Secure requested through payorch's adapters (docs/guides/test-cards.md, "3-D Secure
+/// requested"): the decline that asked for authentication, asked again with 3-D Secure, is a
+/// challenge through both, so the step-up retry sends its payer to one; nothing is charged
+/// before the payer passes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_d_secure_requested_makes_an_authentication_decline_a_challenge_through_both_adapters(
+) {
+    let sandbox = start(fast()).await;
+    let stripe = adapter(&sandbox, Duration::from_secs(5));
+    let adyen = adyen_adapter(&sandbox);
+    let token = "pm_sandbox_decline_authentication_required";
+    let providers: [(&str, &dyn PaymentProvider); 2] = [("stripe", &stripe), ("adyen", &adyen)];
+    for (name, provider) in providers {
+        let with_payer = |attempt: String| ChargeRequest {
+            return_url: Some(format!("http://127.0.0.1:1/v1/payments/{attempt}/return")),
+            ..charge(token, &attempt)
+        };
+        let plain = provider
+            .create_charge(&with_payer(format!("{name}_plain")))
+            .await;
+        match &plain.outcome {
+            ProviderOutcome::Failed { code, .. } => {
+                assert_eq!(code, "authentication_required", "{name}")
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        let asked = ChargeRequest {
+            three_d_secure: ThreeDSecure::Required,
+            ..with_payer(format!("{name}_asked"))
+        };
+        match provider.create_charge(&asked).await.outcome {
+            ProviderOutcome::RequiresAction { next_action, .. } => assert!(
+                next_action
+                    .url
+                    .starts_with(&format!("{}/__sandbox/3ds/", sandbox.base_url())),
+                "{name}: {next_action:?}"
+            ),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    assert!(sandbox.ledger().iter().all(|e| !e.is_charged()));
+    sandbox.stop().await;
+}
+
 /// The sandbox's mixes (docs/guides/test-cards.md, "Approval rates and outages") read through
 /// payorch's adapters: two sandboxes of one seed, one spoken to as Stripe and one as Adyen,
 /// as two providers of a route. The same key gives the same outcome through both: the same

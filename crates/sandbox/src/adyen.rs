@@ -54,6 +54,7 @@ use super::protocol::{is_marked_adyen, PROTOCOL};
 use super::refunds::Fault;
 use super::roll;
 use super::store::{Begin, Lookup, Replay, StoredResponse};
+use super::three_d_secure;
 use super::Sandbox;
 use payorch_wire::adyen::Action;
 use payorch_wire::adyen_hmac::sign_item;
@@ -88,9 +89,27 @@ struct PaymentRequest {
     /// Where the challenge sends the shopper back.
     #[serde(default)]
     return_url: Option<String>,
+    /// `attemptAuthentication: "always"` asks for 3-D Secure (`three_d_secure`).
+    #[serde(default)]
+    authentication_data: Option<AuthenticationDataJson>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AuthenticationDataJson {
+    #[serde(default)]
+    attempt_authentication: Option<String>,
 }
 
 impl PaymentRequest {
+    /// Whether the payment asks for 3-D Secure whatever Adyen's own rules would decide.
+    fn asks_for_three_d_secure(&self) -> bool {
+        self.authentication_data
+            .as_ref()
+            .and_then(|a| a.attempt_authentication.as_deref())
+            == Some("always")
+    }
+
     fn is_manual_capture(&self) -> bool {
         matches!(
             self.additional_data.get("manualCapture"),
@@ -156,7 +175,8 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
     let Some(behaviour) = behaviour else {
         return validation("803", &format!("No such stored payment method: {token}"));
     };
-    let behaviour = sb.mixed(Face::Adyen, &req, behaviour);
+    let three_d_secure = request.asks_for_three_d_secure();
+    let behaviour = three_d_secure::met(sb.mixed(Face::Adyen, &req, behaviour), three_d_secure);
     if behaviour == Behaviour::ErrorBefore {
         return server_error();
     }
@@ -181,6 +201,7 @@ async fn create_payment(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) -
         metadata,
         capture_method: capture_method.to_owned(),
         return_url: request.return_url,
+        three_d_secure,
         site: site(&req),
         fingerprint,
     };

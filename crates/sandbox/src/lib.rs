@@ -39,7 +39,8 @@
 //!
 //! A manual capture holds the money (`requires_capture`) until it is captured or canceled;
 //! `pm_card_threeDSecure2Required` waits for its customer on the sandbox's own challenge
-//! page (`challenge`). The ledger tells holds, captures and voids apart.
+//! page (`challenge`), as does a decline asking for authentication when the charge asks for
+//! 3-D Secure (`three_d_secure`). The ledger tells holds, captures and voids apart.
 //!
 //! Each face approves an ordinary card at its own rate, declines the rest in a mix of soft,
 //! hard and authentication-required declines and meets outages, drawn from a seed and the
@@ -89,6 +90,7 @@ mod refunds;
 mod routes;
 mod serial;
 mod store;
+mod three_d_secure;
 mod webhooks;
 
 pub use behaviour::{Behaviour, ModificationFault};

@@ -37,6 +37,11 @@ pub(super) struct CreateParams {
     /// Where a 3-D Secure challenge sends the customer back (Stripe's `return_url`, Adyen's
     /// `returnUrl`).
     pub return_url: Option<String>,
+    /// Whether the charge asks for 3-D Secure (Stripe's
+    /// `payment_method_options[card][request_three_d_secure]=any`, Adyen's
+    /// `authenticationData.attemptAuthentication: "always"`): what it then meets is
+    /// `three_d_secure`'s.
+    pub three_d_secure: bool,
     /// `scheme://host` the request reached the sandbox at: the challenge page is served
     /// there. Not a parameter: the route sets it from the request.
     pub site: String,
@@ -46,6 +51,25 @@ pub(super) struct CreateParams {
 
 /// Stripe's three capture methods.
 const CAPTURE_METHODS: [&str; 3] = ["automatic", "automatic_async", "manual"];
+
+/// The one payment method option the sandbox takes, and its values at the pinned API version
+/// (2023-08-16): `any` asks for 3-D Secure, `automatic` (the default) leaves it to Stripe.
+pub(super) const REQUEST_THREE_D_SECURE: &str =
+    "payment_method_options[card][request_three_d_secure]";
+
+/// Whether `value` of [`REQUEST_THREE_D_SECURE`] asks for 3-D Secure; a value the pinned
+/// version does not have is refused.
+pub(super) fn requests_three_d_secure(value: &str) -> Result<bool, ParamError> {
+    match value {
+        "any" => Ok(true),
+        "automatic" => Ok(false),
+        _ => Err(ParamError::new(
+            "parameter_invalid_string",
+            REQUEST_THREE_D_SECURE,
+            format!("Invalid request_three_d_secure: must be one of any, automatic (not {value})"),
+        )),
+    }
+}
 
 impl CreateParams {
     /// Whether a successful card is only authorised, to be captured later.
@@ -99,6 +123,7 @@ impl CreateParams {
         let mut description = None;
         let mut capture_method = "automatic".to_owned();
         let mut return_url = None;
+        let mut three_d_secure = false;
         let mut metadata = BTreeMap::new();
         // Since API version 2023-08-16 an intent without `payment_method_types` takes
         // automatic payment methods, which may redirect: Stripe then wants a `return_url` on
@@ -140,6 +165,7 @@ impl CreateParams {
                     ))
                 }
                 "return_url" => return_url = Some(parse_return_url("return_url", value)?),
+                REQUEST_THREE_D_SECURE => three_d_secure = requests_three_d_secure(value)?,
                 "amount" => {
                     let parsed = value.parse::<i64>().ok().filter(|a| *a >= 1);
                     amount = Some(parsed.ok_or_else(|| {
@@ -256,6 +282,7 @@ impl CreateParams {
             metadata,
             capture_method,
             return_url,
+            three_d_secure,
             site: String::new(),
             fingerprint,
         })
@@ -363,6 +390,36 @@ mod tests {
         ] {
             assert_eq!(parse(ok), Ok(()), "{ok}");
         }
+    }
+
+    #[test]
+    fn three_d_secure_is_requested_by_any_and_other_values_are_refused() {
+        let parse = |extra: &str| {
+            CreateParams::parse(
+                format!("amount=100&currency=eur&payment_method=pm_card_visa{extra}").as_bytes(),
+            )
+            .map(|p| p.three_d_secure)
+            .map_err(|e| (e.code, e.param))
+        };
+        let option = "&payment_method_options%5Bcard%5D%5Brequest_three_d_secure%5D=";
+        assert_eq!(parse(""), Ok(false));
+        assert_eq!(parse(&format!("{option}any")), Ok(true));
+        assert_eq!(parse(&format!("{option}automatic")), Ok(false));
+        // `challenge` came with a later API version than the pinned one.
+        assert_eq!(
+            parse(&format!("{option}challenge")),
+            Err((
+                "parameter_invalid_string",
+                Some(REQUEST_THREE_D_SECURE.into())
+            ))
+        );
+        assert_eq!(
+            parse("&payment_method_options%5Bcard%5D%5Bcapture_method%5D=manual"),
+            Err((
+                "parameter_unknown",
+                Some("payment_method_options[card][capture_method]".into())
+            ))
+        );
     }
 
     #[test]

@@ -18,9 +18,11 @@ use super::listing::{Cursor, ListQuery};
 use super::mix::Face;
 use super::mix_control::{dropped as dropped_answer, refused_keyed, refused_stripe};
 use super::params::{
-    missing_return_url, parse_query, parse_return_url, site, Clause, CreateParams, ParamError,
+    missing_return_url, parse_query, parse_return_url, requests_three_d_secure, site, Clause,
+    CreateParams, ParamError, REQUEST_THREE_D_SECURE,
 };
 use super::store::Lookup;
+use super::three_d_secure;
 use super::{roll, Sandbox};
 use payorch_wire::stripe::{ApiError, ListResult, SearchResult};
 
@@ -60,7 +62,7 @@ async fn create_intent(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) ->
         .as_deref()
         .and_then(Behaviour::for_payment_method)
         .map(|b| match params.confirm {
-            true => sb.mixed(Face::Stripe, &req, b),
+            true => three_d_secure::met(sb.mixed(Face::Stripe, &req, b), params.three_d_secure),
             false => b,
         });
     let dropped = behaviour == Some(Behaviour::DroppedResponse) && params.confirm;
@@ -263,8 +265,15 @@ async fn confirm_intent(
         Some(Err(e)) => return invalid_request(e),
         None => None,
     };
-    let behaviour =
-        Behaviour::for_payment_method(&payment_method).map(|b| sb.mixed(Face::Stripe, &req, b));
+    // Asked on the confirm itself: the sandbox does not keep a create's payment method
+    // options on the intent (payorch confirms on the create).
+    let three_d_secure = match value(REQUEST_THREE_D_SECURE).map(|v| requests_three_d_secure(&v)) {
+        Some(Ok(asked)) => asked,
+        Some(Err(e)) => return invalid_request(e),
+        None => false,
+    };
+    let behaviour = Behaviour::for_payment_method(&payment_method)
+        .map(|b| three_d_secure::met(sb.mixed(Face::Stripe, &req, b), three_d_secure));
     let dropped = behaviour == Some(Behaviour::DroppedResponse);
     if behaviour == Some(Behaviour::ThreeDSecure) && return_url.is_none() {
         return invalid_request(missing_return_url());
@@ -278,11 +287,12 @@ async fn confirm_intent(
         metadata: intent.metadata.clone(),
         capture_method: intent.capture_method.clone(),
         fingerprint: format!(
-            "confirm {} payment_method={payment_method} return_url={}",
+            "confirm {} payment_method={payment_method} return_url={} three_d_secure={three_d_secure}",
             intent.id,
             return_url.as_deref().unwrap_or_default()
         ),
         return_url,
+        three_d_secure,
         site: site(&req),
     };
     let key = match begin_keyed(&sb, &req, &params.fingerprint) {
