@@ -304,9 +304,12 @@ impl Client {
             manual,
             ..Intent::default()
         };
-        let sent_method = match self.protocol {
-            Some(protocol) => strict::wire_method(protocol, method, refund_fault),
-            None => method.to_owned(),
+        let sent_method = match (self.protocol, only) {
+            (Some(protocol), _) => strict::wire_method(protocol, method, refund_fault),
+            // Each checkout its own card, as payers' are: payorch caps the retries of one
+            // card across payments, and one card for the whole run would reach the cap.
+            (None, Some(_)) => format!("{method}.card{i}"),
+            (None, None) => method.to_owned(),
         };
         let mut body = json!({"amount": amount, "currency": "usd", "payment_method": sent_method});
         if manual {

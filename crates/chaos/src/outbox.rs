@@ -249,7 +249,7 @@ pub(crate) async fn gather(database_url: &str, receiver: &Received) -> Result<Ou
     // What each row's history says was told: a payment that was ever pending or held
     // (authorized), every final status (a hold captured is succeeded, one voided canceled),
     // an order ever paid (its refunds move it on), canceled or refunded in full.
-    let changes = db
+    let mut changes = db
         .query(
             "SELECT id::text, 'payment.' || status FROM payment_attempts
               WHERE status IN ('succeeded', 'failed', 'canceled')
@@ -271,7 +271,25 @@ pub(crate) async fn gather(database_url: &str, receiver: &Received) -> Result<Ou
         .map_err(sql)?
         .iter()
         .map(|row| (row.get(0), row.get(1)))
-        .collect();
+        .collect::<Vec<(String, String)>>();
+    // A late approval (#43) is told when found and again when undone, or when it cannot be.
+    let late = db
+        .query_one("SELECT to_regclass('late_approvals') IS NOT NULL", &[])
+        .await
+        .map_err(sql)?;
+    if late.get::<_, bool>(0) {
+        let told = db
+            .query(
+                "SELECT id::text, 'late_approval.detected' FROM late_approvals
+                 UNION ALL
+                 SELECT id::text, 'late_approval.' || status FROM late_approvals
+                  WHERE status IN ('voided', 'refunded', 'undo_failed')",
+                &[],
+            )
+            .await
+            .map_err(sql)?;
+        changes.extend(told.iter().map(|row| (row.get(0), row.get(1))));
+    }
     let events = db
         .query(
             "SELECT 'evt_' || replace(id::text, '-', ''), resource_id::text, type::text

@@ -134,7 +134,7 @@ pub(crate) struct RetryFigures {
     pub(crate) orders: usize,
     /// Orders with a succeeded attempt.
     pub(crate) paid: usize,
-    /// Of those, paid by an attempt that retried another.
+    /// Of those, paid by an attempt that retried a declined one (not a failover's).
     pub(crate) paid_by_retry: usize,
     /// Attempts that retried another, by their reason (`retry_reason`).
     pub(crate) retries: BTreeMap<String, usize>,
@@ -155,7 +155,10 @@ pub(crate) fn judge(chains: &Chains) -> (RetryFindings, RetryFigures) {
         if attempt.status == "succeeded" {
             *succeeded.entry(attempt.order_id.as_str()).or_default() += 1;
             *figures.paid_at.entry(attempt.provider.clone()).or_default() += 1;
-            if attempt.retry_of.is_some() {
+            // A failover is no retry after a decline: it would have been made without them.
+            if attempt.retry_of.is_some()
+                && attempt.retry_reason.as_deref() != Some("provider_unreached")
+            {
                 figures.paid_by_retry += 1;
             }
         }
@@ -387,6 +390,18 @@ mod tests {
             ("undo_failed".into(), 2),
         ]));
         assert_eq!(judge(&chains).0.late_approvals_not_undone, 3);
+    }
+
+    #[test]
+    fn every_checkout_pays_with_a_card_of_its_own_drawn_from_the_mix() {
+        use payorch_sandbox::Behaviour;
+        for token in [METHOD.to_owned(), format!("{METHOD}.card17")] {
+            assert_eq!(
+                Behaviour::for_payment_method(&token),
+                Some(Behaviour::Mixed(None)),
+                "{token}"
+            );
+        }
     }
 
     #[test]

@@ -96,8 +96,11 @@ impl Behaviour {
     }
 }
 
-/// `pm_sandbox_mix` (the face's approval rate) and `pm_sandbox_mix_NN` (NN %, 0–100).
+/// `pm_sandbox_mix` (the face's approval rate) and `pm_sandbox_mix_NN` (NN %, 0–100), each
+/// with an optional `.NAME` after it: a card of its own that draws the same way, so a run can
+/// pay with many cards (payorch caps the retries of one card across payments).
 pub(crate) fn mixed_token(token: &str) -> Option<Option<u8>> {
+    let token = token.split_once('.').map_or(token, |(token, _card)| token);
     let rest = token.strip_prefix("pm_sandbox_mix")?;
     if rest.is_empty() {
         return Some(None);
