@@ -10,7 +10,8 @@
 //!   Secure card: its `action` sends the shopper to the challenge page, `challenge`, which
 //!   sends them back to `returnUrl` with a `redirectResult` for `adyen_details`); a 500 for
 //!   the edge faults. `additionalData.manualCapture: "true"` authorises only: the money is
-//!   held until a capture or cancel (`adyen_modifications`).
+//!   held until a capture or cancel (`adyen_modifications`). `authenticationData.
+//!   attemptAuthentication: "always"` asks for 3-D Secure (`three_d_secure`).
 //! - Refunds: `adyen_refunds`.
 //! - Nothing to look a payment or a refund up by: Checkout API v71 has no such endpoint, and
 //!   neither has this face. What a merchant learns comes from the answers, the same-key
