@@ -49,6 +49,7 @@ mod schema_mirrors;
 mod secrets_at_rest;
 mod serve;
 mod slow_clients;
+mod success_routing;
 mod support;
 mod webhook_endpoints;
 mod webhooks;

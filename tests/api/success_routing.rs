@@ -1,0 +1,164 @@
+//! Routing by success (docs/guides/routing.md, "Routing by success"): two sandbox providers,
+//! `a` (spoken to as Stripe) and `b` (as Adyen), each drawing approvals and soft declines
+//! from its face's mix. After `a`'s approval rate falls, most payments go to `b`; the scores
+//! are read from the database, so a second replica shows the same.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use payorch::providers::circuit::CircuitSettings;
+use payorch_sandbox::{Face, Mix};
+
+use crate::helpers::{eventually, TestApp};
+
+/// Approves `approval`, and declines the rest softly: every outcome is scored.
+fn mix(approval: f64) -> Mix {
+    Mix::parse(&format!(
+        "approval={approval},soft=1,hard=0,authentication_required=0"
+    ))
+    .expect("a mix")
+}
+
+async fn routed_by_success() -> TestApp {
+    let app = TestApp::spawn_config(|config| {
+        config.two_providers = Some(CircuitSettings {
+            threshold: 1000,
+            cool_down: Duration::from_secs(60),
+        })
+    })
+    .await;
+    let set = app
+        .client
+        .put(app.url(&format!("/v1/merchants/{}/routing", app.merchant_id)))
+        .bearer_auth(&app.support_key)
+        .json(&json!({"providers": ["a", "b"], "strategy": "success_rate"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(set.status(), 200);
+    let set: Value = set.json().await.unwrap();
+    assert_eq!(set["strategy"], "success_rate", "{set}");
+    app
+}
+
+/// `n` checkouts one after another, paced so the scores are read again while they run: how
+/// many were first tried at `a` (no retry is on, and nobody is unreached, so the payment's
+/// provider is the first tried).
+async fn first_at_a(app: &TestApp, label: &str, n: usize) -> usize {
+    let mut at_a = 0;
+    for i in 0..n {
+        let body = json!({"amount": 1000, "currency": "eur", "payment_method": "pm_sandbox_mix"});
+        let paid: Value = app
+            .checkout(&format!("{label}-{i}"), &body)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let provider = &paid["payment"]["provider"];
+        assert!(provider == "a" || provider == "b", "{paid}");
+        at_a += usize::from(provider == "a");
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    at_a
+}
+
+/// `provider`'s score in eur as `base_url` shows it.
+async fn score(app: &TestApp, base_url: &str, provider: &str) -> Value {
+    let scores: Value = app
+        .client
+        .get(format!("{base_url}/v1/support/routing/scores"))
+        .bearer_auth(&app.support_key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    scores["scores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["provider"] == provider && s["currency"] == "eur")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn payments_move_away_from_a_provider_whose_approvals_fall() {
+    let app = routed_by_success().await;
+    let b = &app.second.as_ref().expect("two providers").sandbox;
+    app.sandbox.set_mix(Face::Stripe, mix(0.95));
+    b.set_mix(Face::Adyen, mix(0.8));
+
+    // Both judged: a, the better, takes most payments (b gets the exploration's 10 %).
+    let before = first_at_a(&app, "before", 40).await;
+    assert!(before >= 24, "{before} of 40 first at a");
+
+    app.sandbox.set_mix(Face::Stripe, mix(0.2));
+    // A few payments to notice, then a is behind b (or eliminated): only exploration and
+    // probes reach it.
+    first_at_a(&app, "noticing", 20).await;
+    let after = first_at_a(&app, "after", 40).await;
+    assert!(after <= 10, "{after} of 40 first at a after its fall");
+
+    // The scores come from the database: a replica that made none of these payments shows
+    // the same as the one that made them, once both have read them again.
+    let (replica, handle) = app.replica().await;
+    let same = eventually(Duration::from_secs(5), || async {
+        let (here, there) = (
+            score(&app, &app.base_url, "a").await,
+            score(&app, &replica, "a").await,
+        );
+        here == there && here["scored"].as_u64().unwrap_or(0) > 0
+    })
+    .await;
+    assert!(same, "both replicas show a's score");
+    let a = score(&app, &replica, "a").await;
+    let b_score = score(&app, &replica, "b").await;
+    assert!(
+        a["rate"].as_f64().unwrap() < b_score["rate"].as_f64().unwrap(),
+        "a {a}, b {b_score}"
+    );
+    handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn the_cards_declines_are_never_scored() {
+    let app = routed_by_success().await;
+    app.sandbox.set_mix(Face::Stripe, mix(1.0));
+    let at_a = first_at_a(&app, "approved", 12).await as u64;
+    let scored = |s: Value| s["scored"].as_u64().unwrap_or(0);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            scored(score(&app, &app.base_url, "a").await) == at_a
+        })
+        .await
+    );
+    // A hard decline and one asking for 3-D Secure, the card's doing: neither moves a's
+    // score. (An open attempt's outcome is not scored either, until it is known:
+    // `payments::success_scores`' unit tests.)
+    for (i, method) in [
+        "pm_card_chargeDeclinedLostCard",
+        "pm_sandbox_decline_authentication_required",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let body = json!({"amount": 1000, "currency": "eur", "payment_method": method});
+        let paid: Value = app
+            .checkout(&format!("unscored-{i}"), &body)
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(paid["payment"]["status"], "failed", "{paid}");
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let a = score(&app, &app.base_url, "a").await;
+    assert_eq!(
+        (scored(a.clone()), a["approved"].as_u64()),
+        (at_a, Some(at_a)),
+        "{a}"
+    );
+}
