@@ -5,11 +5,13 @@
 
 use std::time::Duration;
 
+use fantoccini::Locator;
 use serde_json::{json, Value};
 
 use payorch::providers::circuit::CircuitSettings;
 use payorch_sandbox::{Face, Mix};
 
+use crate::browser::{browser, screenshot, show, text_with};
 use crate::helpers::{eventually, TestApp};
 
 /// Approves `approval`, and declines the rest softly: every outcome is scored.
@@ -161,4 +163,38 @@ async fn the_cards_declines_are_never_scored() {
         (at_a, Some(at_a)),
         "{a}"
     );
+}
+
+#[tokio::test]
+async fn the_console_shows_the_scores() {
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    for i in 0..12 {
+        let method = if i < 3 {
+            "pm_card_chargeDeclined"
+        } else {
+            "pm_card_visa"
+        };
+        let body = json!({"amount": 1000, "currency": "eur", "payment_method": method});
+        assert_eq!(
+            app.checkout(&format!("console-{i}"), &body).await.status(),
+            201
+        );
+    }
+    let read = eventually(Duration::from_secs(5), || async {
+        score(&app, &app.base_url, "stripe").await["scored"] == 12
+    })
+    .await;
+    assert!(read, "the scores were read");
+
+    client.goto(&app.url("/console")).await.unwrap();
+    let key = client.find(Locator::Id("key")).await.unwrap();
+    key.send_keys(&app.support_key).await.unwrap();
+    key.send_keys("\u{E007}").await.unwrap();
+    let row = text_with(&client, "scores-list", "stripe").await;
+    assert!(row.contains("stripe EUR 75 % 9 of 12 (window 20)"), "{row}");
+    show(&client, "scores").await;
+    screenshot(&client, "console-success-scores").await;
 }

@@ -623,6 +623,23 @@ function offerProviders(providers) {
   select.value = chosen;
 }
 
+// Routing by success's scores, as the replica answering last read them from the database.
+async function loadScores() {
+  const list = $("scores-list");
+  try {
+    const answer = await api("GET", "/v1/support/routing/scores");
+    const rows = answer.scores.map((s) => el("tr", { "data-provider": s.provider, "data-currency": s.currency },
+      el("td", {}, s.provider), el("td", {}, s.currency.toUpperCase()),
+      el("td", {}, s.rate === null ? "" : `${Math.round(100 * s.rate)} %`),
+      el("td", {}, `${s.approved} of ${s.scored} (window ${answer.window})`),
+      el("td", {}, s.eliminated_since ? when(s.eliminated_since) : "")));
+    list.replaceChildren(...(rows.length ? rows
+      : [el("tr", {}, el("td", { colspan: "5" }, "nothing scored in the last hour"))]));
+  } catch (err) {
+    list.replaceChildren(el("tr", {}, el("td", { colspan: "5" }, err.message)));
+  }
+}
+
 async function loadStats() {
   try {
     const [stats] = await Promise.all([api("GET", "/v1/support/payments/stats?window=1h"), statusesReady()]);
@@ -651,11 +668,15 @@ function start() {
   $("query").focus();
   loadMerchants().catch(() => {});
   loadStats();
+  loadScores();
   loadLatest(true);
   loadAttention();
   clearInterval(statsTimer);
   statsTimer = setInterval(() => {
-    if (!document.hidden) loadStats();
+    if (!document.hidden) {
+      loadStats();
+      loadScores();
+    }
   }, 60_000);
 }
 
