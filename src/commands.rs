@@ -43,7 +43,7 @@ pub async fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Merchant(MerchantCommand::Create(args)) => create_merchant(args).await,
         Command::SupportKey(SupportKeyCommand::Create(args)) => create_support_key(args).await,
         Command::Keys(command) => keys::run(command).await,
-        Command::Sandbox(config) => Ok(sandbox::run_standalone(config).await?),
+        Command::Sandbox(config) => Ok(sandbox::run_standalone(*config).await?),
         Command::Secrets(SecretsCommand::Reencrypt(args)) => secrets::reencrypt_secrets(args).await,
     }
 }

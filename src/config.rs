@@ -68,7 +68,7 @@ pub enum Command {
     #[command(subcommand)]
     Keys(KeysCommand),
     /// Run the sandbox provider alone (the Stripe PaymentIntents protocol, with faults).
-    Sandbox(SandboxConfig),
+    Sandbox(Box<SandboxConfig>),
     /// What is kept sealed at rest: webhook-endpoint secrets (docs/PRODUCTION.md, section 5).
     #[command(subcommand)]
     Secrets(SecretsCommand),

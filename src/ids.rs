@@ -104,6 +104,12 @@ prefixed_id!(
 );
 
 prefixed_id!(
+    /// A provider's approval of a payment payorch had failed, and its undo.
+    LateApprovalId,
+    "la"
+);
+
+prefixed_id!(
     /// A provider's webhook as payorch recorded it (support's view of what came in).
     ProviderWebhookId,
     "whk"

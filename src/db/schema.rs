@@ -319,3 +319,25 @@ diesel::allow_tables_to_appear_in_same_query!(
     event_deliveries,
     delivery_attempts
 );
+
+diesel::table! {
+    late_approvals (merchant_id, id) {
+        merchant_id -> Uuid,
+        id -> Uuid,
+        attempt_id -> Uuid,
+        order_id -> Uuid,
+        provider -> Text,
+        provider_payment_id -> Text,
+        amount -> Int8,
+        currency -> Text,
+        approved_as -> Text,
+        source -> Text,
+        status -> Text,
+        detail -> Nullable<Text>,
+        provider_undo_id -> Nullable<Text>,
+        next_check_at -> Nullable<Timestamptz>,
+        checks -> Int4,
+        detected_at -> Timestamptz,
+        undone_at -> Nullable<Timestamptz>,
+    }
+}

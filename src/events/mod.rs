@@ -30,7 +30,7 @@ use uuid::Uuid;
 use crate::db::schema::merchant_events;
 use crate::db::scope::find_in_scope;
 use crate::ids::{EventId, MerchantId, OrderId};
-use crate::payments::snapshot::{self, Order, PaymentAttempt, Refund};
+use crate::payments::snapshot::{self, LateApproval, Order, PaymentAttempt, Refund};
 use crate::words::words;
 
 words! {
@@ -64,6 +64,19 @@ words! {
         /// All that was paid for the order is given back.
         #[serde(rename = "order.refunded")]
         OrderRefunded => "order.refunded",
+        /// A provider approved a payment payorch had failed (docs/guides/declines.md, "Late
+        /// approvals"): the money is being given back.
+        #[serde(rename = "late_approval.detected")]
+        LateApprovalDetected => "late_approval.detected",
+        /// The late approval's hold is released.
+        #[serde(rename = "late_approval.voided")]
+        LateApprovalVoided => "late_approval.voided",
+        /// The late approval's capture is refunded in full.
+        #[serde(rename = "late_approval.refunded")]
+        LateApprovalRefunded => "late_approval.refunded",
+        /// The provider refused to give the money back: it is still taken, act on it.
+        #[serde(rename = "late_approval.undo_failed")]
+        LateApprovalUndoFailed => "late_approval.undo_failed",
     }
 }
 
@@ -91,6 +104,8 @@ pub enum EventObject {
         payments: Vec<PaymentAttempt>,
     },
     Refund(Box<Refund>),
+    /// A provider's approval of a failed payment, and what payorch did about it.
+    LateApproval(Box<LateApproval>),
 }
 
 /// An event as the outbox keeps it.
@@ -171,6 +186,13 @@ impl Event {
             EventType::RefundSucceeded | EventType::RefundFailed => {
                 let refund = snapshot::refund(row.snapshot).map_err(bad_snapshot)?;
                 EventObject::Refund(Box::new(refund))
+            }
+            EventType::LateApprovalDetected
+            | EventType::LateApprovalVoided
+            | EventType::LateApprovalRefunded
+            | EventType::LateApprovalUndoFailed => {
+                let late = snapshot::late_approval(row.snapshot).map_err(bad_snapshot)?;
+                EventObject::LateApproval(Box::new(late))
             }
         };
         let request = row

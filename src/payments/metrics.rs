@@ -19,6 +19,7 @@ pub struct PaymentMetrics {
     failovers: IntCounterVec,
     circuits: IntGaugeVec,
     provider_webhooks: IntCounterVec,
+    late_approvals: IntCounterVec,
     pub unresolved: IntGaugeVec,
     pub oldest_unresolved_seconds: IntGauge,
     pub unresolved_overdue: IntGauge,
@@ -78,6 +79,14 @@ impl PaymentMetrics {
                 ),
                 &["outcome"],
             )?,
+            late_approvals: IntCounterVec::new(
+                Opts::new(
+                    "late_approvals_total",
+                    "Approvals of attempts payorch held as failed, by provider and result \
+                     (detected, voided, refunded, undo_failed; docs/guides/declines.md)",
+                ),
+                &["provider", "result"],
+            )?,
             unresolved: IntGaugeVec::new(
                 Opts::new(
                     "payment_attempts_unresolved",
@@ -112,6 +121,7 @@ impl PaymentMetrics {
         registry.register(Box::new(self.failovers.clone()))?;
         registry.register(Box::new(self.circuits.clone()))?;
         registry.register(Box::new(self.provider_webhooks.clone()))?;
+        registry.register(Box::new(self.late_approvals.clone()))?;
         registry.register(Box::new(self.unresolved.clone()))?;
         registry.register(Box::new(self.oldest_unresolved_seconds.clone()))?;
         registry.register(Box::new(self.unresolved_overdue.clone()))?;
@@ -171,6 +181,13 @@ impl PaymentMetrics {
 
     pub fn webhook_event(&self, outcome: &str) {
         self.provider_webhooks.with_label_values(&[outcome]).inc();
+    }
+
+    /// A late approval of `provider` was `result`: `detected`, then how its undo ended.
+    pub fn late_approval(&self, provider: &str, result: &str) {
+        self.late_approvals
+            .with_label_values(&[provider, result])
+            .inc();
     }
 
     pub fn set_unresolved(&self, created: i64, pending: i64, oldest: Duration, overdue: i64) {

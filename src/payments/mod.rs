@@ -28,6 +28,7 @@ pub mod attempts;
 pub mod due;
 pub mod event_log;
 pub mod holds;
+pub mod late_approvals;
 pub mod metrics;
 pub mod money;
 pub mod orders;

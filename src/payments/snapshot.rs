@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::attempts::AttemptRow;
+pub use super::late_approvals::LateApproval;
 pub use super::attempts::PaymentAttempt;
 pub use super::orders::Order;
 use super::orders::OrderRow;
@@ -25,6 +26,11 @@ struct PaymentSnapshot {
 struct OrderSnapshot {
     order: OrderRow,
     payments: Vec<AttemptRow>,
+}
+
+#[derive(Deserialize)]
+struct LateApprovalSnapshot {
+    late_approval: LateApproval,
 }
 
 #[derive(Deserialize)]
@@ -54,4 +60,10 @@ pub fn order(snapshot: Value) -> Result<(Order, Vec<PaymentAttempt>), serde_json
 pub fn refund(snapshot: Value) -> Result<Refund, serde_json::Error> {
     let s: RefundSnapshot = serde_json::from_value(snapshot)?;
     Ok(s.refund.into())
+}
+
+/// A late approval's event's snapshot: the late approval.
+pub fn late_approval(snapshot: Value) -> Result<LateApproval, serde_json::Error> {
+    let s: LateApprovalSnapshot = serde_json::from_value(snapshot)?;
+    Ok(s.late_approval)
 }

@@ -413,7 +413,8 @@ pub fn story() -> Value {
              "before": {"status": "succeeded"}, "after": {"status": "succeeded"},
              "at": "2026-11-27T12:10:00Z", "answered_at": "2026-11-27T12:10:00.300000Z",
              "outcome": "done"}
-        ]
+        ],
+        "late_approval": null
     })
 }
 
@@ -433,7 +434,22 @@ pub fn needs_a_human() -> Value {
             {"id": ENDPOINT, "merchant_id": MERCHANT, "url": "https://shop.example.com/payorch/events",
              "disabled_reason": "answered 410 Gone", "failing_since": "2026-11-26T08:00:00Z",
              "updated_at": "2026-11-27T08:00:00Z"}
-        ]
+        ],
+        "late_approvals": [late_approval()]
+    })
+}
+
+/// A late approval undone by a refund (docs/guides/declines.md, "Late approvals").
+pub fn late_approval() -> Value {
+    json!({
+        "id": "la_0193a1f0c4e87d2b9c1a5e6f7a8b9c0a", "object": "late_approval",
+        "payment_id": DECLINED_PAYMENT, "order_id": ORDER, "provider": "stripe",
+        "provider_payment_id": "pi_3QLateApproval", "amount": 4990, "currency": "eur",
+        "approved_as": "succeeded", "source": "webhook", "status": "refunded",
+        "detail": "the provider refunded the whole amount",
+        "provider_undo_id": "re_3QLateApproval",
+        "detected_at": "2026-11-27T12:00:02.200000Z",
+        "undone_at": "2026-11-27T12:00:02.650000Z"
     })
 }
 

@@ -6,6 +6,7 @@
 pub mod deliveries;
 pub mod examples;
 pub mod holds;
+pub mod late_approvals;
 pub mod support_actions;
 
 use std::collections::BTreeMap;
@@ -295,13 +296,14 @@ pub struct EventData {
     object: EventObjectView,
 }
 
-/// A payment (with its refunds), an order (with its payments) or a refund.
+/// A payment (with its refunds), an order (with its payments), a refund or a late approval.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum EventObjectView {
     Payment(PaymentWithRefunds),
     Order(OrderWithPayments),
     Refund(Refund),
+    LateApproval(late_approvals::LateApprovalView),
 }
 
 impl From<events::Event> for Event {
@@ -314,6 +316,7 @@ impl From<events::Event> for Event {
                 EventObjectView::Order(OrderWithPayments::new(*order, payments))
             }
             EventObject::Refund(refund) => EventObjectView::Refund((*refund).into()),
+            EventObject::LateApproval(late) => EventObjectView::LateApproval((*late).into()),
         };
         Event {
             id: e.id,
@@ -482,6 +485,9 @@ pub struct Story {
     /// What support keys did to its order's payments, refunds and events, oldest first:
     /// who, what, before and after, when.
     support_actions: Vec<support_actions::SupportAction>,
+    /// The provider approved it after payorch had failed it, and what payorch did to give the
+    /// money back (docs/guides/declines.md, "Late approvals"); `null` for nearly every payment.
+    late_approval: Option<late_approvals::LateApprovalView>,
 }
 
 /// One line of a refund's timeline.
@@ -527,6 +533,7 @@ impl Story {
             hold_operations: s.hold_operations.into_iter().map(Into::into).collect(),
             events: events.into_iter().map(Into::into).collect(),
             support_actions: s.support_actions.into_iter().map(Into::into).collect(),
+            late_approval: s.late_approval.map(Into::into),
         }
     }
 }
@@ -572,6 +579,10 @@ pub struct NeedsAHuman {
     webhook_conflicts: Vec<WebhookConflict>,
     /// Merchants' webhook endpoints payorch no longer sends to, the latest disabled first.
     disabled_webhook_endpoints: Vec<deliveries::DisabledEndpoint>,
+    /// Providers' approvals of payments payorch had failed, newest first, whatever became of
+    /// their void or refund: a human confirms each with the provider, and acts on one whose
+    /// `status` is `undo_failed` (the money is still taken).
+    late_approvals: Vec<late_approvals::LateApprovalView>,
 }
 
 impl NeedsAHuman {
@@ -583,6 +594,7 @@ impl NeedsAHuman {
             stuck_refunds: n.stuck_refunds.into_iter().map(Refund::from).collect(),
             webhook_conflicts: n.webhook_conflicts.into_iter().map(Into::into).collect(),
             disabled_webhook_endpoints: disabled.into_iter().map(Into::into).collect(),
+            late_approvals: n.late_approvals.into_iter().map(Into::into).collect(),
         }
     }
 }

@@ -30,6 +30,7 @@ mod holds;
 mod hostile_input;
 mod key_lifetime;
 mod keys;
+mod late_approvals;
 mod limits;
 mod metrics_access;
 mod migrations;

@@ -350,7 +350,7 @@ async fn the_event_list_documents_its_parameters_and_the_event_its_types() {
         .iter()
         .map(|t| t.as_str().unwrap())
         .collect();
-    assert_eq!(types.len(), 11, "{types:?}");
+    assert_eq!(types.len(), 15, "{types:?}");
     for t in [
         "payment.pending",
         "payment.requires_action",

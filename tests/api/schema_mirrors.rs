@@ -17,6 +17,7 @@ use payorch::idempotency::Operation;
 use payorch::ids::MerchantId;
 use payorch::payments::attempts::{CallKind, Source};
 use payorch::payments::holds::HoldKind;
+use payorch::payments::late_approvals::{ApprovedAs, LateSource, LateStatus};
 use payorch::payments::status::{AttemptStatus, OrderStatus};
 use payorch::payments::support::audit::Action;
 use payorch::payments::webhooks::EventOutcome;
@@ -261,6 +262,18 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
         (
             ("event_type", "event_type_known"),
             same("EventType", events()),
+        ),
+        (
+            ("late_approval_kind", "late_approval_kind_known"),
+            same("ApprovedAs", ApprovedAs::ALL.map(ApprovedAs::as_str)),
+        ),
+        (
+            ("late_approval_status", "late_approval_status_known"),
+            same("LateStatus", LateStatus::ALL.map(LateStatus::as_str)),
+        ),
+        (
+            ("late_approval_source", "late_approval_source_known"),
+            same("LateSource", LateSource::ALL.map(LateSource::as_str)),
         ),
         (
             (

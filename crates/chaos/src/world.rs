@@ -775,7 +775,7 @@ mod tests {
 
     fn sandbox(more: &[String]) -> SandboxConfig {
         match parsed(&sandbox_args("http://127.0.0.1:9/v1/webhooks/stripe", more)) {
-            Command::Sandbox(config) => config,
+            Command::Sandbox(config) => *config,
             other => panic!("{other:?}"),
         }
     }

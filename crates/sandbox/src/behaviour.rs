@@ -23,6 +23,11 @@ pub enum Behaviour {
     /// `pm_sandbox_refused`: refused before anything was done, as a provider refuses a
     /// request it did not process (`403`); nothing recorded under the key.
     Refused,
+    /// `pm_sandbox_late_approval`: answers a soft decline (Stripe `card_declined` /
+    /// `generic_decline`, Adyen `Refused`) but books the charge as approved (captured, or
+    /// held for a manual capture), and tells so by webhook after `--late-approval-ms`: the
+    /// provider that changes its mind after payorch moved on.
+    LateApproval,
     /// `pm_sandbox_mix` and `pm_sandbox_mix_NN`: drawn from the face's mix (`mix`), at its
     /// approval rate or at NN %.
     Mixed(Option<u8>),
@@ -66,6 +71,7 @@ impl Behaviour {
             "pm_sandbox_error_before" => Self::ErrorBefore,
             "pm_sandbox_dropped_response" => Self::DroppedResponse,
             "pm_sandbox_refused" => Self::Refused,
+            "pm_sandbox_late_approval" => Self::LateApproval,
             "pm_sandbox_error_after" => Self::ErrorAfter,
             "pm_card_threeDSecure2Required" => Self::ThreeDSecure,
             "pm_sandbox_capture_error_before" => {

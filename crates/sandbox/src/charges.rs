@@ -18,6 +18,7 @@ use chrono::Utc;
 
 use super::answers::{api_error_500_answer, intent_answer, stored_error, with_nulls};
 use super::behaviour::Behaviour;
+use super::declines::by_token;
 use super::params::CreateParams;
 use super::protocol::is_marked_adyen;
 use super::store::StoredResponse;
@@ -112,6 +113,26 @@ async fn execute(
             sb.announce("payment_intent.payment_failed", &intent, cause.clone());
             intent_answer(intent)
         }
+        (Some(Behaviour::LateApproval), _) if params.confirm => {
+            // The ledger's truth: charged (or held). The answer: a soft decline.
+            let manual = params.is_manual_capture();
+            let booked = keep(
+                if manual { "requires_capture" } else { "succeeded" },
+                true,
+                &|intent| {
+                    if manual {
+                        intent.amount_capturable = intent.amount;
+                    } else {
+                        intent.amount_received = intent.amount;
+                    }
+                    intent.latest_charge = Some(random_id("ch"));
+                },
+            );
+            let said = declined_in_words(&booked);
+            sb.announce("payment_intent.payment_failed", &said, cause.clone());
+            schedule_late_approval(&sb, booked.id.clone());
+            intent_answer(said)
+        }
         (Some(Behaviour::Processing), _) if params.confirm => {
             let intent = keep("processing", true, &|_| {});
             sb.announce("payment_intent.processing", &intent, cause.clone());
@@ -198,6 +219,41 @@ fn schedule_settlement(sb: &Arc<Sandbox>, id: String) {
         if let Some(intent) = sb_task.store.transition(&id, "processing", to) {
             sb_task.announce(kind, &intent, None);
         }
+    });
+}
+
+/// The decline a late approval answers, the generic soft one (Stripe `card_declined` /
+/// `generic_decline`, Adyen `Refused`), about the charge the ledger books as approved.
+fn declined_in_words(booked: &PaymentIntent) -> PaymentIntent {
+    let decline = by_token(LATE_DECLINE).expect("the generic decline is a row of DECLINES");
+    let mut said = booked.clone();
+    said.status = "requires_payment_method".into();
+    said.amount_received = 0;
+    said.amount_capturable = 0;
+    said.latest_charge = None;
+    said.last_payment_error = Some(decline.last_payment_error());
+    said
+}
+
+/// The token whose decline a late approval answers with.
+const LATE_DECLINE: &str = "pm_card_chargeDeclined";
+
+/// A late approval tells, after `--late-approval-ms`, what its ledger booked: the charge's
+/// success (or hold) webhook, as the provider sends it when it approves after all.
+fn schedule_late_approval(sb: &Arc<Sandbox>, id: String) {
+    let sb_task = sb.clone();
+    sb.spawn(async move {
+        tokio::time::sleep(sb_task.config.late_approval()).await;
+        let Some(intent) = sb_task.store.get(&id).found() else {
+            return;
+        };
+        let kind = match intent.status.as_str() {
+            "requires_capture" => "payment_intent.amount_capturable_updated",
+            "succeeded" => "payment_intent.succeeded",
+            // Voided or refunded before it was told: the ledger's truth is told as it is.
+            _ => return,
+        };
+        sb_task.announce(kind, &intent, None);
     });
 }
 

@@ -13,6 +13,7 @@ pub(super) const DEFAULT_ADYEN_HMAC_KEY: &str =
     "44782def547aaa06c910c43932b1eb0c71fc68d9d0c057550c48ec2acf6ba056";
 pub const DEFAULT_SLOW_MS: u64 = 3000;
 pub(super) const DEFAULT_PROCESSING_MS: u64 = 1000;
+pub(super) const DEFAULT_LATE_APPROVAL_MS: u64 = 200;
 pub(super) const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 6;
 pub(super) const DEFAULT_WEBHOOK_RETRY_MS: u64 = 1000;
 pub(super) const DEFAULT_WEBHOOK_REORDER_WINDOW_MS: u64 = 2500;
@@ -70,6 +71,11 @@ pub struct SandboxConfig {
     /// How long `pm_sandbox_processing` stays `processing` before it succeeds.
     #[arg(long = "processing-ms", env = "PAYORCH_SANDBOX_PROCESSING_MS", default_value_t = DEFAULT_PROCESSING_MS)]
     pub processing_ms: u64,
+
+    /// How long after answering a decline `pm_sandbox_late_approval` (and a mix's
+    /// `late_approval` outage) tells that it approved the charge after all.
+    #[arg(long = "late-approval-ms", env = "PAYORCH_SANDBOX_LATE_APPROVAL_MS", default_value_t = DEFAULT_LATE_APPROVAL_MS)]
+    pub late_approval_ms: u64,
 
     /// Added to every API answer.
     #[arg(
@@ -177,6 +183,7 @@ impl Default for SandboxConfig {
             adyen_hmac_key: DEFAULT_ADYEN_HMAC_KEY.into(),
             slow_ms: DEFAULT_SLOW_MS,
             processing_ms: DEFAULT_PROCESSING_MS,
+            late_approval_ms: DEFAULT_LATE_APPROVAL_MS,
             latency_ms: 0,
             lost_response_rate: 0.0,
             error_rate: 0.0,
@@ -204,6 +211,10 @@ impl SandboxConfig {
 
     pub(crate) fn processing(&self) -> Duration {
         Duration::from_millis(self.processing_ms)
+    }
+
+    pub(crate) fn late_approval(&self) -> Duration {
+        Duration::from_millis(self.late_approval_ms)
     }
 
     pub(crate) fn latency(&self) -> Duration {

@@ -58,15 +58,20 @@ pub enum Outage {
     /// not process (`403`; as `pm_sandbox_refused`): the one outage a payment may fail over
     /// from. The others leave the outcome unknown to the merchant.
     Refused,
+    /// `late_approval`: answered as a soft decline, but charged, and told by webhook after
+    /// `--late-approval-ms` (as `pm_sandbox_late_approval`): the decline a retry elsewhere
+    /// follows, whose money payorch must give back.
+    LateApproval,
 }
 
 impl Outage {
-    pub const ALL: [Outage; 5] = [
+    pub const ALL: [Outage; 6] = [
         Outage::ErrorBefore,
         Outage::ErrorAfter,
         Outage::Timeout,
         Outage::Dropped,
         Outage::Refused,
+        Outage::LateApproval,
     ];
 
     pub fn word(self) -> &'static str {
@@ -76,6 +81,7 @@ impl Outage {
             Outage::Timeout => "timeout",
             Outage::Dropped => "dropped",
             Outage::Refused => "refused",
+            Outage::LateApproval => "late_approval",
         }
     }
 
@@ -86,6 +92,7 @@ impl Outage {
             Outage::Timeout => Behaviour::LostResponse,
             Outage::Dropped => Behaviour::DroppedResponse,
             Outage::Refused => Behaviour::Refused,
+            Outage::LateApproval => Behaviour::LateApproval,
         }
     }
 }
@@ -223,7 +230,8 @@ impl Mix {
                                 .ok_or_else(|| {
                                     format!(
                                         "outages: {word:?} is none of error_before, \
-                                         error_after, timeout, dropped, refused"
+                                         error_after, timeout, dropped, refused, \
+                                         late_approval"
                                     )
                                 })
                         })

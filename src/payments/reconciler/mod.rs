@@ -43,6 +43,7 @@ use crate::payments::due::{claim_due, DueQueue};
 use crate::payments::holds::operate::void_without_key;
 use crate::payments::holds::reason::OUTCOME_UNKNOWN;
 use crate::payments::holds::reconcile::{needs_void, was_voided_for};
+use crate::payments::late_approvals::undo::undo_due;
 use crate::payments::service::{settle_key, Payments};
 use crate::payments::status::AttemptStatus;
 use crate::payments::{holds, refunds};
@@ -61,7 +62,8 @@ pub async fn run(pool: DbPool, payments: Arc<Payments>, mut stop: watch::Receive
         };
         let claimed = claimed
             + reconcile_due_refunds(&pool, &payments).await
-            + reconcile_due_hold_operations(&pool, &payments).await;
+            + reconcile_due_hold_operations(&pool, &payments).await
+            + undo_due(&pool, &payments).await;
         payments.publish_circuits();
         if let Err(err) = refresh_gauges(&pool, &payments).await {
             tracing::debug!(error = %err, "could not count unresolved attempts");

@@ -27,6 +27,7 @@ use crate::payments::attempts::{
     unsettled_statuses, AttemptRow, LoggedCall, PaymentAttempt, TimelineEntry,
 };
 use crate::payments::holds::{operations_of_payment, HoldOperation};
+use crate::payments::late_approvals::{self, LateApproval};
 use crate::payments::orders::{find_order, Order};
 use crate::payments::reconciler::settings::NO_RECORD;
 use crate::payments::refunds::{
@@ -274,6 +275,8 @@ pub struct Story {
     pub hold_operations: Vec<HoldOperation>,
     /// What support keys did to its order's payments, refunds and events, oldest first.
     pub support_actions: Vec<audit::RecordedAction>,
+    /// A provider's approval after payorch failed it, and its undo.
+    pub late_approval: Option<LateApproval>,
 }
 
 /// The story of attempt `id`, whichever merchant it belongs to.
@@ -295,6 +298,7 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
     let hold_operations = operations_of_payment(conn, payment.merchant_id, payment.id).await?;
     let support_actions =
         audit::actions_of_order(conn, payment.merchant_id, payment.order_id).await?;
+    let late_approval = late_approvals::of_attempt(conn, &payment).await?;
     let idempotency_key = match &payment.idempotency_key {
         Some(key) => idempotency_keys::table
             .find((payment.merchant_id.0, key))
@@ -317,6 +321,7 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
         refund_timeline,
         hold_operations,
         support_actions,
+        late_approval,
         payment,
     }))
 }
@@ -348,6 +353,8 @@ pub struct NeedsAHuman {
     pub stuck_refunds: Vec<Refund>,
     /// Webhooks that contradicted what payorch knows.
     pub webhook_conflicts: Vec<Conflict>,
+    /// Every late approval, undone or not: a human confirms each with the provider.
+    pub late_approvals: Vec<LateApproval>,
 }
 
 pub async fn needs_a_human(
@@ -415,12 +422,14 @@ pub async fn needs_a_human(
         .select(Conflict::as_select())
         .load(conn)
         .await?;
+    let late_approvals = late_approvals::listed(conn, limit).await?;
     Ok(NeedsAHuman {
         stuck: stuck.into_iter().map(Into::into).collect(),
         no_provider_record: no_record.into_iter().map(Into::into).collect(),
         contradicted,
         stuck_refunds: stuck_refunds.into_iter().map(Into::into).collect(),
         webhook_conflicts,
+        late_approvals,
     })
 }
 

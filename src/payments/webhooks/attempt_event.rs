@@ -17,6 +17,10 @@ use crate::payments::attempts::transition::{decide, move_of, Decision};
 use crate::payments::attempts::{AttemptRow, PaymentAttempt, Source};
 use crate::payments::event_log::{EventLog, EventRow};
 use crate::payments::holds::record::refuse_live_operation;
+use crate::payments::late_approvals::detect::{record_webhook, WebhookNews};
+use crate::payments::late_approvals::undo::undo;
+use crate::payments::late_approvals::{late_approval, ApprovedAs};
+use crate::payments::reconciler::settings::to_chrono;
 use crate::payments::service::Payments;
 use crate::payments::status::AttemptStatus;
 use crate::providers::{ProviderOutcome, WebhookEvent};
@@ -128,6 +132,10 @@ pub(super) async fn record_once(
         }
         let decision = decide(was, attempt.capture_method, &outcome);
         let Some(change) = move_of(was, &decision) else {
+            // Money taken for an attempt payorch told the merchant failed: given back at once.
+            if let Some(approved_as) = late_approval(&attempt, &outcome) {
+                return record_late_approval(pool, payments, &new, &attempt, approved_as).await;
+            }
             // Only a final attempt writes nothing, and a final attempt never changes: what
             // the event is to it stays true without a lock.
             let now = was.as_str();
@@ -198,6 +206,50 @@ pub(super) async fn record_once(
     Err(ReceiveError::Database(
         diesel::result::Error::RollbackTransaction,
     ))
+}
+
+/// An approval of an attempt payorch holds as failed (docs/guides/declines.md, "Late
+/// approvals"): the event's row (a conflict) and the late approval's in one statement, then
+/// the undo asked at once. Should this replica die before the undo is answered, the row stays
+/// `undoing` and the reconciler sends it, under the same keys, once its claim has passed.
+async fn record_late_approval(
+    pool: &DbPool,
+    payments: &Payments,
+    new: &NewEvent<'_>,
+    attempt: &PaymentAttempt,
+    approved_as: ApprovedAs,
+) -> Result<Received, ReceiveError> {
+    let detail = format!(
+        "says {} but the attempt is failed: a late approval, undone at once",
+        approved_as.as_str()
+    );
+    let news = WebhookNews {
+        event_row: new.id.0,
+        provider: new.provider,
+        event: new.event,
+        detail: &detail,
+        attempt,
+        approved_as,
+        claimed_until: Utc::now() + to_chrono(payments.reconciler.claim),
+    };
+    let detected = record_webhook(&mut *pool.get().await?, &news).await?;
+    if !detected.recorded {
+        return Ok(Received::Duplicate);
+    }
+    if let Some(late) = detected.made {
+        payments.metrics.late_approval(&late.provider, "detected");
+        tracing::warn!(late_approval = %late.id, attempt = %attempt.id, provider = %late.provider,
+            approved_as = approved_as.as_str(), "a failed attempt was approved; undoing it");
+        let id = late.id;
+        if let Err(err) = undo(pool, payments, late, Source::Webhook).await {
+            tracing::warn!(late_approval = %id, error = %err,
+                "undo of a late approval not recorded; the reconciler sends it again");
+        }
+    }
+    Ok(Received::Recorded {
+        id: new.id,
+        outcome: EventOutcome::Conflict,
+    })
 }
 
 /// Whether the event was recorded before, and the attempt it is about: by the attempt id

@@ -1,0 +1,424 @@
+//! The undo of a late approval: a void of the hold or a refund of the whole capture, asked of
+//! the provider that approved, under the undo's own provider key (`payorch_<id>_void`,
+//! `payorch_<id>_refund`), then its answer recorded on the row by a guarded update (`status =
+//! 'undoing'`), so two senders never record twice.
+//!
+//! Sent at once by the request that recorded the late approval, and by the reconciler for any
+//! row left `undoing` past its `next_check_at` (a crash between the commit and the call, or an
+//! answer that told nothing): the same keys, so a resend is the provider's replay, never a
+//! second void or refund. And a refund of the whole amount cannot be made twice in any case:
+//! the provider refuses a refund beyond what is left of the charge.
+//!
+//! What each answer does (docs/guides/declines.md, "Late approvals"):
+//! - a void answered canceled, or taken for later (Adyen's `received`): `voided`;
+//! - a void refused (the charge was captured after all, or never held): a refund;
+//! - a refund answered succeeded or pending (taken; Stripe's `pending`, Adyen's `received`):
+//!   `refunded`;
+//! - a refund refused: `undo_failed`, the money still taken, for a human;
+//! - anything unknown (a timeout, a 5xx, a closed connection): still `undoing`, asked again.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use diesel::sql_types::{Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::OptionalExtension;
+use diesel_async::RunQueryDsl;
+
+use super::{LateApproval, LateStatus, Undo};
+use crate::db::sql::Sql;
+use crate::db::statement::Statement;
+use crate::db::DbPool;
+use crate::ids::{MerchantId, PaymentId};
+use crate::payments::attempts::call_log::log_call;
+use crate::payments::attempts::{CallKind, Source};
+use crate::payments::due::{self, DueQueue};
+use crate::payments::service::Payments;
+use crate::providers::{CancelRequest, ProviderCall, ProviderOutcome, RefundRequest};
+
+/// The late approvals' due queue: those still `undoing`.
+const DUE_LATE_APPROVALS: DueQueue = DueQueue {
+    table: "late_approvals",
+    open: "('undoing')",
+};
+
+/// Why the provider is asked to give the money back: the refund's reason (Stripe keeps it
+/// in the refund's metadata).
+const REASON: &str = "late_approval";
+
+#[derive(Debug, thiserror::Error)]
+pub enum UndoError {
+    #[error(transparent)]
+    Unavailable(#[from] crate::db::pool::PoolError),
+    #[error(transparent)]
+    Database(#[from] diesel::result::Error),
+}
+
+/// What one answer makes of the undo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Done: the status, what the provider said, and its id of the void or refund.
+    Done {
+        status: LateStatus,
+        detail: String,
+        undo_id: Option<String>,
+    },
+    /// The void was refused: refund instead.
+    RefundInstead { detail: String },
+    /// Nothing is known yet: ask again later, under the same key.
+    AskAgain { detail: String },
+}
+
+/// What `outcome`, the answer to `undo`, makes of it.
+pub fn judge(undo: Undo, outcome: &ProviderOutcome, charge: &str) -> Verdict {
+    use ProviderOutcome as O;
+    match (undo, outcome) {
+        (Undo::Void, O::Canceled { .. }) => Verdict::Done {
+            status: LateStatus::Voided,
+            detail: "the provider released the hold".into(),
+            undo_id: Some(charge.to_owned()),
+        },
+        // Adyen takes a cancel (`received`) and tells its end by notification.
+        (Undo::Void, O::Pending { .. }) => Verdict::Done {
+            status: LateStatus::Voided,
+            detail: "the provider took the cancel; its notification tells the end".into(),
+            undo_id: Some(charge.to_owned()),
+        },
+        (Undo::Void, O::Failed { code, message, .. }) => Verdict::RefundInstead {
+            detail: format!("the void was refused ({code}: {message})"),
+        },
+        (Undo::Refund, O::Succeeded { provider_id }) => Verdict::Done {
+            status: LateStatus::Refunded,
+            detail: "the provider refunded the whole amount".into(),
+            undo_id: Some(provider_id.clone()),
+        },
+        (Undo::Refund, O::Pending { provider_id }) => Verdict::Done {
+            status: LateStatus::Refunded,
+            detail: "the provider took the refund; its notification tells the end".into(),
+            undo_id: provider_id.clone(),
+        },
+        (Undo::Refund, O::Failed { code, message, .. }) => Verdict::Done {
+            status: LateStatus::UndoFailed,
+            detail: format!("the refund was refused ({code}: {message}): the money is still taken"),
+            undo_id: None,
+        },
+        (_, other) => Verdict::AskAgain {
+            detail: format!(
+                "the {} told nothing ({}); asked again under the same key",
+                undo.word(),
+                other.label()
+            ),
+        },
+    }
+}
+
+impl Undo {
+    fn word(self) -> &'static str {
+        match self {
+            Undo::Void => "void",
+            Undo::Refund => "refund",
+        }
+    }
+
+    fn call_kind(self) -> CallKind {
+        match self {
+            Undo::Void => CallKind::Cancel,
+            Undo::Refund => CallKind::CreateRefund,
+        }
+    }
+}
+
+/// Sends the undo of `late` and records its answer; the row as it is after. `source` says
+/// who sends it (the receiving request's webhook, or the reconciler).
+pub async fn undo(
+    pool: &DbPool,
+    payments: &Payments,
+    late: LateApproval,
+    source: Source,
+) -> Result<LateApproval, UndoError> {
+    if late.status != LateStatus::Undoing.as_str() {
+        return Ok(late);
+    }
+    let mut way = Undo::first(late.approved_as());
+    let mut said = Vec::new();
+    let verdict = loop {
+        let call = send(payments, &late, way).await;
+        {
+            let mut conn = pool.get().await?;
+            let asked_by = format!("late approval {}", late.id);
+            log_call(
+                &mut conn,
+                MerchantId(late.merchant_id),
+                PaymentId(late.attempt_id),
+                way.call_kind(),
+                source,
+                &call,
+                Some(&asked_by),
+            )
+            .await?;
+        }
+        match judge(way, &call.outcome, &late.provider_payment_id) {
+            Verdict::RefundInstead { detail } if way == Undo::Void => {
+                said.push(detail);
+                way = Undo::Refund;
+            }
+            verdict => break verdict,
+        }
+    };
+    let (done, undo_id) = match verdict {
+        Verdict::Done {
+            status,
+            detail,
+            undo_id,
+        } => {
+            said.push(detail);
+            (Some(status), undo_id)
+        }
+        Verdict::AskAgain { detail } | Verdict::RefundInstead { detail } => {
+            said.push(detail);
+            (None, None)
+        }
+    };
+    let detail = said.join("; ");
+    let statement = match done {
+        Some(status) => {
+            payments
+                .metrics
+                .late_approval(&late.provider, status.as_str());
+            tracing::warn!(late_approval = %late.id, attempt = %late.attempt_id,
+                provider = %late.provider, status = status.as_str(), "late approval undone");
+            finish(&late, status, &detail, undo_id.as_deref())
+        }
+        None => {
+            let next = Utc::now() + payments.reconciler.next_check(late.checks);
+            ask_again(&late, &detail, next)
+        }
+    };
+    let mut conn = pool.get().await?;
+    let recorded = statement
+        .load::<LateApproval>(&mut conn)
+        .await
+        .and_then(crate::db::one)
+        .optional()?;
+    // `None`: another sender recorded its answer first (the same undo, by the same key).
+    Ok(recorded.unwrap_or(late))
+}
+
+/// The provider call of `way` for `late`, under its own key.
+async fn send(payments: &Payments, late: &LateApproval, way: Undo) -> ProviderCall {
+    let provider = payments.adapter(&late.provider);
+    let key = way.provider_key(late.id);
+    let call = match way {
+        Undo::Void => {
+            provider
+                .cancel(&CancelRequest {
+                    provider_payment_id: Some(late.provider_payment_id.clone()),
+                    idempotency_key: key,
+                    attempt_id: late.attempt_id.to_string(),
+                    merchant_id: late.merchant_id.to_string(),
+                })
+                .await
+        }
+        Undo::Refund => {
+            provider
+                .create_refund(&RefundRequest {
+                    provider_payment_id: late.provider_payment_id.clone(),
+                    amount: late.amount,
+                    currency: late.currency.clone(),
+                    idempotency_key: key,
+                    refund_id: late.id.to_string(),
+                    payment_id: late.attempt_id.to_string(),
+                    merchant_id: late.merchant_id.to_string(),
+                    reason: Some(REASON.to_owned()),
+                })
+                .await
+        }
+    };
+    payments
+        .metrics
+        .provider_call(&late.provider, way.call_kind(), &call);
+    call
+}
+
+/// The guarded update that ends the undo (whole text: `tests/sql/late_approval_finish.sql`).
+fn finish<'f>(
+    late: &'f LateApproval,
+    status: LateStatus,
+    detail: &'f str,
+    undo_id: Option<&'f str>,
+) -> Sql<'f> {
+    let mut q = Statement::new();
+    let merchant = q.bind::<SqlUuid, _>(late.merchant_id);
+    let id = q.bind::<SqlUuid, _>(late.id);
+    let status = q.bind::<Text, _>(status.as_str());
+    let detail = q.bind::<Text, _>(detail);
+    let undo_id = q.bind::<Nullable<Text>, _>(undo_id);
+    q.push(format_args!(
+        "UPDATE late_approvals SET status = {status}, detail = {detail}, provider_undo_id = {undo_id}
+WHERE merchant_id = {merchant} AND id = {id} AND status = 'undoing' RETURNING *"
+    ));
+    q.finish()
+}
+
+/// The guarded update that leaves it `undoing`, asked again at `next`.
+fn ask_again<'f>(late: &'f LateApproval, detail: &'f str, next: DateTime<Utc>) -> Sql<'f> {
+    let mut q = Statement::new();
+    let merchant = q.bind::<SqlUuid, _>(late.merchant_id);
+    let id = q.bind::<SqlUuid, _>(late.id);
+    let detail = q.bind::<Text, _>(detail);
+    let next = q.bind::<Timestamptz, _>(next);
+    q.push(format_args!(
+        "UPDATE late_approvals SET detail = {detail}, next_check_at = {next}
+WHERE merchant_id = {merchant} AND id = {id} AND status = 'undoing' RETURNING *"
+    ));
+    q.finish()
+}
+
+/// The reconciler's round: claims the late approvals left `undoing` whose check is due (a
+/// crash after the commit, an answer that told nothing) and sends each undo again,
+/// concurrently. Returns how many were claimed.
+pub async fn undo_due(pool: &DbPool, payments: &Arc<Payments>) -> usize {
+    let settings = &payments.reconciler;
+    let due: Vec<LateApproval> = match pool.get().await {
+        Ok(mut conn) => {
+            match due::claim_due(DUE_LATE_APPROVALS, settings.batch, settings.claim)
+                .load(&mut conn)
+                .await
+            {
+                Ok(due) => due,
+                Err(err) => {
+                    tracing::warn!(error = %err, "reconciler round of late approvals failed");
+                    return 0;
+                }
+            }
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "reconciler round of late approvals failed");
+            return 0;
+        }
+    };
+    let claimed = due.len();
+    let mut undos = tokio::task::JoinSet::new();
+    for late in due {
+        let pool = pool.clone();
+        let payments = payments.clone();
+        undos.spawn(async move {
+            let id = late.id;
+            if let Err(err) = undo(&pool, &payments, late, Source::Reconciler).await {
+                tracing::warn!(late_approval = %id, error = %err, "undo of a late approval failed");
+            }
+        });
+    }
+    while undos.join_next().await.is_some() {}
+    claimed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::snapshot::assert_sql_snapshot;
+
+    fn failed() -> ProviderOutcome {
+        ProviderOutcome::Failed {
+            code: "payment_intent_unexpected_state".into(),
+            message: "already captured".into(),
+            provider_id: None,
+            decline: None,
+        }
+    }
+
+    #[test]
+    fn a_void_refused_becomes_a_refund_and_a_refund_refused_needs_a_human() {
+        assert!(matches!(
+            judge(Undo::Void, &failed(), "pi_1"),
+            Verdict::RefundInstead { .. }
+        ));
+        assert!(matches!(
+            judge(Undo::Refund, &failed(), "pi_1"),
+            Verdict::Done {
+                status: LateStatus::UndoFailed,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn an_answer_taken_ends_the_undo() {
+        let canceled = ProviderOutcome::Canceled { provider_id: None };
+        assert_eq!(
+            judge(Undo::Void, &canceled, "pi_1"),
+            Verdict::Done {
+                status: LateStatus::Voided,
+                detail: "the provider released the hold".into(),
+                undo_id: Some("pi_1".into()),
+            }
+        );
+        let refunded = ProviderOutcome::Succeeded {
+            provider_id: "re_1".into(),
+        };
+        assert!(matches!(
+            judge(Undo::Refund, &refunded, "pi_1"),
+            Verdict::Done { status: LateStatus::Refunded, undo_id: Some(id), .. } if id == "re_1"
+        ));
+        let received = ProviderOutcome::Pending { provider_id: None };
+        assert!(matches!(
+            judge(Undo::Refund, &received, "pi_1"),
+            Verdict::Done {
+                status: LateStatus::Refunded,
+                ..
+            }
+        ));
+    }
+
+    /// Never a refund after a void whose answer was unknown: the void may have been done.
+    #[test]
+    fn an_unknown_answer_is_asked_again_the_same_way() {
+        for undo in [Undo::Void, Undo::Refund] {
+            for outcome in [
+                ProviderOutcome::Unknown {
+                    reason: "timeout".into(),
+                },
+                ProviderOutcome::Unavailable {
+                    reason: "circuit open".into(),
+                },
+                ProviderOutcome::NotFound,
+            ] {
+                assert!(
+                    matches!(judge(undo, &outcome, "pi_1"), Verdict::AskAgain { .. }),
+                    "{undo:?} {outcome:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_statements_read_as_their_snapshots() {
+        let late = LateApproval {
+            merchant_id: uuid::Uuid::now_v7(),
+            id: uuid::Uuid::now_v7(),
+            attempt_id: uuid::Uuid::now_v7(),
+            order_id: uuid::Uuid::now_v7(),
+            provider: "sandbox".into(),
+            provider_payment_id: "pi_1".into(),
+            amount: 100,
+            currency: "eur".into(),
+            approved_as: "succeeded".into(),
+            source: "webhook".into(),
+            status: "undoing".into(),
+            detail: None,
+            provider_undo_id: None,
+            next_check_at: Some(Utc::now()),
+            checks: 0,
+            detected_at: Utc::now(),
+            undone_at: None,
+        };
+        assert_sql_snapshot(
+            "late_approval_finish",
+            &finish(&late, LateStatus::Refunded, "done", Some("re_1")),
+        );
+        assert_sql_snapshot(
+            "late_approval_ask_again",
+            &ask_again(&late, "unknown", Utc::now()),
+        );
+        crate::payments::due::assert_claim_snapshot(DUE_LATE_APPROVALS);
+    }
+}

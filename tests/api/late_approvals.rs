@@ -1,0 +1,253 @@
+//! Late approvals (docs/guides/declines.md, "Late approvals"): a provider that declined a
+//! charge and then says it approved it after all. payorch had told the merchant nothing was
+//! taken, so it gives the money back at once — a refund of a capture, a void of a hold — once
+//! however often it is told, tells the merchant (`late_approval.*` events) and lists it for a
+//! human; a crash between recording the news and asking for the undo is made good by the
+//! reconciler. `pm_sandbox_late_approval` answers a soft decline, books the charge as approved
+//! and sends its success webhook after `--late-approval-ms` (docs/guides/test-cards.md).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::helpers::{assert_refused_by, eventually, TestApp};
+
+const LATE: &str = "pm_sandbox_late_approval";
+
+/// The database's uuid of an API id (`pay_…`).
+fn uuid_of(id: &str) -> String {
+    id.split_once('_').map_or(id, |(_, hex)| hex).to_owned()
+}
+
+impl TestApp {
+    /// The late approval of payment `id`, as its support story shows it (`null`: none).
+    async fn late_approval_of(&self, id: &str) -> Value {
+        let story: Value = self
+            .support_get(&format!("/v1/support/payments/{id}"))
+            .await
+            .json()
+            .await
+            .unwrap();
+        story["late_approval"].clone()
+    }
+
+    /// Waits until payment `id`'s late approval has left `undoing`; its view.
+    async fn undone(&self, id: &str, what: &str) -> Value {
+        let done = eventually(Duration::from_secs(20), || async {
+            let late = self.late_approval_of(id).await;
+            late.is_object() && late["status"] != "undoing"
+        })
+        .await;
+        let late = self.late_approval_of(id).await;
+        assert!(done, "{what}: the late approval was not undone: {late}");
+        late
+    }
+
+    /// The sandbox's refunds of charge `charge`.
+    fn refunds_of(&self, charge: &str) -> usize {
+        self.sandbox
+            .refunds()
+            .iter()
+            .filter(|r| r.payment_intent == charge)
+            .count()
+    }
+
+    /// The sandbox ledger's status of charge `charge`.
+    fn ledger_status(&self, charge: &str) -> String {
+        self.sandbox
+            .ledger()
+            .iter()
+            .find(|e| e.provider_id == charge)
+            .map(|e| e.status.clone())
+            .unwrap_or_default()
+    }
+
+    /// How many events of `event_type` the merchant was told.
+    async fn told(&self, event_type: &str) -> i64 {
+        self.db
+            .count(&format!("merchant_events WHERE type = '{event_type}'"))
+            .await
+    }
+
+    /// A checkout with `pm_sandbox_late_approval` at `provider`: its payment, which must be
+    /// failed with a soft decline, and the charge id the provider named.
+    async fn declined_late(&self, provider: &str, key: &str) -> (Value, String) {
+        let payment = self.pay_through(provider, key, LATE).await;
+        assert_eq!(payment["status"], "failed", "{payment}");
+        assert_eq!(payment["failure_class"], "soft", "{payment}");
+        let charge = payment["provider_payment_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the decline named its charge: {payment}"))
+            .to_owned();
+        (payment, charge)
+    }
+}
+
+#[tokio::test]
+async fn a_late_approval_through_each_face_is_refunded_once_told_and_listed() {
+    let app = TestApp::spawn().await;
+    for (n, provider) in ["stripe", "adyen"].into_iter().enumerate() {
+        let (payment, charge) = app
+            .declined_late(provider, &format!("late-{provider}"))
+            .await;
+        let id = payment["id"].as_str().unwrap();
+        let late = app.undone(id, provider).await;
+        assert_eq!(late["status"], "refunded", "{provider}: {late}");
+        assert_eq!(late["approved_as"], "succeeded", "{provider}: {late}");
+        assert_eq!(late["source"], "webhook", "{provider}: {late}");
+        assert_eq!(late["payment_id"], id, "{provider}: {late}");
+        assert_eq!(late["provider_payment_id"], charge.as_str());
+        assert_eq!(late["amount"], payment["amount"]);
+        assert_eq!(app.refunds_of(&charge), 1, "{provider}: refunded once");
+        // The payment stays what payorch told the merchant: failed.
+        assert_eq!(app.payment(id).await["status"], "failed", "{provider}");
+        let count = n as i64 + 1;
+        assert_eq!(
+            app.told("late_approval.detected").await,
+            count,
+            "{provider}"
+        );
+        assert_eq!(
+            app.told("late_approval.refunded").await,
+            count,
+            "{provider}"
+        );
+        let listed: Value = app
+            .support_get("/v1/support/needs-a-human")
+            .await
+            .json()
+            .await
+            .unwrap();
+        let ids: Vec<&str> = listed["late_approvals"]
+            .as_array()
+            .expect("a list of late approvals")
+            .iter()
+            .filter_map(|l| l["payment_id"].as_str())
+            .collect();
+        assert!(ids.contains(&id), "{provider}: not listed: {listed}");
+    }
+    // Each event's object is the late approval, as the story shows it.
+    let events: Value = app
+        .get_as(&app.merchant_key, "/v1/events?type=late_approval.refunded")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let object = &events["data"][0]["data"]["object"];
+    assert_eq!(object["object"], "late_approval", "{events}");
+    assert_eq!(object["status"], "refunded", "{events}");
+}
+
+#[tokio::test]
+async fn the_same_approval_told_twice_makes_one_row_and_one_undo() {
+    let app = TestApp::spawn_config(|config| config.sandbox.webhook_duplicate_rate = 1.0).await;
+    let (payment, charge) = app.declined_late("stripe", "late-twice").await;
+    let id = payment["id"].as_str().unwrap();
+    app.undone(id, "told twice").await;
+    // Time for the second copy (and any resend) to have arrived and done nothing.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rows = app
+        .db
+        .count(&format!(
+            "late_approvals WHERE attempt_id = '{}'",
+            uuid_of(id)
+        ))
+        .await;
+    assert_eq!(rows, 1);
+    assert_eq!(app.refunds_of(&charge), 1, "refunded once");
+    assert_eq!(app.told("late_approval.detected").await, 1);
+}
+
+#[tokio::test]
+async fn a_crash_between_the_commit_and_the_undo_is_undone_by_the_reconciler_once() {
+    let app = TestApp::spawn().await;
+    // The approval is never told: the row stands in for one committed by a request that died
+    // before it asked for the undo.
+    app.sandbox.set_webhook_url(None);
+    let (payment, charge) = app.declined_late("stripe", "late-crash").await;
+    let id = payment["id"].as_str().unwrap();
+    assert_eq!(
+        app.ledger_status(&charge),
+        "succeeded",
+        "the ledger's truth"
+    );
+    let mut conn = app.db.connect().await;
+    let insert = format!(
+        "INSERT INTO late_approvals (merchant_id, id, attempt_id, order_id, provider,
+             provider_payment_id, amount, currency, approved_as, source, next_check_at)
+         SELECT merchant_id, gen_random_uuid(), id, order_id, provider, '{charge}', amount,
+             currency, 'succeeded', 'webhook', now()
+         FROM payment_attempts WHERE id = '{}'",
+        uuid_of(id)
+    );
+    diesel_async::RunQueryDsl::execute(diesel::sql_query(insert), &mut conn)
+        .await
+        .expect("a late approval left undoing");
+    let late = app.undone(id, "after a crash").await;
+    assert_eq!(late["status"], "refunded", "{late}");
+    // More rounds of the reconciler change nothing: the row is final.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(app.refunds_of(&charge), 1, "refunded once");
+    assert_eq!(app.told("late_approval.refunded").await, 1);
+}
+
+#[tokio::test]
+async fn a_held_late_approval_is_voided_not_refunded() {
+    let app = TestApp::spawn().await;
+    app.route_to(&["stripe"]).await;
+    let body = json!({"amount": 4200, "currency": "eur", "description": "Teapot",
+                      "payment_method": LATE, "capture_method": "manual"});
+    let response = app.checkout("late-held", &body).await;
+    assert_eq!(response.status(), 201);
+    let payment = response.json::<Value>().await.unwrap()["payment"].clone();
+    assert_eq!(payment["status"], "failed", "{payment}");
+    let id = payment["id"].as_str().unwrap();
+    let charge = payment["provider_payment_id"].as_str().unwrap();
+    let late = app.undone(id, "a hold").await;
+    assert_eq!(late["status"], "voided", "{late}");
+    assert_eq!(late["approved_as"], "authorized", "{late}");
+    assert_eq!(app.ledger_status(charge), "canceled");
+    assert_eq!(app.refunds_of(charge), 0, "a hold is never refunded");
+    assert_eq!(app.told("late_approval.voided").await, 1);
+}
+
+#[tokio::test]
+async fn the_database_keeps_a_late_approval_one_way_and_of_a_failed_attempt() {
+    let app = TestApp::spawn().await;
+    app.sandbox.set_webhook_url(None);
+    let (payment, charge) = app.declined_late("stripe", "late-rules").await;
+    let attempt = uuid_of(payment["id"].as_str().unwrap());
+    let paid = app
+        .pay_through("stripe", "late-rules-paid", "pm_card_visa")
+        .await;
+    let paid = uuid_of(paid["id"].as_str().unwrap());
+    let mut conn = app.db.connect().await;
+    let insert = |attempt: &str| {
+        format!(
+            "INSERT INTO late_approvals (merchant_id, id, attempt_id, order_id, provider,
+                 provider_payment_id, amount, currency, approved_as, source, next_check_at)
+             SELECT merchant_id, gen_random_uuid(), id, order_id, provider, '{charge}', amount,
+                 currency, 'succeeded', 'webhook', now() + interval '1 hour'
+             FROM payment_attempts WHERE id = '{attempt}'"
+        )
+    };
+    assert_refused_by(&mut conn, &insert(&paid), "late_approvals_of_a_failure").await;
+    diesel_async::RunQueryDsl::execute(diesel::sql_query(insert(&attempt)), &mut conn)
+        .await
+        .expect("a late approval of the failed attempt");
+    assert_refused_by(&mut conn, &insert(&attempt), "late_approvals_once").await;
+    diesel_async::RunQueryDsl::execute(
+        diesel::sql_query(format!(
+            "UPDATE late_approvals SET status = 'undo_failed' WHERE attempt_id = '{attempt}'"
+        )),
+        &mut conn,
+    )
+    .await
+    .expect("undoing → undo_failed");
+    assert_refused_by(
+        &mut conn,
+        &format!("UPDATE late_approvals SET status = 'undoing' WHERE attempt_id = '{attempt}'"),
+        "late_approvals_final",
+    )
+    .await;
+}
