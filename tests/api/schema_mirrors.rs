@@ -19,6 +19,7 @@ use payorch::payments::attempts::{CallKind, Source};
 use payorch::payments::holds::HoldKind;
 use payorch::payments::late_approvals::{ApprovedAs, LateSource, LateStatus};
 use payorch::payments::status::{AttemptStatus, OrderStatus};
+use payorch::payments::success_routing::Strategy;
 use payorch::payments::support::audit::Action;
 use payorch::payments::webhooks::EventOutcome;
 use payorch::providers::decline::FailureClass;
@@ -177,6 +178,11 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
             // A table CHECK, not a domain: migration 000024 says why.
             ("payment_attempts", "payment_attempts_failure_class_known"),
             same("FailureClass", FailureClass::ALL.map(FailureClass::as_str)),
+        ),
+        (
+            // A small table's plain CHECK (migration 000027).
+            ("merchant_routing", "merchant_routing_strategy_known"),
+            same("Strategy", Strategy::ALL.map(Strategy::as_str)),
         ),
         (
             ("order_status", "order_status_known"),
@@ -451,4 +457,5 @@ fn schema_mirrors_every_shown_enum_says_its_stored_word() {
     check(&EventOutcome::ALL, |v| v.as_str());
     check(&Action::ALL, |v| v.as_str());
     check(&SupportRole::ALL, |v| v.as_str());
+    check(&Strategy::ALL, |v| v.as_str());
 }
