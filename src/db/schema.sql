@@ -281,10 +281,12 @@ CREATE TABLE merchant_routing (
     currencies jsonb DEFAULT '{}'::jsonb NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_by text NOT NULL,
+    strategy text DEFAULT 'ordered'::text NOT NULL,
     CONSTRAINT merchant_routing_currencies CHECK ((jsonb_typeof(currencies) = 'object'::text)),
     CONSTRAINT merchant_routing_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
     CONSTRAINT merchant_routing_pkey PRIMARY KEY (merchant_id),
-    CONSTRAINT merchant_routing_providers CHECK ((((cardinality(providers) >= 1) AND (cardinality(providers) <= 16)) AND (array_position(providers, (NULL::text)::provider_name) IS NULL)))
+    CONSTRAINT merchant_routing_providers CHECK ((((cardinality(providers) >= 1) AND (cardinality(providers) <= 16)) AND (array_position(providers, (NULL::text)::provider_name) IS NULL))),
+    CONSTRAINT merchant_routing_strategy_known CHECK ((strategy = ANY (ARRAY['ordered'::text, 'success_rate'::text])))
 );
 
 CREATE TABLE merchants (
@@ -372,6 +374,8 @@ CREATE INDEX payment_attempts_idempotency_key ON public.payment_attempts USING b
 CREATE INDEX payment_attempts_no_record ON public.payment_attempts USING btree (id) WHERE (failure_code = 'provider_no_record'::text);
 
 CREATE INDEX payment_attempts_order ON public.payment_attempts USING btree (order_id, created_at DESC);
+
+CREATE INDEX payment_attempts_scored ON public.payment_attempts USING btree (provider, currency, created_at DESC) WHERE (((status)::text = ANY (ARRAY['succeeded'::text, 'authorized'::text])) OR (((status)::text = 'failed'::text) AND ((failure_class = 'soft'::text) OR (failure_code = 'provider_unavailable'::text))));
 
 CREATE UNIQUE INDEX payment_attempts_one_open ON public.payment_attempts USING btree (merchant_id, order_id) WHERE ((status)::text = ANY (ARRAY['created'::text, 'pending'::text, 'authorized'::text]));
 
