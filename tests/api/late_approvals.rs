@@ -8,8 +8,10 @@
 
 use std::time::Duration;
 
+use fantoccini::Locator;
 use serde_json::{json, Value};
 
+use crate::browser::{browser, screenshot, text_with};
 use crate::helpers::{assert_refused_by, eventually, TestApp};
 
 const LATE: &str = "pm_sandbox_late_approval";
@@ -250,4 +252,36 @@ async fn the_database_keeps_a_late_approval_one_way_and_of_a_failed_attempt() {
         "late_approvals_final",
     )
     .await;
+}
+
+/// The console lists the late approval among what needs a human, and the payment's summary
+/// says what became of it.
+#[tokio::test]
+async fn the_console_shows_a_late_approval_to_confirm() {
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let (payment, _) = app.declined_late("stripe", "late-console").await;
+    let id = payment["id"].as_str().unwrap();
+    app.undone(id, "for the console").await;
+
+    client.goto(&app.url("/console")).await.unwrap();
+    let key = client.find(Locator::Id("key")).await.unwrap();
+    key.send_keys(&app.support_key).await.unwrap();
+    key.send_keys("\u{E007}").await.unwrap(); // Enter submits the form.
+    let attention = text_with(&client, "attention-lists", id).await;
+    assert!(
+        attention.contains("Late approvals: confirm each with the provider (1)"),
+        "{attention}"
+    );
+    screenshot(&client, "console-late-approval").await;
+    let query = client.find(Locator::Id("query")).await.unwrap();
+    query.send_keys("late-console").await.unwrap();
+    query.send_keys("\u{E007}").await.unwrap();
+    let summary = text_with(&client, "summary", "Late approval").await;
+    assert!(
+        summary.contains("said succeeded") && summary.contains("refunded"),
+        "{summary}"
+    );
 }

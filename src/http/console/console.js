@@ -264,6 +264,7 @@ function summary(story) {
     ["Provider charge", p.provider_payment_id || "none known yet"],
     ["Refunded", refunded(story)],
     ["Failure", failureText(p) || "none"],
+    ...(story.late_approval ? [["Late approval", lateText(story.late_approval)]] : []),
     ["Capture", holdText(story)],
     ["Idempotency-Key", story.idempotency_key_name
       ? `${story.idempotency_key_name} (${key ? key.state : "expired"})` : "none"],
@@ -286,6 +287,14 @@ function holdText(story) {
     parts.push(`${o.object}${amount} by ${o.source}: ${o.status}${o.failure_code ? ` (${failureText(o)})` : ""}`);
   }
   return parts.join("; ");
+}
+
+// A provider's approval of a payment payorch had failed, and what became of giving it back
+// (docs/guides/declines.md, "Late approvals").
+function lateText(l) {
+  const undo = l.provider_undo_id ? ` (${l.provider_undo_id})` : "";
+  return `${l.provider} said ${l.approved_as} ${money(l.amount, l.currency)} by ${l.source}: ` +
+    `${l.status}${undo}${l.detail ? `; ${l.detail}` : ""}`;
 }
 
 // Whether support may release what the payment holds: a hold, or a challenge left waiting.
@@ -435,6 +444,9 @@ async function loadAttention() {
         el("li", {}, when(c.received_at), ` ${c.event_type} about `,
           c.payment_id ? paymentLink({ id: c.payment_id, status: "", amount: "", currency: "" }) : "no payment",
           c.detail ? ` (${c.detail})` : "")),
+      ...part("Late approvals: confirm each with the provider", needs.late_approvals || [], (l) =>
+        el("li", {}, when(l.detected_at), " ",
+          paymentLink({ id: l.payment_id, status: "", amount: "", currency: "" }), ` ${lateText(l)}`)),
       ...part("Disabled webhook endpoints", needs.disabled_webhook_endpoints || [], (e) =>
         el("li", {}, `${e.id} of `, merchantLabel(e.merchant_id), ": ", el("code", {}, e.url), ` (${e.disabled_reason || "disabled"}`,
           e.failing_since ? `; failing since ${when(e.failing_since)})` : ")")),
