@@ -113,6 +113,9 @@ diesel::table! {
         cancellation_reason -> Nullable<Text>,
         failure_class -> Nullable<Text>,
         provider_failure_code -> Nullable<Text>,
+        retry_of -> Nullable<Uuid>,
+        retry_reason -> Nullable<Text>,
+        three_d_secure -> Text,
     }
 }
 
@@ -123,6 +126,9 @@ diesel::table! {
         currencies -> Jsonb,
         updated_at -> Timestamptz,
         updated_by -> Text,
+        retry_soft_declines -> Bool,
+        retry_after_three_d_secure -> Bool,
+        max_attempts -> Int2,
         strategy -> Text,
     }
 }

@@ -281,8 +281,12 @@ CREATE TABLE merchant_routing (
     currencies jsonb DEFAULT '{}'::jsonb NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_by text NOT NULL,
+    retry_soft_declines boolean DEFAULT false NOT NULL,
+    retry_after_three_d_secure boolean DEFAULT false NOT NULL,
+    max_attempts smallint DEFAULT 2 NOT NULL,
     strategy text DEFAULT 'ordered'::text NOT NULL,
     CONSTRAINT merchant_routing_currencies CHECK ((jsonb_typeof(currencies) = 'object'::text)),
+    CONSTRAINT merchant_routing_max_attempts CHECK (((max_attempts >= 1) AND (max_attempts <= 4))),
     CONSTRAINT merchant_routing_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
     CONSTRAINT merchant_routing_pkey PRIMARY KEY (merchant_id),
     CONSTRAINT merchant_routing_providers CHECK ((((cardinality(providers) >= 1) AND (cardinality(providers) <= 16)) AND (array_position(providers, (NULL::text)::provider_name) IS NULL))),
@@ -351,6 +355,9 @@ CREATE TABLE payment_attempts (
     cancellation_reason short_text,
     failure_class text,
     provider_failure_code text,
+    retry_of uuid,
+    retry_reason text,
+    three_d_secure text DEFAULT 'automatic'::text NOT NULL,
     CONSTRAINT payment_attempts_canceled_has_reason CHECK ((((status)::text = 'canceled'::text) = (cancellation_reason IS NOT NULL))),
     CONSTRAINT payment_attempts_captured_only_manual CHECK (((amount_captured IS NULL) OR (((capture_method)::text = 'manual'::text) AND ((status)::text = 'succeeded'::text)))),
     CONSTRAINT payment_attempts_captured_within_authorized CHECK (((amount_captured)::bigint <= (amount)::bigint)),
@@ -360,8 +367,13 @@ CREATE TABLE payment_attempts (
     CONSTRAINT payment_attempts_final_is_finished CHECK ((((status)::text = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (finished_at IS NOT NULL))),
     CONSTRAINT payment_attempts_merchant_id_order_id_fkey FOREIGN KEY (merchant_id, order_id) REFERENCES orders(merchant_id, id),
     CONSTRAINT payment_attempts_open_is_checked CHECK ((((status)::text = ANY (ARRAY['created'::text, 'pending'::text, 'authorized'::text])) = (next_check_at IS NOT NULL))),
-    CONSTRAINT payment_attempts_pkey PRIMARY KEY (merchant_id, id)
+    CONSTRAINT payment_attempts_pkey PRIMARY KEY (merchant_id, id),
+    CONSTRAINT payment_attempts_retry_has_reason CHECK (((retry_of IS NULL) = (retry_reason IS NULL))) NOT VALID,
+    CONSTRAINT payment_attempts_retry_reason_known CHECK ((retry_reason = ANY (ARRAY['provider_unreached'::text, 'soft_decline'::text, 'authentication_required'::text]))) NOT VALID,
+    CONSTRAINT payment_attempts_three_d_secure_known CHECK ((three_d_secure = ANY (ARRAY['automatic'::text, 'required'::text]))) NOT VALID
 );
+
+CREATE INDEX payment_attempts_card_declines ON public.payment_attempts USING btree (merchant_id, payment_method, finished_at) WHERE (((status)::text = 'failed'::text) AND (provider_failure_code IS NOT NULL));
 
 CREATE INDEX payment_attempts_due ON public.payment_attempts USING btree (next_check_at) WHERE ((status)::text = ANY (ARRAY['created'::text, 'pending'::text, 'authorized'::text]));
 
@@ -396,6 +408,8 @@ CREATE TRIGGER payment_attempts_emit_event_made AFTER INSERT ON payment_attempts
 CREATE TRIGGER payment_attempts_guard_sending BEFORE UPDATE ON payment_attempts FOR EACH ROW WHEN (new.sending_until < old.sending_until OR NOT new.failure_code IS DISTINCT FROM 'provider_no_record'::text) EXECUTE FUNCTION payment_attempts_guard_sending();
 
 CREATE TRIGGER payment_attempts_guard_transition BEFORE UPDATE ON payment_attempts FOR EACH ROW EXECUTE FUNCTION payment_attempts_guard_transition();
+
+CREATE TRIGGER payment_attempts_retry_follows_failure BEFORE INSERT OR UPDATE OF retry_of ON payment_attempts FOR EACH ROW WHEN (new.retry_of IS NOT NULL) EXECUTE FUNCTION payment_attempts_retry_follows_failure();
 
 CREATE TRIGGER payment_attempts_settle_order AFTER UPDATE OF status ON payment_attempts FOR EACH ROW WHEN ((new.status::text = ANY (ARRAY['authorized'::text, 'succeeded'::text, 'failed'::text, 'canceled'::text])) AND old.status::text IS DISTINCT FROM new.status::text) EXECUTE FUNCTION payment_attempts_settle_order();
 
@@ -1002,6 +1016,23 @@ BEGIN
     IF NEW.status IN ('succeeded', 'failed', 'canceled') THEN
         NEW.finished_at := now();
         NEW.next_check_at := NULL;
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.payment_attempts_retry_follows_failure()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM 1 FROM payment_attempts
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.retry_of
+          AND order_id = NEW.order_id AND status = 'failed';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'attempt % retries %, which is not a failed attempt of its order',
+            NEW.id, NEW.retry_of
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'payment_attempts_retry_follows_failure';
     END IF;
     RETURN NEW;
 END;

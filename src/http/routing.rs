@@ -14,6 +14,7 @@ use crate::http::support::operator;
 use crate::http::AppState;
 use crate::ids::MerchantId;
 use crate::payments::money::Currency;
+use crate::payments::attempts::retry::{RetrySettings, MOST_ATTEMPTS};
 use crate::payments::routing::{self, Routing};
 use crate::payments::success_routing::Strategy;
 
@@ -34,6 +35,38 @@ pub struct RoutingView {
     /// providers, best recent approval rate in the payment's currency first
     /// (docs/guides/routing.md, "Routing by success").
     strategy: Strategy,
+    retries: RetriesView,
+}
+
+/// Which declines a payment tries again (docs/guides/declines.md, "Retries").
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetriesView {
+    /// Try a soft decline again at the next provider of the route. Off unless the merchant
+    /// turns it on: the payer's bank sees a second authorisation request.
+    #[serde(default)]
+    soft_declines: bool,
+    /// Allow that retry also after an attempt asked the payer for 3-D Secure.
+    #[serde(default)]
+    after_three_d_secure: bool,
+    /// Attempts one payment request may make, the first included: 1 to 4 (default 2).
+    #[serde(default = "two")]
+    #[schema(minimum = 1, maximum = 4, example = 2)]
+    max_attempts: u8,
+}
+
+fn two() -> u8 {
+    RetrySettings::default().max_attempts
+}
+
+impl From<RetrySettings> for RetriesView {
+    fn from(r: RetrySettings) -> Self {
+        RetriesView {
+            soft_declines: r.soft_declines,
+            after_three_d_secure: r.after_three_d_secure,
+            max_attempts: r.max_attempts,
+        }
+    }
 }
 
 /// The body of a `PUT`.
@@ -48,6 +81,9 @@ pub struct RoutingBody {
     /// `ordered` (the default) or `success_rate`.
     #[serde(default)]
     strategy: Strategy,
+    /// Default: no retry of soft declines, none after 3-D Secure, 2 attempts at most.
+    #[serde(default)]
+    retries: Option<RetriesView>,
 }
 
 async fn merchant_in_path(
@@ -78,6 +114,7 @@ fn view(state: &AppState, merchant_id: MerchantId, stored: Option<Routing>) -> R
         providers: configured.clone(),
         currencies: BTreeMap::new(),
         strategy: Strategy::Ordered,
+        retries: RetrySettings::default(),
     });
     RoutingView {
         merchant_id,
@@ -86,6 +123,7 @@ fn view(state: &AppState, merchant_id: MerchantId, stored: Option<Routing>) -> R
         source,
         configured,
         strategy: routing.strategy,
+        retries: routing.retries.into(),
     }
 }
 
@@ -151,6 +189,17 @@ pub async fn put_routing(
             Err(message) => errors.push(FieldError::new(pointer, message)),
         }
     }
+    let retries = fields.retries.map_or_else(RetrySettings::default, |r| RetrySettings {
+        soft_declines: r.soft_declines,
+        after_three_d_secure: r.after_three_d_secure,
+        max_attempts: r.max_attempts,
+    });
+    if !(1..=MOST_ATTEMPTS).contains(&retries.max_attempts) {
+        errors.push(FieldError::new(
+            "/retries/max_attempts",
+            format!("must be 1 to {MOST_ATTEMPTS}"),
+        ));
+    }
     if !errors.is_empty() {
         return Err(ApiError::ValidationFailed(errors));
     }
@@ -158,6 +207,7 @@ pub async fn put_routing(
         providers: fields.providers,
         currencies,
         strategy: fields.strategy,
+        retries,
     };
     let mut conn = state.pool.get().await?;
     routing::change(&mut conn, merchant_id, &routing, &actor).await?;

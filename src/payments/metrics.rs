@@ -17,6 +17,8 @@ pub struct PaymentMetrics {
     provider_calls: IntCounterVec,
     provider_latency: HistogramVec,
     failovers: IntCounterVec,
+    retries: IntCounterVec,
+    retries_refused: IntCounterVec,
     circuits: IntGaugeVec,
     provider_webhooks: IntCounterVec,
     late_approvals: IntCounterVec,
@@ -63,6 +65,22 @@ impl PaymentMetrics {
                     "Payments moved to the next provider because the first was not reached",
                 ),
                 &["from", "to"],
+            )?,
+            retries: IntCounterVec::new(
+                Opts::new(
+                    "payment_retries_total",
+                    "Declined payments tried again, by provider from and to and reason \
+                     (soft_decline, authentication_required; docs/guides/declines.md)",
+                ),
+                &["from", "to", "reason"],
+            )?,
+            retries_refused: IntCounterVec::new(
+                Opts::new(
+                    "payment_retries_refused_total",
+                    "Declines not tried again, by provider and the rule that refused \
+                     (docs/guides/declines.md, \"Retries\")",
+                ),
+                &["provider", "reason"],
             )?,
             circuits: IntGaugeVec::new(
                 Opts::new(
@@ -119,6 +137,8 @@ impl PaymentMetrics {
         registry.register(Box::new(self.provider_calls.clone()))?;
         registry.register(Box::new(self.provider_latency.clone()))?;
         registry.register(Box::new(self.failovers.clone()))?;
+        registry.register(Box::new(self.retries.clone()))?;
+        registry.register(Box::new(self.retries_refused.clone()))?;
         registry.register(Box::new(self.circuits.clone()))?;
         registry.register(Box::new(self.provider_webhooks.clone()))?;
         registry.register(Box::new(self.late_approvals.clone()))?;
@@ -171,6 +191,18 @@ impl PaymentMetrics {
 
     pub fn failover(&self, from: &str, to: &str) {
         self.failovers.with_label_values(&[from, to]).inc();
+    }
+
+    /// A declined attempt at `from` tried again at `to` for `reason`.
+    pub fn retried(&self, from: &str, to: &str, reason: &str) {
+        self.retries.with_label_values(&[from, to, reason]).inc();
+    }
+
+    /// A decline at `provider` not tried again, for `reason` (a `NoRetry`'s word).
+    pub fn retry_refused(&self, provider: &str, reason: &str) {
+        self.retries_refused
+            .with_label_values(&[provider, reason])
+            .inc();
     }
 
     pub fn circuit(&self, provider: &str, state: CircuitState) {

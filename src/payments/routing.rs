@@ -16,6 +16,7 @@ use crate::db::pool::PoolError;
 use crate::db::schema::{merchant_routing, merchants};
 use crate::db::DbPool;
 use crate::ids::MerchantId;
+use crate::payments::attempts::retry::RetrySettings;
 use crate::payments::success_routing::Strategy;
 use crate::payments::support::audit::{self, Action, Actor, Done};
 use crate::providers::registry::{NamedProvider, Providers};
@@ -28,6 +29,8 @@ pub struct Routing {
     pub currencies: BTreeMap<String, Vec<String>>,
     /// In the order written, or by success (docs/guides/routing.md, "Routing by success").
     pub strategy: Strategy,
+    /// Which declines a payment tries again (docs/guides/declines.md, "Retries").
+    pub retries: RetrySettings,
 }
 
 impl Routing {
@@ -37,6 +40,7 @@ impl Routing {
             "providers": self.providers,
             "currencies": self.currencies,
             "strategy": self.strategy.as_str(),
+            "retries": retries_json(&self.retries),
         })
     }
 
@@ -46,6 +50,15 @@ impl Routing {
             .get(&currency.to_ascii_lowercase())
             .unwrap_or(&self.providers)
     }
+}
+
+/// The `retries` object of the routing document, as the API shows it and the audit keeps it.
+pub fn retries_json(retries: &RetrySettings) -> serde_json::Value {
+    serde_json::json!({
+        "soft_declines": retries.soft_declines,
+        "after_three_d_secure": retries.after_three_d_secure,
+        "max_attempts": retries.max_attempts,
+    })
 }
 
 /// The providers to try for a payment in `currency`: those of `routing` this process is
@@ -77,20 +90,33 @@ pub async fn load(
     conn: &mut AsyncPgConnection,
     merchant: MerchantId,
 ) -> QueryResult<Option<Routing>> {
-    let row: Option<(Vec<String>, serde_json::Value, String)> = merchant_routing::table
+    type Retries = (bool, bool, i16);
+    let row: Option<(Vec<String>, serde_json::Value, String, Retries)> = merchant_routing::table
         .filter(merchant_routing::merchant_id.eq(merchant.0))
         .select((
             merchant_routing::providers,
             merchant_routing::currencies,
             merchant_routing::strategy,
+            (
+                merchant_routing::retry_soft_declines,
+                merchant_routing::retry_after_three_d_secure,
+                merchant_routing::max_attempts,
+            ),
         ))
         .limit(1)
         .load(conn)
         .await
         .and_then(crate::db::one)
         .optional()?;
-    let Some((providers, currencies, strategy)) = row else {
+    let Some((providers, currencies, strategy, retries)) = row else {
         return Ok(None);
+    };
+    let (soft_declines, after_three_d_secure, max_attempts) = retries;
+    let retries = RetrySettings {
+        soft_declines,
+        after_three_d_secure,
+        // 1 to 4 by the table's CHECK (migration 2026-11-27-000025).
+        max_attempts: u8::try_from(max_attempts).unwrap_or(1),
     };
     // Written only by `save`, from the same type: anything else is an error, never a routing
     // quietly without its currency overrides.
@@ -103,6 +129,7 @@ pub async fn load(
         providers,
         currencies,
         strategy,
+        retries,
     }))
 }
 
@@ -150,6 +177,7 @@ async fn save(
     routing: &Routing,
     by: &str,
 ) -> QueryResult<()> {
+    use merchant_routing::{max_attempts, retry_after_three_d_secure, retry_soft_declines};
     let currencies = serde_json::to_value(&routing.currencies).unwrap_or_default();
     diesel::insert_into(merchant_routing::table)
         .values((
@@ -157,6 +185,9 @@ async fn save(
             merchant_routing::providers.eq(&routing.providers),
             merchant_routing::currencies.eq(&currencies),
             merchant_routing::strategy.eq(routing.strategy.as_str()),
+            retry_soft_declines.eq(routing.retries.soft_declines),
+            retry_after_three_d_secure.eq(routing.retries.after_three_d_secure),
+            max_attempts.eq(i16::from(routing.retries.max_attempts)),
             merchant_routing::updated_by.eq(by),
         ))
         .on_conflict(merchant_routing::merchant_id)
@@ -165,6 +196,9 @@ async fn save(
             merchant_routing::providers.eq(&routing.providers),
             merchant_routing::currencies.eq(&currencies),
             merchant_routing::strategy.eq(routing.strategy.as_str()),
+            retry_soft_declines.eq(routing.retries.soft_declines),
+            retry_after_three_d_secure.eq(routing.retries.after_three_d_secure),
+            max_attempts.eq(i16::from(routing.retries.max_attempts)),
             merchant_routing::updated_by.eq(by),
             merchant_routing::updated_at.eq(diesel::dsl::now),
         ))

@@ -19,7 +19,7 @@ use crate::idempotency::in_flight::complete_for_resource;
 use crate::idempotency::{KeyedRequest, Keys, Recorded, ResourceType};
 use crate::ids::PaymentId;
 use crate::providers::registry::Providers;
-use crate::providers::{ChargeRequest, PaymentProvider, ThreeDSecure};
+use crate::providers::{ChargeRequest, PaymentProvider};
 
 /// What a keyed request brings into the domain, built the same way for every use case that
 /// enters by one function: an order's ([`crate::payments::orders::command::run`]), a payment's
@@ -99,8 +99,8 @@ impl Payments {
                 .as_ref()
                 .map(|_| self.payer_return_url(attempt.id)),
             return_route: self.payer_return_url(attempt.id),
-            // Until the attempt stores its own choice, no charge asks for 3-D Secure.
-            three_d_secure: ThreeDSecure::Automatic,
+            // The attempt's own, stored with it, so every resend asks the same.
+            three_d_secure: attempt.three_d_secure,
         }
     }
 }

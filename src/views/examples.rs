@@ -62,8 +62,15 @@ pub fn routing_request() -> Value {
     json!({
         "providers": ["stripe", "adyen"],
         "currencies": {"eur": ["adyen", "stripe"]},
-        "strategy": "success_rate"
+        "strategy": "success_rate",
+        "retries": retries()
     })
+}
+
+/// A routing's retries: soft declines tried at the next provider, two attempts at most
+/// (docs/guides/declines.md, "Retries").
+fn retries() -> Value {
+    json!({"soft_declines": true, "after_three_d_secure": false, "max_attempts": 2})
 }
 
 pub fn create_endpoint_request() -> Value {
@@ -146,6 +153,8 @@ pub fn payment() -> Value {
         "failure_message": null,
         "next_action": null,
         "next_check_at": null,
+        "retry_of": null,
+        "retry_reason": null,
         "created_at": CREATED,
         "updated_at": PAID,
         "finished_at": PAID
@@ -270,7 +279,8 @@ pub fn routing() -> Value {
         "currencies": {"eur": ["adyen", "stripe"]},
         "source": "merchant",
         "configured": ["stripe", "adyen"],
-        "strategy": "success_rate"
+        "strategy": "success_rate",
+        "retries": retries()
     })
 }
 

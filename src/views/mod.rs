@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::accounts;
 use crate::events::{self, EventObject, EventRequest, EventType};
 use crate::ids::{EventId, MerchantId, OrderId, PaymentId, RefundId};
+use crate::payments::attempts::retry::RetryReason;
 use crate::payments::attempts::{LoggedCall, TimelineEntry};
 use crate::payments::status::OrderStatus;
 use crate::payments::support::{self, Conflict, KeyState};
@@ -80,6 +81,13 @@ pub struct Payment {
     /// For `canceled`: `voided`, `challenge_abandoned`, `authorization_expired` or
     /// `canceled_at_provider`.
     cancellation_reason: Option<String>,
+    /// The failed payment of the same request this one tried again (docs/guides/declines.md,
+    /// "Retries"); `null` for a request's first payment.
+    retry_of: Option<PaymentId>,
+    /// Why, with `retry_of`: `soft_decline` (another provider after a soft decline),
+    /// `authentication_required` (the same provider with 3-D Secure) or `provider_unreached`
+    /// (failover).
+    retry_reason: Option<RetryReason>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     finished_at: Option<DateTime<Utc>>,
@@ -130,6 +138,8 @@ impl From<PaymentAttempt> for Payment {
                 .authorized_until
                 .filter(|_| a.status == AttemptStatus::Authorized),
             cancellation_reason: a.cancellation_reason,
+            retry_of: a.retry_of,
+            retry_reason: a.retry_reason,
             created_at: a.created_at,
             updated_at: a.updated_at,
             finished_at: a.finished_at,

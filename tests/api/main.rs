@@ -45,6 +45,7 @@ mod payments;
 mod production;
 mod provider_webhooks_kept;
 mod refunds;
+mod retries;
 mod schema_file;
 mod schema_mirrors;
 mod secrets_at_rest;

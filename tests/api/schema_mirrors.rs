@@ -15,6 +15,7 @@ use payorch::events::EventType;
 use payorch::idempotency::in_flight::KeyState;
 use payorch::idempotency::Operation;
 use payorch::ids::MerchantId;
+use payorch::payments::attempts::retry::RetryReason;
 use payorch::payments::attempts::{CallKind, Source};
 use payorch::payments::holds::HoldKind;
 use payorch::payments::late_approvals::{ApprovedAs, LateSource, LateStatus};
@@ -23,7 +24,7 @@ use payorch::payments::success_routing::Strategy;
 use payorch::payments::support::audit::Action;
 use payorch::payments::webhooks::EventOutcome;
 use payorch::providers::decline::FailureClass;
-use payorch::providers::{CaptureMethod, NextAction, ProviderOutcome};
+use payorch::providers::{CaptureMethod, NextAction, ProviderOutcome, ThreeDSecure};
 
 use crate::helpers::TestDatabase;
 
@@ -178,6 +179,15 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
             // A table CHECK, not a domain: migration 000024 says why.
             ("payment_attempts", "payment_attempts_failure_class_known"),
             same("FailureClass", FailureClass::ALL.map(FailureClass::as_str)),
+        ),
+        (
+            // Table CHECKs, for migration 000024's reason (migration 000025).
+            ("payment_attempts", "payment_attempts_retry_reason_known"),
+            same("RetryReason", RetryReason::ALL.map(RetryReason::as_str)),
+        ),
+        (
+            ("payment_attempts", "payment_attempts_three_d_secure_known"),
+            same("ThreeDSecure", ThreeDSecure::ALL.map(ThreeDSecure::as_str)),
         ),
         (
             // A small table's plain CHECK (migration 000027).
@@ -458,4 +468,5 @@ fn schema_mirrors_every_shown_enum_says_its_stored_word() {
     check(&Action::ALL, |v| v.as_str());
     check(&SupportRole::ALL, |v| v.as_str());
     check(&Strategy::ALL, |v| v.as_str());
+    check(&RetryReason::ALL, |v| v.as_str());
 }

@@ -14,23 +14,24 @@ made_order AS (
 made_attempt AS (
     INSERT INTO payment_attempts (merchant_id, id, order_id, status, payment_method,
         provider, provider_idempotency_key, idempotency_key, next_check_at, sending_until,
-        capture_method, return_url)
+        capture_method, return_url, retry_of, retry_reason, three_d_secure)
     SELECT $2, $12, made_order.id, 'created', $13, $14, $15, $3,
-        $16, $16, $17, $18
+        $16, $16, $17, $18, $19, $20, $22
     FROM made_order RETURNING *),
 timeline AS (
-    INSERT INTO attempt_transitions (merchant_id, attempt_id, from_status, to_status, source)
-    SELECT merchant_id, id, NULL, status, 'api' FROM made_attempt),
+    INSERT INTO attempt_transitions (merchant_id, attempt_id, from_status, to_status, source,
+        detail)
+    SELECT merchant_id, id, NULL, status, 'api', $21 FROM made_attempt),
 done AS (SELECT id AS resource_id FROM made_attempt),
 recorded AS (
     INSERT INTO idempotency_keys (merchant_id, key, operation, fingerprint, state,
         locked_until, recovery_point, resource_type, resource_id, response_status,
         unresolved, expires_at)
-    SELECT $2, $3, $19, $20, $21,
-        now() + $22 * interval '1 millisecond',
-        $23, $24, done.resource_id, $25, $26,
-        now() + $27 * interval '1 millisecond'
-    FROM done RETURNING set_config('payorch.request', $28, true))
+    SELECT $2, $3, $23, $24, $25,
+        now() + $26 * interval '1 millisecond',
+        $27, $28, done.resource_id, $29, $30,
+        now() + $31 * interval '1 millisecond'
+    FROM done RETURNING set_config('payorch.request', $32, true))
 SELECT lock.got, EXISTS (SELECT 1 FROM recorded) AS recorded,
        found.operation, found.fingerprint, found.state, found.locked_until,
        found.response_status, found.resource_type, found.resource_id,

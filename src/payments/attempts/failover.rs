@@ -1,7 +1,9 @@
-//! Failover inside one request, under the client's one Idempotency-Key (docs/guides/routing.md, "Routing
-//! and failover"; docs/DESIGN.md, "Failover"). Only an attempt whose first send provably
-//! never reached its provider fails over: nothing was sent, so nothing can be charged under
-//! it, ever. An unknown outcome or a decline never does.
+//! Failover and retries inside one request, under the client's one Idempotency-Key
+//! (docs/guides/routing.md, "Routing and failover"; docs/DESIGN.md, "Failover";
+//! docs/guides/declines.md, "Retries"). An attempt is followed by another only when nothing
+//! can be charged under it, ever: its first send provably never reached its provider, or its
+//! provider answered with a definite decline (and [`super::retry::decide`] said retry). An
+//! unknown outcome never is.
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -38,33 +40,51 @@ pub fn unavailable_outcome(call: &ProviderCall) -> ProviderOutcome {
     }
 }
 
-/// What a failover came to.
+/// How the attempt before the next one ended.
+#[derive(Debug, Clone, Copy)]
+pub enum Ended<'o> {
+    /// Its first send provably never reached its provider: it fails `provider_unavailable`,
+    /// if it is still unsent under its row lock ([`still_unsent`]).
+    Unreached,
+    /// Its provider declined it with this outcome (a `Failed` with a decline), on any send: a
+    /// decline under the attempt's provider key proves no charge exists under that key.
+    Declined(&'o ProviderOutcome),
+}
+
+/// What a failover or a retry came to.
 #[derive(Debug)]
 pub enum FailedOver {
-    /// `attempt` failed `provider_unavailable` and the order's next attempt was made; the
-    /// client's key is in flight on it now.
+    /// `attempt` failed and the order's next attempt was made; the client's key is in flight
+    /// on it now.
     To(Box<PaymentAttempt>, InFlightKey),
     /// The attempt or the key were no longer as read: nothing was written, and the key is
     /// handed back.
     NotAsRead(InFlightKey),
 }
 
-/// In one transaction: `attempt` (still `created`, its first send refused by `call`)
-/// fails `provider_unavailable` with its timeline row and its call logged; the order's next
-/// attempt, `next`, is made with its own timeline row; and the Idempotency-Key `key` that
-/// made the first now names the second, with a fresh lease ending at `lease_end`.
+/// In one transaction: `attempt`, which `call` answered, fails as `ended` says with its
+/// timeline row and its call logged; the order's next attempt, `next` (naming `attempt` as the
+/// one it retries), is made with its own timeline row; and the Idempotency-Key `key` that made
+/// the first now names the second, with a fresh lease ending at `lease_end`. If the process
+/// dies after it, the key is in flight on the new attempt, and a retry of the request resumes
+/// that one.
+#[allow(clippy::too_many_arguments)]
 pub async fn fail_over(
     conn: &mut AsyncPgConnection,
     metrics: &PaymentMetrics,
     attempt: &PaymentAttempt,
     call: &ProviderCall,
+    ended: Ended<'_>,
     next: &NewAttempt<'_>,
     key: InFlightKey,
     lease_end: DateTime<Utc>,
 ) -> diesel::QueryResult<FailedOver> {
     let done = in_transaction(conn, async |conn| {
         key.name_request(conn).await?;
-        if fail_unsent(conn, metrics, attempt, call).await?.is_none() {
+        if fail_ended(conn, metrics, attempt, call, ended)
+            .await?
+            .is_none()
+        {
             return Err(Unfinished::Back(key));
         }
         next_attempt(conn, attempt, next, key, lease_end)
@@ -79,23 +99,26 @@ pub async fn fail_over(
     }
 }
 
-/// Inside the caller's transaction: `attempt`, still unsent (see [`still_unsent`]), fails
-/// `provider_unavailable` with its call logged. `None` if it was no longer unsent, or did not
-/// fail here: then the caller rolls back.
-async fn fail_unsent(
+/// Inside the caller's transaction: `attempt` fails as `ended` says (an unreached one only
+/// while still unsent, see [`still_unsent`]) with its call logged. `None` if it was no longer
+/// unsent, or did not fail here (a webhook moved it first): then the caller rolls back.
+async fn fail_ended(
     conn: &mut AsyncPgConnection,
     metrics: &PaymentMetrics,
     attempt: &PaymentAttempt,
     call: &ProviderCall,
+    ended: Ended<'_>,
 ) -> diesel::QueryResult<Option<PaymentAttempt>> {
-    if !still_unsent(conn, attempt).await? {
-        return Ok(None);
-    }
+    let outcome = match ended {
+        Ended::Unreached if !still_unsent(conn, attempt).await? => return Ok(None),
+        Ended::Unreached => unavailable_outcome(call),
+        Ended::Declined(outcome) => outcome.clone(),
+    };
     let applied = apply(
         conn,
         metrics,
         attempt.clone(),
-        &unavailable_outcome(call),
+        &outcome,
         Source::ProviderResponse,
         Utc::now(),
     )
@@ -123,7 +146,7 @@ pub async fn fail_unreached(
 ) -> diesel::QueryResult<Result<PaymentAttempt, InFlightKey>> {
     let done = in_transaction(conn, async |conn| {
         key.name_request(conn).await?;
-        let Some(failed) = fail_unsent(conn, metrics, attempt, call).await? else {
+        let Some(failed) = fail_ended(conn, metrics, attempt, call, Ended::Unreached).await? else {
             return Err(Unfinished::Back(key));
         };
         key.complete(conn, &recorded(&failed)).await?;

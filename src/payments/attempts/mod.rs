@@ -7,30 +7,35 @@
 //! in step (see the `payment_attempts` migration).
 
 pub mod call_log;
+pub mod cascade;
+pub mod chain;
 pub mod failover;
 pub mod final_attempts;
 pub mod keyed;
 pub mod pay;
 pub mod payer_return;
+mod refusal;
+pub mod retry;
 mod source;
 pub mod transition;
 
 pub use call_log::{provider_calls_of, CallKind, LoggedCall};
+pub use refusal::{refuses_attempt, why_refused, Refusal};
 pub use source::Source;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::result::DatabaseErrorKind;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::db::schema::{attempt_transitions, orders, payment_attempts};
+use crate::db::schema::{attempt_transitions, payment_attempts};
 use crate::db::scope::find_in_scope;
 use crate::ids::{MerchantId, OrderId, PaymentId};
-use crate::payments::status::{AttemptStatus, OrderStatus};
+use crate::payments::status::AttemptStatus;
 use crate::providers::decline::FailureClass;
-use crate::providers::{CaptureMethod, NextAction};
+use crate::providers::{CaptureMethod, NextAction, ThreeDSecure};
+use retry::RetryReason;
 
 /// A payment attempt (the API shows it as `views::Payment`).
 #[derive(Debug, Clone)]
@@ -82,6 +87,12 @@ pub struct PaymentAttempt {
     pub authorized_until: Option<DateTime<Utc>>,
     /// For `canceled`: why (`voided`, `challenge_abandoned`, `authorization_expired`, …).
     pub cancellation_reason: Option<String>,
+    /// The attempt of the same request this one follows, and why ([`retry`]); `None` for a
+    /// request's first attempt (and for failovers made before the retries' migration).
+    pub retry_of: Option<PaymentId>,
+    pub retry_reason: Option<RetryReason>,
+    /// Whether the charge asks the provider for 3-D Secure (a step-up's does).
+    pub three_d_secure: ThreeDSecure,
 }
 
 impl PaymentAttempt {
@@ -136,6 +147,17 @@ pub struct AttemptRow {
     failure_class: Option<String>,
     #[serde(default)]
     provider_failure_code: Option<String>,
+    // The retries' columns, absent from older snapshots.
+    #[serde(default)]
+    retry_of: Option<Uuid>,
+    #[serde(default)]
+    retry_reason: Option<String>,
+    #[serde(default = "asked_nothing")]
+    three_d_secure: String,
+}
+
+fn asked_nothing() -> String {
+    ThreeDSecure::Automatic.as_str().to_owned()
 }
 
 fn automatic() -> String {
@@ -174,6 +196,9 @@ impl From<AttemptRow> for PaymentAttempt {
             return_url: row.return_url,
             authorized_until: row.authorized_until,
             cancellation_reason: row.cancellation_reason,
+            retry_of: row.retry_of.map(PaymentId),
+            retry_reason: row.retry_reason.as_deref().and_then(RetryReason::parse),
+            three_d_secure: ThreeDSecure::from_column(&row.three_d_secure),
         }
     }
 }
@@ -182,81 +207,6 @@ impl From<AttemptRow> for PaymentAttempt {
 /// from any replica, for ever.
 pub fn provider_idempotency_key(id: PaymentId) -> String {
     format!("payorch_{id}")
-}
-
-/// Why an attempt could not be made. Read after the refused claim statement, which recorded
-/// nothing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    /// The order already has a `created`, `pending` or `authorized` attempt.
-    InProgress(PaymentId),
-    /// The order is paid, by this attempt.
-    AlreadyPaid(PaymentId),
-    /// The order is canceled.
-    NotPayable(OrderStatus),
-    OrderNotFound,
-}
-
-/// Whether a failed insert of an attempt is the database refusing it by invariant 1, 2 or 5
-/// (the order has an open or a succeeded attempt, or is not awaiting payment): the statement
-/// failed whole; ask [`why_refused`] in the next one.
-pub fn refuses_attempt(kind: &DatabaseErrorKind, constraint: Option<&str>) -> bool {
-    matches!(
-        (kind, constraint),
-        (
-            DatabaseErrorKind::UniqueViolation,
-            Some("payment_attempts_one_open" | "payment_attempts_one_succeeded")
-        ) | (
-            DatabaseErrorKind::CheckViolation,
-            Some("payment_attempts_order_payable")
-        )
-    )
-}
-
-/// Why the order cannot take an attempt, as it stands now; `None` if it can after all (the
-/// attempt in the way has just failed), so the caller may try once more.
-pub async fn why_refused(
-    conn: &mut AsyncPgConnection,
-    merchant_id: MerchantId,
-    order_id: OrderId,
-) -> QueryResult<Option<Refusal>> {
-    // Read strictly (`OrderStatus`'s `FromSql`): a status the code does not know is an
-    // error, not an order that is not there.
-    let status: Option<OrderStatus> = orders::table
-        .find((merchant_id.0, order_id.0))
-        .select(orders::status)
-        .limit(1)
-        .load(conn)
-        .await
-        .and_then(crate::db::one)
-        .optional()?;
-    let Some(status) = status else {
-        return Ok(Some(Refusal::OrderNotFound));
-    };
-    let in_the_way = [
-        AttemptStatus::Created,
-        AttemptStatus::Pending,
-        AttemptStatus::Authorized,
-        AttemptStatus::Succeeded,
-    ]
-    .map(AttemptStatus::as_str);
-    let blocking: Option<(Uuid, AttemptStatus)> = payment_attempts::table
-        .filter(payment_attempts::merchant_id.eq(merchant_id.0))
-        .filter(payment_attempts::order_id.eq(order_id.0))
-        .filter(payment_attempts::status.eq_any(in_the_way))
-        .select((payment_attempts::id, payment_attempts::status))
-        .order(payment_attempts::created_at.desc())
-        .limit(1)
-        .load(conn)
-        .await
-        .and_then(crate::db::one)
-        .optional()?;
-    Ok(match (status, blocking) {
-        (_, Some((id, AttemptStatus::Succeeded))) => Some(Refusal::AlreadyPaid(PaymentId(id))),
-        (_, Some((id, _))) => Some(Refusal::InProgress(PaymentId(id))),
-        (OrderStatus::AwaitingPayment, None) => None,
-        (other, None) => Some(Refusal::NotPayable(other)),
-    })
 }
 
 /// The attempt, if `merchant` (or support, with `None`) may see it.
@@ -435,6 +385,9 @@ pub(crate) mod tests {
             return_url: None,
             authorized_until: None,
             cancellation_reason: None,
+            retry_of: None,
+            retry_reason: None,
+            three_d_secure: crate::providers::ThreeDSecure::Automatic,
         }
     }
 

@@ -17,10 +17,11 @@
 use chrono::Utc;
 use diesel_async::AsyncPgConnection;
 
-use super::failover::FailedOver;
-use super::failover::{fail_over, fail_unreached};
+use super::cascade::{after_decline, after_unreached, Next};
+use super::failover::fail_unreached;
 use super::keyed::record_answer::{record_answer, Answered};
 use super::keyed::{Checkout, NewAttempt, PayOrder};
+use super::retry::RetrySettings;
 use super::transition::apply;
 use super::{before_resend, find_attempt, why_refused, CallKind, PaymentAttempt, Refusal, Source};
 use crate::db::pool::PoolError;
@@ -145,6 +146,7 @@ pub async fn pay(ctx: &PayContext<'_>) -> Result<Paid, PayError> {
     let (target, payment_method, options) = validate(&ctx.input)?;
     let (keyed, target, payment_method) = (ctx.keyed, &target, &payment_method);
     let route = route_for(ctx, keyed, target).await?;
+    let retries = retry_settings(ctx, keyed).await?;
     let first = route
         .first()
         .copied()
@@ -180,7 +182,7 @@ pub async fn pay(ctx: &PayContext<'_>) -> Result<Paid, PayError> {
                 let key = key.ok_or_else(|| missing("was not left in flight"))?;
                 let (attempt, order) = made.attempt_and_order();
                 let attempt = attempt.ok_or_else(|| missing("made no attempt"))?;
-                return finish(ctx, key, attempt, order, &route, true).await;
+                return finish(ctx, key, attempt, order, (&route, retries), true).await;
             }
             Keyed::Replayed { status, current } => {
                 let (attempt, order) = current.attempt_and_order();
@@ -203,7 +205,7 @@ pub async fn pay(ctx: &PayContext<'_>) -> Result<Paid, PayError> {
                 let (attempt, order) = current.attempt_and_order();
                 let attempt = attempt.ok_or_else(|| missing("names no attempt"))?;
                 let attempt = before_resuming(ctx, attempt).await?;
-                return finish(ctx, key, attempt, order, &route, false).await;
+                return finish(ctx, key, attempt, order, (&route, retries), false).await;
             }
             Keyed::Declined { refusal: None } => {
                 return Err(missing("was declined without a refusal"));
@@ -263,6 +265,16 @@ async fn route_for<'p>(
     })
 }
 
+/// The merchant's retry settings, part of its routing (from the same cache as the route), or
+/// the defaults (docs/guides/declines.md, "Retries").
+async fn retry_settings(
+    ctx: &PayContext<'_>,
+    keyed: &KeyedRequest,
+) -> Result<RetrySettings, PayError> {
+    let routing = ctx.payments.routing.get(ctx.pool, keyed.merchant_id);
+    Ok(routing.await?.map(|r| r.retries).unwrap_or_default())
+}
+
 /// Before a resumed request sends the create again: its send is announced on the attempt
 /// (`sending_until`, to the end of the new lease), or, if the attempt is final by now (the
 /// reconciler or a webhook finished it), that attempt is what the request answers.
@@ -310,14 +322,15 @@ async fn reference_taken(
 /// The provider call and transaction 2, one statement in the common case. `fresh`: this
 /// request made the attempt, so its send is the first; only then does a provider that was
 /// not reached prove nothing was charged, and the payment fails over to the next provider of
-/// `route` (docs/DESIGN.md, "Failover").
+/// `route` (docs/DESIGN.md, "Failover"). A definite decline, on any send, is tried again as
+/// the merchant's `retries` allow (docs/guides/declines.md, "Retries").
 async fn finish(
     ctx: &PayContext<'_>,
     mut key: InFlightKey,
     mut attempt: PaymentAttempt,
     order: Option<Order>,
-    route: &[&NamedProvider],
-    fresh: bool,
+    (route, retries): (&[&NamedProvider], RetrySettings),
+    mut fresh: bool,
 ) -> Result<Paid, PayError> {
     let payments = ctx.payments;
     let attempt = loop {
@@ -333,34 +346,24 @@ async fn finish(
             .metrics
             .provider_call(&attempt.provider, CallKind::Create, &call);
         let unreached = fresh && matches!(call.outcome, ProviderOutcome::Unavailable { .. });
-        if unreached {
-            if let Some(next) = next_after(route, &attempt.provider) {
-                let lease_end = Utc::now() + lease(ctx);
-                let new = NewAttempt::new(&attempt.payment_method, &next.name, lease_end)
-                    .taken(attempt.capture_method, attempt.return_url.as_deref());
-                let mut conn = ctx.pool.get().await?;
-                let moved = fail_over(
-                    &mut conn,
-                    &payments.metrics,
-                    &attempt,
-                    &call,
-                    &new,
-                    key,
-                    lease_end,
-                )
-                .await?;
-                match moved {
-                    FailedOver::To(next_attempt, moved_key) => {
-                        tracing::info!(from = %attempt.provider, to = %next.name,
-                            "provider not reached: failing over");
-                        payments.metrics.failover(&attempt.provider, &next.name);
-                        payments.metrics.created();
-                        attempt = *next_attempt;
-                        key = moved_key;
-                        continue;
-                    }
-                    FailedOver::NotAsRead(handed_back) => key = handed_back,
+        let declined = matches!(call.outcome, ProviderOutcome::Failed { .. });
+        if unreached || declined {
+            let lease_end = Utc::now() + lease(ctx);
+            let mut conn = ctx.pool.get().await?;
+            let (conn, at) = (&mut conn, &attempt);
+            let next = if unreached {
+                after_unreached(conn, payments, at, &call, route, key, lease_end).await?
+            } else {
+                let retries = (route, retries);
+                after_decline(conn, payments, at, &call, retries, key, lease_end).await?
+            };
+            match next {
+                // The new attempt's send is its first: a provider not reached fails over.
+                Next::Made(next_attempt, moved_key) => {
+                    (attempt, key, fresh) = (*next_attempt, moved_key, true);
+                    continue;
                 }
+                Next::Stay(handed_back) => key = handed_back,
             }
         }
         let outcome = if unreached {
@@ -411,12 +414,6 @@ async fn send(payments: &Payments, attempt: &PaymentAttempt) -> ProviderCall {
         .await;
     permit.record(&call.outcome);
     call
-}
-
-/// The provider after `name` in `route`, if any.
-fn next_after<'p>(route: &[&'p NamedProvider], name: &str) -> Option<&'p NamedProvider> {
-    let at = route.iter().position(|p| p.name == name)?;
-    route.get(at + 1).copied()
 }
 
 /// Transaction 2: `outcome` recorded on the attempt with the call and the key, in one

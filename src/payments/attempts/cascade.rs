@@ -1,0 +1,151 @@
+//! The next attempt of a paying request, when its attempt can be followed by another: its
+//! provider was provably not reached (failover, docs/DESIGN.md, "Failover"), or declined it
+//! and [`retry::decide`] says try again, from what [`chain`] reads (docs/guides/declines.md,
+//! "Retries"). Either way failover's one transaction ([`fail_over`]) fails the attempt, makes
+//! the next one naming it (`retry_of`, `retry_reason`), and moves the client's
+//! Idempotency-Key onto it. Nothing is read from the database unless the provider declined or
+//! was not reached: the happy path pays nothing for this.
+
+use chrono::{DateTime, Utc};
+use diesel_async::AsyncPgConnection;
+
+use super::chain;
+use super::failover::{fail_over, Ended, FailedOver};
+use super::keyed::NewAttempt;
+use super::retry::{self, CardDeclines, Facts, NoRetry, Retry, RetryReason, RetrySettings};
+use super::PaymentAttempt;
+use crate::idempotency::InFlightKey;
+use crate::payments::service::Payments;
+use crate::providers::registry::NamedProvider;
+use crate::providers::{ProviderCall, ThreeDSecure};
+
+/// What came of a call that may be followed by another attempt.
+#[derive(Debug)]
+pub enum Next {
+    /// The next attempt was made: it, and the key now in flight on it.
+    Made(Box<PaymentAttempt>, InFlightKey),
+    /// None (no provider left, a rule refused, or the attempt was no longer as read): nothing
+    /// was written, and the key is handed back for the answer to be recorded as usual.
+    Stay(InFlightKey),
+}
+
+/// After the first send of `attempt` provably never reached its provider: the payment fails
+/// over to the next provider of `route`, if there is one (and the attempt is still unsent).
+pub async fn after_unreached(
+    conn: &mut AsyncPgConnection,
+    payments: &Payments,
+    attempt: &PaymentAttempt,
+    call: &ProviderCall,
+    route: &[&NamedProvider],
+    key: InFlightKey,
+    lease_end: DateTime<Utc>,
+) -> diesel::QueryResult<Next> {
+    let Some(next) = next_after(route, &attempt.provider) else {
+        return Ok(Next::Stay(key));
+    };
+    let reason = RetryReason::ProviderUnreached;
+    let told = format!("failed over to {}: {} not reached", next.name, attempt.provider);
+    let new = NewAttempt::new(&attempt.payment_method, &next.name, lease_end)
+        .taken(attempt.capture_method, attempt.return_url.as_deref())
+        .retrying(attempt.id, (reason, told), attempt.three_d_secure);
+    let metrics = &payments.metrics;
+    let ended = Ended::Unreached;
+    match fail_over(conn, metrics, attempt, call, ended, &new, key, lease_end).await? {
+        FailedOver::To(made, key) => {
+            tracing::info!(from = %attempt.provider, to = %next.name,
+                "provider not reached: failing over");
+            metrics.failover(&attempt.provider, &next.name);
+            metrics.created();
+            Ok(Next::Made(made, key))
+        }
+        FailedOver::NotAsRead(key) => Ok(Next::Stay(key)),
+    }
+}
+
+/// After `call` answered `attempt`: the retry if the answer is a definite decline and the
+/// merchant's `settings` and the rules allow one. `route` is the payment's providers in
+/// order; `lease_end` the new attempt's lease (and the key's).
+pub async fn after_decline(
+    conn: &mut AsyncPgConnection,
+    payments: &Payments,
+    attempt: &PaymentAttempt,
+    call: &ProviderCall,
+    (route, settings): (&[&NamedProvider], RetrySettings),
+    key: InFlightKey,
+    lease_end: DateTime<Utc>,
+) -> diesel::QueryResult<Next> {
+    let Some(decline) = Facts::decline_of(&call.outcome) else {
+        return Ok(Next::Stay(key));
+    };
+    let so_far = chain::so_far(conn, attempt).await?;
+    let facts = Facts {
+        decline: decline.clone(),
+        settings,
+        attempts: so_far.attempts,
+        three_d_secure_tried: so_far.three_d_secure_tried,
+        stepped_up: attempt.three_d_secure == ThreeDSecure::Required,
+        payer_present: attempt.return_url.is_some(),
+        next_provider: next_after(route, &attempt.provider).map(|p| p.name.as_str()),
+    };
+    // The card's declines can only refuse: counted once everything else allows a retry.
+    let verdict = match retry::decide(&facts, CardDeclines::default()) {
+        Ok(_) => retry::decide(&facts, chain::card_declines(conn, attempt).await?),
+        refused => refused,
+    };
+    let retry = match verdict {
+        Ok(retry) => retry,
+        Err(why) => return Ok(refused(payments, attempt, &facts, why, key)),
+    };
+    let (code, from) = (decline.code.as_str(), &attempt.provider);
+    let (provider, three_d_secure, told) = match retry {
+        Retry::Elsewhere { provider } => (
+            provider,
+            attempt.three_d_secure,
+            format!("retried at {provider} after a soft decline ({code}) at {from}"),
+        ),
+        Retry::StepUp => (
+            from.as_str(),
+            ThreeDSecure::Required,
+            format!("retried at {from} with 3-D Secure after a decline asking for it ({code})"),
+        ),
+    };
+    let next = NewAttempt::new(&attempt.payment_method, provider, lease_end)
+        .taken(attempt.capture_method, attempt.return_url.as_deref())
+        .retrying(attempt.id, (retry.reason(), told), three_d_secure);
+    let ended = Ended::Declined(&call.outcome);
+    let metrics = &payments.metrics;
+    match fail_over(conn, metrics, attempt, call, ended, &next, key, lease_end).await? {
+        FailedOver::To(made, key) => {
+            tracing::info!(from = %attempt.provider, to = %provider,
+                reason = retry.reason().as_str(), code = decline.code.as_str(),
+                retry_of = %attempt.id, "declined: trying again");
+            metrics.retried(&attempt.provider, provider, retry.reason().as_str());
+            metrics.created();
+            Ok(Next::Made(made, key))
+        }
+        FailedOver::NotAsRead(key) => Ok(Next::Stay(key)),
+    }
+}
+
+/// No retry, for `why`: logged and counted, the key handed back.
+fn refused(
+    payments: &Payments,
+    attempt: &PaymentAttempt,
+    facts: &Facts<'_>,
+    why: NoRetry,
+    key: InFlightKey,
+) -> Next {
+    tracing::info!(provider = %attempt.provider, code = facts.decline.code.as_str(),
+        class = facts.decline.class.as_str(), attempts = facts.attempts,
+        reason = why.as_str(), "declined: no retry");
+    payments
+        .metrics
+        .retry_refused(&attempt.provider, why.as_str());
+    Next::Stay(key)
+}
+
+/// The provider after `name` in `route`, if any.
+fn next_after<'p>(route: &[&'p NamedProvider], name: &str) -> Option<&'p NamedProvider> {
+    let at = route.iter().position(|p| p.name == name)?;
+    route.get(at + 1).copied()
+}

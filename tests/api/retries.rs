@@ -1,0 +1,278 @@
+//! Retries after a definite decline (docs/guides/declines.md, "Retries"): `a` is the app's
+//! sandbox (spoken to as Stripe), `b` a second sandbox (spoken to as Adyen). A soft decline at
+//! `a` is tried at `b` only when the merchant turned retries on, within its `max_attempts` and
+//! the card's cap; a hard decline or an unknown outcome never is; a decline asking for
+//! authentication is asked again at `a` with 3-D Secure when a payer is there. The two ledgers
+//! are the judge: one charge per intent at most, across both.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use payorch::providers::circuit::CircuitSettings;
+use payorch_sandbox::{Face, Mix};
+
+use crate::helpers::TestApp;
+use crate::payments::checkout_body;
+
+/// Two providers whose circuits never open within a test; `a` declines every ordinary card
+/// softly (its Stripe face's mix approves none, and every decline it draws is soft). Neither
+/// tells by webhook: a decline's webhook that beats the create's answer fails the attempt and
+/// completes the key first, and then the payment ends without a retry (docs/guides/
+/// declines.md, "Retries"); these tests are about the rules, not that race.
+async fn a_declines_softly() -> TestApp {
+    let app = TestApp::spawn_config(|config| {
+        config.two_providers = Some(CircuitSettings {
+            threshold: 1000,
+            cool_down: Duration::from_secs(60),
+        })
+    })
+    .await;
+    let mix = Mix::parse("approval=0,soft=1,hard=0,authentication_required=0").unwrap();
+    app.sandbox.set_mix(Face::Stripe, mix);
+    app.sandbox.set_webhook_url(None);
+    app.sandbox_b().set_webhook_url(None);
+    app.sandbox_b().set_notification_url(None);
+    app
+}
+
+impl TestApp {
+    fn sandbox_b(&self) -> &payorch_sandbox::SandboxHandle {
+        &self.second.as_ref().expect("two providers").sandbox
+    }
+
+    /// Charges for `order_id`: `(on a, on b)`.
+    fn charged_on(&self, order_id: &str) -> (usize, usize) {
+        let on_b = self
+            .sandbox_b()
+            .ledger()
+            .iter()
+            .filter(|e| e.order_id.as_deref() == Some(order_id) && e.is_charged())
+            .count();
+        (self.charges_for_order(order_id), on_b)
+    }
+
+    /// Routes `a` then `b`, with these retries.
+    async fn retries(&self, retries: Value) {
+        let response = self
+            .client
+            .put(self.url(&format!("/v1/merchants/{}/routing", self.merchant_id)))
+            .bearer_auth(&self.support_key)
+            .json(&json!({"providers": ["a", "b"], "retries": retries}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let shown: Value = response.json().await.unwrap();
+        for (field, value) in retries.as_object().unwrap() {
+            assert_eq!(&shown["retries"][field], value, "{shown}");
+        }
+    }
+
+    /// A checkout of `body` under `key`: its answer, and the order's payments, oldest first.
+    async fn checkout_chain(&self, key: &str, body: &Value) -> (Value, Vec<Value>) {
+        let response = self.checkout(key, body).await;
+        assert_eq!(response.status(), 201);
+        let paid: Value = response.json().await.unwrap();
+        let order = self.order(paid["order"]["id"].as_str().unwrap()).await;
+        let mut chain = order["payments"].as_array().unwrap().clone();
+        chain.reverse();
+        (paid, chain)
+    }
+}
+
+fn switched_on() -> Value {
+    json!({"soft_declines": true})
+}
+
+#[tokio::test]
+async fn a_soft_decline_is_tried_at_the_next_provider_under_the_same_key() {
+    let app = a_declines_softly().await;
+    app.retries(switched_on()).await;
+    let (paid, chain) = app
+        .checkout_chain("soft", &checkout_body("pm_card_visa"))
+        .await;
+    let payment = &paid["payment"];
+    assert_eq!(payment["status"], "succeeded", "{paid}");
+    assert_eq!(payment["provider"], "b");
+    assert_eq!(paid["order"]["status"], "paid");
+    let order_id = paid["order"]["id"].as_str().unwrap();
+    assert_eq!(app.charged_on(order_id), (0, 1), "one charge, at b");
+
+    assert_eq!(chain.len(), 2, "{chain:?}");
+    let (first, second) = (&chain[0], &chain[1]);
+    assert_eq!(first["provider"], "a");
+    assert_eq!(first["status"], "failed");
+    assert_eq!(first["failure_class"], "soft");
+    assert_eq!(first["retry_of"], Value::Null);
+    assert_eq!(second["id"], payment["id"]);
+    assert_eq!(second["retry_of"], first["id"]);
+    assert_eq!(second["retry_reason"], "soft_decline");
+    assert_ne!(
+        first["provider_idempotency_key"], second["provider_idempotency_key"],
+        "each attempt its own provider key"
+    );
+
+    // The key names the last attempt: a retry of the request replays it and sends nothing.
+    let again = app.checkout("soft", &checkout_body("pm_card_visa")).await;
+    assert_eq!(again.status(), 201);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["payment"]["id"], payment["id"]);
+    assert_eq!(again["payment"]["status"], "succeeded");
+    assert_eq!(app.charged_on(order_id), (0, 1));
+
+    // The story tells the chain: the retry's first line says why it was made.
+    let story = app.story(payment["id"].as_str().unwrap()).await;
+    let made = &story["timeline"][0];
+    let told = made["detail"].as_str().unwrap_or_default();
+    assert!(
+        told.starts_with("retried at b after a soft decline (") && told.ends_with(") at a"),
+        "{made}"
+    );
+    assert_eq!(story["other_attempts"][0]["id"], first["id"]);
+}
+
+#[tokio::test]
+async fn a_soft_decline_ends_the_payment_while_retries_are_off() {
+    let app = a_declines_softly().await;
+    let (paid, chain) = app
+        .checkout_chain("off", &checkout_body("pm_card_visa"))
+        .await;
+    assert_eq!(paid["payment"]["status"], "failed", "{paid}");
+    assert_eq!(paid["payment"]["failure_class"], "soft");
+    assert_eq!(chain.len(), 1, "{chain:?}");
+    assert_eq!(paid["order"]["status"], "awaiting_payment");
+}
+
+#[tokio::test]
+async fn a_hard_decline_is_never_tried_again() {
+    let app = a_declines_softly().await;
+    app.retries(switched_on()).await;
+    let (paid, chain) = app
+        .checkout_chain("hard", &checkout_body("pm_card_chargeDeclinedLostCard"))
+        .await;
+    assert_eq!(paid["payment"]["failure_class"], "hard", "{paid}");
+    assert_eq!(chain.len(), 1, "{chain:?}");
+}
+
+#[tokio::test]
+async fn an_unknown_outcome_is_never_tried_elsewhere() {
+    let app = a_declines_softly().await;
+    app.retries(switched_on()).await;
+    // Charged at a, its answer lost: payorch learns the outcome by asking a (the answer
+    // may be `pending` or, found at once, `succeeded`), never by trying b.
+    let (paid, chain) = app
+        .checkout_chain("lost", &checkout_body("pm_sandbox_lost_response"))
+        .await;
+    assert_ne!(paid["payment"]["status"], "failed", "{paid}");
+    assert_eq!(paid["payment"]["provider"], "a");
+    assert_eq!(paid["payment"]["retry_of"], Value::Null);
+    assert_eq!(chain.len(), 1, "{chain:?}");
+    let order_id = paid["order"]["id"].as_str().unwrap();
+    assert_eq!(
+        app.charged_on(order_id),
+        (1, 0),
+        "charged once, at a; nothing sent to b"
+    );
+}
+
+#[tokio::test]
+async fn max_attempts_of_one_makes_no_retry() {
+    let app = a_declines_softly().await;
+    app.retries(json!({"soft_declines": true, "max_attempts": 1}))
+        .await;
+    let (paid, chain) = app
+        .checkout_chain("one", &checkout_body("pm_card_visa"))
+        .await;
+    assert_eq!(paid["payment"]["status"], "failed", "{paid}");
+    assert_eq!(chain.len(), 1, "{chain:?}");
+}
+
+#[tokio::test]
+async fn the_routing_refuses_max_attempts_outside_one_to_four() {
+    let app = a_declines_softly().await;
+    for bad in [0, 5] {
+        let response = app
+            .client
+            .put(app.url(&format!("/v1/merchants/{}/routing", app.merchant_id)))
+            .bearer_auth(&app.support_key)
+            .json(&json!({"providers": ["a"], "retries": {"max_attempts": bad}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 422, "max_attempts {bad}");
+    }
+}
+
+#[tokio::test]
+async fn a_card_declined_ten_times_in_a_day_is_not_tried_again() {
+    let app = a_declines_softly().await;
+    app.retries(switched_on()).await;
+    // pm_card_chargeDeclined declines softly at both: each checkout declines twice (a, then
+    // b) until the card has ten declines at this merchant.
+    for n in 0..5 {
+        let body = checkout_body("pm_card_chargeDeclined");
+        let (_, chain) = app.checkout_chain(&format!("card-{n}"), &body).await;
+        assert_eq!(chain.len(), 2, "checkout {n}: {chain:?}");
+    }
+    let body = checkout_body("pm_card_chargeDeclined");
+    let (paid, chain) = app.checkout_chain("card-capped", &body).await;
+    assert_eq!(paid["payment"]["provider"], "a");
+    assert_eq!(chain.len(), 1, "the card's cap: {chain:?}");
+    // Another card of the same merchant is not held back.
+    let (_, chain) = app
+        .checkout_chain("other-card", &checkout_body("pm_card_visa"))
+        .await;
+    assert_eq!(chain.len(), 2, "{chain:?}");
+}
+
+#[tokio::test]
+async fn a_decline_asking_for_authentication_is_asked_again_with_three_d_secure() {
+    let app = a_declines_softly().await;
+    // The switch stays off: a step-up stays at the same provider.
+    let body = json!({
+        "amount": 4200, "currency": "eur",
+        "payment_method": "pm_sandbox_decline_authentication_required",
+        "return_url": "https://shop.example/thanks",
+    });
+    let (paid, chain) = app.checkout_chain("step-up", &body).await;
+    assert_eq!(chain.len(), 2, "{chain:?}");
+    let (first, second) = (&chain[0], &chain[1]);
+    assert_eq!(first["failure_class"], "authentication_required");
+    assert_eq!(second["provider"], "a", "the same provider");
+    assert_eq!(second["retry_of"], first["id"]);
+    assert_eq!(second["retry_reason"], "authentication_required");
+    // Asked with 3-D Secure, the issuer challenges the payer.
+    assert_eq!(paid["payment"]["id"], second["id"]);
+    assert_eq!(paid["payment"]["status"], "pending", "{paid}");
+    assert!(paid["payment"]["next_action"]["url"].is_string(), "{paid}");
+    let mut conn = app.db.connect().await;
+    let asked: Vec<String> = {
+        use diesel::prelude::*;
+        use diesel_async::RunQueryDsl;
+        use payorch::db::schema::payment_attempts::dsl as a;
+        a::payment_attempts
+            .filter(a::order_id.eq(order_uuid(&paid["order"]["id"])))
+            .order(a::created_at)
+            .select(a::three_d_secure)
+            .load(&mut conn)
+            .await
+            .unwrap()
+    };
+    assert_eq!(asked, ["automatic", "required"]);
+}
+
+#[tokio::test]
+async fn no_step_up_without_a_payer_to_challenge() {
+    let app = a_declines_softly().await;
+    let body = checkout_body("pm_sandbox_decline_authentication_required");
+    let (paid, chain) = app.checkout_chain("no-payer", &body).await;
+    assert_eq!(paid["payment"]["status"], "failed", "{paid}");
+    assert_eq!(chain.len(), 1, "{chain:?}");
+}
+
+/// The uuid of an order id as shown (`ord_…`).
+fn order_uuid(id: &Value) -> uuid::Uuid {
+    let id: payorch::ids::OrderId = id.as_str().unwrap().parse().unwrap();
+    id.0
+}
