@@ -291,8 +291,9 @@ async fn a_mix_token_draws_at_its_own_rate_on_a_plain_face() {
 }
 
 /// Each outage through the Stripe face: `refused` and `error_before` charge nothing;
-/// `error_after`, `timeout` and `dropped` charge, and a resend under the key tells what
-/// Stripe keeps (the `500` for `error_after`, the charge for the others).
+/// `error_after`, `timeout`, `dropped` and `late_approval` charge, and a resend under the key tells what
+/// Stripe keeps (the `500` for `error_after`, the decline for `late_approval`, the charge for
+/// the others).
 #[tokio::test]
 async fn each_outage_does_what_it_says_to_the_ledger() {
     let sandbox = start(config("", "")).await;
@@ -303,6 +304,8 @@ async fn each_outage_does_what_it_says_to_the_ledger() {
         (Outage::ErrorAfter, Some(500), true, Some(500)),
         (Outage::Timeout, None, true, Some(200)),
         (Outage::Dropped, None, true, Some(200)),
+        // Declined in words, charged in the ledger (its webhook tells so later).
+        (Outage::LateApproval, Some(402), true, Some(402)),
     ] {
         let mix = Mix {
             outage: 1.0,
