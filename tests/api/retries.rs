@@ -18,8 +18,8 @@ use crate::payments::checkout_body;
 /// Two providers whose circuits never open within a test; `a` declines every ordinary card
 /// softly (its Stripe face's mix approves none, and every decline it draws is soft). Neither
 /// tells by webhook: a decline's webhook that beats the create's answer fails the attempt and
-/// completes the key first, and then the payment ends without a retry (docs/guides/
-/// declines.md, "Retries"); these tests are about the rules, not that race.
+/// completes the key first, and then the payment ends without a retry
+/// (docs/guides/declines.md, "Retries"); these tests are about the rules, not that race.
 async fn a_declines_softly() -> TestApp {
     let app = TestApp::spawn_config(|config| {
         config.two_providers = Some(CircuitSettings {
