@@ -30,7 +30,7 @@ CREATE DOMAIN endpoint_status AS text
     CONSTRAINT endpoint_status_known CHECK ((VALUE = ANY (ARRAY['enabled'::text, 'disabled'::text])));
 
 CREATE DOMAIN event_type AS text
-    CONSTRAINT event_type_known CHECK ((VALUE = ANY (ARRAY['payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text])));
+    CONSTRAINT event_type_known CHECK ((VALUE = ANY (ARRAY['payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text, 'late_approval.detected'::text, 'late_approval.voided'::text, 'late_approval.refunded'::text, 'late_approval.undo_failed'::text])));
 
 CREATE DOMAIN held_amount AS bigint
     CONSTRAINT held_amount_not_negative CHECK ((VALUE >= 0));
@@ -46,6 +46,15 @@ CREATE DOMAIN key_operation AS text
 
 CREATE DOMAIN key_state AS text
     CONSTRAINT key_state_known CHECK ((VALUE = ANY (ARRAY['in_flight'::text, 'completed'::text, 'expired'::text])));
+
+CREATE DOMAIN late_approval_kind AS text
+    CONSTRAINT late_approval_kind_known CHECK ((VALUE = ANY (ARRAY['authorized'::text, 'succeeded'::text])));
+
+CREATE DOMAIN late_approval_source AS text
+    CONSTRAINT late_approval_source_known CHECK ((VALUE = ANY (ARRAY['webhook'::text, 'reconciler'::text, 'response'::text])));
+
+CREATE DOMAIN late_approval_status AS text
+    CONSTRAINT late_approval_status_known CHECK ((VALUE = ANY (ARRAY['undoing'::text, 'voided'::text, 'refunded'::text, 'undo_failed'::text])));
 
 CREATE DOMAIN milliseconds AS integer
     CONSTRAINT milliseconds_not_negative CHECK ((VALUE >= 0));
@@ -250,6 +259,45 @@ CREATE TABLE key_quota_counts (
     CONSTRAINT key_quota_counts_opened_check CHECK ((opened >= 0)),
     CONSTRAINT key_quota_counts_pkey PRIMARY KEY (merchant_id, replica_id, minute)
 );
+
+CREATE TABLE late_approvals (
+    merchant_id uuid NOT NULL,
+    id uuid NOT NULL,
+    attempt_id uuid NOT NULL,
+    order_id uuid NOT NULL,
+    provider provider_name NOT NULL,
+    provider_payment_id text NOT NULL,
+    amount amount_minor NOT NULL,
+    currency currency_code NOT NULL,
+    approved_as late_approval_kind NOT NULL,
+    source late_approval_source NOT NULL,
+    status late_approval_status DEFAULT 'undoing'::text NOT NULL,
+    detail text,
+    provider_undo_id text,
+    next_check_at timestamp with time zone,
+    checks integer DEFAULT 0 NOT NULL,
+    detected_at timestamp with time zone DEFAULT now() NOT NULL,
+    undone_at timestamp with time zone,
+    CONSTRAINT late_approvals_final_is_finished CHECK ((((status)::text = 'undoing'::text) = (undone_at IS NULL))),
+    CONSTRAINT late_approvals_merchant_id_attempt_id_fkey FOREIGN KEY (merchant_id, attempt_id) REFERENCES payment_attempts(merchant_id, id),
+    CONSTRAINT late_approvals_merchant_id_order_id_fkey FOREIGN KEY (merchant_id, order_id) REFERENCES orders(merchant_id, id),
+    CONSTRAINT late_approvals_open_is_checked CHECK ((((status)::text = 'undoing'::text) = (next_check_at IS NOT NULL))),
+    CONSTRAINT late_approvals_pkey PRIMARY KEY (merchant_id, id)
+);
+
+CREATE INDEX late_approvals_detected ON public.late_approvals USING btree (detected_at);
+
+CREATE INDEX late_approvals_due ON public.late_approvals USING btree (next_check_at) WHERE ((status)::text = 'undoing'::text);
+
+CREATE UNIQUE INDEX late_approvals_once ON public.late_approvals USING btree (merchant_id, attempt_id);
+
+CREATE TRIGGER late_approvals_emit_event AFTER UPDATE OF status ON late_approvals FOR EACH ROW WHEN (old.status::text IS DISTINCT FROM new.status::text) EXECUTE FUNCTION late_approvals_emit_event();
+
+CREATE TRIGGER late_approvals_emit_event_made AFTER INSERT ON late_approvals FOR EACH ROW EXECUTE FUNCTION late_approvals_emit_event();
+
+CREATE TRIGGER late_approvals_guard_transition BEFORE UPDATE ON late_approvals FOR EACH ROW EXECUTE FUNCTION late_approvals_guard_transition();
+
+CREATE TRIGGER late_approvals_of_a_failure BEFORE INSERT ON late_approvals FOR EACH ROW EXECUTE FUNCTION late_approvals_of_a_failure();
 
 CREATE TABLE merchant_events (
     id uuid DEFAULT uuid_v7() NOT NULL,
@@ -593,7 +641,7 @@ CREATE TABLE webhook_endpoints (
     CONSTRAINT webhook_endpoints_check CHECK (((previous_secret IS NULL) = (previous_secret_until IS NULL))),
     CONSTRAINT webhook_endpoints_check1 CHECK ((((status)::text = 'disabled'::text) = (disabled_reason IS NOT NULL))),
     CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 1000)),
-    CONSTRAINT webhook_endpoints_enabled_events_check CHECK (((cardinality(enabled_events) > 0) AND (enabled_events <@ ARRAY['*'::text, 'payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text]))),
+    CONSTRAINT webhook_endpoints_enabled_events_check CHECK (((cardinality(enabled_events) > 0) AND (enabled_events <@ ARRAY['*'::text, 'payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text, 'late_approval.detected'::text, 'late_approval.voided'::text, 'late_approval.refunded'::text, 'late_approval.undo_failed'::text]))),
     CONSTRAINT webhook_endpoints_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
     CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (merchant_id, id),
     CONSTRAINT webhook_endpoints_previous_secret_sealed CHECK ((previous_secret ~ '^v1:[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/]{16}:[A-Za-z0-9+/]+$'::text)) NOT VALID,
@@ -836,6 +884,67 @@ BEGIN
         RAISE EXCEPTION 'idempotency key % of merchant % cannot be retired: only a completed key that made a payment or refund is, and it keeps naming what it made',
                 OLD.key, OLD.merchant_id
             USING ERRCODE = 'check_violation', CONSTRAINT = 'idempotency_keys_retired_keeps_resource';
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.late_approvals_emit_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM events_emit(NEW.merchant_id,
+        CASE NEW.status WHEN 'undoing' THEN 'late_approval.detected'
+                        ELSE 'late_approval.' || NEW.status END,
+        NEW.id, NEW.order_id, jsonb_build_object('late_approval', to_jsonb(NEW)));
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.late_approvals_guard_transition()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF OLD.status <> 'undoing' THEN
+        RAISE EXCEPTION 'late approval % is % and final', OLD.id, OLD.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'late_approvals_final';
+    END IF;
+    IF NEW.merchant_id <> OLD.merchant_id OR NEW.id <> OLD.id
+       OR NEW.attempt_id <> OLD.attempt_id OR NEW.order_id <> OLD.order_id
+       OR NEW.provider <> OLD.provider OR NEW.provider_payment_id <> OLD.provider_payment_id
+       OR NEW.amount <> OLD.amount OR NEW.currency <> OLD.currency
+       OR NEW.approved_as <> OLD.approved_as OR NEW.source <> OLD.source
+       OR NEW.detected_at <> OLD.detected_at THEN
+        RAISE EXCEPTION 'late approval % may change only its status and what the provider said', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'late_approvals_immutable';
+    END IF;
+    IF NEW.status <> 'undoing' THEN
+        NEW.undone_at := now();
+        NEW.next_check_at := NULL;
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.late_approvals_of_a_failure()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM 1 FROM payment_attempts
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id AND status = 'failed'
+          AND order_id = NEW.order_id AND provider = NEW.provider
+          AND amount = NEW.amount AND currency = NEW.currency;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'attempt % is not a failed attempt of order % at % for % %',
+            NEW.attempt_id, NEW.order_id, NEW.provider, NEW.amount, NEW.currency
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'late_approvals_of_a_failure';
+    END IF;
+    IF NEW.status <> 'undoing' THEN
+        RAISE EXCEPTION 'a late approval starts undoing, not %', NEW.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'late_approvals_start_undoing';
     END IF;
     RETURN NEW;
 END;
