@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use diesel_async::RunQueryDsl;
 use fantoccini::Locator;
 use serde_json::{json, Value};
 
@@ -197,4 +198,39 @@ async fn the_console_shows_the_scores() {
     assert!(row.contains("stripe EUR 75 % 9 of 12 (window 20)"), "{row}");
     show(&client, "scores").await;
     screenshot(&client, "console-success-scores").await;
+}
+
+/// The scores' statement reads `payment_attempts` only through the index made for it: its
+/// predicate is the index's, so the planner may use it (sequential scans off, so a small
+/// table's cheaper scan does not hide a predicate it cannot match).
+#[tokio::test]
+async fn the_scores_are_read_through_their_index() {
+    #[derive(diesel::QueryableByName)]
+    struct Plan {
+        #[diesel(sql_type = diesel::sql_types::Text, column_name = "QUERY PLAN")]
+        line: String,
+    }
+    let app = TestApp::spawn().await;
+    let statement = include_str!("../sql/success_scores.sql").replace("$1", "20");
+    let mut conn = app.db.connect().await;
+    diesel::sql_query("SET enable_seqscan = off")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let plan: Vec<Plan> = diesel::sql_query(format!("EXPLAIN {statement}"))
+        .load(&mut conn)
+        .await
+        .unwrap();
+    let plan: Vec<String> = plan.into_iter().map(|p| p.line).collect();
+    let scans: Vec<&String> = plan
+        .iter()
+        .filter(|l| l.contains("Scan") && l.contains("payment_attempts"))
+        .collect();
+    assert_eq!(scans.len(), 3, "{plan:#?}");
+    assert!(
+        scans
+            .iter()
+            .all(|l| l.contains("using payment_attempts_scored")),
+        "{plan:#?}"
+    );
 }
