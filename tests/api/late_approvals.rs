@@ -11,8 +11,12 @@ use std::time::Duration;
 use fantoccini::Locator;
 use serde_json::{json, Value};
 
+use payorch::providers::circuit::CircuitSettings;
+use payorch_sandbox::{Face, Mix};
+
 use crate::browser::{browser, screenshot, text_with};
 use crate::helpers::{assert_refused_by, eventually, TestApp};
+use crate::payments::checkout_body;
 
 const LATE: &str = "pm_sandbox_late_approval";
 
@@ -252,6 +256,67 @@ async fn the_database_keeps_a_late_approval_one_way_and_of_a_failed_attempt() {
         "late_approvals_final",
     )
     .await;
+}
+
+/// The case late approvals exist for: `a` declines softly, the payment is retried and paid at
+/// `b`, then `a` says it approved after all. The order stays paid once, by `b`; `a`'s charge
+/// is refunded.
+#[tokio::test]
+async fn a_late_approval_after_a_retry_elsewhere_leaves_the_order_paid_once() {
+    let app = TestApp::spawn_config(|config| {
+        config.two_providers = Some(CircuitSettings {
+            threshold: 1000,
+            cool_down: Duration::from_secs(60),
+        });
+        // `a`'s decline is told by webhook only after its answer was recorded, so the retry
+        // is made (a decline's webhook first would end the payment without one).
+        config.sandbox.webhook_delay_ms = 300;
+        config.sandbox.late_approval_ms = 600;
+    })
+    .await;
+    // Every ordinary card `a` charges is a late approval.
+    let mix = Mix::parse("outage=1,outages=late_approval").unwrap();
+    app.sandbox.set_mix(Face::Stripe, mix);
+    let b = &app.second.as_ref().expect("two providers").sandbox;
+    b.set_webhook_url(None);
+    b.set_notification_url(None);
+    let routing = json!({"providers": ["a", "b"], "retries": {"soft_declines": true}});
+    let response = app
+        .client
+        .put(app.url(&format!("/v1/merchants/{}/routing", app.merchant_id)))
+        .bearer_auth(&app.support_key)
+        .json(&routing)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+
+    let response = app
+        .checkout("late-after-retry", &checkout_body("pm_card_visa"))
+        .await;
+    assert_eq!(response.status(), 201);
+    let paid: Value = response.json().await.unwrap();
+    assert_eq!(paid["payment"]["status"], "succeeded", "{paid}");
+    assert_eq!(paid["payment"]["provider"], "b", "{paid}");
+    let order_id = paid["order"]["id"].as_str().unwrap();
+    let first = paid["payment"]["retry_of"]
+        .as_str()
+        .unwrap_or_else(|| panic!("paid by a retry: {paid}"));
+    let declined = app.payment(first).await;
+    assert_eq!(declined["provider"], "a");
+    let charge = declined["provider_payment_id"].as_str().unwrap().to_owned();
+
+    let late = app.undone(first, "after a retry at b").await;
+    assert_eq!(late["status"], "refunded", "{late}");
+    assert_eq!(app.refunds_of(&charge), 1, "a's charge refunded once");
+    let on_b = b
+        .ledger()
+        .iter()
+        .filter(|e| e.order_id.as_deref() == Some(order_id) && e.is_charged())
+        .count();
+    assert_eq!(on_b, 1, "b charged once");
+    assert_eq!(app.order(order_id).await["status"], "paid");
+    assert_eq!(app.payment(first).await["status"], "failed");
 }
 
 /// The console lists the late approval among what needs a human, and the payment's summary
