@@ -1,8 +1,8 @@
 //! The `routing` run (#43; docs/BENCHMARKS.md, "Routing by success rate (#43)"): one merchant
 //! whose route chooses between both faces of the sandbox by their recent approval rate
 //! (`"strategy": "success_rate"`, docs/guides/routing.md). Provider A (the Stripe face)
-//! approves 90 % and B (the Adyen face) 80 %; a third of the way through A falls to 30 %
-//! (`POST /__sandbox/mix/stripe`), two thirds of the way through it is back at 90 %. The run
+//! approves 90 % and B (the Adyen face) 80 %; a quarter of the way through A falls to 30 %
+//! (`POST /__sandbox/mix/stripe`), half way through it is back at 90 %. The run
 //! reads where each checkout's first attempt went, in the order payorch made them, and
 //! reports A's share per block of payments, how many payments after the drop it took until A
 //! was left, and how many after the recovery until A had its traffic back.

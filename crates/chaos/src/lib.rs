@@ -73,8 +73,9 @@ enum Scenario {
     /// each approving, declining and failing as its seeded mix says; a soft decline retried
     /// on the other provider or not (`--retry`).
     Retries,
-    /// One `serve`, one merchant routed by success rate between both faces; the first's
-    /// approvals fall from 90 % to 30 % a third of the way through and recover at two thirds.
+    /// One `serve`, one merchant routed by success rate between both faces, checkouts paced;
+    /// the first's approvals fall from 90 % to 30 % a quarter of the way through and recover
+    /// half way through.
     Routing,
 }
 
@@ -144,6 +145,10 @@ pub struct Args {
     /// `routing`: the payments of one block of the report.
     #[arg(long, default_value_t = 50)]
     block: usize,
+    /// `routing`: checkouts started per second. payorch reads the scores again every second,
+    /// so how many payments a move takes depends on the rate as well as on the scores.
+    #[arg(long, default_value_t = 10.0)]
+    per_second: f64,
     /// The `payorch` binary (default: the one next to this program).
     #[arg(long)]
     payorch: Option<PathBuf>,
@@ -333,13 +338,19 @@ async fn exercise(
     origin: Instant,
 ) -> Result<Run, String> {
     let started = Instant::now();
-    let pace = matches!(args.scenario, Scenario::Failover).then(|| {
-        Arc::new(Pace::new(
+    let pace = match args.scenario {
+        Scenario::Failover => Some(Arc::new(Pace::new(
             args.intents,
             Duration::from_secs(args.load_secs),
             args.intents / 50,
-        ))
-    });
+        ))),
+        Scenario::Routing => Some(Arc::new(Pace::new(
+            args.intents,
+            Duration::from_secs_f64(args.intents as f64 / args.per_second.max(0.1)),
+            0,
+        ))),
+        _ => None,
+    };
     let targets = Targets {
         urls: world.replicas.iter().map(|r| r.url.clone()).collect(),
         duplicate: matches!(args.scenario, Scenario::Replicas),
@@ -535,9 +546,11 @@ async fn disturb(
             disturbed.failover = Some(failover);
         }
         Scenario::Routing => {
-            // A third of the way through A falls, at two thirds it is back.
-            for (share, mix) in [(1, by_success::DROPPED), (2, by_success::RECOVERED)] {
-                while tally.done.load(Ordering::Relaxed) < args.intents * share / 3 {
+            // A quarter of the way through A falls, half way through it is back: the second
+            // half is as long as the first, since coming back waits for a probe and for
+            // exploration to show A better again.
+            for (quarters, mix) in [(1, by_success::DROPPED), (2, by_success::RECOVERED)] {
+                while tally.done.load(Ordering::Relaxed) < args.intents * quarters / 4 {
                     if !pause_while(clients, Duration::from_millis(20)).await {
                         return Ok(disturbed);
                     }
