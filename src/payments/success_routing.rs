@@ -31,9 +31,9 @@ words! {
 
 /// The scored outcomes a score is made of: the last this many of a provider in a currency.
 /// Each outcome moves the rate by 5 points, so a provider that falls from 90 % to 30 % is
-/// behind an 80 % one after 3 or 4 of its payments, and one that recovers is back after about
-/// 17 of its own (most of the window replaced), which exploration sends it within about 170
-/// of the route's. The price of so short a window is noise (±8 points at 85 %): two
+/// behind an 80 % one within about 8 payments, and one that recovers is back after about 17
+/// of its own (most of the window replaced), which exploration sends it within about 170 of
+/// the route's (replayed by tests/api/success_routing.rs). The price of so short a window is noise (±8 points at 85 %): two
 /// providers within about 10 points of each other share the traffic rather than one taking
 /// all of it.
 pub const WINDOW: usize = 20;

@@ -234,3 +234,51 @@ async fn the_scores_are_read_through_their_index() {
         "{plan:#?}"
     );
 }
+
+/// The numbers docs/guides/routing.md, "Routing by success" gives, replayed without a server:
+/// `a` approving 90 % and `b` 80 % (every decline soft, so every outcome scored), `a` falling
+/// to 30 % after 300 payments and back at 90 % after 600, one payment a second and the
+/// scores read again before each. Over 20 seeds: how many payments after the fall until
+/// fewer than 4 of the last 20 went first to `a`, and after the recovery until more than 8
+/// did (the chaos driver's `routing` run judges the same way).
+#[test]
+fn traffic_leaves_a_falling_provider_and_comes_back_within_the_documented_payments() {
+    use chrono::{Duration as Span, TimeZone, Utc};
+    use payorch::payments::success_routing::{order, Outcome, Probes, Score, Scores};
+    use rand::{Rng, SeedableRng};
+
+    let (mut left, mut back) = (Vec::new(), Vec::new());
+    for seed in 0..20 {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut probes = Probes::default();
+        let mut outcomes: [Vec<Outcome>; 2] = Default::default();
+        let mut firsts = Vec::new();
+        for n in 0..1200 {
+            let now = Utc.with_ymd_and_hms(2026, 11, 27, 12, 0, 0).unwrap() + Span::seconds(n);
+            let rate_a = if (300..600).contains(&n) { 0.3 } else { 0.9 };
+            let scores = Scores {
+                by: ["a", "b"]
+                    .iter()
+                    .zip(&outcomes)
+                    .map(|(p, o)| ((p.to_string(), "eur".into()), Score::of(o, now)))
+                    .collect(),
+            };
+            let first = order(&["a", "b"], "eur", &scores, &mut probes, now, &mut rng)[0];
+            let approved = rng.random_bool(if first == 0 { rate_a } else { 0.8 });
+            outcomes[first].insert(0, Outcome { approved, at: now });
+            firsts.push(first == 0);
+        }
+        let at_a = |end: usize| firsts[end - 20..end].iter().filter(|a| **a).count();
+        left.push((320..=600).find(|&end| at_a(end) < 4).map(|end| end - 300));
+        back.push((620..=1200).find(|&end| at_a(end) > 8).map(|end| end - 600));
+    }
+    // Each count includes the 20 payments of the window that judges it.
+    let worst = |v: &[Option<usize>]| v.iter().map(|n| n.unwrap_or(usize::MAX)).max().unwrap();
+    let mean =
+        |v: &[Option<usize>]| v.iter().map(|n| n.unwrap_or(usize::MAX)).sum::<usize>() / v.len();
+    let (left_mean, left_worst, back_mean, back_worst) =
+        (mean(&left), worst(&left), mean(&back), worst(&back));
+    eprintln!("left after {left_mean} (worst {left_worst}), back after {back_mean} (worst {back_worst}) payments");
+    assert!(left_worst <= 50, "{left:?}");
+    assert!(back_worst <= 400, "{back:?}");
+}
