@@ -54,9 +54,14 @@ impl TestApp {
 
     /// Routes `a` then `b`, with these retries.
     async fn retries(&self, retries: Value) {
+        self.retries_of(self.merchant_id, retries).await
+    }
+
+    /// Routes `merchant`'s payments to `a` then `b`, with these retries.
+    async fn retries_of(&self, merchant: payorch::ids::MerchantId, retries: Value) {
         let response = self
             .client
-            .put(self.url(&format!("/v1/merchants/{}/routing", self.merchant_id)))
+            .put(self.url(&format!("/v1/merchants/{merchant}/routing")))
             .bearer_auth(&self.support_key)
             .json(&json!({"providers": ["a", "b"], "retries": retries}))
             .send()
@@ -71,10 +76,23 @@ impl TestApp {
 
     /// A checkout of `body` under `key`: its answer, and the order's payments, oldest first.
     async fn checkout_chain(&self, key: &str, body: &Value) -> (Value, Vec<Value>) {
-        let response = self.checkout(key, body).await;
+        self.checkout_chain_as(&self.merchant_key, key, body).await
+    }
+
+    /// [`TestApp::checkout_chain`] by the merchant whose key is `secret`.
+    async fn checkout_chain_as(
+        &self,
+        secret: &str,
+        key: &str,
+        body: &Value,
+    ) -> (Value, Vec<Value>) {
+        let response = self
+            .post_keyed(secret, "/v1/checkout", Some(key), Some(body.to_string()))
+            .await;
         assert_eq!(response.status(), 201);
         let paid: Value = response.json().await.unwrap();
-        let order = self.order(paid["order"]["id"].as_str().unwrap()).await;
+        let path = format!("/v1/orders/{}", paid["order"]["id"].as_str().unwrap());
+        let order: Value = self.get_as(secret, &path).await.json().await.unwrap();
         let mut chain = order["payments"].as_array().unwrap().clone();
         chain.reverse();
         (paid, chain)
@@ -130,6 +148,24 @@ async fn a_soft_decline_is_tried_at_the_next_provider_under_the_same_key() {
         "{made}"
     );
     assert_eq!(story["other_attempts"][0]["id"], first["id"]);
+
+    // The declined attempt is told as any decline is, and the retry's success carries the
+    // chain: each event's payment as GET shows it.
+    for (kind, payment) in [("payment.failed", first), ("payment.succeeded", second)] {
+        let path = format!("/v1/events?type={kind}&limit=10");
+        let events: Value = app
+            .get_as(&app.merchant_key, &path)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let events = events["data"].as_array().unwrap();
+        assert_eq!(events.len(), 1, "{kind}: {events:?}");
+        let object = &events[0]["data"]["object"];
+        assert_eq!(object["id"], payment["id"], "{kind}");
+        assert_eq!(object["retry_of"], payment["retry_of"], "{kind}");
+        assert_eq!(object["retry_reason"], payment["retry_reason"], "{kind}");
+    }
 }
 
 #[tokio::test]
@@ -275,4 +311,51 @@ async fn no_step_up_without_a_payer_to_challenge() {
 fn order_uuid(id: &Value) -> uuid::Uuid {
     let id: payorch::ids::OrderId = id.as_str().unwrap().parse().unwrap();
     id.0
+}
+
+/// `a` declines half its charges softly and half asking for authentication, so some requests
+/// meet a soft decline on the step-up that asked the payer for 3-D Secure: only a merchant that
+/// allows it sends those on to `b`. Each draw is the attempt's own (its provider key), so 40
+/// requests meet that path with a probability above 0.99999. A new merchant every three
+/// requests keeps the card (one token) under its cap of declines, which counts per merchant.
+#[tokio::test]
+async fn a_soft_decline_after_three_d_secure_goes_elsewhere_only_when_allowed() {
+    let app = a_declines_softly().await;
+    let mix = Mix::parse("approval=0,soft=1,hard=0,authentication_required=1").unwrap();
+    app.sandbox.set_mix(Face::Stripe, mix);
+    for allowed in [false, true] {
+        let retries = json!({"soft_declines": true, "after_three_d_secure": allowed,
+                             "max_attempts": 3});
+        let mut met = 0;
+        let mut secret = String::new();
+        for n in 0..40 {
+            if n % 3 == 0 {
+                let (merchant, key) = app.other_merchant().await;
+                app.retries_of(merchant, retries.clone()).await;
+                secret = key;
+            }
+            let body = json!({
+                "amount": 4200, "currency": "eur", "payment_method": "pm_card_visa",
+                "return_url": "https://shop.example/thanks",
+            });
+            let key = format!("after-3ds-{allowed}-{n}");
+            let (_, chain) = app.checkout_chain_as(&secret, &key, &body).await;
+            let stepped_up_then_soft = chain.len() >= 2
+                && chain[0]["failure_class"] == "authentication_required"
+                && chain[1]["retry_reason"] == "authentication_required"
+                && chain[1]["failure_class"] == "soft";
+            if !stepped_up_then_soft {
+                continue;
+            }
+            met += 1;
+            if allowed {
+                assert_eq!(chain.len(), 3, "{chain:?}");
+                assert_eq!(chain[2]["provider"], "b");
+                assert_eq!(chain[2]["retry_reason"], "soft_decline");
+            } else {
+                assert_eq!(chain.len(), 2, "no retry after 3-D Secure: {chain:?}");
+            }
+        }
+        assert!(met > 0, "no request met a soft decline after its step-up");
+    }
 }
