@@ -1,9 +1,9 @@
 //! The scores of routing by success (docs/guides/routing.md, "Routing by success"), shared by
 //! every replica through the database: each replica reads every provider's last scored
-//! outcomes per currency from `payment_attempts` in one statement every `interval` (a second
-//! by default) and keeps them as a snapshot in memory, which the checkout orders its route
+//! outcomes per currency from `payment_attempts` in one statement every second
+//! ([`REFRESH`]) and keeps them as a snapshot in memory, which the checkout orders its route
 //! with ([`SuccessScores::order`]): no payment waits for the scores, and every replica sees
-//! the same attempts, so the same scores within an interval. What the scores mean and how the
+//! the same attempts, so the same scores within a second. What the scores mean and how the
 //! order is chosen is `payments::success_routing`.
 //!
 //! Card brand is not part of a score: an attempt records no brand today, only the payment
