@@ -138,6 +138,9 @@ async fn a_soft_decline_is_tried_at_the_next_provider_under_the_same_key() {
     assert_eq!(again["payment"]["id"], payment["id"]);
     assert_eq!(again["payment"]["status"], "succeeded");
     assert_eq!(app.charged_on(order_id), (0, 1));
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    let counted = r#"payorch_payment_retries_total{from="a",reason="soft_decline",to="b"} 1"#;
+    assert!(metrics.contains(counted), "missing {counted}\n{metrics}");
 
     // The story tells the chain: the retry's first line says why it was made.
     let story = app.story(payment["id"].as_str().unwrap()).await;
@@ -178,6 +181,9 @@ async fn a_soft_decline_ends_the_payment_while_retries_are_off() {
     assert_eq!(paid["payment"]["failure_class"], "soft");
     assert_eq!(chain.len(), 1, "{chain:?}");
     assert_eq!(paid["order"]["status"], "awaiting_payment");
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    let counted = r#"payorch_payment_retries_refused_total{provider="a",reason="switch_off"} 1"#;
+    assert!(metrics.contains(counted), "missing {counted}\n{metrics}");
 }
 
 #[tokio::test]
