@@ -202,7 +202,8 @@ async fn the_console_shows_the_scores() {
 
 /// The scores' statement reads `payment_attempts` only through the index made for it: its
 /// predicate is the index's, so the planner may use it (sequential scans off, so a small
-/// table's cheaper scan does not hide a predicate it cannot match).
+/// table's cheaper scan does not hide a predicate it cannot match), and it skips from pair to
+/// pair by the index's own order.
 #[tokio::test]
 async fn the_scores_are_read_through_their_index() {
     #[derive(diesel::QueryableByName)]
@@ -231,6 +232,12 @@ async fn the_scores_are_read_through_their_index() {
         scans
             .iter()
             .all(|l| l.contains("using payment_attempts_scored")),
+        "{plan:#?}"
+    );
+    // The skip to the next pair is a condition of the index, not a filter over all of it.
+    assert!(
+        plan.iter()
+            .any(|l| l.contains("Index Cond: (ROW(provider, currency) > ROW(")),
         "{plan:#?}"
     );
 }
