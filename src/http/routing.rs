@@ -153,9 +153,10 @@ pub async fn get_routing(
 /// Set a merchant's provider routing (support)
 ///
 /// Replaces the merchant's provider order, and per currency; every name must be a configured
-/// provider. Applies to new payments on every replica within a second; attempts under way keep
-/// their provider. A support key with the `operate` role; every change is audited (docs/guides/routing.md, "Routing
-/// and failover").
+/// provider. `retries` (optional, defaults when left out) says which declines a payment tries
+/// again (docs/guides/declines.md, "Retries"). Applies to new payments on every replica within
+/// a second; attempts under way keep their provider. A support key with the `operate` role;
+/// every change is audited (docs/guides/routing.md, "Routing and failover").
 #[utoipa::path(put, path = "/v1/merchants/{id}/routing", tag = "merchants",
     params(("id" = String, Path, description = "merchant id, `mer_…`", example = json!(crate::views::examples::MERCHANT))),
     request_body(content = RoutingBody, example = json!(crate::views::examples::routing_request())),
@@ -164,7 +165,7 @@ pub async fn get_routing(
         (status = 200, body = RoutingView, description = "the routing now; it applies on every replica within a second", example = json!(crate::views::examples::routing())),
         (status = 403, body = crate::http::errors::Problem, description = "not a support key, or a support key without the `operate` role"),
         (status = 404, body = crate::http::errors::Problem),
-        (status = 422, body = crate::http::errors::Problem, description = "validation_failed: an unknown provider, a name twice, an empty list, a bad currency"),
+        (status = 422, body = crate::http::errors::Problem, description = "validation_failed: an unknown provider, a name twice, an empty list, a bad currency, a `max_attempts` outside 1 to 4"),
     ))]
 pub async fn put_routing(
     caller: Caller,
