@@ -13,8 +13,8 @@ use crate::http::strict_json::StrictJson;
 use crate::http::support::operator;
 use crate::http::AppState;
 use crate::ids::MerchantId;
-use crate::payments::money::Currency;
 use crate::payments::attempts::retry::{RetrySettings, MOST_ATTEMPTS};
+use crate::payments::money::Currency;
 use crate::payments::routing::{self, Routing};
 use crate::payments::success_routing::Strategy;
 
@@ -190,11 +190,13 @@ pub async fn put_routing(
             Err(message) => errors.push(FieldError::new(pointer, message)),
         }
     }
-    let retries = fields.retries.map_or_else(RetrySettings::default, |r| RetrySettings {
-        soft_declines: r.soft_declines,
-        after_three_d_secure: r.after_three_d_secure,
-        max_attempts: r.max_attempts,
-    });
+    let retries = fields
+        .retries
+        .map_or_else(RetrySettings::default, |r| RetrySettings {
+            soft_declines: r.soft_declines,
+            after_three_d_secure: r.after_three_d_secure,
+            max_attempts: r.max_attempts,
+        });
     if !(1..=MOST_ATTEMPTS).contains(&retries.max_attempts) {
         errors.push(FieldError::new(
             "/retries/max_attempts",

@@ -44,7 +44,10 @@ pub async fn after_unreached(
         return Ok(Next::Stay(key));
     };
     let reason = RetryReason::ProviderUnreached;
-    let told = format!("failed over to {}: {} not reached", next.name, attempt.provider);
+    let told = format!(
+        "failed over to {}: {} not reached",
+        next.name, attempt.provider
+    );
     let new = NewAttempt::new(&attempt.payment_method, &next.name, lease_end)
         .taken(attempt.capture_method, attempt.return_url.as_deref())
         .retrying(attempt.id, (reason, told), attempt.three_d_secure);
