@@ -215,6 +215,22 @@ async fn a_held_late_approval_is_voided_not_refunded() {
     assert_eq!(app.ledger_status(charge), "canceled");
     assert_eq!(app.refunds_of(charge), 0, "a hold is never refunded");
     assert_eq!(app.told("late_approval.voided").await, 1);
+    // The provider's word of the void is no contradiction for a human to look at again.
+    let told_void = eventually(Duration::from_secs(10), || async {
+        let story: Value = app
+            .support_get(&format!("/v1/support/payments/{id}"))
+            .await
+            .json()
+            .await
+            .unwrap();
+        story["webhook_events"].as_array().is_some_and(|events| {
+            events
+                .iter()
+                .any(|e| e["event_type"] == "payment_intent.canceled" && e["outcome"] == "stale")
+        })
+    })
+    .await;
+    assert!(told_void, "the void's webhook is stale, not a conflict");
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use super::outcome::{EventOutcome, ReceiveError, Received};
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
 use crate::db::DbPool;
-use crate::ids::{PaymentId, ProviderWebhookId};
+use crate::ids::{LateApprovalId, PaymentId, ProviderWebhookId};
 use crate::payments::attempts::keyed::record_answer::is_contradiction;
 use crate::payments::attempts::transition::{decide, move_of, Decision};
 use crate::payments::attempts::{AttemptRow, PaymentAttempt, Source};
@@ -19,7 +19,7 @@ use crate::payments::event_log::{EventLog, EventRow};
 use crate::payments::holds::record::refuse_live_operation;
 use crate::payments::late_approvals::detect::{record_webhook, WebhookNews};
 use crate::payments::late_approvals::undo::undo;
-use crate::payments::late_approvals::{late_approval, ApprovedAs};
+use crate::payments::late_approvals::{self, late_approval, ApprovedAs};
 use crate::payments::reconciler::settings::to_chrono;
 use crate::payments::service::Payments;
 use crate::payments::status::AttemptStatus;
@@ -139,8 +139,13 @@ pub(super) async fn record_once(
             // Only a final attempt writes nothing, and a final attempt never changes: what
             // the event is to it stays true without a lock.
             let now = was.as_str();
-            let (result, detail) = match decision {
-                Decision::Conflict => (
+            let voided = void_of_late_approval(pool, &attempt, &outcome).await?;
+            let (result, detail) = match (decision, voided) {
+                (Decision::Conflict, Some(late)) => (
+                    EventOutcome::Stale,
+                    format!("tells of the void of late approval {late}"),
+                ),
+                (Decision::Conflict, None) => (
                     EventOutcome::Conflict,
                     format!("says {} but the attempt is {now}", outcome.label()),
                 ),
@@ -250,6 +255,23 @@ async fn record_late_approval(
         id: new.id,
         outcome: EventOutcome::Conflict,
     })
+}
+
+/// The late approval whose void `outcome` tells of, if it does: a failed attempt the provider
+/// says is canceled after payorch voided its late approval is no contradiction, and no human
+/// need look at it twice (the late approval is listed already).
+async fn void_of_late_approval(
+    pool: &DbPool,
+    attempt: &PaymentAttempt,
+    outcome: &ProviderOutcome,
+) -> Result<Option<String>, ReceiveError> {
+    if attempt.status != AttemptStatus::Failed
+        || !matches!(outcome, ProviderOutcome::Canceled { .. })
+    {
+        return Ok(None);
+    }
+    let late = late_approvals::of_attempt(&mut *pool.get().await?, attempt).await?;
+    Ok(late.map(|late| LateApprovalId(late.id).to_string()))
 }
 
 /// Whether the event was recorded before, and the attempt it is about: by the attempt id
