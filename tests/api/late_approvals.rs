@@ -200,37 +200,52 @@ async fn a_crash_between_the_commit_and_the_undo_is_undone_by_the_reconciler_onc
 #[tokio::test]
 async fn a_held_late_approval_is_voided_not_refunded() {
     let app = TestApp::spawn().await;
-    app.route_to(&["stripe"]).await;
-    let body = json!({"amount": 4200, "currency": "eur", "description": "Teapot",
-                      "payment_method": LATE, "capture_method": "manual"});
-    let response = app.checkout("late-held", &body).await;
-    assert_eq!(response.status(), 201);
-    let payment = response.json::<Value>().await.unwrap()["payment"].clone();
-    assert_eq!(payment["status"], "failed", "{payment}");
-    let id = payment["id"].as_str().unwrap();
-    let charge = payment["provider_payment_id"].as_str().unwrap();
-    let late = app.undone(id, "a hold").await;
-    assert_eq!(late["status"], "voided", "{late}");
-    assert_eq!(late["approved_as"], "authorized", "{late}");
-    assert_eq!(app.ledger_status(charge), "canceled");
-    assert_eq!(app.refunds_of(charge), 0, "a hold is never refunded");
-    assert_eq!(app.told("late_approval.voided").await, 1);
-    // The provider's word of the void is no contradiction for a human to look at again.
-    let told_void = eventually(Duration::from_secs(10), || async {
-        let story: Value = app
-            .support_get(&format!("/v1/support/payments/{id}"))
-            .await
-            .json()
-            .await
-            .unwrap();
-        story["webhook_events"].as_array().is_some_and(|events| {
-            events
-                .iter()
-                .any(|e| e["event_type"] == "payment_intent.canceled" && e["outcome"] == "stale")
+    for (n, (provider, void_told_as)) in [
+        ("stripe", "payment_intent.canceled"),
+        ("adyen", "CANCELLATION"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        app.route_to(&[provider]).await;
+        let body = json!({"amount": 4200, "currency": "eur", "description": "Teapot",
+                          "payment_method": LATE, "capture_method": "manual"});
+        let response = app.checkout(&format!("late-held-{provider}"), &body).await;
+        assert_eq!(response.status(), 201);
+        let payment = response.json::<Value>().await.unwrap()["payment"].clone();
+        assert_eq!(payment["status"], "failed", "{provider}: {payment}");
+        let id = payment["id"].as_str().unwrap();
+        let charge = payment["provider_payment_id"].as_str().unwrap();
+        let late = app.undone(id, provider).await;
+        assert_eq!(late["status"], "voided", "{provider}: {late}");
+        assert_eq!(late["approved_as"], "authorized", "{provider}: {late}");
+        assert_eq!(app.ledger_status(charge), "canceled", "{provider}");
+        assert_eq!(
+            app.refunds_of(charge),
+            0,
+            "{provider}: a hold is never refunded"
+        );
+        assert_eq!(app.told("late_approval.voided").await, n as i64 + 1);
+        // The provider's word of the void is no contradiction for a human to look at again.
+        let told_void = eventually(Duration::from_secs(10), || async {
+            let story: Value = app
+                .support_get(&format!("/v1/support/payments/{id}"))
+                .await
+                .json()
+                .await
+                .unwrap();
+            story["webhook_events"].as_array().is_some_and(|events| {
+                events
+                    .iter()
+                    .any(|e| e["event_type"] == void_told_as && e["outcome"] == "stale")
+            })
         })
-    })
-    .await;
-    assert!(told_void, "the void's webhook is stale, not a conflict");
+        .await;
+        assert!(
+            told_void,
+            "{provider}: the void's word is stale, not a conflict"
+        );
+    }
 }
 
 #[tokio::test]
