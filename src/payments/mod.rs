@@ -21,6 +21,8 @@
 //!   [`webhooks::receive`].
 //! - `reconciler`: the worker that finds the truth about open attempts and refunds
 //!   ([`reconciler::run`]), and its settings.
+//! - `late_approvals`: a provider's approval of an attempt payorch holds as failed, given
+//!   back at once ([`late_approvals::detect`], [`late_approvals::undo`]).
 //! - `support`: what support staff ask of payments.
 
 pub mod answer;
