@@ -12,7 +12,8 @@ use diesel_async::AsyncPgConnection;
 use super::chain;
 use super::failover::{fail_over, Ended, FailedOver};
 use super::keyed::NewAttempt;
-use super::retry::{self, CardDeclines, Facts, NoRetry, Retry, RetryReason, RetrySettings};
+use super::retry::{self, RetryReason, RetrySettings};
+use super::retry::{asked_for_three_d_secure, CardDeclines, Facts, NoRetry, Retry};
 use super::PaymentAttempt;
 use crate::idempotency::InFlightKey;
 use crate::payments::service::Payments;
@@ -80,19 +81,27 @@ pub async fn after_decline(
     let Some(decline) = Facts::decline_of(&call.outcome) else {
         return Ok(Next::Stay(key));
     };
-    let so_far = chain::so_far(conn, attempt).await?;
-    let facts = Facts {
+    // First what the declined attempt alone tells: most declines are refused on it (the
+    // merchant's switch off, a hard decline), and then nothing is read.
+    let mut facts = Facts {
         decline: decline.clone(),
         settings,
-        attempts: so_far.attempts,
-        three_d_secure_tried: so_far.three_d_secure_tried,
+        attempts: 1,
+        three_d_secure_tried: asked_for_three_d_secure(
+            attempt.three_d_secure,
+            attempt.next_action.is_some(),
+        ),
         stepped_up: attempt.three_d_secure == ThreeDSecure::Required,
         payer_present: attempt.return_url.is_some(),
         next_provider: next_after(route, &attempt.provider).map(|p| p.name.as_str()),
     };
-    // The card's declines can only refuse: counted once everything else allows a retry.
     let verdict = match retry::decide(&facts, CardDeclines::default()) {
-        Ok(_) => retry::decide(&facts, chain::card_declines(conn, attempt).await?),
+        Ok(_) => {
+            let so_far = chain::so_far(conn, attempt).await?;
+            facts.attempts = so_far.attempts;
+            facts.three_d_secure_tried = so_far.three_d_secure_tried;
+            retry::decide(&facts, chain::card_declines(conn, attempt).await?)
+        }
         refused => refused,
     };
     let retry = match verdict {

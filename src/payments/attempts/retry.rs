@@ -164,9 +164,11 @@ pub fn asked_for_three_d_secure(three_d_secure: ThreeDSecure, challenged: bool) 
     three_d_secure == ThreeDSecure::Required || challenged
 }
 
-/// What follows the declined attempt: a retry, or the reason there is none. The card's
-/// declines are only ever a reason to refuse, so a caller may ask first with
-/// `CardDeclines::default()` and count the card's declines only when that says retry.
+/// What follows the declined attempt: a retry, or the reason there is none. The rules that
+/// need the database (the request's earlier attempts, the card's declines) come last and can
+/// only refuse, so a caller may ask first with what the declined attempt alone tells (one
+/// attempt, its own 3-D Secure, `CardDeclines::default()`) and read the rest only when that
+/// says retry: a refusal then is the same, reason and all.
 pub fn decide<'p>(facts: &Facts<'p>, card: CardDeclines) -> Result<Retry<'p>, NoRetry> {
     let decline = &facts.decline;
     if decline.advice.floor() == Some(FailureClass::Hard) {
@@ -179,10 +181,10 @@ pub fn decide<'p>(facts: &Facts<'p>, card: CardDeclines) -> Result<Retry<'p>, No
             if !facts.settings.soft_declines {
                 return Err(NoRetry::SwitchOff);
             }
+            let provider = facts.next_provider.ok_or(NoRetry::NoNextProvider)?;
             if facts.three_d_secure_tried && !facts.settings.after_three_d_secure {
                 return Err(NoRetry::AfterThreeDSecure);
             }
-            let provider = facts.next_provider.ok_or(NoRetry::NoNextProvider)?;
             Retry::Elsewhere { provider }
         }
         // The switch does not gate a step-up: it stays at the same provider.
@@ -448,6 +450,52 @@ mod tests {
             ..authentication()
         };
         assert_eq!(decide(&facts, none()), Err(NoRetry::SteppedUpAlready));
+    }
+
+    /// What `cascade` relies on to read nothing for a decline it refuses anyway: a refusal on
+    /// what the declined attempt alone tells is the refusal, reason and all, whatever the
+    /// database would add.
+    #[test]
+    fn a_refusal_before_the_database_is_read_stands() {
+        let codes = [
+            DeclineCode::GenericDecline,
+            DeclineCode::LostOrStolenCard,
+            DeclineCode::AuthenticationRequired,
+        ];
+        for code in codes {
+            for bits in 0u32..32 {
+                let on = |bit: u32| bits & (1 << bit) != 0;
+                let settings = RetrySettings {
+                    soft_declines: on(0),
+                    after_three_d_secure: on(1),
+                    max_attempts: 2,
+                };
+                let alone = Facts {
+                    decline: declined(code),
+                    settings,
+                    attempts: 1,
+                    three_d_secure_tried: on(2),
+                    stepped_up: on(2),
+                    payer_present: on(3),
+                    next_provider: on(4).then_some("second"),
+                };
+                let first = decide(&alone, none());
+                for (attempts, tried, card) in [(1, false, 0), (2, true, 0), (1, true, 12)] {
+                    let read = Facts {
+                        attempts,
+                        three_d_secure_tried: alone.three_d_secure_tried || tried,
+                        ..alone.clone()
+                    };
+                    let card = CardDeclines {
+                        last_day: card,
+                        last_30_days: card,
+                    };
+                    if let Err(why) = first {
+                        assert_eq!(decide(&read, card), Err(why), "{code:?} {bits:b}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
