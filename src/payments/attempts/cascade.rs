@@ -3,8 +3,9 @@
 //! and [`retry::decide`] says try again, from what [`chain`] reads (docs/guides/declines.md,
 //! "Retries"). Either way failover's one transaction ([`fail_over`]) fails the attempt, makes
 //! the next one naming it (`retry_of`, `retry_reason`), and moves the client's
-//! Idempotency-Key onto it. Nothing is read from the database unless the provider declined or
-//! was not reached: the happy path pays nothing for this.
+//! Idempotency-Key onto it. Nothing is read from the database unless the provider was not
+//! reached, or declined and the rules the declined attempt alone can judge allow a retry: the
+//! happy path, and a merchant without retries, pay nothing for this.
 
 use chrono::{DateTime, Utc};
 use diesel_async::AsyncPgConnection;
