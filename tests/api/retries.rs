@@ -365,3 +365,36 @@ async fn a_soft_decline_after_three_d_secure_goes_elsewhere_only_when_allowed() 
         assert!(met > 0, "no request met a soft decline after its step-up");
     }
 }
+
+/// The console's story of a retry names the payment it followed and says why, in its
+/// summary and its timeline (docs/guides/support.md, "Support").
+#[tokio::test]
+async fn the_console_shows_the_chain() {
+    let Some((_driver, client)) = crate::browser::browser().await else {
+        return;
+    };
+    let app = a_declines_softly().await;
+    app.retries(switched_on()).await;
+    let (paid, chain) = app
+        .checkout_chain("console-retry", &checkout_body("pm_card_visa"))
+        .await;
+    let (first, second) = (chain[0]["id"].as_str().unwrap(), &paid["payment"]);
+    client.goto(&app.url("/console")).await.unwrap();
+    let key = client.find(fantoccini::Locator::Id("key")).await.unwrap();
+    key.send_keys(&app.support_key).await.unwrap();
+    key.send_keys("\u{E007}").await.unwrap();
+    let query = client.find(fantoccini::Locator::Id("query")).await.unwrap();
+    query
+        .send_keys(second["id"].as_str().unwrap())
+        .await
+        .unwrap();
+    query.send_keys("\u{E007}").await.unwrap();
+    let summary = crate::browser::text_with(&client, "summary", first).await;
+    assert!(
+        summary.contains(&format!("{first} (soft_decline)")),
+        "{summary}"
+    );
+    let timeline = crate::browser::text_with(&client, "timeline", "retried at b").await;
+    assert!(timeline.contains("after a soft decline"), "{timeline}");
+    crate::browser::screenshot(&client, "console-retry").await;
+}

@@ -264,6 +264,9 @@ function summary(story) {
     ["Provider charge", p.provider_payment_id || "none known yet"],
     ["Refunded", refunded(story)],
     ["Failure", failureText(p) || "none"],
+    // A retry names the attempt of the same request it followed (docs/guides/declines.md,
+    // "Retries"); the timeline's first line says why in words.
+    ...(p.retry_of ? [["Retry of", el("span", {}, storyLink(p.retry_of), ` (${p.retry_reason})`)]] : []),
     ...(story.late_approval ? [["Late approval", lateText(story.late_approval)]] : []),
     ["Capture", holdText(story)],
     ["Idempotency-Key", story.idempotency_key_name
