@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::attempts::AttemptRow;
-pub use super::late_approvals::LateApproval;
 pub use super::attempts::PaymentAttempt;
+pub use super::late_approvals::LateApproval;
 pub use super::orders::Order;
 use super::orders::OrderRow;
 pub use super::refunds::Refund;

@@ -117,7 +117,11 @@ async fn execute(
             // The ledger's truth: charged (or held). The answer: a soft decline.
             let manual = params.is_manual_capture();
             let booked = keep(
-                if manual { "requires_capture" } else { "succeeded" },
+                if manual {
+                    "requires_capture"
+                } else {
+                    "succeeded"
+                },
                 true,
                 &|intent| {
                     if manual {
