@@ -42,6 +42,7 @@ pub mod routing;
 pub mod service;
 pub mod snapshot;
 pub mod status;
+pub mod success_gauges;
 pub mod success_routing;
 pub mod success_scores;
 pub mod support;

@@ -155,6 +155,16 @@ impl Probes {
         free
     }
 
+    /// Frees the slot taken `at` for `provider` in `currency` by a payment that then sent
+    /// nothing (a replay, a resumed request, a refusal): the next payment probes instead of
+    /// waiting [`PROBE_TIMEOUT`]. A slot taken again since is left alone.
+    pub fn give_back(&mut self, provider: &str, currency: &str, at: DateTime<Utc>) {
+        let key = (provider.to_owned(), currency.to_owned());
+        if self.given.get(&key) == Some(&at) {
+            self.given.remove(&key);
+        }
+    }
+
     /// Forgets the probes of providers no longer eliminated.
     pub fn forget_readmitted(&mut self, scores: &Scores) {
         self.given.retain(|(provider, currency), _| {
@@ -184,6 +194,18 @@ pub fn order(
     now: DateTime<Utc>,
     rng: &mut impl Rng,
 ) -> Vec<usize> {
+    choose(names, currency, scores, probes, now, rng).0
+}
+
+/// [`order`], and whether its first provider is a probe (its slot taken as of `now`).
+pub fn choose(
+    names: &[&str],
+    currency: &str,
+    scores: &Scores,
+    probes: &mut Probes,
+    now: DateTime<Utc>,
+    rng: &mut impl Rng,
+) -> (Vec<usize>, bool) {
     let score = |i: usize| scores.get(names[i], currency);
     let eliminated = |i: usize| score(i).is_some_and(|s| s.eliminated_since.is_some());
     let (mut out, mut admitted): (Vec<usize>, Vec<usize>) =
@@ -204,7 +226,7 @@ pub fn order(
     let mut first = probe.map(|at| vec![out.remove(at)]).unwrap_or_default();
     first.extend(admitted);
     first.append(&mut out);
-    first
+    (first, probe.is_some())
 }
 
 #[cfg(test)]
@@ -227,6 +249,11 @@ mod tests {
                 at: now() - Duration::seconds(i as i64 + 1),
             })
             .collect()
+    }
+
+    /// The order of the route a, b in eur.
+    fn ab(s: &Scores, probes: &mut Probes, at: DateTime<Utc>, rng: &mut StdRng) -> Vec<usize> {
+        order(&["a", "b"], "eur", s, probes, at, rng)
     }
 
     fn scores(of: &[(&str, &[bool])]) -> Scores {
@@ -386,26 +413,19 @@ mod tests {
         }
         // After it, one payment probes; the next ones do not while that probe is out.
         let later = now() + COOLDOWN;
-        assert_eq!(
-            order(&["a", "b"], "eur", &s, &mut probes, later, &mut rng),
-            vec![0, 1]
-        );
+        assert_eq!(ab(&s, &mut probes, later, &mut rng), vec![0, 1]);
+        // A payment that took the slot and sent nothing gives it back: the next one probes.
+        probes.give_back("a", "eur", later);
+        assert_eq!(ab(&s, &mut probes, later, &mut rng), vec![0, 1]);
+        // A slot taken at another time is not this payment's to give back.
+        probes.give_back("a", "eur", now());
         for _ in 0..50 {
-            assert_eq!(
-                order(&["a", "b"], "eur", &s, &mut probes, later, &mut rng),
-                vec![1, 0]
-            );
+            assert_eq!(ab(&s, &mut probes, later, &mut rng), vec![1, 0]);
         }
         // A probe never answered (an unknown outcome is never scored) frees its slot in time.
         let timed_out = later + PROBE_TIMEOUT;
-        assert_eq!(
-            order(&["a", "b"], "eur", &s, &mut probes, timed_out, &mut rng),
-            vec![0, 1]
-        );
-        assert_eq!(
-            order(&["a", "b"], "eur", &s, &mut probes, timed_out, &mut rng),
-            vec![1, 0]
-        );
+        assert_eq!(ab(&s, &mut probes, timed_out, &mut rng), vec![0, 1]);
+        assert_eq!(ab(&s, &mut probes, timed_out, &mut rng), vec![1, 0]);
     }
 
     #[test]
@@ -416,10 +436,7 @@ mod tests {
         let mut probes = Probes::default();
         let mut rng = StdRng::seed_from_u64(4);
         let probe_at = now() + COOLDOWN;
-        assert_eq!(
-            order(&["a", "b"], "eur", &s, &mut probes, probe_at, &mut rng)[0],
-            0
-        );
+        assert_eq!(ab(&s, &mut probes, probe_at, &mut rng)[0], 0);
         // The probe failed: a newer failure, so the cooldown counts from it.
         let failed = Outcome {
             approved: false,
@@ -433,15 +450,9 @@ mod tests {
             Score::of(&o, probe_at + Duration::seconds(2)),
         );
         let soon = probe_at + Duration::seconds(10);
-        assert_eq!(
-            order(&["a", "b"], "eur", &after, &mut probes, soon, &mut rng),
-            vec![1, 0]
-        );
+        assert_eq!(ab(&after, &mut probes, soon, &mut rng), vec![1, 0]);
         let cooled = failed.at + COOLDOWN;
-        assert_eq!(
-            order(&["a", "b"], "eur", &after, &mut probes, cooled, &mut rng)[0],
-            0
-        );
+        assert_eq!(ab(&after, &mut probes, cooled, &mut rng)[0], 0);
         // An approved probe ends the streak: a is judged by its rate again (46/50 > 40/50).
         let approved = Outcome {
             approved: true,
@@ -457,7 +468,7 @@ mod tests {
         assert!(probes.given.is_empty());
         let mut rng = StdRng::seed_from_u64(5);
         let firsts = (0..100)
-            .filter(|_| order(&["a", "b"], "eur", &after, &mut probes, cooled, &mut rng)[0] == 0)
+            .filter(|_| ab(&after, &mut probes, cooled, &mut rng)[0] == 0)
             .count();
         assert!(firsts > 80, "{firsts}");
     }

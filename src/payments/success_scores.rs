@@ -9,7 +9,6 @@
 //! Card brand is not part of a score: an attempt records no brand today, only the payment
 //! method's token.
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -17,10 +16,10 @@ use chrono::{DateTime, Utc};
 use diesel::sql_types::{Nullable, Text, Timestamptz};
 use diesel::QueryableByName;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use prometheus::{GaugeVec, IntGaugeVec, Opts};
 use tokio::sync::watch;
 
-use super::success_routing::{order, Outcome, Probes, Score, Scores, WINDOW};
+use super::success_gauges::ScoreGauges;
+use super::success_routing::{choose, Outcome, Probes, Score, Scores, WINDOW};
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
 use crate::db::DbPool;
@@ -29,20 +28,61 @@ use crate::providers::registry::NamedProvider;
 
 /// How often a replica reads the scores again, unless told otherwise.
 pub const REFRESH: Duration = Duration::from_secs(1);
+/// Scores older than this (ten reads missed: the database unreachable, or the statement
+/// failing) order nothing: the routes are tried in the order written, as `ordered` ones are,
+/// rather than by scores that no longer change. Above all an eliminated provider would stay
+/// eliminated, since the approvals of its probes would never be read back.
+pub const STALE_AFTER: Duration = Duration::from_secs(10);
 
-/// The scores as last read, the probes this replica has under way, and their gauges.
+/// The scores as last read and when, the probes this replica has under way, and their gauges.
 pub struct SuccessScores {
-    current: RwLock<Arc<Scores>>,
+    current: RwLock<(Arc<Scores>, Option<DateTime<Utc>>)>,
     probes: Mutex<Probes>,
     gauges: ScoreGauges,
+    /// Before the first read, the scores' age counts from here.
+    started: DateTime<Utc>,
+}
+
+/// A route ordered by success ([`SuccessScores::order`]). When its first provider is an
+/// eliminated one's probe, it holds the probe slot until [`Ordered::sent`] says the payment
+/// made its attempt there; dropped before (a replay, a resumed request, a refusal, an error:
+/// nothing sent), it gives the slot back, so that the next payment probes at once rather than
+/// after `PROBE_TIMEOUT`.
+pub struct Ordered<'p, 's> {
+    pub route: Vec<&'p NamedProvider>,
+    probe: Option<(&'s SuccessScores, String, String, DateTime<Utc>)>,
+}
+
+impl<'p> Ordered<'p, '_> {
+    /// `route` as it is: no probe.
+    pub fn as_written(route: Vec<&'p NamedProvider>) -> Self {
+        Ordered { route, probe: None }
+    }
+
+    /// The payment made its attempt at the route's first provider: a probe keeps its slot
+    /// until its outcome is read (or `PROBE_TIMEOUT`).
+    pub fn sent(&mut self) {
+        self.probe = None;
+    }
+}
+
+impl Drop for Ordered<'_, '_> {
+    fn drop(&mut self) {
+        if let Some((scores, provider, currency, at)) = self.probe.take() {
+            if let Ok(mut probes) = scores.probes.lock() {
+                probes.give_back(&provider, &currency, at);
+            }
+        }
+    }
 }
 
 impl SuccessScores {
     pub fn new() -> prometheus::Result<Self> {
         Ok(SuccessScores {
-            current: RwLock::default(),
+            current: RwLock::new((Arc::default(), None)),
             probes: Mutex::default(),
             gauges: ScoreGauges::new()?,
+            started: Utc::now(),
         })
     }
 
@@ -55,32 +95,54 @@ impl SuccessScores {
 
     /// The scores as last read.
     pub fn snapshot(&self) -> Arc<Scores> {
-        self.current.read().map(|s| s.clone()).unwrap_or_default()
+        self.current.read().map(|s| s.0.clone()).unwrap_or_default()
+    }
+
+    /// How old the scores are at `now`: since their last read, or since this replica started
+    /// if they were never read.
+    pub fn age(&self, now: DateTime<Utc>) -> chrono::Duration {
+        let read_at = self.current.read().ok().and_then(|s| s.1);
+        now - read_at.unwrap_or(self.started)
     }
 
     /// `route` (the merchant's providers for the payment, in the routing's order) ordered by
-    /// success for a payment in `currency`: in memory, no database read.
-    pub fn order<'p>(
-        &self,
-        route: Vec<&'p NamedProvider>,
-        currency: &str,
-    ) -> Vec<&'p NamedProvider> {
-        let scores = self.snapshot();
+    /// success for a payment in `currency`: in memory, no database read. Scores older than
+    /// [`STALE_AFTER`], or never read, leave the route as written.
+    pub fn order<'p>(&self, route: Vec<&'p NamedProvider>, currency: &str) -> Ordered<'p, '_> {
+        let now = Utc::now();
         let names: Vec<&str> = route.iter().map(|p| p.name.as_str()).collect();
-        let chosen = {
-            let Ok(mut probes) = self.probes.lock() else {
-                return route;
-            };
-            order(
-                &names,
-                currency,
-                &scores,
-                &mut probes,
-                Utc::now(),
-                &mut rand::rng(),
-            )
+        let Some((chosen, probing)) = self.choose(&names, currency, now) else {
+            return Ordered::as_written(route);
         };
-        chosen.into_iter().map(|i| route[i]).collect()
+        let probe = probing.then(|| (self, names[chosen[0]].to_owned(), currency.to_owned(), now));
+        Ordered {
+            route: chosen.into_iter().map(|i| route[i]).collect(),
+            probe,
+        }
+    }
+
+    /// The order of `names` at `now` and whether its first is a probe (its slot taken), or
+    /// `None` when the scores are older than [`STALE_AFTER`] or were never read.
+    fn choose(
+        &self,
+        names: &[&str],
+        currency: &str,
+        now: DateTime<Utc>,
+    ) -> Option<(Vec<usize>, bool)> {
+        let (scores, read_at) = self.current.read().ok()?.clone();
+        let fresh = chrono::Duration::from_std(STALE_AFTER).unwrap_or_default();
+        if read_at.is_none_or(|at| now - at > fresh) {
+            return None;
+        }
+        let mut probes = self.probes.lock().ok()?;
+        Some(choose(
+            names,
+            currency,
+            &scores,
+            &mut probes,
+            now,
+            &mut rand::rng(),
+        ))
     }
 
     /// Reads the scores again, and sets the gauges to them.
@@ -92,7 +154,7 @@ impl SuccessScores {
             probes.forget_readmitted(&scores);
         }
         if let Ok(mut current) = self.current.write() {
-            *current = Arc::new(scores);
+            *current = (Arc::new(scores), Some(Utc::now()));
         }
         Ok(())
     }
@@ -210,7 +272,9 @@ ORDER BY 1, 2, last.created_at DESC"
 }
 
 /// Until `stop`: read the scores into `scores` every `interval`. A read that fails leaves the
-/// last scores in place (the checkout keeps ordering by them) and is tried again.
+/// last scores in place (the checkout keeps ordering by them until they are [`STALE_AFTER`]
+/// old) and is tried again; after each try, `payorch_provider_scores_age_seconds` says how
+/// old they are.
 pub async fn run(
     pool: DbPool,
     scores: Arc<SuccessScores>,
@@ -228,88 +292,11 @@ pub async fn run(
                 tracing::warn!(error = %err, "no connection to read the success scores; retrying")
             }
         }
+        scores.gauges.age(scores.age(Utc::now()));
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = stop.changed() => return,
         }
-    }
-}
-
-/// `payorch_provider_approval_rate`, `…_scored_outcomes` and `…_eliminated`, per provider and
-/// currency (docs/operations/monitoring.md).
-struct ScoreGauges {
-    rate: GaugeVec,
-    scored: IntGaugeVec,
-    eliminated: IntGaugeVec,
-    /// The series set by the last read, so that a pair gone from the scores is removed.
-    shown: Mutex<HashSet<(String, String)>>,
-}
-
-impl ScoreGauges {
-    fn new() -> prometheus::Result<Self> {
-        let labels = &["provider", "currency"];
-        Ok(ScoreGauges {
-            rate: GaugeVec::new(
-                Opts::new(
-                    "provider_approval_rate",
-                    "Approvals among each provider's last scored outcomes in a currency, 0 to 1 \
-                     (docs/guides/routing.md, \"Routing by success\")",
-                ),
-                labels,
-            )?,
-            scored: IntGaugeVec::new(
-                Opts::new(
-                    "provider_scored_outcomes",
-                    "Scored outcomes in each provider's window in a currency (at most 20)",
-                ),
-                labels,
-            )?,
-            eliminated: IntGaugeVec::new(
-                Opts::new(
-                    "provider_eliminated",
-                    "1 while routing by success leaves a provider out in a currency (5 failures \
-                     in a row), else 0",
-                ),
-                labels,
-            )?,
-            shown: Mutex::default(),
-        })
-    }
-
-    fn register(&self, registry: &crate::telemetry::metrics::Metrics) -> prometheus::Result<()> {
-        registry.register(Box::new(self.rate.clone()))?;
-        registry.register(Box::new(self.scored.clone()))?;
-        registry.register(Box::new(self.eliminated.clone()))
-    }
-
-    fn publish(&self, scores: &Scores) {
-        let Ok(mut shown) = self.shown.lock() else {
-            return;
-        };
-        for (provider, currency) in shown.iter() {
-            if !scores
-                .by
-                .contains_key(&(provider.clone(), currency.clone()))
-            {
-                let labels = [provider.as_str(), currency.as_str()];
-                let _ = self.rate.remove_label_values(&labels);
-                let _ = self.scored.remove_label_values(&labels);
-                let _ = self.eliminated.remove_label_values(&labels);
-            }
-        }
-        for ((provider, currency), score) in &scores.by {
-            let labels = [provider.as_str(), currency.as_str()];
-            self.rate
-                .with_label_values(&labels)
-                .set(score.rate().unwrap_or(0.0));
-            self.scored
-                .with_label_values(&labels)
-                .set(score.scored as i64);
-            self.eliminated
-                .with_label_values(&labels)
-                .set(i64::from(score.eliminated_since.is_some()));
-        }
-        *shown = scores.by.keys().cloned().collect();
     }
 }
 
@@ -358,6 +345,55 @@ mod tests {
         assert_eq!((a.scored, a.approved), (2, 1));
         assert_eq!(a.newest, Some(now() - chrono::Duration::seconds(1)));
         assert_eq!(scores.get("b", "eur").unwrap().approved, 1);
+    }
+
+    /// `a` eliminated in eur (5 failures, the newest a minute ago: its cooldown over), `b`
+    /// approving, as read `read` seconds ago.
+    fn read_ago(read: i64) -> SuccessScores {
+        let scores = SuccessScores::new().unwrap();
+        let at = |approved, secs| super::Outcome {
+            approved,
+            at: now() - chrono::Duration::seconds(secs),
+        };
+        let failing: Vec<_> = (60..65).map(|s| at(false, s)).collect();
+        let approving: Vec<_> = (60..80).map(|s| at(true, s)).collect();
+        let by = [("a", &failing), ("b", &approving)]
+            .into_iter()
+            .map(|(p, o)| ((p.into(), "eur".into()), Score::of(o, now())))
+            .collect();
+        let read_at = now() - chrono::Duration::seconds(read);
+        *scores.current.write().unwrap() = (Arc::new(Scores { by }), Some(read_at));
+        scores
+    }
+
+    #[test]
+    fn stale_or_unread_scores_leave_the_route_as_written() {
+        let unread = SuccessScores::new().unwrap();
+        assert_eq!(unread.choose(&["a", "b"], "eur", now()), None);
+        assert_eq!(read_ago(11).choose(&["a", "b"], "eur", now()), None);
+        // Fresh: a's probe first.
+        assert_eq!(
+            read_ago(10).choose(&["a", "b"], "eur", now()),
+            Some((vec![0, 1], true))
+        );
+        assert_eq!(read_ago(11).age(now()), chrono::Duration::seconds(11));
+    }
+
+    #[test]
+    fn a_probe_that_sent_nothing_gives_its_slot_back() {
+        let scores = read_ago(1);
+        let probe = |s: &SuccessScores| s.choose(&["a", "b"], "eur", now()).unwrap();
+        let ticket = |s| Ordered {
+            route: vec![],
+            probe: Some((s, "a".into(), "eur".into(), now())),
+        };
+        assert_eq!(probe(&scores), (vec![0, 1], true));
+        // Dropped unsent (a replay, a refusal): the next payment probes.
+        drop(ticket(&scores));
+        assert_eq!(probe(&scores), (vec![0, 1], true));
+        // Sent: the slot stays taken until the probe's outcome is read.
+        ticket(&scores).sent();
+        assert_eq!(probe(&scores), (vec![1, 0], false));
     }
 
     #[test]

@@ -38,6 +38,7 @@ use crate::payments::payment_options::PaymentOptions;
 use crate::payments::routing::{route, RoutingError};
 use crate::payments::service::{recorded, Context, Payments};
 use crate::payments::success_routing::Strategy;
+use crate::payments::success_scores::Ordered;
 use crate::providers::registry::NamedProvider;
 use crate::providers::{ProviderCall, ProviderOutcome};
 
@@ -145,8 +146,9 @@ fn validate(input: &PayInput) -> Result<(Target, PaymentMethodToken, PaymentOpti
 pub async fn pay(ctx: &PayContext<'_>) -> Result<Paid, PayError> {
     let (target, payment_method, options) = validate(&ctx.input)?;
     let (keyed, target, payment_method) = (ctx.keyed, &target, &payment_method);
-    let route = route_for(ctx, keyed, target).await?;
+    let mut ordered = route_for(ctx, keyed, target).await?;
     let retries = retry_settings(ctx, keyed).await?;
+    let route = ordered.route.clone();
     let first = route
         .first()
         .copied()
@@ -179,6 +181,9 @@ pub async fn pay(ctx: &PayContext<'_>) -> Result<Paid, PayError> {
         match claimed {
             Keyed::Made { made, key } => {
                 ctx.payments.metrics.created();
+                // Only a payment that made its attempt keeps a probe's slot: on any other
+                // outcome `ordered` gives it back when dropped.
+                ordered.sent();
                 let key = key.ok_or_else(|| missing("was not left in flight"))?;
                 let (attempt, order) = made.attempt_and_order();
                 let attempt = attempt.ok_or_else(|| missing("made no attempt"))?;
@@ -240,7 +245,7 @@ async fn route_for<'p>(
     ctx: &PayContext<'p>,
     keyed: &KeyedRequest,
     target: &Target,
-) -> Result<Vec<&'p NamedProvider>, PayError> {
+) -> Result<Ordered<'p, 'p>, PayError> {
     let routing = ctx
         .payments
         .routing
@@ -261,7 +266,7 @@ async fn route_for<'p>(
     let route = route(&ctx.payments.providers, routing.as_deref(), currency);
     Ok(match routing.as_deref().map(|r| r.strategy) {
         Some(Strategy::SuccessRate) => ctx.payments.success.order(route, currency),
-        _ => route,
+        _ => Ordered::as_written(route),
     })
 }
 
