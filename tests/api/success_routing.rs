@@ -9,11 +9,12 @@ use diesel_async::RunQueryDsl;
 use fantoccini::Locator;
 use serde_json::{json, Value};
 
+use payorch::db::migrations::run_migrations;
 use payorch::providers::circuit::CircuitSettings;
 use payorch_sandbox::{Face, Mix};
 
 use crate::browser::{browser, screenshot, show, text_with};
-use crate::helpers::{eventually, TestApp};
+use crate::helpers::{eventually, TestApp, TestDatabase};
 
 /// Approves `approval`, and declines the rest softly: every outcome is scored.
 fn mix(approval: f64) -> Mix {
@@ -23,7 +24,8 @@ fn mix(approval: f64) -> Mix {
     .expect("a mix")
 }
 
-async fn routed_by_success() -> TestApp {
+/// Two sandbox providers, the merchant's route `providers` ordered by success.
+async fn routed_by_success(providers: &[&str]) -> TestApp {
     let app = TestApp::spawn_config(|config| {
         config.two_providers = Some(CircuitSettings {
             threshold: 1000,
@@ -35,7 +37,7 @@ async fn routed_by_success() -> TestApp {
         .client
         .put(app.url(&format!("/v1/merchants/{}/routing", app.merchant_id)))
         .bearer_auth(&app.support_key)
-        .json(&json!({"providers": ["a", "b"], "strategy": "success_rate"}))
+        .json(&json!({"providers": providers, "strategy": "success_rate"}))
         .send()
         .await
         .unwrap();
@@ -89,7 +91,7 @@ async fn score(app: &TestApp, base_url: &str, provider: &str) -> Value {
 
 #[tokio::test]
 async fn payments_move_away_from_a_provider_whose_approvals_fall() {
-    let app = routed_by_success().await;
+    let app = routed_by_success(&["a", "b"]).await;
     let b = &app.second.as_ref().expect("two providers").sandbox;
     app.sandbox.set_mix(Face::Stripe, mix(0.95));
     b.set_mix(Face::Adyen, mix(0.8));
@@ -124,11 +126,44 @@ async fn payments_move_away_from_a_provider_whose_approvals_fall() {
         "a {a}, b {b_score}"
     );
     handle.stop(true).await;
+
+    // The gauges say what the scores say (nothing is paid any more, so both are of the same
+    // attempts), and the scores were read within the last few seconds.
+    let text = app.get("/metrics").await.text().await.unwrap();
+    for provider in ["a", "b"] {
+        let shown = score(&app, &app.base_url, provider).await;
+        let gauge = |name: &str| gauge(&text, name, provider).unwrap_or_else(|| panic!("{name}"));
+        let rate = shown["rate"].as_f64().unwrap();
+        assert!(
+            (gauge("payorch_provider_approval_rate") - rate).abs() < 1e-9,
+            "{text}"
+        );
+        let scored = shown["scored"].as_f64().unwrap();
+        assert_eq!(gauge("payorch_provider_scored_outcomes"), scored, "{text}");
+        let eliminated = f64::from(u8::from(!shown["eliminated_since"].is_null()));
+        assert_eq!(gauge("payorch_provider_eliminated"), eliminated, "{text}");
+    }
+    let age = text
+        .lines()
+        .find_map(|l| l.strip_prefix("payorch_provider_scores_age_seconds "))
+        .and_then(|v| v.parse::<f64>().ok());
+    assert!(age.is_some_and(|age| (0.0..5.0).contains(&age)), "{text}");
+}
+
+/// The value of `name`{provider, currency="eur"} in a /metrics text.
+fn gauge(text: &str, name: &str, provider: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter(|l| {
+            l.contains(&format!("provider=\"{provider}\"")) && l.contains("currency=\"eur\"")
+        })
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
 #[tokio::test]
 async fn the_cards_declines_are_never_scored() {
-    let app = routed_by_success().await;
+    // a alone: the declines below cannot be explored to b and leave a's score unchecked.
+    let app = routed_by_success(&["a"]).await;
     app.sandbox.set_mix(Face::Stripe, mix(1.0));
     let at_a = first_at_a(&app, "approved", 12).await as u64;
     let scored = |s: Value| s["scored"].as_u64().unwrap_or(0);
@@ -156,6 +191,7 @@ async fn the_cards_declines_are_never_scored() {
             .await
             .unwrap();
         assert_eq!(paid["payment"]["status"], "failed", "{paid}");
+        assert_eq!(paid["payment"]["provider"], "a", "{paid}");
     }
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let a = score(&app, &app.base_url, "a").await;
@@ -240,6 +276,29 @@ async fn the_scores_are_read_through_their_index() {
             .any(|l| l.contains("Index Cond: (ROW(provider, currency) > ROW(")),
         "{plan:#?}"
     );
+}
+
+/// The scores' index is built CONCURRENTLY (migration 2026-11-27-000027-1), which leaves an
+/// INVALID index behind if the build fails; the migrations as they run leave a valid one.
+#[tokio::test]
+async fn the_scores_index_built_concurrently_is_valid() {
+    #[derive(diesel::QueryableByName)]
+    struct Index {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        valid: bool,
+    }
+    let db = TestDatabase::empty().await;
+    run_migrations(&db.url).await.unwrap();
+    let mut conn = db.connect().await;
+    let index: Vec<Index> = diesel::sql_query(
+        "SELECT indisvalid AS valid FROM pg_index \
+         WHERE indrelid = 'payment_attempts'::regclass \
+           AND indexrelid::regclass::text = 'payment_attempts_scored'",
+    )
+    .load(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(index.iter().map(|i| i.valid).collect::<Vec<_>>(), [true]);
 }
 
 /// The numbers docs/guides/routing.md, "Routing by success" gives, replayed without a server:
