@@ -23,7 +23,6 @@ pub struct ScoreGauges {
 
 impl ScoreGauges {
     pub fn new() -> prometheus::Result<Self> {
-        let labels = &["provider", "currency"];
         Ok(ScoreGauges {
             age: Gauge::new(
                 "provider_scores_age_seconds",
@@ -37,14 +36,14 @@ impl ScoreGauges {
                     "Approvals among each provider's last scored outcomes in a currency, 0 to 1 \
                      (docs/guides/routing.md, \"Routing by success\")",
                 ),
-                labels,
+                &["provider", "currency"],
             )?,
             scored: IntGaugeVec::new(
                 Opts::new(
                     "provider_scored_outcomes",
                     "Scored outcomes in each provider's window in a currency (at most 20)",
                 ),
-                labels,
+                &["provider", "currency"],
             )?,
             eliminated: IntGaugeVec::new(
                 Opts::new(
@@ -52,7 +51,7 @@ impl ScoreGauges {
                     "1 while routing by success leaves a provider out in a currency (5 failures \
                      in a row), else 0",
                 ),
-                labels,
+                &["provider", "currency"],
             )?,
             shown: Mutex::default(),
         })
