@@ -230,6 +230,33 @@ async fn max_attempts_of_one_makes_no_retry() {
     assert_eq!(chain.len(), 1, "{chain:?}");
 }
 
+/// Both providers decline softly and the merchant allows three attempts: the chain is `a`
+/// then `b` and ends there, attempts to spare, for want of a provider it has not tried. It
+/// never takes the card back to `a` (the choice is `attempts::cascade`'s first provider of
+/// the route the chain has not used; its unit tests hold it on a route re-ordered between
+/// the chain's attempts, which a resumed request routed by success meets).
+#[tokio::test]
+async fn a_chain_never_returns_to_a_provider_it_tried() {
+    let app = a_declines_softly().await;
+    let mix = Mix::parse("approval=0,soft=1,hard=0,authentication_required=0").unwrap();
+    app.sandbox_b().set_mix(Face::Adyen, mix);
+    app.retries(json!({"soft_declines": true, "max_attempts": 3}))
+        .await;
+    let (paid, chain) = app
+        .checkout_chain("both-soft", &checkout_body("pm_card_visa"))
+        .await;
+    assert_eq!(paid["payment"]["status"], "failed", "{paid}");
+    let providers: Vec<&Value> = chain.iter().map(|p| &p["provider"]).collect();
+    assert_eq!(providers, [&json!("a"), &json!("b")], "{chain:?}");
+    assert_eq!(chain[1]["failure_class"], "soft");
+    let order_id = paid["order"]["id"].as_str().unwrap();
+    assert_eq!(app.charged_on(order_id), (0, 0));
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    let counted =
+        r#"payorch_payment_retries_refused_total{provider="b",reason="no_next_provider"} 1"#;
+    assert!(metrics.contains(counted), "missing {counted}\n{metrics}");
+}
+
 #[tokio::test]
 async fn the_routing_refuses_max_attempts_outside_one_to_four() {
     let app = a_declines_softly().await;

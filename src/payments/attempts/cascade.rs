@@ -4,8 +4,14 @@
 //! "Retries"). Either way failover's one transaction ([`fail_over`]) fails the attempt, makes
 //! the next one naming it (`retry_of`, `retry_reason`), and moves the client's
 //! Idempotency-Key onto it. Nothing is read from the database unless the provider was not
-//! reached, or declined and the rules the declined attempt alone can judge allow a retry: the
-//! happy path, and a merchant without retries, pay nothing for this.
+//! reached by an attempt that was itself a retry, or declined and the rules the declined
+//! attempt alone can judge allow a retry: the happy path, and a merchant without retries, pay
+//! nothing for this.
+//!
+//! The next provider is the first of the route that no attempt of the request's chain has
+//! used ([`first_untried`]), not the one after the attempt's own: a resumed request builds
+//! its route afresh, and routing by success may have re-ordered it since, so "the one after"
+//! could be a provider that already declined this card, or none though one is left.
 
 use chrono::{DateTime, Utc};
 use diesel_async::AsyncPgConnection;
@@ -32,7 +38,9 @@ pub enum Next {
 }
 
 /// After the first send of `attempt` provably never reached its provider: the payment fails
-/// over to the next provider of `route`, if there is one (and the attempt is still unsent).
+/// over to the first provider of `route` its request has not tried, if there is one (and the
+/// attempt is still unsent). A first attempt (no `retry_of`) is the whole chain; a retry's
+/// chain is read.
 pub async fn after_unreached(
     conn: &mut AsyncPgConnection,
     payments: &Payments,
@@ -42,7 +50,11 @@ pub async fn after_unreached(
     key: InFlightKey,
     lease_end: DateTime<Utc>,
 ) -> diesel::QueryResult<Next> {
-    let Some(next) = next_after(route, &attempt.provider) else {
+    let chain = match attempt.retry_of {
+        None => vec![attempt.provider.clone()],
+        Some(_) => chain::so_far(conn, attempt).await?.providers,
+    };
+    let Some(next) = first_untried(route, &chain) else {
         return Ok(Next::Stay(key));
     };
     let reason = RetryReason::ProviderUnreached;
@@ -83,7 +95,8 @@ pub async fn after_decline(
         return Ok(Next::Stay(key));
     };
     // First what the declined attempt alone tells: most declines are refused on it (the
-    // merchant's switch off, a hard decline), and then nothing is read.
+    // merchant's switch off, a hard decline), and then nothing is read. The chain can only
+    // take providers away, so a refusal for want of one stands.
     let mut facts = Facts {
         decline: decline.clone(),
         settings,
@@ -94,13 +107,15 @@ pub async fn after_decline(
         ),
         stepped_up: attempt.three_d_secure == ThreeDSecure::Required,
         payer_present: attempt.return_url.is_some(),
-        next_provider: next_after(route, &attempt.provider).map(|p| p.name.as_str()),
+        next_provider: first_untried(route, std::slice::from_ref(&attempt.provider))
+            .map(|p| p.name.as_str()),
     };
     let verdict = match retry::decide(&facts, CardDeclines::default()) {
         Ok(_) => {
             let so_far = chain::so_far(conn, attempt).await?;
             facts.attempts = so_far.attempts;
             facts.three_d_secure_tried = so_far.three_d_secure_tried;
+            facts.next_provider = first_untried(route, &so_far.providers).map(|p| p.name.as_str());
             retry::decide(&facts, chain::card_declines(conn, attempt).await?)
         }
         refused => refused,
@@ -157,8 +172,80 @@ fn refused(
     Next::Stay(key)
 }
 
-/// The provider after `name` in `route`, if any.
-fn next_after<'p>(route: &[&'p NamedProvider], name: &str) -> Option<&'p NamedProvider> {
-    let at = route.iter().position(|p| p.name == name)?;
-    route.get(at + 1).copied()
+/// The first provider of `route` that no attempt of the request's chain used (`tried`, the
+/// current attempt's among them), if any: a chain never goes back to a provider it tried,
+/// whatever order the route has now. A step-up stays at its provider by its own rule
+/// ([`Retry::StepUp`]), not through this.
+fn first_untried<'p>(route: &[&'p NamedProvider], tried: &[String]) -> Option<&'p NamedProvider> {
+    route.iter().copied().find(|p| !tried.contains(&p.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::providers::circuit::CircuitSettings;
+    use crate::providers::registry::Providers;
+    use crate::providers::stripe::{StripeConfig, StripeProvider};
+    use crate::providers::PaymentProvider;
+
+    /// Providers `a`, `b` and `c`; nothing is sent to them.
+    fn three() -> Providers {
+        let config = StripeConfig::new(
+            "http://127.0.0.1:9",
+            "sk_test_cascade",
+            vec!["whsec_cascade".into()],
+        );
+        let adapter: Arc<dyn PaymentProvider> =
+            Arc::new(StripeProvider::new(config).expect("a valid config"));
+        let list = ["a", "b", "c"].map(|name| (name.to_owned(), adapter.clone()));
+        Providers::new(list.into(), &CircuitSettings::default()).expect("valid names")
+    }
+
+    fn route<'p>(providers: &'p Providers, order: &[&str]) -> Vec<&'p NamedProvider> {
+        let named = |name: &&str| providers.get(name).expect("configured");
+        order.iter().map(named).collect()
+    }
+
+    fn next(route: &[&NamedProvider], tried: &[&str]) -> Option<String> {
+        let tried: Vec<String> = tried.iter().map(|t| t.to_string()).collect();
+        first_untried(route, &tried).map(|p| p.name.clone())
+    }
+
+    #[test]
+    fn a_chain_follows_its_route_while_the_order_stands() {
+        let providers = three();
+        let route = route(&providers, &["a", "b", "c"]);
+        assert_eq!(next(&route, &["a"]).as_deref(), Some("b"));
+        assert_eq!(next(&route, &["a", "b"]).as_deref(), Some("c"));
+        assert_eq!(next(&route, &["a", "b", "c"]), None);
+    }
+
+    /// A resumed request's route re-ordered by success: `a` declined, `b` is declining now,
+    /// and the route reads `b, a, c`. The provider after `b` would be `a` again, the issuer
+    /// that just declined this card; the chain goes to `c`.
+    #[test]
+    fn a_chain_never_returns_to_a_provider_it_tried_when_the_route_is_re_ordered() {
+        let providers = three();
+        let route = route(&providers, &["b", "a", "c"]);
+        assert_eq!(next(&route, &["a", "b"]).as_deref(), Some("c"));
+        // The current provider last in the new order: the one not tried is still found.
+        let route_c_last = self::route(&providers, &["a", "c", "b"]);
+        assert_eq!(next(&route_c_last, &["b"]).as_deref(), Some("a"));
+        // Every provider tried: none, whichever is last.
+        for order in [["b", "a", "c"], ["c", "b", "a"]] {
+            let route = self::route(&providers, &order);
+            assert_eq!(next(&route, &["a", "b", "c"]), None, "{order:?}");
+        }
+    }
+
+    /// Two providers, `b, a` now, after `a` then `b` declined: the card goes to neither again.
+    #[test]
+    fn with_every_provider_of_the_route_tried_there_is_none() {
+        let providers = three();
+        let route = route(&providers, &["b", "a"]);
+        assert_eq!(next(&route, &["a", "b"]), None);
+        assert_eq!(next(&route, &["a"]).as_deref(), Some("b"));
+    }
 }

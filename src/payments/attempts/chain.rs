@@ -13,18 +13,20 @@ use super::{attempts_of_order, PaymentAttempt};
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
 
-/// What the request's attempts so far say: how many there are (the declined one included) and
-/// whether any asked the payer for 3-D Secure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the request's attempts so far say: how many there are (the declined one included),
+/// whether any asked the payer for 3-D Secure, and the providers they used (the next attempt
+/// goes to none of them again).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SoFar {
     pub attempts: u8,
     pub three_d_secure_tried: bool,
+    pub providers: Vec<String>,
 }
 
 /// The attempts of `declined`'s request: those of its order made under the same client
 /// Idempotency-Key (failover and retries move the key onto each new attempt, and every
-/// attempt records the key that made it). `declined` is counted as read before its call, the
-/// database's copy being older.
+/// attempt records the key that made it). `declined` (or an attempt whose provider was not
+/// reached) is counted as read before its call, the database's copy being older.
 pub async fn so_far(
     conn: &mut AsyncPgConnection,
     declined: &PaymentAttempt,
@@ -34,14 +36,18 @@ pub async fn so_far(
         .iter()
         .filter(|a| a.id != declined.id && a.idempotency_key == declined.idempotency_key)
         .chain(std::iter::once(declined));
-    let (mut count, mut tried) = (0u8, false);
+    let (mut count, mut tried, mut providers) = (0u8, false, Vec::new());
     for attempt in chain {
         count = count.saturating_add(1);
         tried |= asked_for_three_d_secure(attempt.three_d_secure, attempt.next_action.is_some());
+        if !providers.contains(&attempt.provider) {
+            providers.push(attempt.provider.clone());
+        }
     }
     Ok(SoFar {
         attempts: count,
         three_d_secure_tried: tried,
+        providers,
     })
 }
 

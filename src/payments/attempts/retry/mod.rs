@@ -139,7 +139,7 @@ pub struct Facts<'p> {
     pub stepped_up: bool,
     /// Whether a payer is there to follow a challenge (the payment has a `return_url`).
     pub payer_present: bool,
-    /// The provider after the declined attempt's on the payment's route.
+    /// The first provider of the payment's route that no attempt of this request has used.
     pub next_provider: Option<&'p str>,
 }
 
