@@ -75,6 +75,25 @@ impl TestApp {
             .await
     }
 
+    /// Whether payment `id`'s support story shows an event of `event_type` recorded with one
+    /// of `outcomes`, within a few seconds.
+    async fn told_of(&self, id: &str, event_type: &str, outcomes: &[&str]) -> bool {
+        eventually(Duration::from_secs(10), || async {
+            let story: Value = self
+                .support_get(&format!("/v1/support/payments/{id}"))
+                .await
+                .json()
+                .await
+                .unwrap();
+            story["webhook_events"].as_array().is_some_and(|events| {
+                events.iter().any(|e| {
+                    e["event_type"] == event_type && outcomes.iter().any(|o| e["outcome"] == *o)
+                })
+            })
+        })
+        .await
+    }
+
     /// A checkout with `pm_sandbox_late_approval` at `provider`: its payment, which must be
     /// failed with a soft decline, and the charge id the provider named.
     async fn declined_late(&self, provider: &str, key: &str) -> (Value, String) {
@@ -226,25 +245,12 @@ async fn a_held_late_approval_is_voided_not_refunded() {
             "{provider}: a hold is never refunded"
         );
         assert_eq!(app.told("late_approval.voided").await, n as i64 + 1);
-        // The provider's word of the void is no contradiction for a human to look at again.
-        let told_void = eventually(Duration::from_secs(10), || async {
-            let story: Value = app
-                .support_get(&format!("/v1/support/payments/{id}"))
-                .await
-                .json()
-                .await
-                .unwrap();
-            story["webhook_events"].as_array().is_some_and(|events| {
-                events
-                    .iter()
-                    .any(|e| e["event_type"] == void_told_as && e["outcome"] == "stale")
-            })
-        })
-        .await;
-        assert!(
-            told_void,
-            "{provider}: the void's word is stale, not a conflict"
-        );
+        // The provider's word of the void is no contradiction for a human to look at again:
+        // Adyen's CANCELLATION is what ends the void it took (`received`), so it is applied;
+        // Stripe's event follows a void already answered canceled (or, arriving first, ends
+        // it).
+        let told_void = app.told_of(id, void_told_as, &["applied", "stale"]).await;
+        assert!(told_void, "{provider}: the void's word is not a conflict");
     }
 }
 
@@ -380,4 +386,139 @@ async fn the_console_shows_a_late_approval_to_confirm() {
         summary.contains("said succeeded") && summary.contains("refunded"),
         "{summary}"
     );
+}
+
+/// Adyen takes a refund (`received`) and tells its end by notification. A refund refused then
+/// (`+sandbox_failure`: the REFUND notification says `success` false) ends the late approval
+/// `undo_failed`, the money still taken, for a human; never `refunded` on the word `received`.
+#[tokio::test]
+async fn an_adyen_refund_refused_by_its_notification_ends_undo_failed() {
+    let app = TestApp::spawn().await;
+    let method = format!("{LATE}+sandbox_failure");
+    let payment = app
+        .pay_through("adyen", "late-refund-refused", &method)
+        .await;
+    assert_eq!(payment["status"], "failed", "{payment}");
+    let id = payment["id"].as_str().unwrap();
+    let late = app.undone(id, "a refund refused").await;
+    assert_eq!(late["status"], "undo_failed", "{late}");
+    assert!(
+        late["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("the refund failed")),
+        "{late}"
+    );
+    assert_eq!(app.told("late_approval.undo_failed").await, 1);
+    assert_eq!(app.told("late_approval.refunded").await, 0);
+    assert!(
+        app.told_of(id, "REFUND", &["applied"]).await,
+        "the REFUND notification ended it"
+    );
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics
+            .contains("payorch_late_approvals_total{provider=\"adyen\",result=\"undo_failed\"} 1"),
+        "{metrics}"
+    );
+}
+
+/// A refund Adyen took but has not done yet (`+sandbox_pending`: its REFUND notification
+/// comes after `--processing-ms`) keeps the late approval `undoing`, saying so, until the
+/// notification ends it `refunded`.
+#[tokio::test]
+async fn an_accepted_refund_ends_refunded_only_after_its_notification() {
+    let app = TestApp::spawn_config(|config| config.sandbox.processing_ms = 2_000).await;
+    let method = format!("{LATE}+sandbox_pending");
+    let payment = app
+        .pay_through("adyen", "late-refund-pending", &method)
+        .await;
+    let id = payment["id"].as_str().unwrap();
+    let accepted = eventually(Duration::from_secs(10), || async {
+        let late = app.late_approval_of(id).await;
+        late["status"] == "undoing"
+            && late["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("accepted the refund"))
+    })
+    .await;
+    let late = app.late_approval_of(id).await;
+    assert!(accepted, "taken, not done: still undoing: {late}");
+    assert_eq!(app.told("late_approval.refunded").await, 0, "{late}");
+    let late = app.undone(id, "a refund taken").await;
+    assert_eq!(late["status"], "refunded", "{late}");
+    assert!(
+        app.told_of(id, "REFUND", &["applied"]).await,
+        "the REFUND notification ended it"
+    );
+    assert_eq!(app.told("late_approval.refunded").await, 1);
+}
+
+/// What must not be missed is seen first: every provider's late-approval series is served at 0
+/// from the start (so the first `undo_failed` raises `LateApprovalUndoFailed`), a late approval
+/// left `undoing` past the alert age is counted for `LateApprovalsUndoing`, and support's
+/// needs-a-human lists it before a newer one already undone, even on a page of one.
+#[tokio::test]
+async fn a_late_approval_still_undoing_is_counted_and_listed_before_newer_undone_ones() {
+    let app = TestApp::spawn_config(|config| {
+        config.settings.reconciler.alert_after = Duration::ZERO;
+    })
+    .await;
+    for provider in ["stripe", "adyen"] {
+        for result in ["detected", "voided", "refunded", "undo_failed"] {
+            let series = format!(
+                r#"payorch_late_approvals_total{{provider="{provider}",result="{result}"}}"#
+            );
+            assert_eq!(
+                crate::monitoring::sample(&app, &series).await,
+                Some(0.0),
+                "{series}"
+            );
+        }
+    }
+    // Nothing tells the approvals: the rows below stand in for what their webhooks wrote.
+    app.sandbox.set_webhook_url(None);
+    let (stuck, stuck_charge) = app.declined_late("stripe", "late-stuck").await;
+    let (undone, undone_charge) = app.declined_late("stripe", "late-undone").await;
+    let mut conn = app.db.connect().await;
+    let insert = |payment: &Value, charge: &str, age: &str| {
+        format!(
+            "INSERT INTO late_approvals (merchant_id, id, attempt_id, order_id, provider,
+                 provider_payment_id, amount, currency, approved_as, source, next_check_at,
+                 detected_at)
+             SELECT merchant_id, gen_random_uuid(), id, order_id, provider, '{charge}', amount,
+                 currency, 'succeeded', 'webhook', now() + interval '1 hour',
+                 now() - interval '{age}'
+             FROM payment_attempts WHERE id = '{}'",
+            uuid_of(payment["id"].as_str().unwrap())
+        )
+    };
+    // The older one still undoing (its next ask an hour away, so the reconciler leaves it);
+    // the newer one refunded.
+    for sql in [
+        insert(&stuck, &stuck_charge, "1 hour"),
+        insert(&undone, &undone_charge, "1 minute"),
+        format!(
+            "UPDATE late_approvals SET status = 'refunded' WHERE attempt_id = '{}'",
+            uuid_of(undone["id"].as_str().unwrap())
+        ),
+    ] {
+        diesel_async::RunQueryDsl::execute(diesel::sql_query(sql), &mut conn)
+            .await
+            .expect("a late approval written");
+    }
+    let listed: Value = app
+        .support_get("/v1/support/needs-a-human?limit=1")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        listed["late_approvals"][0]["payment_id"], stuck["id"],
+        "the one still undoing first: {listed}"
+    );
+    let counted = eventually(Duration::from_secs(10), || async {
+        crate::monitoring::sample(&app, "payorch_late_approvals_undoing_overdue").await == Some(1.0)
+    })
+    .await;
+    assert!(counted, "one late approval undoing past the alert age");
 }

@@ -10,6 +10,7 @@
 //! (`late_approval.*` events), and support lists every one for a human to confirm.
 
 pub mod detect;
+pub mod told;
 pub mod undo;
 
 use chrono::{DateTime, Utc};

@@ -6,15 +6,16 @@
 //! Sent at once by the request that recorded the late approval, and by the reconciler for any
 //! row left `undoing` past its `next_check_at` (a crash between the commit and the call, or an
 //! answer that told nothing): the same keys, so a resend is the provider's replay, never a
-//! second void or refund. And a refund of the whole amount cannot be made twice in any case:
-//! the provider refuses a refund beyond what is left of the charge.
+//! second void or refund (nor can a whole refund be made twice: the provider refuses it).
 //!
 //! What each answer does (docs/guides/declines.md, "Late approvals"):
-//! - a void answered canceled, or taken for later (Adyen's `received`): `voided`;
+//! - a void answered canceled: `voided`;
 //! - a void refused (the charge was captured after all, or never held): a refund;
-//! - a refund answered succeeded or pending (taken; Stripe's `pending`, Adyen's `received`):
-//!   `refunded`;
+//! - a refund answered succeeded: `refunded`;
 //! - a refund refused: `undo_failed`, the money still taken, for a human;
+//! - a void or refund only taken (Adyen's `received`, Stripe's `pending`): still `undoing`,
+//!   as either may still fail; the provider's later word ends it ([`super::told`]), and a
+//!   Stripe refund is also read back (`retrieve_refund`) on the reconciler's pass;
 //! - anything unknown (a timeout, a 5xx, a closed connection): still `undoing`, asked again.
 
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use crate::payments::attempts::call_log::log_call;
 use crate::payments::attempts::{CallKind, Source};
 use crate::payments::due::{self, DueQueue};
 use crate::payments::service::Payments;
-use crate::providers::{CancelRequest, ProviderCall, ProviderOutcome, RefundRequest};
+use crate::providers::{CancelRequest, Lookups, ProviderCall, ProviderOutcome, RefundRequest};
 
 /// The late approvals' due queue: those still `undoing`.
 const DUE_LATE_APPROVALS: DueQueue = DueQueue {
@@ -41,8 +42,7 @@ const DUE_LATE_APPROVALS: DueQueue = DueQueue {
     open: "('undoing')",
 };
 
-/// Why the provider is asked to give the money back: the refund's reason (Stripe keeps it
-/// in the refund's metadata).
+/// Why the money is given back: the refund's reason (in a Stripe refund's metadata).
 const REASON: &str = "late_approval";
 
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +64,11 @@ pub enum Verdict {
     },
     /// The void was refused: refund instead.
     RefundInstead { detail: String },
+    /// Taken, not done: still `undoing` until the provider's word; the id it gave, if any.
+    Accepted {
+        detail: String,
+        undo_id: Option<String>,
+    },
     /// Nothing is known yet: ask again later, under the same key.
     AskAgain { detail: String },
 }
@@ -77,10 +82,10 @@ pub fn judge(undo: Undo, outcome: &ProviderOutcome, charge: &str) -> Verdict {
             detail: "the provider released the hold".into(),
             undo_id: Some(charge.to_owned()),
         },
-        // Adyen takes a cancel (`received`) and tells its end by notification.
-        (Undo::Void, O::Pending { .. }) => Verdict::Done {
-            status: LateStatus::Voided,
-            detail: "the provider took the cancel; its notification tells the end".into(),
+        // Adyen takes a cancel (`received`) and tells its end by notification, which may be
+        // a refusal (the payment was captured meanwhile): not done yet.
+        (Undo::Void, O::Pending { .. }) => Verdict::Accepted {
+            detail: "the provider accepted the void; awaiting its word of the end".into(),
             undo_id: Some(charge.to_owned()),
         },
         (Undo::Void, O::Failed { code, message, .. }) => Verdict::RefundInstead {
@@ -91,9 +96,9 @@ pub fn judge(undo: Undo, outcome: &ProviderOutcome, charge: &str) -> Verdict {
             detail: "the provider refunded the whole amount".into(),
             undo_id: Some(provider_id.clone()),
         },
-        (Undo::Refund, O::Pending { provider_id }) => Verdict::Done {
-            status: LateStatus::Refunded,
-            detail: "the provider took the refund; its notification tells the end".into(),
+        // Adyen's `received`, Stripe's `pending`: either may still fail.
+        (Undo::Refund, O::Pending { provider_id }) => Verdict::Accepted {
+            detail: "the provider accepted the refund; awaiting its word of the end".into(),
             undo_id: provider_id.clone(),
         },
         (Undo::Refund, O::Failed { code, message, .. }) => Verdict::Done {
@@ -118,30 +123,58 @@ impl Undo {
             Undo::Refund => "refund",
         }
     }
-
-    fn call_kind(self) -> CallKind {
-        match self {
-            Undo::Void => CallKind::Cancel,
-            Undo::Refund => CallKind::CreateRefund,
-        }
-    }
 }
 
-/// Sends the undo of `late` and records its answer; the row as it is after. `source` says
-/// who sends it (the receiving request's webhook, or the reconciler).
+/// Sends the undo of `late` and records its answer (`source`: a webhook's request, or the
+/// reconciler); the row after.
 pub async fn undo(
     pool: &DbPool,
     payments: &Payments,
     late: LateApproval,
     source: Source,
 ) -> Result<LateApproval, UndoError> {
+    let way = way_now(&late);
+    undo_from(pool, payments, late, source, way, Vec::new()).await
+}
+
+/// The provider refused the void of `late` later (`why`): the refund, under its own key.
+pub async fn refund_instead(
+    pool: &DbPool,
+    payments: &Payments,
+    late: LateApproval,
+    source: Source,
+    why: String,
+) -> Result<LateApproval, UndoError> {
+    undo_from(pool, payments, late, source, Undo::Refund, vec![why]).await
+}
+
+/// The first way, but a refund once one was taken for a hold (its id, not the charge's, is
+/// `provider_undo_id`): a void refused by notification was followed by a refund.
+fn way_now(late: &LateApproval) -> Undo {
+    match late.provider_undo_id.as_deref() {
+        Some(id) if id != late.provider_payment_id => Undo::Refund,
+        _ => Undo::first(late.approved_as()),
+    }
+}
+
+async fn undo_from(
+    pool: &DbPool,
+    payments: &Payments,
+    late: LateApproval,
+    source: Source,
+    mut way: Undo,
+    mut said: Vec<String>,
+) -> Result<LateApproval, UndoError> {
     if late.status != LateStatus::Undoing.as_str() {
         return Ok(late);
     }
-    let mut way = Undo::first(late.approved_as());
-    let mut said = Vec::new();
+    // A webhook's request calls as payorch's own (`provider_call_source` has no `webhook`).
+    let source = match source {
+        Source::Webhook => Source::Api,
+        other => other,
+    };
     let verdict = loop {
-        let call = send(payments, &late, way).await;
+        let (kind, call) = send(payments, &late, way).await;
         {
             let mut conn = pool.get().await?;
             let asked_by = format!("late approval {}", late.id);
@@ -149,7 +182,7 @@ pub async fn undo(
                 &mut conn,
                 MerchantId(late.merchant_id),
                 PaymentId(late.attempt_id),
-                way.call_kind(),
+                kind,
                 source,
                 &call,
                 Some(&asked_by),
@@ -173,6 +206,10 @@ pub async fn undo(
             said.push(detail);
             (Some(status), undo_id)
         }
+        Verdict::Accepted { detail, undo_id } => {
+            said.push(detail);
+            (None, undo_id)
+        }
         Verdict::AskAgain { detail } | Verdict::RefundInstead { detail } => {
             said.push(detail);
             (None, None)
@@ -180,17 +217,10 @@ pub async fn undo(
     };
     let detail = said.join("; ");
     let statement = match done {
-        Some(status) => {
-            payments
-                .metrics
-                .late_approval(&late.provider, status.as_str());
-            tracing::warn!(late_approval = %late.id, attempt = %late.attempt_id,
-                provider = %late.provider, status = status.as_str(), "late approval undone");
-            finish(&late, status, &detail, undo_id.as_deref())
-        }
+        Some(status) => finish(&late, status, &detail, undo_id.as_deref()),
         None => {
             let next = Utc::now() + payments.reconciler.next_check(late.checks);
-            ask_again(&late, &detail, next)
+            ask_again(&late, &detail, undo_id.as_deref(), next)
         }
     };
     let mut conn = pool.get().await?;
@@ -199,16 +229,39 @@ pub async fn undo(
         .await
         .and_then(crate::db::one)
         .optional()?;
-    // `None`: another sender recorded its answer first (the same undo, by the same key).
-    Ok(recorded.unwrap_or(late))
+    match recorded {
+        Some(row) => {
+            if let Some(status) = done {
+                ended(payments, &row, status);
+            }
+            Ok(row)
+        }
+        // Another sender (or the provider's later word) recorded first, and counted it.
+        None => Ok(late),
+    }
 }
 
-/// The provider call of `way` for `late`, under its own key.
-async fn send(payments: &Payments, late: &LateApproval, way: Undo) -> ProviderCall {
+/// Counts and logs the end of `row`, by the writer whose guarded update wrote it alone.
+pub(super) fn ended(payments: &Payments, row: &LateApproval, status: LateStatus) {
+    payments
+        .metrics
+        .late_approval(&row.provider, status.as_str());
+    tracing::warn!(late_approval = %row.id, attempt = %row.attempt_id,
+        provider = %row.provider, status = status.as_str(), "late approval undone");
+}
+
+/// The provider call of `way` for `late`, under its own key; a refund taken already (its id
+/// known) is read back where the provider has a lookup: a resend only replays its answer.
+async fn send(payments: &Payments, late: &LateApproval, way: Undo) -> (CallKind, ProviderCall) {
     let provider = payments.adapter(&late.provider);
     let key = way.provider_key(late.id);
-    let call = match way {
-        Undo::Void => {
+    let taken = late
+        .provider_undo_id
+        .as_deref()
+        .filter(|id| *id != late.provider_payment_id);
+    let (kind, call) = match (way, taken) {
+        (Undo::Void, _) => (
+            CallKind::Cancel,
             provider
                 .cancel(&CancelRequest {
                     provider_payment_id: Some(late.provider_payment_id.clone()),
@@ -216,9 +269,14 @@ async fn send(payments: &Payments, late: &LateApproval, way: Undo) -> ProviderCa
                     attempt_id: late.attempt_id.to_string(),
                     merchant_id: late.merchant_id.to_string(),
                 })
-                .await
-        }
-        Undo::Refund => {
+                .await,
+        ),
+        (Undo::Refund, Some(refund)) if provider.lookups() == Lookups::ReadAfterWrite => (
+            CallKind::RetrieveRefund,
+            provider.retrieve_refund(refund).await,
+        ),
+        (Undo::Refund, _) => (
+            CallKind::CreateRefund,
             provider
                 .create_refund(&RefundRequest {
                     provider_payment_id: late.provider_payment_id.clone(),
@@ -230,17 +288,15 @@ async fn send(payments: &Payments, late: &LateApproval, way: Undo) -> ProviderCa
                     merchant_id: late.merchant_id.to_string(),
                     reason: Some(REASON.to_owned()),
                 })
-                .await
-        }
+                .await,
+        ),
     };
-    payments
-        .metrics
-        .provider_call(&late.provider, way.call_kind(), &call);
-    call
+    payments.metrics.provider_call(&late.provider, kind, &call);
+    (kind, call)
 }
 
 /// The guarded update that ends the undo (whole text: `tests/sql/late_approval_finish.sql`).
-fn finish<'f>(
+pub(super) fn finish<'f>(
     late: &'f LateApproval,
     status: LateStatus,
     detail: &'f str,
@@ -259,15 +315,23 @@ WHERE merchant_id = {merchant} AND id = {id} AND status = 'undoing' RETURNING *"
     q.finish()
 }
 
-/// The guarded update that leaves it `undoing`, asked again at `next`.
-fn ask_again<'f>(late: &'f LateApproval, detail: &'f str, next: DateTime<Utc>) -> Sql<'f> {
+/// The guarded update that leaves it `undoing`, asked again at `next`, keeping the provider's
+/// id of a void or refund it took (`undo_id`) once one is known.
+fn ask_again<'f>(
+    late: &'f LateApproval,
+    detail: &'f str,
+    undo_id: Option<&'f str>,
+    next: DateTime<Utc>,
+) -> Sql<'f> {
     let mut q = Statement::new();
     let merchant = q.bind::<SqlUuid, _>(late.merchant_id);
     let id = q.bind::<SqlUuid, _>(late.id);
     let detail = q.bind::<Text, _>(detail);
+    let undo_id = q.bind::<Nullable<Text>, _>(undo_id);
     let next = q.bind::<Timestamptz, _>(next);
     q.push(format_args!(
-        "UPDATE late_approvals SET detail = {detail}, next_check_at = {next}
+        "UPDATE late_approvals SET detail = {detail},
+    provider_undo_id = coalesce({undo_id}, provider_undo_id), next_check_at = {next}
 WHERE merchant_id = {merchant} AND id = {id} AND status = 'undoing' RETURNING *"
     ));
     q.finish()
@@ -327,22 +391,17 @@ mod tests {
     }
 
     #[test]
-    fn a_void_refused_becomes_a_refund_and_a_refund_refused_needs_a_human() {
+    fn what_each_answer_makes_of_the_undo() {
+        let refused = judge(Undo::Void, &failed(), "pi_1");
+        assert!(matches!(refused, Verdict::RefundInstead { .. }));
+        let refunds_refused = judge(Undo::Refund, &failed(), "pi_1");
         assert!(matches!(
-            judge(Undo::Void, &failed(), "pi_1"),
-            Verdict::RefundInstead { .. }
-        ));
-        assert!(matches!(
-            judge(Undo::Refund, &failed(), "pi_1"),
+            refunds_refused,
             Verdict::Done {
                 status: LateStatus::UndoFailed,
                 ..
             }
         ));
-    }
-
-    #[test]
-    fn an_answer_taken_ends_the_undo() {
         let canceled = ProviderOutcome::Canceled { provider_id: None };
         assert_eq!(
             judge(Undo::Void, &canceled, "pi_1"),
@@ -359,14 +418,27 @@ mod tests {
             judge(Undo::Refund, &refunded, "pi_1"),
             Verdict::Done { status: LateStatus::Refunded, undo_id: Some(id), .. } if id == "re_1"
         ));
-        let received = ProviderOutcome::Pending { provider_id: None };
-        assert!(matches!(
-            judge(Undo::Refund, &received, "pi_1"),
-            Verdict::Done {
-                status: LateStatus::Refunded,
-                ..
-            }
-        ));
+        // Taken is not done: still `undoing`, never claimed voided or refunded.
+        let received = ProviderOutcome::Pending {
+            provider_id: Some("psp_1".into()),
+        };
+        for undo in [Undo::Void, Undo::Refund] {
+            let verdict = judge(undo, &received, "pi_1");
+            assert!(matches!(verdict, Verdict::Accepted { .. }), "{undo:?}");
+        }
+    }
+
+    /// A hold whose void was refused later and refunded since is asked by its refund again,
+    /// never by the void: the refund's id on the row says so.
+    #[test]
+    fn a_refund_taken_for_a_hold_is_asked_again_as_a_refund() {
+        let mut late = a_late_approval();
+        late.approved_as = "authorized".into();
+        assert_eq!(way_now(&late), Undo::Void);
+        late.provider_undo_id = Some("pi_1".into());
+        assert_eq!(way_now(&late), Undo::Void);
+        late.provider_undo_id = Some("refund_psp".into());
+        assert_eq!(way_now(&late), Undo::Refund);
     }
 
     /// Never a refund after a void whose answer was unknown: the void may have been done.
@@ -390,9 +462,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_statements_read_as_their_snapshots() {
-        let late = LateApproval {
+    fn a_late_approval() -> LateApproval {
+        LateApproval {
             merchant_id: uuid::Uuid::now_v7(),
             id: uuid::Uuid::now_v7(),
             attempt_id: uuid::Uuid::now_v7(),
@@ -410,14 +481,19 @@ mod tests {
             checks: 0,
             detected_at: Utc::now(),
             undone_at: None,
-        };
+        }
+    }
+
+    #[test]
+    fn the_statements_read_as_their_snapshots() {
+        let late = a_late_approval();
         assert_sql_snapshot(
             "late_approval_finish",
             &finish(&late, LateStatus::Refunded, "done", Some("re_1")),
         );
         assert_sql_snapshot(
             "late_approval_ask_again",
-            &ask_again(&late, "unknown", Utc::now()),
+            &ask_again(&late, "unknown", None, Utc::now()),
         );
         crate::payments::due::assert_claim_snapshot(DUE_LATE_APPROVALS);
     }

@@ -8,6 +8,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::keyed::apply_to_attempt;
 use super::outcome::{EventOutcome, ReceiveError, Received};
+use super::refund_event::event_outcome;
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
 use crate::db::DbPool;
@@ -18,6 +19,7 @@ use crate::payments::attempts::{AttemptRow, PaymentAttempt, Source};
 use crate::payments::event_log::{EventLog, EventRow};
 use crate::payments::holds::record::refuse_live_operation;
 use crate::payments::late_approvals::detect::{record_webhook, WebhookNews};
+use crate::payments::late_approvals::told::cancel_told;
 use crate::payments::late_approvals::undo::undo;
 use crate::payments::late_approvals::{self, late_approval, ApprovedAs};
 use crate::payments::reconciler::settings::to_chrono;
@@ -100,6 +102,15 @@ pub(super) async fn record_once(
                 .await;
         }
         let was = attempt.status;
+        // The end of a late approval's void the provider only took (Adyen's CANCELLATION):
+        // done, the row ends `voided`; refused, the refund is asked at once.
+        let cancel = cancel_told(pool, payments, &attempt, &outcome, event.modification).await?;
+        if let Some(told) = cancel {
+            let result = event_outcome(told.effect);
+            return new
+                .insert(&payments.event_log, result, &told.detail, Some(&attempt))
+                .await;
+        }
         // A hold is never `failed`: a provider's "failed" about a held payment is about its
         // capture or void (Adyen's CAPTURE or CANCELLATION with success false), which it ends
         // as refused; the hold stays as it was. So for any refused capture or cancel: a

@@ -40,7 +40,7 @@ pub async fn receive(
     event: &WebhookEvent,
 ) -> Result<Received, ReceiveError> {
     let received = match &event.refund {
-        Some(notice) => record_refund_event(pool, provider, event, notice).await?,
+        Some(notice) => record_refund_event(pool, payments, provider, event, notice).await?,
         None => record_once(pool, payments, provider, event).await?,
     };
     if received == Received::Duplicate {

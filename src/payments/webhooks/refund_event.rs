@@ -1,4 +1,6 @@
-//! A refund event, recorded and applied to its refund in one transaction.
+//! A refund event, recorded and applied to its refund in one transaction: a refund of
+//! payorch's `refunds`, or the refund of a late approval's undo
+//! ([`late_approvals::told`](crate::payments::late_approvals::told)).
 
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -8,7 +10,10 @@ use crate::db::schema::provider_webhooks::dsl as w;
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::ids::ProviderWebhookId;
+use crate::payments::late_approvals::told::{counted, refund_told, Effect};
+use crate::payments::late_approvals::undo::UndoError;
 use crate::payments::refunds::record::{apply_notice, NoticeEffect};
+use crate::payments::service::Payments;
 use crate::providers::{RefundNotice, WebhookEvent};
 
 /// A refund event: its row and its effect in one transaction. The row is inserted first,
@@ -16,13 +21,15 @@ use crate::providers::{RefundNotice, WebhookEvent};
 /// the refund is locked while it is judged (docs/DESIGN.md, "Refunds").
 pub(super) async fn record_refund_event(
     pool: &DbPool,
+    payments: &Payments,
     provider: &str,
     event: &WebhookEvent,
     notice: &RefundNotice,
 ) -> Result<Received, ReceiveError> {
     let id = ProviderWebhookId::new();
     let mut conn = pool.get().await?;
-    in_transaction(&mut conn, async |conn| {
+    let mut ended = None;
+    let received = in_transaction::<_, ReceiveError>(&mut conn, async |conn| {
         let inserted = diesel::insert_into(w::provider_webhooks)
             .values((
                 w::id.eq(id.0),
@@ -42,11 +49,28 @@ pub(super) async fn record_refund_event(
             return Ok(Received::Duplicate);
         }
         let (outcome, detail, refund) = match apply_notice(conn, provider, notice).await? {
-            NoticeEffect::NoRefund => (
-                EventOutcome::UnknownAttempt,
-                format!("no refund for {}", notice.provider_refund_id),
-                None,
-            ),
+            // Not a refund of `refunds`: perhaps a late approval's, whose reference is its id.
+            NoticeEffect::NoRefund => match refund_told(conn, provider, notice).await? {
+                Some(told) => {
+                    let owner = (told.merchant_id, told.attempt_id);
+                    let (outcome, detail) = (event_outcome(told.effect), told.detail.clone());
+                    ended = Some(told);
+                    record(
+                        conn,
+                        id,
+                        outcome,
+                        &format!("late approval: {detail}"),
+                        Some(owner),
+                    )
+                    .await?;
+                    return Ok(Received::Recorded { id, outcome });
+                }
+                None => (
+                    EventOutcome::UnknownAttempt,
+                    format!("no refund for {}", notice.provider_refund_id),
+                    None,
+                ),
+            },
             NoticeEffect::Applied { refund, detail } => {
                 (EventOutcome::Applied, detail, Some(refund))
             }
@@ -55,16 +79,53 @@ pub(super) async fn record_refund_event(
                 (EventOutcome::Conflict, detail, Some(refund))
             }
         };
-        diesel::update(w::provider_webhooks.find(id.0))
-            .set((
-                w::outcome.eq(outcome.as_str()),
-                w::detail.eq(format!("refund: {detail}")),
-                w::merchant_id.eq(refund.as_ref().map(|r| r.merchant_id.0)),
-                w::attempt_id.eq(refund.as_ref().map(|r| r.payment_id.0)),
-            ))
-            .execute(conn)
-            .await?;
+        let owner = refund.as_ref().map(|r| (r.merchant_id.0, r.payment_id.0));
+        record(conn, id, outcome, &format!("refund: {detail}"), owner).await?;
         Ok(Received::Recorded { id, outcome })
     })
-    .await
+    .await?;
+    // Counted once committed, and only by the word whose guarded update ended the undo.
+    if let Some(told) = &ended {
+        counted(payments, told);
+    }
+    Ok(received)
+}
+
+/// What the event did, on its row, with the merchant and attempt it is about.
+async fn record(
+    conn: &mut diesel_async::AsyncPgConnection,
+    id: ProviderWebhookId,
+    outcome: EventOutcome,
+    detail: &str,
+    owner: Option<(uuid::Uuid, uuid::Uuid)>,
+) -> diesel::QueryResult<usize> {
+    diesel::update(w::provider_webhooks.find(id.0))
+        .set((
+            w::outcome.eq(outcome.as_str()),
+            w::detail.eq(detail),
+            w::merchant_id.eq(owner.map(|o| o.0)),
+            w::attempt_id.eq(owner.map(|o| o.1)),
+        ))
+        .execute(conn)
+        .await
+}
+
+/// A late approval's word, as its event's row records it.
+pub(super) fn event_outcome(effect: Effect) -> EventOutcome {
+    match effect {
+        Effect::Applied => EventOutcome::Applied,
+        Effect::Stale => EventOutcome::Stale,
+        Effect::Conflict => EventOutcome::Conflict,
+    }
+}
+
+/// An undo asked on a provider's word fails as the word's recording does: the delivery is
+/// refused and the provider sends it again.
+impl From<UndoError> for ReceiveError {
+    fn from(err: UndoError) -> Self {
+        match err {
+            UndoError::Unavailable(err) => ReceiveError::Unavailable(err),
+            UndoError::Database(err) => ReceiveError::Database(err),
+        }
+    }
 }
