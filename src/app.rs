@@ -155,6 +155,7 @@ impl Application {
         idempotency_metrics.register(&metrics)?;
         let payment_metrics = Arc::new(PaymentMetrics::new()?);
         payment_metrics.register(&metrics)?;
+        payment_metrics.late_approvals_from_zero(providers.iter().map(|p| p.name.as_str()));
         let success = Arc::new(SuccessScores::new()?);
         success.register(&metrics)?;
         let delivery_metrics = Arc::new(DeliveryMetrics::new()?);

@@ -11,6 +11,9 @@ use crate::providers::circuit::CircuitState;
 use crate::providers::decline::{Decline, DeclineCode};
 use crate::providers::ProviderCall;
 
+/// The `result`s of `payorch_late_approvals_total`: the news, then each end of its undo.
+pub const LATE_APPROVAL_RESULTS: [&str; 4] = ["detected", "voided", "refunded", "undo_failed"];
+
 pub struct PaymentMetrics {
     transitions: IntCounterVec,
     declines: IntCounterVec,
@@ -26,6 +29,7 @@ pub struct PaymentMetrics {
     pub oldest_unresolved_seconds: IntGauge,
     pub unresolved_overdue: IntGauge,
     pub refunds_unresolved_overdue: IntGauge,
+    pub late_approvals_undoing_overdue: IntGauge,
 }
 
 impl PaymentMetrics {
@@ -125,6 +129,11 @@ impl PaymentMetrics {
                 "Refunds still created or pending longer than the alert threshold, each \
                  holding its amount: a human should look",
             )?,
+            late_approvals_undoing_overdue: IntGauge::new(
+                "late_approvals_undoing_overdue",
+                "Late approvals still undoing longer than the alert threshold: money a provider \
+                 took unasked and has not given back, a human should look",
+            )?,
         })
     }
 
@@ -145,7 +154,20 @@ impl PaymentMetrics {
         registry.register(Box::new(self.unresolved.clone()))?;
         registry.register(Box::new(self.oldest_unresolved_seconds.clone()))?;
         registry.register(Box::new(self.unresolved_overdue.clone()))?;
-        registry.register(Box::new(self.refunds_unresolved_overdue.clone()))
+        registry.register(Box::new(self.refunds_unresolved_overdue.clone()))?;
+        registry.register(Box::new(self.late_approvals_undoing_overdue.clone()))
+    }
+
+    /// Serves every late-approval series of `providers` from the start, at 0: a counter's
+    /// first series appears at 1, which `increase()` reads as no increase, so the first undo
+    /// that failed after a start would raise no alert (ops/prometheus/alerts.yml,
+    /// `LateApprovalUndoFailed`). Only once a scrape has read the 0, as for deliveries.
+    pub fn late_approvals_from_zero<'a>(&self, providers: impl IntoIterator<Item = &'a str>) {
+        for provider in providers {
+            for result in LATE_APPROVAL_RESULTS {
+                self.late_approvals.with_label_values(&[provider, result]);
+            }
+        }
     }
 
     pub fn transition(&self, from: AttemptStatus, to: AttemptStatus, source: Source) {
@@ -215,7 +237,8 @@ impl PaymentMetrics {
         self.provider_webhooks.with_label_values(&[outcome]).inc();
     }
 
-    /// A late approval of `provider` was `result`: `detected`, then how its undo ended.
+    /// A late approval of `provider` was `result`: `detected`, then how its undo ended (one of
+    /// [`LATE_APPROVAL_RESULTS`]).
     pub fn late_approval(&self, provider: &str, result: &str) {
         self.late_approvals
             .with_label_values(&[provider, result])
@@ -232,5 +255,11 @@ impl PaymentMetrics {
     /// Refunds open past the alert age: the ones support's "What needs a human" lists.
     pub fn set_refunds_overdue(&self, overdue: i64) {
         self.refunds_unresolved_overdue.set(overdue);
+    }
+
+    /// Late approvals `undoing` past the alert age: support's "What needs a human" lists them
+    /// first.
+    pub fn set_late_approvals_overdue(&self, overdue: i64) {
+        self.late_approvals_undoing_overdue.set(overdue);
     }
 }

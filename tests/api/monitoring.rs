@@ -12,7 +12,7 @@ use crate::payments::Route;
 
 /// The value of the sample `name` (labels included, as the exposition writes them) in a
 /// scrape of `/metrics`, if it is there.
-async fn sample(app: &TestApp, name: &str) -> Option<f64> {
+pub async fn sample(app: &TestApp, name: &str) -> Option<f64> {
     let text = app.get("/metrics").await.text().await.unwrap();
     text.lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())

@@ -44,6 +44,7 @@ use crate::payments::holds::operate::void_without_key;
 use crate::payments::holds::reason::OUTCOME_UNKNOWN;
 use crate::payments::holds::reconcile::{needs_void, was_voided_for};
 use crate::payments::late_approvals::undo::undo_due;
+use crate::payments::late_approvals::LateStatus;
 use crate::payments::service::{settle_key, Payments};
 use crate::payments::status::AttemptStatus;
 use crate::payments::{holds, refunds};
@@ -435,6 +436,8 @@ pub async fn refresh_gauges(pool: &DbPool, payments: &Payments) -> Result<(), Re
         overdue: i64,
         #[diesel(sql_type = BigInt)]
         refunds_overdue: i64,
+        #[diesel(sql_type = BigInt)]
+        late_approvals_overdue: i64,
     }
     let mut conn = pool.get().await?;
     let counts: Unresolved = count_unresolved(payments.reconciler.alert_after)
@@ -448,12 +451,15 @@ pub async fn refresh_gauges(pool: &DbPool, payments: &Payments) -> Result<(), Re
         counts.overdue,
     );
     payments.metrics.set_refunds_overdue(counts.refunds_overdue);
+    payments
+        .metrics
+        .set_late_approvals_overdue(counts.late_approvals_overdue);
     Ok(())
 }
 
 /// The statement of [`refresh_gauges`]: the unsettled attempts counted by status, the age of
-/// the oldest, how many are older than `alert_after`, and how many refunds are (whole text:
-/// `tests/sql/count_unresolved.sql`).
+/// the oldest, how many are older than `alert_after`, and how many refunds and late
+/// approvals still undoing are (whole text: `tests/sql/count_unresolved.sql`).
 fn count_unresolved(alert_after: Duration) -> Sql<'static> {
     let mut q = Statement::new();
     let alert_after = q.bind::<Interval, _>(pg_interval(alert_after));
@@ -463,12 +469,15 @@ fn count_unresolved(alert_after: Duration) -> Sql<'static> {
     coalesce(extract(epoch FROM now() - min(created_at)), 0)::bigint AS oldest_seconds,
     count(*) FILTER (WHERE created_at < now() - {alert_after}) AS overdue,
     (SELECT count(*) FROM refunds
-        WHERE status IN {open_refunds} AND created_at < now() - {alert_after}) AS refunds_overdue
+        WHERE status IN {open_refunds} AND created_at < now() - {alert_after}) AS refunds_overdue,
+    (SELECT count(*) FROM late_approvals
+        WHERE status = {undoing} AND detected_at < now() - {alert_after}) AS late_approvals_overdue
 FROM payment_attempts WHERE status IN {open}",
         created = AttemptStatus::Created.sql(),
         pending = AttemptStatus::Pending.sql(),
         open = unsettled_statuses!(),
         open_refunds = refunds::open_refund_statuses!(),
+        undoing = format_args!("'{}'", LateStatus::Undoing.as_str()),
     ));
     q.finish()
 }
