@@ -188,7 +188,9 @@ impl AdyenProvider {
 ///
 /// A charge that asks for 3-D Secure sends `authenticationData.attemptAuthentication:
 /// "always"`, which overrides Adyen's Dynamic 3D Secure rules; the issuer still chooses
-/// between a challenge and a frictionless approval. No `threeDS2RequestData`: its challenge
+/// between a challenge and a frictionless approval. Only with a payer (a `return_url`):
+/// a challenge without one could only hang until it is abandoned, and a `ContAuth` payment
+/// is not the payer's to authenticate. No `threeDS2RequestData`: its challenge
 /// indicator (`threeDSRequestorChallengeInd`) belongs to the native 3-D Secure 2 flow, whose
 /// device data payorch does not collect; the redirect that follows is Adyen's own page.
 pub fn payment_request(req: &ChargeRequest, merchant_account: &str) -> wire::PaymentRequest {
@@ -219,11 +221,10 @@ pub fn payment_request(req: &ChargeRequest, merchant_account: &str) -> wire::Pay
         additional_data,
         return_url: Some(req.return_url.clone().unwrap_or(req.return_route.clone())),
         channel: shopper_present.then(|| "Web".to_owned()),
-        authentication_data: (req.three_d_secure == ThreeDSecure::Required).then(|| {
-            wire::AuthenticationData {
+        authentication_data: (shopper_present && req.three_d_secure == ThreeDSecure::Required)
+            .then(|| wire::AuthenticationData {
                 attempt_authentication: ATTEMPT_AUTHENTICATION.to_owned(),
-            }
-        }),
+            }),
     }
 }
 

@@ -241,6 +241,22 @@ fn three_d_secure_is_attempted_only_when_the_charge_requires_it() {
     }
 }
 
+#[test]
+fn three_d_secure_is_not_attempted_without_a_payer() {
+    let automatic = charge(CaptureMethod::Automatic, None);
+    let no_payer = ChargeRequest {
+        three_d_secure: ThreeDSecure::Required,
+        ..automatic.clone()
+    };
+    let json = |req: &ChargeRequest| {
+        serde_json::to_value(payment_request(req, "PayorchTest")).expect("serialisable")
+    };
+    let sent = json(&no_payer);
+    assert_eq!(sent, json(&automatic));
+    assert_eq!(sent["shopperInteraction"], "ContAuth");
+    assert_eq!(sent.get("authenticationData"), None);
+}
+
 #[tokio::test]
 async fn a_get_redirect_is_a_challenge_with_the_return_sent_and_others_are_pending() {
     let server = answering(

@@ -163,8 +163,10 @@ impl StripeProvider {
 /// `return_url` lets Stripe answer a challenge with a redirect payorch can hand the payer.
 /// `payment_method_types[0]=card` names the one kind payorch charges: without it, API version
 /// 2023-08-16 turns on automatic payment methods, and refuses a confirm with no `return_url`.
-/// A charge that asks for 3-D Secure says so with [`REQUEST_THREE_D_SECURE`]; one that does
-/// not sends nothing, and Stripe's own rules (Radar, the issuer) decide as before.
+/// A charge that asks for 3-D Secure says so with [`REQUEST_THREE_D_SECURE`], but only with a
+/// `return_url`: without a payer to send to the bank, a challenge could only hang until it
+/// is abandoned. One that does not ask sends nothing, and Stripe's own rules (Radar, the
+/// issuer) decide as before.
 pub fn create_form(req: &ChargeRequest) -> Vec<(&'static str, String)> {
     let mut form = vec![
         ("amount", req.amount.to_string()),
@@ -179,7 +181,7 @@ pub fn create_form(req: &ChargeRequest) -> Vec<(&'static str, String)> {
     if let Some(return_url) = &req.return_url {
         form.push(("return_url", return_url.clone()));
     }
-    if req.three_d_secure == ThreeDSecure::Required {
+    if req.three_d_secure == ThreeDSecure::Required && req.return_url.is_some() {
         let (name, value) = REQUEST_THREE_D_SECURE;
         form.push((name, value.to_owned()));
     }

@@ -217,6 +217,23 @@ fn three_d_secure_is_requested_only_when_the_charge_requires_it() {
         .all(|(name, _)| !name.starts_with("payment_method_options")));
 }
 
+#[test]
+fn three_d_secure_is_not_requested_without_a_payer() {
+    let no_payer = ChargeRequest {
+        three_d_secure: ThreeDSecure::Required,
+        return_url: None,
+        ..held_charge()
+    };
+    let automatic = ChargeRequest {
+        return_url: None,
+        ..held_charge()
+    };
+    assert_eq!(create_form(&no_payer), create_form(&automatic));
+    assert!(create_form(&no_payer)
+        .iter()
+        .all(|(name, _)| !name.starts_with("payment_method_options")));
+}
+
 #[tokio::test]
 async fn a_challenge_is_a_redirect_only_when_stripe_gives_a_url_a_browser_can_open() {
     let server = answering(
