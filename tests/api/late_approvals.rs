@@ -522,3 +522,68 @@ async fn a_late_approval_still_undoing_is_counted_and_listed_before_newer_undone
     .await;
     assert!(counted, "one late approval undoing past the alert age");
 }
+
+/// Stripe's word of a late approval's refund (`refund.failed`, whose `metadata[refund_id]` is
+/// the late approval's id) finds its row though no refund of payorch's has that id: one still
+/// `undoing` (its refund taken `pending`) ends `undo_failed`; a later word that contradicts
+/// that end is a conflict for a human, and changes nothing.
+#[tokio::test]
+async fn a_stripe_refund_failed_ends_a_late_approval_still_undoing_undo_failed() {
+    let app = TestApp::spawn().await;
+    app.sandbox.set_webhook_url(None);
+    let (payment, charge) = app
+        .declined_late("stripe", "late-stripe-refund-failed")
+        .await;
+    let id = payment["id"].as_str().unwrap();
+    // Its refund taken `pending` (the sandbox's Stripe face cannot be asked for one): the row
+    // as that answer leaves it, not due to the reconciler for an hour.
+    let late_id = uuid::Uuid::now_v7();
+    let mut conn = app.db.connect().await;
+    let insert = format!(
+        "INSERT INTO late_approvals (merchant_id, id, attempt_id, order_id, provider,
+             provider_payment_id, amount, currency, approved_as, source, provider_undo_id,
+             next_check_at)
+         SELECT merchant_id, '{late_id}', id, order_id, provider, '{charge}', amount,
+             currency, 'succeeded', 'webhook', 're_late_pending', now() + interval '1 hour'
+         FROM payment_attempts WHERE id = '{}'",
+        uuid_of(id)
+    );
+    diesel_async::RunQueryDsl::execute(diesel::sql_query(insert), &mut conn)
+        .await
+        .expect("a late approval whose refund is pending");
+    let refund_event = |event_id: &str, kind: &str, status: &str| {
+        json!({
+            "id": event_id, "object": "event", "type": kind,
+            "created": chrono::Utc::now().timestamp(), "livemode": false,
+            "data": {"object": {
+                "id": "re_late_pending", "object": "refund", "amount": payment["amount"],
+                "currency": payment["currency"], "status": status,
+                "failure_reason": if status == "failed" { json!("expired_or_canceled_card") } else { Value::Null },
+                "metadata": {"refund_id": late_id.to_string(), "reason": "late_approval"},
+                "payment_intent": charge, "created": chrono::Utc::now().timestamp(),
+            }},
+        })
+        .to_string()
+    };
+    app.deliver_signed(&refund_event(
+        "evt_late_refund_failed",
+        "refund.failed",
+        "failed",
+    ))
+    .await;
+    let late = app.undone(id, "a Stripe refund failed").await;
+    assert_eq!(late["status"], "undo_failed", "{late}");
+    assert_eq!(late["provider_undo_id"], "re_late_pending", "{late}");
+    assert_eq!(app.told("late_approval.undo_failed").await, 1);
+    assert!(
+        app.told_of(id, "refund.failed", &["applied"]).await,
+        "the refund's event ended it"
+    );
+    let later = refund_event("evt_late_refund_succeeded", "refund.updated", "succeeded");
+    app.deliver_signed(&later).await;
+    assert!(
+        app.told_of(id, "refund.updated", &["conflict"]).await,
+        "a word against the end is for a human"
+    );
+    assert_eq!(app.late_approval_of(id).await["status"], "undo_failed");
+}
