@@ -30,7 +30,7 @@ CREATE DOMAIN endpoint_status AS text
     CONSTRAINT endpoint_status_known CHECK ((VALUE = ANY (ARRAY['enabled'::text, 'disabled'::text])));
 
 CREATE DOMAIN event_type AS text
-    CONSTRAINT event_type_known CHECK ((VALUE = ANY (ARRAY['payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text, 'late_approval.detected'::text, 'late_approval.voided'::text, 'late_approval.refunded'::text, 'late_approval.undo_failed'::text])));
+    CONSTRAINT event_type_known CHECK ((VALUE = ANY (ARRAY['payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text, 'late_approval.detected'::text, 'late_approval.voided'::text, 'late_approval.refunded'::text, 'late_approval.undo_failed'::text]))) NOT VALID;
 
 CREATE DOMAIN held_amount AS bigint
     CONSTRAINT held_amount_not_negative CHECK ((VALUE >= 0));
@@ -51,7 +51,7 @@ CREATE DOMAIN late_approval_kind AS text
     CONSTRAINT late_approval_kind_known CHECK ((VALUE = ANY (ARRAY['authorized'::text, 'succeeded'::text])));
 
 CREATE DOMAIN late_approval_source AS text
-    CONSTRAINT late_approval_source_known CHECK ((VALUE = ANY (ARRAY['webhook'::text, 'reconciler'::text, 'response'::text])));
+    CONSTRAINT late_approval_source_known CHECK ((VALUE = ANY (ARRAY['webhook'::text])));
 
 CREATE DOMAIN late_approval_status AS text
     CONSTRAINT late_approval_status_known CHECK ((VALUE = ANY (ARRAY['undoing'::text, 'voided'::text, 'refunded'::text, 'undo_failed'::text])));
@@ -641,7 +641,7 @@ CREATE TABLE webhook_endpoints (
     CONSTRAINT webhook_endpoints_check CHECK (((previous_secret IS NULL) = (previous_secret_until IS NULL))),
     CONSTRAINT webhook_endpoints_check1 CHECK ((((status)::text = 'disabled'::text) = (disabled_reason IS NOT NULL))),
     CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 1000)),
-    CONSTRAINT webhook_endpoints_enabled_events_check CHECK (((cardinality(enabled_events) > 0) AND (enabled_events <@ ARRAY['*'::text, 'payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text, 'late_approval.detected'::text, 'late_approval.voided'::text, 'late_approval.refunded'::text, 'late_approval.undo_failed'::text]))),
+    CONSTRAINT webhook_endpoints_enabled_events_check CHECK (((cardinality(enabled_events) > 0) AND (enabled_events <@ ARRAY['*'::text, 'payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text, 'late_approval.detected'::text, 'late_approval.voided'::text, 'late_approval.refunded'::text, 'late_approval.undo_failed'::text]))) NOT VALID,
     CONSTRAINT webhook_endpoints_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
     CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (merchant_id, id),
     CONSTRAINT webhook_endpoints_previous_secret_sealed CHECK ((previous_secret ~ '^v1:[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/]{16}:[A-Za-z0-9+/]+$'::text)) NOT VALID,

@@ -24,7 +24,8 @@ pub struct LateApprovalView {
     currency: String,
     /// `authorized` (the money held: voided) or `succeeded` (taken: refunded).
     approved_as: String,
-    /// Who told: `webhook`, `reconciler` or `response`.
+    /// Who told: `webhook` (the provider's webhook or notification, the one way a late
+    /// approval is detected).
     source: String,
     /// `undoing` while the void or refund is asked, then `voided`, `refunded`, or
     /// `undo_failed` (the provider refused: the money is still taken).

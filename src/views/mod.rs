@@ -585,13 +585,15 @@ pub struct NeedsAHuman {
     contradicted: Vec<Payment>,
     /// Refunds still `created` or `pending` longer than the alert age, holding their amount.
     stuck_refunds: Vec<Refund>,
-    /// Webhooks that contradicted what payorch knows.
+    /// Webhooks that contradicted what payorch knows, but for the approvals listed under
+    /// `late_approvals`.
     webhook_conflicts: Vec<WebhookConflict>,
     /// Merchants' webhook endpoints payorch no longer sends to, the latest disabled first.
     disabled_webhook_endpoints: Vec<deliveries::DisabledEndpoint>,
-    /// Providers' approvals of payments payorch had failed, newest first, whatever became of
-    /// their void or refund: a human confirms each with the provider, and acts on one whose
-    /// `status` is `undo_failed` (the money is still taken).
+    /// Providers' approvals of payments payorch had failed, whatever became of their void or
+    /// refund: a human confirms each with the provider, and acts on one whose `status` is
+    /// `undo_failed` (the money is still taken). Those `undo_failed`, then those `undoing`,
+    /// come first, then the rest, each newest first.
     late_approvals: Vec<late_approvals::LateApprovalView>,
 }
 

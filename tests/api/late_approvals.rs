@@ -388,6 +388,70 @@ async fn the_console_shows_a_late_approval_to_confirm() {
     );
 }
 
+/// Two different events approving the same declined charge (two provider event ids, so
+/// neither is dropped as a copy of the other), delivered at once: one late approval, and one
+/// undo, sent under one provider key.
+#[tokio::test]
+async fn two_different_events_approving_one_charge_make_one_row_and_one_undo() {
+    let app = TestApp::spawn().await;
+    // The sandbox's own webhook would be a third event: only the two below tell.
+    app.sandbox.set_webhook_url(None);
+    let (payment, charge) = app.declined_late("stripe", "late-two-events").await;
+    let id = payment["id"].as_str().unwrap();
+    let first = crate::webhooks::event("succeeded", "evt_late_first", &payment);
+    let second = crate::webhooks::event("succeeded", "evt_late_second", &payment);
+    futures_util::future::join(app.deliver_signed(&first), app.deliver_signed(&second)).await;
+    let late = app.undone(id, "told by two events").await;
+    assert_eq!(late["status"], "refunded", "{late}");
+    // Time for a second undo, had either event started one, to have been sent.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let attempt = uuid_of(id);
+    let rows = app
+        .db
+        .count(&format!("late_approvals WHERE attempt_id = '{attempt}'"))
+        .await;
+    assert_eq!(rows, 1, "one late approval");
+    // A second undo under a new key would be refused by the sandbox (nothing left to refund)
+    // and so leave no second refund: the calls payorch made are what tells.
+    let undo_calls = app
+        .db
+        .count(&format!(
+            "provider_calls WHERE attempt_id = '{attempt}' AND detail LIKE 'asked by late approval%'"
+        ))
+        .await;
+    assert_eq!(undo_calls, 1, "one undo asked");
+    let keys: std::collections::BTreeSet<Option<String>> = app
+        .sandbox
+        .refunds()
+        .into_iter()
+        .filter(|r| r.payment_intent == charge)
+        .map(|r| r.idempotency_key)
+        .collect();
+    assert_eq!(keys.len(), 1, "one provider key: {keys:?}");
+    let key = keys.into_iter().next().flatten().unwrap_or_default();
+    assert!(
+        key.ends_with("_refund"),
+        "the late approval's refund key: {key}"
+    );
+    assert_eq!(app.refunds_of(&charge), 1, "refunded once");
+    assert_eq!(app.told("late_approval.detected").await, 1);
+    // Both events are listed once, as the late approval, not again as webhook conflicts.
+    let listed: Value = app
+        .support_get("/v1/support/needs-a-human")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let conflicts = listed["webhook_conflicts"].as_array().expect("a list");
+    assert!(
+        !conflicts
+            .iter()
+            .any(|c| c.to_string().contains("evt_late_")),
+        "{listed}"
+    );
+    assert_eq!(listed["late_approvals"][0]["payment_id"], id, "{listed}");
+}
+
 /// Adyen takes a refund (`received`) and tells its end by notification. A refund refused then
 /// (`+sandbox_failure`: the REFUND notification says `success` false) ends the late approval
 /// `undo_failed`, the money still taken, for a human; never `refunded` on the word `received`.

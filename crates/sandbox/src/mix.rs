@@ -55,8 +55,10 @@ pub enum Outage {
     /// `pm_sandbox_dropped_response`).
     Dropped,
     /// `refused`: refused before anything was done, as a provider refuses a request it did
-    /// not process (`403`; as `pm_sandbox_refused`): the one outage a payment may fail over
-    /// from. The others leave the outcome unknown to the merchant.
+    /// not process (`403`; as `pm_sandbox_refused`): the one outage a payment fails over
+    /// from (the charge provably never left). `late_approval` reads as a soft decline, which
+    /// a retry may follow elsewhere; the others leave the outcome unknown, and are never
+    /// followed by a charge elsewhere.
     Refused,
     /// `late_approval`: answered as a soft decline, but charged, and told by webhook after
     /// `--late-approval-ms` (as `pm_sandbox_late_approval`): the decline a retry elsewhere

@@ -46,17 +46,19 @@ words! {
         Voided => "voided",
         /// The provider took the refund of the whole amount.
         Refunded => "refunded",
-        /// The provider refused both: the money is still taken, a human must act.
+        /// The provider refused the refund (after the void, for a hold): the money is still
+        /// taken, a human must act.
         UndoFailed => "undo_failed",
     }
 }
 
 words! {
-    /// Who told payorch of the approval (`late_approval_source`).
+    /// Who told payorch of the approval (`late_approval_source`): only the provider's
+    /// webhook or notification. The reconciler looks only at attempts still open, and an
+    /// answer to payorch's own request about an attempt already failed is dropped, so neither
+    /// detects one.
     pub enum LateSource {
         Webhook => "webhook",
-        Reconciler => "reconciler",
-        Response => "response",
     }
 }
 
@@ -163,11 +165,21 @@ pub async fn of_attempt(
         .optional()
 }
 
-/// Every late approval, newest first, at most `limit`: each needs a human to confirm with
-/// the provider that the money went back (support's "What needs a human").
+/// Every late approval, at most `limit`: each needs a human to confirm with the provider that
+/// the money went back (support's "What needs a human"). Those whose money is not back
+/// (`undo_failed`, then `undoing`: a refusal, or an undo still asked) come before the undone
+/// ones, each newest first, so a run of newer undone ones cannot push them off the page.
+/// Late approvals are rare: sorting them all is cheap.
 pub async fn listed(conn: &mut AsyncPgConnection, limit: i64) -> QueryResult<Vec<LateApproval>> {
     late_approvals::table
-        .order(late_approvals::detected_at.desc())
+        .order((
+            diesel::dsl::sql::<diesel::sql_types::Integer>(&format!(
+                "CASE status WHEN '{}' THEN 0 WHEN '{}' THEN 1 ELSE 2 END",
+                LateStatus::UndoFailed.as_str(),
+                LateStatus::Undoing.as_str(),
+            )),
+            late_approvals::detected_at.desc(),
+        ))
         .limit(limit)
         .select(LateApproval::as_select())
         .load(conn)
@@ -235,6 +247,20 @@ mod tests {
         ] {
             assert_eq!(late_approval(&attempt, &outcome), None, "{outcome:?}");
         }
+    }
+
+    #[test]
+    fn every_end_of_an_undo_is_counted_from_zero() {
+        use crate::payments::metrics::LATE_APPROVAL_RESULTS;
+        for status in LateStatus::ALL {
+            // `undoing` is counted as `detected`, when the row is written.
+            let result = match status {
+                LateStatus::Undoing => "detected",
+                ended => ended.as_str(),
+            };
+            assert!(LATE_APPROVAL_RESULTS.contains(&result), "{result}");
+        }
+        assert_eq!(LATE_APPROVAL_RESULTS.len(), LateStatus::ALL.len());
     }
 
     #[test]

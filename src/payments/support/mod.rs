@@ -351,9 +351,11 @@ pub struct NeedsAHuman {
     pub contradicted: Vec<PaymentAttempt>,
     /// Refunds still open longer than the alert age, holding their amount.
     pub stuck_refunds: Vec<Refund>,
-    /// Webhooks that contradicted what payorch knows.
+    /// Webhooks that contradicted what payorch knows, but for the approvals listed as late
+    /// approvals.
     pub webhook_conflicts: Vec<Conflict>,
-    /// Every late approval, undone or not: a human confirms each with the provider.
+    /// Every late approval, undone or not: a human confirms each with the provider. Those
+    /// whose money is not back yet (`undo_failed`, `undoing`) come first.
     pub late_approvals: Vec<LateApproval>,
 }
 
@@ -413,9 +415,16 @@ pub async fn needs_a_human(
         .select(RefundRow::as_select())
         .load::<RefundRow>(conn)
         .await?;
+    // A conflict that made a late approval is listed once, as the late approval below (which
+    // says what payorch did about it), not a second time here; `late_approvals_once` finds it.
     let webhook_conflicts = provider_webhooks::table
         .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(
             "outcome = 'conflict'",
+        ))
+        .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(
+            "NOT EXISTS (SELECT 1 FROM late_approvals \
+             WHERE late_approvals.merchant_id = provider_webhooks.merchant_id \
+             AND late_approvals.attempt_id = provider_webhooks.attempt_id)",
         ))
         .order(provider_webhooks::received_at.desc())
         .limit(limit)

@@ -21,7 +21,7 @@ use crate::payments::holds::record::refuse_live_operation;
 use crate::payments::late_approvals::detect::{record_webhook, WebhookNews};
 use crate::payments::late_approvals::told::cancel_told;
 use crate::payments::late_approvals::undo::undo;
-use crate::payments::late_approvals::{self, late_approval, ApprovedAs};
+use crate::payments::late_approvals::{self, late_approval, ApprovedAs, LateStatus};
 use crate::payments::reconciler::settings::to_chrono;
 use crate::payments::service::Payments;
 use crate::payments::status::AttemptStatus;
@@ -270,7 +270,9 @@ async fn record_late_approval(
 
 /// The late approval whose void `outcome` tells of, if it does: a failed attempt the provider
 /// says is canceled after payorch voided its late approval is no contradiction, and no human
-/// need look at it twice (the late approval is listed already).
+/// need look at it twice (the late approval is listed already). Only a late approval
+/// `voided`: a cancel of one still undoing, refunded or whose undo failed is not the void
+/// payorch recorded, and stays a conflict for a human.
 async fn void_of_late_approval(
     pool: &DbPool,
     attempt: &PaymentAttempt,
@@ -282,7 +284,9 @@ async fn void_of_late_approval(
         return Ok(None);
     }
     let late = late_approvals::of_attempt(&mut *pool.get().await?, attempt).await?;
-    Ok(late.map(|late| LateApprovalId(late.id).to_string()))
+    Ok(late
+        .filter(|late| late.status == LateStatus::Voided.as_str())
+        .map(|late| LateApprovalId(late.id).to_string()))
 }
 
 /// Whether the event was recorded before, and the attempt it is about: by the attempt id
