@@ -651,3 +651,70 @@ async fn a_stripe_refund_failed_ends_a_late_approval_still_undoing_undo_failed()
     );
     assert_eq!(app.late_approval_of(id).await["status"], "undo_failed");
 }
+
+/// A void Adyen took (`received`) and then refused (its CANCELLATION says `success` false:
+/// the payment was captured meanwhile, say) is followed by the refund at once, under the
+/// refund's own key; here the sandbox refuses that refund too (it never captured the hold), so
+/// the late approval ends `undo_failed`, for a human, and the reconciler asks nothing more.
+#[tokio::test]
+async fn an_adyen_void_refused_by_its_notification_is_followed_by_a_refund() {
+    let app = TestApp::spawn().await;
+    app.route_to(&["adyen"]).await;
+    // Only the notifications below tell.
+    app.sandbox.set_notification_url(None);
+    let body = json!({"amount": 4200, "currency": "eur", "description": "Teapot",
+                      "payment_method": LATE, "capture_method": "manual"});
+    let response = app.checkout("late-void-refused", &body).await;
+    let payment = response.json::<Value>().await.unwrap()["payment"].clone();
+    assert_eq!(payment["status"], "failed", "{payment}");
+    let id = payment["id"].as_str().unwrap();
+    let charge = payment["provider_payment_id"].as_str().unwrap();
+    let key = app.sandbox.adyen_hmac_key();
+    let item = |code: &str, psp: &str, success: &str| {
+        json!({
+            "additionalData": {},
+            "amount": {"value": 4200, "currency": "EUR"},
+            "eventCode": code,
+            "eventDate": "2026-11-27T10:00:00+01:00",
+            "merchantAccountCode": payorch::wiring::SANDBOX_MERCHANT_ACCOUNT,
+            "merchantReference": id,
+            "originalReference": if code == "AUTHORISATION" { "" } else { charge },
+            "pspReference": psp,
+            "reason": if success == "true" { "" } else { "Payment was already captured" },
+            "success": success,
+        })
+    };
+    let approved = item("AUTHORISATION", charge, "true");
+    assert_eq!(app.notify(&[approved], &key).await.status(), 200);
+    let accepted = eventually(Duration::from_secs(10), || async {
+        let late = app.late_approval_of(id).await;
+        late["status"] == "undoing"
+            && late["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("accepted the void"))
+    })
+    .await;
+    assert!(accepted, "{}", app.late_approval_of(id).await);
+    let refused = item("CANCELLATION", "CANCELREFUSED0001", "false");
+    assert_eq!(app.notify(&[refused], &key).await.status(), 200);
+    let late = app.undone(id, "a void refused").await;
+    assert_eq!(late["status"], "undo_failed", "{late}");
+    assert!(
+        app.told_of(id, "CANCELLATION", &["applied"]).await,
+        "the refusal moved the undo on"
+    );
+    let attempt = uuid_of(id);
+    let asked = |operation: &str| {
+        format!(
+            "provider_calls WHERE attempt_id = '{attempt}' AND operation = '{operation}'
+             AND detail LIKE 'asked by late approval%'"
+        )
+    };
+    assert_eq!(app.db.count(&asked("cancel")).await, 1, "one void");
+    assert_eq!(
+        app.db.count(&asked("create_refund")).await,
+        1,
+        "then one refund"
+    );
+    assert_eq!(app.told("late_approval.undo_failed").await, 1);
+}
