@@ -39,12 +39,13 @@ words! {
     /// Where a late approval is (`late_approval_status`): `undoing`, then one of the others,
     /// for good.
     pub enum LateStatus {
-        /// The void or refund is asked, or about to be; the reconciler asks again until a
-        /// definite answer.
+        /// The void or refund is asked, or about to be, or taken but not done (Adyen's
+        /// `received`, a Stripe refund `pending`); the reconciler asks again until a definite
+        /// answer, and the provider's later word ends it ([`told`]).
         Undoing => "undoing",
         /// The provider released the hold.
         Voided => "voided",
-        /// The provider took the refund of the whole amount.
+        /// The provider refunded the whole amount.
         Refunded => "refunded",
         /// The provider refused the refund (after the void, for a hold): the money is still
         /// taken, a human must act.
