@@ -444,22 +444,20 @@ pub async fn refresh_gauges(pool: &DbPool, payments: &Payments) -> Result<(), Re
         .load(&mut conn)
         .await
         .and_then(crate::db::one)?;
-    payments.metrics.set_unresolved(
+    let metrics = &payments.metrics;
+    metrics.set_unresolved(
         counts.created,
         counts.pending,
         Duration::from_secs(counts.oldest_seconds.max(0) as u64),
         counts.overdue,
     );
-    payments.metrics.set_refunds_overdue(counts.refunds_overdue);
-    payments
-        .metrics
-        .set_late_approvals_overdue(counts.late_approvals_overdue);
+    metrics.set_refunds_overdue(counts.refunds_overdue);
+    metrics.set_late_approvals_overdue(counts.late_approvals_overdue);
     Ok(())
 }
 
-/// The statement of [`refresh_gauges`]: the unsettled attempts counted by status, the age of
-/// the oldest, how many are older than `alert_after`, and how many refunds and late
-/// approvals still undoing are (whole text: `tests/sql/count_unresolved.sql`).
+/// [`refresh_gauges`]'s statement: open attempts by status, the oldest's age, those older than
+/// `alert_after`, and as old refunds and undoing late approvals (`tests/sql/count_unresolved.sql`).
 fn count_unresolved(alert_after: Duration) -> Sql<'static> {
     let mut q = Statement::new();
     let alert_after = q.bind::<Interval, _>(pg_interval(alert_after));
