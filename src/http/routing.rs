@@ -49,7 +49,8 @@ pub struct RetriesView {
     /// Allow that retry also after an attempt asked the payer for 3-D Secure.
     #[serde(default)]
     after_three_d_secure: bool,
-    /// Attempts one payment request may make, the first included: 1 to 4 (default 2).
+    /// Retries stop once the request has made this many attempts, the first and any failover
+    /// included: 1 to 4 (default 2). A failover alone may go past it: it never reached a bank.
     #[serde(default = "two")]
     #[schema(minimum = 1, maximum = 4, example = 2)]
     max_attempts: u8,

@@ -171,6 +171,35 @@ async fn a_soft_decline_is_tried_at_the_next_provider_under_the_same_key() {
     }
 }
 
+/// A request whose answer came after its lease passed, and after the request that took its key
+/// over had retried the declined attempt, must not answer the decline: the key is in flight on
+/// the retry. What it reads to know: whether the attempt it answered was retried.
+#[tokio::test]
+async fn a_retried_attempt_is_known_as_retried() {
+    let app = a_declines_softly().await;
+    app.retries(switched_on()).await;
+    let (_, chain) = app
+        .checkout_chain("retried", &checkout_body("pm_card_visa"))
+        .await;
+    assert_eq!(chain.len(), 2, "{chain:?}");
+    let mut conn = app.db.connect().await;
+    let mut retried = Vec::new();
+    for payment in &chain {
+        let id = payment["id"].as_str().unwrap().parse().unwrap();
+        let attempt = payorch::payments::attempts::find_attempt(&mut conn, None, id)
+            .await
+            .unwrap()
+            .expect("the attempt");
+        let known = payorch::payments::attempts::chain::retried(&mut conn, &attempt).await;
+        retried.push(known.unwrap());
+    }
+    assert_eq!(
+        retried,
+        [true, false],
+        "the declined one is retried, its retry is not"
+    );
+}
+
 #[tokio::test]
 async fn a_soft_decline_ends_the_payment_while_retries_are_off() {
     let app = a_declines_softly().await;

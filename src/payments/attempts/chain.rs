@@ -51,6 +51,16 @@ pub async fn so_far(
     })
 }
 
+/// Whether another attempt of `attempt`'s order retries it: then whoever made that retry holds
+/// the client's key, moved onto the retry in the transaction that made it.
+pub async fn retried(
+    conn: &mut AsyncPgConnection,
+    attempt: &PaymentAttempt,
+) -> diesel::QueryResult<bool> {
+    let attempts = attempts_of_order(conn, attempt.merchant_id, attempt.order_id).await?;
+    Ok(attempts.iter().any(|a| a.retry_of == Some(attempt.id)))
+}
+
 /// The card's declines at the merchant, `declined` included: payorch knows a card by its
 /// payment method token, per merchant, so a payer who pays with the same card through a new
 /// token is a new card here. Only declines a provider answered count (those with the

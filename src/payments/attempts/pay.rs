@@ -18,6 +18,7 @@ use chrono::Utc;
 use diesel_async::AsyncPgConnection;
 
 use super::cascade::{after_decline, after_unreached, Next};
+use super::chain;
 use super::failover::fail_unreached;
 use super::keyed::record_answer::{record_answer, Answered};
 use super::keyed::{Checkout, NewAttempt, PayOrder};
@@ -449,11 +450,17 @@ async fn record(
     };
     // Someone moved the attempt first (a webhook): judge the answer against what it is now.
     // The call is logged already. A final attempt was settled, key and all, by whoever
-    // finished it, so there is nothing left to write.
+    // finished it, so there is nothing left to write; unless a request that took the key
+    // over (this one's lease had passed) retried it: then the key is in flight on the retry,
+    // and this request's answer would contradict the payment's.
     let current = find_attempt(&mut conn, Some(attempt.merchant_id), attempt.id)
         .await?
         .ok_or_else(|| missing("lost its attempt"))?;
     if current.status.is_answered() {
+        if chain::retried(&mut conn, &current).await? {
+            let retry_after = std::time::Duration::from_secs(1);
+            return Err(IdempotencyError::InUse { retry_after }.into());
+        }
         return Ok(current);
     }
     in_transaction(&mut conn, async |conn| {

@@ -84,7 +84,8 @@ impl Retry<'_> {
 pub struct RetrySettings {
     pub soft_declines: bool,
     pub after_three_d_secure: bool,
-    /// Attempts one request may make, the first included: 1 to 4.
+    /// Retries stop once the request has made this many attempts, the first included: 1 to 4
+    /// (a failover, which never reached a bank, is not stopped by it).
     pub max_attempts: u8,
 }
 
