@@ -2,10 +2,11 @@
 -- declines.md, "Retries"): the declines a provider answered for one card (its payment method
 -- token) at one merchant over the last 30 days, counted only when a decline might be retried.
 -- Partial: only provider declines, which carry the provider's own code (migration 000024's
--- column, NULL on every older row), so it starts empty; the predicate is the query's own
+-- column, NULL on every older row), so it starts empty, and not `provider_rejected` (the
+-- provider refused the request itself: no card network saw it); the predicate is the query's own
 -- words, so the planner uses it. payment_attempts may be big and is written all the time:
 -- built CONCURRENTLY, for the reason migration 2026-11-27-000020_webhook_events_age gives,
 -- alone in its file and outside a transaction (metadata.toml). Should the build fail, drop
 -- the INVALID index (`DROP INDEX CONCURRENTLY payment_attempts_card_declines`), delete this
 -- version from __diesel_schema_migrations if it was recorded, and migrate again.
-CREATE INDEX CONCURRENTLY IF NOT EXISTS payment_attempts_card_declines ON payment_attempts (merchant_id, payment_method, finished_at) WHERE status = 'failed' AND provider_failure_code IS NOT NULL;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS payment_attempts_card_declines ON payment_attempts (merchant_id, payment_method, finished_at) WHERE status = 'failed' AND provider_failure_code IS NOT NULL AND failure_code <> 'provider_rejected';

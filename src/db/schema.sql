@@ -421,7 +421,7 @@ CREATE TABLE payment_attempts (
     CONSTRAINT payment_attempts_three_d_secure_known CHECK ((three_d_secure = ANY (ARRAY['automatic'::text, 'required'::text]))) NOT VALID
 );
 
-CREATE INDEX payment_attempts_card_declines ON public.payment_attempts USING btree (merchant_id, payment_method, finished_at) WHERE (((status)::text = 'failed'::text) AND (provider_failure_code IS NOT NULL));
+CREATE INDEX payment_attempts_card_declines ON public.payment_attempts USING btree (merchant_id, payment_method, finished_at) WHERE (((status)::text = 'failed'::text) AND (provider_failure_code IS NOT NULL) AND (failure_code <> 'provider_rejected'::text));
 
 CREATE INDEX payment_attempts_due ON public.payment_attempts USING btree (next_check_at) WHERE ((status)::text = ANY (ARRAY['created'::text, 'pending'::text, 'authorized'::text]));
 

@@ -24,6 +24,7 @@ use super::retry::{asked_for_three_d_secure, CardDeclines, Facts, NoRetry, Retry
 use super::PaymentAttempt;
 use crate::idempotency::InFlightKey;
 use crate::payments::service::Payments;
+use crate::providers::decline::DeclineCode;
 use crate::providers::registry::NamedProvider;
 use crate::providers::{ProviderCall, ThreeDSecure};
 
@@ -116,7 +117,8 @@ pub async fn after_decline(
             facts.attempts = so_far.attempts;
             facts.three_d_secure_tried = so_far.three_d_secure_tried;
             facts.next_provider = first_untried(route, &so_far.providers).map(|p| p.name.as_str());
-            retry::decide(&facts, chain::card_declines(conn, attempt).await?)
+            let counts = decline.code != DeclineCode::ProviderRejected;
+            retry::decide(&facts, chain::card_declines(conn, attempt, counts).await?)
         }
         refused => refused,
     };

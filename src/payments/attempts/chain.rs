@@ -61,14 +61,17 @@ pub async fn retried(
     Ok(attempts.iter().any(|a| a.retry_of == Some(attempt.id)))
 }
 
-/// The card's declines at the merchant, `declined` included: payorch knows a card by its
-/// payment method token, per merchant, so a payer who pays with the same card through a new
-/// token is a new card here. Only declines a provider answered count (those with the
-/// provider's own code): `provider_unavailable` and `provider_no_record` were nobody's
-/// decline. One indexed count (`payment_attempts_card_declines`).
+/// The card's declines at the merchant, `declined` included when `counts` (its decline is one
+/// a card network saw): payorch knows a card by its payment method token, per merchant, so a
+/// payer who pays with the same card through a new token is a new card here. Only declines a
+/// provider answered count (those with the provider's own code): `provider_unavailable` and
+/// `provider_no_record` were nobody's decline, and `provider_rejected` (the provider refused
+/// the request itself) never reached a network. One indexed count
+/// (`payment_attempts_card_declines`).
 pub async fn card_declines(
     conn: &mut AsyncPgConnection,
     declined: &PaymentAttempt,
+    counts: bool,
 ) -> diesel::QueryResult<CardDeclines> {
     #[derive(QueryableByName)]
     struct Counted {
@@ -82,8 +85,12 @@ pub async fn card_declines(
         .instrument(span("card_declines"))
         .await
         .and_then(crate::db::one)?;
-    // The declined attempt is not recorded failed yet: it is one more.
-    let with_this = |n: i64| u32::try_from(n).unwrap_or(u32::MAX).saturating_add(1);
+    // The declined attempt is not recorded failed yet: it is one more, if it counts.
+    let with_this = |n: i64| {
+        u32::try_from(n)
+            .unwrap_or(u32::MAX)
+            .saturating_add(counts.into())
+    };
     Ok(CardDeclines {
         last_day: with_this(counted.last_day),
         last_30_days: with_this(counted.last_30_days),
@@ -104,7 +111,8 @@ fn statement(declined: &PaymentAttempt, now: DateTime<Utc>) -> Sql<'_> {
     count(*) AS last_30_days
 FROM payment_attempts
 WHERE merchant_id = {merchant} AND payment_method = {card} AND finished_at > {month}
-  AND status = 'failed' AND provider_failure_code IS NOT NULL AND id <> {id}"
+  AND status = 'failed' AND provider_failure_code IS NOT NULL
+  AND failure_code <> 'provider_rejected' AND id <> {id}"
     ));
     q.finish()
 }
