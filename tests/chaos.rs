@@ -201,12 +201,15 @@ fn outages() -> String {
 
 #[test]
 fn routing_by_success_leaves_a_failing_provider_and_comes_back_when_it_recovers() {
-    // A (Stripe's face) approves 90 %, B 80 %; A falls to 30 % after 250 checkouts and is
-    // back at 90 % after 500, at 20 checkouts a second.
+    // A (Stripe's face) approves 90 %, B 80 %; A falls to 30 % after 500 checkouts and is
+    // back at 90 % after 1,000, at 20 checkouts a second. Coming back is a matter of time, not
+    // of payments: an eliminated A is probed 30 s after its last failure (a failed probe just
+    // before the recovery included), then exploration must refill its window, about 10 s at
+    // this rate. So the run keeps 50 s after the recovery, and `back` is bounded by that.
     let row = chaos(&[
         "routing",
         "--intents",
-        "1000",
+        "2000",
         "--clients",
         "8",
         "--per-second",
@@ -227,5 +230,5 @@ fn routing_by_success_leaves_a_failing_provider_and_comes_back_when_it_recovers(
     let left: usize = column(&row, "A left after").parse().expect("A left after");
     assert!(left <= 100, "{row:?}");
     let back: usize = column(&row, "A back after").parse().expect("A back after");
-    assert!(back <= 500, "{row:?}");
+    assert!(back <= 1000, "{row:?}");
 }
