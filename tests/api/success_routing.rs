@@ -127,22 +127,30 @@ async fn payments_move_away_from_a_provider_whose_approvals_fall() {
     );
     handle.stop(true).await;
 
-    // The gauges say what the scores say (nothing is paid any more, so both are of the same
-    // attempts), and the scores were read within the last few seconds.
-    let text = app.get("/metrics").await.text().await.unwrap();
-    for provider in ["a", "b"] {
-        let shown = score(&app, &app.base_url, provider).await;
-        let gauge = |name: &str| gauge(&text, name, provider).unwrap_or_else(|| panic!("{name}"));
-        let rate = shown["rate"].as_f64().unwrap();
-        assert!(
-            (gauge("payorch_provider_approval_rate") - rate).abs() < 1e-9,
-            "{text}"
-        );
-        let scored = shown["scored"].as_f64().unwrap();
-        assert_eq!(gauge("payorch_provider_scored_outcomes"), scored, "{text}");
-        let eliminated = f64::from(u8::from(!shown["eliminated_since"].is_null()));
-        assert_eq!(gauge("payorch_provider_eliminated"), eliminated, "{text}");
-    }
+    // The gauges say what the scores say: both are of the same attempts once the replica has
+    // read them again after the last one settled (a late answer may still move one), so they
+    // are compared until they agree, for at most 10 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = app.get("/metrics").await.text().await.unwrap();
+        let mut agree = true;
+        for provider in ["a", "b"] {
+            let shown = score(&app, &app.base_url, provider).await;
+            let rate = shown["rate"].as_f64().unwrap();
+            let scored = shown["scored"].as_f64().unwrap();
+            let eliminated = f64::from(u8::from(!shown["eliminated_since"].is_null()));
+            let shows = |name: &str| gauge(&text, name, provider);
+            agree &= shows("payorch_provider_approval_rate")
+                .is_some_and(|g| (g - rate).abs() < 1e-9)
+                && shows("payorch_provider_scored_outcomes") == Some(scored)
+                && shows("payorch_provider_eliminated") == Some(eliminated);
+        }
+        if agree || std::time::Instant::now() >= deadline {
+            assert!(agree, "the gauges never agreed with the scores:\n{text}");
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     let age = text
         .lines()
         .find_map(|l| l.strip_prefix("payorch_provider_scores_age_seconds "))
