@@ -74,6 +74,27 @@ fn refund(id: &str) -> Value {
     })
 }
 
+fn dispute(id: &str, status: &str) -> Value {
+    json!({
+        "id": id, "object": "dispute", "amount": 4200, "currency": "eur", "charge": "ch_0001",
+        "payment_intent": "pi_0001", "created": Utc::now().timestamp(), "livemode": false,
+        "balance_transactions": [], "evidence": {}, "is_charge_refundable": false,
+        "evidence_details": {"due_by": Utc::now().timestamp() + 86_400, "has_evidence": false,
+        "past_due": false, "submission_count": 0}, "metadata": {}, "reason": "fraudulent",
+        "status": status,
+    })
+}
+
+fn balance_transaction(id: &str) -> Value {
+    let now = Utc::now().timestamp();
+    json!({
+        "id": id, "object": "balance_transaction", "amount": 4200, "available_on": now,
+        "created": now, "currency": "eur", "fee": 0, "fee_details": [], "net": 4200,
+        "reporting_category": "charge", "source": "ch_0001", "status": "available",
+        "type": "charge",
+    })
+}
+
 fn list(url: &str, data: Vec<Value>) -> Value {
     json!({"object": "list", "data": data, "has_more": false, "url": url})
 }
@@ -104,6 +125,14 @@ fn stripe_answer(method: &str, template: &str, form: &Value) -> (u16, Value) {
         ("POST", "/v1/payment_intents/{intent}/cancel") => intent(id, "canceled"),
         ("POST", "/v1/refunds") | ("GET", "/v1/refunds/{refund}") => refund("re_0001"),
         ("GET", "/v1/refunds") => list("/v1/refunds", vec![refund("re_0001")]),
+        ("GET", "/v1/disputes/{dispute}") => dispute("du_0001", "needs_response"),
+        ("POST", "/v1/disputes/{dispute}") => dispute("du_0001", "under_review"),
+        ("POST", "/v1/disputes/{dispute}/close") => dispute("du_0001", "lost"),
+        ("GET", "/v1/disputes") => list("/v1/disputes", vec![dispute("du_0001", "won")]),
+        ("GET", "/v1/balance_transactions") => list(
+            "/v1/balance_transactions",
+            vec![balance_transaction("txn_0001")],
+        ),
         _ => return (404, stripe_error("Unrecognized request URL")),
     };
     (200, answer)
@@ -406,7 +435,8 @@ fn canned_answers_are_contract_valid() {
         let path = op
             .template
             .replace("{intent}", "pi_0001")
-            .replace("{refund}", "re_0001");
+            .replace("{refund}", "re_0001")
+            .replace("{dispute}", "du_0001");
         let forms = [
             json!({}),
             json!({"capture_method": "manual"}),

@@ -7,7 +7,8 @@ component they reference, nothing else.
     python3 scripts/contracts/vendor.py \
         --stripe spec3.yaml \
         --adyen-checkout CheckoutService-v71.json \
-        --adyen-webhooks Webhooks-v1.json
+        --adyen-webhooks Webhooks-v1.json \
+        --adyen-disputes DisputeService-v30.json
 
 Each argument is optional (only the documents given are rewritten); the files are the
 upstream ones, at the commits fixtures/contracts/README.md names:
@@ -16,11 +17,12 @@ upstream ones, at the commits fixtures/contracts/README.md names:
   2023-08-16, the version payorch pins with `Stripe-Version`). A `.json` file is read as
   JSON; a YAML file needs PyYAML (`pip install pyyaml`; its C loader, when built, reads the
   4 MB document in about two seconds, the pure-Python one in about a minute).
-- Adyen: json/CheckoutService-v71.json and json/Webhooks-v1.json of
-  github.com/Adyen/adyen-openapi.
+- Adyen: json/CheckoutService-v71.json, json/Webhooks-v1.json and
+  json/DisputeService-v30.json of github.com/Adyen/adyen-openapi.
 
 The output goes to fixtures/contracts/ beside this script's repository (or --out DIR):
-stripe/spec3.json, adyen/CheckoutService-v71.json, adyen/Webhooks-v1.json. What is kept:
+stripe/spec3.json, adyen/CheckoutService-v71.json, adyen/Webhooks-v1.json,
+adyen/DisputeService-v30.json. What is kept:
 
 - `paths` (or, for the webhooks document, `webhooks`): only the operations named in
   OPERATIONS below, each whole (parameters, request body, every response);
@@ -59,8 +61,16 @@ STRIPE_OPERATIONS = [
     ("post", "/v1/refunds"),
     ("get", "/v1/refunds"),
     ("get", "/v1/refunds/{refund}"),
+    # Disputes: read (the webhooks carry the same object), answered with evidence, accepted
+    # (Stripe calls accepting "close").
+    ("get", "/v1/disputes"),
+    ("get", "/v1/disputes/{dispute}"),
+    ("post", "/v1/disputes/{dispute}"),
+    ("post", "/v1/disputes/{dispute}/close"),
+    # The provider's own record of money moved, read by the settlement reconciliation.
+    ("get", "/v1/balance_transactions"),
 ]
-STRIPE_SCHEMAS = ["event", "payment_intent", "refund", "error"]
+STRIPE_SCHEMAS = ["event", "payment_intent", "refund", "error", "dispute", "balance_transaction"]
 
 # Checkout API v71: payments, the payer's return, and the modifications of a payment.
 ADYEN_CHECKOUT_OPERATIONS = [
@@ -85,8 +95,29 @@ ADYEN_WEBHOOKS = [
     ("post", "/TECHNICAL_CANCEL"),
     ("post", "/REFUND"),
     ("post", "/REFUND_FAILED"),
+    # Disputes, from the first word of a chargeback to pre-arbitration (docs/DESIGN.md, "The
+    # provider protocol"): each folds into one payorch dispute.
+    ("post", "/NOTIFICATION_OF_CHARGEBACK"),
+    ("post", "/REQUEST_FOR_INFORMATION"),
+    ("post", "/CHARGEBACK"),
+    ("post", "/CHARGEBACK_REVERSED"),
+    ("post", "/SECOND_CHARGEBACK"),
+    ("post", "/PREARBITRATION_WON"),
+    ("post", "/PREARBITRATION_LOST"),
+    ("post", "/INFORMATION_SUPPLIED"),
+    ("post", "/DISPUTE_DEFENSE_PERIOD_ENDED"),
 ]
 ADYEN_WEBHOOK_SCHEMAS = ["NotificationRequest"]
+
+# Disputes API v30: answering a dispute (documents, then the defence) and accepting it. The
+# applicable defence reasons are read to tell a merchant which codes a dispute accepts.
+ADYEN_DISPUTE_OPERATIONS = [
+    ("post", "/acceptDispute"),
+    ("post", "/defendDispute"),
+    ("post", "/retrieveApplicableDefenseReasons"),
+    ("post", "/supplyDefenseDocument"),
+]
+ADYEN_DISPUTE_SCHEMAS = []
 
 
 def load(path):
@@ -217,9 +248,10 @@ def main():
     parser.add_argument("--stripe", help="upstream openapi/spec3.yaml (or .json)")
     parser.add_argument("--adyen-checkout", help="upstream json/CheckoutService-v71.json")
     parser.add_argument("--adyen-webhooks", help="upstream json/Webhooks-v1.json")
+    parser.add_argument("--adyen-disputes", help="upstream json/DisputeService-v30.json")
     parser.add_argument("--out", default=os.path.join(repo, "fixtures", "contracts"))
     args = parser.parse_args()
-    if not (args.stripe or args.adyen_checkout or args.adyen_webhooks):
+    if not (args.stripe or args.adyen_checkout or args.adyen_webhooks or args.adyen_disputes):
         parser.error("give at least one upstream document")
 
     if args.stripe:
@@ -245,6 +277,13 @@ def main():
         write(
             subset(doc, ADYEN_WEBHOOKS, ADYEN_WEBHOOK_SCHEMAS, source),
             os.path.join(args.out, "adyen", "Webhooks-v1.json"),
+        )
+    if args.adyen_disputes:
+        doc = load(args.adyen_disputes)
+        source = f"{ADYEN_URL} json/DisputeService-v30.json at {ADYEN_COMMIT}"
+        write(
+            subset(doc, ADYEN_DISPUTE_OPERATIONS, ADYEN_DISPUTE_SCHEMAS, source),
+            os.path.join(args.out, "adyen", "DisputeService-v30.json"),
         )
 
 

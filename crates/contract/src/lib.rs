@@ -207,6 +207,10 @@ const ADYEN_WEBHOOKS: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../fixtures/contracts/adyen/Webhooks-v1.json"
 ));
+const ADYEN_DISPUTES: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../fixtures/contracts/adyen/DisputeService-v30.json"
+));
 
 const METHODS: [&str; 8] = [
     "get", "put", "post", "delete", "patch", "head", "options", "trace",
@@ -238,6 +242,16 @@ impl Contract {
         CONTRACT.get_or_init(|| {
             Contract::from_json("adyen-webhooks-v1", ADYEN_WEBHOOKS)
                 .expect("the vendored Adyen Webhooks document")
+        })
+    }
+
+    /// Adyen's Disputes API v30 (fixtures/contracts/adyen/DisputeService-v30.json): paths
+    /// are asked with their `/ca/services/DisputeService/v30` base, as the server URL says.
+    pub fn adyen_disputes() -> &'static Contract {
+        static CONTRACT: OnceLock<Contract> = OnceLock::new();
+        CONTRACT.get_or_init(|| {
+            Contract::from_json("adyen-disputes-v30", ADYEN_DISPUTES)
+                .expect("the vendored Adyen Disputes document")
         })
     }
 

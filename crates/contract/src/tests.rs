@@ -541,7 +541,17 @@ fn the_vendored_documents_load_with_their_operations() {
     let stripe = Contract::stripe();
     assert_eq!(stripe.document()["info"]["version"], "2023-08-16");
     assert_eq!(stripe.base_path(), "");
-    assert_eq!(stripe.operations().len(), 10);
+    assert_eq!(stripe.operations().len(), 15);
+    assert_eq!(
+        stripe
+            .operation("POST", "/v1/disputes/du_1/close")
+            .unwrap()
+            .template,
+        "/v1/disputes/{dispute}/close"
+    );
+    assert!(stripe
+        .operation("GET", "/v1/balance_transactions")
+        .is_some());
     assert_eq!(
         stripe
             .operation("GET", "/v1/payment_intents/search")
@@ -571,8 +581,15 @@ fn the_vendored_documents_load_with_their_operations() {
         "the base is part of the path"
     );
     let webhooks = Contract::adyen_webhooks();
-    assert_eq!(webhooks.operations().len(), 7);
+    assert_eq!(webhooks.operations().len(), 16);
     assert!(webhooks.operation("POST", "/TECHNICAL_CANCEL").is_some());
+    assert!(webhooks.operation("POST", "/SECOND_CHARGEBACK").is_some());
+    let disputes = Contract::adyen_disputes();
+    assert_eq!(disputes.base_path(), "/ca/services/DisputeService/v30");
+    assert_eq!(disputes.operations().len(), 4);
+    assert!(disputes
+        .operation("POST", "/ca/services/DisputeService/v30/defendDispute")
+        .is_some());
 }
 
 /// Every example the Adyen documents give for a request or an answer passes its schema:
@@ -580,7 +597,12 @@ fn the_vendored_documents_load_with_their_operations() {
 #[test]
 fn adyen_examples_pass_their_own_schemas() {
     let mut checked = 0;
-    for contract in [Contract::adyen_checkout(), Contract::adyen_webhooks()] {
+    let mut known_broken = 0;
+    for contract in [
+        Contract::adyen_checkout(),
+        Contract::adyen_webhooks(),
+        Contract::adyen_disputes(),
+    ] {
         for op in contract.operations() {
             let path = op
                 .template
@@ -619,6 +641,18 @@ fn adyen_examples_pass_their_own_schemas() {
                 if let Err(v) =
                     contract.validate_request(&op.method, &path, "application/json", &body)
                 {
+                    // Adyen's one example that breaks its own schema: PREARBITRATION_LOST's
+                    // shows a merchant's `metadata.*` in `additionalData`, which
+                    // DisputesNotificationAdditionalData does not declare. Known, and nothing
+                    // else may be wrong with it.
+                    let metadata_only = v.iter().all(|v| {
+                        v.rule == Rule::AdditionalProperties
+                            && v.pointer.contains("/additionalData/metadata.")
+                    });
+                    if op.template == "/PREARBITRATION_LOST" && metadata_only {
+                        known_broken += 1;
+                        continue;
+                    }
                     panic!(
                         "{} {path} request example {example}:\n{}",
                         op.method,
@@ -646,6 +680,7 @@ fn adyen_examples_pass_their_own_schemas() {
         }
     }
     assert!(checked >= 30, "only {checked} examples checked");
+    assert_eq!(known_broken, 1, "the known broken example is still there");
 }
 
 fn adyen_payment() -> Value {
