@@ -17,6 +17,7 @@ pub(super) const DEFAULT_LATE_APPROVAL_MS: u64 = 200;
 pub(super) const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 6;
 pub(super) const DEFAULT_WEBHOOK_RETRY_MS: u64 = 1000;
 pub(super) const DEFAULT_WEBHOOK_REORDER_WINDOW_MS: u64 = 2500;
+pub(super) const DEFAULT_DISPUTE_AFTER_MS: u64 = 500;
 /// How many intents (and refunds) the sandbox keeps, and how many answers byte for byte
 /// (docs/operations/running.md, "The sandbox's memory"): about 10 MB between them, so that `serve` on its
 /// defaults stays under 100 MB however long it runs (docs/BENCHMARKS.md, "Memory of serve").
@@ -170,6 +171,18 @@ pub struct SandboxConfig {
         default_value_t = 0
     )]
     pub mix_seed: u64,
+
+    /// Share of successful charges (of ordinary cards) disputed `--dispute-after-ms` later: a
+    /// chargeback opened, `fraudulent`, drawn from `--mix-seed` and the payment's reference
+    /// alone, so a run replays (docs/guides/test-cards.md, "Disputes").
+    #[arg(long = "dispute-rate", env = "PAYORCH_SANDBOX_DISPUTE_RATE", default_value_t = 0.0, value_parser = parse_rate)]
+    pub dispute_rate: f64,
+
+    /// How long after a charge succeeds its dispute opens (`--dispute-rate`, the disputing
+    /// test payment methods), between a test payment method's dispute moves, and before the
+    /// `winning_evidence` or `losing_evidence` decides.
+    #[arg(long = "dispute-after-ms", env = "PAYORCH_SANDBOX_DISPUTE_AFTER_MS", default_value_t = DEFAULT_DISPUTE_AFTER_MS)]
+    pub dispute_after_ms: u64,
 }
 
 impl Default for SandboxConfig {
@@ -200,6 +213,8 @@ impl Default for SandboxConfig {
             stripe_mix: Mix::default(),
             adyen_mix: Mix::default(),
             mix_seed: 0,
+            dispute_rate: 0.0,
+            dispute_after_ms: DEFAULT_DISPUTE_AFTER_MS,
         }
     }
 }
@@ -215,6 +230,10 @@ impl SandboxConfig {
 
     pub(crate) fn late_approval(&self) -> Duration {
         Duration::from_millis(self.late_approval_ms)
+    }
+
+    pub(crate) fn dispute_after(&self) -> Duration {
+        Duration::from_millis(self.dispute_after_ms)
     }
 
     pub(crate) fn latency(&self) -> Duration {

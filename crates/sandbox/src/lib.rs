@@ -49,6 +49,13 @@
 //! A declining test payment method is declined with the same reason through both faces,
 //! each in its provider's words (`declines`), so payorch's one decline vocabulary can be
 //! held to it.
+//!
+//! A successful charge can be disputed (`disputes`): by a test payment method, at
+//! `--dispute-rate` or by `POST /__sandbox/disputes` (`dispute_control`); each move is told
+//! as Stripe's `charge.dispute.*` events or Adyen's dispute notifications (`dispute_news`),
+//! and the merchant answers through Stripe's Disputes API (`stripe_disputes`) or Adyen's
+//! DisputeService (`adyen_disputes`). The Stripe face refuses a refund while the charge's
+//! dispute holds its money (`charge_disputed`); the Adyen face refunds it, as Adyen does.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -64,6 +71,7 @@ use tokio::task::JoinHandle;
 
 mod adyen;
 mod adyen_details;
+mod adyen_disputes;
 mod adyen_modifications;
 mod adyen_refunds;
 mod adyen_schema;
@@ -75,6 +83,9 @@ mod charges;
 mod config;
 mod currency;
 mod declines;
+mod dispute_control;
+mod dispute_news;
+mod disputes;
 mod kept;
 mod listing;
 mod mix;
@@ -90,6 +101,7 @@ mod refunds;
 mod routes;
 mod serial;
 mod store;
+mod stripe_disputes;
 mod three_d_secure;
 mod webhooks;
 
@@ -99,6 +111,10 @@ pub use config::{
     DEFAULT_SEARCH_LAG_SECS, DEFAULT_SLOW_MS, DEFAULT_WEBHOOK_DELAY_MS, MAX_SEARCH_LAG_SECS,
 };
 pub use declines::{AdyenRefusal, Decline, AUTHENTICATION_FAILED, DECLINES};
+pub use dispute_control::{LOSING_EVIDENCE, WINNING_EVIDENCE};
+pub use disputes::{
+    DisputeEntry, DisputeMoney, DisputeStage, DisputeStatus, DisputeTransition, REASONS,
+};
 pub use mix::{Drawn, Face, Mix, Outage, AUTHENTICATION, HARD, SOFT};
 pub use store::{CaptureEntry, Forgotten, HoldEntry, LedgerEntry, RefundEntry, VoidEntry, Window};
 
@@ -115,6 +131,10 @@ pub(crate) struct Sandbox {
     webhooks: Webhooks,
     /// Adyen notifications of the Adyen face.
     notifications: Webhooks,
+    /// Every dispute of either face (`disputes`).
+    disputes: disputes::Book,
+    /// Dispute moves to make later (`dispute_control`).
+    dispute_plans: dispute_control::Plans,
     /// The runtime `start` was called on: charges, settlements and webhook deliveries run
     /// there, not on the HTTP workers, so they outlive any one connection.
     rt: tokio::runtime::Handle,
@@ -130,6 +150,9 @@ impl Sandbox {
         intent: &payorch_wire::stripe::PaymentIntent,
         cause: Option<webhooks::Cause>,
     ) {
+        if kind == "payment_intent.succeeded" {
+            self.after_charged(intent);
+        }
         if adyen::is_adyen(intent) {
             if let Some(body) = adyen::notification(&self.config, kind, intent) {
                 self.notifications.send(body);
@@ -166,6 +189,9 @@ impl Sandbox {
         modification: &modification::Modification,
         cause: webhooks::Cause,
     ) {
+        if modification.succeeded && modification.kind == modification::Kind::Capture {
+            self.after_charged(intent);
+        }
         if adyen::is_adyen(intent) {
             let notification =
                 adyen_modifications::notification(&self.config, intent, modification);
@@ -288,6 +314,26 @@ impl SandboxHandle {
         self.state.store.voids()
     }
 
+    /// Every dispute kept, oldest first, with its moves and the money it moved (the same as
+    /// `GET /__sandbox/disputes`).
+    pub fn disputes(&self) -> Vec<DisputeEntry> {
+        self.state.disputes.all()
+    }
+
+    /// The money disputes moved, in the order it moved: what the providers' settlement
+    /// records list of disputes (withdrawn negative, reinstated positive).
+    pub fn dispute_money(&self) -> Vec<DisputeMoney> {
+        let mut money: Vec<DisputeMoney> = self
+            .state
+            .disputes
+            .all()
+            .into_iter()
+            .flat_map(|dispute| dispute.money)
+            .collect();
+        money.sort_by_key(|m| m.created);
+        money
+    }
+
     /// What the sandbox no longer keeps: the ledger's `forgotten`.
     pub fn forgotten(&self) -> Forgotten {
         self.state.store.forgotten()
@@ -357,7 +403,10 @@ fn configure(cfg: &mut web::ServiceConfig) {
         .configure(adyen_details::configure)
         .configure(adyen::configure)
         .configure(challenge::configure)
-        .configure(mix_control::configure);
+        .configure(mix_control::configure)
+        .configure(dispute_control::configure)
+        .configure(stripe_disputes::configure)
+        .configure(adyen_disputes::configure);
 }
 
 /// Bind, spawn the server and its background tasks on the current runtime, return at once.
@@ -380,8 +429,11 @@ pub async fn start(config: SandboxConfig) -> std::io::Result<SandboxHandle> {
         &rt,
         shutdown_rx,
     )?;
+    let (dispute_plans, plans) = tokio::sync::mpsc::unbounded_channel();
     let state = Arc::new(Sandbox {
         store: Store::new(config.window()),
+        disputes: disputes::Book::new(config.keep_intents),
+        dispute_plans,
         mixes: Mutex::new(mix_control::Mixes::from_config(&config)),
         config,
         webhooks,
@@ -389,6 +441,7 @@ pub async fn start(config: SandboxConfig) -> std::io::Result<SandboxHandle> {
         rt,
         shutdown,
     });
+    state.spawn(dispute_control::run_plans(state.clone(), plans));
     let data = web::Data::from(state.clone());
     let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(configure))
         .workers(2)

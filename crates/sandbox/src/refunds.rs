@@ -222,23 +222,33 @@ async fn execute(
         Some(Fault::Pending | Fault::Failure) => "pending",
         _ => "succeeded",
     };
-    let made = sb.store.refund(
-        &params.payment_intent,
-        params.amount,
-        |id, amount, intent| Refund {
-            id,
-            object: "refund".into(),
-            amount,
-            currency: intent.currency.clone(),
-            status: first_status.into(),
-            payment_intent: Some(intent.id.clone()),
-            reason: params.reason.clone(),
-            failure_reason: None,
-            metadata: params.metadata.clone(),
-            created: Utc::now().timestamp(),
-        },
-        key.as_deref(),
-    );
+    // Stripe refuses to refund a charge whose dispute holds its money; Adyen refunds it (the
+    // money then goes back twice, which payorch must prevent).
+    let disputed = (!is_marked_adyen(&params.metadata))
+        .then(|| sb.disputes.holding(&params.payment_intent))
+        .flatten();
+    let made = match disputed {
+        Some(dispute) => Err(RefundRefused::Disputed {
+            dispute: dispute.id,
+        }),
+        None => sb.store.refund(
+            &params.payment_intent,
+            params.amount,
+            |id, amount, intent| Refund {
+                id,
+                object: "refund".into(),
+                amount,
+                currency: intent.currency.clone(),
+                status: first_status.into(),
+                payment_intent: Some(intent.id.clone()),
+                reason: params.reason.clone(),
+                failure_reason: None,
+                metadata: params.metadata.clone(),
+                created: Utc::now().timestamp(),
+            },
+            key.as_deref(),
+        ),
+    };
     let stored = match made {
         Ok(refund) => {
             let cause = Cause {
@@ -307,6 +317,14 @@ fn refusal(sb: &Sandbox, params: &RefundParams, refused: RefundRefused) -> (Stat
         RefundRefused::NotCharged { status } => (
             "charge_not_refundable",
             format!("This PaymentIntent ({status}) has no successful charge to refund."),
+            None,
+        ),
+        RefundRefused::Disputed { dispute } => (
+            "charge_disputed",
+            format!(
+                "This charge has been disputed ({dispute}) and its amount is held: it cannot \
+                 be refunded."
+            ),
             None,
         ),
         RefundRefused::TooLarge { left: 0 } => (

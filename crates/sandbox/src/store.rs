@@ -128,6 +128,10 @@ pub(super) enum RefundRefused {
     TooLarge {
         left: i64,
     },
+    /// The charge's dispute holds its money (Stripe's `charge_disputed`; `disputes`).
+    Disputed {
+        dispute: String,
+    },
 }
 
 /// An answer recorded under an idempotency key, replayed byte for byte.

@@ -173,6 +173,12 @@ impl Webhooks {
         self.enqueue(kind, intent.clone(), cause);
     }
 
+    /// Queue a `kind` event about `object` (a dispute, as `dispute_news` shows it) as it is
+    /// now.
+    pub(super) fn emit_object(&self, kind: &str, object: &serde_json::Value, cause: Option<Cause>) {
+        self.enqueue(kind, object.clone(), cause);
+    }
+
     /// Queue a body made and signed by the caller (an Adyen notification).
     pub(super) fn send(&self, body: Vec<u8>) {
         // The dispatcher only goes away at shutdown, when losing events is expected.
