@@ -66,7 +66,7 @@ impl Behaviour {
         Some(match token {
             "pm_card_visa" | "pm_card_mastercard" => Self::Succeed,
             // Charged as a visa, then disputed (`dispute_control`).
-            token if super::dispute_control::script(token).is_some() => Self::Succeed,
+            token if super::dispute_scripts::script(token).is_some() => Self::Succeed,
             "pm_sandbox_processing" => Self::Processing,
             "pm_sandbox_slow" => Self::Slow,
             "pm_sandbox_lost_response" => Self::LostResponse,

@@ -2,7 +2,7 @@
 //! (`dispute_news`) through the face the payment was made with (docs/guides/test-cards.md,
 //! "Disputes"):
 //!
-//! - a test payment method ([`SCRIPTS`]): Stripe's own `pm_card_createDispute…` and the
+//! - a test payment method (`dispute_scripts`): Stripe's own `pm_card_createDispute…` and the
 //!   sandbox's `pm_sandbox_dispute_…`, whose charge succeeds and is then disputed, each step
 //!   `--dispute-after-ms` after the one before;
 //! - `--dispute-rate`: that share of the other successful charges opens a chargeback
@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 use super::adyen::MERCHANT_ACCOUNT;
 use super::answers::refuse_unauthorized;
 use super::dispute_news::{adyen_notification, stripe_dispute, stripe_events};
+use super::dispute_scripts::script;
 use super::disputes::{Change, DisputeEntry, Disputed, Move, Opening};
 use super::protocol::protocol_of;
 use super::store::Lookup;
@@ -38,66 +39,6 @@ use payorch_wire::stripe::PaymentIntent;
 /// The evidence text that wins a dispute, and the one that loses it, as in Stripe's test mode.
 pub const WINNING_EVIDENCE: &str = "winning_evidence";
 pub const LOSING_EVIDENCE: &str = "losing_evidence";
-
-/// A test payment method that is disputed after its charge succeeds: its reason, and the
-/// moves, one `--dispute-after-ms` after another (the first opens the dispute).
-pub(crate) struct Script {
-    pub token: &'static str,
-    pub reason: &'static str,
-    pub moves: &'static [Move],
-}
-
-pub(crate) const SCRIPTS: [Script; 8] = [
-    // Stripe's own test payment methods.
-    Script {
-        token: "pm_card_createDispute",
-        reason: "fraudulent",
-        moves: &[Move::Open],
-    },
-    Script {
-        token: "pm_card_createDisputeProductNotReceived",
-        reason: "product_not_received",
-        moves: &[Move::Open],
-    },
-    Script {
-        token: "pm_card_createDisputeInquiry",
-        reason: "general",
-        moves: &[Move::Inquiry { rfi: false }],
-    },
-    // The sandbox's own, for the paths Stripe has no card for.
-    Script {
-        token: "pm_sandbox_dispute_won",
-        reason: "fraudulent",
-        moves: &[Move::Open, Move::Win],
-    },
-    Script {
-        token: "pm_sandbox_dispute_lost",
-        reason: "fraudulent",
-        moves: &[Move::Open, Move::Lose],
-    },
-    Script {
-        token: "pm_sandbox_dispute_escalated",
-        reason: "general",
-        moves: &[Move::Inquiry { rfi: true }, Move::Escalate],
-    },
-    // Adyen only: through the Stripe face the third step is refused, and the dispute stays
-    // won (Stripe has no second chargeback).
-    Script {
-        token: "pm_sandbox_dispute_second_chargeback",
-        reason: "fraudulent",
-        moves: &[Move::Open, Move::Win, Move::SecondChargeback],
-    },
-    Script {
-        token: "pm_sandbox_dispute_prearbitration_won",
-        reason: "fraudulent",
-        moves: &[Move::Open, Move::Lose, Move::PrearbitrationWon],
-    },
-];
-
-/// The script of test payment method `token`, if it is one.
-pub(crate) fn script(token: &str) -> Option<&'static Script> {
-    SCRIPTS.iter().find(|s| s.token == token)
-}
 
 /// Moves to make later, each after `--dispute-after-ms`.
 pub(crate) struct Plan {

@@ -85,6 +85,7 @@ mod currency;
 mod declines;
 mod dispute_control;
 mod dispute_news;
+mod dispute_scripts;
 mod disputes;
 mod kept;
 mod listing;
