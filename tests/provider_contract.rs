@@ -16,10 +16,14 @@ use std::time::Duration;
 
 use chrono::Utc;
 use payorch::providers::adyen::{AdyenConfig, AdyenProvider};
+use payorch::providers::dispute_actions::{
+    DisputeEvidence, EvidenceDocument, EvidenceField, EVIDENCE_NOT_SUPPORTED,
+};
 use payorch::providers::stripe::{StripeConfig, StripeProvider};
 use payorch::providers::{
-    CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, PaymentProvider, RefundRequest,
-    SendWindow, ThreeDSecure,
+    AcceptDisputeRequest, CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest,
+    DisputeEvidenceRequest, PaymentProvider, ProviderOutcome, RefundRequest, SendWindow,
+    ThreeDSecure,
 };
 use payorch_contract::{decode_form, report, Contract};
 use serde_json::{json, Value};
@@ -175,6 +179,15 @@ fn adyen_answer(method: &str, template: &str) -> (u16, Value) {
         ("POST", "/cancels") => {
             received(json!({"paymentReference": "pay_0001", "reference": "pay_0001"}))
         }
+        // The Disputes API (v30).
+        ("POST", "/acceptDispute" | "/defendDispute" | "/supplyDefenseDocument") => {
+            (200, json!({"disputeServiceResult": {"success": true}}))
+        }
+        ("POST", "/retrieveApplicableDefenseReasons") => (
+            200,
+            json!({"disputeServiceResult": {"success": true}, "defenseReasons": [
+                {"defenseReasonCode": "SupplyDefenseMaterial", "satisfied": false}]}),
+        ),
         _ => (
             404,
             json!({"status": 404, "errorCode": "000", "message": "Not found", "errorType": "validation"}),
@@ -466,6 +479,16 @@ fn canned_answers_are_contract_valid() {
         let (status, body) = adyen_answer(&op.method, op.template);
         let bytes = serde_json::to_vec(&body).unwrap();
         if let Err(v) = checkout.validate_response(&op.method, &path, status, &bytes) {
+            panic!("{} {path}: {body}\n{}", op.method, report(&v));
+        }
+    }
+    let disputes = Contract::adyen_disputes();
+    for op in disputes.operations() {
+        let path = format!("{}{}", disputes.base_path(), op.template);
+        let (status, body) = adyen_answer(&op.method, op.template);
+        assert_eq!(status, 200, "{} {path}", op.method);
+        let bytes = serde_json::to_vec(&body).unwrap();
+        if let Err(v) = disputes.validate_response(&op.method, &path, status, &bytes) {
             panic!("{} {path}: {body}\n{}", op.method, report(&v));
         }
     }
@@ -839,4 +862,210 @@ async fn adyen_complete_action() {
     })
     .await;
     assert_clean(findings("complete_action", sent, true));
+}
+
+// Disputes: evidence and accepting, through both protocols (docs/guides/disputes.md,
+// "Answering a dispute").
+
+fn evidence_request(
+    provider_dispute_id: &str,
+    evidence: DisputeEvidence,
+) -> DisputeEvidenceRequest {
+    DisputeEvidenceRequest {
+        provider_dispute_id: provider_dispute_id.into(),
+        idempotency_key: "dk_action_0001".into(),
+        dispute_id: "dp_0001".into(),
+        merchant_id: "mer_0001".into(),
+        evidence,
+    }
+}
+
+fn accept_request(provider_dispute_id: &str) -> AcceptDisputeRequest {
+    AcceptDisputeRequest {
+        provider_dispute_id: provider_dispute_id.into(),
+        idempotency_key: "dk_action_0002".into(),
+        dispute_id: "dp_0001".into(),
+        merchant_id: "mer_0001".into(),
+    }
+}
+
+/// Every text field at its longest, so a field Stripe lacks or a length it refuses shows.
+fn every_text_field() -> DisputeEvidence {
+    DisputeEvidence {
+        text: EvidenceField::ALL
+            .into_iter()
+            .map(|f| (f, "x".repeat(f.max_chars())))
+            .collect(),
+        ..DisputeEvidence::default()
+    }
+}
+
+fn a_document() -> DisputeEvidence {
+    DisputeEvidence {
+        documents: vec![EvidenceDocument {
+            document_type: "DefenseMaterial".into(),
+            content_type: "application/pdf".into(),
+            content_base64: "JVBERi0xLjQK".into(),
+        }],
+        defense_reason_code: Some("SupplyDefenseMaterial".into()),
+        ..DisputeEvidence::default()
+    }
+}
+
+#[tokio::test]
+async fn stripe_submit_dispute_evidence_and_accept() {
+    let mut found = Vec::new();
+    let outcomes = std::sync::Mutex::new(Vec::new());
+    let recorded = &outcomes;
+    let ((sent, problems), submitted) = sent_naming(
+        Contract::stripe(),
+        keyed("dk_action_0001"),
+        "submit=true",
+        |url| async move {
+            let call = stripe(&url)
+                .submit_dispute_evidence(&evidence_request("du_0001", every_text_field()))
+                .await;
+            recorded.lock().unwrap().push(call.outcome);
+        },
+    )
+    .await;
+    found.extend(findings("submit_dispute_evidence", (sent, problems), true));
+    assert!(submitted, "evidence is submitted at once (submit=true)");
+    let sent = sent_by(
+        Contract::stripe(),
+        keyed("dk_action_0002"),
+        |url| async move {
+            let call = stripe(&url)
+                .accept_dispute(&accept_request("du_0001"))
+                .await;
+            recorded.lock().unwrap().push(call.outcome);
+        },
+    )
+    .await;
+    found.extend(findings("accept_dispute", sent, true));
+    assert_clean(found);
+    let outcomes = outcomes.into_inner().unwrap();
+    assert_eq!(outcomes.len(), 2);
+    for outcome in outcomes {
+        assert_eq!(
+            outcome,
+            ProviderOutcome::Succeeded {
+                provider_id: "du_0001".into()
+            }
+        );
+    }
+}
+
+/// Documents through Stripe need its Files API, which payorch does not use: refused, nothing
+/// sent.
+#[tokio::test]
+async fn stripe_refuses_documents_without_sending() {
+    let outcome = std::sync::Mutex::new(None);
+    let recorded = &outcome;
+    let (sent, problems) = sent_by(Contract::stripe(), UNKEYED, |url| async move {
+        let call = stripe(&url)
+            .submit_dispute_evidence(&evidence_request("du_0001", a_document()))
+            .await;
+        *recorded.lock().unwrap() = Some(call.outcome);
+    })
+    .await;
+    assert_eq!((sent, problems), (0, Vec::<String>::new()));
+    assert!(matches!(
+        outcome.into_inner().unwrap(),
+        Some(ProviderOutcome::Failed { ref code, .. }) if code == EVIDENCE_NOT_SUPPORTED
+    ));
+}
+
+#[tokio::test]
+async fn adyen_supply_documents_defend_and_accept() {
+    let server = server_for(Contract::adyen_disputes()).await;
+    let adapter = adyen(&server.uri());
+    let evidence = adapter
+        .submit_dispute_evidence(&evidence_request("DZ4DPSHB4WD2WN82", a_document()))
+        .await;
+    let accepted = adapter
+        .accept_dispute(&accept_request("DZ4DPSHB4WD2WN82"))
+        .await;
+    let requests = server.received_requests().await.expect("recording on");
+    let sent: Vec<(String, Option<String>)> = requests
+        .iter()
+        .map(|r| (r.url.path().to_owned(), header(r, "idempotency-key")))
+        .collect();
+    let base = Contract::adyen_disputes().base_path();
+    // Documents first, then the defence, then the accept: each request its own key.
+    assert_eq!(
+        sent,
+        vec![
+            (
+                format!("{base}/supplyDefenseDocument"),
+                Some("dk_action_0001:documents".into())
+            ),
+            (
+                format!("{base}/defendDispute"),
+                Some("dk_action_0001:defend".into())
+            ),
+            (
+                format!("{base}/acceptDispute"),
+                Some("dk_action_0002".into())
+            ),
+        ]
+    );
+    for r in &requests {
+        assert_eq!(header(r, "x-api-key").as_deref(), Some("AQE_test_contract"));
+        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(body["merchantAccountCode"], MERCHANT);
+        assert_eq!(body["disputePspReference"], "DZ4DPSHB4WD2WN82");
+    }
+    let (_, problems) = check_requests(&server, Contract::adyen_disputes(), UNKEYED).await;
+    assert_clean(problems);
+    for call in [evidence, accepted] {
+        assert_eq!(
+            call.outcome,
+            ProviderOutcome::Succeeded {
+                provider_id: "DZ4DPSHB4WD2WN82".into()
+            }
+        );
+    }
+}
+
+/// Adyen's Disputes API takes no text: refused, nothing sent.
+#[tokio::test]
+async fn adyen_refuses_text_without_sending() {
+    let outcome = std::sync::Mutex::new(None);
+    let recorded = &outcome;
+    let (sent, problems) = sent_by(Contract::adyen_disputes(), UNKEYED, |url| async move {
+        let call = adyen(&url)
+            .submit_dispute_evidence(&evidence_request("DZ1", every_text_field()))
+            .await;
+        *recorded.lock().unwrap() = Some(call.outcome);
+    })
+    .await;
+    assert_eq!((sent, problems), (0, Vec::<String>::new()));
+    assert!(matches!(
+        outcome.into_inner().unwrap(),
+        Some(ProviderOutcome::Failed { ref code, .. }) if code == EVIDENCE_NOT_SUPPORTED
+    ));
+}
+
+/// Stripe's evidence object allows any member (no `additionalProperties: false`), so the
+/// request check alone would pass a field Stripe lacks: every text field payorch sends must
+/// be a property of the pinned document's `evidence`, at the length Stripe takes.
+#[test]
+fn every_evidence_field_is_stripes_at_its_length() {
+    let evidence = Contract::stripe()
+        .document()
+        .pointer(
+            "/paths/~1v1~1disputes~1{dispute}/post/requestBody/content/\
+             application~1x-www-form-urlencoded/schema/properties/evidence/properties",
+        )
+        .expect("the evidence parameters of POST /v1/disputes/{dispute}");
+    for field in EvidenceField::ALL {
+        let property = &evidence[field.as_str()];
+        assert_eq!(
+            property["maxLength"].as_u64(),
+            Some(field.max_chars() as u64),
+            "evidence[{}]: {property}",
+            field.as_str()
+        );
+    }
 }

@@ -11,10 +11,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::words::words;
+pub use dispute_actions::{AcceptDisputeRequest, DisputeEvidenceRequest};
 
 pub mod adyen;
 pub mod circuit;
 pub mod decline;
+pub mod dispute_actions;
 pub mod http_call;
 pub mod kept;
 pub mod registry;
@@ -369,6 +371,16 @@ pub trait PaymentProvider: Send + Sync {
     /// accepted, result later; `NotFound`: no charge under the attempt (asked by reference
     /// only); `Unknown`: as for a charge.
     async fn cancel(&self, req: &CancelRequest) -> ProviderCall;
+
+    /// Submit evidence answering a dispute under `req.idempotency_key` (docs/guides/
+    /// disputes.md, "Answering a dispute"); safe to resend. `Succeeded`: the provider took it;
+    /// `Failed`: nothing was done (a closed dispute, evidence this provider cannot take, sent
+    /// or not); `Unknown`: as for a charge.
+    async fn submit_dispute_evidence(&self, req: &DisputeEvidenceRequest) -> ProviderCall;
+
+    /// Accept a dispute (the merchant gives the money up) under `req.idempotency_key`; safe
+    /// to resend. Outcomes as for [`submit_dispute_evidence`](Self::submit_dispute_evidence).
+    async fn accept_dispute(&self, req: &AcceptDisputeRequest) -> ProviderCall;
 
     /// The payer came back from a challenge with these query parameters: what the provider
     /// says of attempt `attempt_id`'s charge now. Stripe looks up `provider_id`; Adyen reads

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::circuit::{Circuit, CircuitSettings};
 use super::traced::Traced;
+use super::{AcceptDisputeRequest, DisputeEvidenceRequest};
 use super::{
     CancelRequest, CaptureRequest, ChargeRequest, Lookups, PaymentProvider, ProviderCall,
     RefundRequest, SendWindow, WebhookError, WebhookEvent,
@@ -155,6 +156,12 @@ impl PaymentProvider for Unconfigured {
         self.unknown()
     }
     async fn cancel(&self, _: &CancelRequest) -> ProviderCall {
+        self.unknown()
+    }
+    async fn submit_dispute_evidence(&self, _: &DisputeEvidenceRequest) -> ProviderCall {
+        self.unknown()
+    }
+    async fn accept_dispute(&self, _: &AcceptDisputeRequest) -> ProviderCall {
         self.unknown()
     }
     async fn complete_action(&self, _: &str, _: &str, _: &[(String, String)]) -> ProviderCall {

@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use tracing::field::Empty;
 use tracing::Instrument;
 
+use super::{AcceptDisputeRequest, DisputeEvidenceRequest};
 use super::{
     CancelRequest, CaptureRequest, ChargeRequest, Lookups, PaymentProvider, ProviderCall,
     RefundRequest, SendWindow, WebhookError, WebhookEvent,
@@ -115,6 +116,19 @@ impl PaymentProvider for Traced {
 
     async fn cancel(&self, req: &CancelRequest) -> ProviderCall {
         self.call("cancel", self.inner.cancel(req)).await
+    }
+
+    async fn submit_dispute_evidence(&self, req: &DisputeEvidenceRequest) -> ProviderCall {
+        self.call(
+            "submit_dispute_evidence",
+            self.inner.submit_dispute_evidence(req),
+        )
+        .await
+    }
+
+    async fn accept_dispute(&self, req: &AcceptDisputeRequest) -> ProviderCall {
+        self.call("accept_dispute", self.inner.accept_dispute(req))
+            .await
     }
 
     async fn complete_action(

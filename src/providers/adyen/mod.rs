@@ -15,9 +15,11 @@ use super::{
     ProviderCall, ProviderOutcome, RefundRequest, SendWindow, ThreeDSecure, WebhookError,
     WebhookEvent,
 };
+use super::{AcceptDisputeRequest, DisputeEvidenceRequest};
 use crate::secret::Secret;
 
 mod declines;
+pub mod disputes;
 mod mapping;
 pub mod notification;
 mod refusal;
@@ -102,6 +104,9 @@ pub struct AdyenProvider {
     api_key: Secret,
     merchant_account: String,
     hmac_keys: Vec<HmacKey>,
+    /// The Disputes API's base (`disputes::disputes_url`): the Checkout host's until
+    /// [`with_disputes_host`](Self::with_disputes_host) names Adyen's own.
+    disputes_url: Url,
 }
 
 impl AdyenProvider {
@@ -135,11 +140,22 @@ impl AdyenProvider {
         let client = http_call::client(config.connect_timeout, config.timeout)?;
         Ok(Self {
             client,
+            disputes_url: disputes::disputes_url(&base_url),
             base_url,
             api_key: config.api_key,
             merchant_account: config.merchant_account,
             hmac_keys,
         })
+    }
+
+    /// Adyen serves its Disputes API on another host than Checkout (`https://ca-test.adyen.com`,
+    /// live `https://ca-live.adyen.com`); the sandbox serves both on one.
+    pub fn with_disputes_host(mut self, host: &str) -> Result<Self, AdyenSetupError> {
+        let host = http_call::base_url(host).ok_or_else(|| AdyenSetupError::InvalidBaseUrl {
+            url: host.to_owned(),
+        })?;
+        self.disputes_url = disputes::disputes_url(&host);
+        Ok(self)
     }
 
     /// `base_url` joined with `API_VERSION` and path segments, each percent-encoded.
@@ -361,6 +377,14 @@ impl PaymentProvider for AdyenProvider {
     /// answer names the payment, so `provider_id` is not needed, and its `merchantReference`
     /// must be the attempt's: the browser chose the `redirectResult`, and one passed
     /// challenge must not pay another attempt.
+    async fn submit_dispute_evidence(&self, req: &DisputeEvidenceRequest) -> ProviderCall {
+        self.submit_evidence(req).await
+    }
+
+    async fn accept_dispute(&self, req: &AcceptDisputeRequest) -> ProviderCall {
+        self.accept(req).await
+    }
+
     async fn complete_action(
         &self,
         _provider_id: &str,

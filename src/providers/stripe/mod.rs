@@ -15,8 +15,10 @@ use super::{
     PaymentProvider, ProviderCall, ProviderOutcome, RefundNotice, RefundRequest, SendWindow,
     ThreeDSecure, WebhookError, WebhookEvent,
 };
+use super::{AcceptDisputeRequest, DisputeEvidenceRequest};
 
 mod declines;
+pub mod disputes;
 mod intent_status;
 mod mapping;
 #[cfg(test)]
@@ -388,6 +390,14 @@ impl PaymentProvider for StripeProvider {
             Some(id) => self.cancel_intent(id, &req.idempotency_key).await,
             None => self.cancel_by_attempt(req).await,
         }
+    }
+
+    async fn submit_dispute_evidence(&self, req: &DisputeEvidenceRequest) -> ProviderCall {
+        self.submit_evidence(req).await
+    }
+
+    async fn accept_dispute(&self, req: &AcceptDisputeRequest) -> ProviderCall {
+        self.close_dispute(req).await
     }
 
     /// The intent's own status is the truth: what Stripe appends to the return URL
