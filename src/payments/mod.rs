@@ -27,6 +27,7 @@
 
 pub mod answer;
 pub mod attempts;
+pub mod disputes;
 pub mod due;
 pub mod event_log;
 pub mod holds;
@@ -40,6 +41,7 @@ pub mod reconciler;
 pub mod refunds;
 pub mod routing;
 pub mod service;
+pub mod settlement;
 pub mod snapshot;
 pub mod status;
 pub mod success_gauges;

@@ -16,10 +16,12 @@ pub use dispute_actions::{AcceptDisputeRequest, DisputeEvidenceRequest};
 pub mod adyen;
 pub mod circuit;
 pub mod decline;
+pub mod dispute;
 pub mod dispute_actions;
 pub mod http_call;
 pub mod kept;
 pub mod registry;
+pub mod settlement;
 pub mod stripe;
 pub mod traced;
 
@@ -305,6 +307,9 @@ pub struct WebhookEvent {
     pub currency: Option<String>,
     /// For an event about a refund that payorch acts on: what it says about the refund.
     pub refund: Option<RefundNotice>,
+    /// For an event about a dispute (Stripe `charge.dispute.*`, Adyen's chargeback
+    /// notifications): what it says about the dispute. It never moves the payment.
+    pub dispute: Option<DisputeNotice>,
     /// What payorch keeps of the event, as `provider_webhooks.payload` stores it: the adapter's
     /// allowlist ([`kept`]), without card or billing details.
     pub raw: serde_json::Value,
@@ -319,6 +324,28 @@ pub struct RefundNotice {
     pub provider_refund_id: String,
     pub outcome: ProviderOutcome,
     pub amount: i64,
+}
+
+/// What a dispute event says (docs/guides/disputes.md), by the adapter's mapping onto
+/// payorch's words ([`dispute`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DisputeNotice {
+    /// Stripe's `du_…`; Adyen's dispute pspReference (the notification's `pspReference`).
+    pub provider_dispute_id: String,
+    /// The payment disputed: Stripe's `pi_…`; Adyen's pspReference (`originalReference`).
+    pub provider_payment_id: String,
+    /// payorch's attempt id when the event names it (Adyen's `merchantReference`; Stripe's
+    /// dispute carries none).
+    pub attempt_id: Option<String>,
+    pub status: dispute::DisputeStatus,
+    pub stage: dispute::DisputeStage,
+    pub amount: i64,
+    /// Lowercase ISO 4217, as payorch stores it.
+    pub currency: String,
+    pub reason: dispute::DisputeReason,
+    /// The provider's own reason (Stripe's word; Adyen's scheme code and text).
+    pub provider_reason: String,
+    pub evidence_due_by: Option<DateTime<Utc>>,
 }
 
 /// A payment provider, as payorch's payment flow and reconciler see it.
@@ -402,6 +429,16 @@ pub trait PaymentProvider: Send + Sync {
         signature_header: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Vec<WebhookEvent>, WebhookError>;
+
+    /// Read the provider's own record of money moved from `query`'s position on (Stripe's
+    /// balance transactions, Adyen's settlement details report), for the settlement
+    /// reconciliation (docs/operations/reconciliation.md). A provider without one says so.
+    async fn settlement_entries(
+        &self,
+        _query: &settlement::SettlementQuery,
+    ) -> settlement::SettlementRead {
+        settlement::SettlementRead::unread("this provider publishes no record payorch reads")
+    }
 }
 
 #[cfg(test)]

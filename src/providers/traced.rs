@@ -152,4 +152,11 @@ impl PaymentProvider for Traced {
     ) -> Result<Vec<WebhookEvent>, WebhookError> {
         self.inner.verify_delivery(raw_body, signature_header, now)
     }
+
+    async fn settlement_entries(
+        &self,
+        query: &super::settlement::SettlementQuery,
+    ) -> super::settlement::SettlementRead {
+        self.inner.settlement_entries(query).await
+    }
 }

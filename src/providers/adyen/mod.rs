@@ -23,6 +23,7 @@ pub mod disputes;
 mod mapping;
 pub mod notification;
 mod refusal;
+mod settlement_report;
 #[cfg(test)]
 mod tests;
 
@@ -409,6 +410,15 @@ impl PaymentProvider for AdyenProvider {
             mapping::details_for(attempt_id, status, body)
         })
         .await
+    }
+
+    /// The settlement details reports of the batches closed since the last read
+    /// (`settlement_report.rs`).
+    async fn settlement_entries(
+        &self,
+        query: &super::settlement::SettlementQuery,
+    ) -> super::settlement::SettlementRead {
+        settlement_report::read(self, query).await
     }
 
     fn verify_delivery(

@@ -1,0 +1,259 @@
+//! Each finding, each left unfound, on books written by hand.
+
+use super::*;
+
+fn at(secs: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap()
+}
+
+fn id(n: u128) -> Uuid {
+    Uuid::from_u128(n)
+}
+
+fn entry(n: &str, kind: EntryKind, payment: &str, amount: i64, secs: i64) -> Entry {
+    Entry {
+        provider_entry_id: format!("txn_{n}"),
+        kind,
+        provider_payment_id: Some(payment.into()),
+        provider_source_id: Some(format!("src_{n}")),
+        amount,
+        currency: "eur".into(),
+        booked_at: at(secs),
+        reference: None,
+    }
+}
+
+fn attempt(n: u128, payment: &str, status: &str, amount: i64, secs: i64) -> Attempt {
+    Attempt {
+        merchant_id: id(1),
+        id: id(n),
+        provider_payment_id: Some(payment.into()),
+        status: status.into(),
+        amount,
+        amount_captured: None,
+        currency: "eur".into(),
+        finished_at: (status != "pending").then(|| at(secs)),
+    }
+}
+
+fn refund(n: u128, payment: u128, provider_id: &str, status: &str, amount: i64) -> Refund {
+    Refund {
+        merchant_id: id(1),
+        id: id(n),
+        payment_id: id(payment),
+        provider_refund_id: Some(provider_id.into()),
+        status: status.into(),
+        amount,
+        finished_at: Some(at(20)),
+    }
+}
+
+/// The stretch (0, 100]; payorch keeps disputes.
+fn books(entries: Vec<Entry>, attempts: Vec<Attempt>, refunds: Vec<Refund>) -> Books {
+    Books {
+        from: at(0),
+        to: at(100),
+        entries,
+        attempts,
+        refunds,
+        late: vec![],
+        disputes: Some(vec![]),
+    }
+}
+
+fn kinds(found: &[Found]) -> Vec<(FindingKind, String)> {
+    found.iter().map(|f| (f.kind, f.subject.clone())).collect()
+}
+
+#[test]
+fn clean_books_find_nothing() {
+    let b = books(
+        vec![
+            entry("1", EntryKind::Charge, "pi_1", 1500, 10),
+            entry("2", EntryKind::Refund, "pi_1", -500, 30),
+            entry("3", EntryKind::Other, "pi_1", -20, 30),
+        ],
+        vec![attempt(10, "pi_1", "succeeded", 1500, 10)],
+        vec![refund(20, 10, "src_2", "succeeded", 500)],
+    );
+    assert_eq!(kinds(&compare(&b)), vec![]);
+}
+
+#[test]
+fn a_charge_payorch_does_not_know_or_holds_as_not_succeeded() {
+    let b = books(
+        vec![
+            entry("1", EntryKind::Charge, "pi_1", 1500, 10),
+            entry("2", EntryKind::Charge, "pi_2", 1500, 10),
+        ],
+        vec![attempt(10, "pi_2", "failed", 1500, 5)],
+        vec![],
+    );
+    let found = compare(&b);
+    assert_eq!(
+        kinds(&found),
+        vec![
+            (FindingKind::UnknownCharge, "pi_1".into()),
+            (FindingKind::UnknownCharge, "pi_2".into())
+        ]
+    );
+    assert_eq!(found[1].attempt_id, Some(id(10)));
+    assert_eq!((found[0].expected, found[0].found), (None, Some(1500)));
+}
+
+#[test]
+fn a_second_capture_and_a_different_amount() {
+    let mut held = attempt(11, "pi_2", "succeeded", 2000, 10);
+    held.amount_captured = Some(1200);
+    let b = books(
+        vec![
+            entry("1", EntryKind::Charge, "pi_1", 1500, 10),
+            entry("2", EntryKind::Charge, "pi_1", 1500, 12),
+            entry("3", EntryKind::Charge, "pi_2", 2000, 10),
+        ],
+        vec![attempt(10, "pi_1", "succeeded", 1500, 10), held],
+        vec![],
+    );
+    let found = compare(&b);
+    assert_eq!(
+        kinds(&found),
+        vec![
+            (FindingKind::CapturedTwice, "pi_1".into()),
+            (FindingKind::AmountMismatch, "pi_2".into())
+        ]
+    );
+    assert_eq!(
+        (found[1].expected, found[1].found),
+        (Some(1200), Some(2000))
+    );
+}
+
+#[test]
+fn a_charge_not_booked_only_once_its_stretch_is_read() {
+    let b = books(
+        vec![],
+        vec![
+            attempt(10, "pi_1", "succeeded", 1500, 50),
+            // Finished after the stretch: compared with the next one.
+            attempt(11, "pi_2", "succeeded", 1500, 150),
+            // A hold: nothing is booked until it is captured.
+            attempt(12, "pi_3", "authorized", 1500, 50),
+        ],
+        vec![],
+    );
+    assert_eq!(
+        kinds(&compare(&b)),
+        vec![(FindingKind::ChargeNotBooked, "pi_1".into())]
+    );
+}
+
+#[test]
+fn a_refund_never_booked_another_amount_or_unknown() {
+    let b = books(
+        vec![
+            entry("1", EntryKind::Charge, "pi_1", 3000, -50),
+            entry("2", EntryKind::Refund, "pi_1", -400, 30),
+            entry("3", EntryKind::Refund, "pi_1", -700, 30),
+            // Booked, then failed: nothing went back.
+            entry("4", EntryKind::Refund, "pi_1", -100, 30),
+            Entry {
+                amount: 100,
+                provider_entry_id: "txn_5".into(),
+                ..entry("4", EntryKind::Refund, "pi_1", 100, 31)
+            },
+        ],
+        vec![attempt(10, "pi_1", "succeeded", 3000, -50)],
+        vec![
+            refund(20, 10, "src_x", "succeeded", 300),
+            refund(21, 10, "src_2", "succeeded", 500),
+        ],
+    );
+    assert_eq!(
+        kinds(&compare(&b)),
+        vec![
+            (FindingKind::RefundNotBooked, id(20).to_string()),
+            (FindingKind::AmountMismatch, id(21).to_string()),
+            (FindingKind::UnknownRefund, "src_3".into()),
+        ]
+    );
+}
+
+#[test]
+fn a_refund_payorch_holds_as_failed_is_unknown_a_late_approvals_is_not() {
+    let mut b = books(
+        vec![
+            entry("1", EntryKind::Refund, "pi_1", -400, 30),
+            entry("2", EntryKind::Charge, "pi_2", 900, 10),
+            entry("3", EntryKind::Refund, "pi_2", -900, 12),
+        ],
+        vec![
+            attempt(10, "pi_1", "succeeded", 3000, -50),
+            attempt(11, "pi_2", "failed", 900, 5),
+        ],
+        vec![refund(20, 10, "src_1", "failed", 400)],
+    );
+    b.late = vec![Late {
+        id: id(30),
+        provider_payment_id: "pi_2".into(),
+        approved_as: "succeeded".into(),
+        status: "refunded".into(),
+        amount: 900,
+        provider_undo_id: Some("src_3".into()),
+    }];
+    let found = compare(&b);
+    assert_eq!(
+        kinds(&found),
+        vec![(FindingKind::UnknownRefund, "src_1".into())]
+    );
+    assert_eq!(found[0].refund_id, Some(id(20)));
+}
+
+#[test]
+fn dispute_money_is_what_payorchs_disputes_hold() {
+    let entries = vec![
+        entry("1", EntryKind::Charge, "pi_1", 1000, -50),
+        entry("2", EntryKind::DisputeWithdrawal, "pi_1", -1000, 30),
+    ];
+    let attempts = vec![attempt(10, "pi_1", "succeeded", 1000, -50)];
+    let mut b = books(entries.clone(), attempts.clone(), vec![]);
+    b.disputes = Some(vec![Dispute {
+        provider_payment_id: "pi_1".into(),
+        held: 1000,
+    }]);
+    assert_eq!(kinds(&compare(&b)), vec![]);
+    // Won and given back: nothing held, nothing withdrawn in the end.
+    b.entries.push(entry(
+        "3",
+        EntryKind::DisputeReinstatement,
+        "pi_1",
+        1000,
+        60,
+    ));
+    b.disputes = Some(vec![]);
+    assert_eq!(kinds(&compare(&b)), vec![]);
+    // A withdrawal no dispute of payorch's explains.
+    let unexplained = books(entries.clone(), attempts.clone(), vec![]);
+    assert_eq!(
+        kinds(&compare(&unexplained)),
+        vec![(FindingKind::UnexplainedDispute, "pi_1".into())]
+    );
+    // payorch keeps no disputes at all.
+    let mut none = books(entries, attempts, vec![]);
+    none.disputes = None;
+    assert_eq!(compare(&none)[0].kind, FindingKind::UnexplainedDispute);
+}
+
+#[test]
+fn what_was_compared_before_is_not_again() {
+    // Booked and finished before the stretch, refunded within it: only the refund counts.
+    let b = books(
+        vec![
+            entry("1", EntryKind::Charge, "pi_1", 1500, -10),
+            entry("2", EntryKind::Charge, "pi_1", 1500, -9),
+            entry("3", EntryKind::Refund, "pi_1", -1500, 30),
+        ],
+        vec![attempt(10, "pi_1", "succeeded", 1500, -10)],
+        vec![refund(20, 10, "src_3", "succeeded", 1500)],
+    );
+    assert_eq!(kinds(&compare(&b)), vec![]);
+}

@@ -1,0 +1,505 @@
+//! The settlement reconciliation's statements: each provider's cursor, the entries read, the
+//! books one stretch is compared with, and the findings (migration
+//! `2026-11-27-000030_settlement`).
+
+use chrono::{DateTime, Utc};
+use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::QueryableByName;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use uuid::Uuid;
+
+use super::compare::{Attempt, Books, Dispute, Entry, Found, Late, Refund};
+use crate::db::statement::Statement;
+use crate::providers::settlement::{EntryKind, SettlementEntry};
+
+/// How far a provider's record was read and compared.
+#[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
+pub struct Cursor {
+    #[diesel(sql_type = Text)]
+    pub position: String,
+    #[diesel(sql_type = Timestamptz)]
+    pub read_through: DateTime<Utc>,
+    #[diesel(sql_type = Timestamptz)]
+    pub checked_through: DateTime<Utc>,
+}
+
+pub async fn cursor(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+) -> diesel::QueryResult<Option<Cursor>> {
+    let mut q = Statement::new();
+    let p = q.bind::<Text, _>(provider.to_owned());
+    q.push(format_args!(
+        "SELECT position, read_through, checked_through FROM settlement_cursors \
+         WHERE provider = {p}"
+    ));
+    let mut rows: Vec<Cursor> = q.finish().load(conn).await?;
+    Ok(rows.pop())
+}
+
+pub async fn save_cursor(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    cursor: &Cursor,
+) -> diesel::QueryResult<()> {
+    let mut q = Statement::new();
+    let p = q.bind::<Text, _>(provider.to_owned());
+    let position = q.bind::<Text, _>(cursor.position.clone());
+    let read = q.bind::<Timestamptz, _>(cursor.read_through);
+    let checked = q.bind::<Timestamptz, _>(cursor.checked_through);
+    q.push(format_args!(
+        "INSERT INTO settlement_cursors (provider, position, read_through, checked_through) \
+         VALUES ({p}, {position}, {read}, {checked}) \
+         ON CONFLICT (provider) DO UPDATE SET position = excluded.position, \
+         read_through = excluded.read_through, checked_through = excluded.checked_through, \
+         updated_at = now()"
+    ));
+    q.finish().execute(conn).await.map(drop)
+}
+
+/// Keeps `entries`; one already kept (a page or batch read again) is left as it is. How many
+/// were new.
+pub async fn keep_entries(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    entries: &[SettlementEntry],
+) -> diesel::QueryResult<usize> {
+    let mut kept = 0;
+    for chunk in entries.chunks(1000) {
+        let mut q = Statement::new();
+        let p = q.bind::<Text, _>(provider.to_owned());
+        let ids = q.bind::<Array<Text>, _>(
+            chunk
+                .iter()
+                .map(|e| e.provider_entry_id.clone())
+                .collect::<Vec<_>>(),
+        );
+        let kinds = q.bind::<Array<Text>, _>(
+            chunk
+                .iter()
+                .map(|e| e.kind.as_str().to_owned())
+                .collect::<Vec<_>>(),
+        );
+        let payments = q.bind::<Array<Nullable<Text>>, _>(
+            chunk
+                .iter()
+                .map(|e| e.provider_payment_id.clone())
+                .collect::<Vec<_>>(),
+        );
+        let sources = q.bind::<Array<Nullable<Text>>, _>(
+            chunk
+                .iter()
+                .map(|e| e.provider_source_id.clone())
+                .collect::<Vec<_>>(),
+        );
+        let amounts =
+            q.bind::<Array<BigInt>, _>(chunk.iter().map(|e| e.amount).collect::<Vec<_>>());
+        let currencies =
+            q.bind::<Array<Text>, _>(chunk.iter().map(|e| e.currency.clone()).collect::<Vec<_>>());
+        let booked =
+            q.bind::<Array<Timestamptz>, _>(chunk.iter().map(|e| e.booked_at).collect::<Vec<_>>());
+        let references = q.bind::<Array<Nullable<Text>>, _>(
+            chunk
+                .iter()
+                .map(|e| e.reference.clone())
+                .collect::<Vec<_>>(),
+        );
+        let batches =
+            q.bind::<Array<Nullable<BigInt>>, _>(chunk.iter().map(|e| e.batch).collect::<Vec<_>>());
+        q.push(format_args!(
+            "INSERT INTO settlement_entries (provider, provider_entry_id, kind, \
+             provider_payment_id, provider_source_id, amount, currency, booked_at, reference, \
+             batch) \
+             SELECT {p}, * FROM unnest({ids}::text[], {kinds}::text[], {payments}::text[], \
+             {sources}::text[], {amounts}::bigint[], {currencies}::text[], \
+             {booked}::timestamptz[], {references}::text[], {batches}::bigint[]) \
+             ON CONFLICT (provider, provider_entry_id) DO NOTHING"
+        ));
+        kept += q.finish().execute(conn).await?;
+    }
+    Ok(kept)
+}
+
+#[derive(QueryableByName)]
+struct PaymentRow {
+    #[diesel(sql_type = Text)]
+    p: String,
+}
+
+#[derive(QueryableByName)]
+struct EntryRow {
+    #[diesel(sql_type = Text)]
+    provider_entry_id: String,
+    #[diesel(sql_type = Text)]
+    kind: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    provider_payment_id: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    provider_source_id: Option<String>,
+    #[diesel(sql_type = BigInt)]
+    amount: i64,
+    #[diesel(sql_type = Text)]
+    currency: String,
+    #[diesel(sql_type = Timestamptz)]
+    booked_at: DateTime<Utc>,
+    #[diesel(sql_type = Nullable<Text>)]
+    reference: Option<String>,
+}
+
+#[derive(QueryableByName)]
+struct AttemptRow {
+    #[diesel(sql_type = SqlUuid)]
+    merchant_id: Uuid,
+    #[diesel(sql_type = SqlUuid)]
+    id: Uuid,
+    #[diesel(sql_type = Nullable<Text>)]
+    provider_payment_id: Option<String>,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = BigInt)]
+    amount: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    amount_captured: Option<i64>,
+    #[diesel(sql_type = Text)]
+    currency: String,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    finished_at: Option<DateTime<Utc>>,
+}
+
+#[derive(QueryableByName)]
+struct RefundRow {
+    #[diesel(sql_type = SqlUuid)]
+    merchant_id: Uuid,
+    #[diesel(sql_type = SqlUuid)]
+    id: Uuid,
+    #[diesel(sql_type = SqlUuid)]
+    payment_id: Uuid,
+    #[diesel(sql_type = Nullable<Text>)]
+    provider_refund_id: Option<String>,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = BigInt)]
+    amount: i64,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    finished_at: Option<DateTime<Utc>>,
+}
+
+#[derive(QueryableByName)]
+struct LateRow {
+    #[diesel(sql_type = SqlUuid)]
+    id: Uuid,
+    #[diesel(sql_type = Text)]
+    provider_payment_id: String,
+    #[diesel(sql_type = Text)]
+    approved_as: String,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = BigInt)]
+    amount: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    provider_undo_id: Option<String>,
+}
+
+#[derive(QueryableByName)]
+struct DisputeRow {
+    #[diesel(sql_type = Text)]
+    provider_payment_id: String,
+    #[diesel(sql_type = BigInt)]
+    held: i64,
+}
+
+#[derive(QueryableByName)]
+struct Exists {
+    #[diesel(sql_type = Bool)]
+    exists: bool,
+}
+
+/// Everything the stretch `(from, to]` of `provider` is compared with.
+pub async fn books(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> diesel::QueryResult<Books> {
+    // The payments looked at: booked, or finished at payorch, in the stretch.
+    let mut q = Statement::new();
+    let p = q.bind::<Text, _>(provider.to_owned());
+    let f = q.bind::<Timestamptz, _>(from);
+    let t = q.bind::<Timestamptz, _>(to);
+    q.push(format_args!(
+        "SELECT provider_payment_id AS p FROM settlement_entries \
+         WHERE provider = {p} AND booked_at > {f} AND booked_at <= {t} AND kind <> 'other' \
+         AND provider_payment_id IS NOT NULL \
+         UNION SELECT provider_payment_id FROM payment_attempts \
+         WHERE provider = {p} AND status = 'succeeded' AND finished_at > {f} \
+         AND finished_at <= {t} AND provider_payment_id IS NOT NULL \
+         UNION SELECT a.provider_payment_id FROM refunds r JOIN payment_attempts a \
+         ON a.merchant_id = r.merchant_id AND a.id = r.payment_id \
+         WHERE r.provider = {p} AND r.finished_at > {f} AND r.finished_at <= {t} \
+         AND a.provider_payment_id IS NOT NULL"
+    ));
+    let payments: Vec<String> = q
+        .finish()
+        .load::<PaymentRow>(conn)
+        .await?
+        .into_iter()
+        .map(|r| r.p)
+        .collect();
+
+    let mut q = Statement::new();
+    let p = q.bind::<Text, _>(provider.to_owned());
+    let ps = q.bind::<Array<Text>, _>(payments.clone());
+    let f = q.bind::<Timestamptz, _>(from);
+    let t = q.bind::<Timestamptz, _>(to);
+    q.push(format_args!(
+        "SELECT provider_entry_id, kind::text AS kind, provider_payment_id, provider_source_id, \
+         amount, currency::text AS currency, booked_at, reference FROM settlement_entries \
+         WHERE provider = {p} AND (provider_payment_id = ANY({ps}) \
+         OR (provider_payment_id IS NULL AND kind = 'charge' AND booked_at > {f} \
+         AND booked_at <= {t})) \
+         ORDER BY booked_at, provider_entry_id"
+    ));
+    let entries: Vec<Entry> = q
+        .finish()
+        .load::<EntryRow>(conn)
+        .await?
+        .into_iter()
+        .map(|r| Entry {
+            provider_entry_id: r.provider_entry_id,
+            kind: EntryKind::parse(&r.kind).unwrap_or(EntryKind::Other),
+            provider_payment_id: r.provider_payment_id,
+            provider_source_id: r.provider_source_id,
+            amount: r.amount,
+            currency: r.currency,
+            booked_at: r.booked_at,
+            reference: r.reference,
+        })
+        .collect();
+
+    // The attempts: by the provider's payment id, or by the attempt id a charge carries.
+    let referenced: Vec<Uuid> = entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::Charge)
+        .filter_map(|e| e.reference.as_deref()?.parse().ok())
+        .collect();
+    let mut q = Statement::new();
+    let p = q.bind::<Text, _>(provider.to_owned());
+    let ps = q.bind::<Array<Text>, _>(payments.clone());
+    let ids = q.bind::<Array<SqlUuid>, _>(referenced);
+    q.push(format_args!(
+        "SELECT merchant_id, id, provider_payment_id, status::text AS status, \
+         amount::bigint AS amount, amount_captured::bigint AS amount_captured, \
+         currency::text AS currency, finished_at FROM payment_attempts \
+         WHERE provider = {p} AND (provider_payment_id = ANY({ps}) OR id = ANY({ids}))"
+    ));
+    let attempts: Vec<Attempt> = q
+        .finish()
+        .load::<AttemptRow>(conn)
+        .await?
+        .into_iter()
+        .map(|r| Attempt {
+            merchant_id: r.merchant_id,
+            id: r.id,
+            provider_payment_id: r.provider_payment_id,
+            status: r.status,
+            amount: r.amount,
+            amount_captured: r.amount_captured,
+            currency: r.currency,
+            finished_at: r.finished_at,
+        })
+        .collect();
+
+    let mut q = Statement::new();
+    let merchants =
+        q.bind::<Array<SqlUuid>, _>(attempts.iter().map(|a| a.merchant_id).collect::<Vec<_>>());
+    let ids = q.bind::<Array<SqlUuid>, _>(attempts.iter().map(|a| a.id).collect::<Vec<_>>());
+    q.push(format_args!(
+        "SELECT merchant_id, id, payment_id, provider_refund_id, status::text AS status, \
+         amount::bigint AS amount, finished_at FROM refunds \
+         WHERE (merchant_id, payment_id) IN (SELECT * FROM unnest({merchants}::uuid[], \
+         {ids}::uuid[]))"
+    ));
+    let refunds: Vec<Refund> = q
+        .finish()
+        .load::<RefundRow>(conn)
+        .await?
+        .into_iter()
+        .map(|r| Refund {
+            merchant_id: r.merchant_id,
+            id: r.id,
+            payment_id: r.payment_id,
+            provider_refund_id: r.provider_refund_id,
+            status: r.status,
+            amount: r.amount,
+            finished_at: r.finished_at,
+        })
+        .collect();
+
+    let mut q = Statement::new();
+    let p = q.bind::<Text, _>(provider.to_owned());
+    let ps = q.bind::<Array<Text>, _>(payments.clone());
+    q.push(format_args!(
+        "SELECT id, provider_payment_id, approved_as::text AS approved_as, \
+         status::text AS status, amount::bigint AS amount, provider_undo_id \
+         FROM late_approvals WHERE provider = {p} AND provider_payment_id = ANY({ps})"
+    ));
+    let late: Vec<Late> = q
+        .finish()
+        .load::<LateRow>(conn)
+        .await?
+        .into_iter()
+        .map(|r| Late {
+            id: r.id,
+            provider_payment_id: r.provider_payment_id,
+            approved_as: r.approved_as,
+            status: r.status,
+            amount: r.amount,
+            provider_undo_id: r.provider_undo_id,
+        })
+        .collect();
+
+    let disputes = disputes(conn, provider, payments).await?;
+    Ok(Books {
+        from,
+        to,
+        entries,
+        attempts,
+        refunds,
+        late,
+        disputes,
+    })
+}
+
+/// What payorch's disputes of `payments` hold; `None` when payorch keeps no disputes (the
+/// `disputes` table is not there: migration `2026-11-27-000028_disputes` not run).
+async fn disputes(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    payments: Vec<String>,
+) -> diesel::QueryResult<Option<Vec<Dispute>>> {
+    let mut q = Statement::new();
+    q.push("SELECT to_regclass('public.disputes') IS NOT NULL AS exists");
+    let exists: Vec<Exists> = q.finish().load(conn).await?;
+    if !exists.iter().any(|e| e.exists) {
+        return Ok(None);
+    }
+    let mut q = Statement::new();
+    let p = q.bind::<Text, _>(provider.to_owned());
+    let ps = q.bind::<Array<Text>, _>(payments);
+    q.push(format_args!(
+        "SELECT provider_payment_id, CASE WHEN status IN ('needs_response', 'under_review', \
+         'lost') THEN amount::bigint ELSE 0 END AS held \
+         FROM disputes WHERE provider = {p} AND provider_payment_id = ANY({ps})"
+    ));
+    let rows: Vec<DisputeRow> = q.finish().load(conn).await?;
+    Ok(Some(
+        rows.into_iter()
+            .map(|r| Dispute {
+                provider_payment_id: r.provider_payment_id,
+                held: r.held,
+            })
+            .collect(),
+    ))
+}
+
+/// Records `found` unless an open finding of the same provider, kind and subject is there;
+/// whether it was new.
+pub async fn record(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    found: &Found,
+) -> diesel::QueryResult<bool> {
+    let mut q = Statement::new();
+    let id = q.bind::<SqlUuid, _>(Uuid::now_v7());
+    let p = q.bind::<Text, _>(provider.to_owned());
+    let kind = q.bind::<Text, _>(found.kind.as_str().to_owned());
+    let subject = q.bind::<Text, _>(found.subject.clone());
+    let payment = q.bind::<Nullable<Text>, _>(found.provider_payment_id.clone());
+    let merchant = q.bind::<Nullable<SqlUuid>, _>(found.merchant_id);
+    let attempt = q.bind::<Nullable<SqlUuid>, _>(found.attempt_id);
+    let refund = q.bind::<Nullable<SqlUuid>, _>(found.refund_id);
+    let expected = q.bind::<Nullable<BigInt>, _>(found.expected);
+    let booked = q.bind::<Nullable<BigInt>, _>(found.found);
+    let currency = q.bind::<Nullable<Text>, _>(found.currency.clone());
+    let evidence = q.bind::<Jsonb, _>(found.evidence.clone());
+    q.push(format_args!(
+        "INSERT INTO settlement_findings (id, provider, kind, subject, provider_payment_id, \
+         merchant_id, attempt_id, refund_id, expected, found, currency, evidence) \
+         VALUES ({id}, {p}, {kind}, {subject}, {payment}, {merchant}, {attempt}, {refund}, \
+         {expected}, {booked}, {currency}, {evidence}) \
+         ON CONFLICT (provider, kind, subject) WHERE resolved_at IS NULL DO NOTHING"
+    ));
+    Ok(q.finish().execute(conn).await? == 1)
+}
+
+/// An open finding, as support lists it.
+#[derive(Debug, Clone, PartialEq, QueryableByName, serde::Serialize)]
+pub struct OpenFinding {
+    #[diesel(sql_type = SqlUuid)]
+    pub id: Uuid,
+    #[diesel(sql_type = Text)]
+    pub provider: String,
+    #[diesel(sql_type = Text)]
+    pub kind: String,
+    #[diesel(sql_type = Text)]
+    pub subject: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub provider_payment_id: Option<String>,
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    pub merchant_id: Option<Uuid>,
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    pub attempt_id: Option<Uuid>,
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    pub refund_id: Option<Uuid>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub expected: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub found: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub currency: Option<String>,
+    #[diesel(sql_type = Jsonb)]
+    pub evidence: serde_json::Value,
+    #[diesel(sql_type = Timestamptz)]
+    pub found_at: DateTime<Utc>,
+}
+
+/// The open findings, newest first, at most `limit`: of `merchant`'s payments and those of
+/// no merchant payorch knows (a charge it never made may be anyone's), or all of them.
+pub async fn open_findings(
+    conn: &mut AsyncPgConnection,
+    merchant: Option<Uuid>,
+    limit: i64,
+) -> diesel::QueryResult<Vec<OpenFinding>> {
+    let mut q = Statement::new();
+    let m = q.bind::<Nullable<SqlUuid>, _>(merchant);
+    let limit = q.bind::<BigInt, _>(limit);
+    q.push(format_args!(
+        "SELECT id, provider::text AS provider, kind::text AS kind, subject, \
+         provider_payment_id, merchant_id, attempt_id, refund_id, expected, found, \
+         currency::text AS currency, evidence, found_at FROM settlement_findings \
+         WHERE resolved_at IS NULL AND ({m}::uuid IS NULL OR merchant_id = {m} \
+         OR merchant_id IS NULL) \
+         ORDER BY found_at DESC, id LIMIT {limit}"
+    ));
+    q.finish().load(conn).await
+}
+
+#[derive(QueryableByName)]
+pub struct OpenCount {
+    #[diesel(sql_type = Text)]
+    pub provider: String,
+    #[diesel(sql_type = Text)]
+    pub kind: String,
+    #[diesel(sql_type = BigInt)]
+    pub open: i64,
+}
+
+/// The open findings by provider and kind, for the gauge.
+pub async fn open_counts(conn: &mut AsyncPgConnection) -> diesel::QueryResult<Vec<OpenCount>> {
+    let mut q = Statement::new();
+    q.push(
+        "SELECT provider::text AS provider, kind::text AS kind, count(*) AS open \
+         FROM settlement_findings WHERE resolved_at IS NULL GROUP BY 1, 2",
+    );
+    q.finish().load(conn).await
+}
