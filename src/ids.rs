@@ -110,6 +110,12 @@ prefixed_id!(
 );
 
 prefixed_id!(
+    /// A payer's dispute of a payment with its bank: an inquiry or a chargeback.
+    DisputeId,
+    "dp"
+);
+
+prefixed_id!(
     /// A provider's webhook as payorch recorded it (support's view of what came in).
     ProviderWebhookId,
     "whk"

@@ -347,3 +347,45 @@ diesel::table! {
         undone_at -> Nullable<Timestamptz>,
     }
 }
+
+diesel::table! {
+    disputes (merchant_id, id) {
+        merchant_id -> Uuid,
+        id -> Uuid,
+        attempt_id -> Uuid,
+        order_id -> Uuid,
+        provider -> Text,
+        provider_dispute_id -> Text,
+        provider_payment_id -> Text,
+        status -> Text,
+        stage -> Text,
+        amount -> Int8,
+        currency -> Text,
+        reason -> Text,
+        provider_reason -> Text,
+        evidence_due_by -> Nullable<Timestamptz>,
+        refunded_before -> Int8,
+        overlap -> Int8,
+        provider_updated_at -> Timestamptz,
+        evidence_submitted_at -> Nullable<Timestamptz>,
+        opened_at -> Timestamptz,
+        updated_at -> Timestamptz,
+        closed_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    dispute_transitions (merchant_id, id) {
+        merchant_id -> Uuid,
+        id -> Int8,
+        dispute_id -> Uuid,
+        from_status -> Nullable<Text>,
+        to_status -> Text,
+        stage -> Text,
+        source -> Text,
+        detail -> Nullable<Text>,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(disputes, dispute_transitions, payment_attempts);

@@ -30,7 +30,7 @@ use uuid::Uuid;
 use crate::db::schema::merchant_events;
 use crate::db::scope::find_in_scope;
 use crate::ids::{EventId, MerchantId, OrderId};
-use crate::payments::snapshot::{self, LateApproval, Order, PaymentAttempt, Refund};
+use crate::payments::snapshot::{self, Dispute, LateApproval, Order, PaymentAttempt, Refund};
 use crate::words::words;
 
 words! {
@@ -77,6 +77,15 @@ words! {
         /// The provider refused to give the money back: it is still taken, act on it.
         #[serde(rename = "late_approval.undo_failed")]
         LateApprovalUndoFailed => "late_approval.undo_failed",
+        /// A payer's bank asks about a payment or takes its money back (docs/guides/disputes.md).
+        #[serde(rename = "dispute.created")]
+        DisputeCreated => "dispute.created",
+        /// A dispute moved on (evidence under review, a later stage).
+        #[serde(rename = "dispute.updated")]
+        DisputeUpdated => "dispute.updated",
+        /// A dispute was won, lost, or its inquiry closed.
+        #[serde(rename = "dispute.closed")]
+        DisputeClosed => "dispute.closed",
     }
 }
 
@@ -106,6 +115,8 @@ pub enum EventObject {
     Refund(Box<Refund>),
     /// A provider's approval of a failed payment, and what payorch did about it.
     LateApproval(Box<LateApproval>),
+    /// A dispute, with whether it came on refunded money (`refunded_before`, `overlap`).
+    Dispute(Box<Dispute>),
 }
 
 /// An event as the outbox keeps it.
@@ -193,6 +204,10 @@ impl Event {
             | EventType::LateApprovalUndoFailed => {
                 let late = snapshot::late_approval(row.snapshot).map_err(bad_snapshot)?;
                 EventObject::LateApproval(Box::new(late))
+            }
+            EventType::DisputeCreated | EventType::DisputeUpdated | EventType::DisputeClosed => {
+                let dispute = snapshot::dispute(row.snapshot).map_err(bad_snapshot)?;
+                EventObject::Dispute(Box::new(dispute))
             }
         };
         let request = row

@@ -9,6 +9,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::attempts::AttemptRow;
+use super::disputes::DisputeRow;
+pub use super::disputes::DisputeView as Dispute;
 pub use super::attempts::PaymentAttempt;
 pub use super::late_approvals::LateApproval;
 pub use super::orders::Order;
@@ -66,4 +68,15 @@ pub fn refund(snapshot: Value) -> Result<Refund, serde_json::Error> {
 pub fn late_approval(snapshot: Value) -> Result<LateApproval, serde_json::Error> {
     let s: LateApprovalSnapshot = serde_json::from_value(snapshot)?;
     Ok(s.late_approval)
+}
+
+#[derive(Deserialize)]
+struct DisputeSnapshot {
+    dispute: DisputeRow,
+}
+
+/// A dispute's event's snapshot: the dispute, as `GET` shows it.
+pub fn dispute(snapshot: Value) -> Result<Dispute, serde_json::Error> {
+    let s: DisputeSnapshot = serde_json::from_value(snapshot)?;
+    Ok(s.dispute.into())
 }

@@ -112,6 +112,9 @@ const STRIPE_OBJECT: Keep = Fields(&[
     ("failure_reason", Scalar),
     ("reason", Scalar),
     ("last_payment_error", STRIPE_ERROR),
+    // A dispute's (docs/guides/disputes.md): when its evidence is due.
+    ("evidence_details", Fields(&[("due_by", Scalar)])),
+    ("is_charge_refundable", Scalar),
     (
         "next_action",
         Fields(&[
@@ -155,7 +158,21 @@ const ADYEN_ITEM: Keep = Fields(&[
     ("reason", Scalar),
     ("amount", Fields(&[("value", Scalar), ("currency", Scalar)])),
     ("operations", Fields(&[])),
-    ("additionalData", Fields(&[("refusalReasonRaw", Scalar)])),
+    (
+        "additionalData",
+        Fields(&[
+            ("refusalReasonRaw", Scalar),
+            // A dispute's (docs/guides/disputes.md): its reason, defence period and state.
+            ("chargebackReasonCode", Scalar),
+            ("chargebackSchemeCode", Scalar),
+            ("rfiReasonCode", Scalar),
+            ("nofReasonCode", Scalar),
+            ("defensePeriodEndsAt", Scalar),
+            ("defendable", Scalar),
+            ("disputeStatus", Scalar),
+            ("autoDefended", Scalar),
+        ]),
+    ),
 ]);
 
 /// What payorch keeps of a Stripe event.
@@ -169,7 +186,12 @@ pub fn stripe_event(event: &Value) -> Value {
 pub fn adyen_item(item: &Value) -> Value {
     let mut kept_item = kept(item, ADYEN_ITEM).unwrap_or(Value::Null);
     let refused = item.get("success").and_then(Value::as_str) == Some("false");
-    if let (false, Some(object)) = (refused, kept_item.as_object_mut()) {
+    // A dispute's reason is the payer's complaint (`Fraud`, `Goods not received`), no card data.
+    let disputed = item
+        .get("eventCode")
+        .and_then(Value::as_str)
+        .is_some_and(|code| crate::providers::dispute::ADYEN_DISPUTE_CODES.contains(&code));
+    if let (false, Some(object)) = (refused || disputed, kept_item.as_object_mut()) {
         object.remove("reason");
     }
     kept_item

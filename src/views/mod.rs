@@ -314,6 +314,7 @@ pub enum EventObjectView {
     Order(OrderWithPayments),
     Refund(Refund),
     LateApproval(late_approvals::LateApprovalView),
+    Dispute(crate::payments::disputes::DisputeView),
 }
 
 impl From<events::Event> for Event {
@@ -327,6 +328,7 @@ impl From<events::Event> for Event {
             }
             EventObject::Refund(refund) => EventObjectView::Refund((*refund).into()),
             EventObject::LateApproval(late) => EventObjectView::LateApproval((*late).into()),
+            EventObject::Dispute(dispute) => EventObjectView::Dispute(*dispute),
         };
         Event {
             id: e.id,

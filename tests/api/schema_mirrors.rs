@@ -17,6 +17,7 @@ use payorch::idempotency::Operation;
 use payorch::ids::MerchantId;
 use payorch::payments::attempts::retry::RetryReason;
 use payorch::payments::attempts::{CallKind, Source};
+use payorch::payments::disputes::{DisputeReason, DisputeStage, DisputeStatus};
 use payorch::payments::holds::HoldKind;
 use payorch::payments::late_approvals::{ApprovedAs, LateSource, LateStatus};
 use payorch::payments::status::{AttemptStatus, OrderStatus};
@@ -290,6 +291,18 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
         (
             ("late_approval_source", "late_approval_source_known"),
             same("LateSource", LateSource::ALL.map(LateSource::as_str)),
+        ),
+        (
+            ("dispute_status", "dispute_status_known"),
+            same("DisputeStatus", DisputeStatus::ALL.map(DisputeStatus::as_str)),
+        ),
+        (
+            ("dispute_stage", "dispute_stage_known"),
+            same("DisputeStage", DisputeStage::ALL.map(DisputeStage::as_str)),
+        ),
+        (
+            ("dispute_reason", "dispute_reason_known"),
+            same("DisputeReason", DisputeReason::ALL.map(DisputeReason::as_str)),
         ),
         (
             (

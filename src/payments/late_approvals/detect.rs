@@ -145,6 +145,7 @@ mod tests {
             amount: Some(attempt.amount),
             currency: Some(attempt.currency.clone()),
             refund: None,
+            dispute: None,
             raw: serde_json::json!({}),
         };
         let news = WebhookNews {

@@ -491,6 +491,7 @@ mod tests {
             amount: None,
             currency: None,
             refund: None,
+            dispute: None,
             raw: serde_json::Value::Null,
         };
         let sql = look_statement("stripe", &event);

@@ -99,6 +99,7 @@ mod tests {
             amount: Some(attempt.amount),
             currency: Some(attempt.currency.clone()),
             refund: None,
+            dispute: None,
             raw: serde_json::json!({}),
         };
         let sql = apply_to_attempt(

@@ -9,6 +9,7 @@
 //! nothing.
 
 mod attempt_event;
+mod dispute_event;
 pub mod keyed;
 pub mod old_payloads;
 mod outcome;
@@ -21,6 +22,7 @@ use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use self::attempt_event::record_once;
+use self::dispute_event::record_dispute_event;
 pub use self::outcome::{EventOutcome, ReceiveError, Received};
 use self::refund_event::record_refund_event;
 use crate::db::schema::provider_webhooks;
@@ -39,9 +41,10 @@ pub async fn receive(
     provider: &str,
     event: &WebhookEvent,
 ) -> Result<Received, ReceiveError> {
-    let received = match &event.refund {
-        Some(notice) => record_refund_event(pool, payments, provider, event, notice).await?,
-        None => record_once(pool, payments, provider, event).await?,
+    let received = match (&event.refund, &event.dispute) {
+        (Some(notice), _) => record_refund_event(pool, payments, provider, event, notice).await?,
+        (None, Some(notice)) => record_dispute_event(pool, provider, event, notice).await?,
+        (None, None) => record_once(pool, payments, provider, event).await?,
     };
     if received == Received::Duplicate {
         count_redelivery(pool, provider, &event.id).await?;

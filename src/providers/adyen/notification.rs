@@ -11,7 +11,10 @@ use base64::Engine;
 use chrono::{DateTime, Utc};
 
 use super::wire::NotificationRequestItem;
-use crate::providers::{ProviderOutcome, RefundNotice, WebhookError, WebhookEvent, NO_RECORD};
+use crate::providers::dispute::{self, ADYEN_DISPUTE_CODES};
+use crate::providers::{
+    DisputeNotice, ProviderOutcome, RefundNotice, WebhookError, WebhookEvent, NO_RECORD,
+};
 
 pub use payorch_wire::adyen::{
     AUTHORISATION, CANCELLATION, CAPTURE, REFUND, REFUND_FAILED, TECHNICAL_CANCEL,
@@ -111,6 +114,7 @@ fn event_for_item(
         amount: amount.value,
         currency: amount.currency.as_deref().map(str::to_ascii_lowercase),
         refund: None,
+        dispute: None,
         raw: crate::providers::kept::adyen_item(&raw),
     };
     // The payment a capture or cancellation item is about; `None` if it names none.
@@ -227,7 +231,52 @@ fn event_for_item(
                 amount: amount.value.unwrap_or_default(),
             });
         }
+        code if ADYEN_DISPUTE_CODES.contains(&code) => {
+            // About the dispute, never the charge: its amount is the dispute's, in the notice.
+            event.dispute = dispute_notice(item);
+            event.acted_on = event.dispute.is_some();
+            event.attempt_id = non_empty(&item.merchant_reference);
+            event.amount = None;
+            event.currency = None;
+        }
         _ => {}
     }
     event
+}
+
+/// A chargeback notification in payorch's words (docs/guides/disputes.md): the dispute is the
+/// item's `pspReference`, its payment the `originalReference`, and `merchantReference` the
+/// payment's reference (payorch's attempt id). One that names no payment, or carries no
+/// amount, cannot be applied: `None`, recorded ignored.
+fn dispute_notice(item: &NotificationRequestItem) -> Option<DisputeNotice> {
+    let additional = |key: &str| {
+        item.additional_data
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    let (status, stage) = dispute::adyen_status(&item.event_code, &additional)?;
+    let amount = item.amount.clone().unwrap_or_default();
+    let code = additional("chargebackReasonCode")
+        .or_else(|| additional("rfiReasonCode"))
+        .or_else(|| additional("nofReasonCode"));
+    let provider_reason = [code.as_deref().unwrap_or(""), item.reason.as_str()]
+        .iter()
+        .filter(|part| !part.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    Some(DisputeNotice {
+        provider_dispute_id: non_empty(&item.psp_reference)?,
+        provider_payment_id: non_empty(&item.original_reference)?,
+        attempt_id: non_empty(&item.merchant_reference),
+        status,
+        stage,
+        amount: amount.value?,
+        currency: amount.currency?.to_ascii_lowercase(),
+        reason: dispute::adyen_reason(code.as_deref(), &item.reason),
+        provider_reason,
+        evidence_due_by: dispute::adyen_due_by(additional("defensePeriodEndsAt").as_deref()),
+    })
 }

@@ -1,0 +1,255 @@
+//! A provider's dispute notice applied (docs/guides/disputes.md): the dispute created, or
+//! moved, in the caller's transaction (the one that records the event), never the payment.
+//!
+//! The payment is found by the provider's payment id (Adyen's `merchantReference`, payorch's
+//! attempt id, when that finds none). The dispute is locked while it is judged, and two first
+//! news of one dispute racing each other meet on its unique `(provider, provider_dispute_id)`:
+//! the second waits, finds the row, and is judged as a move.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use uuid::Uuid;
+
+use super::moves::{judge, Standing};
+use super::{DisputeRow, DisputeStage, DisputeStatus};
+use crate::db::schema::{dispute_transitions as t, disputes as d, payment_attempts as a};
+use crate::ids::{DisputeId, PaymentId};
+use crate::providers::DisputeNotice;
+
+/// What the notice did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Created the dispute, or moved it.
+    Applied,
+    /// A move the dispute's state machine refuses, or news older than the last applied.
+    Stale,
+    /// Contradicts what payorch knows: another payment or currency than the dispute's or
+    /// the payment's.
+    Conflict,
+    /// Names no payment payorch made at that provider.
+    UnknownPayment,
+}
+
+/// What the notice did, why, and the payment it is about (the event's row names it).
+#[derive(Debug, Clone)]
+pub struct Told {
+    pub effect: Effect,
+    pub detail: String,
+    /// `(merchant_id, attempt_id)`.
+    pub owner: Option<(Uuid, Uuid)>,
+    /// The dispute as it is after the notice; `None` when none was found or made.
+    pub dispute: Option<DisputeRow>,
+}
+
+/// The payment a dispute is about, as the dispute copies it.
+#[derive(Debug, Clone, Queryable)]
+struct Payment {
+    merchant_id: Uuid,
+    id: Uuid,
+    order_id: Uuid,
+    currency: String,
+}
+
+/// Applies `notice` from `provider`, told at `at` (the provider's event time), with `event`
+/// (its type) written on the dispute's timeline. Call inside the event's transaction.
+pub async fn apply_notice(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    notice: &DisputeNotice,
+    event: &str,
+    at: DateTime<Utc>,
+) -> QueryResult<Told> {
+    let told = |effect, detail: String, owner, dispute| Told {
+        effect,
+        detail,
+        owner,
+        dispute,
+    };
+    let Some(payment) = payment_of(conn, provider, notice).await? else {
+        return Ok(told(
+            Effect::UnknownPayment,
+            format!("no payment {} at {provider}", notice.provider_payment_id),
+            None,
+            None,
+        ));
+    };
+    let owner = Some((payment.merchant_id, payment.id));
+    if payment.currency != notice.currency || notice.amount <= 0 {
+        return Ok(told(
+            Effect::Conflict,
+            format!(
+                "dispute {} of {} {} on a payment in {}",
+                notice.provider_dispute_id, notice.amount, notice.currency, payment.currency
+            ),
+            owner,
+            None,
+        ));
+    }
+    let existing = match locked(conn, provider, &notice.provider_dispute_id).await? {
+        Some(row) => row,
+        None => match create(conn, provider, notice, &payment, at).await? {
+            Some(row) => {
+                transition(conn, &row, None, event).await?;
+                let detail = format!(
+                    "opened {} at {}",
+                    notice.status.as_str(),
+                    notice.stage.as_str()
+                );
+                return Ok(told(Effect::Applied, detail, owner, Some(row)));
+            }
+            // Another news of it came first: judged as a move of the row it made.
+            None => locked(conn, provider, &notice.provider_dispute_id)
+                .await?
+                .ok_or(diesel::result::Error::NotFound)?,
+        },
+    };
+    if existing.attempt_id != payment.id {
+        return Ok(told(
+            Effect::Conflict,
+            format!(
+                "dispute {} is of another payment than {}",
+                notice.provider_dispute_id, notice.provider_payment_id
+            ),
+            owner,
+            Some(existing),
+        ));
+    }
+    let from = Standing {
+        // The domains hold the stored words to these.
+        status: DisputeStatus::parse(&existing.status).unwrap_or(DisputeStatus::UnderReview),
+        stage: DisputeStage::parse(&existing.stage).unwrap_or(DisputeStage::Chargeback),
+        at: existing.provider_updated_at,
+    };
+    if let Err(why) = judge(from, notice.status, notice.stage, at) {
+        return Ok(told(Effect::Stale, why, owner, Some(existing)));
+    }
+    let moved: DisputeRow = diesel::update(d::table.find((existing.merchant_id, existing.id)))
+        .set((
+            d::status.eq(notice.status.as_str()),
+            d::stage.eq(notice.stage.as_str()),
+            d::amount.eq(notice.amount),
+            d::reason.eq(notice.reason.as_str()),
+            d::provider_reason.eq(&notice.provider_reason),
+            d::evidence_due_by.eq(notice.evidence_due_by.or(existing.evidence_due_by)),
+            d::provider_updated_at.eq(at),
+        ))
+        .returning(DisputeRow::as_returning())
+        .get_result(conn)
+        .await?;
+    transition(conn, &moved, Some(from.status), event).await?;
+    let detail = format!(
+        "{} ({}) -> {} ({})",
+        from.status.as_str(),
+        from.stage.as_str(),
+        notice.status.as_str(),
+        notice.stage.as_str()
+    );
+    Ok(told(Effect::Applied, detail, owner, Some(moved)))
+}
+
+/// The payment by the provider's id; for a notice naming payorch's attempt id (Adyen's
+/// merchant reference), by that when the provider's id finds none (a payment whose answer
+/// payorch never read has no provider id yet).
+async fn payment_of(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    notice: &DisputeNotice,
+) -> QueryResult<Option<Payment>> {
+    let columns = (a::merchant_id, a::id, a::order_id, a::currency);
+    let by_provider_id = a::table
+        .filter(a::provider.eq(provider))
+        .filter(a::provider_payment_id.eq(&notice.provider_payment_id))
+        .select(columns)
+        .first::<Payment>(conn)
+        .await
+        .optional()?;
+    if by_provider_id.is_some() {
+        return Ok(by_provider_id);
+    }
+    let Some(attempt) = notice
+        .attempt_id
+        .as_deref()
+        .and_then(|id| id.parse::<PaymentId>().ok())
+    else {
+        return Ok(None);
+    };
+    a::table
+        .filter(a::id.eq(attempt.0))
+        .filter(a::provider.eq(provider))
+        .select(columns)
+        .first::<Payment>(conn)
+        .await
+        .optional()
+}
+
+/// The dispute, locked until the transaction ends.
+async fn locked(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    provider_dispute_id: &str,
+) -> QueryResult<Option<DisputeRow>> {
+    d::table
+        .filter(d::provider.eq(provider))
+        .filter(d::provider_dispute_id.eq(provider_dispute_id))
+        .select(DisputeRow::as_select())
+        .for_update()
+        .first(conn)
+        .await
+        .optional()
+}
+
+/// A new dispute in the notice's status; `None` if another transaction made it first.
+async fn create(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    notice: &DisputeNotice,
+    payment: &Payment,
+    at: DateTime<Utc>,
+) -> QueryResult<Option<DisputeRow>> {
+    diesel::insert_into(d::table)
+        .values((
+            d::merchant_id.eq(payment.merchant_id),
+            d::id.eq(DisputeId::new().0),
+            d::attempt_id.eq(payment.id),
+            d::order_id.eq(payment.order_id),
+            d::provider.eq(provider),
+            d::provider_dispute_id.eq(&notice.provider_dispute_id),
+            d::provider_payment_id.eq(&notice.provider_payment_id),
+            d::status.eq(notice.status.as_str()),
+            d::stage.eq(notice.stage.as_str()),
+            d::amount.eq(notice.amount),
+            d::currency.eq(&notice.currency),
+            d::reason.eq(notice.reason.as_str()),
+            d::provider_reason.eq(&notice.provider_reason),
+            d::evidence_due_by.eq(notice.evidence_due_by),
+            d::provider_updated_at.eq(at),
+        ))
+        .on_conflict((d::provider, d::provider_dispute_id))
+        .do_nothing()
+        .returning(DisputeRow::as_returning())
+        .get_result(conn)
+        .await
+        .optional()
+}
+
+/// One line of the dispute's timeline: what the provider's event moved.
+async fn transition(
+    conn: &mut AsyncPgConnection,
+    row: &DisputeRow,
+    from: Option<DisputeStatus>,
+    event: &str,
+) -> QueryResult<usize> {
+    diesel::insert_into(t::table)
+        .values((
+            t::merchant_id.eq(row.merchant_id),
+            t::dispute_id.eq(row.id),
+            t::from_status.eq(from.map(DisputeStatus::as_str)),
+            t::to_status.eq(&row.status),
+            t::stage.eq(&row.stage),
+            t::source.eq("webhook"),
+            t::detail.eq(event),
+        ))
+        .execute(conn)
+        .await
+}

@@ -1,0 +1,388 @@
+//! The evidence and accept flow, behind `POST /v1/disputes/{id}/evidence` and `…/accept`,
+//! entered by [`act`] with one [`ActContext`] (as a capture enters): the evidence validated
+//! and held to what the dispute's provider takes, then the claim statement with
+//! [`StartDisputeAction`], the provider call under the action's own key, then its answer in
+//! one statement that also moves the dispute (evidence: `under_review`, or
+//! `warning_under_review` for an inquiry; accept: `lost`, or `warning_closed`) along the
+//! moves the `…_disputes` migration allows.
+//!
+//! An answer that told nothing (a timeout, a `5xx`, anything unread) leaves the action
+//! `pending` and its key in flight: a retry of the request, once the lease has passed, takes
+//! the key over and resends under the same provider key, never under a new one.
+
+use diesel::sql_types::{Jsonb, Nullable, Text, Uuid as SqlUuid};
+use diesel::QueryableByName;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use serde_json::Value;
+
+use super::evidence_json::{self, EvidenceInput};
+use super::{
+    ActionMade, DisputeActionKind, DisputeActionRow, DisputeActionStatus, StartDisputeAction,
+};
+use crate::db::statement::Statement;
+use crate::db::pool::PoolError;
+use crate::db::DbPool;
+use crate::idempotency::{
+    claim, IdempotencyError, InFlightKey, Keyed, Recorded, RecoveryPoint, ResourceType,
+};
+use crate::ids::{DisputeActionId, DisputeId, MerchantId};
+use crate::payments::disputes::{find, DisputeRow, DisputeStatus, DisputeView};
+use crate::payments::service::{Context, Payments};
+use crate::providers::dispute_actions::{AcceptDisputeRequest, DisputeEvidenceRequest};
+use crate::providers::{adyen, stripe, ProviderCall, ProviderOutcome};
+
+/// Everything one evidence or accept request needs.
+pub type ActContext<'a> = Context<'a, ActInput>;
+
+/// An evidence or accept request as the client sent it, read but not yet validated.
+#[derive(Debug, Clone)]
+pub struct ActInput {
+    pub dispute_id: DisputeId,
+    pub kind: DisputeActionKind,
+    /// The evidence's body; `None` for an accept.
+    pub evidence: Option<EvidenceInput>,
+}
+
+/// What an evidence or accept request came to.
+#[derive(Debug)]
+pub struct Acted {
+    pub action: DisputeActionRow,
+    pub dispute: DisputeView,
+    /// `200`, or `202` for an action still pending; a replay's recorded status.
+    pub status: u16,
+    pub replayed: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    #[error("the request's fields do not hold: {0:?}")]
+    Invalid(Vec<(String, String)>),
+    #[error(transparent)]
+    Idempotency(#[from] IdempotencyError),
+    #[error("no such dispute")]
+    DisputeNotFound,
+    /// The dispute takes no answer now: `detail` says why and what to do.
+    #[error("{detail}")]
+    NotAnswerable {
+        status: DisputeStatus,
+        detail: String,
+    },
+    #[error("another action on this dispute is under way")]
+    InProgress { action: DisputeActionId },
+    #[error(transparent)]
+    Unavailable(#[from] PoolError),
+    #[error(transparent)]
+    Database(#[from] diesel::result::Error),
+    #[error("{0}")]
+    Inconsistent(String),
+}
+
+/// Answers or accepts the context's dispute, once per key.
+pub async fn act(ctx: &ActContext<'_>) -> Result<Acted, ActError> {
+    let (pool, keys, payments, keyed) = (ctx.pool, ctx.keys, ctx.payments, ctx.keyed);
+    let ActInput {
+        dispute_id, kind, ..
+    } = ctx.input;
+    let stored = match &ctx.input.evidence {
+        Some(input) => {
+            let evidence = evidence_json::validate(input).map_err(ActError::Invalid)?;
+            // What the dispute's provider cannot take is refused before anything is recorded.
+            let mut conn = pool.get().await?;
+            let dispute = find(&mut conn, keyed.merchant_id, dispute_id)
+                .await?
+                .ok_or(ActError::DisputeNotFound)?;
+            let refusal = match payments.adapter(&dispute.provider).name() {
+                "stripe" => stripe::disputes::evidence_refusal(&evidence),
+                "adyen" => adyen::disputes::evidence_refusal(&evidence),
+                _ => None,
+            };
+            if let Some(message) = refusal {
+                return Err(ActError::Invalid(vec![("".into(), message)]));
+            }
+            evidence_json::to_json(&evidence)
+        }
+        None => serde_json::json!({}),
+    };
+    let work = StartDisputeAction::new(dispute_id, kind, stored);
+    let parts = |made: ActionMade| {
+        made.parts()
+            .ok_or_else(|| ActError::Inconsistent("a dispute action key names no action".into()))
+    };
+    match claim(pool, keys, keyed, &work).await? {
+        Keyed::Made {
+            made,
+            key: Some(key),
+        } => {
+            let (action, dispute) = parts(made)?;
+            finish(pool, payments, action, dispute, key).await
+        }
+        Keyed::Replayed { status, current } => {
+            let (action, dispute) = parts(current)?;
+            Ok(Acted {
+                action,
+                dispute: dispute.into(),
+                status,
+                replayed: true,
+            })
+        }
+        // An earlier request made the action and died, or its answer told nothing: resume
+        // it under the same provider key, never make another.
+        Keyed::Resumed { current, key }
+            if key.recovery_point() == RecoveryPoint::DisputeActionCreated =>
+        {
+            let (action, dispute) = parts(current)?;
+            finish(pool, payments, action, dispute, key).await
+        }
+        Keyed::Resumed { key, .. } => Err(ActError::Inconsistent(format!(
+            "a dispute action key in flight at recovery point {}",
+            key.recovery_point().as_str()
+        ))),
+        Keyed::Made { key: None, .. } => Err(ActError::Inconsistent(
+            "a dispute action key was not left in flight".into(),
+        )),
+        Keyed::Declined { .. } => {
+            let mut conn = pool.get().await?;
+            Err(why_refused(&mut conn, keyed.merchant_id, dispute_id, kind).await?)
+        }
+    }
+}
+
+/// Why the database refused an action on `dispute_id`, as the dispute stands now.
+pub async fn why_refused(
+    conn: &mut AsyncPgConnection,
+    merchant_id: MerchantId,
+    dispute_id: DisputeId,
+    kind: DisputeActionKind,
+) -> Result<ActError, ActError> {
+    let Some(dispute) = find(conn, merchant_id, dispute_id).await? else {
+        return Ok(ActError::DisputeNotFound);
+    };
+    let actions = actions_of(conn, merchant_id, dispute_id).await?;
+    if let Some(pending) = actions
+        .iter()
+        .find(|a| a.status() == DisputeActionStatus::Pending)
+    {
+        return Ok(ActError::InProgress {
+            action: DisputeActionId(pending.id),
+        });
+    }
+    let accepted = actions.iter().any(|a| {
+        a.kind == DisputeActionKind::Accept.as_str() && a.status() == DisputeActionStatus::Succeeded
+    });
+    let status = dispute.status;
+    let what = if kind == DisputeActionKind::Accept {
+        "accepted"
+    } else {
+        "answered"
+    };
+    let detail = if accepted {
+        format!(
+            "the dispute was accepted already and is {}: nothing more can be sent",
+            status.as_str()
+        )
+    } else if matches!(
+        status,
+        DisputeStatus::Won | DisputeStatus::Lost | DisputeStatus::WarningClosed
+    ) {
+        format!(
+            "the dispute is {} and closed: it can no longer be {what}",
+            status.as_str()
+        )
+    } else {
+        format!(
+            "the dispute is {}: evidence was submitted and the bank is deciding; wait for its \
+             dispute.closed event",
+            status.as_str()
+        )
+    };
+    Ok(ActError::NotAnswerable { status, detail })
+}
+
+#[derive(QueryableByName)]
+struct JsonRow {
+    #[diesel(sql_type = Jsonb)]
+    row: Value,
+}
+
+/// The actions on a dispute, oldest first.
+pub async fn actions_of(
+    conn: &mut AsyncPgConnection,
+    merchant_id: MerchantId,
+    dispute_id: DisputeId,
+) -> Result<Vec<DisputeActionRow>, ActError> {
+    let mut q = Statement::new();
+    let merchant = q.bind::<SqlUuid, _>(merchant_id.0);
+    let dispute = q.bind::<SqlUuid, _>(dispute_id.0);
+    q.push(format_args!(
+        "SELECT to_jsonb(a) AS row FROM dispute_actions a \
+         WHERE a.merchant_id = {merchant} AND a.dispute_id = {dispute} ORDER BY a.id"
+    ));
+    let rows: Vec<JsonRow> = q.finish().load(conn).await?;
+    rows.into_iter()
+        .map(|r| {
+            serde_json::from_value(r.row)
+                .map_err(|e| ActError::Inconsistent(format!("a dispute action row: {e}")))
+        })
+        .collect()
+}
+
+/// Steps 2 and 3: the provider call under the action's key, then its answer.
+async fn finish(
+    pool: &DbPool,
+    payments: &Payments,
+    action: DisputeActionRow,
+    dispute: DisputeRow,
+    key: InFlightKey,
+) -> Result<Acted, ActError> {
+    if action.status() != DisputeActionStatus::Pending {
+        let mut conn = pool.get().await?;
+        key.complete(&mut conn, &recorded(&action)).await?;
+        return Ok(Acted {
+            action,
+            dispute: dispute.into(),
+            status: 200,
+            replayed: false,
+        });
+    }
+    let call = send(payments, &action).await;
+    let (status, code, message) = match &call.outcome {
+        ProviderOutcome::Succeeded { .. } => (DisputeActionStatus::Succeeded, None, None),
+        ProviderOutcome::Failed { code, message, .. } => (
+            DisputeActionStatus::Failed,
+            Some(code.clone()),
+            Some(message.clone()),
+        ),
+        // Nothing certain: the action stays pending, and so does its key (see the module).
+        outcome => {
+            tracing::warn!(action = %DisputeActionId(action.id), outcome = outcome.label(),
+                "a dispute action's answer told nothing; a retry of the request resends it");
+            drop(key);
+            return Ok(Acted {
+                action,
+                dispute: dispute.into(),
+                status: 202,
+                replayed: false,
+            });
+        }
+    };
+    let mut conn = pool.get().await?;
+    let (action, dispute) = record(&mut conn, &action, status, code, message).await?;
+    key.complete(&mut conn, &recorded(&action)).await?;
+    Ok(Acted {
+        action,
+        dispute,
+        status: 200,
+        replayed: false,
+    })
+}
+
+fn recorded(action: &DisputeActionRow) -> Recorded {
+    Recorded {
+        status: 200,
+        resource_type: ResourceType::DisputeAction,
+        resource_id: action.id,
+        unresolved: false,
+    }
+}
+
+/// The provider call of `action`, under its own key: the same on every resend.
+async fn send(payments: &Payments, action: &DisputeActionRow) -> ProviderCall {
+    let provider = payments.adapter(&action.provider);
+    let id = DisputeActionId(action.id).to_string();
+    let merchant = MerchantId(action.merchant_id).to_string();
+    let dispute_id = DisputeId(action.dispute_id).to_string();
+    if action.kind == DisputeActionKind::Accept.as_str() {
+        provider
+            .accept_dispute(&AcceptDisputeRequest {
+                provider_dispute_id: action.provider_dispute_id.clone(),
+                idempotency_key: action.provider_idempotency_key.clone(),
+                dispute_id,
+                merchant_id: merchant,
+            })
+            .await
+    } else {
+        tracing::debug!(action = %id, "submitting dispute evidence");
+        provider
+            .submit_dispute_evidence(&DisputeEvidenceRequest {
+                provider_dispute_id: action.provider_dispute_id.clone(),
+                idempotency_key: action.provider_idempotency_key.clone(),
+                dispute_id,
+                merchant_id: merchant,
+                evidence: evidence_json::from_json(&action.evidence),
+            })
+            .await
+    }
+}
+
+/// The answer, in one statement: the action final, and on success the dispute moved (if it
+/// still awaits an answer: a webhook may have moved it first) with its timeline row.
+async fn record(
+    conn: &mut AsyncPgConnection,
+    action: &DisputeActionRow,
+    status: DisputeActionStatus,
+    code: Option<String>,
+    message: Option<String>,
+) -> Result<(DisputeActionRow, DisputeView), ActError> {
+    let mut q = Statement::new();
+    let merchant = q.bind::<SqlUuid, _>(action.merchant_id);
+    let id = q.bind::<SqlUuid, _>(action.id);
+    let status = q.bind::<Text, _>(status.as_str());
+    let code = q.bind::<Nullable<Text>, _>(code);
+    let message = q.bind::<Nullable<Text>, _>(message);
+    q.push(format_args!(
+        "WITH acted AS (
+    UPDATE dispute_actions SET status = {status}, failure_code = {code}, failure_message = {message}
+    WHERE merchant_id = {merchant} AND id = {id} AND status = 'pending' RETURNING *),
+before AS (
+    SELECT d.merchant_id, d.id, d.status, a.kind FROM disputes d JOIN acted a
+        ON d.merchant_id = a.merchant_id AND d.id = a.dispute_id
+    WHERE a.status = 'succeeded' AND d.status IN ('needs_response', 'warning_needs_response')),
+moved AS (
+    UPDATE disputes d SET
+        status = CASE WHEN b.kind = 'evidence' AND b.status = 'needs_response' THEN 'under_review'
+                      WHEN b.kind = 'evidence' THEN 'warning_under_review'
+                      WHEN b.status = 'needs_response' THEN 'lost'
+                      ELSE 'warning_closed' END,
+        evidence_submitted_at = CASE WHEN b.kind = 'evidence' THEN now()
+                                     ELSE d.evidence_submitted_at END
+    FROM before b WHERE d.merchant_id = b.merchant_id AND d.id = b.id RETURNING d.*),
+told AS (
+    INSERT INTO dispute_transitions (merchant_id, dispute_id, from_status, to_status, stage,
+        source, detail)
+    SELECT m.merchant_id, m.id, b.status, m.status, m.stage, 'api',
+        CASE WHEN b.kind = 'evidence' THEN 'evidence submitted' ELSE 'accepted' END
+    FROM moved m JOIN before b ON b.merchant_id = m.merchant_id AND b.id = m.id)
+SELECT jsonb_build_object('action', (SELECT to_jsonb(a) FROM acted a),
+    'dispute', COALESCE((SELECT to_jsonb(m) FROM moved m),
+        (SELECT to_jsonb(d) FROM disputes d WHERE d.merchant_id = {merchant}
+            AND d.id = (SELECT dispute_id FROM dispute_actions
+                        WHERE merchant_id = {merchant} AND id = {id})))) AS row"
+    ));
+    let row: JsonRow = q.finish().load(conn).await.and_then(crate::db::one)?;
+    let made: ActionMade = serde_json::from_value(row.row)
+        .map_err(|e| ActError::Inconsistent(format!("a dispute action's answer: {e}")))?;
+    match made.parts() {
+        Some((action, dispute)) => Ok((action, dispute.into())),
+        // Someone recorded it first (a request that took the key over): read it as it is.
+        None => {
+            let actions = actions_of(
+                conn,
+                MerchantId(action.merchant_id),
+                DisputeId(action.dispute_id),
+            )
+            .await?;
+            let action = actions
+                .into_iter()
+                .find(|a| a.id == action.id)
+                .ok_or_else(|| ActError::Inconsistent("a dispute action vanished".into()))?;
+            let dispute = find(
+                conn,
+                MerchantId(action.merchant_id),
+                DisputeId(action.dispute_id),
+            )
+            .await?
+            .ok_or(ActError::DisputeNotFound)?;
+            Ok((action, dispute))
+        }
+    }
+}

@@ -1,0 +1,604 @@
+//! Disputes (docs/guides/disputes.md): both providers' dispute events folded into one state
+//! machine the database enforces, and the refund cap counting what chargebacks took, so money
+//! comes back at most once — whatever order the news comes in, however often, and however
+//! refunds race a chargeback.
+
+use chrono::Utc;
+use diesel::sql_types::{BigInt, Text};
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+
+use crate::helpers::{assert_refused_by, TestApp};
+use crate::payments::Route;
+
+/// A succeeded payment of 4200 eur through `provider`.
+async fn paid(app: &TestApp, provider: &str, key: &str) -> Value {
+    app.route_to(&[provider]).await;
+    let (status, payment) = app.pay(Route::Checkout, key, "pm_card_visa").await;
+    assert_eq!(
+        (status, payment["status"].as_str()),
+        (201, Some("succeeded")),
+        "{payment}"
+    );
+    payment
+}
+
+/// A Stripe `charge.dispute.*` event about dispute `du` of intent `pi`, told `at`.
+fn stripe_event(
+    event_id: &str,
+    kind: &str,
+    du: &str,
+    pi: &str,
+    status: &str,
+    amount: i64,
+    at: i64,
+) -> String {
+    json!({
+        "id": event_id,
+        "object": "event",
+        "type": kind,
+        "created": at,
+        "livemode": false,
+        "data": {"object": {
+            "id": du,
+            "object": "dispute",
+            "amount": amount,
+            "currency": "eur",
+            "status": status,
+            "reason": "fraudulent",
+            "payment_intent": pi,
+            "charge": "ch_disputed",
+            "evidence_details": {"due_by": at + 7 * 86_400},
+            "is_charge_refundable": false,
+            "created": at,
+        }},
+    })
+    .to_string()
+}
+
+/// An Adyen dispute notification item: dispute `psp` of payment `payment`, told `at`.
+fn adyen_item(code: &str, psp: &str, payment: &Value, at: &str, extra: Value) -> Value {
+    let mut additional = json!({
+        "chargebackReasonCode": "10.4",
+        "defensePeriodEndsAt": "2030-01-01T10:00:00+01:00",
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        additional[key] = value.clone();
+    }
+    json!({
+        "additionalData": additional,
+        "amount": {"value": 4200, "currency": "EUR"},
+        "eventCode": code,
+        "eventDate": at,
+        "merchantAccountCode": payorch::wiring::SANDBOX_MERCHANT_ACCOUNT,
+        "merchantReference": payment["id"],
+        "originalReference": payment["provider_payment_id"],
+        "pspReference": psp,
+        "reason": "Fraud",
+        "success": "true",
+    })
+}
+
+#[derive(Debug, PartialEq, diesel::QueryableByName)]
+struct DisputeState {
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = Text)]
+    stage: String,
+    #[diesel(sql_type = BigInt)]
+    refunded_before: i64,
+    #[diesel(sql_type = BigInt)]
+    overlap: i64,
+}
+
+#[derive(Debug, diesel::QueryableByName)]
+struct Held {
+    #[diesel(sql_type = BigInt)]
+    captured: i64,
+    #[diesel(sql_type = BigInt)]
+    refund_held: i64,
+    #[diesel(sql_type = BigInt)]
+    dispute_held: i64,
+}
+
+#[derive(diesel::QueryableByName)]
+struct Word {
+    #[diesel(sql_type = Text)]
+    word: String,
+}
+
+/// The database's uuid of an API id (`pay_…`).
+fn uuid_of(id: &Value) -> String {
+    let id = id.as_str().unwrap();
+    id.split_once('_').map_or(id, |(_, hex)| hex).to_owned()
+}
+
+impl TestApp {
+    async fn dispute_state(&self, provider_dispute_id: &str) -> DisputeState {
+        let mut conn = self.db.connect().await;
+        diesel_async::RunQueryDsl::get_result(
+            diesel::sql_query(format!(
+                "SELECT status::text, stage::text, refunded_before::bigint, overlap::bigint \
+                 FROM disputes WHERE provider_dispute_id = '{provider_dispute_id}'"
+            )),
+            &mut conn,
+        )
+        .await
+        .unwrap()
+    }
+
+    async fn money_held(&self, payment: &Value) -> Held {
+        let mut conn = self.db.connect().await;
+        diesel_async::RunQueryDsl::get_result(
+            diesel::sql_query(format!(
+                "SELECT COALESCE(amount_captured, amount)::bigint AS captured, \
+                 refund_held::bigint, dispute_held::bigint FROM payment_attempts \
+                 WHERE id = '{}'",
+                uuid_of(&payment["id"])
+            )),
+            &mut conn,
+        )
+        .await
+        .unwrap()
+    }
+
+    /// What the recorded provider event `event_id` did.
+    async fn outcome_of(&self, event_id: &str) -> String {
+        let mut conn = self.db.connect().await;
+        let word: Word = diesel_async::RunQueryDsl::get_result(
+            diesel::sql_query(format!(
+                "SELECT outcome AS word FROM provider_webhooks \
+                 WHERE provider_event_id = '{event_id}'"
+            )),
+            &mut conn,
+        )
+        .await
+        .unwrap();
+        word.word
+    }
+
+    /// Delivers one Adyen dispute item, signed; what it did.
+    async fn notify_dispute(&self, item: Value) -> String {
+        let key = self.sandbox.adyen_hmac_key();
+        let answer = self.notify(std::slice::from_ref(&item), key.expose()).await;
+        assert_eq!(answer.status(), 200);
+        let event_id = format!(
+            "{}:{}:{}",
+            item["pspReference"].as_str().unwrap(),
+            item["eventCode"].as_str().unwrap(),
+            item["success"].as_str().unwrap()
+        );
+        self.outcome_of(&event_id).await
+    }
+
+    async fn disputes_told(&self, event_type: &str) -> i64 {
+        self.db
+            .count(&format!("merchant_events WHERE type = '{event_type}'"))
+            .await
+    }
+}
+
+#[tokio::test]
+async fn a_stripe_chargeback_takes_the_money_from_the_refund_cap_and_a_win_gives_it_back() {
+    let app = TestApp::spawn().await;
+    let payment = paid(&app, "stripe", "stripe-dispute").await;
+    let id = payment["id"].as_str().unwrap();
+    let pi = payment["provider_payment_id"].as_str().unwrap();
+    let t = Utc::now().timestamp();
+    let event = |n: u32, kind: &str, status: &str| {
+        stripe_event(
+            &format!("evt_dp_{n}"),
+            kind,
+            "du_1",
+            pi,
+            status,
+            4200,
+            t + i64::from(n),
+        )
+    };
+
+    let opened = app
+        .deliver_signed(&event(1, "charge.dispute.created", "needs_response"))
+        .await;
+    assert_eq!(opened["outcome"], "applied", "{opened}");
+    let state = app.dispute_state("du_1").await;
+    assert_eq!(
+        (state.status.as_str(), state.stage.as_str()),
+        ("needs_response", "chargeback")
+    );
+    assert_eq!((state.refunded_before, state.overlap), (0, 0));
+    assert_eq!(app.money_held(&payment).await.dispute_held, 4200);
+    // The chargeback returned it all: no refund may return any of it again.
+    let refused = app
+        .refund(id, "after-chargeback", json!({"amount": 1}))
+        .await;
+    assert_eq!(refused.status(), 409);
+    // A second copy changes nothing; the funds_withdrawn event says the same: no move.
+    let again = app
+        .deliver_signed(&event(1, "charge.dispute.created", "needs_response"))
+        .await;
+    assert_eq!(again["duplicate"], true, "{again}");
+    let same = app
+        .deliver_signed(&event(
+            2,
+            "charge.dispute.funds_withdrawn",
+            "needs_response",
+        ))
+        .await;
+    assert_eq!(same["outcome"], "stale", "{same}");
+
+    let review = app
+        .deliver_signed(&event(3, "charge.dispute.updated", "under_review"))
+        .await;
+    assert_eq!(review["outcome"], "applied", "{review}");
+    assert_eq!(app.money_held(&payment).await.dispute_held, 4200);
+    // News older than the review, delivered after it: stale.
+    let older = app
+        .deliver_signed(&stripe_event(
+            "evt_dp_old",
+            "charge.dispute.updated",
+            "du_1",
+            pi,
+            "needs_response",
+            4200,
+            t,
+        ))
+        .await;
+    assert_eq!(older["outcome"], "stale", "{older}");
+
+    let won = app
+        .deliver_signed(&event(4, "charge.dispute.closed", "won"))
+        .await;
+    assert_eq!(won["outcome"], "applied", "{won}");
+    assert_eq!(app.money_held(&payment).await.dispute_held, 0);
+    // Won at the chargeback: Stripe has no second chargeback, so a `lost` now is refused.
+    let lost = app
+        .deliver_signed(&event(5, "charge.dispute.updated", "lost"))
+        .await;
+    assert_eq!(lost["outcome"], "stale", "{lost}");
+    assert_eq!(app.dispute_state("du_1").await.status, "won");
+    // The reversal gave the amount back to the cap.
+    let refund = app.refunded(id, "after-win", json!({"amount": 4200})).await;
+    assert_eq!(refund["amount"], 4200);
+
+    assert_eq!(app.disputes_told("dispute.created").await, 1);
+    assert_eq!(app.disputes_told("dispute.updated").await, 1);
+    assert_eq!(app.disputes_told("dispute.closed").await, 1);
+    // A dispute of a payment payorch never made is recorded, and names none.
+    let stranger = app
+        .deliver_signed(&stripe_event(
+            "evt_dp_x",
+            "charge.dispute.created",
+            "du_x",
+            "pi_unknown",
+            "needs_response",
+            100,
+            t,
+        ))
+        .await;
+    assert_eq!(stranger["outcome"], "unknown_attempt", "{stranger}");
+}
+
+#[tokio::test]
+async fn a_stripe_inquiry_moves_one_way_and_closes_for_good() {
+    let app = TestApp::spawn().await;
+    let payment = paid(&app, "stripe", "stripe-inquiry").await;
+    let pi = payment["provider_payment_id"].as_str().unwrap();
+    let t = Utc::now().timestamp();
+    let deliver = |n: i64, status: &'static str| {
+        let body = stripe_event(
+            &format!("evt_iq_{n}"),
+            "charge.dispute.updated",
+            "du_iq",
+            pi,
+            status,
+            4200,
+            t + n,
+        );
+        let app = &app;
+        async move {
+            app.deliver_signed(&body).await["outcome"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    assert_eq!(deliver(1, "warning_needs_response").await, "applied");
+    // An inquiry takes nothing.
+    assert_eq!(app.money_held(&payment).await.dispute_held, 0);
+    assert_eq!(deliver(2, "warning_under_review").await, "applied");
+    assert_eq!(deliver(3, "warning_needs_response").await, "stale");
+    assert_eq!(deliver(4, "warning_closed").await, "applied");
+    // Closed for good: a chargeback comes as a new dispute, never this one reopened.
+    assert_eq!(deliver(5, "needs_response").await, "stale");
+    assert_eq!(app.dispute_state("du_iq").await.status, "warning_closed");
+    assert_eq!(app.money_held(&payment).await.dispute_held, 0);
+}
+
+#[tokio::test]
+async fn adyens_chargeback_notifications_fold_into_one_dispute_through_every_stage() {
+    let app = TestApp::spawn().await;
+    let payment = paid(&app, "adyen", "adyen-dispute").await;
+    let item = |code: &str, minute: u32, extra: Value| {
+        adyen_item(
+            code,
+            "DSP1",
+            &payment,
+            &format!("2030-01-01T10:{minute:02}:00+00:00"),
+            extra,
+        )
+    };
+    let none = || json!({});
+    let state = || async { app.dispute_state("DSP1").await };
+
+    assert_eq!(
+        app.notify_dispute(item("NOTIFICATION_OF_CHARGEBACK", 1, none()))
+            .await,
+        "applied"
+    );
+    let now = state().await;
+    assert_eq!(
+        (now.status.as_str(), now.stage.as_str()),
+        ("warning_needs_response", "inquiry")
+    );
+    assert_eq!(app.money_held(&payment).await.dispute_held, 0);
+
+    assert_eq!(
+        app.notify_dispute(item("CHARGEBACK", 2, none())).await,
+        "applied"
+    );
+    let now = state().await;
+    assert_eq!(
+        (now.status.as_str(), now.stage.as_str()),
+        ("needs_response", "chargeback")
+    );
+    assert_eq!(app.money_held(&payment).await.dispute_held, 4200);
+    // An inquiry's answer after the chargeback: refused, nothing moves.
+    assert_eq!(
+        app.notify_dispute(item("INFORMATION_SUPPLIED", 3, none()))
+            .await,
+        "stale"
+    );
+
+    assert_eq!(
+        app.notify_dispute(item("CHARGEBACK_REVERSED", 4, none()))
+            .await,
+        "applied"
+    );
+    assert_eq!(state().await.status, "won");
+    assert_eq!(app.money_held(&payment).await.dispute_held, 0);
+
+    assert_eq!(
+        app.notify_dispute(item("SECOND_CHARGEBACK", 5, none()))
+            .await,
+        "applied"
+    );
+    let now = state().await;
+    assert_eq!(
+        (now.status.as_str(), now.stage.as_str()),
+        ("lost", "second_chargeback")
+    );
+    assert_eq!(app.money_held(&payment).await.dispute_held, 4200);
+
+    assert_eq!(
+        app.notify_dispute(item("PREARBITRATION_WON", 6, none()))
+            .await,
+        "applied"
+    );
+    let now = state().await;
+    assert_eq!(
+        (now.status.as_str(), now.stage.as_str()),
+        ("won", "pre_arbitration")
+    );
+    assert_eq!(app.money_held(&payment).await.dispute_held, 0);
+    // Won at pre-arbitration: only a second chargeback could make it lost, and that stage is past.
+    assert_eq!(
+        app.notify_dispute(item("PREARBITRATION_LOST", 7, none()))
+            .await,
+        "stale"
+    );
+    assert_eq!(state().await.status, "won");
+    // A second copy of a notification is recorded once.
+    let before = app.db.count("provider_webhooks").await;
+    assert_eq!(
+        app.notify_dispute(item("CHARGEBACK", 2, none())).await,
+        "applied"
+    );
+    assert_eq!(app.db.count("provider_webhooks").await, before);
+
+    // A chargeback Adyen says cannot be defended is lost at once.
+    let other = paid(&app, "adyen", "adyen-undefendable").await;
+    let lost = adyen_item(
+        "CHARGEBACK",
+        "DSP2",
+        &other,
+        "2030-01-01T11:00:00+00:00",
+        json!({"defendable": "false"}),
+    );
+    assert_eq!(app.notify_dispute(lost).await, "applied");
+    assert_eq!(app.dispute_state("DSP2").await.status, "lost");
+    assert_eq!(app.money_held(&other).await.dispute_held, 4200);
+
+    // A dispute of no payment payorch made.
+    let mut stranger = adyen_item(
+        "CHARGEBACK",
+        "DSP3",
+        &other,
+        "2030-01-01T11:00:00+00:00",
+        none(),
+    );
+    stranger["originalReference"] = json!("NOSUCHPAYMENT");
+    stranger["merchantReference"] = json!("not-a-payment");
+    assert_eq!(app.notify_dispute(stranger).await, "unknown_attempt");
+    assert_eq!(app.disputes_told("dispute.closed").await, 3);
+}
+
+#[tokio::test]
+async fn a_chargeback_on_a_refunded_payment_is_flagged_with_what_it_returns_twice() {
+    let app = TestApp::spawn().await;
+    let payment = paid(&app, "stripe", "refunded-then-disputed").await;
+    let id = payment["id"].as_str().unwrap();
+    let pi = payment["provider_payment_id"].as_str().unwrap();
+    app.refunded(id, "first-refund", json!({"amount": 1000}))
+        .await;
+    let t = Utc::now().timestamp();
+    let opened = app
+        .deliver_signed(&stripe_event(
+            "evt_ov_1",
+            "charge.dispute.created",
+            "du_ov",
+            pi,
+            "needs_response",
+            4200,
+            t,
+        ))
+        .await;
+    assert_eq!(opened["outcome"], "applied", "{opened}");
+    let state = app.dispute_state("du_ov").await;
+    assert_eq!((state.refunded_before, state.overlap), (1000, 1000));
+    // Nothing is left to refund, and the merchant is told what to answer.
+    assert_eq!(
+        app.refund(id, "more", json!({"amount": 1})).await.status(),
+        409
+    );
+    let mut conn = app.db.connect().await;
+    let snapshot: Word = diesel_async::RunQueryDsl::get_result(
+        diesel::sql_query(
+            "SELECT snapshot::text AS word FROM merchant_events WHERE type = 'dispute.created'",
+        ),
+        &mut conn,
+    )
+    .await
+    .unwrap();
+    let snapshot: Value = serde_json::from_str(&snapshot.word).unwrap();
+    assert_eq!(snapshot["dispute"]["overlap"], 1000, "{snapshot}");
+    let events: Value = app
+        .get_as(&app.merchant_key, "/v1/events?type=dispute.created")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let object = &events["data"][0]["data"]["object"];
+    assert_eq!(object["object"], "dispute", "{events}");
+    assert_eq!(object["overlap"], 1000, "{events}");
+    assert!(
+        object["advice"]
+            .as_str()
+            .unwrap()
+            .contains("refund as evidence"),
+        "{object}"
+    );
+}
+
+#[tokio::test]
+async fn thirty_concurrent_refunds_racing_a_chargeback_never_return_more_than_was_captured() {
+    let app = TestApp::spawn().await;
+    for round in 0..3 {
+        let payment = paid(&app, "stripe", &format!("race-{round}")).await;
+        let id = payment["id"].as_str().unwrap().to_owned();
+        let pi = payment["provider_payment_id"].as_str().unwrap().to_owned();
+        let du = format!("du_race_{round}");
+        let chargeback = stripe_event(
+            &format!("evt_race_{round}"),
+            "charge.dispute.created",
+            &du,
+            &pi,
+            "needs_response",
+            4200,
+            Utc::now().timestamp(),
+        );
+        // 30 refunds of 500 (15,000 asked of 4,200) and the chargeback, all at once; the
+        // chargeback goes out after a share of the refunds, at a different place each round.
+        let refunds = (0..30).map(|i| {
+            let (app, id) = (&app, id.clone());
+            async move {
+                let response = app
+                    .refund(&id, &format!("race-{round}-{i}"), json!({"amount": 500}))
+                    .await;
+                response.status().as_u16()
+            }
+        });
+        let dispute = async {
+            tokio::time::sleep(std::time::Duration::from_millis(20 * round)).await;
+            app.deliver_signed(&chargeback).await
+        };
+        let (answers, told) = tokio::join!(join_all(refunds), dispute);
+        assert_eq!(told["outcome"], "applied", "{told}");
+        assert!(
+            answers.iter().all(|s| *s == 201 || *s == 409),
+            "{answers:?}"
+        );
+        let made = answers.iter().filter(|s| **s == 201).count() as i64;
+
+        let held = app.money_held(&payment).await;
+        let state = app.dispute_state(&du).await;
+        assert_eq!(held.dispute_held, 4200);
+        assert_eq!(held.refund_held, made * 500, "round {round}");
+        assert!(held.refund_held <= held.captured, "round {round}");
+        // What the refunds held when the chargeback came is flagged, and only that.
+        assert_eq!(state.refunded_before, held.refund_held, "round {round}");
+        assert_eq!(
+            state.overlap,
+            (held.refund_held + held.dispute_held - held.captured).max(0),
+            "round {round}"
+        );
+        // Beyond what was flagged, nothing returned twice: the refunds after the
+        // chargeback were all refused.
+        assert!(
+            held.refund_held + held.dispute_held - state.overlap <= held.captured,
+            "round {round}: {held:?} {state:?}"
+        );
+        assert_eq!(
+            app.refunded_by_provider(&payment),
+            held.refund_held,
+            "round {round}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn hand_written_sql_cannot_move_a_dispute_back_or_set_what_disputes_hold() {
+    let app = TestApp::spawn().await;
+    let payment = paid(&app, "stripe", "sql-dispute").await;
+    let pi = payment["provider_payment_id"].as_str().unwrap();
+    let t = Utc::now().timestamp();
+    let won = stripe_event(
+        "evt_sql_1",
+        "charge.dispute.closed",
+        "du_sql",
+        pi,
+        "won",
+        4200,
+        t,
+    );
+    assert_eq!(app.deliver_signed(&won).await["outcome"], "applied");
+    let mut conn = app.db.connect().await;
+    for (sql, constraint) in [
+        ("UPDATE disputes SET status = 'needs_response' WHERE provider_dispute_id = 'du_sql'", "disputes_status_transition"),
+        ("UPDATE disputes SET status = 'lost' WHERE provider_dispute_id = 'du_sql'", "disputes_status_transition"),
+        ("UPDATE disputes SET stage = 'inquiry' WHERE provider_dispute_id = 'du_sql'", "disputes_status_transition"),
+        ("UPDATE disputes SET provider_payment_id = 'pi_other' WHERE provider_dispute_id = 'du_sql'", "disputes_immutable"),
+        ("UPDATE disputes SET closed_at = NULL WHERE provider_dispute_id = 'du_sql'", "disputes_closed_is_finished"),
+        ("UPDATE disputes SET status = 'bogus' WHERE provider_dispute_id = 'du_sql'", "dispute_status_known"),
+    ] {
+        assert_refused_by(&mut conn, sql, constraint).await;
+    }
+    let payment_row = uuid_of(&payment["id"]);
+    assert_refused_by(
+        &mut conn,
+        &format!("UPDATE payment_attempts SET dispute_held = 1 WHERE id = '{payment_row}'"),
+        "payment_attempts_dispute_held_by_disputes",
+    )
+    .await;
+    // Lost again at a second chargeback is a move the database allows, and holds the money.
+    diesel_async::RunQueryDsl::execute(
+        diesel::sql_query(
+            "UPDATE disputes SET status = 'lost', stage = 'second_chargeback' \
+             WHERE provider_dispute_id = 'du_sql'",
+        ),
+        &mut conn,
+    )
+    .await
+    .unwrap();
+    assert_eq!(app.money_held(&payment).await.dispute_held, 4200);
+}
