@@ -5,7 +5,8 @@
 //! - `retrieveApplicableDefenseReasons`: the defense reasons the sandbox takes
 //!   ([`DEFENSE_REASONS`]), each with the document types it asks for;
 //! - `supplyDefenseDocument`: documents kept as the dispute's evidence by type, their
-//!   content base64 as Adyen's;
+//!   content base64 as Adyen's; for an inquiry they are the answer (`INFORMATION_SUPPLIED`,
+//!   `warning_under_review`, decided by their content as a defense is);
 //! - `defendDispute` (`defenseReasonCode` one of the applicable): the chargeback is under
 //!   review (`needs_response` → `under_review`), and decided as the Stripe face decides: a
 //!   document whose content is `winning_evidence` wins (`CHARGEBACK_REVERSED`),
@@ -205,8 +206,14 @@ async fn supply_document(sb: web::Data<Sandbox>, req: HttpRequest, body: Bytes) 
                     .unwrap_or(document.content);
                 evidence.insert(document.defense_document_type_code, content);
             }
-            let added = sb.disputes.add_evidence(&dispute.id, evidence);
-            service_result(added.err())
+            // An inquiry is answered by its documents (Adyen's `INFORMATION_SUPPLIED`); a
+            // chargeback waits for `defendDispute`.
+            let done = if dispute.status == DisputeStatus::WarningNeedsResponse {
+                sb.move_dispute(&dispute.id, Move::Submit, evidence)
+            } else {
+                sb.disputes.add_evidence(&dispute.id, evidence)
+            };
+            service_result(done.err())
         },
     )
     .await
