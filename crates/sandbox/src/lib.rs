@@ -101,6 +101,8 @@ mod redirect_result;
 mod refunds;
 mod routes;
 mod serial;
+mod settlement;
+mod settlement_routes;
 mod store;
 mod stripe_disputes;
 mod three_d_secure;
@@ -134,6 +136,8 @@ pub(crate) struct Sandbox {
     notifications: Webhooks,
     /// Every dispute of either face (`disputes`).
     disputes: disputes::Book,
+    /// The providers' settlement records: what is forgotten and invented, Adyen's batches.
+    settlement: settlement::Settlement,
     /// Dispute moves to make later (`dispute_control`).
     dispute_plans: dispute_control::Plans,
     /// The runtime `start` was called on: charges, settlements and webhook deliveries run
@@ -407,7 +411,8 @@ fn configure(cfg: &mut web::ServiceConfig) {
         .configure(mix_control::configure)
         .configure(dispute_control::configure)
         .configure(stripe_disputes::configure)
-        .configure(adyen_disputes::configure);
+        .configure(adyen_disputes::configure)
+        .configure(settlement_routes::configure);
 }
 
 /// Bind, spawn the server and its background tasks on the current runtime, return at once.
@@ -434,6 +439,7 @@ pub async fn start(config: SandboxConfig) -> std::io::Result<SandboxHandle> {
     let state = Arc::new(Sandbox {
         store: Store::new(config.window()),
         disputes: disputes::Book::new(config.keep_intents),
+        settlement: settlement::Settlement::new(chrono::Utc::now().timestamp()),
         dispute_plans,
         mixes: Mutex::new(mix_control::Mixes::from_config(&config)),
         config,
