@@ -5,7 +5,7 @@
 //! at most one open dispute at a time (several over its life; Adyen's second chargeback and
 //! pre-arbitration are the same dispute moving on). Its status is one of Stripe's seven words
 //! and its stage one of four (inquiry, chargeback, second chargeback, pre-arbitration); the
-//! moves are the ones payorch's dispute state machine allows (docs/DESIGN.md, "Disputes"), so
+//! moves are the ones payorch's dispute state machine allows (docs/guides/disputes.md), so
 //! whatever the sandbox tells is a move payorch must take: anything else is refused here, with
 //! the reason, and nothing told.
 //!
