@@ -116,6 +116,13 @@ prefixed_id!(
 );
 
 prefixed_id!(
+    /// Evidence sent for a dispute, or its accept (docs/guides/disputes.md, "Answering a
+    /// dispute").
+    DisputeActionId,
+    "da"
+);
+
+prefixed_id!(
     /// A provider's webhook as payorch recorded it (support's view of what came in).
     ProviderWebhookId,
     "whk"

@@ -45,6 +45,8 @@ words! {
         WebhookEndpoint => "webhook_endpoint",
         /// A capture or a void of a payment's hold.
         HoldOperation => "hold_operation",
+        /// Evidence for a dispute, or its accept (`dispute_actions`).
+        DisputeAction => "dispute_action",
     }
 }
 
@@ -54,7 +56,10 @@ impl ResourceType {
     pub fn made_money_move(self) -> bool {
         matches!(
             self,
-            ResourceType::PaymentAttempt | ResourceType::Refund | ResourceType::HoldOperation
+            ResourceType::PaymentAttempt
+                | ResourceType::Refund
+                | ResourceType::HoldOperation
+                | ResourceType::DisputeAction
         )
     }
 }
@@ -91,6 +96,8 @@ words! {
         RefundCreated => "refund_created",
         /// The capture or void exists; its provider call may or may not have been sent.
         HoldOperationCreated => "hold_operation_created",
+        /// The dispute action exists; its provider call may or may not have been sent.
+        DisputeActionCreated => "dispute_action_created",
         /// The work is done and the key completed.
         Finished => "finished",
     }

@@ -58,6 +58,11 @@ operations! {
     CancelPayment => "cancel_payment", "/v1/payments/{id}/cancel", KeyTtl::Payment;
     /// An order's metadata changed (docs/guides/checkout.md, "An order's metadata").
     UpdateOrder => "update_order", "/v1/orders/{id}", KeyTtl::Order;
+    /// Evidence answering a dispute, and a dispute accepted (docs/guides/disputes.md,
+    /// "Answering a dispute"): kept as a payment's key, since a retry past a freed key would
+    /// answer the dispute again (the database refuses it; the key says what it made).
+    SubmitDisputeEvidence => "submit_dispute_evidence", "/v1/disputes/{id}/evidence", KeyTtl::Payment;
+    AcceptDispute => "accept_dispute", "/v1/disputes/{id}/accept", KeyTtl::Payment;
 }
 
 #[cfg(test)]
