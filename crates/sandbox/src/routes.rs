@@ -359,6 +359,9 @@ struct LedgerList {
     captures: Vec<super::CaptureEntry>,
     /// Every hold a cancel released.
     voids: Vec<super::VoidEntry>,
+    /// Every dispute kept, with its moves and the money it withdrew or reinstated: with
+    /// `refunds`, all the money each payment gave back.
+    disputes: Vec<super::DisputeEntry>,
     /// How much is kept.
     window: super::Window,
     /// What is no longer kept: with `data` and `refunds`, everything there was.
@@ -376,6 +379,7 @@ async fn ledger(sb: web::Data<Sandbox>) -> HttpResponse {
             holds: sb.store.holds(),
             captures: sb.store.captures(),
             voids: sb.store.voids(),
+            disputes: sb.disputes.all(),
             window: sb.store.window(),
             forgotten: sb.store.forgotten(),
         },

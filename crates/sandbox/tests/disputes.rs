@@ -307,6 +307,10 @@ async fn a_stripe_dispute_holds_the_money_until_the_winning_evidence_wins_it_bac
         money.iter().map(|m| m.amount).collect::<Vec<_>>(),
         [-1000, 1000]
     );
+    let ledger = common::ledger(&client, &sandbox).await;
+    assert_eq!(ledger["disputes"][0]["id"], id.as_str());
+    assert_eq!(ledger["disputes"][0]["status"], "won");
+    assert_eq!(ledger["disputes"][0]["money"][1]["kind"], "reinstated");
 
     // Won: the money is the merchant's again, and may be refunded.
     let refunded = stripe_post(&client, &sandbox, "/v1/refunds", None, &refund)
