@@ -192,7 +192,9 @@ pub(crate) fn adyen_notification(config: &SandboxConfig, change: &Change) -> Opt
         "defensePeriodEndsAt": period_ends,
         "disputeStatus": dispute_status,
     });
-    additional[reason_field] = json!(dispute.reason_code);
+    if let Some(code) = &dispute.reason_code {
+        additional[reason_field] = json!(code);
+    }
     let item = json!({
         "additionalData": additional,
         "amount": {"value": dispute.amount, "currency": dispute.currency.to_ascii_uppercase()},
@@ -203,7 +205,8 @@ pub(crate) fn adyen_notification(config: &SandboxConfig, change: &Change) -> Opt
         "originalReference": dispute.payment_intent,
         "pspReference": dispute.id,
         "paymentMethod": "visa",
-        "reason": dispute.reason,
+        // In words, as Adyen's `reason` is ("product not received").
+        "reason": dispute.reason.replace('_', " "),
         "success": "true",
     });
     delivery(config, item)

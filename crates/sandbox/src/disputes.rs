@@ -266,8 +266,9 @@ pub struct DisputeEntry {
     pub currency: String,
     /// Stripe's reason word.
     pub reason: String,
-    /// The network's reason code (Visa's), Adyen's `chargebackReasonCode`.
-    pub reason_code: String,
+    /// The network's reason code (Visa's), Adyen's `chargebackReasonCode`: none for a
+    /// reason no card network has a code for (a bank debit's, or `general`).
+    pub reason_code: Option<String>,
     pub status: DisputeStatus,
     pub stage: DisputeStage,
     /// Unix seconds.
@@ -320,25 +321,28 @@ pub(crate) struct Change {
     pub money: Option<DisputeMoney>,
 }
 
-/// Stripe's reason words, and Visa's reason code for each (what Adyen's
-/// `chargebackReasonCode` carries; docs/guides/test-cards.md, "Disputes").
-pub const REASONS: [(&str, &str); 13] = [
-    ("bank_cannot_process", "11.3"),
-    ("credit_not_processed", "13.6"),
-    ("customer_initiated", "13.7"),
-    ("debit_not_authorized", "10.5"),
-    ("duplicate", "12.6.1"),
-    ("fraudulent", "10.4"),
-    ("general", "13.7"),
-    ("incorrect_account_details", "12.4"),
-    ("insufficient_funds", "11.1"),
-    ("product_not_received", "13.1"),
-    ("product_unacceptable", "13.3"),
-    ("subscription_canceled", "13.2"),
-    ("unrecognized", "10.4"),
+/// Stripe's reason words, and Visa's reason code for each where Visa has one (what Adyen's
+/// `chargebackReasonCode` carries; docs/guides/test-cards.md, "Disputes"). A reason without
+/// one (a bank debit's, `general`) is told by its words alone, in the item's `reason`.
+pub const REASONS: [(&str, Option<&str>); 13] = [
+    ("bank_cannot_process", Some("11.3")),
+    ("credit_not_processed", Some("13.6")),
+    ("customer_initiated", None),
+    ("debit_not_authorized", None),
+    ("duplicate", Some("12.6.1")),
+    ("fraudulent", Some("10.4")),
+    ("general", None),
+    ("incorrect_account_details", Some("12.4")),
+    ("insufficient_funds", None),
+    ("product_not_received", Some("13.1")),
+    ("product_unacceptable", Some("13.3")),
+    ("subscription_canceled", Some("13.2")),
+    ("unrecognized", Some("10.4")),
 ];
 
-pub(crate) fn reason_code(reason: &str) -> Option<&'static str> {
+/// The reason's Visa code (`Some(None)`: a reason without one); `None` for a word that is
+/// not Stripe's.
+pub(crate) fn reason_code(reason: &str) -> Option<Option<&'static str>> {
     REASONS.iter().find(|(r, _)| *r == reason).map(|(_, c)| *c)
 }
 
@@ -432,7 +436,7 @@ impl Book {
             amount,
             currency: payment.currency.clone(),
             reason: reason.to_owned(),
-            reason_code: reason_code.to_owned(),
+            reason_code: reason_code.map(str::to_owned),
             status,
             stage,
             created: now,
