@@ -40,7 +40,7 @@ const BASE: &str = "/ca/services/DisputeService/v30";
 pub(crate) const DEFENSE_REASONS: [(&str, &[&str]); 2] = [
     (
         "GoodsOrServicesProvided",
-        &["DeliveryOrCollectionForm", "Invoice"],
+        &["DeliveryOrCollectionForm", "TIDorInvoice"],
     ),
     ("SupplyDefenseMaterial", &["DefenseMaterial"]),
 ];
