@@ -13,8 +13,8 @@ use utoipa::OpenApi;
 
 use super::openapi::{self, BearerAuth};
 use super::{
-    errors, events, health, holds, merchants, metrics, orders, payer_return, payments, refunds,
-    resource, routing, support, webhook_endpoints, webhooks,
+    disputes, errors, events, health, holds, merchants, metrics, orders, payer_return, payments,
+    refunds, resource, routing, support, webhook_endpoints, webhooks,
 };
 
 /// Declares [`ApiDoc`] and [`configure_api`] from one line per path:
@@ -75,6 +75,8 @@ api! {
     "/v1/payments/{id}/capture" => [POST holds::capture],
     "/v1/payments/{id}/cancel" => [POST holds::cancel],
     "/v1/refunds/{id}" => [GET refunds::get_refund],
+    "/v1/disputes/{id}/evidence" => [POST disputes::submit_evidence],
+    "/v1/disputes/{id}/accept" => [POST disputes::accept],
     "/v1/webhook_endpoints" => [
         GET webhook_endpoints::list_endpoints,
         POST webhook_endpoints::create_endpoint,

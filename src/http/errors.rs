@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::db::pool::PoolError;
 use crate::http::limits::exceeded::LimitExceeded;
 use crate::idempotency::{ExpiredKey, IdempotencyError, KeyError};
-use crate::ids::{HoldOperationId, OrderId, PaymentId, RefundId};
+use crate::ids::{DisputeActionId, DisputeId, HoldOperationId, OrderId, PaymentId, RefundId};
 use crate::payments::attempts::pay::PayError;
 use crate::payments::attempts::Refusal;
 use crate::payments::event_log::LogError;
@@ -149,6 +149,19 @@ pub enum ApiError {
     BodyTimeout { limit: Duration },
     #[error("the merchant has {limit} webhook endpoints, the most it may have; delete one (DELETE /v1/webhook_endpoints/{{id}}) before adding another")]
     WebhookEndpointLimit { limit: i64 },
+    /// A dispute that awaits no answer (closed, accepted, evidence taken): `detail` says
+    /// which and what to do (docs/guides/disputes.md, "Answering a dispute").
+    #[error("{detail}")]
+    DisputeNotAnswerable {
+        dispute_id: DisputeId,
+        status: &'static str,
+        detail: String,
+    },
+    #[error("an action on dispute {dispute_id} is already under way ({action_id}); retry its request with the same Idempotency-Key for its outcome")]
+    DisputeActionInProgress {
+        dispute_id: DisputeId,
+        action_id: DisputeActionId,
+    },
 }
 
 /// The public name of what an expired key made: its object, its id and where to read it.
@@ -229,6 +242,8 @@ impl ApiError {
             ApiError::PaymentNotHeld { capture: true, .. } => "payment_not_capturable",
             ApiError::PaymentNotHeld { capture: false, .. } => "payment_not_cancelable",
             ApiError::HoldOperationInProgress { .. } => "hold_operation_in_progress",
+            ApiError::DisputeNotAnswerable { .. } => "dispute_not_answerable",
+            ApiError::DisputeActionInProgress { .. } => "dispute_action_in_progress",
             ApiError::CaptureExceedsAuthorization { .. } => "capture_exceeds_authorization",
             ApiError::WebhookEndpointLimit { .. } => "webhook_endpoint_limit",
         }
@@ -238,7 +253,7 @@ impl ApiError {
     /// what a client branches on, as a list the documentation can be held to (the error
     /// table of docs/guides/errors.md, tests/docs_truth). `codes_tests` below holds it to `code` and
     /// `status_code`, both ways.
-    pub const CODES: [(&'static str, u16); 33] = [
+    pub const CODES: [(&'static str, u16); 35] = [
         ("invalid_request", 400),
         ("unauthenticated", 401),
         ("forbidden", 403),
@@ -272,6 +287,8 @@ impl ApiError {
         ("hold_operation_in_progress", 409),
         ("capture_exceeds_authorization", 409),
         ("webhook_endpoint_limit", 409),
+        ("dispute_not_answerable", 409),
+        ("dispute_action_in_progress", 409),
     ];
 
     fn title(&self) -> &'static str {
@@ -307,6 +324,8 @@ impl ApiError {
             ApiError::PaymentNotHeld { capture: true, .. } => "Payment not capturable",
             ApiError::PaymentNotHeld { capture: false, .. } => "Payment not cancelable",
             ApiError::HoldOperationInProgress { .. } => "Capture or void in progress",
+            ApiError::DisputeNotAnswerable { .. } => "Dispute takes no answer",
+            ApiError::DisputeActionInProgress { .. } => "Dispute action in progress",
             ApiError::CaptureExceedsAuthorization { .. } => "Capture exceeds authorization",
             ApiError::WebhookEndpointLimit { .. } => "Webhook endpoint limit reached",
         }
@@ -384,6 +403,19 @@ impl ApiError {
                 extra.insert("payment_id".into(), serde_json::json!(payment_id));
                 extra.insert("operation_id".into(), serde_json::json!(operation_id));
             }
+            ApiError::DisputeNotAnswerable {
+                dispute_id, status, ..
+            } => {
+                extra.insert("dispute_id".into(), serde_json::json!(dispute_id));
+                extra.insert("dispute_status".into(), serde_json::json!(status));
+            }
+            ApiError::DisputeActionInProgress {
+                dispute_id,
+                action_id,
+            } => {
+                extra.insert("dispute_id".into(), serde_json::json!(dispute_id));
+                extra.insert("action_id".into(), serde_json::json!(action_id));
+            }
             ApiError::CaptureExceedsAuthorization { amount_capturable } => {
                 extra.insert(
                     "amount_capturable".into(),
@@ -454,6 +486,8 @@ impl ResponseError for ApiError {
             | ApiError::PaymentNotHeld { .. }
             | ApiError::HoldOperationInProgress { .. }
             | ApiError::CaptureExceedsAuthorization { .. }
+            | ApiError::DisputeNotAnswerable { .. }
+            | ApiError::DisputeActionInProgress { .. }
             | ApiError::WebhookEndpointLimit { .. } => StatusCode::CONFLICT,
             ApiError::IdempotencyKeyReused | ApiError::RawCardDataForbidden { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -772,6 +806,15 @@ mod codes_tests {
             ApiError::DemoCheckoutOff,
             ApiError::BodyTimeout { limit: second },
             ApiError::WebhookEndpointLimit { limit: 1 },
+            ApiError::DisputeNotAnswerable {
+                dispute_id: DisputeId(Uuid::nil()),
+                status: "lost",
+                detail: String::new(),
+            },
+            ApiError::DisputeActionInProgress {
+                dispute_id: DisputeId(Uuid::nil()),
+                action_id: DisputeActionId(Uuid::nil()),
+            },
         ];
         for error in &all {
             match error {
@@ -809,7 +852,9 @@ mod codes_tests {
                 | ApiError::RefundExceedsPayment { .. }
                 | ApiError::DemoCheckoutOff
                 | ApiError::BodyTimeout { .. }
-                | ApiError::WebhookEndpointLimit { .. } => {}
+                | ApiError::WebhookEndpointLimit { .. }
+                | ApiError::DisputeNotAnswerable { .. }
+                | ApiError::DisputeActionInProgress { .. } => {}
             }
         }
         all

@@ -10,6 +10,7 @@ pub mod checkout_page;
 pub mod client_address;
 pub mod connections;
 pub mod console;
+pub mod disputes;
 pub mod errors;
 pub mod events;
 pub mod health;

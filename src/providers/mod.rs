@@ -399,10 +399,10 @@ pub trait PaymentProvider: Send + Sync {
     /// only); `Unknown`: as for a charge.
     async fn cancel(&self, req: &CancelRequest) -> ProviderCall;
 
-    /// Submit evidence answering a dispute under `req.idempotency_key` (docs/guides/
-    /// disputes.md, "Answering a dispute"); safe to resend. `Succeeded`: the provider took it;
-    /// `Failed`: nothing was done (a closed dispute, evidence this provider cannot take, sent
-    /// or not); `Unknown`: as for a charge.
+    /// Submit evidence answering a dispute under `req.idempotency_key`
+    /// (docs/guides/disputes.md, "Answering a dispute"); safe to resend. `Succeeded`: the
+    /// provider took it; `Failed`: nothing was done (a closed dispute, evidence this provider
+    /// cannot take, sent or not); `Unknown`: as for a charge.
     async fn submit_dispute_evidence(&self, req: &DisputeEvidenceRequest) -> ProviderCall;
 
     /// Accept a dispute (the merchant gives the money up) under `req.idempotency_key`; safe
