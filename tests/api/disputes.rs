@@ -507,11 +507,24 @@ async fn thirty_concurrent_refunds_racing_a_chargeback_never_return_more_than_wa
             4200,
             Utc::now().timestamp(),
         );
-        // 30 refunds of 500 (15,000 asked of 4,200) and the chargeback, all at once; the
-        // chargeback goes out after a share of the refunds, at a different place each round.
-        let refunds = (0..30).map(|i| {
+        // 30 refunds of 500 (15,000 asked of 4,200) and the chargeback, all at once: the
+        // chargeback goes out first in the first round, among the refunds in the second.
+        // In the last round one refund is made first, so the chargeback surely comes on
+        // refunded money and its overlap is flagged.
+        let first = if round == 2 {
+            let refund = app
+                .refund(&id, "race-2-first", json!({"amount": 500}))
+                .await;
+            assert_eq!(refund.status(), 201);
+            1
+        } else {
+            0
+        };
+        let refunds = (first..30).map(|i| {
             let (app, id) = (&app, id.clone());
             async move {
+                // Spread over about 90 ms, so the chargeback lands among them.
+                tokio::time::sleep(std::time::Duration::from_millis(3 * i as u64)).await;
                 let response = app
                     .refund(&id, &format!("race-{round}-{i}"), json!({"amount": 500}))
                     .await;
@@ -519,7 +532,7 @@ async fn thirty_concurrent_refunds_racing_a_chargeback_never_return_more_than_wa
             }
         });
         let dispute = async {
-            tokio::time::sleep(std::time::Duration::from_millis(20 * round)).await;
+            tokio::time::sleep(std::time::Duration::from_millis([0, 30, 0][round])).await;
             app.deliver_signed(&chargeback).await
         };
         let (answers, told) = tokio::join!(join_all(refunds), dispute);
@@ -528,7 +541,7 @@ async fn thirty_concurrent_refunds_racing_a_chargeback_never_return_more_than_wa
             answers.iter().all(|s| *s == 201 || *s == 409),
             "{answers:?}"
         );
-        let made = answers.iter().filter(|s| **s == 201).count() as i64;
+        let made = answers.iter().filter(|s| **s == 201).count() as i64 + first;
 
         let held = app.money_held(&payment).await;
         let state = app.dispute_state(&du).await;
@@ -552,6 +565,14 @@ async fn thirty_concurrent_refunds_racing_a_chargeback_never_return_more_than_wa
             app.refunded_by_provider(&payment),
             held.refund_held,
             "round {round}"
+        );
+        if round == 2 {
+            assert!(state.overlap >= 500, "round {round}: {state:?}");
+        }
+        println!(
+            "race round {round}: {made} refunds made, {} before the chargeback, overlap {}",
+            state.refunded_before / 500,
+            state.overlap
         );
     }
 }

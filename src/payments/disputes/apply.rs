@@ -135,8 +135,9 @@ pub async fn apply_notice(
             d::provider_updated_at.eq(at),
         ))
         .returning(DisputeRow::as_returning())
-        .get_result(conn)
-        .await?;
+        .load(conn)
+        .await
+        .and_then(crate::db::one)?;
     transition(conn, &moved, Some(from.status), event).await?;
     let detail = format!(
         "{} ({}) -> {} ({})",
@@ -161,9 +162,10 @@ async fn payment_of(
         .filter(a::provider.eq(provider))
         .filter(a::provider_payment_id.eq(&notice.provider_payment_id))
         .select(columns)
-        .first::<Payment>(conn)
+        .limit(1)
+        .load::<Payment>(conn)
         .await
-        .optional()?;
+        .map(|rows| rows.into_iter().next())?;
     if by_provider_id.is_some() {
         return Ok(by_provider_id);
     }
@@ -178,9 +180,10 @@ async fn payment_of(
         .filter(a::id.eq(attempt.0))
         .filter(a::provider.eq(provider))
         .select(columns)
-        .first::<Payment>(conn)
+        .limit(1)
+        .load::<Payment>(conn)
         .await
-        .optional()
+        .map(|rows| rows.into_iter().next())
 }
 
 /// The dispute, locked until the transaction ends.
@@ -194,9 +197,10 @@ async fn locked(
         .filter(d::provider_dispute_id.eq(provider_dispute_id))
         .select(DisputeRow::as_select())
         .for_update()
-        .first(conn)
+        .limit(1)
+        .load(conn)
         .await
-        .optional()
+        .map(|rows| rows.into_iter().next())
 }
 
 /// A new dispute in the notice's status; `None` if another transaction made it first.
@@ -228,9 +232,9 @@ async fn create(
         .on_conflict((d::provider, d::provider_dispute_id))
         .do_nothing()
         .returning(DisputeRow::as_returning())
-        .get_result(conn)
+        .load(conn)
         .await
-        .optional()
+        .map(|rows| rows.into_iter().next())
 }
 
 /// One line of the dispute's timeline: what the provider's event moved.

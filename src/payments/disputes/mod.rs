@@ -160,10 +160,9 @@ pub async fn find(
     disputes::table
         .find((merchant.0, id.0))
         .select(DisputeRow::as_select())
-        .first(conn)
+        .load(conn)
         .await
-        .optional()
-        .map(|row| row.map(Into::into))
+        .map(|rows| rows.into_iter().next().map(Into::into))
 }
 
 /// Up to `page.limit` disputes of `merchant` matching `filter`, newest first. Ids are
