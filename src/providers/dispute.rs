@@ -338,6 +338,85 @@ mod tests {
     }
 
     #[test]
+    fn a_stripe_dispute_event_is_a_notice_of_its_intent_and_nothing_about_the_charge() {
+        let body = serde_json::json!({
+            "id": "evt_1", "object": "event", "type": "charge.dispute.created",
+            "created": 1_800_000_000,
+            "data": {"object": {
+                "id": "du_1", "object": "dispute", "amount": 1500, "currency": "EUR",
+                "status": "needs_response", "reason": "product_not_received",
+                "payment_intent": "pi_1", "charge": "ch_1",
+                "evidence_details": {"due_by": 1_800_600_000},
+            }},
+        });
+        let event = crate::providers::stripe::parse_event(body.to_string().as_bytes()).unwrap();
+        assert!(event.acted_on && event.outcome.is_none() && event.refund.is_none());
+        let notice = event.dispute.expect("a dispute notice");
+        assert_eq!(notice.provider_dispute_id, "du_1");
+        assert_eq!(notice.provider_payment_id, "pi_1");
+        assert_eq!(
+            (notice.status, notice.stage),
+            (DisputeStatus::NeedsResponse, DisputeStage::Chargeback)
+        );
+        assert_eq!((notice.amount, notice.currency.as_str()), (1500, "eur"));
+        assert_eq!(notice.reason, DisputeReason::ProductNotReceived);
+        assert_eq!(
+            notice.evidence_due_by,
+            Utc.timestamp_opt(1_800_600_000, 0).single()
+        );
+        assert_eq!(
+            event.raw["data"]["object"]["evidence_details"]["due_by"],
+            1_800_600_000
+        );
+        // A dispute of no PaymentIntent is not one payorch made: no notice.
+        let mut other = body.clone();
+        other["data"]["object"]["payment_intent"] = Value::Null;
+        let event = crate::providers::stripe::parse_event(other.to_string().as_bytes()).unwrap();
+        assert!(event.dispute.is_none());
+    }
+
+    #[test]
+    fn an_adyen_chargeback_is_verified_and_read_as_a_notice_of_its_payment() {
+        use crate::providers::adyen::notification::{sign_item, verify_delivery, HmacKey};
+        let hex_key = "44".repeat(32);
+        let mut item = serde_json::json!({
+            "additionalData": {"chargebackReasonCode": "4837", "defendable": "true",
+                "defensePeriodEndsAt": "2030-01-01T10:00:00+01:00", "cardSummary": "1111"},
+            "amount": {"value": 4200, "currency": "EUR"},
+            "eventCode": CHARGEBACK, "eventDate": "2029-12-20T10:00:00+01:00",
+            "merchantAccountCode": "Acct", "merchantReference": "pay_x",
+            "originalReference": "PAYMENTPSP", "pspReference": "DISPUTEPSP",
+            "reason": "No cardholder authorisation", "success": "true",
+        });
+        let signature = sign_item(&item, &hex_key).unwrap();
+        item["additionalData"]["hmacSignature"] = Value::from(signature);
+        let delivery = serde_json::json!({"live": "false",
+            "notificationItems": [{"NotificationRequestItem": item}]});
+        let key = HmacKey::from_hex(&hex_key).unwrap();
+        let events = verify_delivery(delivery.to_string().as_bytes(), &[key], Utc::now()).unwrap();
+        let event = &events[0];
+        assert!(event.acted_on && event.outcome.is_none());
+        let notice = event.dispute.clone().expect("a dispute notice");
+        assert_eq!(notice.provider_dispute_id, "DISPUTEPSP");
+        assert_eq!(notice.provider_payment_id, "PAYMENTPSP");
+        assert_eq!(notice.attempt_id.as_deref(), Some("pay_x"));
+        assert_eq!(
+            (notice.status, notice.stage),
+            (DisputeStatus::NeedsResponse, DisputeStage::Chargeback)
+        );
+        assert_eq!(notice.reason, DisputeReason::Fraudulent);
+        assert_eq!(notice.provider_reason, "4837 No cardholder authorisation");
+        assert_eq!(
+            notice.evidence_due_by,
+            adyen_due_by(Some("2030-01-01T10:00:00+01:00"))
+        );
+        // Kept: the dispute's fields and reason; never the card's.
+        assert_eq!(event.raw["additionalData"]["defendable"], "true");
+        assert_eq!(event.raw["reason"], "No cardholder authorisation");
+        assert!(event.raw["additionalData"].get("cardSummary").is_none());
+    }
+
+    #[test]
     fn holding_statuses_are_the_migrations() {
         let holding: Vec<_> = DisputeStatus::ALL
             .into_iter()
