@@ -445,7 +445,27 @@ pub fn needs_a_human() -> Value {
              "disabled_reason": "answered 410 Gone", "failing_since": "2026-11-26T08:00:00Z",
              "updated_at": "2026-11-27T08:00:00Z"}
         ],
-        "late_approvals": [late_approval()]
+        "late_approvals": [late_approval()],
+        "settlement_findings": [settlement_finding()]
+    })
+}
+
+/// A second capture of one payment, as the settlement reconciliation finds it
+/// (docs/operations/reconciliation.md, "The findings").
+pub fn settlement_finding() -> Value {
+    json!({
+        "id": "0193a1f0-c4e8-7d2b-9c1a-5e6f7a8b9c0d", "object": "settlement_finding",
+        "provider": "stripe", "kind": "captured_twice", "subject": "pi_3OqA1b2C3d4E5f6G",
+        "provider_payment_id": "pi_3OqA1b2C3d4E5f6G", "merchant_id": MERCHANT,
+        "payment_id": PAYMENT, "refund_id": null, "expected": 4990, "found": 9980,
+        "currency": "eur",
+        "evidence": {"detail": {"why": "the provider booked more than one charge of one payment"},
+                     "entries": [
+                         {"id": "txn_1", "kind": "charge", "amount": 4990, "currency": "eur",
+                          "booked_at": "2026-11-27T12:00:03Z", "source": "ch_1", "reference": null},
+                         {"id": "txn_2", "kind": "charge", "amount": 4990, "currency": "eur",
+                          "booked_at": "2026-11-27T12:00:09Z", "source": "ch_2", "reference": null}]},
+        "found_at": "2026-11-27T13:05:00Z"
     })
 }
 

@@ -7,6 +7,7 @@ pub mod deliveries;
 pub mod examples;
 pub mod holds;
 pub mod late_approvals;
+pub mod settlement_findings;
 pub mod support_actions;
 
 use std::collections::BTreeMap;
@@ -597,6 +598,9 @@ pub struct NeedsAHuman {
     /// `undo_failed` (the money is still taken). Those `undo_failed`, then those `undoing`,
     /// come first, then the rest, each newest first.
     late_approvals: Vec<late_approvals::LateApprovalView>,
+    /// Differences between a provider's record of money moved and payorch's that no human
+    /// has closed, newest first (docs/operations/reconciliation.md, "The findings").
+    settlement_findings: Vec<settlement_findings::SettlementFindingView>,
 }
 
 impl NeedsAHuman {
@@ -609,6 +613,7 @@ impl NeedsAHuman {
             webhook_conflicts: n.webhook_conflicts.into_iter().map(Into::into).collect(),
             disabled_webhook_endpoints: disabled.into_iter().map(Into::into).collect(),
             late_approvals: n.late_approvals.into_iter().map(Into::into).collect(),
+            settlement_findings: n.settlement_findings.into_iter().map(Into::into).collect(),
         }
     }
 }

@@ -20,6 +20,7 @@ mod database_failover;
 mod database_roles;
 mod database_tls;
 mod declines;
+mod dispute_actions;
 mod disputes;
 mod door;
 mod errors;

@@ -17,6 +17,7 @@ use payorch::idempotency::Operation;
 use payorch::ids::MerchantId;
 use payorch::payments::attempts::retry::RetryReason;
 use payorch::payments::attempts::{CallKind, Source};
+use payorch::payments::disputes::keyed::{DisputeActionKind, DisputeActionStatus};
 use payorch::payments::disputes::{DisputeReason, DisputeStage, DisputeStatus};
 use payorch::payments::holds::HoldKind;
 use payorch::payments::late_approvals::{ApprovedAs, LateSource, LateStatus};
@@ -303,6 +304,20 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
         (
             ("dispute_reason", "dispute_reason_known"),
             same("DisputeReason", DisputeReason::ALL.map(DisputeReason::as_str)),
+        ),
+        (
+            ("dispute_action_kind", "dispute_action_kind_known"),
+            same(
+                "DisputeActionKind",
+                DisputeActionKind::ALL.map(DisputeActionKind::as_str),
+            ),
+        ),
+        (
+            ("dispute_action_status", "dispute_action_status_known"),
+            same(
+                "DisputeActionStatus",
+                DisputeActionStatus::ALL.map(DisputeActionStatus::as_str),
+            ),
         ),
         (
             (

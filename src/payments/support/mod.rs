@@ -28,6 +28,7 @@ use crate::payments::attempts::{
 };
 use crate::payments::holds::{operations_of_payment, HoldOperation};
 use crate::payments::late_approvals::{self, LateApproval};
+use crate::payments::settlement::{self, store::OpenFinding};
 use crate::payments::orders::{find_order, Order};
 use crate::payments::reconciler::settings::NO_RECORD;
 use crate::payments::refunds::{
@@ -357,6 +358,8 @@ pub struct NeedsAHuman {
     /// Every late approval, undone or not: a human confirms each with the provider. Those
     /// whose money is not back yet (`undo_failed`, `undoing`) come first.
     pub late_approvals: Vec<LateApproval>,
+    /// The settlement reconciliation's open findings, newest first.
+    pub settlement_findings: Vec<OpenFinding>,
 }
 
 pub async fn needs_a_human(
@@ -432,6 +435,7 @@ pub async fn needs_a_human(
         .load(conn)
         .await?;
     let late_approvals = late_approvals::listed(conn, limit).await?;
+    let settlement_findings = settlement::store::open_findings(conn, None, limit).await?;
     Ok(NeedsAHuman {
         stuck: stuck.into_iter().map(Into::into).collect(),
         no_provider_record: no_record.into_iter().map(Into::into).collect(),
@@ -439,6 +443,7 @@ pub async fn needs_a_human(
         stuck_refunds: stuck_refunds.into_iter().map(Into::into).collect(),
         webhook_conflicts,
         late_approvals,
+        settlement_findings,
     })
 }
 

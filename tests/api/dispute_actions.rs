@@ -1,0 +1,317 @@
+//! A merchant's answer to a dispute (docs/guides/disputes.md, "Answering a dispute"):
+//! `POST /v1/disputes/{id}/evidence` and `…/accept` against the sandbox's own disputes,
+//! through both protocols — each action once per key, sent under its own provider key, and
+//! every answer the dispute no longer takes refused before anything is sent.
+
+use std::time::Duration;
+
+use diesel::sql_types::Text;
+use serde_json::{json, Value};
+
+use crate::helpers::TestApp;
+use crate::payments::Route;
+
+#[derive(diesel::QueryableByName)]
+struct Dispute {
+    #[diesel(sql_type = Text)]
+    id: String,
+    #[diesel(sql_type = Text)]
+    status: String,
+}
+
+#[derive(diesel::QueryableByName)]
+struct Word {
+    #[diesel(sql_type = Text)]
+    word: String,
+}
+
+impl TestApp {
+    /// A payment through `provider` with a card the sandbox disputes, and its dispute once
+    /// the provider told payorch of it: (`dp_…`, its status).
+    async fn disputed(&self, provider: &str, key: &str) -> (String, String) {
+        self.route_to(&[provider]).await;
+        let (status, payment) = self
+            .pay(Route::Checkout, key, "pm_card_createDispute")
+            .await;
+        assert_eq!(status, 201, "{payment}");
+        let uuid = payment["id"]
+            .as_str()
+            .unwrap()
+            .split_once('_')
+            .unwrap()
+            .1
+            .to_owned();
+        for _ in 0..100 {
+            if let Some(d) = self.dispute_of(&uuid).await {
+                if d.status == "needs_response" {
+                    return (format!("dp_{}", d.id.replace('-', "")), d.status);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no dispute of {payment} awaiting an answer after 10 s");
+    }
+
+    async fn dispute_of(&self, attempt_uuid: &str) -> Option<Dispute> {
+        let mut conn = self.db.connect().await;
+        diesel_async::RunQueryDsl::get_results::<Dispute>(
+            diesel::sql_query(format!(
+                "SELECT id::text, status::text FROM disputes WHERE attempt_id = '{attempt_uuid}'"
+            )),
+            &mut conn,
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+    }
+
+    async fn dispute_status(&self, dispute: &str) -> String {
+        let uuid = dispute.trim_start_matches("dp_");
+        let mut conn = self.db.connect().await;
+        let w: Word = diesel_async::RunQueryDsl::get_result(
+            diesel::sql_query(format!(
+                "SELECT status::text AS word FROM disputes WHERE id = '{uuid}'::uuid"
+            )),
+            &mut conn,
+        )
+        .await
+        .unwrap();
+        w.word
+    }
+
+    async fn answer(
+        &self,
+        dispute: &str,
+        what: &str,
+        key: &str,
+        body: Option<Value>,
+    ) -> (u16, Value, bool) {
+        self.answer_as(&self.merchant_key, dispute, what, key, body)
+            .await
+    }
+
+    async fn answer_as(
+        &self,
+        secret: &str,
+        dispute: &str,
+        what: &str,
+        key: &str,
+        body: Option<Value>,
+    ) -> (u16, Value, bool) {
+        let response = self
+            .post_keyed(
+                secret,
+                &format!("/v1/disputes/{dispute}/{what}"),
+                Some(key),
+                body.map(|b| b.to_string()),
+            )
+            .await;
+        let status = response.status().as_u16();
+        let replayed = response.headers().contains_key("idempotent-replayed");
+        (
+            status,
+            response.json().await.unwrap_or(Value::Null),
+            replayed,
+        )
+    }
+}
+
+fn stripe_evidence() -> Value {
+    json!({"evidence": {
+        "uncategorized_text": "winning_evidence",
+        "customer_name": "Ada Lovelace",
+    }})
+}
+
+#[tokio::test]
+async fn stripe_evidence_is_sent_once_per_key_and_the_dispute_then_takes_no_other_answer() {
+    let app = TestApp::spawn().await;
+    let (dispute, _) = app.disputed("stripe", "disputed-1").await;
+
+    let (status, first, _) = app
+        .answer(&dispute, "evidence", "ev-1", Some(stripe_evidence()))
+        .await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["object"], "dispute_action");
+    assert_eq!(
+        (first["kind"].as_str(), first["status"].as_str()),
+        (Some("evidence"), Some("succeeded")),
+        "{first}"
+    );
+    assert_eq!(first["dispute"]["status"], "under_review", "{first}");
+    assert_ne!(app.dispute_status(&dispute).await, "needs_response");
+
+    // The same key and body: the first answer again, nothing sent again.
+    let (status, replay, replayed) = app
+        .answer(&dispute, "evidence", "ev-1", Some(stripe_evidence()))
+        .await;
+    assert_eq!((status, replayed), (200, true), "{replay}");
+    assert_eq!(replay["id"], first["id"]);
+    // The same key with another body.
+    let (status, reused, _) = app
+        .answer(
+            &dispute,
+            "evidence",
+            "ev-1",
+            Some(json!({"evidence": {"customer_name": "B"}})),
+        )
+        .await;
+    assert_eq!(
+        (status, reused["code"].as_str()),
+        (422, Some("idempotency_key_reused"))
+    );
+
+    // Evidence taken: another answer, or an accept, is refused with what to do.
+    let (status, again, _) = app
+        .answer(&dispute, "evidence", "ev-2", Some(stripe_evidence()))
+        .await;
+    assert_eq!(
+        (status, again["code"].as_str()),
+        (409, Some("dispute_not_answerable")),
+        "{again}"
+    );
+    assert!(again["dispute_status"].is_string(), "{again}");
+    let (status, accept, _) = app.answer(&dispute, "accept", "acc-1", None).await;
+    assert_eq!(
+        (status, accept["code"].as_str()),
+        (409, Some("dispute_not_answerable")),
+        "{accept}"
+    );
+    assert_eq!(
+        app.db
+            .count("dispute_actions WHERE status = 'succeeded'")
+            .await,
+        1,
+        "one action, the first"
+    );
+}
+
+#[tokio::test]
+async fn an_accepted_dispute_is_lost_and_takes_nothing_more() {
+    let app = TestApp::spawn().await;
+    let (dispute, _) = app.disputed("stripe", "disputed-2").await;
+    let (status, accepted, _) = app.answer(&dispute, "accept", "acc-1", None).await;
+    assert_eq!(status, 200, "{accepted}");
+    assert_eq!(
+        (accepted["kind"].as_str(), accepted["status"].as_str()),
+        (Some("accept"), Some("succeeded"))
+    );
+    assert_eq!(accepted["dispute"]["status"], "lost", "{accepted}");
+
+    let (status, twice, _) = app.answer(&dispute, "accept", "acc-2", None).await;
+    assert_eq!(
+        (status, twice["code"].as_str()),
+        (409, Some("dispute_not_answerable")),
+        "{twice}"
+    );
+    assert!(
+        twice["detail"].as_str().unwrap().contains("accepted"),
+        "{twice}"
+    );
+    let (status, late, _) = app
+        .answer(&dispute, "evidence", "ev-late", Some(stripe_evidence()))
+        .await;
+    assert_eq!(
+        (status, late["code"].as_str()),
+        (409, Some("dispute_not_answerable")),
+        "{late}"
+    );
+}
+
+#[tokio::test]
+async fn what_a_provider_cannot_take_and_who_may_not_ask_are_refused_before_anything_is_sent() {
+    let app = TestApp::spawn().await;
+    let (dispute, _) = app.disputed("stripe", "disputed-3").await;
+    // Documents need Stripe's Files API, which payorch does not use.
+    let documents = json!({"documents": [{"document_type": "DefenseMaterial",
+        "content_type": "application/pdf", "content": "JVBERi0xLjQK"}]});
+    let (status, refused, _) = app
+        .answer(&dispute, "evidence", "doc-1", Some(documents))
+        .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (422, Some("validation_failed")),
+        "{refused}"
+    );
+    // A field Stripe lacks.
+    let (status, unknown, _) = app
+        .answer(
+            &dispute,
+            "evidence",
+            "doc-2",
+            Some(json!({"evidence": {"explanation": "x"}})),
+        )
+        .await;
+    assert_eq!(
+        (status, unknown["code"].as_str()),
+        (422, Some("validation_failed")),
+        "{unknown}"
+    );
+    // A support key may not write; another merchant does not see the dispute.
+    let support = app.support_key.clone();
+    let (status, _, _) = app
+        .answer_as(
+            &support,
+            &dispute,
+            "evidence",
+            "sup-1",
+            Some(stripe_evidence()),
+        )
+        .await;
+    assert_eq!(status, 403);
+    let (_, other) = app.other_merchant().await;
+    let (status, _, _) = app
+        .answer_as(
+            &other,
+            &dispute,
+            "evidence",
+            "oth-1",
+            Some(stripe_evidence()),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, _, _) = app
+        .answer_as(&other, &dispute, "accept", "oth-2", None)
+        .await;
+    assert_eq!(status, 404);
+    let (status, _, _) = app
+        .answer(
+            &"dp_0000000000000000000000000000000a".to_owned(),
+            "accept",
+            "none-1",
+            None,
+        )
+        .await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        app.db.count("dispute_actions").await,
+        0,
+        "nothing was recorded"
+    );
+    assert_eq!(app.dispute_status(&dispute).await, "needs_response");
+}
+
+#[tokio::test]
+async fn adyen_takes_documents_and_a_defence_reason() {
+    let app = TestApp::spawn().await;
+    let (dispute, _) = app.disputed("adyen", "disputed-4").await;
+    // Text is Stripe's: Adyen's Disputes API takes none.
+    let (status, refused, _) = app
+        .answer(&dispute, "evidence", "ady-0", Some(stripe_evidence()))
+        .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (422, Some("validation_failed")),
+        "{refused}"
+    );
+    let body = json!({
+        "documents": [{"document_type": "DefenseMaterial", "content_type": "application/pdf",
+            "content": "JVBERi0xLjQK"}],
+        "defense_reason_code": "SupplyDefenseMaterial",
+    });
+    let (status, answered, _) = app.answer(&dispute, "evidence", "ady-1", Some(body)).await;
+    assert_eq!(status, 200, "{answered}");
+    assert_eq!(answered["status"], "succeeded", "{answered}");
+    assert_eq!(answered["dispute"]["status"], "under_review", "{answered}");
+}
