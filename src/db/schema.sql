@@ -26,11 +26,20 @@ CREATE DOMAIN delivery_state AS text
 CREATE DOMAIN description_text AS text
     CONSTRAINT description_text_length CHECK ((length(VALUE) <= 1000));
 
+CREATE DOMAIN dispute_reason AS text
+    CONSTRAINT dispute_reason_known CHECK ((VALUE = ANY (ARRAY['bank_cannot_process'::text, 'credit_not_processed'::text, 'customer_initiated'::text, 'debit_not_authorized'::text, 'duplicate'::text, 'fraudulent'::text, 'general'::text, 'incorrect_account_details'::text, 'insufficient_funds'::text, 'product_not_received'::text, 'product_unacceptable'::text, 'subscription_canceled'::text, 'unrecognized'::text])));
+
+CREATE DOMAIN dispute_stage AS text
+    CONSTRAINT dispute_stage_known CHECK ((VALUE = ANY (ARRAY['inquiry'::text, 'chargeback'::text, 'second_chargeback'::text, 'pre_arbitration'::text])));
+
+CREATE DOMAIN dispute_status AS text
+    CONSTRAINT dispute_status_known CHECK ((VALUE = ANY (ARRAY['warning_needs_response'::text, 'warning_under_review'::text, 'warning_closed'::text, 'needs_response'::text, 'under_review'::text, 'won'::text, 'lost'::text])));
+
 CREATE DOMAIN endpoint_status AS text
     CONSTRAINT endpoint_status_known CHECK ((VALUE = ANY (ARRAY['enabled'::text, 'disabled'::text])));
 
 CREATE DOMAIN event_type AS text
-    CONSTRAINT event_type_known CHECK ((VALUE = ANY (ARRAY['payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text, 'late_approval.detected'::text, 'late_approval.voided'::text, 'late_approval.refunded'::text, 'late_approval.undo_failed'::text]))) NOT VALID;
+    CONSTRAINT event_type_known CHECK ((VALUE = ANY (ARRAY['payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text, 'late_approval.detected'::text, 'late_approval.voided'::text, 'late_approval.refunded'::text, 'late_approval.undo_failed'::text, 'dispute.created'::text, 'dispute.updated'::text, 'dispute.closed'::text]))) NOT VALID;
 
 CREATE DOMAIN held_amount AS bigint
     CONSTRAINT held_amount_not_negative CHECK ((VALUE >= 0));
@@ -158,6 +167,68 @@ CREATE TABLE delivery_attempts (
 );
 
 CREATE INDEX delivery_attempts_of_delivery ON public.delivery_attempts USING btree (event_id, endpoint_id);
+
+CREATE TABLE dispute_transitions (
+    merchant_id uuid NOT NULL,
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    dispute_id uuid NOT NULL,
+    from_status dispute_status,
+    to_status dispute_status NOT NULL,
+    stage dispute_stage NOT NULL,
+    source transition_source NOT NULL,
+    detail text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT dispute_transitions_merchant_id_dispute_id_fkey FOREIGN KEY (merchant_id, dispute_id) REFERENCES disputes(merchant_id, id),
+    CONSTRAINT dispute_transitions_pkey PRIMARY KEY (merchant_id, id)
+);
+
+CREATE INDEX dispute_transitions_dispute ON public.dispute_transitions USING btree (merchant_id, dispute_id, id);
+
+CREATE TABLE disputes (
+    merchant_id uuid NOT NULL,
+    id uuid NOT NULL,
+    attempt_id uuid NOT NULL,
+    order_id uuid NOT NULL,
+    provider provider_name NOT NULL,
+    provider_dispute_id text NOT NULL,
+    provider_payment_id text NOT NULL,
+    status dispute_status NOT NULL,
+    stage dispute_stage NOT NULL,
+    amount amount_minor NOT NULL,
+    currency currency_code NOT NULL,
+    reason dispute_reason NOT NULL,
+    provider_reason text NOT NULL,
+    evidence_due_by timestamp with time zone,
+    refunded_before held_amount DEFAULT 0 NOT NULL,
+    overlap held_amount DEFAULT 0 NOT NULL,
+    provider_updated_at timestamp with time zone NOT NULL,
+    evidence_submitted_at timestamp with time zone,
+    opened_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    closed_at timestamp with time zone,
+    CONSTRAINT disputes_closed_is_finished CHECK ((((status)::text = ANY (ARRAY['won'::text, 'lost'::text, 'warning_closed'::text])) = (closed_at IS NOT NULL))),
+    CONSTRAINT disputes_merchant_id_attempt_id_fkey FOREIGN KEY (merchant_id, attempt_id) REFERENCES payment_attempts(merchant_id, id),
+    CONSTRAINT disputes_merchant_id_order_id_fkey FOREIGN KEY (merchant_id, order_id) REFERENCES orders(merchant_id, id),
+    CONSTRAINT disputes_pkey PRIMARY KEY (merchant_id, id)
+);
+
+CREATE INDEX disputes_attempt ON public.disputes USING btree (merchant_id, attempt_id);
+
+CREATE INDEX disputes_id ON public.disputes USING btree (id);
+
+CREATE INDEX disputes_of_merchant ON public.disputes USING btree (merchant_id, id);
+
+CREATE UNIQUE INDEX disputes_provider_dispute ON public.disputes USING btree (provider, provider_dispute_id);
+
+CREATE TRIGGER disputes_emit_event AFTER UPDATE OF status, stage ON disputes FOR EACH ROW WHEN (old.status::text IS DISTINCT FROM new.status::text OR old.stage::text IS DISTINCT FROM new.stage::text) EXECUTE FUNCTION disputes_emit_event();
+
+CREATE TRIGGER disputes_emit_event_made AFTER INSERT ON disputes FOR EACH ROW EXECUTE FUNCTION disputes_emit_event();
+
+CREATE TRIGGER disputes_guard_transition BEFORE UPDATE ON disputes FOR EACH ROW EXECUTE FUNCTION disputes_guard_transition();
+
+CREATE TRIGGER disputes_hold_amount BEFORE INSERT OR UPDATE ON disputes FOR EACH ROW EXECUTE FUNCTION disputes_hold_amount();
+
+CREATE TRIGGER disputes_of_a_payment BEFORE INSERT ON disputes FOR EACH ROW EXECUTE FUNCTION disputes_of_a_payment();
 
 CREATE TABLE event_deliveries (
     event_id uuid NOT NULL,
@@ -406,6 +477,7 @@ CREATE TABLE payment_attempts (
     retry_of uuid,
     retry_reason text,
     three_d_secure text DEFAULT 'automatic'::text NOT NULL,
+    dispute_held held_amount DEFAULT 0 NOT NULL,
     CONSTRAINT payment_attempts_canceled_has_reason CHECK ((((status)::text = 'canceled'::text) = (cancellation_reason IS NOT NULL))),
     CONSTRAINT payment_attempts_captured_only_manual CHECK (((amount_captured IS NULL) OR (((capture_method)::text = 'manual'::text) AND ((status)::text = 'succeeded'::text)))),
     CONSTRAINT payment_attempts_captured_within_authorized CHECK (((amount_captured)::bigint <= (amount)::bigint)),
@@ -641,7 +713,7 @@ CREATE TABLE webhook_endpoints (
     CONSTRAINT webhook_endpoints_check CHECK (((previous_secret IS NULL) = (previous_secret_until IS NULL))),
     CONSTRAINT webhook_endpoints_check1 CHECK ((((status)::text = 'disabled'::text) = (disabled_reason IS NOT NULL))),
     CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 1000)),
-    CONSTRAINT webhook_endpoints_enabled_events_check CHECK (((cardinality(enabled_events) > 0) AND (enabled_events <@ ARRAY['*'::text, 'payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text, 'late_approval.detected'::text, 'late_approval.voided'::text, 'late_approval.refunded'::text, 'late_approval.undo_failed'::text]))) NOT VALID,
+    CONSTRAINT webhook_endpoints_enabled_events_check CHECK (((cardinality(enabled_events) > 0) AND (enabled_events <@ ARRAY['*'::text, 'payment.pending'::text, 'payment.requires_action'::text, 'payment.authorized'::text, 'payment.succeeded'::text, 'payment.failed'::text, 'payment.canceled'::text, 'refund.succeeded'::text, 'refund.failed'::text, 'order.paid'::text, 'order.canceled'::text, 'order.refunded'::text, 'late_approval.detected'::text, 'late_approval.voided'::text, 'late_approval.refunded'::text, 'late_approval.undo_failed'::text, 'dispute.created'::text, 'dispute.updated'::text, 'dispute.closed'::text]))) NOT VALID,
     CONSTRAINT webhook_endpoints_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
     CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (merchant_id, id),
     CONSTRAINT webhook_endpoints_previous_secret_sealed CHECK ((previous_secret ~ '^v1:[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/]{16}:[A-Za-z0-9+/]+$'::text)) NOT VALID,
@@ -731,6 +803,133 @@ BEGIN
         NEW.life_changed_at := clock_timestamp();
         NEW.life_changed_xid := pg_current_xact_id();
     END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.dispute_holds(status dispute_status)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+    SELECT status IN ('needs_response', 'under_review', 'lost')
+$function$;
+
+CREATE OR REPLACE FUNCTION public.dispute_stage_rank(stage dispute_stage)
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+    SELECT CASE stage WHEN 'inquiry' THEN 0 WHEN 'chargeback' THEN 1
+                      WHEN 'second_chargeback' THEN 2 WHEN 'pre_arbitration' THEN 3 END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.disputes_emit_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM events_emit(NEW.merchant_id,
+        CASE WHEN TG_OP = 'INSERT' THEN 'dispute.created'
+             WHEN NEW.status IN ('won', 'lost', 'warning_closed')
+                  AND NEW.status IS DISTINCT FROM OLD.status THEN 'dispute.closed'
+             ELSE 'dispute.updated' END,
+        CASE WHEN TG_OP = 'INSERT' THEN NEW.id
+             ELSE md5(NEW.id::text || ':' || NEW.status || ':' || NEW.stage)::uuid END,
+        NEW.order_id, jsonb_build_object('dispute', to_jsonb(NEW)));
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.disputes_guard_transition()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF NEW.merchant_id <> OLD.merchant_id OR NEW.id <> OLD.id
+       OR NEW.attempt_id <> OLD.attempt_id OR NEW.order_id <> OLD.order_id
+       OR NEW.provider <> OLD.provider OR NEW.provider_dispute_id <> OLD.provider_dispute_id
+       OR NEW.provider_payment_id <> OLD.provider_payment_id
+       OR NEW.currency <> OLD.currency OR NEW.opened_at <> OLD.opened_at THEN
+        RAISE EXCEPTION 'dispute % may change only its status, stage and what the provider said', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'disputes_immutable';
+    END IF;
+    IF dispute_stage_rank(NEW.stage) < dispute_stage_rank(OLD.stage) THEN
+        RAISE EXCEPTION 'dispute % cannot go back from stage % to %', OLD.id, OLD.stage, NEW.stage
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'disputes_status_transition';
+    END IF;
+    IF (NEW.status, NEW.stage) IS DISTINCT FROM (OLD.status, OLD.stage) AND NOT (
+        (NEW.status = OLD.status AND OLD.status <> 'warning_closed'
+            AND dispute_stage_rank(NEW.stage) > dispute_stage_rank(OLD.stage)) OR
+        (OLD.status = 'warning_needs_response' AND NEW.status IN ('warning_under_review',
+            'warning_closed', 'needs_response', 'under_review', 'won', 'lost')) OR
+        (OLD.status = 'warning_under_review' AND NEW.status IN ('warning_closed',
+            'needs_response', 'under_review', 'won', 'lost')) OR
+        (OLD.status = 'needs_response' AND NEW.status IN ('under_review', 'won', 'lost')) OR
+        (OLD.status = 'under_review' AND NEW.status IN ('won', 'lost')) OR
+        (OLD.status = 'won' AND NEW.status = 'lost' AND NEW.stage = 'second_chargeback') OR
+        (OLD.status = 'lost' AND NEW.status = 'won' AND NEW.stage = 'pre_arbitration')
+    ) THEN
+        RAISE EXCEPTION 'dispute % cannot move from % (%) to % (%)',
+            OLD.id, OLD.status, OLD.stage, NEW.status, NEW.stage
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'disputes_status_transition';
+    END IF;
+    NEW.updated_at := now();
+    IF NEW.status IN ('won', 'lost', 'warning_closed') AND NEW.status IS DISTINCT FROM OLD.status THEN
+        NEW.closed_at := now();
+    END IF;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.disputes_hold_amount()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    was_held bigint := 0;
+    now_held bigint := 0;
+    captured bigint;
+    refunds bigint;
+    disputes bigint;
+BEGIN
+    IF TG_OP = 'UPDATE' AND dispute_holds(OLD.status) THEN
+        was_held := OLD.amount;
+    END IF;
+    IF dispute_holds(NEW.status) THEN
+        now_held := NEW.amount;
+    END IF;
+    IF was_held = now_held THEN
+        RETURN NEW;
+    END IF;
+    SELECT COALESCE(amount_captured, amount), refund_held, dispute_held
+        INTO captured, refunds, disputes FROM payment_attempts
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id
+        FOR NO KEY UPDATE;
+    IF was_held = 0 AND refunds > 0 THEN
+        NEW.refunded_before := refunds;
+        NEW.overlap := greatest(0, refunds + disputes + NEW.amount - captured);
+    END IF;
+    UPDATE payment_attempts SET dispute_held = dispute_held - was_held + now_held
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.disputes_of_a_payment()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM 1 FROM payment_attempts
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id
+          AND order_id = NEW.order_id AND provider = NEW.provider AND currency = NEW.currency;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'attempt % is not a payment of order % at % in %',
+            NEW.attempt_id, NEW.order_id, NEW.provider, NEW.currency
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'disputes_of_a_payment';
+    END IF;
+    NEW.closed_at := CASE WHEN NEW.status IN ('won', 'lost', 'warning_closed') THEN now() END;
     RETURN NEW;
 END;
 $function$;
@@ -1068,6 +1267,15 @@ AS $function$
 DECLARE
     rest payment_attempts;
 BEGIN
+    IF NEW.dispute_held IS DISTINCT FROM OLD.dispute_held THEN
+        rest := NEW;
+        rest.dispute_held := OLD.dispute_held;
+        IF pg_trigger_depth() < 2 OR rest IS DISTINCT FROM OLD THEN
+            RAISE EXCEPTION 'the disputes of payment attempt % hold its dispute_held; nothing else sets it', OLD.id
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'payment_attempts_dispute_held_by_disputes';
+        END IF;
+        RETURN NEW;
+    END IF;
     IF NEW.refund_held IS DISTINCT FROM OLD.refund_held THEN
         rest := NEW;
         rest.refund_held := OLD.refund_held;
@@ -1227,7 +1435,8 @@ BEGIN
         RAISE EXCEPTION 'a refund starts as created, not %', NEW.status
             USING ERRCODE = 'check_violation', CONSTRAINT = 'refunds_start_created';
     END IF;
-    SELECT COALESCE(amount_captured, amount) - refund_held INTO left_to_refund FROM payment_attempts
+    SELECT COALESCE(amount_captured, amount) - refund_held - dispute_held INTO left_to_refund
+        FROM payment_attempts
         WHERE merchant_id = NEW.merchant_id AND id = NEW.payment_id AND status = 'succeeded'
         FOR NO KEY UPDATE;
     IF NOT FOUND THEN
@@ -1238,7 +1447,7 @@ BEGIN
         NEW.amount := left_to_refund;
     END IF;
     IF NEW.amount IS NULL OR NEW.amount > left_to_refund THEN
-        RAISE EXCEPTION 'payment attempt % has % left to refund', NEW.payment_id, left_to_refund
+        RAISE EXCEPTION 'payment attempt % has % left to refund', NEW.payment_id, greatest(left_to_refund, 0)
             USING ERRCODE = 'check_violation', CONSTRAINT = 'refunds_within_payment';
     END IF;
     UPDATE payment_attempts SET refund_held = refund_held + NEW.amount
