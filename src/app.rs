@@ -36,6 +36,8 @@ use crate::payments::metrics::PaymentMetrics;
 use crate::payments::reconciler;
 use crate::payments::reconciler::settings::ReconcilerSettings;
 use crate::payments::routing::RoutingCache;
+use crate::payments::settlement::gauges::SettlementMetrics;
+use crate::payments::settlement::{self, SettlementSettings};
 use crate::payments::success_scores::{self, SuccessScores};
 use crate::payments::webhooks::reaper::{self as webhook_reaper, WebhookReaperSettings};
 use crate::payments::Payments;
@@ -62,6 +64,8 @@ pub struct AppSettings {
     /// How long providers' webhooks are kept, and how often older ones are deleted.
     pub webhook_reaper: WebhookReaperSettings,
     pub reconciler: ReconcilerSettings,
+    /// When the settlement reconciliation runs (docs/operations/reconciliation.md).
+    pub settlement: SettlementSettings,
     /// The delivery worker: its pace, its retry schedule, and where it may send.
     pub delivery: DeliverySettings,
     /// How long a live API key is remembered without asking the database: the longest a
@@ -158,6 +162,9 @@ impl Application {
         payment_metrics.late_approvals_from_zero(providers.iter().map(|p| p.name.as_str()));
         let success = Arc::new(SuccessScores::new()?);
         success.register(&metrics)?;
+        let settlement_metrics = Arc::new(SettlementMetrics::new()?);
+        settlement_metrics.register(&metrics)?;
+        settlement_metrics.from_zero(providers.iter().map(|p| p.name.as_str()));
         let delivery_metrics = Arc::new(DeliveryMetrics::new()?);
         delivery_metrics.register(&metrics)?;
         let deliverer = Arc::new(Deliverer {
@@ -244,6 +251,13 @@ impl Application {
                 pool.clone(),
                 success,
                 success_scores::REFRESH,
+                stop.clone(),
+            )),
+            tokio::spawn(settlement::run::run(
+                pool.clone(),
+                payments.clone(),
+                settings.settlement.clone(),
+                settlement_metrics,
                 stop.clone(),
             )),
             tokio::spawn(reconciler::run(pool, payments, stop)),

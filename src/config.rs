@@ -22,6 +22,7 @@ use crate::idempotency::reaper::ReaperSettings;
 use crate::idempotency::IdempotencySettings;
 use crate::ids::{ApiKeyId, MerchantId};
 use crate::payments::reconciler::settings::ReconcilerSettings;
+use crate::payments::settlement::SettlementSettings;
 use crate::payments::webhooks::reaper::WebhookReaperSettings;
 use crate::provider_specs::ProviderSpec;
 use crate::providers::stripe::StripeConfig;
@@ -825,9 +826,40 @@ pub struct ReconcilerArgs {
         default_value_t = 900
     )]
     pub unresolved_alert_secs: u64,
+    /// How often each replica reads every provider's record of money moved (Stripe's balance
+    /// transactions, Adyen's settlement details report) and compares it with payorch's
+    /// attempts, refunds and disputes (docs/operations/reconciliation.md). 0: never.
+    #[arg(
+        help_heading = "Settlement reconciliation",
+        long,
+        env = "PAYORCH_SETTLEMENT_INTERVAL_SECS",
+        default_value_t = 0
+    )]
+    pub settlement_interval_secs: u64,
+    /// How long after it was booked, or finished at payorch, a charge or refund is compared,
+    /// so that one just made is not reported missing: longer than an unknown answer takes to
+    /// be settled by the reconciler, and for Adyen than a capture takes to be settled in a
+    /// batch.
+    #[arg(
+        help_heading = "Settlement reconciliation",
+        long,
+        env = "PAYORCH_SETTLEMENT_GRACE_SECS",
+        default_value_t = 3600
+    )]
+    pub settlement_grace_secs: u64,
 }
 
 impl ReconcilerArgs {
+    /// The settlement reconciliation's schedule and grace.
+    pub fn settlement(&self) -> SettlementSettings {
+        SettlementSettings {
+            interval: (self.settlement_interval_secs > 0)
+                .then(|| Duration::from_secs(self.settlement_interval_secs)),
+            grace: Duration::from_secs(self.settlement_grace_secs),
+            ..SettlementSettings::default()
+        }
+    }
+
     pub fn settings(&self, provider_timeout: Duration) -> ReconcilerSettings {
         let backoff: Vec<Duration> = self
             .reconcile_backoff_secs
@@ -1043,6 +1075,7 @@ impl ServeArgs {
             reconciler: self
                 .reconciler
                 .settings(Duration::from_millis(self.provider.provider_timeout_ms)),
+            settlement: self.reconciler.settlement(),
             delivery: self.delivery.settings(self.embedded_sandbox()),
             auth_cache_ttl: Duration::from_millis(self.auth_cache_ms),
             key_poll: Duration::from_millis(self.key_poll_ms.max(10)),

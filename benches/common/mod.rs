@@ -170,6 +170,7 @@ pub fn app_settings() -> AppSettings {
         event_reaper: Default::default(),
         webhook_reaper: Default::default(),
         reconciler: Default::default(),
+        settlement: Default::default(),
         delivery: Default::default(),
         auth_cache_ttl: std::time::Duration::from_secs(5),
         key_poll: std::time::Duration::from_millis(250),

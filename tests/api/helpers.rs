@@ -321,6 +321,8 @@ pub fn test_settings() -> AppSettings {
             settle_delay: Duration::from_secs(2),
             ..ReconcilerSettings::default()
         },
+        // Off: tests/api/settlement.rs runs its rounds itself.
+        settlement: Default::default(),
         delivery: test_delivery_settings(),
         // Short, so a test can watch a revoked key stop working.
         auth_cache_ttl: Duration::from_millis(200),

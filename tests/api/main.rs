@@ -52,6 +52,7 @@ mod schema_file;
 mod schema_mirrors;
 mod secrets_at_rest;
 mod serve;
+mod settlement;
 mod slow_clients;
 mod success_routing;
 mod support;

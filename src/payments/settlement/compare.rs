@@ -2,7 +2,7 @@
 //! (docs/operations/reconciliation.md, "The findings"), on rows already read: [`compare`]
 //! decides, `store` reads and writes.
 //!
-//! A stretch is `(from, to]`. A payment is looked at when a charge of it was booked, or its
+//! A stretch is `[from, to)`, as the providers' records are read: up to a time, exclusive. A payment is looked at when a charge of it was booked, or its
 //! attempt succeeded, within the stretch; a refund when it was booked, or succeeded at
 //! payorch, within it. Everything else booked for the same payment, at any time, is read
 //! with it: a second capture booked a day after the first is still a second capture.
@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::FindingKind;
+use crate::ids::RefundId;
 use crate::providers::settlement::EntryKind;
 
 /// An entry of the provider's record, as stored.
@@ -107,7 +108,7 @@ pub struct Found {
 
 impl Books {
     fn within(&self, at: DateTime<Utc>) -> bool {
-        self.from < at && at <= self.to
+        self.from <= at && at < self.to
     }
 }
 
@@ -119,11 +120,7 @@ pub fn compare(books: &Books) -> Vec<Found> {
         .iter()
         .filter_map(|a| Some((a.provider_payment_id.as_deref()?, a)))
         .collect();
-    let by_id: BTreeMap<String, &Attempt> = books
-        .attempts
-        .iter()
-        .map(|a| (a.id.to_string(), a))
-        .collect();
+    let by_id: BTreeMap<Uuid, &Attempt> = books.attempts.iter().map(|a| (a.id, a)).collect();
     // The payments looked at: a charge, refund or dispute booked in the stretch, an attempt
     // or refund finished in it.
     let mut payments: BTreeSet<&str> = BTreeSet::new();
@@ -169,7 +166,7 @@ pub fn compare(books: &Books) -> Vec<Found> {
         let attempt = by_payment.get(payment).copied().or_else(|| {
             charges
                 .iter()
-                .find_map(|e| by_id.get(e.reference.as_deref()?).copied())
+                .find_map(|e| by_id.get(&referenced(e)?).copied())
         });
         let late = books.late.iter().find(|l| l.provider_payment_id == payment);
         charge(books, payment, &charges, attempt, late, &mut found);
@@ -268,12 +265,12 @@ fn refunds(
     };
     let is_of = |e: &Entry, r: &Refund| {
         (e.provider_source_id.is_some() && e.provider_source_id == r.provider_refund_id)
-            || e.reference.as_deref() == Some(r.id.to_string().as_str())
+            || referenced(e) == Some(r.id)
     };
     let is_late = |e: &Entry| {
         late.is_some_and(|l| {
             (e.provider_source_id.is_some() && e.provider_source_id == l.provider_undo_id)
-                || e.reference.as_deref() == Some(l.id.to_string().as_str())
+                || referenced(e) == Some(l.id)
         })
     };
     for r in ours.iter().filter(|r| r.status == "succeeded") {
@@ -284,7 +281,7 @@ fn refunds(
             continue;
         }
         let booked: i64 = -of.iter().map(|e| e.amount).sum::<i64>();
-        let kind = if booked == 0 && r.finished_at.is_some_and(|at| at <= books.to) {
+        let kind = if booked == 0 && r.finished_at.is_some_and(|at| at < books.to) {
             FindingKind::RefundNotBooked
         } else if booked != r.amount {
             FindingKind::AmountMismatch
@@ -293,7 +290,7 @@ fn refunds(
         };
         found.push(finding(
             kind,
-            &r.id.to_string(),
+            &RefundId(r.id).to_string(),
             attempt,
             Some(r),
             Some(r.amount),
@@ -415,6 +412,14 @@ fn finding(
             "entries": entries.iter().map(|e| entry_view(e)).collect::<Vec<_>>(),
         }),
     }
+}
+
+/// The payorch id an entry's reference names (`pay_…`, `re_…`, `la_…`: the metadata or
+/// reference payorch sent), as the rows hold it.
+pub fn referenced(e: &Entry) -> Option<Uuid> {
+    let reference = e.reference.as_deref()?;
+    let hex = reference.rsplit_once('_').map_or(reference, |(_, hex)| hex);
+    Uuid::try_parse(hex).ok()
 }
 
 fn entry_view(e: &Entry) -> Value {

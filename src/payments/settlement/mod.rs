@@ -12,8 +12,8 @@
 //! and an attempt the reconciler is still asking about is not yet "unknown".
 //!
 //! - `compare`: the comparison itself, of rows already read: no database, no provider.
-//! - `store`: the statements: the cursor, the entries, the books a stretch needs, the
-//!   findings.
+//! - `store`: the statements of the cursor, the entries and the findings; `books`: the
+//!   reading of what a stretch is compared with.
 //! - `run`: one round per provider, and the loop.
 //! - `gauges`: `payorch_settlement_findings_total` and the open findings' gauge.
 
@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use crate::words::words;
 
+pub mod books;
 pub mod compare;
 pub mod gauges;
 pub mod run;

@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use diesel_async::AsyncPgConnection;
 use tokio::sync::watch;
 
+use super::books;
 use super::compare::compare;
 use super::gauges::SettlementMetrics;
 use super::store::{self, Cursor};
@@ -80,7 +81,7 @@ pub async fn round(
     let from = cursor.as_ref().map_or(since, |c| c.checked_through);
     let to = (read_through - grace).min(now - grace).max(from);
     if to > from {
-        let books = store::books(conn, name, from, to).await?;
+        let books = books::books(conn, name, from, to).await?;
         for found in compare(&books) {
             if store::record(conn, name, &found).await? {
                 done.findings += 1;

@@ -48,7 +48,7 @@ fn refund(n: u128, payment: u128, provider_id: &str, status: &str, amount: i64) 
     }
 }
 
-/// The stretch (0, 100]; payorch keeps disputes.
+/// The stretch [0, 100); payorch keeps disputes.
 fn books(entries: Vec<Entry>, attempts: Vec<Attempt>, refunds: Vec<Refund>) -> Books {
     Books {
         from: at(0),
@@ -171,8 +171,14 @@ fn a_refund_never_booked_another_amount_or_unknown() {
     assert_eq!(
         kinds(&compare(&b)),
         vec![
-            (FindingKind::RefundNotBooked, id(20).to_string()),
-            (FindingKind::AmountMismatch, id(21).to_string()),
+            (
+                FindingKind::RefundNotBooked,
+                crate::ids::RefundId(id(20)).to_string()
+            ),
+            (
+                FindingKind::AmountMismatch,
+                crate::ids::RefundId(id(21)).to_string()
+            ),
             (FindingKind::UnknownRefund, "src_3".into()),
         ]
     );

@@ -1,0 +1,320 @@
+//! The settlement reconciliation (docs/operations/reconciliation.md): payorch reads the
+//! sandbox's settlement records through both protocols (Stripe's balance transactions,
+//! Adyen's settlement details report) and compares them with its books. Every difference
+//! planted in the record is found, through both; a clean run finds nothing; reading the
+//! same record again adds nothing.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+
+use payorch::payments::settlement::run::{round, Round};
+use payorch::payments::settlement::SettlementSettings;
+use payorch::providers::adyen::{AdyenConfig, AdyenProvider};
+use payorch::providers::circuit::CircuitSettings;
+use payorch::providers::registry::Providers;
+use payorch::providers::stripe::{StripeConfig, StripeProvider};
+use payorch::providers::PaymentProvider;
+use payorch::wiring::SANDBOX_MERCHANT_ACCOUNT;
+
+use crate::helpers::{eventually, TestApp, TEST_WEBHOOK_SECRET};
+use crate::payments::Route;
+
+impl TestApp {
+    /// A control request to the sandbox's settlement records.
+    async fn settlement_control(&self, path: &str, body: Value) -> Value {
+        let response = self
+            .client
+            .post(format!(
+                "{}/__sandbox/settlement/{path}",
+                self.sandbox.base_url()
+            ))
+            .bearer_auth(self.config.sandbox.secret.expose())
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        response.json().await.unwrap()
+    }
+
+    /// The app's two providers as the reconciliation reads them: the sandbox's two faces,
+    /// under the names the app's attempts carry.
+    fn settlement_providers(&self) -> Providers {
+        let secret = self.config.sandbox.secret.clone();
+        let stripe: Arc<dyn PaymentProvider> = Arc::new(
+            StripeProvider::new(StripeConfig::new(
+                self.sandbox.base_url(),
+                secret.clone(),
+                vec![TEST_WEBHOOK_SECRET.into()],
+            ))
+            .unwrap(),
+        );
+        let adyen: Arc<dyn PaymentProvider> = Arc::new(
+            AdyenProvider::new(AdyenConfig::new(
+                self.sandbox.base_url(),
+                secret,
+                SANDBOX_MERCHANT_ACCOUNT,
+                vec![self.sandbox.adyen_hmac_key()],
+            ))
+            .unwrap(),
+        );
+        Providers::new(
+            vec![("stripe".into(), stripe), ("adyen".into(), adyen)],
+            &CircuitSettings::default(),
+        )
+        .unwrap()
+    }
+
+    /// One round for each provider, with no grace, once everything made so far is in a
+    /// closed second and a closed Adyen batch.
+    async fn settle_books(&self) -> Vec<Round> {
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        self.settlement_control("close", json!({})).await;
+        let settings = SettlementSettings {
+            interval: None,
+            grace: Duration::ZERO,
+            ..SettlementSettings::default()
+        };
+        let providers = self.settlement_providers();
+        let mut conn = self.db.connect().await;
+        let mut rounds = Vec::new();
+        for provider in providers.iter() {
+            let done = round(&mut conn, provider, &settings, None, Utc::now())
+                .await
+                .unwrap();
+            assert_eq!(done.unread, None, "{done:?}");
+            rounds.push(done);
+        }
+        rounds
+    }
+
+    /// The open findings needs-a-human lists: `(provider, kind, subject)`, and the views.
+    async fn settlement_findings(&self) -> (BTreeSet<(String, String, String)>, Vec<Value>) {
+        let listed: Value = self
+            .get_as(&self.support_key, "/v1/support/needs-a-human?limit=100")
+            .await
+            .json()
+            .await
+            .unwrap();
+        let findings = listed["settlement_findings"].as_array().unwrap().clone();
+        let keys = findings
+            .iter()
+            .map(|f| {
+                let word = |field: &str| f[field].as_str().unwrap().to_owned();
+                (word("provider"), word("kind"), word("subject"))
+            })
+            .collect();
+        (keys, findings)
+    }
+
+    /// A payment of 4200 eur through `provider`, succeeded.
+    async fn paid_through(&self, key: &str) -> Value {
+        let (status, payment) = self.pay(Route::Checkout, key, "pm_card_visa").await;
+        assert_eq!(status, 201, "{payment}");
+        let payment = self
+            .settled(payment["id"].as_str().unwrap(), Duration::from_secs(20))
+            .await;
+        assert_eq!(payment["status"], "succeeded", "{payment}");
+        payment
+    }
+
+    /// A refund of `amount` of `payment`, waited for until it succeeded (Adyen's settles by
+    /// its notification).
+    async fn refunded_whole(&self, payment: &Value, key: &str, amount: i64) -> Value {
+        let id = payment["id"].as_str().unwrap();
+        let refund = self.refunded(id, key, json!({ "amount": amount })).await;
+        let refund_id = refund["id"].as_str().unwrap().to_owned();
+        assert!(
+            eventually(Duration::from_secs(20), || async {
+                self.get_refund(&refund_id).await["status"] == "succeeded"
+            })
+            .await,
+            "refund {refund_id} succeeded"
+        );
+        self.get_refund(&refund_id).await
+    }
+}
+
+#[tokio::test]
+async fn every_planted_difference_is_found_through_both_providers() {
+    let app = TestApp::spawn().await;
+    for provider in ["stripe", "adyen"] {
+        app.route_to(&[provider]).await;
+        let key = |what: &str| format!("{provider}-{what}");
+        let twice = app.paid_through(&key("twice")).await;
+        let other_amount = app.paid_through(&key("other-amount")).await;
+        let unbooked = app.paid_through(&key("unbooked")).await;
+        let refunded = app.paid_through(&key("refunded")).await;
+        let refund = app.refunded_whole(&refunded, &key("refund"), 1000).await;
+        let pi = |payment: &Value| payment["provider_payment_id"].as_str().unwrap().to_owned();
+
+        let stranger = app
+            .settlement_control(
+                "invent",
+                json!({"protocol": provider, "kind": "charge", "amount": 999, "currency": "eur"}),
+            )
+            .await;
+        app.settlement_control(
+            "invent",
+            json!({"protocol": provider, "kind": "charge", "payment": pi(&twice),
+                   "amount": 4200, "currency": "eur"}),
+        )
+        .await;
+        app.settlement_control(
+            "forget",
+            json!({"payment": pi(&other_amount), "kind": "charge"}),
+        )
+        .await;
+        app.settlement_control(
+            "invent",
+            json!({"protocol": provider, "kind": "charge", "payment": pi(&other_amount),
+                   "amount": 4100, "currency": "eur"}),
+        )
+        .await;
+        app.settlement_control(
+            "forget",
+            json!({"payment": pi(&unbooked), "kind": "charge"}),
+        )
+        .await;
+        app.settlement_control(
+            "forget",
+            json!({"payment": pi(&refunded), "kind": "refund"}),
+        )
+        .await;
+        let unknown_refund = app
+            .settlement_control(
+                "invent",
+                json!({"protocol": provider, "kind": "refund", "payment": pi(&twice),
+                       "amount": 300, "currency": "eur"}),
+            )
+            .await;
+        app.settlement_control(
+            "invent",
+            json!({"protocol": provider, "kind": "dispute_withdrawal",
+                   "payment": pi(&unbooked), "amount": 4200, "currency": "eur"}),
+        )
+        .await;
+
+        app.settle_books().await;
+        let (found, views) = app.settlement_findings().await;
+        let ours: BTreeSet<(String, String)> = found
+            .iter()
+            .filter(|(p, _, _)| p == provider)
+            .map(|(_, kind, subject)| (kind.clone(), subject.clone()))
+            .collect();
+        let refund_finding = views
+            .iter()
+            .find(|f| f["provider"] == provider && f["kind"] == "refund_not_booked")
+            .expect("the refund never booked is found");
+        assert_eq!(
+            refund_finding["refund_id"], refund["id"],
+            "{refund_finding}"
+        );
+        assert_eq!(refund_finding["expected"], 1000);
+        let mismatch = views
+            .iter()
+            .find(|f| f["provider"] == provider && f["kind"] == "amount_mismatch")
+            .expect("the other amount is found");
+        assert_eq!(
+            (&mismatch["expected"], &mismatch["found"]),
+            (&json!(4200), &json!(4100))
+        );
+        assert_eq!(mismatch["payment_id"], other_amount["id"]);
+        let want: BTreeSet<(String, String)> = [
+            (
+                "unknown_charge",
+                stranger["payment"].as_str().unwrap().to_owned(),
+            ),
+            ("captured_twice", pi(&twice)),
+            ("amount_mismatch", pi(&other_amount)),
+            ("charge_not_booked", pi(&unbooked)),
+            (
+                "refund_not_booked",
+                refund_finding["subject"].as_str().unwrap().to_owned(),
+            ),
+            (
+                "unknown_refund",
+                unknown_refund["source"].as_str().unwrap().to_owned(),
+            ),
+            ("unexplained_dispute", pi(&unbooked)),
+        ]
+        .into_iter()
+        .map(|(k, s)| (k.to_owned(), s))
+        .collect();
+        assert_eq!(ours, want, "{provider}: {views:#?}");
+    }
+
+    // Read again from the start: nothing new kept, nothing new found.
+    let findings = app.count("settlement_findings").await;
+    {
+        use diesel_async::RunQueryDsl;
+        let mut conn = app.db.connect().await;
+        diesel::sql_query(
+            "UPDATE settlement_cursors SET checked_through = read_through - interval '1 hour', \
+             position = CASE provider WHEN 'adyen' THEN '0' \
+             ELSE (extract(epoch FROM read_through)::bigint - 3600)::text END",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    let again = app.settle_books().await;
+    assert!(again.iter().all(|r| r.kept == 0), "{again:?}");
+    assert!(again.iter().all(|r| r.findings == 0), "{again:?}");
+    assert_eq!(app.count("settlement_findings").await, findings);
+}
+
+#[tokio::test]
+async fn a_clean_run_finds_nothing_and_a_second_read_keeps_nothing() {
+    let app = TestApp::spawn().await;
+    let mut charges = 0;
+    let mut refunds = 0;
+    for (provider, payments) in [("stripe", 150usize), ("adyen", 100)] {
+        app.route_to(&[provider]).await;
+        for chunk in (0..payments).collect::<Vec<_>>().chunks(10) {
+            let paid = join_all(chunk.iter().map(|n| {
+                let app = &app;
+                async move { app.paid_through(&format!("clean-{provider}-{n}")).await }
+            }))
+            .await;
+            charges += paid.len();
+            let refunding: Vec<_> = paid
+                .iter()
+                .enumerate()
+                .filter(|(n, _)| n % 3 == 0)
+                .map(|(n, payment)| {
+                    let app = &app;
+                    async move {
+                        let key = format!("clean-refund-{}", payment["id"]);
+                        app.refunded_whole(payment, &key, 500 + n as i64).await
+                    }
+                })
+                .collect();
+            refunds += join_all(refunding).await.len();
+        }
+    }
+    let first = app.settle_books().await;
+    let read: usize = first.iter().map(|r| r.read).sum();
+    let kept: usize = first.iter().map(|r| r.kept).sum();
+    assert_eq!(read, charges + refunds, "{first:?}");
+    assert_eq!(kept, read);
+    assert!(first.iter().all(|r| r.compared.is_some()), "{first:?}");
+    let (found, views) = app.settlement_findings().await;
+    assert!(found.is_empty(), "{views:#?}");
+
+    let second = app.settle_books().await;
+    assert!(
+        second.iter().all(|r| r.kept == 0 && r.findings == 0),
+        "{second:?}"
+    );
+    assert_eq!(app.count("settlement_findings").await, 0);
+    assert_eq!(
+        app.count("settlement_entries").await,
+        (charges + refunds) as i64
+    );
+}
