@@ -19,8 +19,8 @@ use super::evidence_json::{self, EvidenceInput};
 use super::{
     ActionMade, DisputeActionKind, DisputeActionRow, DisputeActionStatus, StartDisputeAction,
 };
-use crate::db::statement::Statement;
 use crate::db::pool::PoolError;
+use crate::db::statement::Statement;
 use crate::db::DbPool;
 use crate::idempotency::{
     claim, IdempotencyError, InFlightKey, Keyed, Recorded, RecoveryPoint, ResourceType,

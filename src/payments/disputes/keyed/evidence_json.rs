@@ -114,7 +114,7 @@ pub fn validate(input: &EvidenceInput) -> Result<DisputeEvidence, Vec<(String, S
 }
 
 fn is_base64(s: &str) -> bool {
-    s.len() % 4 == 0
+    s.len().is_multiple_of(4)
         && s.trim_end_matches('=')
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
