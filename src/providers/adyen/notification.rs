@@ -233,7 +233,9 @@ fn event_for_item(
         }
         code if ADYEN_DISPUTE_CODES.contains(&code) => {
             // About the dispute, never the charge: its amount is the dispute's, in the notice.
-            event.dispute = dispute_notice(item);
+            // Adyen sends them with `success: "true"`; one saying otherwise tells of nothing
+            // that happened, and is recorded ignored.
+            event.dispute = dispute_notice(item).filter(|_| succeeded);
             event.acted_on = event.dispute.is_some();
             event.attempt_id = non_empty(&item.merchant_reference);
             event.amount = None;
