@@ -158,10 +158,19 @@ pub fn providers_from_specs(
                         several(required("HMAC_KEY")?),
                     )
                 };
-                Arc::new(
-                    AdyenProvider::new(config)
-                        .map_err(|e| format!("provider {}: {e}", spec.name))?,
-                )
+                let adyen = AdyenProvider::new(config)
+                    .map_err(|e| format!("provider {}: {e}", spec.name))?;
+                // Adyen serves its Disputes API on its own host (`https://ca-test.adyen.com`,
+                // live `https://ca-live.adyen.com`); unset, the Checkout URL is asked,
+                // as the sandbox serves both (docs/guides/disputes.md, "Answering a dispute").
+                let adyen =
+                    match env(&spec.variable("DISPUTES_URL"))?.filter(|v| !v.trim().is_empty()) {
+                        Some(host) => adyen
+                            .with_disputes_host(host.trim())
+                            .map_err(|e| format!("provider {}: {e}", spec.name))?,
+                        None => adyen,
+                    };
+                Arc::new(adyen)
             }
         };
         list.push((spec.name.clone(), adapter));
