@@ -315,3 +315,53 @@ async fn adyen_takes_documents_and_a_defence_reason() {
     assert_eq!(answered["status"], "succeeded", "{answered}");
     assert_eq!(answered["dispute"]["status"], "under_review", "{answered}");
 }
+
+/// An answer that told nothing (here: the provider unreachable) leaves the action `pending`
+/// and its key in flight; another action waits for it, and the same request, once the lease
+/// has passed, resends it under the same provider key: one action, one answer.
+#[tokio::test]
+async fn an_answer_that_told_nothing_is_resent_under_the_same_provider_key_by_its_retry() {
+    let app = TestApp::spawn_config(|config| {
+        config.two_providers = Some(payorch::providers::circuit::CircuitSettings {
+            threshold: 1000,
+            cool_down: Duration::from_secs(60),
+        })
+    })
+    .await;
+    let (dispute, _) = app.disputed("a", "disputed-5").await;
+    let door = app.second.as_ref().expect("two providers").door.clone();
+    door.shut();
+    let (status, pending, _) = app
+        .answer(&dispute, "evidence", "ev-door", Some(stripe_evidence()))
+        .await;
+    assert_eq!(
+        (status, pending["status"].as_str()),
+        (202, Some("pending")),
+        "{pending}"
+    );
+    let (status, waiting, _) = app.answer(&dispute, "accept", "acc-door", None).await;
+    assert_eq!(
+        (status, waiting["code"].as_str()),
+        (409, Some("dispute_action_in_progress")),
+        "{waiting}"
+    );
+    assert_eq!(waiting["action_id"], pending["id"]);
+    door.open();
+    let mut answered = Value::Null;
+    for _ in 0..40 {
+        let (status, body, _) = app
+            .answer(&dispute, "evidence", "ev-door", Some(stripe_evidence()))
+            .await;
+        if status == 200 {
+            answered = body;
+            break;
+        }
+        // Until the first request's lease has passed, the key is still its.
+        assert_eq!(body["code"], "idempotency_key_in_use", "{status} {body}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(answered["id"], pending["id"], "the same action: {answered}");
+    assert_eq!(answered["status"], "succeeded", "{answered}");
+    assert_eq!(answered["dispute"]["status"], "under_review", "{answered}");
+    assert_eq!(app.db.count("dispute_actions").await, 1);
+}
