@@ -116,6 +116,7 @@ diesel::table! {
         retry_of -> Nullable<Uuid>,
         retry_reason -> Nullable<Text>,
         three_d_secure -> Text,
+        dispute_held -> Int8,
     }
 }
 

@@ -280,6 +280,35 @@ async fn a_stripe_chargeback_takes_the_money_from_the_refund_cap_and_a_win_gives
 }
 
 #[tokio::test]
+async fn a_refund_past_what_a_partial_chargeback_left_is_refused_and_names_what_is_left() {
+    let app = TestApp::spawn().await;
+    let payment = paid(&app, "stripe", "partial-dispute").await;
+    let id = payment["id"].as_str().unwrap();
+    let pi = payment["provider_payment_id"].as_str().unwrap();
+    let t = Utc::now().timestamp();
+    let opened = stripe_event(
+        "evt_pd_1",
+        "charge.dispute.created",
+        "du_pd",
+        pi,
+        "needs_response",
+        1000,
+        t,
+    );
+    assert_eq!(app.deliver_signed(&opened).await["outcome"], "applied");
+    let refused = app.refund(id, "past-it", json!({"amount": 3201})).await;
+    assert_eq!(refused.status(), 409);
+    let problem: Value = refused.json().await.unwrap();
+    assert_eq!(problem["code"], "refund_exceeds_payment", "{problem}");
+    assert_eq!(problem["amount_refundable"], 3200, "{problem}");
+    // What is left without an amount is what the chargeback left.
+    let rest = app.refunded(id, "the-rest", json!({})).await;
+    assert_eq!(rest["amount"], 3200, "{rest}");
+    let held = app.money_held(&payment).await;
+    assert_eq!((held.refund_held, held.dispute_held), (3200, 1000));
+}
+
+#[tokio::test]
 async fn a_stripe_inquiry_moves_one_way_and_closes_for_good() {
     let app = TestApp::spawn().await;
     let payment = paid(&app, "stripe", "stripe-inquiry").await;

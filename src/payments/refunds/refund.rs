@@ -4,11 +4,13 @@
 //! ([`super::record`]).
 
 use chrono::Utc;
-use diesel_async::AsyncPgConnection;
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::keyed::{CreateRefund, RefundMade};
 use super::record::{record, recorded};
 use super::{refund_request, Refund, RefundError, Refunded};
+use crate::db::schema::payment_attempts;
 use crate::db::DbPool;
 use crate::idempotency::{claim, InFlightKey, Keyed, RecoveryPoint};
 use crate::ids::{MerchantId, PaymentId};
@@ -110,8 +112,16 @@ async fn why_refused(
             status: payment.status,
         });
     }
+    // What chargebacks took back is not refundable either (docs/guides/disputes.md, "Refunds
+    // and disputes"): the database's cap counts it, and so does the figure the merchant is told.
+    let disputed: i64 = payment_attempts::table
+        .find((merchant_id.0, payment_id.0))
+        .select(payment_attempts::dispute_held)
+        .load(conn)
+        .await
+        .and_then(crate::db::one)?;
     Ok(RefundError::ExceedsPayment {
-        refundable: payment.amount_taken() - payment.refund_held,
+        refundable: (payment.amount_taken() - payment.refund_held - disputed).max(0),
     })
 }
 
