@@ -71,6 +71,55 @@ impl From<Acted> for DisputeActionView {
     }
 }
 
+/// The examples of the reference (one story with `crate::views::examples`' payment).
+pub mod examples {
+    use serde_json::{json, Value};
+
+    pub const DISPUTE: &str = "dp_0193a1f0c4e87d2b9c1a5e6f7a8b9c31";
+
+    pub fn evidence_request() -> Value {
+        json!({"evidence": {
+            "uncategorized_text": "Refunded in full on 2 May (ref_0193a1f0c4e87d2b9c1a5e6f7a8b9c05)",
+            "customer_name": "Ada Lovelace",
+        }})
+    }
+
+    /// An action of `kind`, succeeded, and the dispute it moved to `status`.
+    pub fn action(kind: &str, status: &str) -> Value {
+        json!({
+            "id": "da_0193a1f0c4e87d2b9c1a5e6f7a8b9c32",
+            "object": "dispute_action",
+            "kind": kind,
+            "status": "succeeded",
+            "failure_code": null,
+            "failure_message": null,
+            "created_at": "2026-11-27T10:00:00Z",
+            "dispute": {
+                "id": DISPUTE,
+                "object": "dispute",
+                "payment_id": crate::views::examples::PAYMENT,
+                "order_id": crate::views::examples::ORDER,
+                "provider": "stripe",
+                "provider_dispute_id": "du_1OaBcD2eZvKYlo2C",
+                "status": status,
+                "stage": "chargeback",
+                "amount": 4200,
+                "currency": "eur",
+                "reason": "fraudulent",
+                "provider_reason": "fraudulent",
+                "evidence_due_by": "2026-12-04T10:00:00Z",
+                "refunded_before": 0,
+                "overlap": 0,
+                "advice": "",
+                "evidence_submitted_at": if kind == "evidence" { json!("2026-11-27T10:00:00Z") } else { Value::Null },
+                "opened_at": "2026-11-26T10:00:00Z",
+                "updated_at": "2026-11-27T10:00:00Z",
+                "closed_at": if status == "lost" { json!("2026-11-27T10:00:00Z") } else { Value::Null },
+            },
+        })
+    }
+}
+
 fn problem(err: ActError, dispute_id: DisputeId) -> ApiError {
     match err {
         ActError::Invalid(problems) => ApiError::validation_failed(problems),
@@ -102,14 +151,14 @@ fn problem(err: ActError, dispute_id: DisputeId) -> ApiError {
 /// `Idempotent-Replayed: true` and the resource as it is now; the same key with another body is
 /// `422 idempotency_key_reused` (docs/guides/idempotency.md, "Idempotency").
 #[utoipa::path(post, path = "/v1/disputes/{id}/evidence", tag = "disputes",
-    request_body(content = EvidenceInput),
+    request_body(content = EvidenceInput, example = json!(examples::evidence_request())),
     params(
-        ("id" = String, Path, description = "dispute id, `dp_…`"),
+        ("id" = String, Path, description = "dispute id, `dp_…`", example = json!(examples::DISPUTE)),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = DisputeActionView, description = "the evidence (`succeeded`, or `failed` if the provider refused it) and the dispute as it is now; or replayed with `Idempotent-Replayed: true`"),
+        (status = 200, body = DisputeActionView, description = "the evidence (`succeeded`, or `failed` if the provider refused it) and the dispute as it is now; or replayed with `Idempotent-Replayed: true`", example = json!(examples::action("evidence", "under_review"))),
         (status = 202, body = DisputeActionView, description = "`pending`: the provider's answer told nothing; retry with the same key to send it again under the same provider key"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 409, body = crate::http::errors::Problem, description = "dispute_not_answerable (names `dispute_status`), dispute_action_in_progress (names `action_id`), idempotency_key_in_use, idempotency_key_expired"),
@@ -135,12 +184,12 @@ pub async fn submit_evidence(
 /// POST.
 #[utoipa::path(post, path = "/v1/disputes/{id}/accept", tag = "disputes",
     params(
-        ("id" = String, Path, description = "dispute id, `dp_…`"),
+        ("id" = String, Path, description = "dispute id, `dp_…`", example = json!(examples::DISPUTE)),
         ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters"),
     ),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = DisputeActionView, description = "the accept (`succeeded`, or `failed` if the provider refused it) and the dispute as it is now; or replayed with `Idempotent-Replayed: true`"),
+        (status = 200, body = DisputeActionView, description = "the accept (`succeeded`, or `failed` if the provider refused it) and the dispute as it is now; or replayed with `Idempotent-Replayed: true`", example = json!(examples::action("accept", "lost"))),
         (status = 202, body = DisputeActionView, description = "`pending`: the provider's answer told nothing; retry with the same key to send it again under the same provider key"),
         (status = 404, body = crate::http::errors::Problem),
         (status = 409, body = crate::http::errors::Problem, description = "dispute_not_answerable (names `dispute_status`), dispute_action_in_progress (names `action_id`), idempotency_key_in_use, idempotency_key_expired"),

@@ -514,7 +514,7 @@ async fn every_operation_has_a_summary_a_description_and_examples_its_schemas_ta
             );
         }
     }
-    assert_eq!(requests, 10, "the operations that take a body");
+    assert_eq!(requests, 11, "the operations that take a body");
 }
 
 /// The examples are what the server takes and answers: each example request of a merchant's
