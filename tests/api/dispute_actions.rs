@@ -365,3 +365,38 @@ async fn an_answer_that_told_nothing_is_resent_under_the_same_provider_key_by_it
     assert_eq!(answered["dispute"]["status"], "under_review", "{answered}");
     assert_eq!(app.db.count("dispute_actions").await, 1);
 }
+
+/// A refusal by the provider did nothing: the action is `failed` with the provider's reason,
+/// the dispute still awaits its answer, and a corrected answer under a new key is taken.
+#[tokio::test]
+async fn a_refused_answer_did_nothing_and_a_corrected_one_is_taken() {
+    let app = TestApp::spawn().await;
+    let (dispute, _) = app.disputed("adyen", "disputed-6").await;
+    let document = json!([{"document_type": "DefenseMaterial", "content_type": "application/pdf",
+        "content": "JVBERi0xLjQK"}]);
+    let (status, refused, _) = app
+        .answer(
+            &dispute,
+            "evidence",
+            "ady-bad",
+            Some(json!({"documents": document, "defense_reason_code": "NotAReason"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{refused}");
+    assert_eq!(refused["status"], "failed", "{refused}");
+    assert!(refused["failure_message"].is_string(), "{refused}");
+    assert_eq!(refused["dispute"]["status"], "needs_response", "{refused}");
+    let (status, taken, _) = app
+        .answer(
+            &dispute,
+            "evidence",
+            "ady-good",
+            Some(json!({"documents": document, "defense_reason_code": "SupplyDefenseMaterial"})),
+        )
+        .await;
+    assert_eq!(
+        (status, taken["status"].as_str()),
+        (200, Some("succeeded")),
+        "{taken}"
+    );
+}
