@@ -21,11 +21,13 @@ use payorch::payments::disputes::keyed::{DisputeActionKind, DisputeActionStatus}
 use payorch::payments::disputes::{DisputeReason, DisputeStage, DisputeStatus};
 use payorch::payments::holds::HoldKind;
 use payorch::payments::late_approvals::{ApprovedAs, LateSource, LateStatus};
+use payorch::payments::settlement::FindingKind;
 use payorch::payments::status::{AttemptStatus, OrderStatus};
 use payorch::payments::success_routing::Strategy;
 use payorch::payments::support::audit::Action;
 use payorch::payments::webhooks::EventOutcome;
 use payorch::providers::decline::FailureClass;
+use payorch::providers::settlement::EntryKind;
 use payorch::providers::{CaptureMethod, NextAction, ProviderOutcome, ThreeDSecure};
 
 use crate::helpers::TestDatabase;
@@ -292,6 +294,14 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
         (
             ("late_approval_source", "late_approval_source_known"),
             same("LateSource", LateSource::ALL.map(LateSource::as_str)),
+        ),
+        (
+            ("settlement_entry_kind", "settlement_entry_kind_known"),
+            same("EntryKind", EntryKind::ALL.map(EntryKind::as_str)),
+        ),
+        (
+            ("settlement_finding_kind", "settlement_finding_kind_known"),
+            same("FindingKind", FindingKind::ALL.map(FindingKind::as_str)),
         ),
         (
             ("dispute_status", "dispute_status_known"),
