@@ -92,6 +92,12 @@ CREATE DOMAIN provider_outcome AS text
 CREATE DOMAIN refund_status AS text
     CONSTRAINT refund_status_known CHECK ((VALUE = ANY (ARRAY['created'::text, 'pending'::text, 'succeeded'::text, 'failed'::text])));
 
+CREATE DOMAIN settlement_entry_kind AS text
+    CONSTRAINT settlement_entry_kind_known CHECK ((VALUE = ANY (ARRAY['charge'::text, 'refund'::text, 'dispute_withdrawal'::text, 'dispute_reinstatement'::text, 'other'::text])));
+
+CREATE DOMAIN settlement_finding_kind AS text
+    CONSTRAINT settlement_finding_kind_known CHECK ((VALUE = ANY (ARRAY['unknown_charge'::text, 'captured_twice'::text, 'amount_mismatch'::text, 'charge_not_booked'::text, 'refund_not_booked'::text, 'unknown_refund'::text, 'unexplained_dispute'::text])));
+
 CREATE DOMAIN sha256_digest AS bytea
     CONSTRAINT sha256_digest_length CHECK ((octet_length(VALUE) = 32));
 
@@ -645,6 +651,63 @@ CREATE TRIGGER refunds_guard_transition BEFORE UPDATE ON refunds FOR EACH ROW EX
 CREATE TRIGGER refunds_hold_amount BEFORE INSERT ON refunds FOR EACH ROW EXECUTE FUNCTION refunds_hold_amount();
 
 CREATE TRIGGER refunds_settle_order AFTER UPDATE OF status ON refunds FOR EACH ROW WHEN (new.status::text = 'succeeded'::text AND old.status::text IS DISTINCT FROM new.status::text) EXECUTE FUNCTION refunds_settle_order();
+
+CREATE TABLE settlement_cursors (
+    provider provider_name NOT NULL,
+    position text NOT NULL,
+    read_through timestamp with time zone NOT NULL,
+    checked_through timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT settlement_cursors_checked_after_read CHECK ((checked_through <= read_through)),
+    CONSTRAINT settlement_cursors_pkey PRIMARY KEY (provider)
+);
+
+CREATE TABLE settlement_entries (
+    provider provider_name NOT NULL,
+    provider_entry_id text NOT NULL,
+    kind settlement_entry_kind NOT NULL,
+    provider_payment_id text,
+    provider_source_id text,
+    amount bigint NOT NULL,
+    currency currency_code NOT NULL,
+    booked_at timestamp with time zone NOT NULL,
+    reference text,
+    batch bigint,
+    read_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT settlement_entries_pkey PRIMARY KEY (provider, provider_entry_id)
+);
+
+CREATE INDEX settlement_entries_booked ON public.settlement_entries USING btree (provider, booked_at);
+
+CREATE INDEX settlement_entries_payment ON public.settlement_entries USING btree (provider, provider_payment_id);
+
+CREATE INDEX settlement_entries_source ON public.settlement_entries USING btree (provider, provider_source_id);
+
+CREATE TABLE settlement_findings (
+    id uuid NOT NULL,
+    provider provider_name NOT NULL,
+    kind settlement_finding_kind NOT NULL,
+    subject text NOT NULL,
+    provider_payment_id text,
+    merchant_id uuid,
+    attempt_id uuid,
+    refund_id uuid,
+    expected bigint,
+    found bigint,
+    currency currency_code,
+    evidence jsonb NOT NULL,
+    found_at timestamp with time zone DEFAULT now() NOT NULL,
+    resolved_at timestamp with time zone,
+    resolution text,
+    CONSTRAINT settlement_findings_pkey PRIMARY KEY (id),
+    CONSTRAINT settlement_findings_resolved_has_resolution CHECK (((resolved_at IS NULL) = (resolution IS NULL)))
+);
+
+CREATE INDEX settlement_findings_merchant ON public.settlement_findings USING btree (merchant_id, found_at) WHERE (merchant_id IS NOT NULL);
+
+CREATE INDEX settlement_findings_open ON public.settlement_findings USING btree (found_at) WHERE (resolved_at IS NULL);
+
+CREATE UNIQUE INDEX settlement_findings_open_once ON public.settlement_findings USING btree (provider, kind, subject) WHERE (resolved_at IS NULL);
 
 CREATE TABLE support_actions (
     id uuid NOT NULL,
