@@ -652,3 +652,126 @@ async fn hand_written_sql_cannot_move_a_dispute_back_or_set_what_disputes_hold()
     .unwrap();
     assert_eq!(app.money_held(&payment).await.dispute_held, 4200);
 }
+
+/// The moves of docs/guides/disputes.md, "Statuses", within one stage (Stripe's: its warnings
+/// are inquiries, the rest chargebacks).
+const ALLOWED: [(&str, &str); 16] = [
+    ("warning_needs_response", "warning_under_review"),
+    ("warning_needs_response", "warning_closed"),
+    ("warning_needs_response", "needs_response"),
+    ("warning_needs_response", "under_review"),
+    ("warning_needs_response", "won"),
+    ("warning_needs_response", "lost"),
+    ("warning_under_review", "warning_closed"),
+    ("warning_under_review", "needs_response"),
+    ("warning_under_review", "under_review"),
+    ("warning_under_review", "won"),
+    ("warning_under_review", "lost"),
+    ("needs_response", "under_review"),
+    ("needs_response", "won"),
+    ("needs_response", "lost"),
+    ("under_review", "won"),
+    ("under_review", "lost"),
+];
+
+#[tokio::test]
+async fn every_move_between_two_statuses_is_applied_or_refused_as_documented_by_webhook_and_by_sql()
+{
+    let app = TestApp::spawn().await;
+    let payment = paid(&app, "stripe", "every-move").await;
+    let pi = payment["provider_payment_id"].as_str().unwrap();
+    let statuses = [
+        "warning_needs_response",
+        "warning_under_review",
+        "warning_closed",
+        "needs_response",
+        "under_review",
+        "won",
+        "lost",
+    ];
+    let stage = |status: &str| {
+        if status.starts_with("warning") {
+            "inquiry"
+        } else {
+            "chargeback"
+        }
+    };
+    let t = Utc::now().timestamp();
+    let mut conn = app.db.connect().await;
+    let mut checked = 0;
+    for from in statuses {
+        for to in statuses {
+            let allowed = ALLOWED.contains(&(from, to));
+            // Through Stripe's webhooks: opened in `from`, then told `to`.
+            let du = format!("du_{from}_{to}");
+            let open = stripe_event(
+                &format!("evt_{du}_1"),
+                "charge.dispute.created",
+                &du,
+                pi,
+                from,
+                100,
+                t,
+            );
+            assert_eq!(app.deliver_signed(&open).await["outcome"], "applied");
+            let news = stripe_event(
+                &format!("evt_{du}_2"),
+                "charge.dispute.updated",
+                &du,
+                pi,
+                to,
+                100,
+                t + 1,
+            );
+            let outcome = app.deliver_signed(&news).await;
+            let expected = if allowed { "applied" } else { "stale" };
+            assert_eq!(outcome["outcome"], expected, "{from} -> {to}: {outcome}");
+            let now = app.dispute_state(&du).await;
+            assert_eq!(
+                now.status,
+                if allowed { to } else { from },
+                "{from} -> {to}"
+            );
+            // By hand: the database's guard says the same.
+            let du = format!("du_sql_{from}_{to}");
+            let open = stripe_event(
+                &format!("evt_{du}"),
+                "charge.dispute.created",
+                &du,
+                pi,
+                from,
+                100,
+                t,
+            );
+            assert_eq!(app.deliver_signed(&open).await["outcome"], "applied");
+            let sql = format!(
+                "UPDATE disputes SET status = '{to}', stage = '{}' WHERE provider_dispute_id = '{du}'",
+                stage(to)
+            );
+            // Writing what it already is changes nothing, and the guard lets it be.
+            if allowed || from == to {
+                diesel_async::RunQueryDsl::execute(diesel::sql_query(&sql), &mut conn)
+                    .await
+                    .unwrap_or_else(|e| panic!("{from} -> {to} refused: {e}"));
+            } else {
+                assert_refused_by(&mut conn, &sql, "disputes_status_transition").await;
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 49);
+    // What the open disputes hold is what their statuses say, whatever moved them.
+    let held: Word = diesel_async::RunQueryDsl::get_result(
+        diesel::sql_query(
+            "SELECT (a.dispute_held = (SELECT COALESCE(sum(d.amount), 0) FROM disputes d \
+             WHERE d.attempt_id = a.id AND d.status IN ('needs_response', 'under_review', 'lost')))::text \
+             AS word FROM payment_attempts a WHERE a.provider_payment_id = '".to_owned()
+                + pi
+                + "'",
+        ),
+        &mut conn,
+    )
+    .await
+    .unwrap();
+    assert_eq!(held.word, "true");
+}
