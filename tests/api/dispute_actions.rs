@@ -277,7 +277,7 @@ async fn what_a_provider_cannot_take_and_who_may_not_ask_are_refused_before_anyt
     assert_eq!(status, 404);
     let (status, _, _) = app
         .answer(
-            &"dp_0000000000000000000000000000000a".to_owned(),
+            "dp_0000000000000000000000000000000a",
             "accept",
             "none-1",
             None,
