@@ -169,6 +169,10 @@ fn expired_resource(expired: &ExpiredKey) -> (&'static str, String, String) {
     if expired.resource_type == "refund" {
         let id = RefundId(expired.resource_id).to_string();
         ("refund", id.clone(), format!("/v1/refunds/{id}"))
+    } else if expired.resource_type == "dispute_action" {
+        // An answer to a dispute shows on its dispute, which the key does not name.
+        let id = DisputeActionId(expired.resource_id).to_string();
+        ("dispute action", id, "/v1/disputes".to_owned())
     } else if let (Some(payment), "hold_operation") =
         (expired.payment_id, expired.resource_type.as_str())
     {
