@@ -1,7 +1,7 @@
 //! Adyen's record of money moved: the settlement details report, one CSV per payable batch
 //! (`settlement_detail_report_batch_{n}.csv`, downloaded from
-//! `/reports/download/MerchantAccount/{account}/`), read for the settlement reconciliation
-//! (docs/operations/reconciliation.md). Batches are numbered from 1 and a batch's report
+//! `/reports/download/MerchantAccount/{account}/` of the Customer Area host), read for the
+//! settlement reconciliation (docs/operations/reconciliation.md). Batches are numbered from 1 and a batch's report
 //! exists once the batch has closed: each read asks for the batches after the last one read
 //! until one is not there yet (`404`).
 //!
@@ -37,6 +37,19 @@ pub(crate) fn report_path(merchant_account: &str, batch: i64) -> Vec<String> {
     ]
 }
 
+/// Where the reports are downloaded from: Adyen's Customer Area host (`ca-test.adyen.com`,
+/// `ca-live.adyen.com`), the one its Disputes API is on (`with_disputes_host`); unset, the
+/// provider's own URL, as the sandbox serves both.
+fn report_host(provider: &AdyenProvider) -> reqwest::Url {
+    let mut host = provider.disputes_url.clone();
+    if let Ok(mut path) = host.path_segments_mut() {
+        for _ in super::disputes::DISPUTES_PATH {
+            path.pop();
+        }
+    }
+    host
+}
+
 /// Reads the batches after the query's position (the last batch read; none before the
 /// first read).
 pub(super) async fn read(provider: &AdyenProvider, query: &SettlementQuery) -> SettlementRead {
@@ -55,7 +68,7 @@ pub(super) async fn read(provider: &AdyenProvider, query: &SettlementQuery) -> S
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         let request = provider
             .client
-            .get(http_call::join(&provider.base_url, &segments))
+            .get(http_call::join(&report_host(provider), &segments))
             .header("X-API-Key", provider.api_key.expose());
         let mut report = None;
         let mut closed = true;
