@@ -615,6 +615,25 @@ async fn stripe_find_by_attempt() {
     assert_clean(findings("find_by_attempt", sent, true));
 }
 
+/// The settlement reconciliation's read (docs/operations/reconciliation.md): every page of
+/// `GET /v1/balance_transactions` over a `created` window, its sources expanded, as the
+/// contract defines the list; the contract's answer read into entries.
+#[tokio::test]
+async fn stripe_settlement_entries() {
+    let query = payorch::providers::settlement::SettlementQuery {
+        position: None,
+        since: Utc::now() - chrono::Duration::days(1),
+        until: Utc::now(),
+    };
+    let sent = sent_by(Contract::stripe(), UNKEYED, |url| async move {
+        let read = stripe(&url).settlement_entries(&query).await;
+        let page = read.result.expect("the contract's answer reads");
+        assert_eq!(page.entries.len(), 1);
+    })
+    .await;
+    assert_clean(findings("settlement_entries", sent, true));
+}
+
 #[tokio::test]
 async fn stripe_create_refund_with_and_without_reason() {
     let mut found = Vec::new();
