@@ -347,3 +347,55 @@ async fn clean_run(stripe: usize, adyen: usize) {
         (charges + refunds) as i64
     );
 }
+
+/// On its schedule (`--settlement-interval-secs`), each replica's rounds count what they
+/// find: every provider's series is served at 0 from the start, then a second capture
+/// planted in the Stripe record is found, counted, and shown open.
+#[tokio::test]
+async fn the_schedule_finds_counts_and_shows_open() {
+    let app = TestApp::spawn_with(|settings| {
+        settings.settlement = SettlementSettings {
+            interval: Some(Duration::from_secs(1)),
+            grace: Duration::ZERO,
+            ..SettlementSettings::default()
+        };
+    })
+    .await;
+    let metrics = || async { app.get("/metrics").await.text().await.unwrap() };
+    let series = |name: &str, provider: &str| {
+        format!(
+            "payorch_settlement_findings_{name}{{kind=\"captured_twice\",provider=\"{provider}\"}}"
+        )
+    };
+    let at_start = metrics().await;
+    for provider in ["stripe", "adyen"] {
+        assert!(
+            at_start.contains(&format!("{} 0", series("total", provider))),
+            "{at_start}"
+        );
+    }
+    app.route_to(&["stripe"]).await;
+    let twice = app.paid_through("scheduled-twice").await;
+    app.settlement_control(
+        "invent",
+        json!({"protocol": "stripe", "kind": "charge",
+               "payment": twice["provider_payment_id"], "amount": 4200, "currency": "eur"}),
+    )
+    .await;
+    let counted = eventually(Duration::from_secs(20), || async {
+        let text = metrics().await;
+        text.contains(&format!("{} 1", series("total", "stripe")))
+            && text.contains(&format!("{} 1", series("open", "stripe")))
+    })
+    .await;
+    assert!(counted, "{}", metrics().await);
+    let (found, _) = app.settlement_findings().await;
+    assert_eq!(
+        found.into_iter().collect::<Vec<_>>(),
+        vec![(
+            "stripe".to_owned(),
+            "captured_twice".to_owned(),
+            twice["provider_payment_id"].as_str().unwrap().to_owned()
+        )]
+    );
+}
