@@ -316,6 +316,16 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
             same("DisputeReason", DisputeReason::ALL.map(DisputeReason::as_str)),
         ),
         (
+            ("disputes", "disputes_closed_is_finished"),
+            same(
+                "DisputeStatus, closed",
+                DisputeStatus::ALL
+                    .into_iter()
+                    .filter(|s| s.closed())
+                    .map(DisputeStatus::as_str),
+            ),
+        ),
+        (
             ("dispute_action_kind", "dispute_action_kind_known"),
             same(
                 "DisputeActionKind",
