@@ -6,8 +6,11 @@
 
 use std::time::Duration;
 
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
 use serde_json::{json, Value};
 
+use payorch::db::schema::payment_attempts;
 use payorch::providers::adyen::sign_item;
 
 use crate::helpers::{assert_problem, eventually, TestApp};
@@ -551,4 +554,72 @@ async fn every_refund_fault_through_adyen_ends_with_exactly_one_refund() {
         assert_eq!(app.refunded_by_provider(&payment), back, "{fault}");
         assert_eq!(app.payment(id).await["amount_refunded"], back, "{fault}");
     }
+}
+
+/// An Adyen attempt whose request died before any answer (the server crashed mid-send), and
+/// whose first check passed while nothing was to be resent: Adyen has no lookup and no
+/// notification comes, so only a resend under the attempt's key can tell. It is resent at a
+/// later check and ends with the one charge the first send made, long before the cancel by
+/// reference (once, under CI's load, it waited for that deadline and the run ended first).
+#[tokio::test]
+async fn an_adyen_attempt_never_answered_is_resent_at_a_later_check_and_charged_once() {
+    let mut app = TestApp::spawn_config(|config| {
+        config.sandbox.slow_ms = 1000;
+        config.provider_timeout = Duration::from_secs(2);
+        config.settings.reconciler.interval = Duration::from_millis(200);
+        config.settings.reconciler.backoff = vec![Duration::from_secs(2)];
+        config.settings.reconciler.technical_cancel_after = Duration::from_secs(3600);
+        config.settings.idempotency.lease = Duration::from_secs(60);
+        // The restarted server listens on another port: its public URL, in the body Adyen
+        // fingerprints (`returnUrl`), stays the same as a deployment's does.
+        config.settings.public_url = Some("https://payorch.example".into());
+    })
+    .await;
+    app.route_to(&["adyen"]).await;
+    // No notification tells: the answer to a resend is all there is.
+    app.sandbox.set_notification_url(None);
+    let request = app
+        .client
+        .post(app.url("/v1/checkout"))
+        .bearer_auth(&app.merchant_key)
+        .header("Idempotency-Key", "never-answered")
+        .json(&crate::payments::checkout_body("pm_sandbox_slow"))
+        .send();
+    let in_flight = tokio::spawn(request);
+    let made = eventually(Duration::from_secs(5), || async {
+        app.db.count("payment_attempts").await == 1
+    })
+    .await;
+    assert!(made, "the attempt was never made");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    app.crash().await;
+    assert!(
+        in_flight.await.unwrap().is_err(),
+        "no answer reached the client"
+    );
+    let mut conn = app.db.connect().await;
+    let (uuid, status): (uuid::Uuid, String) = payment_attempts::table
+        .select((payment_attempts::id, payment_attempts::status))
+        .first(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(status, "created", "no answer was recorded");
+    let id = format!("pay_{}", uuid.simple());
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            app.charges_for(&id) == 1
+        })
+        .await,
+        "the first send's charge outlives the crash"
+    );
+    // Its first checks came and went (while all was quiet, the service down past the settle
+    // delay, or its resend lost with the server): only later checks are left.
+    diesel::sql_query("UPDATE payment_attempts SET checks = 3, next_check_at = now()")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    app.restart().await;
+    let settled = app.settled(&id, Duration::from_secs(20)).await;
+    assert_eq!(settled["status"], "succeeded", "{}", app.story(&id).await);
+    assert_eq!(app.charges_for(&id), 1, "the resend charged nothing more");
 }

@@ -382,10 +382,17 @@ async fn ask(
     // One resend, at the first check: it finishes an attempt whose request died before it
     // sent, and it fetches a lost answer. The provider answers later resends as it answered
     // this one (a saved 500 included), so after it only lists, which can end in a verdict
-    // once all is quiet, or waits for the notification.
+    // once all is quiet, or waits for the notification. Where there is no list to ask
+    // (Adyen), an attempt still `created` has had no send answered at all (its request died
+    // before it sent, or while the service was down past the first check's quiet): it is
+    // resent at any check in the key's window, or it would wait for a notification that no
+    // request caused, until the cancel by reference.
     let now = Utc::now();
     let quiet = attempt.sending_until < now - settings.settle_delay();
-    if !quiet && attempt.checks <= 1 && now - attempt.created_at < settings.key_window() {
+    let never_answered =
+        lookups == Lookups::NotificationsOnly && attempt.status == AttemptStatus::Created;
+    let resend = never_answered || (!quiet && attempt.checks <= 1);
+    if resend && now - attempt.created_at < settings.key_window() {
         // The claim outlasts the call: this send has surely ended by then.
         let until = now + to_chrono(settings.claim);
         let mut conn = pool.get().await?;
