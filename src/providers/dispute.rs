@@ -214,7 +214,7 @@ pub fn adyen_reason(code: Option<&str>, text: &str) -> DisputeReason {
             "13.2" | "4841" => SubscriptionCanceled,
             "13.3" | "13.4" | "13.5" | "4853" => ProductUnacceptable,
             "13.6" | "13.7" | "4860" => CreditNotProcessed,
-            "12.5" | "12.2" | "4831" => IncorrectAccountDetails,
+            "12.4" | "12.5" | "12.2" | "4831" => IncorrectAccountDetails,
             "11.1" | "11.2" | "11.3" | "4808" => BankCannotProcess,
             _ => return None,
         })
