@@ -515,6 +515,8 @@ CREATE INDEX payment_attempts_order ON public.payment_attempts USING btree (orde
 
 CREATE INDEX payment_attempts_scored ON public.payment_attempts USING btree (provider, currency, created_at DESC) WHERE (((status)::text = ANY (ARRAY['succeeded'::text, 'authorized'::text])) OR (((status)::text = 'failed'::text) AND ((failure_class = 'soft'::text) OR (failure_code = 'provider_unavailable'::text))));
 
+CREATE INDEX payment_attempts_settled ON public.payment_attempts USING btree (provider, finished_at) WHERE ((status)::text = 'succeeded'::text);
+
 CREATE UNIQUE INDEX payment_attempts_one_open ON public.payment_attempts USING btree (merchant_id, order_id) WHERE ((status)::text = ANY (ARRAY['created'::text, 'pending'::text, 'authorized'::text]));
 
 CREATE UNIQUE INDEX payment_attempts_one_succeeded ON public.payment_attempts USING btree (merchant_id, order_id) WHERE ((status)::text = 'succeeded'::text);
@@ -633,6 +635,8 @@ CREATE TABLE refunds (
 );
 
 CREATE INDEX refunds_due ON public.refunds USING btree (next_check_at) WHERE ((status)::text = ANY (ARRAY['created'::text, 'pending'::text]));
+
+CREATE INDEX refunds_finished ON public.refunds USING btree (provider, finished_at) WHERE (finished_at IS NOT NULL);
 
 CREATE INDEX refunds_id ON public.refunds USING btree (id);
 

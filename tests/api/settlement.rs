@@ -399,3 +399,37 @@ async fn the_schedule_finds_counts_and_shows_open() {
         )]
     );
 }
+
+/// The two indexes of a round's stretch are built CONCURRENTLY (migrations
+/// 2026-11-27-000030-1 and -2), which leaves an INVALID index if the build fails: after the
+/// migrations both are there and valid.
+#[tokio::test]
+async fn the_stretch_indexes_built_concurrently_are_valid() {
+    #[derive(diesel::QueryableByName)]
+    struct Index {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        name: String,
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        valid: bool,
+    }
+    let app = TestApp::spawn().await;
+    let mut conn = app.db.connect().await;
+    let indexes: Vec<Index> = diesel_async::RunQueryDsl::load(
+        diesel::sql_query(
+            "SELECT indexrelid::regclass::text AS name, indisvalid AS valid FROM pg_index \
+             WHERE indexrelid::regclass::text IN ('payment_attempts_settled', 'refunds_finished') \
+             ORDER BY 1",
+        ),
+        &mut conn,
+    )
+    .await
+    .unwrap();
+    let seen: Vec<(String, bool)> = indexes.into_iter().map(|i| (i.name, i.valid)).collect();
+    assert_eq!(
+        seen,
+        [
+            ("payment_attempts_settled".to_owned(), true),
+            ("refunds_finished".to_owned(), true)
+        ]
+    );
+}

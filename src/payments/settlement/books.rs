@@ -127,7 +127,8 @@ pub async fn books(
          AND finished_at < {t} AND provider_payment_id IS NOT NULL \
          UNION SELECT a.provider_payment_id FROM refunds r JOIN payment_attempts a \
          ON a.merchant_id = r.merchant_id AND a.id = r.payment_id \
-         WHERE r.provider = {p} AND r.finished_at >= {f} AND r.finished_at < {t} \
+         WHERE r.provider = {p} AND r.finished_at IS NOT NULL AND r.finished_at >= {f} \
+         AND r.finished_at < {t} \
          AND a.provider_payment_id IS NOT NULL"
     ));
     let payments: Vec<String> = q
