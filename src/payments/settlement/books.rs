@@ -98,6 +98,8 @@ struct DisputeRow {
     provider_payment_id: String,
     #[diesel(sql_type = BigInt)]
     held: i64,
+    #[diesel(sql_type = Timestamptz)]
+    changed_at: DateTime<Utc>,
 }
 
 #[derive(QueryableByName)]
@@ -131,13 +133,20 @@ pub async fn books(
          AND r.finished_at < {t} \
          AND a.provider_payment_id IS NOT NULL"
     ));
-    let payments: Vec<String> = q
+    let mut payments: Vec<String> = q
         .finish()
         .load::<PaymentRow>(conn)
         .await?
         .into_iter()
         .map(|r| r.p)
         .collect();
+    // And those whose dispute payorch changed in the stretch.
+    let disputes = disputes(conn, provider, &payments, from, to).await?;
+    for d in disputes.iter().flatten() {
+        if !payments.contains(&d.provider_payment_id) {
+            payments.push(d.provider_payment_id.clone());
+        }
+    }
 
     let mut q = Statement::new();
     let p = q.bind::<Text, _>(provider.to_owned());
@@ -251,7 +260,6 @@ pub async fn books(
         })
         .collect();
 
-    let disputes = disputes(conn, provider, payments).await?;
     Ok(Books {
         from,
         to,
@@ -263,12 +271,15 @@ pub async fn books(
     })
 }
 
-/// What payorch's disputes of `payments` hold; `None` when payorch keeps no disputes (the
-/// `disputes` table is not there: migration `2026-11-27-000028_disputes` not run).
+/// What payorch's disputes of `payments`, and those it changed in `[from, to)`, hold;
+/// `None` when payorch keeps no disputes (the `disputes` table is not there: migration
+/// `2026-11-27-000028_disputes` not run).
 async fn disputes(
     conn: &mut AsyncPgConnection,
     provider: &str,
-    payments: Vec<String>,
+    payments: &[String],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
 ) -> diesel::QueryResult<Option<Vec<Dispute>>> {
     let mut q = Statement::new();
     q.push("SELECT to_regclass('public.disputes') IS NOT NULL AS exists");
@@ -278,11 +289,14 @@ async fn disputes(
     }
     let mut q = Statement::new();
     let p = q.bind::<Text, _>(provider.to_owned());
-    let ps = q.bind::<Array<Text>, _>(payments);
+    let ps = q.bind::<Array<Text>, _>(payments.to_vec());
+    let f = q.bind::<Timestamptz, _>(from);
+    let t = q.bind::<Timestamptz, _>(to);
     q.push(format_args!(
         "SELECT provider_payment_id, CASE WHEN status IN ('needs_response', 'under_review', \
-         'lost') THEN amount::bigint ELSE 0 END AS held \
-         FROM disputes WHERE provider = {p} AND provider_payment_id = ANY({ps})"
+         'lost') THEN amount::bigint ELSE 0 END AS held, updated_at AS changed_at \
+         FROM disputes WHERE provider = {p} AND (provider_payment_id = ANY({ps}) \
+         OR (updated_at >= {f} AND updated_at < {t}))"
     ));
     let rows: Vec<DisputeRow> = q.finish().load(conn).await?;
     Ok(Some(
@@ -290,6 +304,7 @@ async fn disputes(
             .map(|r| Dispute {
                 provider_payment_id: r.provider_payment_id,
                 held: r.held,
+                changed_at: r.changed_at,
             })
             .collect(),
     ))

@@ -73,6 +73,8 @@ pub struct Late {
 pub struct Dispute {
     pub provider_payment_id: String,
     pub held: i64,
+    /// When payorch last changed it (its news applied).
+    pub changed_at: DateTime<Utc>,
 }
 
 /// What one stretch is compared with.
@@ -146,6 +148,11 @@ pub fn compare(books: &Books) -> Vec<Found> {
     for a in &books.attempts {
         if a.status == "succeeded" && a.finished_at.is_some_and(|at| books.within(at)) {
             payments.extend(a.provider_payment_id.as_deref());
+        }
+    }
+    for d in books.disputes.iter().flatten() {
+        if books.within(d.changed_at) {
+            payments.insert(&d.provider_payment_id);
         }
     }
     for r in &books.refunds {
@@ -341,7 +348,9 @@ fn refunds(
 }
 
 /// The dispute money of `payment`: what the provider withdrew less what it gave back, against
-/// what payorch's disputes hold.
+/// what payorch's disputes hold. Looked at when either side moved within the stretch, and
+/// only once both have been still since its end: a withdrawal booked, or news applied, within
+/// the grace may have its other half on its way, and is looked at in the stretch it falls in.
 fn dispute(
     books: &Books,
     payment: &str,
@@ -349,17 +358,24 @@ fn dispute(
     attempt: Option<&Attempt>,
     found: &mut Vec<Found>,
 ) {
-    if !entries.iter().any(|e| books.within(e.booked_at)) {
+    let ours: Vec<&Dispute> = books
+        .disputes
+        .iter()
+        .flatten()
+        .filter(|d| d.provider_payment_id == payment)
+        .collect();
+    let moved = entries.iter().any(|e| books.within(e.booked_at))
+        || ours.iter().any(|d| books.within(d.changed_at));
+    let still = entries.iter().all(|e| e.booked_at < books.to)
+        && ours.iter().all(|d| d.changed_at < books.to);
+    if !moved || !still {
         return;
     }
     let withdrawn: i64 = -entries.iter().map(|e| e.amount).sum::<i64>();
-    let held: Option<i64> = books.disputes.as_ref().map(|disputes| {
-        disputes
-            .iter()
-            .filter(|d| d.provider_payment_id == payment)
-            .map(|d| d.held)
-            .sum()
-    });
+    let held: Option<i64> = books
+        .disputes
+        .as_ref()
+        .map(|_| ours.iter().map(|d| d.held).sum());
     if held == Some(withdrawn) {
         return;
     }

@@ -225,6 +225,7 @@ fn dispute_money_is_what_payorchs_disputes_hold() {
     b.disputes = Some(vec![Dispute {
         provider_payment_id: "pi_1".into(),
         held: 1000,
+        changed_at: at(31),
     }]);
     assert_eq!(kinds(&compare(&b)), vec![]);
     // Won and given back: nothing held, nothing withdrawn in the end.
@@ -244,9 +245,40 @@ fn dispute_money_is_what_payorchs_disputes_hold() {
         vec![(FindingKind::UnexplainedDispute, "pi_1".into())]
     );
     // payorch keeps no disputes at all.
-    let mut none = books(entries, attempts, vec![]);
+    let mut none = books(entries.clone(), attempts.clone(), vec![]);
     none.disputes = None;
     assert_eq!(compare(&none)[0].kind, FindingKind::UnexplainedDispute);
+    // Withdrawn in the stretch, its news applied after it (within the grace): looked at in
+    // the next stretch, where the news falls, not now.
+    let mut late_news = books(entries.clone(), attempts.clone(), vec![]);
+    late_news.disputes = Some(vec![Dispute {
+        provider_payment_id: "pi_1".into(),
+        held: 0,
+        changed_at: at(120),
+    }]);
+    assert_eq!(kinds(&compare(&late_news)), vec![]);
+    late_news.from = at(100);
+    late_news.to = at(200);
+    late_news.disputes.as_mut().unwrap()[0].held = 1000;
+    assert_eq!(kinds(&compare(&late_news)), vec![]);
+    // Reinstated after the stretch (a won dispute payorch already knows of): the next one.
+    let mut won = books(entries, attempts, vec![]);
+    won.entries.push(entry(
+        "3",
+        EntryKind::DisputeReinstatement,
+        "pi_1",
+        1000,
+        150,
+    ));
+    won.disputes = Some(vec![Dispute {
+        provider_payment_id: "pi_1".into(),
+        held: 0,
+        changed_at: at(40),
+    }]);
+    assert_eq!(kinds(&compare(&won)), vec![]);
+    won.from = at(100);
+    won.to = at(200);
+    assert_eq!(kinds(&compare(&won)), vec![]);
 }
 
 #[test]
