@@ -3,9 +3,9 @@
 //! source expanded (`expand[]=data.source`), since only the charge, refund or dispute names
 //! the payment intent and carries payorch's metadata.
 //!
-//! The list is read over a window of `created` seconds, `[from, until)`, every page of it:
-//! Stripe's lists are read-after-write, so a window read whole holds every transaction
-//! created in it, and the next read starts at `until`.
+//! The list is read over windows of `created` seconds, `[from, until)`, an hour each, every
+//! page of each: Stripe's lists are read-after-write, so a window read whole holds every
+//! transaction created in it, and the next read starts where the last whole window ended.
 
 use std::time::Duration;
 
@@ -19,9 +19,9 @@ use crate::providers::settlement::{
 };
 use crate::providers::ProviderOutcome;
 
-/// At most this many pages of 100 transactions in one read: a window busier than that is
-/// not read at all (its first pages would leave a hole at its old end, Stripe listing
-/// newest first), and the caller reads a shorter one.
+/// At most this many pages of 100 transactions in one window (an hour): a window busier than
+/// that is not read at all (its first pages would leave a hole at its old end, Stripe listing
+/// newest first), and the read stops at its start.
 pub(crate) const BALANCE_PAGES: usize = 1000;
 
 /// One page of the list, read.
@@ -32,8 +32,14 @@ pub(crate) struct BalancePage {
     pub last_id: Option<String>,
 }
 
-/// Reads every transaction created in `[from, until)`: `from` the query's position (a Unix
-/// second), or its `since` before any read.
+/// How many seconds of `created` one window spans: a round reads its whole stretch window by
+/// window, so that a busy hour is read alone and a later one that cannot be read leaves the
+/// earlier ones read.
+pub(crate) const WINDOW_SECS: i64 = 3600;
+
+/// Reads every transaction created in `[from, until)`, window by window: `from` the query's
+/// position (a Unix second), or its `since` before any read. A window that cannot be read
+/// ends the read at its start (the windows before it count); the first one, the whole read.
 pub(super) async fn read(provider: &StripeProvider, query: &SettlementQuery) -> SettlementRead {
     let from = match &query.position {
         Some(position) => match position.parse::<i64>() {
@@ -43,6 +49,46 @@ pub(super) async fn read(provider: &StripeProvider, query: &SettlementQuery) -> 
         None => query.since.timestamp(),
     };
     let until = query.until.timestamp().max(from);
+    let mut entries = Vec::new();
+    let mut latency = Duration::ZERO;
+    let mut http_status = None;
+    let mut read_to = from;
+    while read_to < until {
+        let end = (read_to + WINDOW_SECS).min(until);
+        let window = read_window(provider, read_to, end).await;
+        latency += window.latency;
+        http_status = window.http_status;
+        match window.result {
+            Ok(page) => {
+                entries.extend(page.entries);
+                read_to = end;
+            }
+            Err(reason) if read_to == from => {
+                return SettlementRead {
+                    result: Err(reason),
+                    http_status,
+                    latency,
+                }
+            }
+            Err(reason) => {
+                tracing::warn!(%reason, "a window of Stripe's balance transactions could not be read; next time");
+                break;
+            }
+        }
+    }
+    SettlementRead {
+        result: Ok(SettlementPage {
+            entries,
+            position: read_to.to_string(),
+            read_through: Utc.timestamp_opt(read_to, 0).single(),
+        }),
+        http_status,
+        latency,
+    }
+}
+
+/// Every page of the transactions created in `[from, until)`.
+async fn read_window(provider: &StripeProvider, from: i64, until: i64) -> SettlementRead {
     let mut entries = Vec::new();
     let mut latency = Duration::ZERO;
     let mut http_status = None;
