@@ -5,7 +5,10 @@
 //! that the whole system passes them under kills, duplicates and a database restart,
 //! against a sandbox as strict as Stripe's and Adyen's contracts (`--strict-providers`),
 //! with soft declines retried on another provider among outages and late approvals
-//! (`retries`), and when routing by success meets a provider whose approvals fall (`routing`).
+//! (`retries`), when routing by success meets a provider whose approvals fall (`routing`),
+//! with chargebacks racing refunds (`disputes`), and that the settlement reconciliation finds
+//! nothing on a clean run and every difference planted in the providers' records
+//! (`settlement`).
 
 use std::sync::Mutex;
 
@@ -231,4 +234,47 @@ fn routing_by_success_leaves_a_failing_provider_and_comes_back_when_it_recovers(
     assert!(left <= 100, "{row:?}");
     let back: usize = column(&row, "A back after").parse().expect("A back after");
     assert!(back <= 1000, "{row:?}");
+}
+
+#[test]
+fn refunds_racing_chargebacks_never_give_money_back_twice() {
+    // A merchant on each face, serve killed every second; the sandbox disputes 30 % of the
+    // charges 20 s after them and the run's bank wins, loses and (on Adyen) charges back
+    // again; one paid checkout in three gets three refunds at once (60 %, 60 %, all of it),
+    // some before its chargeback opened, some after.
+    let row = chaos(&[
+        "disputes",
+        "--intents",
+        "40",
+        "--clients",
+        "8",
+        "--kill-every-ms",
+        "1000",
+    ]);
+    assert_ne!(column(&row, "kills"), "0", "{row:?}");
+    for zero in [
+        "500s",
+        "double charges",
+        "double refunds",
+        "lost intents",
+        "pending left",
+        "money returned twice",
+        "refunds past the cap",
+        "disputes disagreeing",
+    ] {
+        assert_eq!(column(&row, zero), "0", "{zero}: {row:?}");
+    }
+    assert_ne!(column(&row, "disputes"), "0", "{row:?}");
+    assert_ne!(column(&row, "refused at the cap"), "0", "{row:?}");
+}
+
+#[test]
+fn the_settlement_check_finds_nothing_on_a_clean_run_and_every_planted_difference() {
+    let row = chaos(&["settlement", "--intents", "100", "--clients", "8"]);
+    assert_eq!(column(&row, "findings on the clean run"), "0", "{row:?}");
+    // Seven kinds of difference in each of the two providers' records.
+    assert_eq!(column(&row, "planted"), "14", "{row:?}");
+    assert_eq!(column(&row, "found"), "14", "{row:?}");
+    assert_eq!(column(&row, "missed"), "0", "{row:?}");
+    assert_eq!(column(&row, "found besides"), "0", "{row:?}");
 }

@@ -20,6 +20,11 @@
 //!                                                # soft decline elsewhere (#43)
 //! cargo run --release --bin chaos -- routing     # routing by success rate: one provider's
 //!                                                # approvals fall and recover mid-run (#43)
+//! cargo run --release --bin chaos -- disputes    # the kill run with chargebacks won, lost and
+//!                                                # charged back again, and racing refunds (#44)
+//! cargo run --release --bin chaos -- settlement  # checkouts, captures, refunds and disputes,
+//!                                                # then the providers' books compared: nothing
+//!                                                # found, then every planted difference (#44)
 //! ```
 //!
 //! A run that finds something wrong keeps its folder (logs, database) for a look. The `chaos`
@@ -30,6 +35,7 @@ mod by_success;
 mod checks;
 mod clients;
 mod database;
+mod disputes;
 mod failover;
 mod failover_report;
 mod fence;
@@ -39,6 +45,7 @@ mod outbox;
 mod pace;
 mod prober;
 mod retries;
+mod settlement;
 mod strict;
 mod world;
 
@@ -77,6 +84,14 @@ enum Scenario {
     /// the first's approvals fall from 90 % to 30 % a quarter of the way through and recover
     /// half way through.
     Routing,
+    /// One `serve` killed as in `kill`, a merchant on each face, the sandbox disputing a
+    /// share of the charges and the run's bank winning, losing and charging back again,
+    /// while several refunds of one payment race each other and the chargeback.
+    Disputes,
+    /// One `serve`, a merchant on each face, checkouts with captures, refunds and disputes,
+    /// then the settlement reconciliation: nothing found; then one of each difference
+    /// planted in the providers' records, each found and nothing else.
+    Settlement,
 }
 
 /// On or off.
@@ -149,6 +164,10 @@ pub struct Args {
     /// so how many payments a move takes depends on the rate as well as on the scores.
     #[arg(long, default_value_t = 10.0)]
     per_second: f64,
+    /// `disputes`: how long after its charge the sandbox opens a dispute, in ms (the
+    /// sandbox's `--dispute-after-ms`).
+    #[arg(long, default_value_t = disputes::DISPUTE_AFTER_MS)]
+    dispute_after_ms: u64,
     /// The `payorch` binary (default: the one next to this program).
     #[arg(long)]
     payorch: Option<PathBuf>,
@@ -176,6 +195,22 @@ struct Ending {
     retried: Option<Retried>,
     /// A `routing` run's moves.
     routed: Option<by_success::Moves>,
+    /// A `disputes` run's checks and figures.
+    disputed: Option<Disputed>,
+}
+
+/// What a `disputes` run found.
+#[derive(Debug, Clone)]
+struct Disputed {
+    found: disputes::DisputeFindings,
+    figures: disputes::DisputeFigures,
+    /// The bank's moves by the knob's word.
+    moves: std::collections::BTreeMap<String, usize>,
+    raced: disputes::Raced,
+    /// How long payorch took to hold every dispute as the provider does, once settled.
+    agreed: Option<Duration>,
+    /// `5xx` answers the racers got.
+    server_errors: usize,
 }
 
 /// What a `retries` run found.
@@ -249,6 +284,20 @@ pub async fn run(args: &Args) -> Result<Run, String> {
             let sandbox = retries::sandbox_args(&stripe, &adyen, args.mix_seed);
             World::start(&payorch, 1, &Providers::Mixed(sandbox)).await?
         }
+        Scenario::Disputes => {
+            let both = Providers::Both {
+                sandbox: disputes::sandbox_args(args.dispute_after_ms),
+                serve: Vec::new(),
+            };
+            World::start(&payorch, 1, &both).await?
+        }
+        Scenario::Settlement => {
+            let both = Providers::Both {
+                sandbox: settlement::sandbox_args(),
+                serve: settlement::serve_args(),
+            };
+            World::start(&payorch, 1, &both).await?
+        }
         Scenario::Failover => {
             let script = args.formation.clone().unwrap_or_else(|| {
                 PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/formation")
@@ -276,6 +325,9 @@ pub async fn run(args: &Args) -> Result<Run, String> {
             outcome = exercise(args, &mut world, &receiver, started) => outcome,
             _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
         },
+        Ok(()) if matches!(args.scenario, Scenario::Settlement) => {
+            settlement::exercise(args.intents, args.clients, &world).await
+        }
         Ok(()) => exercise(args, &mut world, &receiver, started).await,
         Err(why) => Err(why),
     };
@@ -359,6 +411,20 @@ async fn exercise(
             .then_some(retries::METHOD),
     };
     let tally = Arc::new(Tally::default());
+    let disputing = matches!(args.scenario, Scenario::Disputes).then(|| {
+        disputes::start(
+            targets.urls.clone(),
+            world
+                .merchant_ids
+                .iter()
+                .cloned()
+                .zip(world.merchants.iter().map(|m| m.api_key.clone()))
+                .collect(),
+            world.database_url.clone(),
+            world.sandbox_url.clone(),
+            args.dispute_after_ms,
+        )
+    });
     let clients = tokio::spawn(clients::run(
         targets,
         world.merchants.clone(),
@@ -374,6 +440,9 @@ async fn exercise(
         Ok(disturbed) => disturbed,
         Err(why) => {
             clients.abort();
+            if let Some(disputing) = disputing {
+                let _ = disputing.finish().await;
+            }
             return Err(why);
         }
     };
@@ -387,10 +456,20 @@ async fn exercise(
             world.start_replica(n).await?;
         }
     }
+    // The racers' refunds are answered now that serve stays up.
+    let bank_and_racers = match disputing {
+        Some(disputing) => {
+            let met = disputing.met.clone();
+            let (moves, raced) = disputing.finish().await?;
+            let server_errors = met.server_errors.load(Ordering::Relaxed);
+            Some((moves, raced, server_errors))
+        }
+        None => None,
+    };
     // A strict run's refunds that no answer or notification ever told stay open, listed for
-    // a human: the wait is over once nothing else is open.
-    let support = args
-        .strict_providers
+    // a human: the wait is over once nothing else is open. So are a `disputes` run's, which
+    // pays through Adyen too.
+    let support = (args.strict_providers || matches!(args.scenario, Scenario::Disputes))
         .then(|| (world.replicas[0].url.as_str(), world.support_key.as_str()));
     let settled = settle(&world.database_url, Duration::from_secs(300), support).await;
     // Then the delivery workers send what is left: a send cut by a kill is due again once
@@ -453,6 +532,32 @@ async fn exercise(
         }
         _ => None,
     };
+    let disputed = match bank_and_racers {
+        Some((moves, raced, server_errors)) => {
+            let agreed = disputes::agree(
+                &world.database_url,
+                &world.sandbox_url,
+                Duration::from_secs(120),
+            )
+            .await;
+            let theirs =
+                disputes::sandbox_disputes(&reqwest::Client::new(), &world.sandbox_url).await?;
+            let ours = disputes::ours(&world.database_url).await?;
+            let (found, figures) = disputes::judge(&facts, &theirs, &ours);
+            Some(Disputed {
+                found,
+                figures,
+                moves,
+                raced,
+                agreed,
+                server_errors,
+            })
+        }
+        None => None,
+    };
+    let dispute_findings = disputed.as_ref().map_or(0, |d| {
+        d.found.total() + d.server_errors + d.raced.count("unanswered")
+    });
     let retry_findings = retried.as_ref().map_or(0, |r| r.found.total());
     let routed_well = routed.as_ref().is_none_or(by_success::Moves::good);
     let rss = world.peak_rss_mib();
@@ -476,6 +581,7 @@ async fn exercise(
             strictly,
             retried,
             routed,
+            disputed,
         },
     );
     let server_errors = tally.server_errors.load(Ordering::Relaxed);
@@ -490,6 +596,7 @@ async fn exercise(
             && holds_found.total() == 0
             && failover_findings == 0
             && retry_findings == 0
+            && dispute_findings == 0
             && routed_well
             && server_errors == 0
             && unexpected == 0
@@ -509,7 +616,7 @@ async fn disturb(
 ) -> Result<Disturbed, String> {
     let mut disturbed = Disturbed::default();
     match args.scenario {
-        Scenario::Kill | Scenario::Retries => loop {
+        Scenario::Kill | Scenario::Retries | Scenario::Disputes => loop {
             let mean = args.kill_every_ms.max(100);
             let pause = rand::random_range(mean / 2..=mean * 3 / 2);
             if !pause_while(clients, Duration::from_millis(pause)).await {
@@ -545,6 +652,8 @@ async fn disturb(
                 .fetch_add(failover.server_errors(), Ordering::Relaxed);
             disturbed.failover = Some(failover);
         }
+        // Its own load and checks (`settlement::exercise`), undisturbed.
+        Scenario::Settlement => {}
         Scenario::Routing => {
             // A quarter of the way through A falls, half way through it is back: the second
             // half is as long as the first, since coming back waits for a probe and for
@@ -651,10 +760,11 @@ fn report(
         ref strictly,
         ref retried,
         ref routed,
+        ref disputed,
     } = *ending;
     let n = |counter: &std::sync::atomic::AtomicUsize| counter.load(Ordering::Relaxed);
     let refunds: usize = intents.iter().map(|i| i.refunds.len()).sum();
-    let scenario = if strictly.is_some() {
+    let scenario = if args.strict_providers {
         format!("{:?} (strict providers)", args.scenario)
     } else {
         format!("{:?}", args.scenario)
@@ -727,6 +837,53 @@ fn report(
         row.push(("A left after", by_success::after(moves.left_after)));
         row.push(("A back after", by_success::after(moves.back_after)));
     }
+    if let Some(disputed) = disputed {
+        let figures = &disputed.figures;
+        let ended = |status: &str| -> usize {
+            figures
+                .ended
+                .iter()
+                .filter(|(word, _)| word.starts_with(status))
+                .map(|(_, n)| n)
+                .sum()
+        };
+        row.push(("disputes", figures.disputes.to_string()));
+        row.push(("won", ended("won ").to_string()));
+        row.push(("lost", ended("lost ").to_string()));
+        row.push((
+            "second chargebacks",
+            disputed
+                .moves
+                .get("second_chargeback")
+                .copied()
+                .unwrap_or(0)
+                .to_string(),
+        ));
+        row.push(("racing refunds", disputed.raced.asked().to_string()));
+        row.push((
+            "refused at the cap",
+            disputed
+                .raced
+                .count("409 refund_exceeds_payment")
+                .to_string(),
+        ));
+        row.push((
+            "returned twice, flagged",
+            figures.flagged_returned_twice.to_string(),
+        ));
+        row.push((
+            "money returned twice",
+            disputed.found.money_returned_twice.to_string(),
+        ));
+        row.push((
+            "refunds past the cap",
+            disputed.found.refunds_past_the_cap.to_string(),
+        ));
+        row.push((
+            "disputes disagreeing",
+            disputed.found.disputes_disagreeing.to_string(),
+        ));
+    }
     row.push(("peak RSS", format!("{rss_mib:.0} MiB")));
     say!(
         "| {} |",
@@ -792,6 +949,25 @@ fn report(
             by_success::WINDOW,
             by_success::BACK_ABOVE * 100.0,
         );
+    }
+    if let Some(disputed) = disputed {
+        say!(
+            "disputes (each must be 0, and no racing refund unanswered nor answered 5xx): {:?}; the sandbox's disputes by how they ended: {:?}; the bank's moves: {:?}; {} payments raced for, their refunds by answer: {:?}, {} answers 5xx; payorch flagged {} disputes with an overlap; every dispute held as the provider holds it {}",
+            disputed.found,
+            disputed.figures.ended,
+            disputed.moves,
+            disputed.raced.payments,
+            disputed.raced.outcomes,
+            disputed.server_errors,
+            disputed.figures.flagged,
+            disputed.agreed.map_or("(not within the limit)".into(), |d| format!(
+                "{:.1} s after the rest settled",
+                d.as_secs_f64()
+            )),
+        );
+        for disagreement in &disputed.figures.disagreements {
+            say!("dispute held otherwise: {disagreement}");
+        }
     }
     say!("event checks (each must be 0): {events_found:?}");
     say!("hold checks (each must be 0): {holds_found:?}");

@@ -290,6 +290,28 @@ pub(crate) async fn gather(database_url: &str, receiver: &Received) -> Result<Ou
             .map_err(sql)?;
         changes.extend(told.iter().map(|row| (row.get(0), row.get(1))));
     }
+    // A dispute (#44) is told when made, and at each change of status or stage after, an
+    // update's event named by the dispute, status and stage it reached (migration 000028).
+    let disputes = db
+        .query_one("SELECT to_regclass('dispute_transitions') IS NOT NULL", &[])
+        .await
+        .map_err(sql)?;
+    if disputes.get::<_, bool>(0) {
+        let told = db
+            .query(
+                "SELECT id::text, 'dispute.created' FROM disputes
+                 UNION ALL
+                 SELECT md5(dispute_id::text || ':' || to_status || ':' || stage)::uuid::text,
+                        CASE WHEN to_status IN ('won', 'lost', 'warning_closed')
+                                  AND to_status IS DISTINCT FROM from_status
+                             THEN 'dispute.closed' ELSE 'dispute.updated' END
+                   FROM dispute_transitions WHERE from_status IS NOT NULL",
+                &[],
+            )
+            .await
+            .map_err(sql)?;
+        changes.extend(told.iter().map(|row| (row.get(0), row.get(1))));
+    }
     let events = db
         .query(
             "SELECT 'evt_' || replace(id::text, '-', ''), resource_id::text, type::text

@@ -65,11 +65,23 @@ pub(crate) enum Providers {
     /// Both faces, as two providers of one merchant's route, each approving as its mix
     /// says: these sandbox flags (`retries::sandbox_args`). The run routes the merchant.
     Mixed(Vec<String>),
+    /// Both faces of a sandbox as kind as the kill run's, a merchant routed to each as in a
+    /// strict run, with these flags for the sandbox and these for every `serve` (the
+    /// `disputes` and `settlement` runs: the dispute rate, the settlement schedule).
+    Both {
+        sandbox: Vec<String>,
+        serve: Vec<String>,
+    },
 }
 
 impl Providers {
     fn two_faces(&self) -> bool {
         !matches!(self, Providers::One)
+    }
+
+    /// A merchant for each protocol, each routed to its own.
+    fn merchant_each(&self) -> bool {
+        matches!(self, Providers::Strict | Providers::Both { .. })
     }
 }
 
@@ -101,6 +113,8 @@ pub(crate) struct World {
     pub(crate) support_key: String,
     /// Both faces of the sandbox configured as named providers in each `serve`.
     two_faces: bool,
+    /// `serve` flags of the run beyond every run's (`Providers::Both`).
+    serve_more: Vec<String>,
     /// Highest VmHWM seen of any `serve` process, in KiB.
     peak: Arc<AtomicU64>,
     /// The pid of each running replica, by index, for the sampler.
@@ -264,9 +278,9 @@ impl World {
         let strict_args = match providers {
             Providers::One => Vec::new(),
             Providers::Strict => strict::sandbox_args(&notification_urls.join(",")),
-            Providers::Mixed(mixes) => {
+            Providers::Mixed(more) | Providers::Both { sandbox: more, .. } => {
                 let mut args = strict::adyen_notification_args(&notification_urls.join(","));
-                args.extend(mixes.iter().cloned());
+                args.extend(more.iter().cloned());
                 args
             }
         };
@@ -294,6 +308,10 @@ impl World {
             merchant_ids: merchants.iter().map(|(id, _)| id.clone()).collect(),
             support_key,
             two_faces: providers.two_faces(),
+            serve_more: match providers {
+                Providers::Both { serve, .. } => serve.clone(),
+                _ => Vec::new(),
+            },
             peak: Arc::default(),
             live: Arc::default(),
             sampler: None,
@@ -305,7 +323,7 @@ impl World {
             }
         }
         world.watch_memory();
-        if matches!(providers, Providers::Strict) {
+        if providers.merchant_each() {
             if let Err(why) = world.route(&merchants).await {
                 return Err((why, world.database));
             }
@@ -338,15 +356,17 @@ impl World {
                 .map_err(|_| format!("`{what} create` printed {printed}"))
         };
         // One merchant, unless a strict run: one for each protocol.
-        let protocols: &[Protocol] = match providers {
-            Providers::Strict => &strict::MERCHANTS,
-            _ => &[Protocol::Stripe],
+        let protocols: &[Protocol] = if providers.merchant_each() {
+            &strict::MERCHANTS
+        } else {
+            &[Protocol::Stripe]
         };
         let mut merchants = Vec::new();
         for &protocol in protocols {
-            let name = match providers {
-                Providers::Strict => format!("chaos-{}", protocol.name()),
-                _ => "chaos".into(),
+            let name = if providers.merchant_each() {
+                format!("chaos-{}", protocol.name())
+            } else {
+                "chaos".into()
             };
             let merchant = made("merchant", name, &[]).await?;
             let (Some(id), Some(api_key)) = (
@@ -435,6 +455,7 @@ impl World {
                 &self.database_url,
                 &self.sandbox_url,
             ))
+            .args(&self.serve_more)
             .envs(serve_env(self.two_faces))
             .stdout(Stdio::from(log.try_clone().map_err(|e| e.to_string())?))
             .stderr(Stdio::from(log))
