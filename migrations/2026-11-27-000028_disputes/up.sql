@@ -238,8 +238,8 @@ BEGIN
 END;
 $$;
 
--- Runs after `disputes_hold_amount` (triggers of one event run by name): a dispute of no
--- such payment held nothing there, and its insert fails here all the same.
+-- Runs before `disputes_overlap_flag` (triggers of one event run by name), and the hold is
+-- written after the insert: a dispute of no such payment holds nothing there.
 CREATE TRIGGER disputes_of_a_payment BEFORE INSERT ON disputes
     FOR EACH ROW EXECUTE FUNCTION disputes_of_a_payment();
 
@@ -293,12 +293,13 @@ $$;
 CREATE TRIGGER disputes_guard_transition BEFORE UPDATE ON disputes
     FOR EACH ROW EXECUTE FUNCTION disputes_guard_transition();
 
--- Keeps `payment_attempts.dispute_held` under the payment's row lock, the lock a refund's
--- insert takes (`refunds_hold_amount`): a chargeback and a refund racing each other wait for
--- each other, and whichever comes second counts the first. A dispute that starts holding
--- while refunds hold money is flagged with what was refunded and the part returned twice.
--- Named to run after `disputes_guard_transition` (triggers of one event run by name).
-CREATE FUNCTION disputes_hold_amount() RETURNS trigger LANGUAGE plpgsql AS $$
+-- A dispute that starts holding money while refunds hold some is flagged with what was
+-- refunded and the part returned twice. Read under the payment's row lock, the lock a
+-- refund's insert takes (`refunds_hold_amount`), so a chargeback and a refund racing each
+-- other wait for each other and whichever comes second counts the first. A BEFORE trigger,
+-- to write the flags on the row; named to run after `disputes_guard_transition` and
+-- `disputes_of_a_payment` (triggers of one event run by name).
+CREATE FUNCTION disputes_overlap_flag() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     was_held bigint := 0;
     now_held bigint := 0;
@@ -323,13 +324,39 @@ BEGIN
         NEW.refunded_before := refunds;
         NEW.overlap := greatest(0, refunds + disputes + NEW.amount - captured);
     END IF;
-    UPDATE payment_attempts SET dispute_held = dispute_held - was_held + now_held
-        WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id;
     RETURN NEW;
 END;
 $$;
 
-CREATE TRIGGER disputes_hold_amount BEFORE INSERT OR UPDATE ON disputes
+CREATE TRIGGER disputes_overlap_flag BEFORE INSERT OR UPDATE ON disputes
+    FOR EACH ROW EXECUTE FUNCTION disputes_overlap_flag();
+
+-- Keeps `payment_attempts.dispute_held`: what the payment's disputes hold. An AFTER trigger,
+-- never a BEFORE one: a BEFORE INSERT trigger runs before `INSERT … ON CONFLICT DO NOTHING`
+-- finds the row another transaction made, so two first reports of one dispute (Stripe sends
+-- `charge.dispute.created` and `.funds_withdrawn` together) would both add the amount and
+-- only one row be kept; an AFTER trigger runs only for the row written. The payment's row
+-- lock is `disputes_overlap_flag`'s, taken before.
+CREATE FUNCTION disputes_hold_amount() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    was_held bigint := 0;
+    now_held bigint := 0;
+BEGIN
+    IF TG_OP = 'UPDATE' AND dispute_holds(OLD.status) THEN
+        was_held := OLD.amount;
+    END IF;
+    IF dispute_holds(NEW.status) THEN
+        now_held := NEW.amount;
+    END IF;
+    IF was_held <> now_held THEN
+        UPDATE payment_attempts SET dispute_held = dispute_held - was_held + now_held
+            WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER disputes_hold_amount AFTER INSERT OR UPDATE ON disputes
     FOR EACH ROW EXECUTE FUNCTION disputes_hold_amount();
 
 -- The merchant is told in the statement that makes the change (migration 000013):

@@ -26,6 +26,12 @@ CREATE DOMAIN delivery_state AS text
 CREATE DOMAIN description_text AS text
     CONSTRAINT description_text_length CHECK ((length(VALUE) <= 1000));
 
+CREATE DOMAIN dispute_action_kind AS text
+    CONSTRAINT dispute_action_kind_known CHECK ((VALUE = ANY (ARRAY['evidence'::text, 'accept'::text])));
+
+CREATE DOMAIN dispute_action_status AS text
+    CONSTRAINT dispute_action_status_known CHECK ((VALUE = ANY (ARRAY['pending'::text, 'succeeded'::text, 'failed'::text])));
+
 CREATE DOMAIN dispute_reason AS text
     CONSTRAINT dispute_reason_known CHECK ((VALUE = ANY (ARRAY['bank_cannot_process'::text, 'credit_not_processed'::text, 'customer_initiated'::text, 'debit_not_authorized'::text, 'duplicate'::text, 'fraudulent'::text, 'general'::text, 'incorrect_account_details'::text, 'insufficient_funds'::text, 'product_not_received'::text, 'product_unacceptable'::text, 'subscription_canceled'::text, 'unrecognized'::text])));
 
@@ -51,7 +57,7 @@ CREATE DOMAIN json_object AS jsonb
     CONSTRAINT json_object_is_object CHECK ((jsonb_typeof(VALUE) = 'object'::text));
 
 CREATE DOMAIN key_operation AS text
-    CONSTRAINT key_operation_known CHECK ((VALUE = ANY (ARRAY['create_order'::text, 'cancel_order'::text, 'create_payment'::text, 'checkout'::text, 'create_refund'::text, 'create_webhook_endpoint'::text, 'rotate_webhook_secret'::text, 'capture_payment'::text, 'cancel_payment'::text, 'update_order'::text]))) NOT VALID;
+    CONSTRAINT key_operation_known CHECK ((VALUE = ANY (ARRAY['create_order'::text, 'cancel_order'::text, 'create_payment'::text, 'checkout'::text, 'create_refund'::text, 'create_webhook_endpoint'::text, 'rotate_webhook_secret'::text, 'capture_payment'::text, 'cancel_payment'::text, 'update_order'::text, 'submit_dispute_evidence'::text, 'accept_dispute'::text]))) NOT VALID;
 
 CREATE DOMAIN key_state AS text
     CONSTRAINT key_state_known CHECK ((VALUE = ANY (ARRAY['in_flight'::text, 'completed'::text, 'expired'::text])));
@@ -174,6 +180,36 @@ CREATE TABLE delivery_attempts (
 
 CREATE INDEX delivery_attempts_of_delivery ON public.delivery_attempts USING btree (event_id, endpoint_id);
 
+CREATE TABLE dispute_actions (
+    merchant_id uuid NOT NULL,
+    id uuid NOT NULL,
+    dispute_id uuid NOT NULL,
+    kind dispute_action_kind NOT NULL,
+    status dispute_action_status DEFAULT 'pending'::text NOT NULL,
+    provider provider_name NOT NULL,
+    provider_dispute_id text NOT NULL,
+    provider_idempotency_key text NOT NULL,
+    evidence jsonb DEFAULT '{}'::jsonb NOT NULL,
+    failure_code text,
+    failure_message text,
+    idempotency_key text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT dispute_actions_failure_told CHECK ((((status)::text = 'failed'::text) = (failure_code IS NOT NULL))),
+    CONSTRAINT dispute_actions_merchant_id_dispute_id_fkey FOREIGN KEY (merchant_id, dispute_id) REFERENCES disputes(merchant_id, id),
+    CONSTRAINT dispute_actions_pkey PRIMARY KEY (merchant_id, id)
+);
+
+CREATE INDEX dispute_actions_dispute ON public.dispute_actions USING btree (merchant_id, dispute_id, id);
+
+CREATE UNIQUE INDEX dispute_actions_one_pending ON public.dispute_actions USING btree (merchant_id, dispute_id) WHERE ((status)::text = 'pending'::text);
+
+CREATE UNIQUE INDEX dispute_actions_provider_key ON public.dispute_actions USING btree (provider, provider_idempotency_key);
+
+CREATE TRIGGER dispute_actions_guard_transition BEFORE UPDATE ON dispute_actions FOR EACH ROW EXECUTE FUNCTION dispute_actions_guard_transition();
+
+CREATE TRIGGER dispute_actions_of_an_open_dispute BEFORE INSERT ON dispute_actions FOR EACH ROW EXECUTE FUNCTION dispute_actions_of_an_open_dispute();
+
 CREATE TABLE dispute_transitions (
     merchant_id uuid NOT NULL,
     id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
@@ -232,9 +268,11 @@ CREATE TRIGGER disputes_emit_event_made AFTER INSERT ON disputes FOR EACH ROW EX
 
 CREATE TRIGGER disputes_guard_transition BEFORE UPDATE ON disputes FOR EACH ROW EXECUTE FUNCTION disputes_guard_transition();
 
-CREATE TRIGGER disputes_hold_amount BEFORE INSERT OR UPDATE ON disputes FOR EACH ROW EXECUTE FUNCTION disputes_hold_amount();
+CREATE TRIGGER disputes_hold_amount AFTER INSERT OR UPDATE ON disputes FOR EACH ROW EXECUTE FUNCTION disputes_hold_amount();
 
 CREATE TRIGGER disputes_of_a_payment BEFORE INSERT ON disputes FOR EACH ROW EXECUTE FUNCTION disputes_of_a_payment();
+
+CREATE TRIGGER disputes_overlap_flag BEFORE INSERT OR UPDATE ON disputes FOR EACH ROW EXECUTE FUNCTION disputes_overlap_flag();
 
 CREATE TABLE event_deliveries (
     event_id uuid NOT NULL,
@@ -874,6 +912,60 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION public.dispute_actions_guard_transition()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF (NEW.merchant_id, NEW.id, NEW.dispute_id, NEW.kind, NEW.provider, NEW.provider_dispute_id,
+        NEW.provider_idempotency_key, NEW.evidence, NEW.idempotency_key, NEW.created_at)
+       IS DISTINCT FROM
+       (OLD.merchant_id, OLD.id, OLD.dispute_id, OLD.kind, OLD.provider, OLD.provider_dispute_id,
+        OLD.provider_idempotency_key, OLD.evidence, OLD.idempotency_key, OLD.created_at) THEN
+        RAISE EXCEPTION 'dispute action % may change only its status', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'dispute_actions_immutable';
+    END IF;
+    IF NEW.status IS DISTINCT FROM OLD.status AND OLD.status <> 'pending' THEN
+        RAISE EXCEPTION 'dispute action % is % and final', OLD.id, OLD.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'dispute_actions_final';
+    END IF;
+    NEW.updated_at := now();
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.dispute_actions_of_an_open_dispute()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    d disputes;
+BEGIN
+    IF NEW.status <> 'pending' THEN
+        RAISE EXCEPTION 'a dispute action starts pending, not %', NEW.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'dispute_actions_start_pending';
+    END IF;
+    SELECT * INTO d FROM disputes
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.dispute_id FOR NO KEY UPDATE;
+    IF NOT FOUND OR d.status NOT IN ('needs_response', 'warning_needs_response') THEN
+        RAISE EXCEPTION 'dispute % is % and takes no answer', NEW.dispute_id, d.status
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'dispute_actions_dispute_answerable';
+    END IF;
+    -- An accepted inquiry keeps its status until the provider tells what came of it (see the
+    -- accept's answer in src/payments/disputes/keyed/act.rs): accepted, it takes nothing more.
+    PERFORM 1 FROM dispute_actions a
+        WHERE a.merchant_id = NEW.merchant_id AND a.dispute_id = NEW.dispute_id
+          AND a.kind = 'accept' AND a.status = 'succeeded';
+    IF FOUND THEN
+        RAISE EXCEPTION 'dispute % was accepted and takes no answer', NEW.dispute_id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'dispute_actions_dispute_answerable';
+    END IF;
+    NEW.provider := d.provider;
+    NEW.provider_dispute_id := d.provider_dispute_id;
+    RETURN NEW;
+END;
+$function$;
+
 CREATE OR REPLACE FUNCTION public.dispute_holds(status dispute_status)
  RETURNS boolean
  LANGUAGE sql
@@ -956,6 +1048,46 @@ AS $function$
 DECLARE
     was_held bigint := 0;
     now_held bigint := 0;
+BEGIN
+    IF TG_OP = 'UPDATE' AND dispute_holds(OLD.status) THEN
+        was_held := OLD.amount;
+    END IF;
+    IF dispute_holds(NEW.status) THEN
+        now_held := NEW.amount;
+    END IF;
+    IF was_held <> now_held THEN
+        UPDATE payment_attempts SET dispute_held = dispute_held - was_held + now_held
+            WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id;
+    END IF;
+    RETURN NULL;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.disputes_of_a_payment()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM 1 FROM payment_attempts
+        WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id
+          AND order_id = NEW.order_id AND provider = NEW.provider AND currency = NEW.currency;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'attempt % is not a payment of order % at % in %',
+            NEW.attempt_id, NEW.order_id, NEW.provider, NEW.currency
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'disputes_of_a_payment';
+    END IF;
+    NEW.closed_at := CASE WHEN NEW.status IN ('won', 'lost', 'warning_closed') THEN now() END;
+    RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.disputes_overlap_flag()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    was_held bigint := 0;
+    now_held bigint := 0;
     captured bigint;
     refunds bigint;
     disputes bigint;
@@ -977,26 +1109,6 @@ BEGIN
         NEW.refunded_before := refunds;
         NEW.overlap := greatest(0, refunds + disputes + NEW.amount - captured);
     END IF;
-    UPDATE payment_attempts SET dispute_held = dispute_held - was_held + now_held
-        WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id;
-    RETURN NEW;
-END;
-$function$;
-
-CREATE OR REPLACE FUNCTION public.disputes_of_a_payment()
- RETURNS trigger
- LANGUAGE plpgsql
-AS $function$
-BEGIN
-    PERFORM 1 FROM payment_attempts
-        WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id
-          AND order_id = NEW.order_id AND provider = NEW.provider AND currency = NEW.currency;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'attempt % is not a payment of order % at % in %',
-            NEW.attempt_id, NEW.order_id, NEW.provider, NEW.currency
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'disputes_of_a_payment';
-    END IF;
-    NEW.closed_at := CASE WHEN NEW.status IN ('won', 'lost', 'warning_closed') THEN now() END;
     RETURN NEW;
 END;
 $function$;
@@ -1095,7 +1207,8 @@ CREATE OR REPLACE FUNCTION public.idempotency_key_made_money_move(k idempotency_
  LANGUAGE sql
  IMMUTABLE
 AS $function$
-    SELECT coalesce(k.resource_type IN ('payment_attempt', 'refund', 'hold_operation'), false)
+    SELECT coalesce(k.resource_type IN ('payment_attempt', 'refund', 'hold_operation',
+        'dispute_action'), false)
 $function$;
 
 CREATE OR REPLACE FUNCTION public.idempotency_key_work_is_open(k idempotency_keys)
@@ -1116,6 +1229,10 @@ AS $function$
             SELECT 1 FROM hold_operations o
             WHERE o.merchant_id = k.merchant_id AND o.id = k.resource_id
               AND o.status IN ('created', 'pending'))
+        WHEN 'dispute_action' THEN EXISTS (
+            SELECT 1 FROM dispute_actions d
+            WHERE d.merchant_id = k.merchant_id AND d.id = k.resource_id
+              AND d.status = 'pending')
         ELSE false END
 $function$;
 

@@ -775,3 +775,76 @@ async fn every_move_between_two_statuses_is_applied_or_refused_as_documented_by_
     .unwrap();
     assert_eq!(held.word, "true");
 }
+
+#[tokio::test]
+async fn first_reports_of_one_dispute_arriving_together_hold_its_amount_once() {
+    let app = TestApp::spawn().await;
+    // Stripe sends `charge.dispute.created` and `.funds_withdrawn` together: two first
+    // reports, then several, of one dispute, each its own event, all at once.
+    for (round, copies) in [(0, 2), (1, 6)] {
+        let payment = paid(&app, "stripe", &format!("together-{round}")).await;
+        let pi = payment["provider_payment_id"].as_str().unwrap().to_owned();
+        let du = format!("du_together_{round}");
+        let t = Utc::now().timestamp();
+        let kinds = ["charge.dispute.created", "charge.dispute.funds_withdrawn"];
+        let told = join_all((0..copies).map(|i| {
+            let body = stripe_event(
+                &format!("evt_together_{round}_{i}"),
+                kinds[i % 2],
+                &du,
+                &pi,
+                "needs_response",
+                4200,
+                t,
+            );
+            let app = &app;
+            async move { app.deliver_signed(&body).await["outcome"].clone() }
+        }))
+        .await;
+        let applied = told.iter().filter(|o| *o == "applied").count();
+        assert_eq!(applied, 1, "round {round}: {told:?}");
+        assert!(
+            told.iter().all(|o| o == "applied" || o == "stale"),
+            "{told:?}"
+        );
+        assert_eq!(
+            app.money_held(&payment).await.dispute_held,
+            4200,
+            "round {round}"
+        );
+        assert_eq!(app.disputes_told("dispute.created").await, round + 1);
+    }
+
+    // The database alone holds it, whoever writes: two sessions inserting the same first
+    // report, the second waiting on the first's row, keep one dispute holding 4200 once.
+    let payment = paid(&app, "stripe", "together-sql").await;
+    let insert = format!(
+        "INSERT INTO disputes (merchant_id, id, attempt_id, order_id, provider, \
+         provider_dispute_id, provider_payment_id, status, stage, amount, currency, reason, \
+         provider_reason, provider_updated_at) \
+         SELECT merchant_id, gen_random_uuid(), id, order_id, provider, 'du_sql_twice', \
+         provider_payment_id, 'needs_response', 'chargeback', 4200, currency, 'fraudulent', \
+         'fraudulent', now() FROM payment_attempts WHERE id = '{}' \
+         ON CONFLICT (provider, provider_dispute_id) DO NOTHING",
+        uuid_of(&payment["id"])
+    );
+    let (mut first, mut second) = (app.db.connect().await, app.db.connect().await);
+    use diesel_async::SimpleAsyncConnection;
+    first.batch_execute("BEGIN").await.unwrap();
+    first.batch_execute(&insert).await.unwrap();
+    let waiting = async {
+        second.batch_execute(&insert).await.unwrap();
+    };
+    let commit = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        first.batch_execute("COMMIT").await.unwrap();
+    };
+    tokio::join!(waiting, commit);
+    assert_eq!(
+        app.db
+            .count("disputes WHERE provider_dispute_id = 'du_sql_twice'")
+            .await,
+        1
+    );
+    assert_eq!(app.money_held(&payment).await.dispute_held, 4200);
+}

@@ -2,9 +2,12 @@
 //! moved, in the caller's transaction (the one that records the event), never the payment.
 //!
 //! The payment is found by the provider's payment id (Adyen's `merchantReference`, payorch's
-//! attempt id, when that finds none). The dispute is locked while it is judged, and two first
-//! news of one dispute racing each other meet on its unique `(provider, provider_dispute_id)`:
-//! the second waits, finds the row, and is judged as a move.
+//! attempt id, when that finds none), and its row locked before the dispute is looked up:
+//! two first news of one dispute (Stripe sends `charge.dispute.created` and
+//! `.funds_withdrawn` together) then take turns, and the second finds the first's row and is
+//! judged as a move. Without that lock there is no row to lock yet, and both would insert;
+//! the unique `(provider, provider_dispute_id)` keeps one row, and the migration's hold is
+//! written only for the row kept, whoever calls.
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -86,6 +89,7 @@ pub async fn apply_notice(
             None,
         ));
     }
+    lock_payment(conn, &payment).await?;
     let existing = match locked(conn, provider, &notice.provider_dispute_id).await? {
         Some(row) => row,
         None => match create(conn, provider, notice, &payment, at).await? {
@@ -184,6 +188,19 @@ async fn payment_of(
         .load::<Payment>(conn)
         .await
         .map(|rows| rows.into_iter().next())
+}
+
+/// The payment's row, locked until the transaction ends: the lock the migration's
+/// `disputes_overlap_flag` and a refund's insert take, so taking it first serialises all
+/// news of the payment's disputes and its refunds in one order.
+async fn lock_payment(conn: &mut AsyncPgConnection, payment: &Payment) -> QueryResult<()> {
+    a::table
+        .find((payment.merchant_id, payment.id))
+        .select(a::id)
+        .for_no_key_update()
+        .load::<Uuid>(conn)
+        .await
+        .map(drop)
 }
 
 /// The dispute, locked until the transaction ends.
