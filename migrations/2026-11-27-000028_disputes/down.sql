@@ -5,6 +5,7 @@ DROP TABLE dispute_transitions;
 DROP TABLE disputes;
 DROP FUNCTION disputes_emit_event();
 DROP FUNCTION disputes_hold_amount();
+DROP FUNCTION disputes_overlap_flag();
 DROP FUNCTION disputes_guard_transition();
 DROP FUNCTION disputes_of_a_payment();
 DROP FUNCTION dispute_holds(dispute_status);
