@@ -6,15 +6,12 @@
 //! about it meanwhile, and no row lock is held during the provider call.
 //!
 //! How it asks, only what the provider's contract answers truthfully (docs/DESIGN.md, "What
-//! proves what"): at the first check and while the provider still remembers keys, by
-//! resending the create with the attempt's own key (a replay, never a second charge). Then,
-//! where the provider has read-after-write lookups (Stripe), by the charge's id when known,
-//! else by listing the charges made in the attempt's send window: a whole window listed
-//! without it, once its last possible send has settled, proves nothing was charged and the
-//! attempt fails `provider_no_record` (docs/DESIGN.md, "No record, early"). Where it has
-//! none (Adyen), the attempt waits for its notification, and one still unknown past
-//! `technical_cancel_after` is canceled by payorch's reference, once; that cancel's own
-//! notification ends it, or, if refused, leaves it to a human.
+//! proves what"): in the key window, by resending the create with the attempt's own key (a
+//! replay, never a second charge). Then, with read-after-write lookups (Stripe), by the
+//! charge's id, else by listing the attempt's send window: a whole window listed without it,
+//! once settled, fails it `provider_no_record` (docs/DESIGN.md, "No record, early"). Without
+//! (Adyen), it waits for its notification; past `technical_cancel_after` it is canceled by
+//! payorch's reference, once, and that cancel's notification ends it (refused: a human).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -379,20 +376,16 @@ async fn ask(
         let call = provider.retrieve(provider_id).await;
         return Ok(Asked::Called(CallKind::Retrieve, call));
     }
-    // One resend, at the first check: it finishes an attempt whose request died before it
-    // sent, and it fetches a lost answer. The provider answers later resends as it answered
-    // this one (a saved 500 included), so after it only lists, which can end in a verdict
-    // once all is quiet, or waits for the notification. Where there is no list to ask
-    // (Adyen), an attempt still `created` has had no send answered at all (its request died
-    // before it sent, or while the service was down past the first check's quiet): it is
-    // resent at any check in the key's window, or it would wait for a notification that no
-    // request caused, until the cancel by reference.
+    // One resend at the first check finishes a request that died before it sent and fetches
+    // a lost answer; later ones are answered alike (a saved 500 too), so then it lists or
+    // waits. Without a list (Adyen), `created` means no send was answered: resent at any check.
     let now = Utc::now();
     let quiet = attempt.sending_until < now - settings.settle_delay();
     let never_answered =
         lookups == Lookups::NotificationsOnly && attempt.status == AttemptStatus::Created;
-    let resend = never_answered || (!quiet && attempt.checks <= 1);
-    if resend && now - attempt.created_at < settings.key_window() {
+    if (never_answered || (!quiet && attempt.checks <= 1))
+        && now - attempt.created_at < settings.key_window()
+    {
         // The claim outlasts the call: this send has surely ended by then.
         let until = now + to_chrono(settings.claim);
         let mut conn = pool.get().await?;
