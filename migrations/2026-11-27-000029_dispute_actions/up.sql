@@ -73,6 +73,15 @@ BEGIN
         RAISE EXCEPTION 'dispute % is % and takes no answer', NEW.dispute_id, d.status
             USING ERRCODE = 'check_violation', CONSTRAINT = 'dispute_actions_dispute_answerable';
     END IF;
+    -- An accepted inquiry keeps its status until the provider tells what came of it (see the
+    -- accept's answer in src/payments/disputes/keyed/act.rs): accepted, it takes nothing more.
+    PERFORM 1 FROM dispute_actions a
+        WHERE a.merchant_id = NEW.merchant_id AND a.dispute_id = NEW.dispute_id
+          AND a.kind = 'accept' AND a.status = 'succeeded';
+    IF FOUND THEN
+        RAISE EXCEPTION 'dispute % was accepted and takes no answer', NEW.dispute_id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'dispute_actions_dispute_answerable';
+    END IF;
     NEW.provider := d.provider;
     NEW.provider_dispute_id := d.provider_dispute_id;
     RETURN NEW;

@@ -29,27 +29,47 @@ impl TestApp {
     /// A payment through `provider` with a card the sandbox disputes, and its dispute once
     /// the provider told payorch of it: (`dp_…`, its status).
     async fn disputed(&self, provider: &str, key: &str) -> (String, String) {
-        self.route_to(&[provider]).await;
-        let (status, payment) = self
-            .pay(Route::Checkout, key, "pm_card_createDispute")
+        let (dispute, _) = self
+            .disputed_by(provider, key, "pm_card_createDispute", "needs_response")
             .await;
+        (dispute, "needs_response".to_owned())
+    }
+
+    /// A payment through `provider` with `method`, and its dispute once payorch has it in
+    /// `awaiting`: (`dp_…`, the payment's id).
+    async fn disputed_by(
+        &self,
+        provider: &str,
+        key: &str,
+        method: &str,
+        awaiting: &str,
+    ) -> (String, String) {
+        self.route_to(&[provider]).await;
+        let (status, payment) = self.pay(Route::Checkout, key, method).await;
         assert_eq!(status, 201, "{payment}");
-        let uuid = payment["id"]
-            .as_str()
-            .unwrap()
-            .split_once('_')
-            .unwrap()
-            .1
-            .to_owned();
+        let payment_id = payment["id"].as_str().unwrap().to_owned();
+        let uuid = payment_id.split_once('_').unwrap().1.to_owned();
         for _ in 0..100 {
             if let Some(d) = self.dispute_of(&uuid).await {
-                if d.status == "needs_response" {
-                    return (format!("dp_{}", d.id.replace('-', "")), d.status);
+                if d.status == awaiting {
+                    return (format!("dp_{}", d.id.replace('-', "")), payment_id);
                 }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("no dispute of {payment} awaiting an answer after 10 s");
+        panic!("no dispute of {payment} {awaiting} after 10 s");
+    }
+
+    /// The dispute's status once it is `status`, within 10 s; else what it is then.
+    async fn dispute_becomes(&self, dispute: &str, status: &str) -> String {
+        for _ in 0..100 {
+            let now = self.dispute_status(dispute).await;
+            if now == status {
+                return now;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.dispute_status(dispute).await
     }
 
     async fn dispute_of(&self, attempt_uuid: &str) -> Option<Dispute> {
@@ -399,4 +419,82 @@ async fn a_refused_answer_did_nothing_and_a_corrected_one_is_taken() {
         (200, Some("succeeded")),
         "{taken}"
     );
+}
+
+/// An accepted inquiry is not closed by payorch: Adyen then books the chargeback its
+/// notification announced (`CHARGEBACK`, `Accepted`), which payorch takes as `lost` with the
+/// money held, so no refund returns it a second time; Stripe closes the inquiry, and payorch
+/// hears it from Stripe. Accepted, the dispute takes no other answer.
+#[tokio::test]
+async fn an_accepted_inquiry_waits_for_the_providers_news_and_a_chargeback_that_follows_holds_the_money(
+) {
+    let app = TestApp::spawn().await;
+    let (dispute, payment) = app
+        .disputed_by(
+            "adyen",
+            "inquiry-1",
+            "pm_card_createDisputeInquiry",
+            "warning_needs_response",
+        )
+        .await;
+    let (status, accepted, _) = app.answer(&dispute, "accept", "acc-inq", None).await;
+    assert_eq!(status, 200, "{accepted}");
+    assert_eq!(accepted["status"], "succeeded", "{accepted}");
+    assert_ne!(
+        accepted["dispute"]["status"], "warning_closed",
+        "payorch does not close it: {accepted}"
+    );
+    assert_eq!(app.dispute_becomes(&dispute, "lost").await, "lost");
+    let uuid = dispute.trim_start_matches("dp_");
+    assert_eq!(
+        app.db
+            .count(&format!(
+                "payment_attempts a JOIN disputes d ON d.attempt_id = a.id \
+                 WHERE d.id = '{uuid}'::uuid AND a.dispute_held = d.amount AND d.amount > 0"
+            ))
+            .await,
+        1,
+        "the chargeback holds its money"
+    );
+    let refused = app.refund(&payment, "refund-after", json!({})).await;
+    assert_eq!(refused.status(), 409, "nothing left to refund");
+    let (status, again, _) = app
+        .answer(
+            &dispute,
+            "evidence",
+            "ev-after",
+            Some(json!({
+            "documents": [{"document_type": "DefenseMaterial",
+                "content_type": "application/pdf", "content": "JVBERi0xLjQK"}],
+            "defense_reason_code": "SupplyDefenseMaterial"})),
+        )
+        .await;
+    assert_eq!(
+        (status, again["code"].as_str()),
+        (409, Some("dispute_not_answerable")),
+        "{again}"
+    );
+
+    let (dispute, _) = app
+        .disputed_by(
+            "stripe",
+            "inquiry-2",
+            "pm_card_createDisputeInquiry",
+            "warning_needs_response",
+        )
+        .await;
+    let (status, accepted, _) = app.answer(&dispute, "accept", "acc-inq-2", None).await;
+    assert_eq!(
+        (status, accepted["status"].as_str()),
+        (200, Some("succeeded")),
+        "{accepted}"
+    );
+    assert_eq!(
+        app.dispute_becomes(&dispute, "warning_closed").await,
+        "warning_closed",
+        "Stripe's close, told by Stripe"
+    );
+    // Accepted and still awaiting the news, or closed: no second answer either way.
+    let (status, again, _) = app.answer(&dispute, "accept", "acc-inq-3", None).await;
+    assert_eq!(status, 409, "{again}");
 }

@@ -12,7 +12,8 @@
 //!   document whose content is `winning_evidence` wins (`CHARGEBACK_REVERSED`),
 //!   `losing_evidence` loses, `--dispute-after-ms` later; other documents stay under review;
 //! - `acceptDispute`: the chargeback is `lost` (a `CHARGEBACK` notification with
-//!   `disputeStatus` `Accepted`).
+//!   `disputeStatus` `Accepted`); so is a notification of chargeback, the chargeback then
+//!   booked at once (stage `chargeback`, the money taken).
 //!
 //! What the dispute's state does not allow is `success: false` with Adyen's `errorMessage`,
 //! as Adyen answers it (a `200`); nothing moves. An `Idempotency-Key` is honoured as on the

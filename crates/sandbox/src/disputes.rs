@@ -161,11 +161,13 @@ impl Move {
         )
     }
 
-    /// Where `self` takes a dispute that is `status` at `stage`; `Err` says why it may not.
+    /// Where `self` takes a dispute that is `status` at `stage` through the face `adyen` or
+    /// not; `Err` says why it may not.
     fn to(
         self,
         status: DisputeStatus,
         stage: DisputeStage,
+        adyen: bool,
     ) -> Result<(DisputeStatus, DisputeStage), String> {
         use DisputeStatus as S;
         let moved = match (self, status) {
@@ -189,6 +191,11 @@ impl Move {
             (Move::Submit, S::NeedsResponse) => Some((S::UnderReview, stage)),
             (Move::Submit, S::WarningNeedsResponse) => Some((S::WarningUnderReview, stage)),
             (Move::Accept, S::NeedsResponse) => Some((S::Lost, stage)),
+            // Adyen's notification of chargeback is a chargeback on its way: accepted, it is
+            // booked (`CHARGEBACK`, `Accepted`) and the money taken. Stripe closes an inquiry.
+            (Move::Accept, S::WarningNeedsResponse) if adyen => {
+                Some((S::Lost, DisputeStage::Chargeback))
+            }
             (Move::Accept, S::WarningNeedsResponse) => Some((S::WarningClosed, stage)),
             _ => None,
         };
@@ -492,7 +499,7 @@ impl Book {
             ));
         }
         let from = dispute.status;
-        let (to, stage) = the_move.to(from, dispute.stage)?;
+        let (to, stage) = the_move.to(from, dispute.stage, dispute.is_adyen())?;
         dispute.status = to;
         dispute.stage = stage;
         dispute.evidence.extend(evidence);
@@ -716,6 +723,24 @@ mod tests {
             1,
         );
         assert!(too_much.is_err());
+    }
+
+    #[test]
+    fn an_accepted_inquiry_is_booked_as_a_chargeback_through_adyen_and_closed_through_stripe() {
+        let adyen = Book::new(10);
+        open(&adyen, "adyen", Move::Inquiry { rfi: false }).expect("opens");
+        let accepted = apply(&adyen, "du_0", Move::Accept).expect("accepted");
+        assert_eq!(
+            (accepted.dispute.status, accepted.dispute.stage),
+            (DisputeStatus::Lost, DisputeStage::Chargeback)
+        );
+        assert_eq!(accepted.money.map(|m| m.amount), Some(-1000), "taken");
+
+        let stripe = Book::new(10);
+        open(&stripe, "stripe", Move::Inquiry { rfi: false }).expect("opens");
+        let closed = apply(&stripe, "du_0", Move::Accept).expect("accepted");
+        assert_eq!(closed.dispute.status, DisputeStatus::WarningClosed);
+        assert!(closed.money.is_none(), "an inquiry takes nothing");
     }
 
     #[test]

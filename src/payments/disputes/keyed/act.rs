@@ -3,8 +3,11 @@
 //! and held to what the dispute's provider takes, then the claim statement with
 //! [`StartDisputeAction`], the provider call under the action's own key, then its answer in
 //! one statement that also moves the dispute (evidence: `under_review`, or
-//! `warning_under_review` for an inquiry; accept: `lost`, or `warning_closed`) along the
-//! moves the `…_disputes` migration allows.
+//! `warning_under_review` for an inquiry; accept: `lost`) along the moves the `…_disputes`
+//! migration allows. An accepted inquiry does not move: what follows is the provider's to
+//! tell (Adyen books the chargeback, `lost`; Stripe closes it, `warning_closed`), and a
+//! `warning_closed` of payorch's own would be final, refusing the chargeback's news that the
+//! payer has the money (docs/guides/disputes.md, "Answering a dispute").
 //!
 //! An answer that told nothing (a timeout, a `5xx`, anything unread) leaves the action
 //! `pending` and its key in flight: a retry of the request, once the lease has passed, takes
@@ -315,7 +318,9 @@ async fn send(payments: &Payments, action: &DisputeActionRow) -> ProviderCall {
 }
 
 /// The answer, in one statement: the action final, and on success the dispute moved (if it
-/// still awaits an answer: a webhook may have moved it first) with its timeline row.
+/// is still as the statement read it: a webhook may have moved it first, and the update then
+/// leaves it alone rather than try a move from where the webhook took it) with its timeline
+/// row.
 async fn record(
     conn: &mut AsyncPgConnection,
     action: &DisputeActionRow,
@@ -336,16 +341,17 @@ async fn record(
 before AS (
     SELECT d.merchant_id, d.id, d.status, a.kind FROM disputes d JOIN acted a
         ON d.merchant_id = a.merchant_id AND d.id = a.dispute_id
-    WHERE a.status = 'succeeded' AND d.status IN ('needs_response', 'warning_needs_response')),
+    WHERE a.status = 'succeeded' AND (d.status = 'needs_response'
+        OR (d.status = 'warning_needs_response' AND a.kind = 'evidence'))),
 moved AS (
     UPDATE disputes d SET
         status = CASE WHEN b.kind = 'evidence' AND b.status = 'needs_response' THEN 'under_review'
                       WHEN b.kind = 'evidence' THEN 'warning_under_review'
-                      WHEN b.status = 'needs_response' THEN 'lost'
-                      ELSE 'warning_closed' END,
+                      ELSE 'lost' END,
         evidence_submitted_at = CASE WHEN b.kind = 'evidence' THEN now()
                                      ELSE d.evidence_submitted_at END
-    FROM before b WHERE d.merchant_id = b.merchant_id AND d.id = b.id RETURNING d.*),
+    FROM before b WHERE d.merchant_id = b.merchant_id AND d.id = b.id AND d.status = b.status
+    RETURNING d.*),
 told AS (
     INSERT INTO dispute_transitions (merchant_id, dispute_id, from_status, to_status, stage,
         source, detail)
@@ -353,17 +359,17 @@ told AS (
         CASE WHEN b.kind = 'evidence' THEN 'evidence submitted' ELSE 'accepted' END
     FROM moved m JOIN before b ON b.merchant_id = m.merchant_id AND b.id = m.id)
 SELECT jsonb_build_object('action', (SELECT to_jsonb(a) FROM acted a),
-    'dispute', COALESCE((SELECT to_jsonb(m) FROM moved m),
-        (SELECT to_jsonb(d) FROM disputes d WHERE d.merchant_id = {merchant}
-            AND d.id = (SELECT dispute_id FROM dispute_actions
-                        WHERE merchant_id = {merchant} AND id = {id})))) AS row"
+    'dispute', (SELECT to_jsonb(m) FROM moved m)) AS row"
     ));
     let row: JsonRow = q.finish().load(conn).await.and_then(crate::db::one)?;
     let made: ActionMade = serde_json::from_value(row.row)
         .map_err(|e| ActError::Inconsistent(format!("a dispute action's answer: {e}")))?;
     match made.parts() {
         Some((action, dispute)) => Ok((action, dispute.into())),
-        // Someone recorded it first (a request that took the key over): read it as it is.
+        // Nothing moved (the dispute's news moved it first, or an accepted inquiry waits for
+        // the provider's), or someone recorded the action first (a request that took the key
+        // over, the dispute's news): both read as they are now, after this statement, not as
+        // its snapshot saw them.
         None => {
             let actions = actions_of(
                 conn,
