@@ -353,7 +353,7 @@ mod tests {
         assert!(event.acted_on && event.outcome.is_none() && event.refund.is_none());
         let notice = event.dispute.expect("a dispute notice");
         assert_eq!(notice.provider_dispute_id, "du_1");
-        assert_eq!(notice.provider_payment_id, "pi_1");
+        assert_eq!(notice.provider_payment_id.as_deref(), Some("pi_1"));
         assert_eq!(
             (notice.status, notice.stage),
             (DisputeStatus::NeedsResponse, DisputeStage::Chargeback)
@@ -398,7 +398,7 @@ mod tests {
         assert!(event.acted_on && event.outcome.is_none());
         let notice = event.dispute.clone().expect("a dispute notice");
         assert_eq!(notice.provider_dispute_id, "DISPUTEPSP");
-        assert_eq!(notice.provider_payment_id, "PAYMENTPSP");
+        assert_eq!(notice.provider_payment_id.as_deref(), Some("PAYMENTPSP"));
         assert_eq!(notice.attempt_id.as_deref(), Some("pay_x"));
         assert_eq!(
             (notice.status, notice.stage),

@@ -332,8 +332,10 @@ pub struct RefundNotice {
 pub struct DisputeNotice {
     /// Stripe's `du_…`; Adyen's dispute pspReference (the notification's `pspReference`).
     pub provider_dispute_id: String,
-    /// The payment disputed: Stripe's `pi_…`; Adyen's pspReference (`originalReference`).
-    pub provider_payment_id: String,
+    /// The payment disputed: Stripe's `pi_…`; Adyen's pspReference (`originalReference`),
+    /// which Adyen's later notifications of a dispute may leave out: the dispute is then
+    /// found by `provider_dispute_id`.
+    pub provider_payment_id: Option<String>,
     /// payorch's attempt id when the event names it (Adyen's `merchantReference`; Stripe's
     /// dispute carries none).
     pub attempt_id: Option<String>,

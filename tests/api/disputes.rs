@@ -848,3 +848,76 @@ async fn first_reports_of_one_dispute_arriving_together_hold_its_amount_once() {
     );
     assert_eq!(app.money_held(&payment).await.dispute_held, 4200);
 }
+
+#[tokio::test]
+async fn adyen_notifications_without_original_reference_move_the_dispute_their_psp_reference_names()
+{
+    let app = TestApp::spawn().await;
+    let payment = paid(&app, "adyen", "adyen-no-original").await;
+    let id = payment["id"].as_str().unwrap();
+    // As Adyen's own examples of these codes: no `originalReference`.
+    let bare = |code: &str, psp: &str, minute: u32| {
+        let mut item = adyen_item(
+            code,
+            psp,
+            &payment,
+            &format!("2030-01-01T10:{minute:02}:00+00:00"),
+            json!({}),
+        );
+        item.as_object_mut().unwrap().remove("originalReference");
+        item
+    };
+    let with_it = adyen_item(
+        "CHARGEBACK",
+        "DSPNOREF",
+        &payment,
+        "2030-01-01T10:01:00+00:00",
+        json!({}),
+    );
+    assert_eq!(app.notify_dispute(with_it).await, "applied");
+    assert_eq!(
+        app.notify_dispute(bare("CHARGEBACK_REVERSED", "DSPNOREF", 2))
+            .await,
+        "applied"
+    );
+    assert_eq!(app.dispute_state("DSPNOREF").await.status, "won");
+    assert_eq!(app.money_held(&payment).await.dispute_held, 0);
+    // The second chargeback takes the money again; dropped, it would leave the dispute won
+    // with nothing held, and a refund would return the money a second time.
+    assert_eq!(
+        app.notify_dispute(bare("SECOND_CHARGEBACK", "DSPNOREF", 3))
+            .await,
+        "applied"
+    );
+    let state = app.dispute_state("DSPNOREF").await;
+    assert_eq!(
+        (state.status.as_str(), state.stage.as_str()),
+        ("lost", "second_chargeback")
+    );
+    assert_eq!(app.money_held(&payment).await.dispute_held, 4200);
+    let refused = app.refund(id, "after-second", json!({"amount": 1})).await;
+    assert_eq!(refused.status(), 409);
+
+    // A first report without it is of the payment its `merchantReference` names, kept under
+    // the payment's own pspReference.
+    let other = paid(&app, "adyen", "adyen-no-original-2").await;
+    let mut first = adyen_item(
+        "CHARGEBACK",
+        "DSPNOREF2",
+        &other,
+        "2030-01-01T10:05:00+00:00",
+        json!({}),
+    );
+    first.as_object_mut().unwrap().remove("originalReference");
+    assert_eq!(app.notify_dispute(first).await, "applied");
+    assert_eq!(app.money_held(&other).await.dispute_held, 4200);
+    assert_eq!(
+        app.db
+            .count(&format!(
+                "disputes WHERE provider_dispute_id = 'DSPNOREF2' AND provider_payment_id = '{}'",
+                other["provider_payment_id"].as_str().unwrap()
+            ))
+            .await,
+        1
+    );
+}

@@ -1,8 +1,12 @@
 //! A provider's dispute notice applied (docs/guides/disputes.md): the dispute created, or
 //! moved, in the caller's transaction (the one that records the event), never the payment.
 //!
-//! The payment is found by the provider's payment id (Adyen's `merchantReference`, payorch's
-//! attempt id, when that finds none), and its row locked before the dispute is looked up:
+//! A dispute payorch knows is found by its own id at the provider, and its payment is the
+//! dispute's: Adyen's later notifications (`CHARGEBACK_REVERSED`, `SECOND_CHARGEBACK`, the
+//! pre-arbitration's) may leave out `originalReference`, and dropping one would leave a
+//! dispute won with nothing held while the payer has the money. A new dispute's payment is
+//! found by the provider's payment id (Adyen's `merchantReference`, payorch's attempt id,
+//! when that finds none). The payment's row is locked before the dispute is looked up:
 //! two first news of one dispute (Stripe sends `charge.dispute.created` and
 //! `.funds_withdrawn` together) then take turns, and the second finds the first's row and is
 //! judged as a move. Without that lock there is no row to lock yet, and both would insert;
@@ -52,7 +56,24 @@ struct Payment {
     id: Uuid,
     order_id: Uuid,
     currency: String,
+    provider_payment_id: Option<String>,
 }
+
+/// The columns of [`Payment`].
+type PaymentColumns = (
+    a::merchant_id,
+    a::id,
+    a::order_id,
+    a::currency,
+    a::provider_payment_id,
+);
+const PAYMENT: PaymentColumns = (
+    a::merchant_id,
+    a::id,
+    a::order_id,
+    a::currency,
+    a::provider_payment_id,
+);
 
 /// Applies `notice` from `provider`, told at `at` (the provider's event time), with `event`
 /// (its type) written on the dispute's timeline. Call inside the event's transaction.
@@ -69,10 +90,20 @@ pub async fn apply_notice(
         owner,
         dispute,
     };
-    let Some(payment) = payment_of(conn, provider, notice).await? else {
+    let known = dispute_of(conn, provider, &notice.provider_dispute_id).await?;
+    let payment = match &known {
+        Some(dispute) => payment_by_id(conn, dispute.merchant_id, dispute.attempt_id).await?,
+        None => payment_of(conn, provider, notice).await?,
+    };
+    let Some(payment) = payment else {
+        let named = notice
+            .provider_payment_id
+            .as_deref()
+            .or(notice.attempt_id.as_deref())
+            .unwrap_or("named");
         return Ok(told(
             Effect::UnknownPayment,
-            format!("no payment {} at {provider}", notice.provider_payment_id),
+            format!("no payment {named} at {provider}"),
             None,
             None,
         ));
@@ -89,10 +120,29 @@ pub async fn apply_notice(
             None,
         ));
     }
+    let Some(provider_payment_id) = notice
+        .provider_payment_id
+        .as_deref()
+        .or(payment.provider_payment_id.as_deref())
+    else {
+        // Found by payorch's reference, and neither the news nor the payment names the
+        // provider's payment: nothing to keep the dispute under. For a human.
+        return Ok(told(
+            Effect::Conflict,
+            format!(
+                "dispute {} names no payment at {provider}, and payment {} has no provider id",
+                notice.provider_dispute_id,
+                PaymentId(payment.id)
+            ),
+            owner,
+            None,
+        ));
+    };
+    let provider_payment_id = provider_payment_id.to_owned();
     lock_payment(conn, &payment).await?;
     let existing = match locked(conn, provider, &notice.provider_dispute_id).await? {
         Some(row) => row,
-        None => match create(conn, provider, notice, &payment, at).await? {
+        None => match create(conn, provider, notice, &payment, &provider_payment_id, at).await? {
             Some(row) => {
                 transition(conn, &row, None, event).await?;
                 let detail = format!(
@@ -108,12 +158,18 @@ pub async fn apply_notice(
                 .ok_or(diesel::result::Error::NotFound)?,
         },
     };
-    if existing.attempt_id != payment.id {
+    let other_payment = notice
+        .provider_payment_id
+        .as_ref()
+        .is_some_and(|named| *named != existing.provider_payment_id);
+    if existing.attempt_id != payment.id || other_payment {
         return Ok(told(
             Effect::Conflict,
             format!(
-                "dispute {} is of another payment than {}",
-                notice.provider_dispute_id, notice.provider_payment_id
+                "dispute {} is of payment {}, not {}",
+                notice.provider_dispute_id,
+                existing.provider_payment_id,
+                notice.provider_payment_id.as_deref().unwrap_or("this one")
             ),
             owner,
             Some(existing),
@@ -161,17 +217,18 @@ async fn payment_of(
     provider: &str,
     notice: &DisputeNotice,
 ) -> QueryResult<Option<Payment>> {
-    let columns = (a::merchant_id, a::id, a::order_id, a::currency);
-    let by_provider_id = a::table
-        .filter(a::provider.eq(provider))
-        .filter(a::provider_payment_id.eq(&notice.provider_payment_id))
-        .select(columns)
-        .limit(1)
-        .load::<Payment>(conn)
-        .await
-        .map(|rows| rows.into_iter().next())?;
-    if by_provider_id.is_some() {
-        return Ok(by_provider_id);
+    if let Some(provider_payment_id) = &notice.provider_payment_id {
+        let by_provider_id = a::table
+            .filter(a::provider.eq(provider))
+            .filter(a::provider_payment_id.eq(provider_payment_id))
+            .select(PAYMENT)
+            .limit(1)
+            .load::<Payment>(conn)
+            .await
+            .map(|rows| rows.into_iter().next())?;
+        if by_provider_id.is_some() {
+            return Ok(by_provider_id);
+        }
     }
     let Some(attempt) = notice
         .attempt_id
@@ -183,9 +240,40 @@ async fn payment_of(
     a::table
         .filter(a::id.eq(attempt.0))
         .filter(a::provider.eq(provider))
-        .select(columns)
+        .select(PAYMENT)
         .limit(1)
         .load::<Payment>(conn)
+        .await
+        .map(|rows| rows.into_iter().next())
+}
+
+/// The payment a known dispute is of.
+async fn payment_by_id(
+    conn: &mut AsyncPgConnection,
+    merchant_id: Uuid,
+    attempt_id: Uuid,
+) -> QueryResult<Option<Payment>> {
+    a::table
+        .find((merchant_id, attempt_id))
+        .select(PAYMENT)
+        .load::<Payment>(conn)
+        .await
+        .map(|rows| rows.into_iter().next())
+}
+
+/// The dispute as it stands, not locked: only to find its payment, whose row is locked
+/// before the dispute is read again ([`locked`]).
+async fn dispute_of(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    provider_dispute_id: &str,
+) -> QueryResult<Option<DisputeRow>> {
+    d::table
+        .filter(d::provider.eq(provider))
+        .filter(d::provider_dispute_id.eq(provider_dispute_id))
+        .select(DisputeRow::as_select())
+        .limit(1)
+        .load(conn)
         .await
         .map(|rows| rows.into_iter().next())
 }
@@ -220,12 +308,14 @@ async fn locked(
         .map(|rows| rows.into_iter().next())
 }
 
-/// A new dispute in the notice's status; `None` if another transaction made it first.
+/// A new dispute in the notice's status; `None` if another transaction made it first. The
+/// provider's payment id is the notice's, or the payment's when the notice names none.
 async fn create(
     conn: &mut AsyncPgConnection,
     provider: &str,
     notice: &DisputeNotice,
     payment: &Payment,
+    provider_payment_id: &str,
     at: DateTime<Utc>,
 ) -> QueryResult<Option<DisputeRow>> {
     diesel::insert_into(d::table)
@@ -236,7 +326,7 @@ async fn create(
             d::order_id.eq(payment.order_id),
             d::provider.eq(provider),
             d::provider_dispute_id.eq(&notice.provider_dispute_id),
-            d::provider_payment_id.eq(&notice.provider_payment_id),
+            d::provider_payment_id.eq(provider_payment_id),
             d::status.eq(notice.status.as_str()),
             d::stage.eq(notice.stage.as_str()),
             d::amount.eq(notice.amount),

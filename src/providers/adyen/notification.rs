@@ -248,8 +248,11 @@ fn event_for_item(
 
 /// A chargeback notification in payorch's words (docs/guides/disputes.md): the dispute is the
 /// item's `pspReference`, its payment the `originalReference`, and `merchantReference` the
-/// payment's reference (payorch's attempt id). One that names no payment, or carries no
-/// amount, cannot be applied: `None`, recorded ignored.
+/// payment's reference (payorch's attempt id). The pinned Webhooks-v1 does not require
+/// `originalReference`, and Adyen's own examples of `CHARGEBACK_REVERSED`,
+/// `SECOND_CHARGEBACK` and `PREARBITRATION_*` leave it out: such an item is kept, and applied
+/// to the dispute its `pspReference` names. One with no dispute reference or no amount cannot
+/// be applied: `None`, recorded ignored.
 fn dispute_notice(item: &NotificationRequestItem) -> Option<DisputeNotice> {
     let additional = |key: &str| {
         item.additional_data
@@ -271,7 +274,7 @@ fn dispute_notice(item: &NotificationRequestItem) -> Option<DisputeNotice> {
     let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
     Some(DisputeNotice {
         provider_dispute_id: non_empty(&item.psp_reference)?,
-        provider_payment_id: non_empty(&item.original_reference)?,
+        provider_payment_id: non_empty(&item.original_reference),
         attempt_id: non_empty(&item.merchant_reference),
         status,
         stage,

@@ -568,7 +568,7 @@ fn dispute_notice(event_type: &str, object: &serde_json::Value) -> Option<Disput
     let provider_reason = text("reason").unwrap_or_default();
     Some(DisputeNotice {
         provider_dispute_id: text("id")?,
-        provider_payment_id: intent,
+        provider_payment_id: Some(intent),
         attempt_id: None,
         status,
         stage,
