@@ -75,6 +75,8 @@ api! {
     "/v1/payments/{id}/capture" => [POST holds::capture],
     "/v1/payments/{id}/cancel" => [POST holds::cancel],
     "/v1/refunds/{id}" => [GET refunds::get_refund],
+    "/v1/disputes" => [GET disputes::list],
+    "/v1/disputes/{id}" => [GET disputes::get],
     "/v1/disputes/{id}/evidence" => [POST disputes::submit_evidence],
     "/v1/disputes/{id}/accept" => [POST disputes::accept],
     "/v1/webhook_endpoints" => [

@@ -14,7 +14,7 @@ use crate::ids::{EventId, MerchantId};
 use crate::views;
 
 /// A page when `limit` is not given: Stripe's, whose event list this one follows.
-const DEFAULT_LIMIT: i64 = 10;
+pub(super) const DEFAULT_LIMIT: i64 = 10;
 
 impl From<EventsError> for ApiError {
     fn from(err: EventsError) -> Self {
@@ -65,12 +65,13 @@ pub struct EventPage {
     has_more: bool,
 }
 
-/// Every bad parameter of a request, so one answer names them all.
+/// Every bad parameter of a request, so one answer names them all (the disputes' list
+/// checks its parameters the same way).
 #[derive(Default)]
-struct Problems(Vec<FieldError>);
+pub(super) struct Problems(pub(super) Vec<FieldError>);
 
 impl Problems {
-    fn check<T>(
+    pub(super) fn check<T>(
         &mut self,
         field: &str,
         raw: Option<&str>,
@@ -104,7 +105,7 @@ fn event_types(raw: &str) -> Result<Vec<EventType>, String> {
 }
 
 /// RFC 3339, or whole Unix seconds as Stripe's `created` filters take them.
-fn instant(raw: &str) -> Result<DateTime<Utc>, String> {
+pub(super) fn instant(raw: &str) -> Result<DateTime<Utc>, String> {
     let wrong = || "must be an RFC 3339 time (2026-11-24T10:00:00Z) or Unix seconds".to_owned();
     if !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit()) {
         let seconds: i64 = raw.parse().map_err(|_| wrong())?;
@@ -123,14 +124,16 @@ fn boolean(raw: &str) -> Result<bool, String> {
     }
 }
 
-fn limit(raw: &str) -> Result<i64, String> {
+pub(super) fn limit(raw: &str) -> Result<i64, String> {
     raw.parse::<i64>()
         .ok()
         .filter(|n| (1..=100).contains(n))
         .ok_or_else(|| "must be a whole number from 1 to 100".into())
 }
 
-fn id<T: std::str::FromStr<Err = crate::ids::InvalidId>>(raw: &str) -> Result<T, String> {
+pub(super) fn id<T: std::str::FromStr<Err = crate::ids::InvalidId>>(
+    raw: &str,
+) -> Result<T, String> {
     raw.parse()
         .map_err(|e: crate::ids::InvalidId| e.to_string())
 }

@@ -13,6 +13,7 @@ use crate::http::AppState;
 use crate::idempotency::Operation;
 use crate::ids::{OrderId, PaymentId};
 use crate::payments::attempts::pay::{self, Paid, PayInput, PayTarget};
+use crate::payments::disputes;
 use crate::payments::money::MinorUnits;
 use crate::payments::orders::{find_order, OrderFields};
 use crate::payments::refunds::refunds_of_payment;
@@ -202,16 +203,16 @@ pub async fn checkout(
     Ok(answer(&paid, &result))
 }
 
-/// Retrieve a payment attempt with its refunds
+/// Retrieve a payment attempt with its refunds and disputes
 ///
 /// The attempt's status, failure code and message, provider ids and timestamps, with its `refunds`
-/// and `amount_refunded`. Poll it while it is `pending`: `next_check_at` says when payorch will
-/// next ask the provider itself.
+/// and `amount_refunded`, and its `disputes` (docs/guides/disputes.md, "Disputes"). Poll it while
+/// it is `pending`: `next_check_at` says when payorch will next ask the provider itself.
 #[utoipa::path(get, path = "/v1/payments/{id}", tag = "payments",
     params(("id" = String, Path, description = "payment attempt id, `pay_…`", example = json!(crate::views::examples::PAYMENT))),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = PaymentWithRefunds, description = "the attempt with its refunds and `amount_refunded`", example = json!(crate::views::examples::payment_with_refunds())),
+        (status = 200, body = PaymentWithRefunds, description = "the attempt with its refunds, `amount_refunded` and its disputes", example = json!(crate::views::examples::payment_with_refunds())),
         (status = 404, body = crate::http::errors::Problem, description = "unknown, or another merchant's"),
     ))]
 pub async fn get_payment(
@@ -242,5 +243,8 @@ pub(crate) async fn show_payment(
     }
     record_ids(&attempt);
     let refunds = refunds_of_payment(&mut conn, attempt.merchant_id, attempt.id).await?;
-    Ok(HttpResponse::Ok().json(PaymentWithRefunds::new(attempt, refunds)))
+    // One probe of `disputes_attempt`, as the refunds' is one of theirs; a checkout's answer
+    // is the payment alone and reads neither.
+    let disputes = disputes::of_payment(&mut conn, attempt.merchant_id, attempt.id).await?;
+    Ok(HttpResponse::Ok().json(PaymentWithRefunds::new(attempt, refunds, disputes)))
 }

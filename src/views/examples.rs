@@ -226,6 +226,7 @@ pub fn payment_with_refunds() -> Value {
     let mut payment = payment();
     payment["refunds"] = json!([refund()]);
     payment["amount_refunded"] = json!(1000);
+    payment["disputes"] = json!([]);
     payment
 }
 
@@ -330,6 +331,7 @@ fn payment_with_no_refunds() -> Value {
     let mut payment = payment();
     payment["refunds"] = json!([]);
     payment["amount_refunded"] = json!(0);
+    payment["disputes"] = json!([]);
     payment
 }
 
@@ -424,7 +426,8 @@ pub fn story() -> Value {
              "at": "2026-11-27T12:10:00Z", "answered_at": "2026-11-27T12:10:00.300000Z",
              "outcome": "done"}
         ],
-        "late_approval": null
+        "late_approval": null,
+        "disputes": []
     })
 }
 
@@ -446,7 +449,8 @@ pub fn needs_a_human() -> Value {
              "updated_at": "2026-11-27T08:00:00Z"}
         ],
         "late_approvals": [late_approval()],
-        "settlement_findings": [settlement_finding()]
+        "settlement_findings": [settlement_finding()],
+        "disputes": [dispute()]
     })
 }
 
@@ -498,3 +502,44 @@ http_requests_total{method=\"POST\",route=\"/v1/checkout\",status=\"201\"} 58\n"
 
 pub const RETURN_PAGE: &str =
     "<!doctype html><title>Payment succeeded</title><p>Your payment succeeded.</p>";
+
+/// A dispute's id, as the disputes' examples name it.
+pub const DISPUTE: &str = "dp_0193a1f0c4e87d2b9c1a5e6f7a8b9c31";
+
+/// The dispute as `GET /v1/disputes/{id}` shows it: a chargeback awaiting an answer.
+pub fn dispute() -> Value {
+    let mut open = dispute_after("", "needs_response");
+    open["updated_at"] = json!("2026-11-26T10:00:00Z");
+    open["advice"] = json!(crate::payments::disputes::advice::advice(
+        crate::payments::disputes::DisputeStatus::NeedsResponse,
+        0,
+        false,
+    ));
+    open
+}
+
+/// The dispute after an action of `kind` (`""`: none) moved it to `status`.
+pub fn dispute_after(kind: &str, status: &str) -> Value {
+    json!({
+        "id": DISPUTE,
+        "object": "dispute",
+        "payment_id": PAYMENT,
+        "order_id": ORDER,
+        "provider": "stripe",
+        "provider_dispute_id": "du_1OaBcD2eZvKYlo2C",
+        "status": status,
+        "stage": "chargeback",
+        "amount": 4200,
+        "currency": "eur",
+        "reason": "fraudulent",
+        "provider_reason": "fraudulent",
+        "evidence_due_by": "2026-12-04T10:00:00Z",
+        "refunded_before": 0,
+        "overlap": 0,
+        "advice": "",
+        "evidence_submitted_at": if kind == "evidence" { json!("2026-11-27T10:00:00Z") } else { Value::Null },
+        "opened_at": "2026-11-26T10:00:00Z",
+        "updated_at": "2026-11-27T10:00:00Z",
+        "closed_at": if status == "lost" { json!("2026-11-27T10:00:00Z") } else { Value::Null },
+    })
+}

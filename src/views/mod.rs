@@ -4,6 +4,7 @@
 //! `From`; field documentation here is what `/openapi.json` shows.
 
 pub mod deliveries;
+pub mod disputes;
 pub mod examples;
 pub mod holds;
 pub mod late_approvals;
@@ -20,6 +21,7 @@ use crate::events::{self, EventObject, EventRequest, EventType};
 use crate::ids::{EventId, MerchantId, OrderId, PaymentId, RefundId};
 use crate::payments::attempts::retry::RetryReason;
 use crate::payments::attempts::{LoggedCall, TimelineEntry};
+use crate::payments::disputes::DisputeView;
 use crate::payments::status::OrderStatus;
 use crate::payments::support::{self, Conflict, KeyState};
 use crate::payments::webhooks::RecordedEvent;
@@ -162,10 +164,17 @@ pub struct PaymentWithRefunds {
     amount_refunded: i64,
     /// Its refunds, oldest first.
     refunds: Vec<Refund>,
+    /// Its disputes, oldest first (docs/guides/disputes.md): what each took back is out of
+    /// what is left to refund while it holds it.
+    disputes: Vec<DisputeView>,
 }
 
 impl PaymentWithRefunds {
-    pub fn new(attempt: PaymentAttempt, refunds: Vec<refunds::Refund>) -> Self {
+    pub fn new(
+        attempt: PaymentAttempt,
+        refunds: Vec<refunds::Refund>,
+        disputes: Vec<DisputeView>,
+    ) -> Self {
         let amount_refunded = refunds
             .iter()
             .filter(|r| r.status == AttemptStatus::Succeeded)
@@ -175,6 +184,7 @@ impl PaymentWithRefunds {
             payment: attempt.into(),
             amount_refunded,
             refunds: refunds.into_iter().map(Refund::from).collect(),
+            disputes,
         }
     }
 }
@@ -311,7 +321,8 @@ pub struct EventData {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum EventObjectView {
-    Payment(PaymentWithRefunds),
+    /// Boxed: with its refunds and disputes, far larger than the others.
+    Payment(Box<PaymentWithRefunds>),
     Order(OrderWithPayments),
     Refund(Refund),
     LateApproval(late_approvals::LateApprovalView),
@@ -322,7 +333,13 @@ impl From<events::Event> for Event {
     fn from(e: events::Event) -> Self {
         let object = match e.object {
             EventObject::Payment { payment, refunds } => {
-                EventObjectView::Payment(PaymentWithRefunds::new(*payment, refunds))
+                // A payment's events are of its own moves, each before any dispute of it (a
+                // dispute is news of a charge payorch had already told of): none to show.
+                EventObjectView::Payment(Box::new(PaymentWithRefunds::new(
+                    *payment,
+                    refunds,
+                    Vec::new(),
+                )))
             }
             EventObject::Order { order, payments } => {
                 EventObjectView::Order(OrderWithPayments::new(*order, payments))
@@ -501,6 +518,9 @@ pub struct Story {
     /// The provider approved it after payorch had failed it, and what payorch did to give the
     /// money back (docs/guides/declines.md, "Late approvals"); `null` for nearly every payment.
     late_approval: Option<late_approvals::LateApprovalView>,
+    /// Its disputes, oldest first, each with its moves, the merchant's answers and all of it
+    /// in one line (docs/guides/support.md, "Disputes").
+    disputes: Vec<disputes::DisputeStoryView>,
 }
 
 /// One line of a refund's timeline.
@@ -547,6 +567,7 @@ impl Story {
             events: events.into_iter().map(Into::into).collect(),
             support_actions: s.support_actions.into_iter().map(Into::into).collect(),
             late_approval: s.late_approval.map(Into::into),
+            disputes: s.disputes.into_iter().map(Into::into).collect(),
         }
     }
 }
@@ -601,6 +622,11 @@ pub struct NeedsAHuman {
     /// Differences between a provider's record of money moved and payorch's that no human
     /// has closed, newest first (docs/operations/reconciliation.md, "The findings").
     settlement_findings: Vec<settlement_findings::SettlementFindingView>,
+    /// Disputes that return money a refund already returned (`overlap` above 0) and are not
+    /// won, newest first; then disputes awaiting an answer nobody sent whose
+    /// `evidence_due_by` is within 7 days or past, nearest first (docs/guides/support.md,
+    /// "Disputes").
+    disputes: Vec<DisputeView>,
 }
 
 impl NeedsAHuman {
@@ -614,6 +640,7 @@ impl NeedsAHuman {
             disabled_webhook_endpoints: disabled.into_iter().map(Into::into).collect(),
             late_approvals: n.late_approvals.into_iter().map(Into::into).collect(),
             settlement_findings: n.settlement_findings.into_iter().map(Into::into).collect(),
+            disputes: n.disputes,
         }
     }
 }

@@ -22,6 +22,7 @@ mod database_tls;
 mod declines;
 mod dispute_actions;
 mod disputes;
+mod disputes_api;
 mod door;
 mod errors;
 mod event_delivery;

@@ -268,6 +268,7 @@ function summary(story) {
     // "Retries"); the timeline's first line says why in words.
     ...(p.retry_of ? [["Retry of", el("span", {}, storyLink(p.retry_of), ` (${p.retry_reason})`)]] : []),
     ...(story.late_approval ? [["Late approval", lateText(story.late_approval)]] : []),
+    ...((story.disputes || []).length ? [["Disputes", el("ul", {}, ...story.disputes.map(disputeItem))]] : []),
     ["Capture", holdText(story)],
     ["Idempotency-Key", story.idempotency_key_name
       ? `${story.idempotency_key_name} (${key ? key.state : "expired"})` : "none"],
@@ -298,6 +299,20 @@ function lateText(l) {
   const undo = l.provider_undo_id ? ` (${l.provider_undo_id})` : "";
   return `${l.provider} said ${l.approved_as} ${money(l.amount, l.currency)} by ${l.source}: ` +
     `${l.status}${undo}${l.detail ? `; ${l.detail}` : ""}`;
+}
+
+// A payment's dispute as its story tells it (docs/guides/support.md, "Disputes"): each move
+// and answer in one line, then what the merchant should do now.
+function disputeItem(d) {
+  return el("li", {}, `${d.dispute.id}: ${d.told}. `, el("em", {}, d.dispute.advice));
+}
+
+// A dispute in "What needs a human": money returned twice first, then an answer due.
+function disputeLine(d) {
+  const due = d.evidence_due_by ? `, answer by ${when(d.evidence_due_by)}` : "";
+  const twice = d.overlap > 0 ? `, ${money(d.overlap, d.currency)} returned twice unless won` : "";
+  return el("li", {}, `${d.id} ${money(d.amount, d.currency)} ${d.reason}: ${d.status}${due}${twice} on `,
+    storyLink(d.payment_id));
 }
 
 // Whether support may release what the payment holds: a hold, or a challenge left waiting.
@@ -447,6 +462,7 @@ async function loadAttention() {
         el("li", {}, when(c.received_at), ` ${c.event_type} about `,
           c.payment_id ? paymentLink({ id: c.payment_id, status: "", amount: "", currency: "" }) : "no payment",
           c.detail ? ` (${c.detail})` : "")),
+      ...part("Disputes to answer", needs.disputes || [], disputeLine),
       ...part("Late approvals: confirm each with the provider", needs.late_approvals || [], (l) =>
         el("li", {}, when(l.detected_at), " ",
           paymentLink({ id: l.payment_id, status: "", amount: "", currency: "" }), ` ${lateText(l)}`)),

@@ -151,35 +151,44 @@ pub struct Page {
     pub limit: i64,
 }
 
-/// The dispute `id` of `merchant`.
+/// The dispute `id` of `scope`'s merchant; `None`: of any merchant (a support key's read, by
+/// `disputes_id`).
 pub async fn find(
     conn: &mut AsyncPgConnection,
-    merchant: MerchantId,
+    scope: Option<MerchantId>,
     id: DisputeId,
 ) -> QueryResult<Option<DisputeView>> {
-    disputes::table
-        .find((merchant.0, id.0))
+    let mut query = disputes::table
+        .filter(disputes::id.eq(id.0))
         .select(DisputeRow::as_select())
+        .into_boxed();
+    if let Some(merchant) = scope {
+        query = query.filter(disputes::merchant_id.eq(merchant.0));
+    }
+    query
         .load(conn)
         .await
         .map(|rows| rows.into_iter().next().map(Into::into))
 }
 
-/// Up to `page.limit` disputes of `merchant` matching `filter`, newest first. Ids are
-/// time-ordered (UUIDv7), so the cursor is the id itself: a dispute opened while someone pages
-/// sorts before every cursor, and a page never repeats or skips one.
+/// Up to `page.limit` disputes of `scope`'s merchant (`None`: every merchant's, for support)
+/// matching `filter`, newest first. Ids are time-ordered (UUIDv7), so the cursor is the id
+/// itself: a dispute opened while someone pages sorts before every cursor, and a page never
+/// repeats or skips one.
 pub async fn list(
     conn: &mut AsyncPgConnection,
-    merchant: MerchantId,
+    scope: Option<MerchantId>,
     filter: &DisputeFilter,
     page: Page,
 ) -> QueryResult<Vec<DisputeView>> {
     let mut query = disputes::table
-        .filter(disputes::merchant_id.eq(merchant.0))
         .select(DisputeRow::as_select())
         .order(disputes::id.desc())
         .limit(page.limit)
         .into_boxed();
+    if let Some(merchant) = scope {
+        query = query.filter(disputes::merchant_id.eq(merchant.0));
+    }
     if let Some(after) = page.starting_after {
         query = query.filter(disputes::id.lt(after.0));
     }

@@ -7,6 +7,7 @@
 //! `payment_attempts_id` can scan.
 
 pub mod audit;
+pub mod disputes;
 pub mod stats;
 
 use chrono::{DateTime, Duration, Utc};
@@ -28,12 +29,12 @@ use crate::payments::attempts::{
 };
 use crate::payments::holds::{operations_of_payment, HoldOperation};
 use crate::payments::late_approvals::{self, LateApproval};
-use crate::payments::settlement::{self, store::OpenFinding};
 use crate::payments::orders::{find_order, Order};
 use crate::payments::reconciler::settings::NO_RECORD;
 use crate::payments::refunds::{
     refund_timeline, refunds_of_payment, Refund, RefundRow, RefundTimelineEntry,
 };
+use crate::payments::settlement::{self, store::OpenFinding};
 use crate::payments::status::AttemptStatus;
 use crate::payments::webhooks::{events_of, RecordedEvent};
 
@@ -278,6 +279,8 @@ pub struct Story {
     pub support_actions: Vec<audit::RecordedAction>,
     /// A provider's approval after payorch failed it, and its undo.
     pub late_approval: Option<LateApproval>,
+    /// Its disputes, oldest first, each with its moves and the merchant's answers.
+    pub disputes: Vec<disputes::DisputeStory>,
 }
 
 /// The story of attempt `id`, whichever merchant it belongs to.
@@ -300,6 +303,7 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
     let support_actions =
         audit::actions_of_order(conn, payment.merchant_id, payment.order_id).await?;
     let late_approval = late_approvals::of_attempt(conn, &payment).await?;
+    let disputes = disputes::of_attempt(conn, payment.merchant_id, payment.id).await?;
     let idempotency_key = match &payment.idempotency_key {
         Some(key) => idempotency_keys::table
             .find((payment.merchant_id.0, key))
@@ -323,6 +327,7 @@ pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<O
         hold_operations,
         support_actions,
         late_approval,
+        disputes,
         payment,
     }))
 }
@@ -360,6 +365,9 @@ pub struct NeedsAHuman {
     pub late_approvals: Vec<LateApproval>,
     /// The settlement reconciliation's open findings, newest first.
     pub settlement_findings: Vec<OpenFinding>,
+    /// Disputes returning money a refund already returned, then those whose answer is due
+    /// within a week ([`disputes::needing_a_human`]).
+    pub disputes: Vec<disputes::DisputeView>,
 }
 
 pub async fn needs_a_human(
@@ -436,6 +444,7 @@ pub async fn needs_a_human(
         .await?;
     let late_approvals = late_approvals::listed(conn, limit).await?;
     let settlement_findings = settlement::store::open_findings(conn, None, limit).await?;
+    let disputes = disputes::needing_a_human(conn, limit).await?;
     Ok(NeedsAHuman {
         stuck: stuck.into_iter().map(Into::into).collect(),
         no_provider_record: no_record.into_iter().map(Into::into).collect(),
@@ -444,6 +453,7 @@ pub async fn needs_a_human(
         webhook_conflicts,
         late_approvals,
         settlement_findings,
+        disputes,
     })
 }
 

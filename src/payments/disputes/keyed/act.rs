@@ -13,7 +13,7 @@
 //! `pending` and its key in flight: a retry of the request, once the lease has passed, takes
 //! the key over and resends under the same provider key, never under a new one.
 
-use diesel::sql_types::{Jsonb, Nullable, Text, Uuid as SqlUuid};
+use diesel::sql_types::{Integer, Jsonb, Nullable, Text, Uuid as SqlUuid};
 use diesel::QueryableByName;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde_json::Value;
@@ -91,7 +91,7 @@ pub async fn act(ctx: &ActContext<'_>) -> Result<Acted, ActError> {
             let evidence = evidence_json::validate(input).map_err(ActError::Invalid)?;
             // What the dispute's provider cannot take is refused before anything is recorded.
             let mut conn = pool.get().await?;
-            let dispute = find(&mut conn, keyed.merchant_id, dispute_id)
+            let dispute = find(&mut conn, Some(keyed.merchant_id), dispute_id)
                 .await?
                 .ok_or(ActError::DisputeNotFound)?;
             let refusal = match payments.adapter(&dispute.provider).name() {
@@ -157,7 +157,7 @@ pub async fn why_refused(
     dispute_id: DisputeId,
     kind: DisputeActionKind,
 ) -> Result<ActError, ActError> {
-    let Some(dispute) = find(conn, merchant_id, dispute_id).await? else {
+    let Some(dispute) = find(conn, Some(merchant_id), dispute_id).await? else {
         return Ok(ActError::DisputeNotFound);
     };
     let actions = actions_of(conn, merchant_id, dispute_id).await?;
@@ -229,7 +229,8 @@ pub async fn actions_of(
         .collect()
 }
 
-/// Steps 2 and 3: the provider call under the action's key, then its answer.
+/// Steps 2 and 3: the provider call under the action's key, then its answer; the key is
+/// completed once the action is final, and left in flight while it is pending.
 async fn finish(
     pool: &DbPool,
     payments: &Payments,
@@ -237,46 +238,133 @@ async fn finish(
     dispute: DisputeRow,
     key: InFlightKey,
 ) -> Result<Acted, ActError> {
-    if action.status() != DisputeActionStatus::Pending {
-        let mut conn = pool.get().await?;
-        key.complete(&mut conn, &recorded(&action)).await?;
+    let resolved = resolve(pool, payments, action, dispute).await?;
+    if resolved.pending {
+        // Nothing certain: the action stays pending, and so does its key (see the module).
+        drop(key);
         return Ok(Acted {
-            action,
-            dispute: dispute.into(),
-            status: 200,
+            action: resolved.action,
+            dispute: resolved.dispute,
+            status: 202,
             replayed: false,
         });
     }
+    let mut conn = pool.get().await?;
+    key.complete(&mut conn, &recorded(&resolved.action)).await?;
+    Ok(Acted {
+        action: resolved.action,
+        dispute: resolved.dispute,
+        status: 200,
+        replayed: false,
+    })
+}
+
+/// An action after one send of it, and whether it is still pending.
+struct Resolved {
+    action: DisputeActionRow,
+    dispute: DisputeView,
+    pending: bool,
+}
+
+/// Sends a pending action once and records what its answer proves. A refusal proves nothing
+/// was done only when no earlier send may have reached the provider (`sends`, counted before
+/// the call): after a send whose answer was lost, the provider may have taken the first and
+/// refuse the resend for that very reason (Stripe past its key's 24 hours: "already under
+/// review"; Adyen `success: false`), so the action stays pending and the dispute's news
+/// settles it (migration 000029's `dispute_actions_end_with_the_dispute`).
+async fn resolve(
+    pool: &DbPool,
+    payments: &Payments,
+    action: DisputeActionRow,
+    dispute: DisputeRow,
+) -> Result<Resolved, ActError> {
+    if action.status() != DisputeActionStatus::Pending {
+        return Ok(Resolved {
+            action,
+            dispute: dispute.into(),
+            pending: false,
+        });
+    }
+    let mut conn = pool.get().await?;
+    let Some(sends) = count_send(&mut conn, &action, 1).await? else {
+        // Settled since it was read (the dispute's news): as it is now.
+        let (action, dispute) = current(&mut conn, &action).await?;
+        return Ok(Resolved {
+            action,
+            dispute,
+            pending: false,
+        });
+    };
+    // No connection is held across the provider's answer.
+    drop(conn);
     let call = send(payments, &action).await;
+    let pending = |why: &str| {
+        tracing::warn!(action = %DisputeActionId(action.id), outcome = call.outcome.label(),
+            sends, "a dispute action's answer {why}; a retry of the request resends it");
+    };
     let (status, code, message) = match &call.outcome {
         ProviderOutcome::Succeeded { .. } => (DisputeActionStatus::Succeeded, None, None),
-        ProviderOutcome::Failed { code, message, .. } => (
+        ProviderOutcome::Failed { code, message, .. } if sends <= 1 => (
             DisputeActionStatus::Failed,
             Some(code.clone()),
             Some(message.clone()),
         ),
-        // Nothing certain: the action stays pending, and so does its key (see the module).
-        outcome => {
-            tracing::warn!(action = %DisputeActionId(action.id), outcome = outcome.label(),
-                "a dispute action's answer told nothing; a retry of the request resends it");
-            drop(key);
-            return Ok(Acted {
-                action,
-                dispute: dispute.into(),
-                status: 202,
-                replayed: false,
-            });
+        ProviderOutcome::Failed { .. } => {
+            pending("refused a resend after a send whose answer was lost, which it may have taken");
+            return still_pending(action, dispute);
+        }
+        ProviderOutcome::Unavailable { .. } => {
+            // Provably never left: it does not count as a send that may have reached.
+            let mut conn = pool.get().await?;
+            count_send(&mut conn, &action, -1).await?;
+            pending("never left");
+            return still_pending(action, dispute);
+        }
+        _ => {
+            pending("told nothing");
+            return still_pending(action, dispute);
         }
     };
     let mut conn = pool.get().await?;
     let (action, dispute) = record(&mut conn, &action, status, code, message).await?;
-    key.complete(&mut conn, &recorded(&action)).await?;
-    Ok(Acted {
+    Ok(Resolved {
         action,
         dispute,
-        status: 200,
-        replayed: false,
+        pending: false,
     })
+}
+
+fn still_pending(action: DisputeActionRow, dispute: DisputeRow) -> Result<Resolved, ActError> {
+    Ok(Resolved {
+        action,
+        dispute: dispute.into(),
+        pending: true,
+    })
+}
+
+#[derive(QueryableByName)]
+struct Sends {
+    #[diesel(sql_type = Integer)]
+    sends: i32,
+}
+
+/// Counts one more send of the pending `action` (`by` 1), or uncounts one that never left
+/// (`by` -1): its sends after it, `None` when the action is no longer pending.
+async fn count_send(
+    conn: &mut AsyncPgConnection,
+    action: &DisputeActionRow,
+    by: i32,
+) -> Result<Option<i32>, ActError> {
+    let mut q = Statement::new();
+    let merchant = q.bind::<SqlUuid, _>(action.merchant_id);
+    let id = q.bind::<SqlUuid, _>(action.id);
+    let by = q.bind::<Integer, _>(by);
+    q.push(format_args!(
+        "UPDATE dispute_actions SET sends = greatest(sends + {by}, 0)
+WHERE merchant_id = {merchant} AND id = {id} AND status = 'pending' RETURNING sends"
+    ));
+    let rows: Vec<Sends> = q.finish().load(conn).await?;
+    Ok(rows.into_iter().next().map(|r| r.sends))
 }
 
 fn recorded(action: &DisputeActionRow) -> Recorded {
@@ -370,25 +458,31 @@ SELECT jsonb_build_object('action', (SELECT to_jsonb(a) FROM acted a),
         // the provider's), or someone recorded the action first (a request that took the key
         // over, the dispute's news): both read as they are now, after this statement, not as
         // its snapshot saw them.
-        None => {
-            let actions = actions_of(
-                conn,
-                MerchantId(action.merchant_id),
-                DisputeId(action.dispute_id),
-            )
-            .await?;
-            let action = actions
-                .into_iter()
-                .find(|a| a.id == action.id)
-                .ok_or_else(|| ActError::Inconsistent("a dispute action vanished".into()))?;
-            let dispute = find(
-                conn,
-                MerchantId(action.merchant_id),
-                DisputeId(action.dispute_id),
-            )
-            .await?
-            .ok_or(ActError::DisputeNotFound)?;
-            Ok((action, dispute))
-        }
+        None => current(conn, action).await,
     }
+}
+
+/// `action` and its dispute as they are now.
+async fn current(
+    conn: &mut AsyncPgConnection,
+    action: &DisputeActionRow,
+) -> Result<(DisputeActionRow, DisputeView), ActError> {
+    let actions = actions_of(
+        conn,
+        MerchantId(action.merchant_id),
+        DisputeId(action.dispute_id),
+    )
+    .await?;
+    let action = actions
+        .into_iter()
+        .find(|a| a.id == action.id)
+        .ok_or_else(|| ActError::Inconsistent("a dispute action vanished".into()))?;
+    let dispute = find(
+        conn,
+        Some(MerchantId(action.merchant_id)),
+        DisputeId(action.dispute_id),
+    )
+    .await?
+    .ok_or(ActError::DisputeNotFound)?;
+    Ok((action, dispute))
 }
