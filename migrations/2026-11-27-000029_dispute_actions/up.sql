@@ -41,6 +41,12 @@ CREATE TABLE dispute_actions (
     evidence                 jsonb                 NOT NULL DEFAULT '{}',
     failure_code             text,
     failure_message          text,
+    -- Sends that may have reached the provider: counted before each send, uncounted when
+    -- the send provably never left (the connection refused). A refusal answers the first
+    -- such send only; after one whose answer was lost, a resend's refusal ("already under
+    -- review", past the provider's key life) says nothing of the first, and the dispute's
+    -- news settles the action (src/payments/disputes/keyed/act.rs).
+    sends                    integer               NOT NULL DEFAULT 0 CHECK (sends >= 0),
     -- The client's Idempotency-Key.
     idempotency_key          text                  NOT NULL,
     created_at               timestamptz           NOT NULL DEFAULT now(),

@@ -498,3 +498,105 @@ async fn an_accepted_inquiry_waits_for_the_providers_news_and_a_chargeback_that_
     let (status, again, _) = app.answer(&dispute, "accept", "acc-inq-3", None).await;
     assert_eq!(status, 409, "{again}");
 }
+
+impl TestApp {
+    /// The provider's id of `dispute` (`du_…`).
+    async fn provider_dispute_id(&self, dispute: &str) -> String {
+        let uuid = dispute.trim_start_matches("dp_");
+        let mut conn = self.db.connect().await;
+        let w: Word = diesel_async::RunQueryDsl::get_result(
+            diesel::sql_query(format!(
+                "SELECT provider_dispute_id AS word FROM disputes WHERE id = '{uuid}'::uuid"
+            )),
+            &mut conn,
+        )
+        .await
+        .unwrap();
+        w.word
+    }
+
+    /// The request `key` again until its first request's lease has passed: its answer.
+    async fn answer_after_the_lease(
+        &self,
+        dispute: &str,
+        what: &str,
+        key: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        for _ in 0..40 {
+            let (status, answer, _) = self.answer(dispute, what, key, body.clone()).await;
+            if answer["code"] != "idempotency_key_in_use" {
+                return (status, answer);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        panic!("the key {key} stayed in use for 10 s");
+    }
+}
+
+/// A send whose answer was lost may have been taken: the provider then refuses the resend
+/// ("already under review", as Stripe does once the key's 24 hours are over), and that
+/// refusal says nothing of the first send. The action stays pending, not failed, and the
+/// dispute's news settles it.
+#[tokio::test]
+async fn a_refused_resend_after_a_lost_answer_is_not_a_failure_and_the_disputes_news_settles_it() {
+    let app = TestApp::spawn_config(|config| {
+        config.two_providers = Some(payorch::providers::circuit::CircuitSettings {
+            threshold: 1000,
+            cool_down: Duration::from_secs(60),
+        })
+    })
+    .await;
+    let (dispute, _) = app.disputed("a", "disputed-lost").await;
+    let du = app.provider_dispute_id(&dispute).await;
+    // payorch hears nothing from provider a until the end.
+    app.sandbox.set_webhook_url(None);
+    let door = app.second.as_ref().expect("two providers").door.clone();
+    door.shut();
+    let (status, pending, _) = app
+        .answer(&dispute, "evidence", "ev-lost", Some(stripe_evidence()))
+        .await;
+    assert_eq!((status, pending["status"].as_str()), (202, Some("pending")));
+    // That send never left (the door refused the connection): as if it had, and its answer
+    // were lost, the provider took it under its key ...
+    assert_eq!(
+        app.db
+            .count("dispute_actions WHERE status = 'pending' AND sends = 0")
+            .await,
+        1,
+        "a send that never left is not counted"
+    );
+    let mut conn = app.db.connect().await;
+    diesel_async::RunQueryDsl::execute(
+        diesel::sql_query("UPDATE dispute_actions SET sends = 1"),
+        &mut conn,
+    )
+    .await
+    .unwrap();
+    // ... and the key's life there is over: the evidence was taken under another key.
+    let taken = reqwest::Client::new()
+        .post(format!("{}/v1/disputes/{du}", app.sandbox.base_url()))
+        .bearer_auth("sk_test_payorch")
+        .header("Idempotency-Key", "taken-earlier")
+        .form(&[("evidence[customer_name]", "Ada Lovelace")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(taken.status().as_u16(), 200);
+    door.open();
+    let (status, resent) = app
+        .answer_after_the_lease(&dispute, "evidence", "ev-lost", Some(stripe_evidence()))
+        .await;
+    assert_eq!(
+        (status, resent["status"].as_str()),
+        (202, Some("pending")),
+        "the resend's refusal is no proof: {resent}"
+    );
+    assert_eq!(
+        app.db
+            .count("dispute_actions WHERE status = 'failed'")
+            .await,
+        0
+    );
+    assert_eq!(app.dispute_status(&dispute).await, "needs_response");
+}

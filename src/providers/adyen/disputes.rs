@@ -100,7 +100,8 @@ impl AdyenProvider {
             });
         }
         let mut latency = std::time::Duration::ZERO;
-        if !req.evidence.documents.is_empty() {
+        let supplied_any = !req.evidence.documents.is_empty();
+        if supplied_any {
             let supplied = self
                 .dispute_call(
                     "supplyDefenseDocument",
@@ -123,6 +124,9 @@ impl AdyenProvider {
             )
             .await;
         defended.latency += latency;
+        if supplied_any {
+            defended.outcome = after_documents(defended.outcome);
+        }
         defended
     }
 
@@ -158,6 +162,31 @@ impl AdyenProvider {
                 outcome_for_dispute_answer(&dispute, status, body)
             })
             .await
+    }
+}
+
+/// What `defendDispute`'s outcome means once Adyen took the documents: a refusal did not
+/// undo them (the action's message says so, as the merchant may defend again with them), and
+/// a defence that never left is no proof that nothing reached Adyen (the documents did).
+pub fn after_documents(defended: ProviderOutcome) -> ProviderOutcome {
+    match defended {
+        ProviderOutcome::Failed {
+            code,
+            message,
+            provider_id,
+            decline,
+        } => ProviderOutcome::Failed {
+            code,
+            message: format!(
+                "{message} (Adyen refused the defence; it keeps the documents supplied with it)"
+            ),
+            provider_id,
+            decline,
+        },
+        ProviderOutcome::Unavailable { reason } => ProviderOutcome::Unknown {
+            reason: format!("the documents were supplied, the defence never left: {reason}"),
+        },
+        other => other,
     }
 }
 
@@ -255,6 +284,26 @@ mod tests {
         assert!(evidence_refusal(&no_reason)
             .unwrap()
             .contains("defense_reason_code"));
+    }
+
+    #[test]
+    fn a_defence_after_documents_says_they_were_kept_and_is_never_unavailable() {
+        let refused = after_documents(ProviderOutcome::Failed {
+            code: DISPUTE_ACTION_REFUSED.into(),
+            message: "Invalid defense reason code".into(),
+            provider_id: None,
+            decline: None,
+        });
+        assert!(matches!(
+            refused,
+            ProviderOutcome::Failed { ref message, .. } if message.contains("keeps the documents")
+        ));
+        assert!(matches!(
+            after_documents(ProviderOutcome::Unavailable {
+                reason: "connect error".into()
+            }),
+            ProviderOutcome::Unknown { .. }
+        ));
     }
 
     #[test]
