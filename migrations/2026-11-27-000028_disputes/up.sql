@@ -293,8 +293,10 @@ $$;
 CREATE TRIGGER disputes_guard_transition BEFORE UPDATE ON disputes
     FOR EACH ROW EXECUTE FUNCTION disputes_guard_transition();
 
--- A dispute that starts holding money while refunds hold some is flagged with what was
--- refunded and the part returned twice. Read under the payment's row lock, the lock a
+-- A dispute that holds money while refunds hold some is flagged with what was refunded and
+-- the part returned twice, judged whenever its hold starts (opened, or lost again at a second
+-- chargeback after refunds the win let through) or its amount changes while it holds, so the
+-- flag is of the money it holds now; a hold that ends keeps its last flag. Read under the payment's row lock, the lock a
 -- refund's insert takes (`refunds_hold_amount`), so a chargeback and a refund racing each
 -- other wait for each other and whichever comes second counts the first. A BEFORE trigger,
 -- to write the flags on the row; named to run after `disputes_guard_transition` and
@@ -320,9 +322,11 @@ BEGIN
         INTO captured, refunds, disputes FROM payment_attempts
         WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id
         FOR NO KEY UPDATE;
-    IF was_held = 0 AND refunds > 0 THEN
+    IF now_held > 0 THEN
+        -- `disputes` is what the payment's disputes hold before this change, this one's old
+        -- hold among them.
         NEW.refunded_before := refunds;
-        NEW.overlap := greatest(0, refunds + disputes + NEW.amount - captured);
+        NEW.overlap := greatest(0, refunds + disputes - was_held + now_held - captured);
     END IF;
     RETURN NEW;
 END;

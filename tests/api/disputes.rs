@@ -23,6 +23,9 @@ async fn paid(app: &TestApp, provider: &str, key: &str) -> Value {
     payment
 }
 
+/// When every test dispute's answer is due (2030-01-01).
+const DUE_BY: i64 = 1_893_456_000;
+
 /// A Stripe `charge.dispute.*` event about dispute `du` of intent `pi`, told `at`.
 fn stripe_event(
     event_id: &str,
@@ -48,7 +51,9 @@ fn stripe_event(
             "reason": "fraudulent",
             "payment_intent": pi,
             "charge": "ch_disputed",
-            "evidence_details": {"due_by": at + 7 * 86_400},
+            // A dispute's deadline is its own, the same in every event of it: another one
+            // where the dispute stands would be applied as news (moves.rs).
+            "evidence_details": {"due_by": DUE_BY},
             "is_charge_refundable": false,
             "created": at,
         }},
@@ -920,4 +925,83 @@ async fn adyen_notifications_without_original_reference_move_the_dispute_their_p
             .await,
         1
     );
+}
+
+#[tokio::test]
+async fn a_dispute_holding_again_is_flagged_with_what_was_refunded_meanwhile() {
+    let app = TestApp::spawn().await;
+    let payment = paid(&app, "adyen", "adyen-holds-again").await;
+    let id = payment["id"].as_str().unwrap();
+    let item = |code: &str, minute: u32| {
+        adyen_item(
+            code,
+            "DSPAGAIN",
+            &payment,
+            &format!("2030-01-01T10:{minute:02}:00+00:00"),
+            json!({}),
+        )
+    };
+    assert_eq!(app.notify_dispute(item("CHARGEBACK", 1)).await, "applied");
+    let opened = app.dispute_state("DSPAGAIN").await;
+    assert_eq!((opened.refunded_before, opened.overlap), (0, 0));
+    assert_eq!(
+        app.notify_dispute(item("CHARGEBACK_REVERSED", 2)).await,
+        "applied"
+    );
+    // Won: the cap has the money back, and the merchant refunds it all.
+    let refund = app
+        .refunded(id, "after-reversal", json!({"amount": 4200}))
+        .await;
+    assert_eq!(refund["amount"], 4200);
+    // The second chargeback takes it again: returned twice unless won, and flagged so.
+    assert_eq!(
+        app.notify_dispute(item("SECOND_CHARGEBACK", 3)).await,
+        "applied"
+    );
+    let again = app.dispute_state("DSPAGAIN").await;
+    assert_eq!(
+        (again.status.as_str(), again.refunded_before, again.overlap),
+        ("lost", 4200, 4200)
+    );
+}
+
+#[tokio::test]
+async fn a_new_amount_where_the_dispute_stands_is_applied_and_its_hold_and_flag_follow() {
+    let app = TestApp::spawn().await;
+    let payment = paid(&app, "stripe", "amount-change").await;
+    let id = payment["id"].as_str().unwrap();
+    let pi = payment["provider_payment_id"].as_str().unwrap();
+    let t = Utc::now().timestamp();
+    let refund = app
+        .refunded(id, "before-dispute", json!({"amount": 1000}))
+        .await;
+    assert_eq!(refund["amount"], 1000);
+    let told = |n: i64, amount: i64| {
+        stripe_event(
+            &format!("evt_amount_{n}"),
+            "charge.dispute.updated",
+            "du_amount",
+            pi,
+            "needs_response",
+            amount,
+            t + n,
+        )
+    };
+    assert_eq!(
+        app.deliver_signed(&told(0, 2000)).await["outcome"],
+        "applied"
+    );
+    let state = app.dispute_state("du_amount").await;
+    assert_eq!((state.refunded_before, state.overlap), (1000, 0));
+    // The same status with a larger amount: an update, the hold and the flag follow it.
+    assert_eq!(
+        app.deliver_signed(&told(1, 4000)).await["outcome"],
+        "applied"
+    );
+    assert_eq!(app.money_held(&payment).await.dispute_held, 4000);
+    let state = app.dispute_state("du_amount").await;
+    assert_eq!((state.refunded_before, state.overlap), (1000, 800));
+    // The same news again is no change.
+    assert_eq!(app.deliver_signed(&told(2, 4000)).await["outcome"], "stale");
+    assert_eq!(app.disputes_told("dispute.updated").await, 0);
 }

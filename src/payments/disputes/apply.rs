@@ -181,7 +181,11 @@ pub async fn apply_notice(
         stage: DisputeStage::parse(&existing.stage).unwrap_or(DisputeStage::Chargeback),
         at: existing.provider_updated_at,
     };
-    if let Err(why) = judge(from, notice.status, notice.stage, at) {
+    let new_terms = notice.amount != existing.amount
+        || notice
+            .evidence_due_by
+            .is_some_and(|due| Some(due) != existing.evidence_due_by);
+    if let Err(why) = judge(from, notice.status, notice.stage, at, new_terms) {
         return Ok(told(Effect::Stale, why, owner, Some(existing)));
     }
     let moved: DisputeRow = diesel::update(d::table.find((existing.merchant_id, existing.id)))
@@ -199,13 +203,25 @@ pub async fn apply_notice(
         .await
         .and_then(crate::db::one)?;
     transition(conn, &moved, Some(from.status), event).await?;
-    let detail = format!(
-        "{} ({}) -> {} ({})",
-        from.status.as_str(),
-        from.stage.as_str(),
-        notice.status.as_str(),
-        notice.stage.as_str()
-    );
+    let detail = if (from.status, from.stage) == (notice.status, notice.stage) {
+        format!(
+            "{} ({}): amount {} -> {}, evidence due {:?} -> {:?}",
+            from.status.as_str(),
+            from.stage.as_str(),
+            existing.amount,
+            moved.amount,
+            existing.evidence_due_by,
+            moved.evidence_due_by
+        )
+    } else {
+        format!(
+            "{} ({}) -> {} ({})",
+            from.status.as_str(),
+            from.stage.as_str(),
+            notice.status.as_str(),
+            notice.stage.as_str()
+        )
+    };
     Ok(told(Effect::Applied, detail, owner, Some(moved)))
 }
 

@@ -1,6 +1,11 @@
 //! Which news may move a dispute: the rules of the `…_disputes` migration's
 //! `disputes_guard_transition`, judged before the update so a refused move is recorded
 //! `stale` with its reason instead of failing the delivery (the guard stays the backstop).
+//!
+//! News of the status and stage the dispute is at that changes its amount or its due date
+//! (a partial chargeback corrected, a deadline moved) is applied as an update: the guard lets
+//! those change at any status, and the migration's hold follows the amount. It makes no
+//! `dispute.updated` event: that event names a (status, stage) the dispute reached, once.
 
 use chrono::{DateTime, Utc};
 
@@ -14,13 +19,15 @@ pub struct Standing {
     pub at: DateTime<Utc>,
 }
 
-/// `Ok` if news of `to` at `to_stage`, told at `at`, moves a dispute standing as `from`;
-/// otherwise why not (the event is then `stale`).
+/// `Ok` if news of `to` at `to_stage`, told at `at`, moves a dispute standing as `from`, or
+/// changes its terms (`new_terms`: another amount or due date) where it stands; otherwise
+/// why not (the event is then `stale`).
 pub fn judge(
     from: Standing,
     to: DisputeStatus,
     to_stage: DisputeStage,
     at: DateTime<Utc>,
+    new_terms: bool,
 ) -> Result<(), String> {
     use DisputeStatus::*;
     if at < from.at {
@@ -40,6 +47,9 @@ pub fn judge(
         ));
     }
     if to == from.status && to_stage == from.stage {
+        if new_terms {
+            return Ok(());
+        }
         return Err(format!("already {} at {}", to.as_str(), to_stage.as_str()));
     }
     let allowed = match (from.status, to) {
@@ -118,7 +128,13 @@ mod tests {
                 } else {
                     Chargeback
                 };
-                let verdict = judge(standing(from, stage), to, to_stage.max_rank(stage), at(1));
+                let verdict = judge(
+                    standing(from, stage),
+                    to,
+                    to_stage.max_rank(stage),
+                    at(1),
+                    false,
+                );
                 assert_eq!(
                     verdict.is_ok(),
                     allowed.contains(&(from, to)),
@@ -131,11 +147,32 @@ mod tests {
     #[test]
     fn a_won_dispute_is_lost_only_at_a_second_chargeback_and_a_lost_one_won_only_at_pre_arbitration(
     ) {
-        assert!(judge(standing(Won, Chargeback), Lost, Chargeback, at(1)).is_err());
-        assert!(judge(standing(Won, Chargeback), Lost, SecondChargeback, at(1)).is_ok());
-        assert!(judge(standing(Lost, Chargeback), Won, Chargeback, at(1)).is_err());
-        assert!(judge(standing(Lost, SecondChargeback), Won, PreArbitration, at(1)).is_ok());
-        assert!(judge(standing(Lost, Chargeback), Lost, PreArbitration, at(1)).is_ok());
+        assert!(judge(standing(Won, Chargeback), Lost, Chargeback, at(1), false).is_err());
+        assert!(judge(
+            standing(Won, Chargeback),
+            Lost,
+            SecondChargeback,
+            at(1),
+            false
+        )
+        .is_ok());
+        assert!(judge(standing(Lost, Chargeback), Won, Chargeback, at(1), false).is_err());
+        assert!(judge(
+            standing(Lost, SecondChargeback),
+            Won,
+            PreArbitration,
+            at(1),
+            false
+        )
+        .is_ok());
+        assert!(judge(
+            standing(Lost, Chargeback),
+            Lost,
+            PreArbitration,
+            at(1),
+            false
+        )
+        .is_ok());
         assert!(judge(
             standing(WarningClosed, Inquiry),
             WarningClosed,
@@ -148,14 +185,17 @@ mod tests {
     #[test]
     fn older_news_the_same_news_and_an_earlier_stage_are_refused() {
         let open = standing(NeedsResponse, Chargeback);
-        assert!(judge(open, Won, Chargeback, at(-1))
+        assert!(judge(open, Won, Chargeback, at(-1), false)
             .unwrap_err()
             .starts_with("older"));
-        assert!(judge(open, NeedsResponse, Chargeback, at(1))
+        assert!(judge(open, NeedsResponse, Chargeback, at(1), false)
             .unwrap_err()
             .starts_with("already"));
+        // Another amount or due date where it stands is an update; older, still stale.
+        assert!(judge(open, NeedsResponse, Chargeback, at(1), true).is_ok());
+        assert!(judge(open, NeedsResponse, Chargeback, at(-1), true).is_err());
         let later = standing(Lost, SecondChargeback);
-        assert!(judge(later, Lost, Chargeback, at(1))
+        assert!(judge(later, Lost, Chargeback, at(1), false)
             .unwrap_err()
             .contains("past"));
     }

@@ -265,10 +265,12 @@ fn dispute_notice(item: &NotificationRequestItem) -> Option<DisputeNotice> {
     let code = additional("chargebackReasonCode")
         .or_else(|| additional("rfiReasonCode"))
         .or_else(|| additional("nofReasonCode"));
+    // Trimmed: Adyen's parts may come with spaces around them (" 4853"), and the reason is
+    // shown and compared as it is kept.
     let provider_reason = [code.as_deref().unwrap_or(""), item.reason.as_str()]
         .iter()
+        .map(|part| part.trim())
         .filter(|part| !part.is_empty())
-        .copied()
         .collect::<Vec<_>>()
         .join(" ");
     let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
