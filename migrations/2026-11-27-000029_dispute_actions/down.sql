@@ -20,6 +20,8 @@ CREATE OR REPLACE FUNCTION idempotency_key_made_money_move(k idempotency_keys) R
 LANGUAGE sql IMMUTABLE AS $$
     SELECT coalesce(k.resource_type IN ('payment_attempt', 'refund', 'hold_operation'), false)
 $$;
+DROP TRIGGER dispute_actions_end_with_the_dispute ON disputes;
+DROP FUNCTION dispute_actions_end_with_the_dispute();
 DROP TABLE dispute_actions;
 DROP FUNCTION dispute_actions_guard_transition();
 DROP FUNCTION dispute_actions_of_an_open_dispute();

@@ -121,6 +121,48 @@ CREATE TRIGGER dispute_actions_guard_transition BEFORE UPDATE ON dispute_actions
     FOR EACH ROW EXECUTE FUNCTION dispute_actions_guard_transition();
 
 
+-- Nothing but its own request would end a pending action, and until then it blocks every
+-- other answer (`dispute_actions_one_pending`) and keeps its key open work: a client that
+-- gave up would hold the dispute past its due date. So the dispute's news ends it. When the
+-- dispute leaves the statuses that take an answer, its pending action is decided by where it
+-- went: succeeded if that is where the action leads (evidence: under review, then won or
+-- lost; accept: lost, or an inquiry closed), else failed, `dispute_moved`, saying where; and
+-- its key is completed, so a retry replays the action as it ended. The request's own answer,
+-- recorded later, finds the action final and changes nothing (act.rs records only a pending
+-- one). docs/guides/disputes.md, "Answering a dispute".
+CREATE FUNCTION dispute_actions_end_with_the_dispute() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    WITH ended AS (
+        UPDATE dispute_actions a SET
+            status = CASE WHEN led THEN 'succeeded' ELSE 'failed' END,
+            failure_code = CASE WHEN led THEN NULL ELSE 'dispute_moved' END,
+            failure_message = CASE WHEN led THEN NULL ELSE format(
+                'the dispute moved to %s before this answer''s outcome was known', NEW.status) END
+        FROM (SELECT p.merchant_id, p.id,
+                     (p.kind = 'evidence' AND NEW.status IN ('under_review',
+                          'warning_under_review', 'won', 'lost'))
+                     OR (p.kind = 'accept' AND NEW.status IN ('lost', 'warning_closed')) AS led
+              FROM dispute_actions p
+              WHERE p.merchant_id = NEW.merchant_id AND p.dispute_id = NEW.id
+                AND p.status = 'pending') judged
+        WHERE a.merchant_id = judged.merchant_id AND a.id = judged.id AND a.status = 'pending'
+        RETURNING a.merchant_id, a.id, a.idempotency_key)
+    UPDATE idempotency_keys k SET state = 'completed', locked_until = NULL,
+        recovery_point = 'finished', response_status = 200, unresolved = false,
+        updated_at = now()
+    FROM ended e
+    WHERE k.merchant_id = e.merchant_id AND k.key = e.idempotency_key
+      AND k.resource_type = 'dispute_action' AND k.resource_id = e.id
+      AND k.state = 'in_flight';
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER dispute_actions_end_with_the_dispute AFTER UPDATE OF status ON disputes
+    FOR EACH ROW WHEN (OLD.status IN ('needs_response', 'warning_needs_response')
+        AND NEW.status NOT IN ('needs_response', 'warning_needs_response'))
+    EXECUTE FUNCTION dispute_actions_end_with_the_dispute();
+
 -- A key whose action is still pending is open work, kept whatever its age; past its TTL a
 -- dispute action's key is retired (it names what it made), never freed: a late retry under a
 -- freed key would make a second answer of the dispute (README, "Idempotency").

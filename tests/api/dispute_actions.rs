@@ -599,4 +599,149 @@ async fn a_refused_resend_after_a_lost_answer_is_not_a_failure_and_the_disputes_
         0
     );
     assert_eq!(app.dispute_status(&dispute).await, "needs_response");
+
+    // The news comes: the bank decided for the merchant. The action ends succeeded with it,
+    // and its key with it: the request again replays it, nothing sent.
+    app.sandbox
+        .set_webhook_url(Some(format!("{}/v1/webhooks/a", app.base_url)));
+    let won = reqwest::Client::new()
+        .post(format!("{}/__sandbox/disputes", app.sandbox.base_url()))
+        .bearer_auth("sk_test_payorch")
+        .json(&json!({"dispute": du, "action": "win"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(won.status().as_u16(), 200, "{}", won.text().await.unwrap());
+    assert_eq!(app.dispute_becomes(&dispute, "won").await, "won");
+    let (status, settled, replayed) = app
+        .answer(&dispute, "evidence", "ev-lost", Some(stripe_evidence()))
+        .await;
+    assert_eq!(
+        (status, settled["status"].as_str(), replayed),
+        (200, Some("succeeded"), true),
+        "{settled}"
+    );
+    assert_eq!(
+        app.db
+            .count("idempotency_keys WHERE key = 'ev-lost' AND state = 'completed'")
+            .await,
+        1
+    );
+}
+
+/// A pending action whose client gave up does not hold the dispute: when the dispute moves
+/// on (here: evidence given elsewhere, in the provider's dashboard), the pending accept ends
+/// `failed`, `dispute_moved`, with where it went; its key is completed, and the next answer
+/// is judged by the dispute as it stands, not held behind the accept.
+#[tokio::test]
+async fn a_pending_action_ends_with_the_disputes_news() {
+    let app = TestApp::spawn_config(|config| {
+        config.two_providers = Some(payorch::providers::circuit::CircuitSettings {
+            threshold: 1000,
+            cool_down: Duration::from_secs(60),
+        })
+    })
+    .await;
+    let (dispute, _) = app.disputed("a", "disputed-moved").await;
+    let du = app.provider_dispute_id(&dispute).await;
+    let door = app.second.as_ref().expect("two providers").door.clone();
+    door.shut();
+    let (status, pending, _) = app.answer(&dispute, "accept", "acc-gone", None).await;
+    assert_eq!((status, pending["status"].as_str()), (202, Some("pending")));
+    door.open();
+    let taken = reqwest::Client::new()
+        .post(format!("{}/v1/disputes/{du}", app.sandbox.base_url()))
+        .bearer_auth("sk_test_payorch")
+        .header("Idempotency-Key", "from-the-dashboard")
+        .form(&[("evidence[customer_name]", "Ada Lovelace")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(taken.status().as_u16(), 200);
+    assert_eq!(
+        app.dispute_becomes(&dispute, "under_review").await,
+        "under_review"
+    );
+    let (status, ended, replayed) = app.answer(&dispute, "accept", "acc-gone", None).await;
+    assert_eq!((status, replayed), (200, true), "{ended}");
+    assert_eq!(
+        (ended["status"].as_str(), ended["failure_code"].as_str()),
+        (Some("failed"), Some("dispute_moved")),
+        "{ended}"
+    );
+    assert!(
+        ended["failure_message"]
+            .as_str()
+            .unwrap()
+            .contains("under_review"),
+        "{ended}"
+    );
+    let (status, next, _) = app
+        .answer(&dispute, "evidence", "ev-next", Some(stripe_evidence()))
+        .await;
+    assert_eq!(
+        (status, next["code"].as_str()),
+        (409, Some("dispute_not_answerable")),
+        "no longer held behind the accept: {next}"
+    );
+}
+
+/// A client that gave up does not hold the dispute: once its request's lease has passed,
+/// another action's request on the dispute first resends the pending one (its own provider
+/// key, as its client's retry would), and is then judged by the dispute as it stands. Never
+/// two answers under way at once.
+#[tokio::test]
+async fn another_request_resends_a_pending_action_whose_client_gave_up() {
+    let app = TestApp::spawn_config(|config| {
+        config.two_providers = Some(payorch::providers::circuit::CircuitSettings {
+            threshold: 1000,
+            cool_down: Duration::from_secs(60),
+        })
+    })
+    .await;
+    let (dispute, _) = app.disputed("a", "disputed-gave-up").await;
+    let door = app.second.as_ref().expect("two providers").door.clone();
+    door.shut();
+    let (status, pending, _) = app
+        .answer(&dispute, "evidence", "ev-gave-up", Some(stripe_evidence()))
+        .await;
+    assert_eq!((status, pending["status"].as_str()), (202, Some("pending")));
+    door.open();
+    // Within the lease the evidence's request may still be at it: the accept waits.
+    let (status, waiting, _) = app.answer(&dispute, "accept", "acc-1", None).await;
+    assert_eq!(
+        (status, waiting["code"].as_str()),
+        (409, Some("dispute_action_in_progress")),
+        "{waiting}"
+    );
+    // Past it, the accept's request settles the evidence first: taken, so the dispute is
+    // under review and the accept is refused as it stands.
+    let mut refused = Value::Null;
+    for _ in 0..40 {
+        let (status, body, _) = app.answer(&dispute, "accept", "acc-2", None).await;
+        if body["code"] != "dispute_action_in_progress" {
+            assert_eq!(status, 409, "{body}");
+            refused = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(refused["code"], "dispute_not_answerable", "{refused}");
+    assert_eq!(app.dispute_status(&dispute).await, "under_review");
+    assert_eq!(
+        app.db
+            .count("dispute_actions WHERE kind = 'evidence' AND status = 'succeeded'")
+            .await,
+        1
+    );
+    assert_eq!(app.db.count("dispute_actions").await, 1, "no accept made");
+    // The evidence's own key was completed with it: its retry replays the answer.
+    let (status, replay, replayed) = app
+        .answer(&dispute, "evidence", "ev-gave-up", Some(stripe_evidence()))
+        .await;
+    assert_eq!(
+        (status, replay["status"].as_str(), replayed),
+        (200, Some("succeeded"), true),
+        "{replay}"
+    );
 }

@@ -7,6 +7,7 @@
 
 pub mod act;
 pub mod evidence_json;
+pub mod resolve;
 
 use chrono::{DateTime, Utc};
 use diesel::result::DatabaseErrorKind;
@@ -14,9 +15,12 @@ use diesel::sql_types::{Jsonb, Text, Uuid as SqlUuid};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::DisputeRow;
+use super::{DisputeRow, DisputeStatus};
+use crate::db::pool::PoolError;
 use crate::db::statement::Statement;
-use crate::idempotency::{ClaimParams, KeyedWork, RecordAs, RecoveryPoint, ResourceType};
+use crate::idempotency::{
+    ClaimParams, IdempotencyError, KeyedWork, RecordAs, RecoveryPoint, ResourceType,
+};
 use crate::ids::{DisputeActionId, DisputeId};
 use crate::words::words;
 
@@ -43,6 +47,31 @@ words! {
     }
 }
 
+/// Why an evidence or accept request was not done.
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    #[error("the request's fields do not hold: {0:?}")]
+    Invalid(Vec<(String, String)>),
+    #[error(transparent)]
+    Idempotency(#[from] IdempotencyError),
+    #[error("no such dispute")]
+    DisputeNotFound,
+    /// The dispute takes no answer now: `detail` says why and what to do.
+    #[error("{detail}")]
+    NotAnswerable {
+        status: DisputeStatus,
+        detail: String,
+    },
+    #[error("another action on this dispute is under way")]
+    InProgress { action: DisputeActionId },
+    #[error(transparent)]
+    Unavailable(#[from] PoolError),
+    #[error(transparent)]
+    Database(#[from] diesel::result::Error),
+    #[error("{0}")]
+    Inconsistent(String),
+}
+
 /// The provider key of an action: the same on every resend.
 pub fn provider_action_key(id: DisputeActionId) -> String {
     format!("payorch_{id}")
@@ -62,6 +91,8 @@ pub struct DisputeActionRow {
     pub evidence: serde_json::Value,
     pub failure_code: Option<String>,
     pub failure_message: Option<String>,
+    /// The client's Idempotency-Key that made it.
+    pub idempotency_key: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
