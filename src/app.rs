@@ -39,6 +39,7 @@ use crate::payments::routing::RoutingCache;
 use crate::payments::settlement::gauges::SettlementMetrics;
 use crate::payments::settlement::{self, SettlementSettings};
 use crate::payments::success_scores::{self, SuccessScores};
+use crate::payments::support;
 use crate::payments::webhooks::reaper::{self as webhook_reaper, WebhookReaperSettings};
 use crate::payments::Payments;
 use crate::providers::registry::Providers;
@@ -258,6 +259,11 @@ impl Application {
                 payments.clone(),
                 settings.settlement.clone(),
                 settlement_metrics,
+                stop.clone(),
+            )),
+            tokio::spawn(support::disputes::run(
+                pool.clone(),
+                payments.metrics.clone(),
                 stop.clone(),
             )),
             tokio::spawn(reconciler::run(pool, payments, stop)),

@@ -25,11 +25,13 @@ pub struct PaymentMetrics {
     circuits: IntGaugeVec,
     provider_webhooks: IntCounterVec,
     late_approvals: IntCounterVec,
+    disputes: IntCounterVec,
     pub unresolved: IntGaugeVec,
     pub oldest_unresolved_seconds: IntGauge,
     pub unresolved_overdue: IntGauge,
     pub refunds_unresolved_overdue: IntGauge,
     pub late_approvals_undoing_overdue: IntGauge,
+    pub disputes_response_due: IntGauge,
 }
 
 impl PaymentMetrics {
@@ -109,6 +111,14 @@ impl PaymentMetrics {
                 ),
                 &["provider", "result"],
             )?,
+            disputes: IntCounterVec::new(
+                Opts::new(
+                    "disputes_total",
+                    "Provider dispute events applied, by provider and the status they left the \
+                     dispute in (docs/guides/disputes.md)",
+                ),
+                &["provider", "status"],
+            )?,
             unresolved: IntGaugeVec::new(
                 Opts::new(
                     "payment_attempts_unresolved",
@@ -134,6 +144,11 @@ impl PaymentMetrics {
                 "Late approvals still undoing longer than the alert threshold: money a provider \
                  took unasked and has not given back, a human should look",
             )?,
+            disputes_response_due: IntGauge::new(
+                "disputes_response_due",
+                "Disputes awaiting an answer nobody sent, due within 72 hours or past: the \
+                 merchant loses them unanswered (docs/guides/support.md, \"Disputes\")",
+            )?,
         })
     }
 
@@ -151,6 +166,8 @@ impl PaymentMetrics {
         registry.register(Box::new(self.circuits.clone()))?;
         registry.register(Box::new(self.provider_webhooks.clone()))?;
         registry.register(Box::new(self.late_approvals.clone()))?;
+        registry.register(Box::new(self.disputes.clone()))?;
+        registry.register(Box::new(self.disputes_response_due.clone()))?;
         registry.register(Box::new(self.unresolved.clone()))?;
         registry.register(Box::new(self.oldest_unresolved_seconds.clone()))?;
         registry.register(Box::new(self.unresolved_overdue.clone()))?;
@@ -243,6 +260,11 @@ impl PaymentMetrics {
         self.late_approvals
             .with_label_values(&[provider, result])
             .inc();
+    }
+
+    /// A dispute event of `provider` applied, leaving its dispute in `status`.
+    pub fn dispute(&self, provider: &str, status: &str) {
+        self.disputes.with_label_values(&[provider, status]).inc();
     }
 
     pub fn set_unresolved(&self, created: i64, pending: i64, oldest: Duration, overdue: i64) {

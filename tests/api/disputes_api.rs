@@ -323,6 +323,20 @@ async fn the_story_tells_a_dispute_and_needs_a_human_lists_money_returned_twice_
             .contains("refund as evidence"),
         "{needs}"
     );
+    // The alert's gauge counts the two unanswered, due in seven days: not yet within 72 hours.
+    let mut conn = app.db.connect().await;
+    let due_within = |days: i64| chrono::Duration::days(days);
+    let count = payorch::payments::support::disputes::count_due;
+    assert_eq!(count(&mut conn, due_within(8)).await.unwrap(), 2);
+    assert_eq!(count(&mut conn, due_within(3)).await.unwrap(), 0);
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    let applied = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(r#"payorch_disputes_total{provider="stripe",status="needs_response"} "#)
+        })
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(applied >= Some(3), "three chargebacks told: {applied:?}");
     let refused = app
         .get_as(&app.merchant_key, "/v1/support/needs-a-human")
         .await;

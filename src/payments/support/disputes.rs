@@ -3,19 +3,24 @@
 //! human must look at — those returning money a refund already returned first, then those
 //! whose answer is due within a week, nearest first.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Duration, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use tokio::sync::watch;
 
 use crate::db::schema::disputes;
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
+use crate::db::DbPool;
 use crate::ids::{DisputeId, MerchantId, PaymentId};
 pub use crate::payments::disputes::DisputeView;
 use crate::payments::disputes::{
     of_payment, transitions_of, DisputeRow, DisputeStatus, DisputeTransition,
 };
+use crate::payments::metrics::PaymentMetrics;
 
 /// How soon an answer must be due for a dispute to need a human: a week is the shortest
 /// window Stripe and Adyen give a merchant to answer, so a dispute listed here has been open
@@ -190,6 +195,49 @@ pub async fn needing_a_human(
         .chain(due)
         .map(DisputeView::from)
         .collect())
+}
+
+/// How soon an unanswered dispute's due date raises `DisputeResponseDue`
+/// (`payorch_disputes_response_due`): three days leave the merchant time to gather evidence
+/// after being told.
+pub const ALERT_WITHIN: Duration = Duration::hours(72);
+
+/// How often [`run`] counts them again: a due date is days away, a minute is soon enough.
+pub const GAUGE_REFRESH: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Disputes awaiting an answer nobody sent whose `evidence_due_by` is within `within` or past.
+pub async fn count_due(conn: &mut AsyncPgConnection, within: Duration) -> QueryResult<i64> {
+    disputes::table
+        .filter(disputes::status.eq_any([
+            DisputeStatus::NeedsResponse.as_str(),
+            DisputeStatus::WarningNeedsResponse.as_str(),
+        ]))
+        .filter(disputes::evidence_submitted_at.is_null())
+        .filter(disputes::evidence_due_by.le(Utc::now() + within))
+        .count()
+        .load(conn)
+        .await
+        .and_then(crate::db::one)
+}
+
+/// Sets `payorch_disputes_response_due` every [`GAUGE_REFRESH`] until `stop` turns true.
+pub async fn run(pool: DbPool, metrics: Arc<PaymentMetrics>, mut stop: watch::Receiver<bool>) {
+    loop {
+        let counted = match pool.get().await {
+            Ok(mut conn) => count_due(&mut conn, ALERT_WITHIN)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(err) => Err(err.to_string()),
+        };
+        match counted {
+            Ok(due) => metrics.disputes_response_due.set(due),
+            Err(err) => tracing::debug!(error = %err, "could not count the disputes due"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(GAUGE_REFRESH) => {}
+            _ = stop.changed() => return,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -43,7 +43,17 @@ pub async fn receive(
 ) -> Result<Received, ReceiveError> {
     let received = match (&event.refund, &event.dispute) {
         (Some(notice), _) => record_refund_event(pool, payments, provider, event, notice).await?,
-        (None, Some(notice)) => record_dispute_event(pool, provider, event, notice).await?,
+        (None, Some(notice)) => {
+            let received = record_dispute_event(pool, provider, event, notice).await?;
+            if let Received::Recorded {
+                outcome: EventOutcome::Applied,
+                ..
+            } = received
+            {
+                payments.metrics.dispute(provider, notice.status.as_str());
+            }
+            received
+        }
         (None, None) => record_once(pool, payments, provider, event).await?,
     };
     if received == Received::Duplicate {
