@@ -463,6 +463,11 @@ async function loadAttention() {
           c.payment_id ? paymentLink({ id: c.payment_id, status: "", amount: "", currency: "" }) : "no payment",
           c.detail ? ` (${c.detail})` : "")),
       ...part("Disputes to answer", needs.disputes || [], disputeLine),
+      ...part("Settlement findings: the provider's books disagree", needs.settlement_findings || [], (f) =>
+        el("li", {}, when(f.found_at), ` ${f.provider} ${f.kind.replaceAll("_", " ")} ${f.subject}`,
+          f.expected != null || f.found != null
+            ? `: expected ${f.expected ?? "nothing"}, booked ${f.found ?? "nothing"}${f.currency ? ` ${f.currency}` : ""}` : "",
+          f.payment_id ? " on " : "", f.payment_id ? storyLink(f.payment_id) : null)),
       ...part("Late approvals: confirm each with the provider", needs.late_approvals || [], (l) =>
         el("li", {}, when(l.detected_at), " ",
           paymentLink({ id: l.payment_id, status: "", amount: "", currency: "" }), ` ${lateText(l)}`)),
