@@ -192,12 +192,14 @@ CREATE TABLE dispute_actions (
     evidence jsonb DEFAULT '{}'::jsonb NOT NULL,
     failure_code text,
     failure_message text,
+    sends integer DEFAULT 0 NOT NULL,
     idempotency_key text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT dispute_actions_failure_told CHECK ((((status)::text = 'failed'::text) = (failure_code IS NOT NULL))),
     CONSTRAINT dispute_actions_merchant_id_dispute_id_fkey FOREIGN KEY (merchant_id, dispute_id) REFERENCES disputes(merchant_id, id),
-    CONSTRAINT dispute_actions_pkey PRIMARY KEY (merchant_id, id)
+    CONSTRAINT dispute_actions_pkey PRIMARY KEY (merchant_id, id),
+    CONSTRAINT dispute_actions_sends_check CHECK ((sends >= 0))
 );
 
 CREATE INDEX dispute_actions_dispute ON public.dispute_actions USING btree (merchant_id, dispute_id, id);
@@ -261,6 +263,8 @@ CREATE INDEX disputes_id ON public.disputes USING btree (id);
 CREATE INDEX disputes_of_merchant ON public.disputes USING btree (merchant_id, id);
 
 CREATE UNIQUE INDEX disputes_provider_dispute ON public.disputes USING btree (provider, provider_dispute_id);
+
+CREATE TRIGGER dispute_actions_end_with_the_dispute AFTER UPDATE OF status ON disputes FOR EACH ROW WHEN ((old.status::text = ANY (ARRAY['needs_response'::text, 'warning_needs_response'::text])) AND (new.status::text <> ALL (ARRAY['needs_response'::text, 'warning_needs_response'::text]))) EXECUTE FUNCTION dispute_actions_end_with_the_dispute();
 
 CREATE TRIGGER disputes_emit_event AFTER UPDATE OF status, stage ON disputes FOR EACH ROW WHEN (old.status::text IS DISTINCT FROM new.status::text OR old.stage::text IS DISTINCT FROM new.stage::text) EXECUTE FUNCTION disputes_emit_event();
 
@@ -909,6 +913,37 @@ BEGIN
         NEW.life_changed_xid := pg_current_xact_id();
     END IF;
     RETURN NEW;
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.dispute_actions_end_with_the_dispute()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    WITH ended AS (
+        UPDATE dispute_actions a SET
+            status = CASE WHEN led THEN 'succeeded' ELSE 'failed' END,
+            failure_code = CASE WHEN led THEN NULL ELSE 'dispute_moved' END,
+            failure_message = CASE WHEN led THEN NULL ELSE format(
+                'the dispute moved to %s before this answer''s outcome was known', NEW.status) END
+        FROM (SELECT p.merchant_id, p.id,
+                     (p.kind = 'evidence' AND NEW.status IN ('under_review',
+                          'warning_under_review', 'won', 'lost'))
+                     OR (p.kind = 'accept' AND NEW.status IN ('lost', 'warning_closed')) AS led
+              FROM dispute_actions p
+              WHERE p.merchant_id = NEW.merchant_id AND p.dispute_id = NEW.id
+                AND p.status = 'pending') judged
+        WHERE a.merchant_id = judged.merchant_id AND a.id = judged.id AND a.status = 'pending'
+        RETURNING a.merchant_id, a.id, a.idempotency_key)
+    UPDATE idempotency_keys k SET state = 'completed', locked_until = NULL,
+        recovery_point = 'finished', response_status = 200, unresolved = false,
+        updated_at = now()
+    FROM ended e
+    WHERE k.merchant_id = e.merchant_id AND k.key = e.idempotency_key
+      AND k.resource_type = 'dispute_action' AND k.resource_id = e.id
+      AND k.state = 'in_flight';
+    RETURN NULL;
 END;
 $function$;
 
