@@ -21,10 +21,11 @@ CREATE DOMAIN dispute_status AS text
         'warning_under_review', 'warning_closed', 'needs_response', 'under_review', 'won', 'lost'));
 
 -- How far the dispute went, in this order: a status may stay and the stage move on (lost at
--- the chargeback, then lost again at pre-arbitration), never back.
+-- the chargeback, then lost again at pre-arbitration), never back. `arbitration` is the card
+-- scheme's ruling (Adyen's SCHEME_ARBITRATION_WON and _LOST), which ends it either way.
 CREATE DOMAIN dispute_stage AS text
-    CONSTRAINT dispute_stage_known
-    CHECK (VALUE IN ('inquiry', 'chargeback', 'second_chargeback', 'pre_arbitration'));
+    CONSTRAINT dispute_stage_known CHECK (VALUE IN ('inquiry', 'chargeback',
+        'second_chargeback', 'pre_arbitration', 'arbitration'));
 
 -- Stripe's reason words; the provider's own reason is kept beside it (`provider_reason`).
 CREATE DOMAIN dispute_reason AS text
@@ -37,7 +38,8 @@ CREATE DOMAIN dispute_reason AS text
 CREATE FUNCTION dispute_stage_rank(stage dispute_stage) RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE stage WHEN 'inquiry' THEN 0 WHEN 'chargeback' THEN 1
-                      WHEN 'second_chargeback' THEN 2 WHEN 'pre_arbitration' THEN 3 END
+                      WHEN 'second_chargeback' THEN 2 WHEN 'pre_arbitration' THEN 3
+                      WHEN 'arbitration' THEN 4 END
 $$;
 
 -- The payer has the money back: a chargeback not (yet) reversed. An inquiry (warning_*)
@@ -248,9 +250,12 @@ CREATE TRIGGER disputes_of_a_payment BEFORE INSERT ON disputes
 --   warning_under_review   → warning_closed | needs_response | under_review | won | lost
 --   needs_response         → under_review | won | lost
 --   under_review           → won | lost
---   won  → lost   only at the second chargeback (Adyen SECOND_CHARGEBACK)
---   lost → won    only at pre-arbitration (Adyen PREARBITRATION_WON)
---   a status kept at a later stage; warning_closed is final; a stage never goes back.
+--   won  → lost   only at the second chargeback (Adyen SECOND_CHARGEBACK) or the scheme's
+--                 arbitration (SCHEME_ARBITRATION_LOST)
+--   lost → won    only at pre-arbitration (Adyen PREARBITRATION_WON) or arbitration
+--                 (SCHEME_ARBITRATION_WON)
+--   a status kept at a later stage; warning_closed is final; a stage never goes back;
+--   the scheme's ruling (won or lost at arbitration) is final.
 -- Only the status, stage, amount, reason, due date and what the provider said may change.
 CREATE FUNCTION disputes_guard_transition() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -275,8 +280,10 @@ BEGIN
             'needs_response', 'under_review', 'won', 'lost')) OR
         (OLD.status = 'needs_response' AND NEW.status IN ('under_review', 'won', 'lost')) OR
         (OLD.status = 'under_review' AND NEW.status IN ('won', 'lost')) OR
-        (OLD.status = 'won' AND NEW.status = 'lost' AND NEW.stage = 'second_chargeback') OR
-        (OLD.status = 'lost' AND NEW.status = 'won' AND NEW.stage = 'pre_arbitration')
+        (OLD.status = 'won' AND NEW.status = 'lost' AND OLD.stage <> 'arbitration'
+            AND NEW.stage IN ('second_chargeback', 'arbitration')) OR
+        (OLD.status = 'lost' AND NEW.status = 'won' AND OLD.stage <> 'arbitration'
+            AND NEW.stage IN ('pre_arbitration', 'arbitration'))
     ) THEN
         RAISE EXCEPTION 'dispute % cannot move from % (%) to % (%)',
             OLD.id, OLD.status, OLD.stage, NEW.status, NEW.stage

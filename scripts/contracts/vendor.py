@@ -106,6 +106,14 @@ ADYEN_WEBHOOKS = [
     ("post", "/PREARBITRATION_LOST"),
     ("post", "/INFORMATION_SUPPLIED"),
     ("post", "/DISPUTE_DEFENSE_PERIOD_ENDED"),
+    ("post", "/ISSUER_RESPONSE_TIMEFRAME_EXPIRED"),
+    ("post", "/PREARBITRATION_OPEN"),
+    ("post", "/PREARBITRATION_ACCEPTED"),
+    ("post", "/PREARBITRATION_DECLINED"),
+    ("post", "/PREARBITRATION_ISSUER_WITHDRAWN"),
+    ("post", "/SCHEME_ARBITRATION"),
+    ("post", "/SCHEME_ARBITRATION_WON"),
+    ("post", "/SCHEME_ARBITRATION_LOST"),
 ]
 ADYEN_WEBHOOK_SCHEMAS = ["NotificationRequest"]
 

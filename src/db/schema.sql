@@ -36,7 +36,7 @@ CREATE DOMAIN dispute_reason AS text
     CONSTRAINT dispute_reason_known CHECK ((VALUE = ANY (ARRAY['bank_cannot_process'::text, 'credit_not_processed'::text, 'customer_initiated'::text, 'debit_not_authorized'::text, 'duplicate'::text, 'fraudulent'::text, 'general'::text, 'incorrect_account_details'::text, 'insufficient_funds'::text, 'product_not_received'::text, 'product_unacceptable'::text, 'subscription_canceled'::text, 'unrecognized'::text])));
 
 CREATE DOMAIN dispute_stage AS text
-    CONSTRAINT dispute_stage_known CHECK ((VALUE = ANY (ARRAY['inquiry'::text, 'chargeback'::text, 'second_chargeback'::text, 'pre_arbitration'::text])));
+    CONSTRAINT dispute_stage_known CHECK ((VALUE = ANY (ARRAY['inquiry'::text, 'chargeback'::text, 'second_chargeback'::text, 'pre_arbitration'::text, 'arbitration'::text])));
 
 CREATE DOMAIN dispute_status AS text
     CONSTRAINT dispute_status_known CHECK ((VALUE = ANY (ARRAY['warning_needs_response'::text, 'warning_under_review'::text, 'warning_closed'::text, 'needs_response'::text, 'under_review'::text, 'won'::text, 'lost'::text])));
@@ -1015,7 +1015,8 @@ CREATE OR REPLACE FUNCTION public.dispute_stage_rank(stage dispute_stage)
  IMMUTABLE
 AS $function$
     SELECT CASE stage WHEN 'inquiry' THEN 0 WHEN 'chargeback' THEN 1
-                      WHEN 'second_chargeback' THEN 2 WHEN 'pre_arbitration' THEN 3 END
+                      WHEN 'second_chargeback' THEN 2 WHEN 'pre_arbitration' THEN 3
+                      WHEN 'arbitration' THEN 4 END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.disputes_emit_event()
@@ -1061,8 +1062,10 @@ BEGIN
             'needs_response', 'under_review', 'won', 'lost')) OR
         (OLD.status = 'needs_response' AND NEW.status IN ('under_review', 'won', 'lost')) OR
         (OLD.status = 'under_review' AND NEW.status IN ('won', 'lost')) OR
-        (OLD.status = 'won' AND NEW.status = 'lost' AND NEW.stage = 'second_chargeback') OR
-        (OLD.status = 'lost' AND NEW.status = 'won' AND NEW.stage = 'pre_arbitration')
+        (OLD.status = 'won' AND NEW.status = 'lost' AND OLD.stage <> 'arbitration'
+            AND NEW.stage IN ('second_chargeback', 'arbitration')) OR
+        (OLD.status = 'lost' AND NEW.status = 'won' AND OLD.stage <> 'arbitration'
+            AND NEW.stage IN ('pre_arbitration', 'arbitration'))
     ) THEN
         RAISE EXCEPTION 'dispute % cannot move from % (%) to % (%)',
             OLD.id, OLD.status, OLD.stage, NEW.status, NEW.stage
@@ -1140,9 +1143,11 @@ BEGIN
         INTO captured, refunds, disputes FROM payment_attempts
         WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id
         FOR NO KEY UPDATE;
-    IF was_held = 0 AND refunds > 0 THEN
+    IF now_held > 0 THEN
+        -- `disputes` is what the payment's disputes hold before this change, this one's old
+        -- hold among them.
         NEW.refunded_before := refunds;
-        NEW.overlap := greatest(0, refunds + disputes + NEW.amount - captured);
+        NEW.overlap := greatest(0, refunds + disputes - was_held + now_held - captured);
     END IF;
     RETURN NEW;
 END;

@@ -57,8 +57,11 @@ words! {
         Chargeback => "chargeback",
         /// The bank disputed the merchant's defence (Adyen `SECOND_CHARGEBACK`).
         SecondChargeback => "second_chargeback",
-        /// The card scheme decides (Adyen `PREARBITRATION_WON`, `PREARBITRATION_LOST`).
+        /// The banks' last word before the scheme's (Adyen `PREARBITRATION_WON`,
+        /// `PREARBITRATION_LOST`, `PREARBITRATION_ISSUER_WITHDRAWN`).
         PreArbitration => "pre_arbitration",
+        /// The card scheme rules, finally (Adyen `SCHEME_ARBITRATION_WON`, `_LOST`).
+        Arbitration => "arbitration",
     }
 }
 
@@ -70,6 +73,7 @@ impl DisputeStage {
             Self::Chargeback => 1,
             Self::SecondChargeback => 2,
             Self::PreArbitration => 3,
+            Self::Arbitration => 4,
         }
     }
 }
@@ -116,9 +120,29 @@ pub const SECOND_CHARGEBACK: &str = "SECOND_CHARGEBACK";
 pub const PREARBITRATION_WON: &str = "PREARBITRATION_WON";
 pub const PREARBITRATION_LOST: &str = "PREARBITRATION_LOST";
 pub const DISPUTE_DEFENSE_PERIOD_ENDED: &str = "DISPUTE_DEFENSE_PERIOD_ENDED";
+pub const ISSUER_RESPONSE_TIMEFRAME_EXPIRED: &str = "ISSUER_RESPONSE_TIMEFRAME_EXPIRED";
+pub const PREARBITRATION_ISSUER_WITHDRAWN: &str = "PREARBITRATION_ISSUER_WITHDRAWN";
+pub const SCHEME_ARBITRATION_WON: &str = "SCHEME_ARBITRATION_WON";
+pub const SCHEME_ARBITRATION_LOST: &str = "SCHEME_ARBITRATION_LOST";
+/// Codes whose outcome for the merchant the pinned Webhooks-v1 leaves open ("the
+/// pre-arbitration case was accepted": by whom?; a case opened or escalated: is the money
+/// taken again?). Applied only when the item's `disputeStatus` says `Won` or `Lost`;
+/// otherwise recorded and listed for a human ([`adyen_unclear`]), never guessed.
+pub const PREARBITRATION_OPEN: &str = "PREARBITRATION_OPEN";
+pub const PREARBITRATION_ACCEPTED: &str = "PREARBITRATION_ACCEPTED";
+pub const PREARBITRATION_DECLINED: &str = "PREARBITRATION_DECLINED";
+pub const SCHEME_ARBITRATION: &str = "SCHEME_ARBITRATION";
+
+/// The codes above whose outcome is read from the item's `disputeStatus` alone.
+pub const ADYEN_UNCLEAR_CODES: [&str; 4] = [
+    PREARBITRATION_OPEN,
+    PREARBITRATION_ACCEPTED,
+    PREARBITRATION_DECLINED,
+    SCHEME_ARBITRATION,
+];
 
 /// Every Adyen event code above.
-pub const ADYEN_DISPUTE_CODES: [&str; 9] = [
+pub const ADYEN_DISPUTE_CODES: [&str; 17] = [
     NOTIFICATION_OF_CHARGEBACK,
     REQUEST_FOR_INFORMATION,
     INFORMATION_SUPPLIED,
@@ -128,6 +152,14 @@ pub const ADYEN_DISPUTE_CODES: [&str; 9] = [
     PREARBITRATION_WON,
     PREARBITRATION_LOST,
     DISPUTE_DEFENSE_PERIOD_ENDED,
+    ISSUER_RESPONSE_TIMEFRAME_EXPIRED,
+    PREARBITRATION_ISSUER_WITHDRAWN,
+    SCHEME_ARBITRATION_WON,
+    SCHEME_ARBITRATION_LOST,
+    PREARBITRATION_OPEN,
+    PREARBITRATION_ACCEPTED,
+    PREARBITRATION_DECLINED,
+    SCHEME_ARBITRATION,
 ];
 
 /// A Stripe dispute object's status, stage and reason. Stripe tells of an inquiry by its
@@ -162,6 +194,9 @@ pub fn stripe_due_by(due_by: Option<&Value>) -> Option<DateTime<Utc>> {
 /// A `CHARGEBACK` Adyen says cannot be defended (`defendable: "false"`) or that was accepted
 /// or lost is lost at once. `DISPUTE_DEFENSE_PERIOD_ENDED` ends a dispute nobody answered
 /// (lost) and leaves one answered under review (`disputeStatus` `Responded` or `Pending`).
+/// `ISSUER_RESPONSE_TIMEFRAME_EXPIRED` is the issuer accepting the defence or not answering
+/// in time (Adyen's example says `disputeStatus: Won`). One of [`ADYEN_UNCLEAR_CODES`] is
+/// applied only as its `disputeStatus` (`Won`, `Lost`) says, at its stage; otherwise `None`.
 pub fn adyen_status(
     code: &str,
     additional: &dyn Fn(&str) -> Option<String>,
@@ -196,8 +231,41 @@ pub fn adyen_status(
             (UnderReview, Chargeback)
         }
         DISPUTE_DEFENSE_PERIOD_ENDED => (Lost, Chargeback),
+        ISSUER_RESPONSE_TIMEFRAME_EXPIRED => (Won, Chargeback),
+        PREARBITRATION_ISSUER_WITHDRAWN => (Won, PreArbitration),
+        SCHEME_ARBITRATION_WON => (Won, Arbitration),
+        SCHEME_ARBITRATION_LOST => (Lost, Arbitration),
+        PREARBITRATION_OPEN
+        | PREARBITRATION_ACCEPTED
+        | PREARBITRATION_DECLINED
+        | SCHEME_ARBITRATION => {
+            let stage = if code == SCHEME_ARBITRATION {
+                Arbitration
+            } else {
+                PreArbitration
+            };
+            if status_is(&["Won"]) {
+                (Won, stage)
+            } else if status_is(&["Lost"]) {
+                (Lost, stage)
+            } else {
+                return None;
+            }
+        }
         _ => return None,
     })
+}
+
+/// Why an Adyen dispute item cannot be applied, for a human: one of [`ADYEN_UNCLEAR_CODES`]
+/// whose `disputeStatus` does not say who won; `None` when [`adyen_status`] reads it.
+pub fn adyen_unclear(code: &str, additional: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    if !ADYEN_UNCLEAR_CODES.contains(&code) || adyen_status(code, additional).is_some() {
+        return None;
+    }
+    Some(format!(
+        "Adyen {code} (disputeStatus {}): who won is not said, not applied",
+        additional("disputeStatus").unwrap_or_else(|| "absent".to_owned())
+    ))
 }
 
 /// Adyen's reason, in payorch's words: by the scheme's reason code
@@ -289,12 +357,48 @@ mod tests {
             (PREARBITRATION_WON, Won, PreArbitration),
             (PREARBITRATION_LOST, Lost, PreArbitration),
             (DISPUTE_DEFENSE_PERIOD_ENDED, Lost, Chargeback),
+            (ISSUER_RESPONSE_TIMEFRAME_EXPIRED, Won, Chargeback),
+            (PREARBITRATION_ISSUER_WITHDRAWN, Won, PreArbitration),
+            (SCHEME_ARBITRATION_WON, Won, Arbitration),
+            (SCHEME_ARBITRATION_LOST, Lost, Arbitration),
         ];
-        assert_eq!(cases.len(), ADYEN_DISPUTE_CODES.len());
+        assert_eq!(
+            cases.len() + ADYEN_UNCLEAR_CODES.len(),
+            ADYEN_DISPUTE_CODES.len()
+        );
         for (code, status, stage) in cases {
             assert_eq!(adyen_status(code, &none), Some((status, stage)), "{code}");
         }
         assert_eq!(adyen_status("AUTHORISATION", &none), None);
+    }
+
+    #[test]
+    fn an_adyen_code_that_does_not_say_who_won_is_for_a_human_unless_its_dispute_status_does() {
+        let won = |k: &str| (k == "disputeStatus").then(|| "Won".to_owned());
+        let lost = |k: &str| (k == "disputeStatus").then(|| "Lost".to_owned());
+        let pending = |k: &str| (k == "disputeStatus").then(|| "Pending".to_owned());
+        for code in ADYEN_UNCLEAR_CODES {
+            assert_eq!(adyen_status(code, &none), None, "{code}");
+            assert!(adyen_unclear(code, &none).is_some(), "{code}");
+            assert!(adyen_unclear(code, &pending).is_some(), "{code}");
+            let stage = if code == SCHEME_ARBITRATION {
+                DisputeStage::Arbitration
+            } else {
+                DisputeStage::PreArbitration
+            };
+            assert_eq!(
+                adyen_status(code, &won),
+                Some((DisputeStatus::Won, stage)),
+                "{code}"
+            );
+            assert_eq!(
+                adyen_status(code, &lost),
+                Some((DisputeStatus::Lost, stage)),
+                "{code}"
+            );
+            assert_eq!(adyen_unclear(code, &won), None, "{code}");
+        }
+        assert_eq!(adyen_unclear(CHARGEBACK, &none), None);
     }
 
     #[test]

@@ -348,6 +348,10 @@ pub struct DisputeNotice {
     /// The provider's own reason (Stripe's word; Adyen's scheme code and text).
     pub provider_reason: String,
     pub evidence_due_by: Option<DateTime<Utc>>,
+    /// Why this news cannot be applied and is listed for a human instead (an Adyen code whose
+    /// outcome its documents leave open, `dispute::adyen_unclear`); `status` and `stage` are
+    /// then only where the code places it, never written.
+    pub unclear: Option<String>,
 }
 
 /// A payment provider, as payorch's payment flow and reconciler see it.

@@ -1005,3 +1005,95 @@ async fn a_new_amount_where_the_dispute_stands_is_applied_and_its_hold_and_flag_
     assert_eq!(app.deliver_signed(&told(2, 4000)).await["outcome"], "stale");
     assert_eq!(app.disputes_told("dispute.updated").await, 0);
 }
+
+#[tokio::test]
+async fn adyens_arbitration_rules_finally_and_a_code_that_does_not_say_who_won_is_for_a_human() {
+    let app = TestApp::spawn().await;
+    let payment = paid(&app, "adyen", "adyen-arbitration").await;
+    let item = |code: &str, minute: u32, extra: Value| {
+        adyen_item(
+            code,
+            "DSPARB",
+            &payment,
+            &format!("2030-01-01T10:{minute:02}:00+00:00"),
+            extra,
+        )
+    };
+    for (minute, code) in [(1, "CHARGEBACK"), (2, "SECOND_CHARGEBACK")] {
+        assert_eq!(
+            app.notify_dispute(item(code, minute, json!({}))).await,
+            "applied"
+        );
+    }
+    // The issuer opens pre-arbitration, then escalates: whether money moves Adyen does not
+    // say, so nothing is applied; each is recorded a conflict, which needs-a-human lists.
+    for (minute, code, extra) in [
+        (
+            3,
+            "PREARBITRATION_OPEN",
+            json!({"disputeStatus": "Pending"}),
+        ),
+        (4, "SCHEME_ARBITRATION", json!({})),
+    ] {
+        assert_eq!(
+            app.notify_dispute(item(code, minute, extra)).await,
+            "conflict"
+        );
+        let state = app.dispute_state("DSPARB").await;
+        assert_eq!(
+            (state.status.as_str(), state.stage.as_str()),
+            ("lost", "second_chargeback"),
+            "{code}"
+        );
+    }
+    let listed = app
+        .db
+        .count("provider_webhooks WHERE outcome = 'conflict' AND attempt_id IS NOT NULL")
+        .await;
+    assert_eq!(listed, 2);
+    // The scheme rules for the merchant: won at arbitration, the money back, and final.
+    assert_eq!(
+        app.notify_dispute(item("SCHEME_ARBITRATION_WON", 5, json!({})))
+            .await,
+        "applied"
+    );
+    let state = app.dispute_state("DSPARB").await;
+    assert_eq!(
+        (state.status.as_str(), state.stage.as_str()),
+        ("won", "arbitration")
+    );
+    assert_eq!(app.money_held(&payment).await.dispute_held, 0);
+    assert_eq!(
+        app.notify_dispute(item("SCHEME_ARBITRATION_LOST", 6, json!({})))
+            .await,
+        "stale"
+    );
+    let mut conn = app.db.connect().await;
+    assert_refused_by(
+        &mut conn,
+        "UPDATE disputes SET status = 'lost' WHERE provider_dispute_id = 'DSPARB'",
+        "disputes_status_transition",
+    )
+    .await;
+
+    // An issuer's answer past its time is a win at the chargeback (Adyen's example says Won).
+    let other = paid(&app, "adyen", "adyen-timeframe").await;
+    let opened = adyen_item(
+        "CHARGEBACK",
+        "DSPTIME",
+        &other,
+        "2030-01-01T11:00:00+00:00",
+        json!({}),
+    );
+    assert_eq!(app.notify_dispute(opened).await, "applied");
+    let expired = adyen_item(
+        "ISSUER_RESPONSE_TIMEFRAME_EXPIRED",
+        "DSPTIME",
+        &other,
+        "2030-01-01T11:01:00+00:00",
+        json!({"disputeStatus": "Won"}),
+    );
+    assert_eq!(app.notify_dispute(expired).await, "applied");
+    assert_eq!(app.dispute_state("DSPTIME").await.status, "won");
+    assert_eq!(app.money_held(&other).await.dispute_held, 0);
+}

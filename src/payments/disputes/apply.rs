@@ -109,6 +109,15 @@ pub async fn apply_notice(
         ));
     };
     let owner = Some((payment.merchant_id, payment.id));
+    if let Some(why) = &notice.unclear {
+        // Recorded `conflict` with the payment it names: needs-a-human lists it.
+        return Ok(told(
+            Effect::Conflict,
+            format!("{why}: dispute {} for a human", notice.provider_dispute_id),
+            owner,
+            known,
+        ));
+    }
     if payment.currency != notice.currency || notice.amount <= 0 {
         return Ok(told(
             Effect::Conflict,

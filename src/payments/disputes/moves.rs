@@ -59,8 +59,16 @@ pub fn judge(
         (WarningUnderReview, next) => !matches!(next, WarningNeedsResponse),
         (NeedsResponse, next) => matches!(next, UnderReview | Won | Lost),
         (UnderReview, next) => matches!(next, Won | Lost),
-        (Won, Lost) => to_stage == DisputeStage::SecondChargeback,
-        (Lost, Won) => to_stage == DisputeStage::PreArbitration,
+        // The scheme's ruling is its last word: once at arbitration, no flip.
+        (Won | Lost, _) if from.stage == DisputeStage::Arbitration => false,
+        (Won, Lost) => matches!(
+            to_stage,
+            DisputeStage::SecondChargeback | DisputeStage::Arbitration
+        ),
+        (Lost, Won) => matches!(
+            to_stage,
+            DisputeStage::PreArbitration | DisputeStage::Arbitration
+        ),
         _ => false,
     };
     if allowed {
@@ -177,9 +185,32 @@ mod tests {
             standing(WarningClosed, Inquiry),
             WarningClosed,
             Chargeback,
-            at(1)
+            at(1),
+            false
         )
         .is_err());
+        // The scheme's ruling decides either way.
+        assert!(judge(
+            standing(Lost, PreArbitration),
+            Won,
+            Arbitration,
+            at(1),
+            false
+        )
+        .is_ok());
+        assert!(judge(
+            standing(Won, PreArbitration),
+            Lost,
+            Arbitration,
+            at(1),
+            false
+        )
+        .is_ok());
+        // And it is final.
+        let ruled = standing(Won, Arbitration);
+        assert!(judge(ruled, Lost, Arbitration, at(1), false).is_err());
+        let ruled = standing(Lost, Arbitration);
+        assert!(judge(ruled, Won, Arbitration, at(1), false).is_err());
     }
 
     #[test]

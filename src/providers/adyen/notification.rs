@@ -260,7 +260,16 @@ fn dispute_notice(item: &NotificationRequestItem) -> Option<DisputeNotice> {
             .and_then(serde_json::Value::as_str)
             .map(str::to_owned)
     };
-    let (status, stage) = dispute::adyen_status(&item.event_code, &additional)?;
+    let unclear = dispute::adyen_unclear(&item.event_code, &additional);
+    let (status, stage) = match dispute::adyen_status(&item.event_code, &additional) {
+        Some(read) => read,
+        // Where the code places it; never written (`unclear`).
+        None if unclear.is_some() => (
+            dispute::DisputeStatus::UnderReview,
+            dispute::DisputeStage::PreArbitration,
+        ),
+        None => return None,
+    };
     let amount = item.amount.clone().unwrap_or_default();
     let code = additional("chargebackReasonCode")
         .or_else(|| additional("rfiReasonCode"))
@@ -285,5 +294,6 @@ fn dispute_notice(item: &NotificationRequestItem) -> Option<DisputeNotice> {
         reason: dispute::adyen_reason(code.as_deref(), &item.reason),
         provider_reason,
         evidence_due_by: dispute::adyen_due_by(additional("defensePeriodEndsAt").as_deref()),
+        unclear,
     })
 }

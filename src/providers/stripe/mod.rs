@@ -579,5 +579,6 @@ fn dispute_notice(event_type: &str, object: &serde_json::Value) -> Option<Disput
         evidence_due_by: dispute::stripe_due_by(
             object.get("evidence_details").and_then(|e| e.get("due_by")),
         ),
+        unclear: None,
     })
 }
