@@ -385,8 +385,8 @@ async fn the_story_tells_a_dispute_and_needs_a_human_lists_money_returned_twice_
     );
 }
 
-/// The console lists the disputes needing a human and the payment's summary tells its
-/// dispute, in headless Chromium.
+/// The console lists the disputes needing a human, finds a payment by its dispute's id, and
+/// the payment's summary tells its dispute, in headless Chromium.
 #[tokio::test]
 async fn the_console_shows_a_dispute_to_answer() {
     let Some((_driver, client)) = browser().await else {
@@ -409,7 +409,8 @@ async fn the_console_shows_a_dispute_to_answer() {
     );
     screenshot(&client, "console-dispute").await;
     let query = client.find(Locator::Id("query")).await.unwrap();
-    query.send_keys("dispute-console").await.unwrap();
+    // Support is given the dispute's id: it opens its payment's story.
+    query.send_keys(id).await.unwrap();
     query.send_keys("\u{E007}").await.unwrap();
     let summary = text_with(&client, "summary", "Disputes").await;
     assert!(

@@ -161,13 +161,15 @@ async function search(event) {
     lastSearch = null;
     return showStory(query);
   }
-  if (query.startsWith("re_")) {
-    // A refund opens the story of the payment it gives money back from.
+  // A refund opens the story of the payment it gives money back from, a dispute that of the
+  // payment it takes money back from.
+  const about = query.startsWith("re_") ? "refunds" : query.startsWith("dp_") ? "disputes" : null;
+  if (about) {
     $("results").hidden = true;
     lastSearch = null;
     try {
-      const refund = await api("GET", `/v1/refunds/${encodeURIComponent(query)}`);
-      return showStory(refund.payment_id);
+      const found = await api("GET", `/v1/${about}/${encodeURIComponent(query)}`);
+      return showStory(found.payment_id);
     } catch (err) {
       return say(err.message, true);
     }
