@@ -847,6 +847,25 @@ pub struct ReconcilerArgs {
         default_value_t = 3600
     )]
     pub settlement_grace_secs: u64,
+    /// The grace of Adyen's record, whose entries are dated by the settlement batch they
+    /// arrive in: longer than the account's settlement delay plus its payout interval
+    /// (docs/operations/reconciliation.md, "How it runs").
+    #[arg(
+        help_heading = "Settlement reconciliation",
+        long,
+        env = "PAYORCH_SETTLEMENT_ADYEN_GRACE_SECS",
+        default_value_t = 5 * 24 * 3600
+    )]
+    pub settlement_adyen_grace_secs: u64,
+    /// The first Adyen settlement batch read, before any read: an account older than the
+    /// reconciliation starts at a recent batch instead of its first.
+    #[arg(
+        help_heading = "Settlement reconciliation",
+        long,
+        env = "PAYORCH_SETTLEMENT_ADYEN_FIRST_BATCH",
+        default_value_t = 1
+    )]
+    pub settlement_adyen_first_batch: i64,
 }
 
 impl ReconcilerArgs {
@@ -856,6 +875,8 @@ impl ReconcilerArgs {
             interval: (self.settlement_interval_secs > 0)
                 .then(|| Duration::from_secs(self.settlement_interval_secs)),
             grace: Duration::from_secs(self.settlement_grace_secs),
+            batch_grace: Duration::from_secs(self.settlement_adyen_grace_secs),
+            first_batch: self.settlement_adyen_first_batch.max(1),
             ..SettlementSettings::default()
         }
     }

@@ -624,6 +624,7 @@ async fn stripe_settlement_entries() {
         position: None,
         since: Utc::now() - chrono::Duration::days(1),
         until: Utc::now(),
+        first_batch: 1,
     };
     let sent = sent_by(Contract::stripe(), UNKEYED, |url| async move {
         let read = stripe(&url).settlement_entries(&query).await;

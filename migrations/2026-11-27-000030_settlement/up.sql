@@ -38,7 +38,12 @@ CREATE TABLE settlement_entries (
     -- a withdrawal negative.
     amount              bigint                NOT NULL,
     currency            currency_code         NOT NULL,
+    -- When the entry entered the provider's record, the time stretches go by: Stripe the
+    -- transaction's `created`; Adyen the close of the batch it was settled in.
     booked_at           timestamptz           NOT NULL,
+    -- When the provider says the money moved (Adyen's Creation Date), kept as evidence: a
+    -- line settled late is dated long before its batch.
+    occurred_at         timestamptz           NOT NULL,
     -- payorch's attempt or refund id when the provider carries it (metadata, a reference).
     reference           text,
     -- Adyen's batch number; NULL for Stripe.

@@ -717,6 +717,7 @@ CREATE TABLE settlement_entries (
     amount bigint NOT NULL,
     currency currency_code NOT NULL,
     booked_at timestamp with time zone NOT NULL,
+    occurred_at timestamp with time zone NOT NULL,
     reference text,
     batch bigint,
     read_at timestamp with time zone DEFAULT now() NOT NULL,

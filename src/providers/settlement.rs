@@ -42,7 +42,14 @@ pub struct SettlementEntry {
     pub amount: i64,
     /// Lowercase ISO 4217.
     pub currency: String,
+    /// When the entry entered the provider's record, the time the reconciliation's stretches
+    /// go by: Stripe the transaction's `created`; Adyen the close of the batch it was settled
+    /// in (a line settled days after it was made arrives in a batch closing days later, and
+    /// must fall in a stretch not yet compared).
     pub booked_at: DateTime<Utc>,
+    /// When the provider says the money moved, kept as evidence: Stripe `created`; Adyen
+    /// the line's `Creation Date`.
+    pub occurred_at: DateTime<Utc>,
     /// payorch's attempt or refund id, when the provider carries it.
     pub reference: Option<String>,
     /// Adyen's batch number.
@@ -57,6 +64,10 @@ pub struct SettlementQuery {
     pub since: DateTime<Utc>,
     /// Read nothing booked from here on (Stripe): what is booked now may still be written.
     pub until: DateTime<Utc>,
+    /// Adyen: the batch the first read starts at (an account older than payorch's
+    /// reconciliation has thousands of batches before it); later reads start after the
+    /// position.
+    pub first_batch: i64,
 }
 
 /// What one read brought.
@@ -68,6 +79,10 @@ pub struct SettlementPage {
     /// The provider's record is whole up to here: nothing booked before it can still appear.
     /// `None`: this read tells nothing new of it (no Adyen batch closed since).
     pub read_through: Option<DateTime<Utc>>,
+    /// Whether entries are dated by the batch they were settled in (Adyen): such a record
+    /// is compared with the longer batch grace (`SettlementSettings::batch_grace`), since a
+    /// capture payorch made is settled in a batch that closes days later.
+    pub dated_by_batch: bool,
 }
 
 /// A read of the record, as the caller logs it: what it brought, or why nothing.

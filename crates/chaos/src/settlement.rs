@@ -58,6 +58,9 @@ pub(crate) fn serve_args() -> Vec<String> {
         EVERY_SECS.to_string(),
         "--settlement-grace-secs".into(),
         GRACE_SECS.to_string(),
+        // The Adyen face's batches close every EVERY_SECS and hold what was made before.
+        "--settlement-adyen-grace-secs".into(),
+        GRACE_SECS.to_string(),
     ]
 }
 
@@ -612,11 +615,12 @@ async fn plant(
             let fresh = |manual: bool| fresh(sender, sandbox, api_key, database_url, &key, manual);
             let payment = match what {
                 Plant::UnknownCharge => {
+                    // A charge carrying an attempt id of payorch's shape that payorch never
+                    // made: one without any is another system's sale, never a finding.
+                    let mut charge = invent("charge", None, 4242);
+                    charge["reference"] = json!(format!("pay_{run_id:0>32}"));
                     let made = sandbox
-                        .post(
-                            "/__sandbox/settlement/invent",
-                            &invent("charge", None, 4242),
-                        )
+                        .post("/__sandbox/settlement/invent", &charge)
                         .await?;
                     made["payment"].as_str().unwrap_or_default().to_owned()
                 }

@@ -11,7 +11,9 @@
 //!
 //! Adyen's batches close every [`DEFAULT_BATCH_SECS`] (or as told) and on demand. A batch
 //! holds what was booked before its close, by the whole second: whatever is booked in the
-//! second it closes goes to the next, so a batch once served never gains an entry.
+//! second it closes goes to the next, so a batch once served never gains an entry. Told to
+//! settle `late_batches` late, batch `n` holds instead what was booked in batch `n - k`'s
+//! time, with its `Creation Date`: as Adyen settles a capture days after it received it.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -92,6 +94,8 @@ struct Edits {
     closes: Vec<i64>,
     opened: i64,
     every_secs: i64,
+    /// How many batches after the one covering its creation a line is settled in.
+    late_batches: usize,
 }
 
 impl Settlement {
@@ -103,6 +107,7 @@ impl Settlement {
                 closes: Vec::new(),
                 opened: now,
                 every_secs: DEFAULT_BATCH_SECS,
+                late_batches: 0,
             }),
         }
     }
@@ -154,6 +159,24 @@ impl Settlement {
         }
         edits.opened = now;
         edits.closes.len()
+    }
+
+    /// From now on, settles each line `late` batches after the one its creation falls in.
+    pub(crate) fn settle_late(&self, late: usize) {
+        self.edits().late_batches = late;
+    }
+
+    /// Batch `n` (1-based), if it has closed by `now`: the creation times of the lines it
+    /// holds (`[start, end)`; empty while lines are settled later than `n` batches), and its
+    /// close.
+    pub(crate) fn batch(&self, n: usize, now: i64) -> Option<((i64, i64), i64)> {
+        let close = self.batch_end(n, now)?.1;
+        let late = self.edits().late_batches;
+        let lines = match n.checked_sub(late) {
+            Some(m) if m >= 1 => self.batch_end(m, now)?,
+            _ => (0, 0),
+        };
+        Some((lines, close))
     }
 
     /// The end of batch `n` (1-based), if it has closed by `now`.
@@ -316,6 +339,18 @@ mod tests {
         assert_eq!(s.close(1070, None), 2);
         assert_eq!(s.batch_end(3, 4000), None);
         assert_eq!(s.batch_end(3, 4670), Some((1070, 4670)));
+    }
+
+    #[test]
+    fn lines_settled_late_come_in_a_later_batch() {
+        let s = Settlement::new(1000);
+        s.settle_late(1);
+        s.close(1010, Some(3600));
+        s.close(1020, None);
+        // Batch 1 holds nothing; batch 2 what was created in batch 1's time, closing at 1020.
+        assert_eq!(s.batch(1, 1020), Some(((0, 0), 1010)));
+        assert_eq!(s.batch(2, 1020), Some(((i64::MIN, 1010), 1020)));
+        assert_eq!(s.batch(3, 1020), None);
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!   (`X-API-Key`): the Adyen face's settlement details report of batch `n`, `404` until the
 //!   batch has closed; its last line the batch's `MerchantPayout`.
 //! - `POST /__sandbox/settlement/forget`, `/invent`, `/close`: drop entries, add one, close
-//!   the open Adyen batch (`{"every_secs": n}` also sets how often they close). And
+//!   the open Adyen batch (`{"every_secs": n}` also sets how often they close;
+//!   `{"late_batches": k}` settles each line `k` batches after its creation's). And
 //!   `GET /__sandbox/settlement`: the whole record of both faces.
 
 use actix_web::http::StatusCode;
@@ -141,7 +142,7 @@ async fn report(
         .strip_prefix("settlement_detail_report_batch_")
         .and_then(|rest| rest.strip_suffix(".csv"))
         .and_then(|n| n.parse::<usize>().ok());
-    let Some((start, end)) = batch.and_then(|n| sb.settlement.batch_end(n, now())) else {
+    let Some(((start, end), close)) = batch.and_then(|n| sb.settlement.batch(n, now())) else {
         return HttpResponse::NotFound().body("report not found");
     };
     let batch = batch.unwrap_or_default();
@@ -182,7 +183,7 @@ async fn report(
     let payout = major_units(net, &currency);
     lines.push(format!(
         "Sandbox,{account},,,,{},UTC,MerchantPayout,,,,,,{currency},{payout},,,,,,,,{batch}",
-        date(end),
+        date(close),
     ));
     HttpResponse::Ok()
         .content_type("text/csv")
@@ -243,6 +244,7 @@ async fn invent(sb: web::Data<Sandbox>, req: HttpRequest, body: web::Json<Invent
 #[serde(deny_unknown_fields)]
 struct Close {
     every_secs: Option<i64>,
+    late_batches: Option<usize>,
 }
 
 async fn close(sb: web::Data<Sandbox>, req: HttpRequest, body: web::Bytes) -> HttpResponse {
@@ -257,6 +259,9 @@ async fn close(sb: web::Data<Sandbox>, req: HttpRequest, body: web::Bytes) -> Ht
             Err(e) => return control_refused(&e.to_string()),
         }
     };
+    if let Some(late) = close.late_batches {
+        sb.settlement.settle_late(late);
+    }
     let batch = sb.settlement.close(now(), close.every_secs);
     json_answer(StatusCode::OK, &json!({"closed_batch": batch}))
 }

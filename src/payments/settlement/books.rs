@@ -34,6 +34,8 @@ struct EntryRow {
     currency: String,
     #[diesel(sql_type = Timestamptz)]
     booked_at: DateTime<Utc>,
+    #[diesel(sql_type = Timestamptz)]
+    occurred_at: DateTime<Utc>,
     #[diesel(sql_type = Nullable<Text>)]
     reference: Option<String>,
 }
@@ -90,6 +92,8 @@ struct LateRow {
     amount: i64,
     #[diesel(sql_type = Nullable<Text>)]
     provider_undo_id: Option<String>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    undone_at: Option<DateTime<Utc>>,
 }
 
 #[derive(QueryableByName)]
@@ -108,22 +112,30 @@ struct Exists {
     exists: bool,
 }
 
-/// Everything the stretch `[from, to)` of `provider` is compared with.
+/// Everything the stretch `[from, to)` of `provider` is compared with, and the entries
+/// `fresh` (read for the first time in this round, dated before it).
 pub async fn books(
     conn: &mut AsyncPgConnection,
     provider: &str,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
+    fresh: &[String],
 ) -> diesel::QueryResult<Books> {
-    // The payments looked at: booked, or finished at payorch, in the stretch.
+    // The payments looked at: booked, or finished at payorch, in the stretch; of an entry
+    // read for the first time; of a late approval given back in the stretch.
     let mut q = Statement::new();
     let p = q.bind::<Text, _>(provider.to_owned());
     let f = q.bind::<Timestamptz, _>(from);
     let t = q.bind::<Timestamptz, _>(to);
+    let fr = q.bind::<Array<Text>, _>(fresh.to_vec());
     q.push(format_args!(
         "SELECT provider_payment_id AS p FROM settlement_entries \
-         WHERE provider = {p} AND booked_at >= {f} AND booked_at < {t} AND kind <> 'other' \
+         WHERE provider = {p} AND ((booked_at >= {f} AND booked_at < {t}) \
+         OR provider_entry_id = ANY({fr})) AND kind <> 'other' \
          AND provider_payment_id IS NOT NULL \
+         UNION SELECT provider_payment_id FROM late_approvals \
+         WHERE provider = {p} AND status = 'refunded' AND undone_at >= {f} \
+         AND undone_at < {t} \
          UNION SELECT provider_payment_id FROM payment_attempts \
          WHERE provider = {p} AND status = 'succeeded' AND finished_at >= {f} \
          AND finished_at < {t} AND provider_payment_id IS NOT NULL \
@@ -153,12 +165,14 @@ pub async fn books(
     let ps = q.bind::<Array<Text>, _>(payments.clone());
     let f = q.bind::<Timestamptz, _>(from);
     let t = q.bind::<Timestamptz, _>(to);
+    let fr = q.bind::<Array<Text>, _>(fresh.to_vec());
     q.push(format_args!(
         "SELECT provider_entry_id, kind::text AS kind, provider_payment_id, provider_source_id, \
-         amount, currency::text AS currency, booked_at, reference FROM settlement_entries \
+         amount, currency::text AS currency, booked_at, occurred_at, reference \
+         FROM settlement_entries \
          WHERE provider = {p} AND (provider_payment_id = ANY({ps}) \
-         OR (provider_payment_id IS NULL AND kind = 'charge' AND booked_at >= {f} \
-         AND booked_at < {t})) \
+         OR (provider_payment_id IS NULL AND kind = 'charge' AND ((booked_at >= {f} \
+         AND booked_at < {t}) OR provider_entry_id = ANY({fr})))) \
          ORDER BY booked_at, provider_entry_id"
     ));
     let entries: Vec<Entry> = q
@@ -174,6 +188,7 @@ pub async fn books(
             amount: r.amount,
             currency: r.currency,
             booked_at: r.booked_at,
+            occurred_at: r.occurred_at,
             reference: r.reference,
         })
         .collect();
@@ -242,7 +257,7 @@ pub async fn books(
     let ps = q.bind::<Array<Text>, _>(payments.clone());
     q.push(format_args!(
         "SELECT id, provider_payment_id, approved_as::text AS approved_as, \
-         status::text AS status, amount::bigint AS amount, provider_undo_id \
+         status::text AS status, amount::bigint AS amount, provider_undo_id, undone_at \
          FROM late_approvals WHERE provider = {p} AND provider_payment_id = ANY({ps})"
     ));
     let late: Vec<Late> = q
@@ -257,6 +272,7 @@ pub async fn books(
             status: r.status,
             amount: r.amount,
             provider_undo_id: r.provider_undo_id,
+            undone_at: r.undone_at,
         })
         .collect();
 
@@ -268,6 +284,7 @@ pub async fn books(
         refunds,
         late,
         disputes,
+        fresh: fresh.iter().cloned().collect(),
     })
 }
 

@@ -2,10 +2,17 @@
 //! (docs/operations/reconciliation.md, "The findings"), on rows already read: [`compare`]
 //! decides, `store` reads and writes.
 //!
-//! A stretch is `[from, to)`, as the providers' records are read: up to a time, exclusive. A payment is looked at when a charge of it was booked, or its
-//! attempt succeeded, within the stretch; a refund when it was booked, or succeeded at
-//! payorch, within it. Everything else booked for the same payment, at any time, is read
-//! with it: a second capture booked a day after the first is still a second capture.
+//! A stretch is `[from, to)`, as the providers' records are read: up to a time, exclusive.
+//! A payment is looked at when a charge of it was booked, or its attempt succeeded, within
+//! the stretch; a refund when it was booked, or succeeded at payorch, within it; and
+//! whenever an entry of it is read for the first time (`Books::fresh`), wherever it is
+//! dated, so a line a provider settles late is compared when it arrives. Everything else
+//! booked for the same payment, at any time, is read with it: a second capture booked a
+//! day after the first is still a second capture.
+//!
+//! A charge or refund of a payment payorch does not know and that carries none of its
+//! references (another system's sale on the same account: an invoice, a payment link, the
+//! dashboard) is no finding: it is counted as `other`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,6 +34,8 @@ pub struct Entry {
     pub amount: i64,
     pub currency: String,
     pub booked_at: DateTime<Utc>,
+    /// When the provider says the money moved (Adyen's Creation Date): evidence only.
+    pub occurred_at: DateTime<Utc>,
     pub reference: Option<String>,
 }
 
@@ -65,6 +74,8 @@ pub struct Late {
     pub status: String,
     pub amount: i64,
     pub provider_undo_id: Option<String>,
+    /// When it was given back (`refunded`) or found not to need it.
+    pub undone_at: Option<DateTime<Utc>>,
 }
 
 /// A dispute's money as payorch holds it: what it holds (the payer has it back) while its
@@ -89,6 +100,9 @@ pub struct Books {
     /// `None` when payorch keeps no disputes (before the `disputes` table): every dispute
     /// entry is then unexplained.
     pub disputes: Option<Vec<Dispute>>,
+    /// Entries read for the first time in this round and dated before the stretch: their
+    /// payments are looked at now, as if booked in it.
+    pub fresh: BTreeSet<String>,
 }
 
 /// One difference, with what it was found from.
@@ -112,11 +126,31 @@ impl Books {
     fn within(&self, at: DateTime<Utc>) -> bool {
         self.from <= at && at < self.to
     }
+
+    /// Whether `e` is news of this stretch: booked in it, or read for the first time.
+    fn now(&self, e: &Entry) -> bool {
+        self.within(e.booked_at) || self.fresh.contains(&e.provider_entry_id)
+    }
+}
+
+/// What one stretch's comparison found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Comparison {
+    pub found: Vec<Found>,
+    /// The entries of charges and refunds that are not payorch's (no payment it knows, none
+    /// of its references): kept, counted, never a finding.
+    pub other: Vec<String>,
 }
 
 /// Every difference in `books`' stretch.
 pub fn compare(books: &Books) -> Vec<Found> {
+    comparison(books).found
+}
+
+/// Every difference in `books`' stretch, and the entries that are other systems'.
+pub fn comparison(books: &Books) -> Comparison {
     let mut found = Vec::new();
+    let mut other = Vec::new();
     let by_payment: BTreeMap<&str, &Attempt> = books
         .attempts
         .iter()
@@ -129,10 +163,13 @@ pub fn compare(books: &Books) -> Vec<Found> {
     for e in &books.entries {
         match (&e.provider_payment_id, e.kind) {
             (_, EntryKind::Other) => {}
-            (Some(p), _) if books.within(e.booked_at) => {
+            (Some(p), _) if books.now(e) => {
                 payments.insert(p);
             }
-            (None, EntryKind::Charge) if books.within(e.booked_at) => found.push(finding(
+            (None, EntryKind::Charge) if books.now(e) && referenced(e).is_none() => {
+                other.push(e.provider_entry_id.clone())
+            }
+            (None, EntryKind::Charge) if books.now(e) => found.push(finding(
                 FindingKind::UnknownCharge,
                 &e.provider_entry_id,
                 None,
@@ -161,6 +198,11 @@ pub fn compare(books: &Books) -> Vec<Found> {
             payments.extend(attempt.and_then(|a| a.provider_payment_id.as_deref()));
         }
     }
+    for l in &books.late {
+        if l.undone_at.is_some_and(|at| books.within(at)) {
+            payments.insert(&l.provider_payment_id);
+        }
+    }
     for payment in payments {
         let of = |kind: EntryKind| -> Vec<&Entry> {
             books
@@ -176,13 +218,32 @@ pub fn compare(books: &Books) -> Vec<Found> {
                 .find_map(|e| by_id.get(&referenced(e)?).copied())
         });
         let late = books.late.iter().find(|l| l.provider_payment_id == payment);
+        // Another system's sale on the same account: no payment payorch knows, none of its
+        // references on any of the payment's entries.
+        let entries: Vec<&Entry> = books
+            .entries
+            .iter()
+            .filter(|e| e.provider_payment_id.as_deref() == Some(payment))
+            .collect();
+        if attempt.is_none() && late.is_none() && entries.iter().all(|e| referenced(e).is_none()) {
+            other.extend(
+                entries
+                    .iter()
+                    .filter(|e| e.kind != EntryKind::Other && books.now(e))
+                    .map(|e| e.provider_entry_id.clone()),
+            );
+            continue;
+        }
         charge(books, payment, &charges, attempt, late, &mut found);
         refunds(books, &of(EntryKind::Refund), attempt, late, &mut found);
+        if let Some(l) = late {
+            late_refund(books, l, &of(EntryKind::Refund), attempt, &mut found);
+        }
         let mut disputed = of(EntryKind::DisputeWithdrawal);
         disputed.extend(of(EntryKind::DisputeReinstatement));
         dispute(books, payment, &disputed, attempt, &mut found);
     }
-    found
+    Comparison { found, other }
 }
 
 /// The charge of `payment`: booked once, for what payorch took.
@@ -194,7 +255,7 @@ fn charge(
     late: Option<&Late>,
     found: &mut Vec<Found>,
 ) {
-    let booked_now = charges.iter().any(|e| books.within(e.booked_at));
+    let booked_now = charges.iter().any(|e| books.now(e));
     let succeeded = attempt.filter(|a| a.status == "succeeded");
     let finished_now = succeeded.is_some_and(|a| a.finished_at.is_some_and(|at| books.within(at)));
     if !booked_now && !finished_now {
@@ -282,8 +343,8 @@ fn refunds(
     };
     for r in ours.iter().filter(|r| r.status == "succeeded") {
         let of: Vec<&Entry> = entries.iter().copied().filter(|e| is_of(e, r)).collect();
-        let now = r.finished_at.is_some_and(|at| books.within(at))
-            || of.iter().any(|e| books.within(e.booked_at));
+        let now =
+            r.finished_at.is_some_and(|at| books.within(at)) || of.iter().any(|e| books.now(e));
         if !now {
             continue;
         }
@@ -320,14 +381,16 @@ fn refunds(
     }
     for (source, group) in by_source {
         let net: i64 = group.iter().map(|e| e.amount).sum();
-        if net == 0 || !group.iter().any(|e| books.within(e.booked_at)) {
+        if net == 0 || !group.iter().any(|e| books.now(e)) {
             continue;
         }
         if group.iter().any(|e| is_late(e)) {
             continue;
         }
         let matched = ours.iter().find(|r| group.iter().any(|e| is_of(e, r)));
-        if matched.is_some_and(|r| r.status == "succeeded") {
+        // A refund payorch still waits on (pending) is compared once it succeeds; only one
+        // payorch holds as failed, or none of its, is money it did not give back.
+        if matched.is_some_and(|r| r.status != "failed") {
             continue;
         }
         found.push(finding(
@@ -347,6 +410,52 @@ fn refunds(
     }
 }
 
+/// A late approval payorch gave back (`refunded`): its refund booked for its whole amount.
+/// Looked at when the approval was undone within the stretch (the grace has passed), or a
+/// refund of it arrived.
+fn late_refund(
+    books: &Books,
+    late: &Late,
+    entries: &[&Entry],
+    attempt: Option<&Attempt>,
+    found: &mut Vec<Found>,
+) {
+    if late.status != "refunded" {
+        return;
+    }
+    let of: Vec<&Entry> = entries
+        .iter()
+        .copied()
+        .filter(|e| {
+            (e.provider_source_id.is_some() && e.provider_source_id == late.provider_undo_id)
+                || referenced(e) == Some(late.id)
+        })
+        .collect();
+    let now = late.undone_at.is_some_and(|at| books.within(at)) || of.iter().any(|e| books.now(e));
+    if !now || late.undone_at.is_none_or(|at| at >= books.to) {
+        return;
+    }
+    let booked: i64 = -of.iter().map(|e| e.amount).sum::<i64>();
+    let kind = if booked == 0 {
+        FindingKind::RefundNotBooked
+    } else if booked != late.amount {
+        FindingKind::AmountMismatch
+    } else {
+        return;
+    };
+    found.push(finding(
+        kind,
+        &crate::ids::LateApprovalId(late.id).to_string(),
+        attempt,
+        None,
+        Some(late.amount),
+        (!of.is_empty()).then_some(booked),
+        &of,
+        json!({"why": "payorch gave a late approval back; the provider booked its refund so",
+               "late_approval": late.id, "provider_undo_id": late.provider_undo_id}),
+    ));
+}
+
 /// The dispute money of `payment`: what the provider withdrew less what it gave back, against
 /// what payorch's disputes hold. Looked at when either side moved within the stretch, and
 /// only once both have been still since its end: a withdrawal booked, or news applied, within
@@ -364,8 +473,8 @@ fn dispute(
         .flatten()
         .filter(|d| d.provider_payment_id == payment)
         .collect();
-    let moved = entries.iter().any(|e| books.within(e.booked_at))
-        || ours.iter().any(|d| books.within(d.changed_at));
+    let moved =
+        entries.iter().any(|e| books.now(e)) || ours.iter().any(|d| books.within(d.changed_at));
     let still = entries.iter().all(|e| e.booked_at < books.to)
         && ours.iter().all(|d| d.changed_at < books.to);
     if !moved || !still {
@@ -440,7 +549,8 @@ pub fn referenced(e: &Entry) -> Option<Uuid> {
 
 fn entry_view(e: &Entry) -> Value {
     json!({"id": e.provider_entry_id, "kind": e.kind.as_str(), "amount": e.amount,
-           "currency": e.currency, "booked_at": e.booked_at, "source": e.provider_source_id,
+           "currency": e.currency, "booked_at": e.booked_at, "occurred_at": e.occurred_at,
+           "source": e.provider_source_id,
            "reference": e.reference})
 }
 

@@ -1,9 +1,13 @@
 //! The settlement reconciliation's metrics (docs/operations/monitoring.md):
 //! `payorch_settlement_findings_total{provider,kind}`, every finding recorded, and
 //! `payorch_settlement_findings_open{provider,kind}`, those no human has closed yet, as the
-//! last round counted them; and the rounds that could not read a provider's record.
+//! last round counted them; the rounds that could not read a provider's record; the
+//! charges and refunds that are other systems' sales (`payorch_settlement_other_total`);
+//! and how long ago each provider's record was last read through
+//! (`payorch_settlement_read_through_age_seconds`: an Adyen batch that never comes is no
+//! error, only silence, and `SettlementRecordSilent` alerts on it).
 
-use prometheus::{IntCounterVec, IntGaugeVec, Opts};
+use prometheus::{GaugeVec, IntCounterVec, IntGaugeVec, Opts};
 
 use super::FindingKind;
 
@@ -11,6 +15,8 @@ pub struct SettlementMetrics {
     pub findings: IntCounterVec,
     pub open: IntGaugeVec,
     pub reads_failed: IntCounterVec,
+    pub other: IntCounterVec,
+    pub read_through_age: GaugeVec,
 }
 
 impl SettlementMetrics {
@@ -39,6 +45,22 @@ impl SettlementMetrics {
                 ),
                 &["provider"],
             )?,
+            other: IntCounterVec::new(
+                Opts::new(
+                    "settlement_other_total",
+                    "Charges and refunds in a provider's record that are not payorch's (another \
+                     system's sales on the same account): kept, never a finding, by provider",
+                ),
+                &["provider"],
+            )?,
+            read_through_age: GaugeVec::new(
+                Opts::new(
+                    "settlement_read_through_age_seconds",
+                    "Seconds since the point up to which a provider's record of money moved was \
+                     last read whole, as the last round saw it, by provider",
+                ),
+                &["provider"],
+            )?,
         })
     }
 
@@ -48,7 +70,9 @@ impl SettlementMetrics {
     ) -> prometheus::Result<()> {
         registry.register(Box::new(self.findings.clone()))?;
         registry.register(Box::new(self.open.clone()))?;
-        registry.register(Box::new(self.reads_failed.clone()))
+        registry.register(Box::new(self.reads_failed.clone()))?;
+        registry.register(Box::new(self.other.clone()))?;
+        registry.register(Box::new(self.read_through_age.clone()))
     }
 
     /// Serves every series of `providers` from the start, at 0: `increase()` reads a
@@ -61,6 +85,7 @@ impl SettlementMetrics {
                 self.open.with_label_values(&[provider, kind.as_str()]);
             }
             self.reads_failed.with_label_values(&[provider]);
+            self.other.with_label_values(&[provider]);
         }
     }
 }

@@ -8,8 +8,10 @@
 //!
 //! Each round compares one stretch of time per provider: what was booked, and what payorch
 //! finished, after the last stretch and up to the provider's record being whole less the
-//! grace (`--settlement-grace-secs`), so a capture or refund just made is not yet "missing"
-//! and an attempt the reconciler is still asking about is not yet "unknown".
+//! grace (`--settlement-grace-secs`; for Adyen, whose entries are dated by the batch they
+//! were settled in, `--settlement-adyen-grace-secs`), so a capture or refund just made is
+//! not yet "missing" and an attempt the reconciler is still asking about is not yet
+//! "unknown". An entry read for the first time is compared whenever it comes.
 //!
 //! - `compare`: the comparison itself, of rows already read: no database, no provider.
 //! - `store`: the statements of the cursor, the entries and the findings; `books`: the
@@ -59,12 +61,22 @@ pub struct SettlementSettings {
     /// longer than a capture's or refund's answer can take to be known (the reconciler's
     /// deadline), and for Adyen longer than a capture takes to be settled in a batch.
     pub grace: Duration,
+    /// The grace of a record dated by settlement batch (Adyen): longer than a capture or
+    /// refund takes to be settled in a batch and that batch to close (the account's
+    /// settlement delay, days, plus its payout interval).
+    pub batch_grace: Duration,
     /// How far back the first read of a provider's record reaches.
     pub first_lookback: Duration,
+    /// Adyen: the first batch read (`--settlement-adyen-first-batch`).
+    pub first_batch: i64,
 }
 
 /// The default grace: an hour, well past the reconciler's deadlines for an unknown answer.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(3600);
+/// The default batch grace: five days. Adyen settles a capture after the account's
+/// settlement delay (two or three business days by default, so up to five calendar days over
+/// a weekend), in the batch that then closes with the daily payout.
+pub const DEFAULT_BATCH_GRACE: Duration = Duration::from_secs(5 * 24 * 3600);
 /// The default first lookback: a day.
 pub const DEFAULT_FIRST_LOOKBACK: Duration = Duration::from_secs(24 * 3600);
 
@@ -73,7 +85,9 @@ impl Default for SettlementSettings {
         SettlementSettings {
             interval: None,
             grace: DEFAULT_GRACE,
+            batch_grace: DEFAULT_BATCH_GRACE,
             first_lookback: DEFAULT_FIRST_LOOKBACK,
+            first_batch: 1,
         }
     }
 }

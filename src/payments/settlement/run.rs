@@ -2,9 +2,11 @@
 //! every `--settlement-interval-secs` (docs/operations/reconciliation.md, "How it runs").
 //!
 //! A round reads the provider's record from its cursor on, keeps what is new, and compares
-//! the stretch from where the last round stopped to the record's end less the grace. Rounds
-//! on two replicas at once do no harm: the entries and the open findings are each kept once
-//! by their unique keys, and the later cursor written covers what both read.
+//! the stretch from where the last round stopped to the record's end less the grace, and
+//! every payment an entry read for the first time names. Rounds on two replicas at once do
+//! no harm: the keeping, comparing and cursor's move are one transaction under the
+//! provider's round lock (a replica that finds it taken leaves the round to the other), and
+//! a cursor is never saved behind one already further on.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +16,7 @@ use diesel_async::AsyncPgConnection;
 use tokio::sync::watch;
 
 use super::books;
-use super::compare::compare;
+use super::compare::comparison;
 use super::gauges::SettlementMetrics;
 use super::store::{self, Cursor};
 use super::SettlementSettings;
@@ -22,6 +24,12 @@ use crate::db::DbPool;
 use crate::payments::service::Payments;
 use crate::providers::registry::NamedProvider;
 use crate::providers::settlement::SettlementQuery;
+
+/// A record read by time (Stripe's) is read up to this long before now, and the next read
+/// starts there: a transaction being written as the list is read (created a second ago) may
+/// not be listed yet, and the position never goes back for it. Five minutes is far past
+/// that; a grace shorter than it (a test's) bounds it, as nothing later is compared anyway.
+pub const LIST_LAG: Duration = Duration::from_secs(300);
 
 /// What one provider's round did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +42,10 @@ pub struct Round {
     pub compared: Option<(DateTime<Utc>, DateTime<Utc>)>,
     /// Findings recorded (open ones found again are not).
     pub findings: usize,
+    /// Charges and refunds that are other systems' sales on the account: never findings.
+    pub other: usize,
+    /// Another replica's round of this provider held the lock: this one kept nothing.
+    pub skipped: bool,
     /// Why the record could not be read.
     pub unread: Option<String>,
 }
@@ -48,12 +60,12 @@ pub async fn round(
 ) -> diesel::QueryResult<Round> {
     let name = provider.name.as_str();
     let since = now - chrono::Duration::from_std(settings.first_lookback).unwrap_or_default();
-    let grace = chrono::Duration::from_std(settings.grace).unwrap_or_default();
     let cursor = store::cursor(conn, name).await?;
     let query = SettlementQuery {
         position: cursor.as_ref().map(|c| c.position.clone()),
         since,
-        until: now,
+        until: now - chrono::Duration::from_std(settings.grace.min(LIST_LAG)).unwrap_or_default(),
+        first_batch: settings.first_batch,
     };
     let mut done = Round {
         provider: name.to_owned(),
@@ -61,6 +73,8 @@ pub async fn round(
         kept: 0,
         compared: None,
         findings: 0,
+        other: 0,
+        skipped: false,
         unread: None,
     };
     let page = match provider.adapter.settlement_entries(&query).await.result {
@@ -75,14 +89,67 @@ pub async fn round(
         }
     };
     done.read = page.entries.len();
-    done.kept = store::keep_entries(conn, name, &page.entries).await?;
-    let before_read = cursor.as_ref().map_or(since, |c| c.read_through);
-    let read_through = page.read_through.unwrap_or(before_read).max(before_read);
-    let from = cursor.as_ref().map_or(since, |c| c.checked_through);
-    let to = (read_through - grace).min(now - grace).max(from);
-    if to > from {
-        let books = books::books(conn, name, from, to).await?;
-        for found in compare(&books) {
+    let grace = if page.dated_by_batch {
+        settings.batch_grace
+    } else {
+        settings.grace
+    };
+    let grace = chrono::Duration::from_std(grace).unwrap_or_default();
+    use diesel_async::AsyncConnection;
+    conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+        if !store::try_round_lock(conn, name).await? {
+            done.skipped = true;
+            return Ok(());
+        }
+        // The cursor again, under the lock: another replica's round may have moved it since.
+        let cursor = store::cursor(conn, name).await?;
+        let kept = store::keep_entries(conn, name, &page.entries).await?;
+        done.kept = kept.len();
+        let before_read = cursor.as_ref().map_or(since, |c| c.read_through);
+        let read_through = page.read_through.unwrap_or(before_read).max(before_read);
+        let from = cursor.as_ref().map_or(since, |c| c.checked_through);
+        let to = (read_through - grace).min(now - grace).max(from);
+        // Entries read for the first time and dated before the stretch: a line settled late
+        // (or planted) whose payment's stretch was compared already.
+        let fresh: Vec<String> = kept
+            .into_iter()
+            .filter(|k| k.booked_at < from)
+            .map(|k| k.provider_entry_id)
+            .collect();
+        if to > from || !fresh.is_empty() {
+            compare_stretch(conn, name, from, to, &fresh, metrics, &mut done).await?;
+        }
+        let saved = Cursor {
+            position: page.position.clone(),
+            read_through: read_through.max(to),
+            checked_through: to,
+        };
+        store::save_cursor(conn, name, &saved).await
+    })
+    .await?;
+    Ok(done)
+}
+
+/// Compares `[from, to)` and the `fresh` entries, records what is new.
+async fn compare_stretch(
+    conn: &mut AsyncPgConnection,
+    name: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    fresh: &[String],
+    metrics: Option<&SettlementMetrics>,
+    done: &mut Round,
+) -> diesel::QueryResult<()> {
+    {
+        let books = books::books(conn, name, from, to, fresh).await?;
+        let compared = comparison(&books);
+        done.other += compared.other.len();
+        if let Some(m) = metrics {
+            m.other
+                .with_label_values(&[name])
+                .inc_by(compared.other.len() as u64);
+        }
+        for found in compared.found {
             if store::record(conn, name, &found).await? {
                 done.findings += 1;
                 tracing::warn!(
@@ -102,13 +169,7 @@ pub async fn round(
         }
         done.compared = Some((from, to));
     }
-    let saved = Cursor {
-        position: page.position,
-        read_through: read_through.max(to),
-        checked_through: to,
-    };
-    store::save_cursor(conn, name, &saved).await?;
-    Ok(done)
+    Ok(())
 }
 
 /// One round for every provider of `payments`, then the open findings' gauge.
@@ -129,6 +190,11 @@ pub async fn all(
             m.open
                 .with_label_values(&[&count.provider, &count.kind])
                 .set(count.open);
+        }
+        for age in store::cursor_ages(conn).await? {
+            m.read_through_age
+                .with_label_values(&[&age.provider])
+                .set(age.seconds);
         }
     }
     Ok(rounds)

@@ -37,6 +37,8 @@ pub async fn cursor(
     Ok(rows.pop())
 }
 
+/// Saves `cursor` unless another replica's round saved one further on: a cursor never moves
+/// back.
 pub async fn save_cursor(
     conn: &mut AsyncPgConnection,
     provider: &str,
@@ -52,19 +54,56 @@ pub async fn save_cursor(
          VALUES ({p}, {position}, {read}, {checked}) \
          ON CONFLICT (provider) DO UPDATE SET position = excluded.position, \
          read_through = excluded.read_through, checked_through = excluded.checked_through, \
-         updated_at = now()"
+         updated_at = now() \
+         WHERE settlement_cursors.checked_through <= excluded.checked_through \
+         AND settlement_cursors.read_through <= excluded.read_through"
     ));
     q.finish().execute(conn).await.map(drop)
 }
 
-/// Keeps `entries`; one already kept (a page or batch read again) is left as it is. How many
-/// were new.
+/// An entry kept for the first time.
+#[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
+pub struct Kept {
+    #[diesel(sql_type = Text)]
+    pub provider_entry_id: String,
+    #[diesel(sql_type = Timestamptz)]
+    pub booked_at: DateTime<Utc>,
+}
+
+/// Takes `provider`'s round lock for the calling transaction if no other round holds it:
+/// rounds of one provider on two replicas do not compare and move the cursor at once. A
+/// transaction's lock, released at its end, never a session's (a pooled connection in
+/// PgBouncer's transaction mode is not the same session from one statement to the next).
+pub async fn try_round_lock(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+) -> diesel::QueryResult<bool> {
+    #[derive(QueryableByName)]
+    struct Taken {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        taken: bool,
+    }
+    let mut q = Statement::new();
+    let p = q.bind::<Text, _>(format!("settlement:{provider}"));
+    q.push(format_args!(
+        "SELECT pg_try_advisory_xact_lock({ROUND_LOCK_CLASS}, hashtext({p})) AS taken"
+    ));
+    let rows: Vec<Taken> = q.finish().load(conn).await?;
+    Ok(rows.iter().any(|r| r.taken))
+}
+
+/// Names the settlement rounds' locks among advisory locks (the two-key form: the class,
+/// then the provider's hash).
+const ROUND_LOCK_CLASS: i32 = 44_030;
+
+/// Keeps `entries`; one already kept (a page or batch read again) is left as it is. The
+/// entries new to payorch.
 pub async fn keep_entries(
     conn: &mut AsyncPgConnection,
     provider: &str,
     entries: &[SettlementEntry],
-) -> diesel::QueryResult<usize> {
-    let mut kept = 0;
+) -> diesel::QueryResult<Vec<Kept>> {
+    let mut kept = Vec::new();
     for chunk in entries.chunks(1000) {
         let mut q = Statement::new();
         let p = q.bind::<Text, _>(provider.to_owned());
@@ -98,6 +137,8 @@ pub async fn keep_entries(
             q.bind::<Array<Text>, _>(chunk.iter().map(|e| e.currency.clone()).collect::<Vec<_>>());
         let booked =
             q.bind::<Array<Timestamptz>, _>(chunk.iter().map(|e| e.booked_at).collect::<Vec<_>>());
+        let occurred = q
+            .bind::<Array<Timestamptz>, _>(chunk.iter().map(|e| e.occurred_at).collect::<Vec<_>>());
         let references = q.bind::<Array<Nullable<Text>>, _>(
             chunk
                 .iter()
@@ -108,14 +149,16 @@ pub async fn keep_entries(
             q.bind::<Array<Nullable<BigInt>>, _>(chunk.iter().map(|e| e.batch).collect::<Vec<_>>());
         q.push(format_args!(
             "INSERT INTO settlement_entries (provider, provider_entry_id, kind, \
-             provider_payment_id, provider_source_id, amount, currency, booked_at, reference, \
-             batch) \
+             provider_payment_id, provider_source_id, amount, currency, booked_at, \
+             occurred_at, reference, batch) \
              SELECT {p}, * FROM unnest({ids}::text[], {kinds}::text[], {payments}::text[], \
              {sources}::text[], {amounts}::bigint[], {currencies}::text[], \
-             {booked}::timestamptz[], {references}::text[], {batches}::bigint[]) \
-             ON CONFLICT (provider, provider_entry_id) DO NOTHING"
+             {booked}::timestamptz[], {occurred}::timestamptz[], {references}::text[], \
+             {batches}::bigint[]) \
+             ON CONFLICT (provider, provider_entry_id) DO NOTHING \
+             RETURNING provider_entry_id, booked_at"
         ));
-        kept += q.finish().execute(conn).await?;
+        kept.extend(q.finish().load::<Kept>(conn).await?);
     }
     Ok(kept)
 }
@@ -210,6 +253,26 @@ pub struct OpenCount {
     pub kind: String,
     #[diesel(sql_type = BigInt)]
     pub open: i64,
+}
+
+/// How long ago each provider's record was last read through (`read_through`), for the
+/// gauge an alert watches: a record that stops growing (an Adyen batch that never comes)
+/// is no error, only silence.
+#[derive(QueryableByName)]
+pub struct CursorAge {
+    #[diesel(sql_type = Text)]
+    pub provider: String,
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    pub seconds: f64,
+}
+
+pub async fn cursor_ages(conn: &mut AsyncPgConnection) -> diesel::QueryResult<Vec<CursorAge>> {
+    let mut q = Statement::new();
+    q.push(
+        "SELECT provider::text AS provider, \
+         extract(epoch FROM now() - read_through)::float8 AS seconds FROM settlement_cursors",
+    );
+    q.finish().load(conn).await
 }
 
 /// The open findings by provider and kind, for the gauge.

@@ -9,8 +9,14 @@
 //! columns and change their order): `Psp Reference` (the payment), `Merchant Reference`
 //! (payorch's attempt id), `Modification Reference`, `Modification Merchant Reference` when
 //! the account has it (payorch's refund id), `Type`, `Gross Currency`, `Gross Debit (GC)`,
-//! `Gross Credit (GC)` (major units), `Creation Date` and `TimeZone`. The `MerchantPayout`
-//! line closing a batch says when it closed: the record is whole up to then.
+//! `Gross Credit (GC)` (major units), `Creation Date` and `TimeZone`, and `Booking Date`
+//! when the account has it. The `MerchantPayout` line closing a batch says when it closed:
+//! the record is whole up to then.
+//!
+//! A line's `Creation Date` is when Adyen received the capture or refund, days before the
+//! batch it is settled in closes. Entries are dated by when they entered the record (their
+//! `Booking Date`, else the batch's close) so that a line settled late falls in a stretch
+//! not yet compared; the creation date is kept beside as evidence (`occurred_at`).
 
 use std::time::Duration;
 
@@ -50,11 +56,11 @@ fn report_host(provider: &AdyenProvider) -> reqwest::Url {
     host
 }
 
-/// Reads the batches after the query's position (the last batch read; none before the
-/// first read).
+/// Reads the batches after the query's position (the last batch read), or from its first
+/// batch before any read.
 pub(super) async fn read(provider: &AdyenProvider, query: &SettlementQuery) -> SettlementRead {
     let last = match query.position.as_deref().map(str::parse::<i64>) {
-        None => 0,
+        None => query.first_batch.max(1) - 1,
         Some(Ok(n)) if n >= 0 => n,
         Some(_) => return SettlementRead::unread("not an Adyen batch position"),
     };
@@ -120,7 +126,12 @@ pub(super) async fn read(provider: &AdyenProvider, query: &SettlementQuery) -> S
             break;
         };
         entries.extend(report.entries);
-        read_through = report.closed_at.or(read_through);
+        // Whole through the close itself: the batch's entries are dated by it, and the next
+        // batch's by a later one.
+        read_through = report
+            .closed_at
+            .map(|at| at + chrono::Duration::seconds(1))
+            .or(read_through);
         position = batch;
     }
     SettlementRead {
@@ -128,6 +139,7 @@ pub(super) async fn read(provider: &AdyenProvider, query: &SettlementQuery) -> S
             entries,
             position: position.to_string(),
             read_through,
+            dated_by_batch: true,
         }),
         http_status,
         latency,
@@ -138,7 +150,7 @@ pub(super) async fn read(provider: &AdyenProvider, query: &SettlementQuery) -> S
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Report {
     pub entries: Vec<SettlementEntry>,
-    /// The `MerchantPayout` line's date: when the batch closed.
+    /// When the batch closed: its `MerchantPayout` line's date, else its latest line's.
     pub closed_at: Option<DateTime<Utc>>,
 }
 
@@ -158,23 +170,31 @@ pub(crate) fn parse_report(body: &[u8], batch: i64) -> Result<Report, String> {
     let debit_col = required("Gross Debit (GC)")?;
     let credit_col = required("Gross Credit (GC)")?;
     let date_col = required("Creation Date")?;
+    let booking_col = column("Booking Date");
     let zone_col = column("TimeZone");
     let modification_ref = column("Modification Merchant Reference");
     let mut report = Report {
         entries: Vec::new(),
         closed_at: None,
     };
+    // The lines' own booking dates, by entry; the rest are dated by the batch's close.
+    let mut booked: Vec<Option<DateTime<Utc>>> = Vec::new();
+    let mut latest: Option<DateTime<Utc>> = None;
+    // Two identical lines in one batch (two partial captures Adyen settles under one
+    // modification reference) are two entries: the second and later get their count.
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (index, line) in lines.enumerate() {
         let cells = split_csv(line);
         let cell = |i: usize| cells.get(i).map(|c| c.trim()).unwrap_or("");
         let unreadable = |what: &str| format!("line {}: {what}", index + 2);
         let kind_word = cell(kind_col);
-        let booked_at = || {
-            booked_at(cell(date_col), zone_col.map(cell).unwrap_or("UTC"))
+        let zone = zone_col.map(cell).unwrap_or("UTC");
+        let created_at = || {
+            booked_at(cell(date_col), zone)
                 .ok_or_else(|| unreadable("an unreadable Creation Date or TimeZone"))
         };
         if kind_word == "MerchantPayout" {
-            report.closed_at = Some(booked_at()?);
+            report.closed_at = Some(created_at()?);
             continue;
         }
         let kind = match kind_word {
@@ -209,40 +229,64 @@ pub(crate) fn parse_report(body: &[u8], batch: i64) -> Result<Report, String> {
         } else {
             modification_reference.to_owned()
         };
+        let mut entry_id = format!("batch_{batch}:{kind_word}:{subject}");
+        let count = seen.entry(entry_id.clone()).or_default();
+        *count += 1;
+        if *count > 1 {
+            entry_id = format!("{entry_id}:{count}");
+        }
+        let occurred_at = created_at()?;
+        let booking = match booking_col.map(cell) {
+            None | Some("") => None,
+            Some(date) => Some(
+                booked_at(date, zone).ok_or_else(|| unreadable("an unreadable Booking Date"))?,
+            ),
+        };
+        latest = latest.max(Some(booking.unwrap_or(occurred_at)));
+        booked.push(booking);
         report.entries.push(SettlementEntry {
-            provider_entry_id: format!("batch_{batch}:{kind_word}:{subject}"),
+            provider_entry_id: entry_id,
             kind,
             provider_payment_id: (!payment.is_empty()).then(|| payment.to_owned()),
             provider_source_id: (!modification_reference.is_empty())
                 .then(|| modification_reference.to_owned()),
             amount: credit - debit,
             currency,
-            booked_at: booked_at()?,
+            booked_at: occurred_at,
+            occurred_at,
             reference,
             batch: Some(batch),
         });
+    }
+    report.closed_at = report.closed_at.or(latest);
+    if let Some(closed_at) = report.closed_at {
+        for (entry, booking) in report.entries.iter_mut().zip(booked) {
+            entry.booked_at = booking.unwrap_or(closed_at).max(entry.occurred_at);
+        }
     }
     Ok(report)
 }
 
 /// `Creation Date` (`YYYY-MM-DD HH:MM:SS`) in the account's time zone as the report names
-/// it. Only zones whose offset the name fixes are read; an account whose reports use another
-/// is told to set its report time zone to UTC (docs/operations/reconciliation.md).
+/// it. Only zones whose offset the name fixes are read: an abbreviation several zones share
+/// (`IST`: India +5:30, Ireland +1, Israel +2; `CST`: China +8 or US Central -6) is refused,
+/// and an account whose reports use one is told to set its report time zone to UTC
+/// (docs/operations/reconciliation.md).
 fn booked_at(date: &str, zone: &str) -> Option<DateTime<Utc>> {
-    let offset_hours = match zone {
+    let offset_minutes = match zone {
         "UTC" | "GMT" | "WET" | "" => 0,
-        "CET" | "BST" | "WEST" | "IST" => 1,
-        "CEST" | "EET" => 2,
-        "EEST" | "MSK" => 3,
-        "EDT" => -4,
-        "EST" | "CDT" => -5,
-        "CST" | "MDT" => -6,
-        "MST" | "PDT" => -7,
-        "PST" => -8,
+        "CET" | "BST" | "WEST" => 60,
+        "CEST" | "EET" => 120,
+        "EEST" | "MSK" => 180,
+        "EDT" => -240,
+        "EST" | "CDT" => -300,
+        "MDT" => -360,
+        "MST" | "PDT" => -420,
+        "PST" => -480,
         _ => return None,
     };
     let local = NaiveDateTime::parse_from_str(date, "%Y-%m-%d %H:%M:%S").ok()?;
-    let utc = local - chrono::Duration::hours(offset_hours);
+    let utc = local - chrono::Duration::minutes(offset_minutes);
     Some(Utc.from_utc_datetime(&utc))
 }
 
@@ -304,7 +348,12 @@ mod tests {
         assert_eq!(settled.provider_payment_id.as_deref(), Some("PSP0001"));
         assert_eq!(settled.reference.as_deref(), Some("att-1"));
         assert_eq!(settled.provider_entry_id, "batch_4:Settled:PSP0002");
-        assert_eq!(settled.booked_at.to_rfc3339(), "2026-11-27T10:26:49+00:00");
+        // Dated by the batch's close; its creation kept beside.
+        assert_eq!(
+            settled.occurred_at.to_rfc3339(),
+            "2026-11-27T10:26:49+00:00"
+        );
+        assert_eq!(settled.booked_at.to_rfc3339(), "2026-11-27T14:00:00+00:00");
         assert_eq!(settled.batch, Some(4));
         let refunded = &read.entries[1];
         assert_eq!((refunded.kind, refunded.amount), (EntryKind::Refund, -500));
@@ -329,6 +378,60 @@ mod tests {
             report(&["Co,Acc,P1,a,visa,2026-11-27 11:00:00,XYZ,Settled,P2,EUR,,15.00,,,,,,,,,,,1"]);
         assert!(parse_report(&bad_zone, 1).is_err());
         assert!(parse_report(b"Psp Reference,Type\n", 1).is_err());
+    }
+
+    #[test]
+    fn a_line_settled_batches_later_is_dated_by_its_batch() {
+        // Captured on the 20th, settled in the batch closing on the 27th.
+        let body = report(&[
+            "Co,Acc,P1,a,visa,2026-11-20 09:00:00,UTC,Settled,P2,EUR,,15.00,,,,,,,,,,,9",
+            "Co,Acc,,,,2026-11-27 02:00:00,UTC,MerchantPayout,,,,,,EUR,15.00,,,,,,,,9",
+        ]);
+        let read = parse_report(&body, 9).unwrap();
+        assert_eq!(
+            read.entries[0].booked_at.to_rfc3339(),
+            "2026-11-27T02:00:00+00:00"
+        );
+        assert_eq!(
+            read.entries[0].occurred_at.to_rfc3339(),
+            "2026-11-20T09:00:00+00:00"
+        );
+        // A Booking Date, when the account's report has one, dates each line.
+        let header = format!("{HEADER},Booking Date");
+        let body = format!(
+            "{header}\nCo,Acc,P1,a,visa,2026-11-20 09:00:00,UTC,Settled,P2,EUR,,15.00,,,,,,,,,,,9,\
+             2026-11-26 08:00:00\n"
+        );
+        let read = parse_report(body.as_bytes(), 9).unwrap();
+        assert_eq!(
+            read.entries[0].booked_at.to_rfc3339(),
+            "2026-11-26T08:00:00+00:00"
+        );
+        assert_eq!(read.closed_at, Some(read.entries[0].booked_at));
+    }
+
+    #[test]
+    fn two_identical_lines_are_two_entries() {
+        let line = "Co,Acc,P1,a,visa,2026-11-27 11:00:00,UTC,Settled,P2,EUR,,15.00,,,,,,,,,,,3";
+        let read = parse_report(&report(&[line, line]), 3).unwrap();
+        let ids: Vec<&str> = read
+            .entries
+            .iter()
+            .map(|e| e.provider_entry_id.as_str())
+            .collect();
+        assert_eq!(ids, vec!["batch_3:Settled:P2", "batch_3:Settled:P2:2"]);
+    }
+
+    #[test]
+    fn an_ambiguous_zone_is_refused() {
+        assert_eq!(booked_at("2026-11-27 11:00:00", "IST"), None);
+        assert_eq!(booked_at("2026-11-27 11:00:00", "CST"), None);
+        assert_eq!(
+            booked_at("2026-11-27 11:00:00", "CET")
+                .unwrap()
+                .to_rfc3339(),
+            "2026-11-27T10:00:00+00:00"
+        );
     }
 
     #[test]

@@ -81,6 +81,7 @@ pub(super) async fn read(provider: &StripeProvider, query: &SettlementQuery) -> 
             entries,
             position: read_to.to_string(),
             read_through: Utc.timestamp_opt(read_to, 0).single(),
+            dated_by_batch: false,
         }),
         http_status,
         latency,
@@ -164,6 +165,7 @@ async fn read_window(provider: &StripeProvider, from: i64, until: i64) -> Settle
                         entries,
                         position: until.to_string(),
                         read_through,
+                        dated_by_batch: false,
                     }),
                     http_status,
                     latency,
@@ -274,6 +276,7 @@ pub(crate) fn entry_of(txn: &Value) -> Result<SettlementEntry, String> {
         amount,
         currency,
         booked_at: created,
+        occurred_at: created,
         reference,
         batch: None,
     })

@@ -19,6 +19,7 @@ fn entry(n: &str, kind: EntryKind, payment: &str, amount: i64, secs: i64) -> Ent
         amount,
         currency: "eur".into(),
         booked_at: at(secs),
+        occurred_at: at(secs),
         reference: None,
     }
 }
@@ -58,6 +59,7 @@ fn books(entries: Vec<Entry>, attempts: Vec<Attempt>, refunds: Vec<Refund>) -> B
         refunds,
         late: vec![],
         disputes: Some(vec![]),
+        fresh: BTreeSet::new(),
     }
 }
 
@@ -81,9 +83,13 @@ fn clean_books_find_nothing() {
 
 #[test]
 fn a_charge_payorch_does_not_know_or_holds_as_not_succeeded() {
+    let ours = |e: Entry| Entry {
+        reference: Some("pay_0190b5e2c1a87c3d9e0f112233445566".into()),
+        ..e
+    };
     let b = books(
         vec![
-            entry("1", EntryKind::Charge, "pi_1", 1500, 10),
+            ours(entry("1", EntryKind::Charge, "pi_1", 1500, 10)),
             entry("2", EntryKind::Charge, "pi_2", 1500, 10),
         ],
         vec![attempt(10, "pi_2", "failed", 1500, 5)],
@@ -99,6 +105,91 @@ fn a_charge_payorch_does_not_know_or_holds_as_not_succeeded() {
     );
     assert_eq!(found[1].attempt_id, Some(id(10)));
     assert_eq!((found[0].expected, found[0].found), (None, Some(1500)));
+}
+
+#[test]
+fn another_systems_sales_are_other_never_findings() {
+    // An invoice's charge and its refund, a dashboard sale with no payment at all: no
+    // payment payorch knows, none of its references.
+    let mut no_payment = entry("3", EntryKind::Charge, "x", 700, 10);
+    no_payment.provider_payment_id = None;
+    let b = books(
+        vec![
+            entry("1", EntryKind::Charge, "pi_inv", 1500, 10),
+            entry("2", EntryKind::Refund, "pi_inv", -500, 20),
+            no_payment,
+        ],
+        vec![],
+        vec![],
+    );
+    let compared = comparison(&b);
+    assert_eq!(kinds(&compared.found), vec![]);
+    assert_eq!(compared.other.len(), 3, "{:?}", compared.other);
+}
+
+#[test]
+fn a_refund_payorch_still_waits_on_is_not_unknown() {
+    let mut pending = refund(20, 10, "src_2", "pending", 500);
+    pending.finished_at = None;
+    let b = books(
+        vec![
+            entry("1", EntryKind::Charge, "pi_1", 1500, -50),
+            entry("2", EntryKind::Refund, "pi_1", -500, 30),
+        ],
+        vec![attempt(10, "pi_1", "succeeded", 1500, -50)],
+        vec![pending],
+    );
+    assert_eq!(kinds(&compare(&b)), vec![]);
+}
+
+#[test]
+fn a_late_approvals_refund_must_be_booked() {
+    let late = |undone: i64| Late {
+        id: id(30),
+        provider_payment_id: "pi_2".into(),
+        approved_as: "succeeded".into(),
+        status: "refunded".into(),
+        amount: 900,
+        provider_undo_id: Some("src_3".into()),
+        undone_at: Some(at(undone)),
+    };
+    let charged = || {
+        vec![
+            entry("2", EntryKind::Charge, "pi_2", 900, -60),
+            entry("3", EntryKind::Refund, "pi_2", -900, 12),
+        ]
+    };
+    let la = crate::ids::LateApprovalId(id(30)).to_string();
+    // Booked: nothing.
+    let mut b = books(
+        charged(),
+        vec![attempt(11, "pi_2", "failed", 900, -60)],
+        vec![],
+    );
+    b.late = vec![late(10)];
+    assert_eq!(kinds(&compare(&b)), vec![]);
+    // Never booked, given back within the stretch (past the grace): refund_not_booked.
+    b.entries.pop();
+    assert_eq!(
+        kinds(&compare(&b)),
+        vec![(FindingKind::RefundNotBooked, la.clone())]
+    );
+    assert_eq!(compare(&b)[0].expected, Some(900));
+    // Given back after the stretch: not yet.
+    b.late = vec![late(150)];
+    assert_eq!(kinds(&compare(&b)), vec![]);
+    // Booked for less.
+    let mut less = books(
+        charged(),
+        vec![attempt(11, "pi_2", "failed", 900, -60)],
+        vec![],
+    );
+    less.entries[1].amount = -400;
+    less.late = vec![late(10)];
+    assert_eq!(
+        kinds(&compare(&less)),
+        vec![(FindingKind::AmountMismatch, la)]
+    );
 }
 
 #[test]
@@ -205,6 +296,7 @@ fn a_refund_payorch_holds_as_failed_is_unknown_a_late_approvals_is_not() {
         status: "refunded".into(),
         amount: 900,
         provider_undo_id: Some("src_3".into()),
+        undone_at: Some(at(12)),
     }];
     let found = compare(&b);
     assert_eq!(
@@ -294,4 +386,41 @@ fn what_was_compared_before_is_not_again() {
         vec![refund(20, 10, "src_3", "succeeded", 1500)],
     );
     assert_eq!(kinds(&compare(&b)), vec![]);
+}
+
+#[test]
+fn an_entry_read_late_is_compared_when_it_comes() {
+    // pi_1 was compared in an earlier stretch; an Adyen batch settled late (or a line
+    // planted) brings a second charge dated before this stretch, read for the first time
+    // now: a second capture. pi_2's charge, compared before, arrives again for another
+    // amount; pi_3's is a charge payorch never made, carrying its reference shape.
+    let mut stranger = entry("5", EntryKind::Charge, "pi_3", 999, -300);
+    stranger.reference = Some("pay_0190b5e2c1a87c3d9e0f112233445599".into());
+    let mut b = books(
+        vec![
+            entry("1", EntryKind::Charge, "pi_1", 1500, -200),
+            entry("2", EntryKind::Charge, "pi_1", 1500, -100),
+            entry("3", EntryKind::Charge, "pi_2", 1500, -200),
+            entry("4", EntryKind::Charge, "pi_2", -100, -100),
+            stranger,
+        ],
+        vec![
+            attempt(10, "pi_1", "succeeded", 1500, -200),
+            attempt(11, "pi_2", "succeeded", 1500, -200),
+        ],
+        vec![],
+    );
+    assert_eq!(kinds(&compare(&b)), vec![], "none of it is news");
+    b.fresh = ["txn_2", "txn_4", "txn_5"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        kinds(&compare(&b)),
+        vec![
+            (FindingKind::CapturedTwice, "pi_1".into()),
+            (FindingKind::CapturedTwice, "pi_2".into()),
+            (FindingKind::UnknownCharge, "pi_3".into()),
+        ]
+    );
 }
