@@ -99,7 +99,7 @@ pub mod examples {
             "status": "succeeded",
             "failure_code": null,
             "failure_message": null,
-            "created_at": "2026-11-27T10:00:00Z",
+            "created_at": "2026-11-29T10:00:00Z",
             "dispute": dispute_after(kind, status),
         })
     }

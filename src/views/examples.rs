@@ -226,7 +226,7 @@ pub fn payment_with_refunds() -> Value {
     let mut payment = payment();
     payment["refunds"] = json!([refund()]);
     payment["amount_refunded"] = json!(1000);
-    payment["disputes"] = json!([]);
+    payment["disputes"] = json!([dispute()]);
     payment
 }
 
@@ -427,7 +427,7 @@ pub fn story() -> Value {
              "outcome": "done"}
         ],
         "late_approval": null,
-        "disputes": []
+        "disputes": [dispute_story()]
     })
 }
 
@@ -505,11 +505,16 @@ pub const RETURN_PAGE: &str =
 
 /// A dispute's id, as the disputes' examples name it.
 pub const DISPUTE: &str = "dp_0193a1f0c4e87d2b9c1a5e6f7a8b9c31";
+/// The payer's bank took back what the refund of [`refund`] had left.
+const DISPUTED: &str = "2026-11-28T10:00:00Z";
+/// The merchant answered it.
+const ANSWERED: &str = "2026-11-29T10:00:00Z";
 
-/// The dispute as `GET /v1/disputes/{id}` shows it: a chargeback awaiting an answer.
+/// The dispute as `GET /v1/disputes/{id}` shows it: a chargeback of the 3200 eur the refund
+/// left of [`payment`], awaiting an answer.
 pub fn dispute() -> Value {
     let mut open = dispute_after("", "needs_response");
-    open["updated_at"] = json!("2026-11-26T10:00:00Z");
+    open["updated_at"] = json!(DISPUTED);
     open["advice"] = json!(crate::payments::disputes::advice::advice(
         crate::payments::disputes::DisputeStatus::NeedsResponse,
         0,
@@ -529,17 +534,30 @@ pub fn dispute_after(kind: &str, status: &str) -> Value {
         "provider_dispute_id": "du_1OaBcD2eZvKYlo2C",
         "status": status,
         "stage": "chargeback",
-        "amount": 4200,
+        "amount": 3200,
         "currency": "eur",
         "reason": "fraudulent",
         "provider_reason": "fraudulent",
-        "evidence_due_by": "2026-12-04T10:00:00Z",
-        "refunded_before": 0,
+        "evidence_due_by": "2026-12-05T10:00:00Z",
+        "refunded_before": 1000,
         "overlap": 0,
         "advice": "",
-        "evidence_submitted_at": if kind == "evidence" { json!("2026-11-27T10:00:00Z") } else { Value::Null },
-        "opened_at": "2026-11-26T10:00:00Z",
-        "updated_at": "2026-11-27T10:00:00Z",
-        "closed_at": if status == "lost" { json!("2026-11-27T10:00:00Z") } else { Value::Null },
+        "evidence_submitted_at": if kind == "evidence" { json!(ANSWERED) } else { Value::Null },
+        "opened_at": DISPUTED,
+        "updated_at": ANSWERED,
+        "closed_at": if status == "lost" { json!(ANSWERED) } else { Value::Null },
+    })
+}
+
+/// [`dispute`] as the payment's support story tells it.
+pub fn dispute_story() -> Value {
+    json!({
+        "dispute": dispute(),
+        "told": "2026-11-28 needs_response (chargeback, fraudulent): 3200 eur withdrawn",
+        "moves": [
+            {"from": null, "to": "needs_response", "stage": "chargeback", "source": "webhook",
+             "detail": null, "at": DISPUTED}
+        ],
+        "answers": []
     })
 }
