@@ -256,13 +256,18 @@ pub(crate) fn entry_of(txn: &Value) -> Result<SettlementEntry, String> {
         _ => None,
     };
     // The transaction's amount is in the balance's currency; a charge presented in another
-    // is compared in its own, the source's, with the transaction's sign.
-    let (amount, currency) = match source.and_then(|s| {
-        Some((
-            s.get("amount")?.as_i64()?,
-            text(s, "currency")?.to_ascii_lowercase(),
-        ))
-    }) {
+    // is compared in its own, the source's, with the transaction's sign: what the charge
+    // took (`amount_captured`: a hold captured in part took less than its `amount`), else
+    // the source's `amount` (a refund's, a dispute's).
+    let source_amount = |s: &Value| {
+        let captured = (object.as_deref() == Some("charge"))
+            .then(|| s.get("amount_captured").and_then(Value::as_i64))
+            .flatten();
+        captured.or_else(|| s.get("amount")?.as_i64())
+    };
+    let (amount, currency) = match source
+        .and_then(|s| Some((source_amount(s)?, text(s, "currency")?.to_ascii_lowercase())))
+    {
         Some((source_amount, source_currency)) if source_currency != currency => {
             (source_amount.abs() * amount.signum(), source_currency)
         }
@@ -344,6 +349,29 @@ mod tests {
         t["exchange_rate"] = json!(1.1);
         let e = entry_of(&t).unwrap();
         assert_eq!((e.amount, e.currency.as_str()), (1000, "usd"));
+    }
+
+    #[test]
+    fn a_foreign_charge_captured_in_part_is_what_it_took() {
+        // A 100.00 usd hold captured for 60.00, booked as 55.20 eur.
+        let mut t = txn(
+            "charge",
+            5520,
+            json!({"id": "ch_1", "object": "charge", "payment_intent": "pi_1", "amount": 10000,
+                   "amount_captured": 6000, "currency": "usd"}),
+        );
+        t["exchange_rate"] = json!(0.92);
+        let e = entry_of(&t).unwrap();
+        assert_eq!((e.amount, e.currency.as_str()), (6000, "usd"));
+        // Its refund of 20.00: the refund's own amount.
+        let refund = entry_of(&txn(
+            "refund",
+            -1840,
+            json!({"id": "re_1", "object": "refund", "payment_intent": "pi_1", "amount": 2000,
+                   "currency": "usd"}),
+        ))
+        .unwrap();
+        assert_eq!((refund.amount, refund.currency.as_str()), (-2000, "usd"));
     }
 
     #[test]
