@@ -1144,6 +1144,13 @@ BEGIN
         INTO captured, refunds, disputes FROM payment_attempts
         WHERE merchant_id = NEW.merchant_id AND id = NEW.attempt_id
         FOR NO KEY UPDATE;
+    -- A late approval payorch undid by a refund (migration 000026) gave the payer the money
+    -- back too, though the failed attempt holds no refund: a chargeback of that charge
+    -- returns it twice all the same. Being refunded counts as well: its refund was sent.
+    refunds := refunds + COALESCE((
+        SELECT sum(l.amount) FROM late_approvals l
+        WHERE l.merchant_id = NEW.merchant_id AND l.attempt_id = NEW.attempt_id
+          AND l.approved_as = 'succeeded' AND l.status IN ('undoing', 'refunded')), 0);
     IF now_held > 0 THEN
         -- `disputes` is what the payment's disputes hold before this change, this one's old
         -- hold among them.

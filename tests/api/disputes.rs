@@ -1097,3 +1097,39 @@ async fn adyens_arbitration_rules_finally_and_a_code_that_does_not_say_who_won_i
     assert_eq!(app.dispute_state("DSPTIME").await.status, "won");
     assert_eq!(app.money_held(&other).await.dispute_held, 0);
 }
+
+#[tokio::test]
+async fn a_chargeback_of_a_late_approval_payorch_refunded_is_flagged_as_returned_twice() {
+    let app = TestApp::spawn().await;
+    // Declined to payorch, approved by Stripe afterwards, and refunded by payorch at once
+    // (migration 000026): the failed attempt holds no refund, the late approval does.
+    let payment = app
+        .pay_through("stripe", "late-then-disputed", "pm_sandbox_late_approval")
+        .await;
+    assert_eq!(payment["status"], "failed", "{payment}");
+    let charge = payment["provider_payment_id"].as_str().unwrap().to_owned();
+    let amount = payment["amount"].as_i64().unwrap();
+    let refunded = crate::helpers::eventually(std::time::Duration::from_secs(20), || async {
+        app.db
+            .count(&format!(
+                "late_approvals WHERE provider_payment_id = '{charge}' AND status = 'refunded'"
+            ))
+            .await
+            == 1
+    })
+    .await;
+    assert!(refunded, "the late approval was not refunded");
+    // The payer disputes the charge all the same.
+    let chargeback = stripe_event(
+        "evt_late_disputed",
+        "charge.dispute.created",
+        "du_late",
+        &charge,
+        "needs_response",
+        amount,
+        Utc::now().timestamp(),
+    );
+    assert_eq!(app.deliver_signed(&chargeback).await["outcome"], "applied");
+    let state = app.dispute_state("du_late").await;
+    assert_eq!((state.refunded_before, state.overlap), (amount, amount));
+}

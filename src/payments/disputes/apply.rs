@@ -20,7 +20,9 @@ use uuid::Uuid;
 
 use super::moves::{judge, Standing};
 use super::{DisputeRow, DisputeStage, DisputeStatus};
-use crate::db::schema::{dispute_transitions as t, disputes as d, payment_attempts as a};
+use crate::db::schema::{
+    dispute_transitions as t, disputes as d, late_approvals as l, payment_attempts as a,
+};
 use crate::ids::{DisputeId, PaymentId};
 use crate::providers::DisputeNotice;
 
@@ -253,6 +255,19 @@ async fn payment_of(
             .map(|rows| rows.into_iter().next())?;
         if by_provider_id.is_some() {
             return Ok(by_provider_id);
+        }
+        // A charge payorch failed and the provider approved late (`late_approvals`): the
+        // failed attempt may not carry the charge's id, the late approval does.
+        let late = l::table
+            .filter(l::provider.eq(provider))
+            .filter(l::provider_payment_id.eq(provider_payment_id))
+            .select((l::merchant_id, l::attempt_id))
+            .limit(1)
+            .load::<(Uuid, Uuid)>(conn)
+            .await
+            .map(|rows| rows.into_iter().next())?;
+        if let Some((merchant_id, attempt_id)) = late {
+            return payment_by_id(conn, merchant_id, attempt_id).await;
         }
     }
     let Some(attempt) = notice
