@@ -745,3 +745,92 @@ async fn another_request_resends_a_pending_action_whose_client_gave_up() {
         "{replay}"
     );
 }
+
+/// The news and the answer meet: a webhook's move commits while the answer's record waits
+/// for the dispute's row. The record then moves nothing from where the news took the
+/// dispute (no `won` → `under_review` for the guard to refuse, no `500`), and the action is
+/// what the news made it.
+#[tokio::test]
+async fn an_answer_recorded_after_the_disputes_news_moves_nothing_more() {
+    let app = TestApp::spawn_config(|config| {
+        config.two_providers = Some(payorch::providers::circuit::CircuitSettings {
+            threshold: 1000,
+            cool_down: Duration::from_secs(60),
+        })
+    })
+    .await;
+    let (dispute, _) = app.disputed("a", "disputed-race").await;
+    let uuid = dispute.trim_start_matches("dp_").to_owned();
+    let door = app.second.as_ref().expect("two providers").door.clone();
+    door.shut();
+    let (status, _, _) = app
+        .answer(&dispute, "evidence", "ev-race", Some(stripe_evidence()))
+        .await;
+    assert_eq!(status, 202);
+    door.open();
+    // The news holds the dispute's row while the retry's answer comes back, and its payment's
+    // first, in the order a dispute event takes them.
+    let mut news = app.db.connect().await;
+    let run = |sql: String| diesel::sql_query(sql);
+    diesel_async::RunQueryDsl::execute(run("BEGIN".into()), &mut news)
+        .await
+        .unwrap();
+    diesel_async::RunQueryDsl::execute(
+        run(format!(
+            "SELECT 1 FROM payment_attempts a JOIN disputes d ON d.attempt_id = a.id \
+             WHERE d.id = '{uuid}'::uuid FOR NO KEY UPDATE"
+        )),
+        &mut news,
+    )
+    .await
+    .unwrap();
+    let retry = {
+        let (base, key) = (app.base_url.clone(), app.merchant_key.clone());
+        let dispute = dispute.clone();
+        tokio::spawn(async move {
+            for _ in 0..40 {
+                let response = reqwest::Client::new()
+                    .post(format!("{base}/v1/disputes/{dispute}/evidence"))
+                    .bearer_auth(&key)
+                    .header("Idempotency-Key", "ev-race")
+                    .header("Content-Type", "application/json")
+                    .body(stripe_evidence().to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                let status = response.status().as_u16();
+                let body: Value = response.json().await.unwrap();
+                if body["code"] != "idempotency_key_in_use" {
+                    return (status, body);
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            panic!("the key stayed in use");
+        })
+    };
+    let waiting = "pg_stat_activity WHERE wait_event_type = 'Lock' \
+                   AND datname = current_database()";
+    assert!(
+        crate::helpers::eventually(Duration::from_secs(15), || async {
+            app.db.count(waiting).await > 0
+        })
+        .await,
+        "the answer's record waits for the dispute's row"
+    );
+    diesel_async::RunQueryDsl::execute(
+        run(format!(
+            "UPDATE disputes SET status = 'won', closed_at = now() WHERE id = '{uuid}'::uuid"
+        )),
+        &mut news,
+    )
+    .await
+    .unwrap();
+    diesel_async::RunQueryDsl::execute(run("COMMIT".into()), &mut news)
+        .await
+        .unwrap();
+    let (status, answered) = retry.await.unwrap();
+    assert_eq!(status, 200, "{answered}");
+    assert_eq!(answered["status"], "succeeded", "{answered}");
+    assert_eq!(answered["dispute"]["status"], "won", "{answered}");
+    assert_eq!(app.dispute_status(&dispute).await, "won");
+}

@@ -6,7 +6,7 @@
 use chrono::Utc;
 use diesel::sql_types::{Integer, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde_json::Value;
 
 use super::evidence_json;
@@ -294,7 +294,23 @@ told AS (
 SELECT jsonb_build_object('action', (SELECT to_jsonb(a) FROM acted a),
     'dispute', (SELECT to_jsonb(m) FROM moved m)) AS row"
     ));
-    let row: JsonRow = q.finish().load(conn).await.and_then(crate::db::one)?;
+    // The dispute's row is locked first, in the same transaction: the news that moves a
+    // dispute locks it before its pending action (dispute_actions_end_with_the_dispute), and
+    // this statement, taking the action first, would deadlock with it. Locked, a move the news
+    // committed first is what the statement reads, and it moves nothing from there.
+    let mut lock = Statement::new();
+    let lock_merchant = lock.bind::<SqlUuid, _>(action.merchant_id);
+    let dispute = lock.bind::<SqlUuid, _>(action.dispute_id);
+    lock.push(format_args!(
+        "SELECT 1 FROM disputes WHERE merchant_id = {lock_merchant} AND id = {dispute}
+FOR NO KEY UPDATE"
+    ));
+    let row: JsonRow = conn
+        .transaction::<_, diesel::result::Error, _>(async |conn| {
+            lock.finish().execute(conn).await?;
+            q.finish().load(conn).await.and_then(crate::db::one)
+        })
+        .await?;
     let made: ActionMade = serde_json::from_value(row.row)
         .map_err(|e| ActError::Inconsistent(format!("a dispute action's answer: {e}")))?;
     match made.parts() {
