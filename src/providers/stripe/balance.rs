@@ -1,7 +1,10 @@
 //! Stripe's record of money moved: `GET /v1/balance_transactions`, read for the settlement
 //! reconciliation (docs/operations/reconciliation.md). Each transaction is read with its
 //! source expanded (`expand[]=data.source`), since only the charge, refund or dispute names
-//! the payment intent and carries payorch's metadata.
+//! the payment intent and carries payorch's metadata, and that source's intent expanded too
+//! (`expand[]=data.source.payment_intent`, an expandable field of the pinned contract's
+//! charge, refund and dispute): payorch writes the attempt id on the intent, and a charge
+//! Stripe made for it need not carry the intent's metadata.
 //!
 //! The list is read over windows of `created` seconds, `[from, until)`, an hour each, every
 //! page of each: Stripe's lists are read-after-write, so a window read whole holds every
@@ -100,6 +103,7 @@ async fn read_window(provider: &StripeProvider, from: i64, until: i64) -> Settle
             ("created[lt]", until.to_string()),
             ("limit", "100".to_owned()),
             ("expand[]", "data.source".to_owned()),
+            ("expand[]", "data.source.payment_intent".to_owned()),
         ];
         if let Some(after) = starting_after.take() {
             params.push(("starting_after", after));
@@ -250,8 +254,16 @@ pub(crate) fn entry_of(txn: &Value) -> Result<SettlementEntry, String> {
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
+    let intent_metadata = |field: &str| {
+        source
+            .and_then(|s| s.get("payment_intent"))
+            .and_then(|i| i.get("metadata"))
+            .and_then(|m| m.get(field))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
     let reference = match kind {
-        EntryKind::Charge => metadata("attempt_id"),
+        EntryKind::Charge => metadata("attempt_id").or_else(|| intent_metadata("attempt_id")),
         EntryKind::Refund => metadata("refund_id"),
         _ => None,
     };
@@ -312,6 +324,21 @@ mod tests {
         assert_eq!(e.reference.as_deref(), Some("a-1"));
         assert_eq!((e.amount, e.currency.as_str()), (1500, "eur"));
         assert_eq!(e.booked_at.timestamp(), 1_700_000_000);
+    }
+
+    #[test]
+    fn a_charge_without_metadata_names_its_attempt_by_its_intent() {
+        let e = entry_of(&txn(
+            "charge",
+            1500,
+            json!({"id": "ch_1", "object": "charge", "amount": 1500, "currency": "eur",
+                   "metadata": {},
+                   "payment_intent": {"id": "pi_1", "object": "payment_intent",
+                                      "metadata": {"attempt_id": "pay_1"}}}),
+        ))
+        .unwrap();
+        assert_eq!(e.provider_payment_id.as_deref(), Some("pi_1"));
+        assert_eq!(e.reference.as_deref(), Some("pay_1"));
     }
 
     #[test]
