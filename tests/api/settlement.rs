@@ -571,3 +571,37 @@ async fn the_stretch_indexes_built_concurrently_are_valid() {
         ]
     );
 }
+
+/// An Adyen account older than the reconciliation starts at the batch it is told
+/// (`--settlement-adyen-first-batch`), not at batch 1.
+#[tokio::test]
+async fn the_first_adyen_read_starts_at_the_batch_it_is_told() {
+    let app = TestApp::spawn().await;
+    app.route_to(&["adyen"]).await;
+    app.paid_through("first-batch").await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let first = app.settlement_control("close", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let second = app.settlement_control("close", json!({})).await;
+    let skipped = first["closed_batch"].as_i64().unwrap();
+    assert_eq!(second["closed_batch"].as_i64(), Some(skipped + 1));
+    let providers = app.settlement_providers();
+    let adyen = providers.iter().find(|p| p.name == "adyen").unwrap();
+    let settings = SettlementSettings {
+        grace: Duration::ZERO,
+        batch_grace: Duration::ZERO,
+        first_batch: skipped + 1,
+        ..SettlementSettings::default()
+    };
+    let mut conn = app.db.connect().await;
+    let done = round(&mut conn, adyen, &settings, None, Utc::now())
+        .await
+        .unwrap();
+    // The batch holding the charge was before the first one read: nothing of it kept.
+    assert_eq!((done.read, done.unread.as_deref()), (0, None), "{done:?}");
+    let cursor = payorch::payments::settlement::store::cursor(&mut conn, "adyen")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cursor.position, (skipped + 1).to_string());
+}
