@@ -466,9 +466,11 @@ pub fn settlement_finding() -> Value {
         "evidence": {"detail": {"why": "the provider booked more than one charge of one payment"},
                      "entries": [
                          {"id": "txn_1", "kind": "charge", "amount": 4990, "currency": "eur",
-                          "booked_at": "2026-11-27T12:00:03Z", "source": "ch_1", "reference": null},
+                          "booked_at": "2026-11-27T12:00:03Z",
+                          "occurred_at": "2026-11-27T12:00:03Z", "source": "ch_1", "reference": null},
                          {"id": "txn_2", "kind": "charge", "amount": 4990, "currency": "eur",
-                          "booked_at": "2026-11-27T12:00:09Z", "source": "ch_2", "reference": null}]},
+                          "booked_at": "2026-11-27T12:00:09Z",
+                          "occurred_at": "2026-11-27T12:00:09Z", "source": "ch_2", "reference": null}]},
         "found_at": "2026-11-27T13:05:00Z"
     })
 }
