@@ -376,6 +376,9 @@ fn dispute_money_is_what_payorchs_disputes_hold() {
 #[test]
 fn what_was_compared_before_is_not_again() {
     // Booked and finished before the stretch, refunded within it: only the refund counts.
+    // The two charges were compared in their own stretch (a second capture found then); read
+    // for the first time now, they would be compared again
+    // (an_entry_read_late_is_compared_when_it_comes).
     let b = books(
         vec![
             entry("1", EntryKind::Charge, "pi_1", 1500, -10),
