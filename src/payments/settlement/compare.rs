@@ -1,6 +1,7 @@
 //! The comparison of one stretch of a provider's record with payorch's books
 //! (docs/operations/reconciliation.md, "The findings"), on rows already read: [`compare`]
-//! decides, `store` reads and writes.
+//! decides (a payment's dispute money in `dispute`, a late approval's refund in `late`),
+//! `store` reads and writes.
 //!
 //! A stretch is `[from, to)`, as the providers' records are read: up to a time, exclusive.
 //! A payment is looked at when a charge of it was booked, or its attempt succeeded, within
@@ -237,11 +238,11 @@ pub fn comparison(books: &Books) -> Comparison {
         charge(books, payment, &charges, attempt, late, &mut found);
         refunds(books, &of(EntryKind::Refund), attempt, late, &mut found);
         if let Some(l) = late {
-            late_refund(books, l, &of(EntryKind::Refund), attempt, &mut found);
+            late::refund(books, l, &of(EntryKind::Refund), attempt, &mut found);
         }
         let mut disputed = of(EntryKind::DisputeWithdrawal);
         disputed.extend(of(EntryKind::DisputeReinstatement));
-        dispute(books, payment, &disputed, attempt, &mut found);
+        dispute::money(books, payment, &disputed, attempt, &mut found);
     }
     Comparison { found, other }
 }
@@ -410,99 +411,6 @@ fn refunds(
     }
 }
 
-/// A late approval payorch gave back (`refunded`): its refund booked for its whole amount.
-/// Looked at when the approval was undone within the stretch (the grace has passed), or a
-/// refund of it arrived.
-fn late_refund(
-    books: &Books,
-    late: &Late,
-    entries: &[&Entry],
-    attempt: Option<&Attempt>,
-    found: &mut Vec<Found>,
-) {
-    if late.status != "refunded" {
-        return;
-    }
-    let of: Vec<&Entry> = entries
-        .iter()
-        .copied()
-        .filter(|e| {
-            (e.provider_source_id.is_some() && e.provider_source_id == late.provider_undo_id)
-                || referenced(e) == Some(late.id)
-        })
-        .collect();
-    let now = late.undone_at.is_some_and(|at| books.within(at)) || of.iter().any(|e| books.now(e));
-    if !now || late.undone_at.is_none_or(|at| at >= books.to) {
-        return;
-    }
-    let booked: i64 = -of.iter().map(|e| e.amount).sum::<i64>();
-    let kind = if booked == 0 {
-        FindingKind::RefundNotBooked
-    } else if booked != late.amount {
-        FindingKind::AmountMismatch
-    } else {
-        return;
-    };
-    found.push(finding(
-        kind,
-        &crate::ids::LateApprovalId(late.id).to_string(),
-        attempt,
-        None,
-        Some(late.amount),
-        (!of.is_empty()).then_some(booked),
-        &of,
-        json!({"why": "payorch gave a late approval back; the provider booked its refund so",
-               "late_approval": late.id, "provider_undo_id": late.provider_undo_id}),
-    ));
-}
-
-/// The dispute money of `payment`: what the provider withdrew less what it gave back, against
-/// what payorch's disputes hold. Looked at when either side moved within the stretch, and
-/// only once both have been still since its end: a withdrawal booked, or news applied, within
-/// the grace may have its other half on its way, and is looked at in the stretch it falls in.
-fn dispute(
-    books: &Books,
-    payment: &str,
-    entries: &[&Entry],
-    attempt: Option<&Attempt>,
-    found: &mut Vec<Found>,
-) {
-    let ours: Vec<&Dispute> = books
-        .disputes
-        .iter()
-        .flatten()
-        .filter(|d| d.provider_payment_id == payment)
-        .collect();
-    let moved =
-        entries.iter().any(|e| books.now(e)) || ours.iter().any(|d| books.within(d.changed_at));
-    let still = entries.iter().all(|e| e.booked_at < books.to)
-        && ours.iter().all(|d| d.changed_at < books.to);
-    if !moved || !still {
-        return;
-    }
-    let withdrawn: i64 = -entries.iter().map(|e| e.amount).sum::<i64>();
-    let held: Option<i64> = books
-        .disputes
-        .as_ref()
-        .map(|_| ours.iter().map(|d| d.held).sum());
-    if held == Some(withdrawn) {
-        return;
-    }
-    found.push(finding(
-        FindingKind::UnexplainedDispute,
-        payment,
-        attempt,
-        None,
-        Some(held.unwrap_or(0)),
-        Some(withdrawn),
-        entries,
-        json!({"why": match held {
-            Some(_) => "the provider's dispute money differs from what payorch's disputes hold",
-            None => "the provider moved dispute money; payorch keeps no disputes",
-        }}),
-    ));
-}
-
 #[allow(clippy::too_many_arguments)]
 fn finding(
     kind: FindingKind,
@@ -564,6 +472,9 @@ fn refund_view(r: &Refund) -> Value {
     json!({"id": r.id, "status": r.status, "amount": r.amount,
            "provider_refund_id": r.provider_refund_id, "finished_at": r.finished_at})
 }
+
+mod dispute;
+mod late;
 
 #[cfg(test)]
 mod tests;
