@@ -631,7 +631,10 @@ async fn stripe_settlement_entries() {
         let page = read.result.expect("the contract's answer reads");
         // A day read an hour at a time; the mock answers its one transaction to each.
         assert!(page.entries.len() >= 24, "{}", page.entries.len());
-        assert!(page.entries.iter().all(|e| e.provider_entry_id == "txn_0001"));
+        assert!(page
+            .entries
+            .iter()
+            .all(|e| e.provider_entry_id == "txn_0001"));
     })
     .await;
     assert_clean(findings("settlement_entries", sent, true));

@@ -9,9 +9,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::attempts::AttemptRow;
+pub use super::attempts::PaymentAttempt;
 use super::disputes::DisputeRow;
 pub use super::disputes::DisputeView as Dispute;
-pub use super::attempts::PaymentAttempt;
 pub use super::late_approvals::LateApproval;
 pub use super::orders::Order;
 use super::orders::OrderRow;

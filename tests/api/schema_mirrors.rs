@@ -305,7 +305,10 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
         ),
         (
             ("dispute_status", "dispute_status_known"),
-            same("DisputeStatus", DisputeStatus::ALL.map(DisputeStatus::as_str)),
+            same(
+                "DisputeStatus",
+                DisputeStatus::ALL.map(DisputeStatus::as_str),
+            ),
         ),
         (
             ("dispute_stage", "dispute_stage_known"),
@@ -313,7 +316,10 @@ fn expected() -> BTreeMap<(&'static str, &'static str), Expected> {
         ),
         (
             ("dispute_reason", "dispute_reason_known"),
-            same("DisputeReason", DisputeReason::ALL.map(DisputeReason::as_str)),
+            same(
+                "DisputeReason",
+                DisputeReason::ALL.map(DisputeReason::as_str),
+            ),
         ),
         (
             ("disputes", "disputes_closed_is_finished"),

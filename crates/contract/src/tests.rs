@@ -584,7 +584,9 @@ fn the_vendored_documents_load_with_their_operations() {
     assert_eq!(webhooks.operations().len(), 24);
     assert!(webhooks.operation("POST", "/TECHNICAL_CANCEL").is_some());
     assert!(webhooks.operation("POST", "/SECOND_CHARGEBACK").is_some());
-    assert!(webhooks.operation("POST", "/SCHEME_ARBITRATION_WON").is_some());
+    assert!(webhooks
+        .operation("POST", "/SCHEME_ARBITRATION_WON")
+        .is_some());
     let disputes = Contract::adyen_disputes();
     assert_eq!(disputes.base_path(), "/ca/services/DisputeService/v30");
     assert_eq!(disputes.operations().len(), 4);

@@ -10,12 +10,12 @@ use chrono::{DateTime, Utc};
 use reqwest::{header, Method, Url};
 
 use super::http_call::{self, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
+use super::{AcceptDisputeRequest, DisputeEvidenceRequest};
 use super::{
     CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, Lookups, PaymentProvider,
     ProviderCall, ProviderOutcome, RefundRequest, SendWindow, ThreeDSecure, WebhookError,
     WebhookEvent,
 };
-use super::{AcceptDisputeRequest, DisputeEvidenceRequest};
 use crate::secret::Secret;
 
 mod declines;

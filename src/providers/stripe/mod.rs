@@ -11,9 +11,9 @@ use reqwest::{Method, Url};
 
 use super::http_call::{self, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
 use super::{
-    signature, CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, DisputeNotice,
-    Lookups, PaymentProvider, ProviderCall, ProviderOutcome, RefundNotice, RefundRequest,
-    SendWindow, ThreeDSecure, WebhookError, WebhookEvent,
+    signature, CancelRequest, CaptureMethod, CaptureRequest, ChargeRequest, DisputeNotice, Lookups,
+    PaymentProvider, ProviderCall, ProviderOutcome, RefundNotice, RefundRequest, SendWindow,
+    ThreeDSecure, WebhookError, WebhookEvent,
 };
 use super::{AcceptDisputeRequest, DisputeEvidenceRequest};
 
