@@ -10,6 +10,7 @@
 
 mod attempt_event;
 mod dispute_event;
+mod event_row;
 pub mod keyed;
 pub mod old_payloads;
 mod outcome;

@@ -2,11 +2,8 @@
 //! payorch's `refunds`, or the refund of a late approval's undo
 //! ([`late_approvals::told`](crate::payments::late_approvals::told)).
 
-use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
-
+use super::event_row::{insert_once, record};
 use super::outcome::{EventOutcome, ReceiveError, Received};
-use crate::db::schema::provider_webhooks::dsl as w;
 use crate::db::transaction::in_transaction;
 use crate::db::DbPool;
 use crate::ids::ProviderWebhookId;
@@ -30,22 +27,7 @@ pub(super) async fn record_refund_event(
     let mut conn = pool.get().await?;
     let mut ended = None;
     let received = in_transaction::<_, ReceiveError>(&mut conn, async |conn| {
-        let inserted = diesel::insert_into(w::provider_webhooks)
-            .values((
-                w::id.eq(id.0),
-                w::provider.eq(provider),
-                w::provider_event_id.eq(&event.id),
-                w::event_type.eq(&event.event_type),
-                w::outcome.eq(EventOutcome::Ignored.as_str()),
-                w::payload.eq(&event.raw),
-                w::provider_created_at.eq(event.created),
-                w::payload_kept.eq(true),
-            ))
-            .on_conflict((w::provider, w::provider_event_id))
-            .do_nothing()
-            .execute(conn)
-            .await?;
-        if inserted == 0 {
+        if !insert_once(conn, id, provider, event).await? {
             return Ok(Received::Duplicate);
         }
         let (outcome, detail, refund) = match apply_notice(conn, provider, notice).await? {
@@ -89,25 +71,6 @@ pub(super) async fn record_refund_event(
         counted(payments, told);
     }
     Ok(received)
-}
-
-/// What the event did, on its row, with the merchant and attempt it is about.
-async fn record(
-    conn: &mut diesel_async::AsyncPgConnection,
-    id: ProviderWebhookId,
-    outcome: EventOutcome,
-    detail: &str,
-    owner: Option<(uuid::Uuid, uuid::Uuid)>,
-) -> diesel::QueryResult<usize> {
-    diesel::update(w::provider_webhooks.find(id.0))
-        .set((
-            w::outcome.eq(outcome.as_str()),
-            w::detail.eq(detail),
-            w::merchant_id.eq(owner.map(|o| o.0)),
-            w::attempt_id.eq(owner.map(|o| o.1)),
-        ))
-        .execute(conn)
-        .await
 }
 
 /// A late approval's word, as its event's row records it.
