@@ -50,9 +50,10 @@ use std::time::Duration;
 
 use diesel::sql_types::BigInt;
 use diesel::QueryableByName;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 
 use common::{drive, env_usize, report_problems, Answer, BoxError, Cleanup, Phase, Stack};
+use payorch::db::PgConn;
 use payorch::db::{PrivateCluster, DATABASE_NAME};
 
 const WARMUP_REQUESTS: usize = 200;
@@ -341,7 +342,7 @@ where
     W: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Phase<Answer>>,
 {
-    let mut admin = AsyncPgConnection::establish(&cluster.database_url("postgres")).await?;
+    let mut admin = PgConn::establish(&cluster.database_url("postgres")).await?;
     let log = cluster.root().join("server.log");
     for (name, value) in COUNT_SETTINGS {
         diesel::sql_query(format!("ALTER SYSTEM SET {name} = {value}"))
@@ -371,7 +372,7 @@ where
     counted
 }
 
-async fn reload(admin: &mut AsyncPgConnection) -> Result<(), BoxError> {
+async fn reload(admin: &mut PgConn) -> Result<(), BoxError> {
     diesel::sql_query("SELECT pg_reload_conf()")
         .execute(admin)
         .await?;
@@ -379,7 +380,7 @@ async fn reload(admin: &mut AsyncPgConnection) -> Result<(), BoxError> {
 }
 
 /// Transactions the bench database has ended so far, as far as the statistics know.
-async fn transactions(admin: &mut AsyncPgConnection) -> Result<i64, BoxError> {
+async fn transactions(admin: &mut PgConn) -> Result<i64, BoxError> {
     #[derive(QueryableByName)]
     struct Ended {
         #[diesel(sql_type = BigInt)]

@@ -33,12 +33,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use diesel::sql_types::{Array, BigInt, Text, Uuid as SqlUuid};
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
 use common::{drive, env_usize, report_problems, Answer, BoxError, Cleanup, Phase, Stack};
+use payorch::db::PgConn;
 use payorch::ids::{MerchantId, OrderId, PaymentId};
 
 const WARMUP_REQUESTS: usize = 200;
@@ -67,7 +68,7 @@ async fn run(cleanup: &mut Cleanup) -> Result<bool, BoxError> {
 }
 
 async fn bench(stack: &Stack, concurrency: usize, requests: usize) -> Result<bool, BoxError> {
-    let mut conn = AsyncPgConnection::establish(&stack.database_url).await?;
+    let mut conn = PgConn::establish(&stack.database_url).await?;
     let attempts_started = Instant::now();
     let attempts = pending_attempts(&mut conn, stack.merchant, requests).await?;
     let attempts_time = attempts_started.elapsed();
@@ -103,7 +104,7 @@ struct Attempt {
 
 /// Makes `count` orders, each with one pending attempt, in a few set-wide statements.
 async fn pending_attempts(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: MerchantId,
     count: usize,
 ) -> Result<Vec<Attempt>, BoxError> {
@@ -259,7 +260,7 @@ async fn measure(stack: &Stack, concurrency: usize, attempts: &[Attempt]) -> boo
 
 /// Counts, in the database, what the events should have done exactly once.
 async fn verify(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: MerchantId,
     attempts: &[Attempt],
 ) -> Result<bool, BoxError> {

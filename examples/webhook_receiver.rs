@@ -50,9 +50,11 @@ use clap::Parser;
 use diesel::sql_types::{Bool, Text, Timestamptz};
 use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::pooled_connection::AsyncDieselConnectionManager;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use diesel_async::{AsyncConnection, RunQueryDsl, SimpleAsyncConnection};
 use serde::Deserialize;
 use serde_json::{json, Value};
+
+use payorch::db::PgConn;
 
 #[derive(Debug, Parser)]
 #[command(about = "Receives payorch's events: verifies, deduplicates, applies in order.")]
@@ -114,7 +116,7 @@ fn serve(
 /// What the handler needs: the secrets and the database.
 struct Receiver {
     secrets: Vec<signature::Secret>,
-    pool: Pool<AsyncPgConnection>,
+    pool: Pool<PgConn>,
 }
 
 impl Receiver {
@@ -131,9 +133,9 @@ impl Receiver {
         if secrets.is_empty() {
             return Err("no webhook secret given".into());
         }
-        let mut conn = AsyncPgConnection::establish(database_url).await?;
+        let mut conn = PgConn::establish(database_url).await?;
         conn.batch_execute(SCHEMA).await?;
-        let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(database_url);
+        let manager = AsyncDieselConnectionManager::<PgConn>::new(database_url);
         let pool = Pool::builder(manager).max_size(8).build()?;
         Ok(Receiver { secrets, pool })
     }
@@ -267,7 +269,7 @@ enum RecordError {
 }
 
 /// Records the event's id and applies it, in one transaction: both or neither.
-async fn record(pool: &Pool<AsyncPgConnection>, event: &Envelope) -> Result<Recorded, RecordError> {
+async fn record(pool: &Pool<PgConn>, event: &Envelope) -> Result<Recorded, RecordError> {
     let mut conn = pool.get().await?;
     let recorded = conn
         .transaction(async |conn| -> Result<Recorded, diesel::result::Error> {
@@ -303,10 +305,7 @@ async fn record(pool: &Pool<AsyncPgConnection>, event: &Envelope) -> Result<Reco
 }
 
 /// The effect: the object as the event shows it replaces what we knew only if it is newer.
-async fn apply(
-    conn: &mut AsyncPgConnection,
-    event: &Envelope,
-) -> Result<&'static str, diesel::result::Error> {
+async fn apply(conn: &mut PgConn, event: &Envelope) -> Result<&'static str, diesel::result::Error> {
     // Every type payorch sends today is about a payment, an order or a refund; a type added
     // later, or an object without these fields, is acknowledged and left alone.
     let Ok(object) = Versioned::deserialize(&event.data.object) else {
@@ -530,7 +529,7 @@ mod tests {
         async fn start() -> Self {
             let admin_url = server_url();
             let database = format!("webhook_receiver_{}", uuid::Uuid::now_v7().simple());
-            let mut admin = AsyncPgConnection::establish(admin_url)
+            let mut admin = PgConn::establish(admin_url)
                 .await
                 .expect("connect to the test server");
             diesel::sql_query(format!("CREATE DATABASE {database}"))
@@ -576,8 +575,8 @@ mod tests {
             self.post(&signed(SECRET, id, now, body), body).await
         }
 
-        async fn connect(&self) -> AsyncPgConnection {
-            AsyncPgConnection::establish(&self.database_url)
+        async fn connect(&self) -> PgConn {
+            PgConn::establish(&self.database_url)
                 .await
                 .expect("connect to the test database")
         }
@@ -638,7 +637,7 @@ mod tests {
 
         async fn stop(self) {
             self.handle.stop(true).await;
-            let mut admin = AsyncPgConnection::establish(server_url())
+            let mut admin = PgConn::establish(server_url())
                 .await
                 .expect("connect to the test server");
             diesel::sql_query(format!(

@@ -1,12 +1,9 @@
 //! What each subcommand does, start to finish.
 
-use crate::provider_specs::{providers_from_specs, CallTimeouts};
-use crate::providers::registry::Providers;
 use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
 
-use diesel_async::AsyncPgConnection;
 use payorch_sandbox::{self as sandbox, SandboxConfig, SandboxHandle};
 use serde_json::json;
 
@@ -18,7 +15,9 @@ use crate::config::{
 };
 use crate::credentials::{self, Credentials, DemoAccount, OnMissingKeys};
 use crate::db::migrations::run_migrations;
-use crate::db::{roles, Database};
+use crate::db::{roles, Database, PgConn, Pooler};
+use crate::provider_specs::{providers_from_specs, CallTimeouts};
+use crate::providers::registry::Providers;
 use crate::providers::stripe::StripeProvider;
 use crate::secret::Secret;
 use crate::wiring::{self, Webhooks};
@@ -56,9 +55,18 @@ async fn open_database(args: &DatabaseArgs) -> Result<Database, CommandError> {
                 .into(),
         ));
     }
+    if args.db_pooler == Pooler::Transaction && args.url().is_none() {
+        return Err(CommandError(
+            "--db-pooler transaction goes with --database-url: the private cluster has no \
+             pooler in front of it"
+                .into(),
+        ));
+    }
+    let pool = args.pool_settings();
     Ok(Database::open(args.url(), args.data_dir.clone(), false)
         .await?
-        .with_migration_url(args.migration_url()))
+        .with_migration_url(args.migration_url())
+        .with_pooler(pool.pooler, pool.statement_timeout))
 }
 
 async fn serve(args: ServeArgs) -> Result<(), CommandError> {
@@ -114,9 +122,9 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
              through it; never in production (docs/PRODUCTION.md, \"No demo\")"
         );
     }
-    let applied = run_migrations(database.migration_url()).await?;
+    let applied = run_migrations(database.migration_url()?).await?;
     tracing::info!(applied = applied.len(), "database migrated");
-    warn_if_the_role_can_bypass_invariants(database.url()).await?;
+    warn_if_the_role_can_bypass_invariants(database).await?;
     // Before the server answers: a real deployment without a master key stops here.
     let master_keys = secrets::master_keys_of_serve(args)?;
     secrets::seal_clear_endpoint_secrets(database, &master_keys).await?;
@@ -218,8 +226,8 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
 /// Says loudly when the service's own role is a superuser or owns the tables: then nothing
 /// stops a bug or a stolen connection from disabling the triggers that hold the invariants
 /// (docs/PRODUCTION.md, section 2). It still serves: an old deployment keeps running.
-async fn warn_if_the_role_can_bypass_invariants(database_url: &str) -> Result<(), CommandError> {
-    let mut conn = crate::db::connect(database_url).await?;
+async fn warn_if_the_role_can_bypass_invariants(database: &Database) -> Result<(), CommandError> {
+    let mut conn = database.connect().await?;
     let reach = roles::role_reach(&mut conn).await?;
     if reach.can_bypass_invariants() {
         tracing::warn!(
@@ -383,7 +391,7 @@ async fn shutdown_signal() {
 
 async fn migrate(args: DatabaseArgs) -> Result<(), CommandError> {
     let database = open_database(&args).await?;
-    let result = run_migrations(database.migration_url()).await;
+    let result = run_migrations(database.migration_url()?).await;
     database.shutdown().await?;
     let applied = result?;
     if applied.is_empty() {
@@ -401,12 +409,12 @@ async fn migrate(args: DatabaseArgs) -> Result<(), CommandError> {
 /// Runs `work` on a migrated database, then stops the cluster if this command started it.
 async fn with_connection<T>(
     args: &DatabaseArgs,
-    work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, CommandError>,
+    work: impl AsyncFnOnce(&mut PgConn) -> Result<T, CommandError>,
 ) -> Result<T, CommandError> {
     let database = open_database(args).await?;
     let result = async {
-        run_migrations(database.migration_url()).await?;
-        let mut conn = crate::db::connect(database.url()).await?;
+        run_migrations(database.migration_url()?).await?;
+        let mut conn = database.connect().await?;
         work(&mut conn).await
     }
     .await;

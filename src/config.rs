@@ -10,7 +10,7 @@ use payorch_sandbox::SandboxConfig;
 
 use crate::accounts::SupportRole;
 use crate::app::{AppSettings, MetricsSettings};
-use crate::db::PoolSettings;
+use crate::db::{PoolSettings, Pooler};
 use crate::delivery::settings::DeliverySettings;
 use crate::events::reaper::EventReaperSettings;
 use crate::events::safe_url::UrlPolicy;
@@ -291,6 +291,19 @@ pub struct DatabaseArgs {
         default_value_t = 10_000
     )]
     pub db_statement_timeout_ms: u64,
+    /// What `DATABASE_URL` reaches: PostgreSQL itself (`none`, also right for a pooler in
+    /// session mode or PgBouncer 1.21 on with `max_prepared_statements`), or a pooler in
+    /// transaction mode (`transaction`): then payorch sends unnamed statements only, sets
+    /// its statement timeout in each transaction, and migrates only through
+    /// `--migration-database-url`, straight to PostgreSQL (docs/operations/pooler.md).
+    #[arg(
+        help_heading = "Database",
+        long,
+        env = "PAYORCH_DB_POOLER",
+        value_enum,
+        default_value_t = Pooler::None
+    )]
+    pub db_pooler: Pooler,
 }
 
 /// The database URL may hold a password: `Debug` says only whether one is set.
@@ -314,6 +327,7 @@ impl std::fmt::Debug for DatabaseArgs {
             .field("db_pool_size", &self.db_pool_size)
             .field("db_acquire_timeout_ms", &self.db_acquire_timeout_ms)
             .field("db_statement_timeout_ms", &self.db_statement_timeout_ms)
+            .field("db_pooler", &self.db_pooler)
             .finish()
     }
 }
@@ -349,6 +363,7 @@ impl DatabaseArgs {
             max_size: self.db_pool_size,
             acquire_timeout: Duration::from_millis(self.db_acquire_timeout_ms),
             statement_timeout: Duration::from_millis(self.db_statement_timeout_ms),
+            pooler: self.db_pooler,
         }
     }
 }

@@ -6,10 +6,11 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use serde::{Deserialize, Serialize};
 
 use crate::accounts::{self, Caller, SupportRole};
+use crate::db::PgConn;
 use crate::ids::MerchantId;
 
 pub const FILE_NAME: &str = "credentials.json";
@@ -107,7 +108,7 @@ pub fn read(path: &Path) -> Option<Credentials> {
 /// New secrets are handed to `save` inside the transaction that creates them: if they cannot
 /// be saved, nothing is committed, so the database never holds a demo key nobody can know.
 pub async fn demo_account(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     previous: Option<&Credentials>,
     on_missing: OnMissingKeys,
     save: impl FnOnce(&DemoAccount) -> Result<(), CredentialsError> + Send,
@@ -155,7 +156,7 @@ pub async fn demo_account(
 
 /// The previous file's secrets, if both still authenticate as what the file says.
 async fn still_valid(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     previous: Option<Credentials>,
 ) -> Result<Option<DemoAccount>, diesel::result::Error> {
     let Some(previous) = previous else {

@@ -9,12 +9,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use actix_web::dev::ServerHandle;
-use diesel_async::{AsyncConnection, AsyncPgConnection};
+use diesel_async::AsyncConnection;
 use tokio::task::JoinHandle;
 
 use payorch::accounts;
 use payorch::app::AppSettings;
 use payorch::db::migrations::run_migrations;
+use payorch::db::PgConn;
 use payorch::db::{Database, PoolSettings, PrivateCluster};
 use payorch::idempotency::IdempotencySettings;
 use payorch::ids::MerchantId;
@@ -229,12 +230,12 @@ impl Stack {
         let database = Database::open(database_url, data_dir, false).await?;
         let url = database.url().to_string();
         // The owner migrates; the bench's app runs as the runtime role, as `serve` does.
-        let owner_url = database.migration_url().to_string();
+        let owner_url = database.migration_url()?.to_string();
         cleanup.database = Some(database);
 
         run_migrations(&owner_url).await?;
         let (merchant, secret) = {
-            let mut conn = AsyncPgConnection::establish(&url).await?;
+            let mut conn = PgConn::establish(&url).await?;
             let (merchant, key) = accounts::create_merchant(&mut conn, "Bench merchant").await?;
             (merchant.id, key.secret)
         };

@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use diesel::result::QueryResult;
 use diesel::sql_types::{Array, Uuid as SqlUuid};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use crate::bounded_map::BoundedMap;
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
+use crate::db::PgConn;
 use crate::ids::ApiKeyId;
 
 /// A key's use is written at most once in this long by one replica.
@@ -63,7 +64,7 @@ impl KeyUses {
     /// Writes `last_used_at` of every key noted since the last write. A key whose row someone
     /// else holds locked is skipped, never waited for, and kept for the next try with the
     /// keys of a failed write.
-    pub(super) async fn write(&self, conn: &mut AsyncPgConnection) -> QueryResult<usize> {
+    pub(super) async fn write(&self, conn: &mut PgConn) -> QueryResult<usize> {
         let keys: Vec<uuid::Uuid> = self.lock().drain().map(|k| k.0).collect();
         if keys.is_empty() {
             return Ok(0);

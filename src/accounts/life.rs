@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use serde::Serialize;
 
 use super::{insert_key, KeyOwner, NewKey, SupportRole};
 use crate::db::schema::api_keys;
+use crate::db::PgConn;
 use crate::ids::{ApiKeyId, MerchantId};
 
 /// How long the old key may keep working after a rotation, at most: a rotation is a move to
@@ -116,10 +117,7 @@ pub enum KeyFilter {
 }
 
 /// Keys in creation order, revoked and expired ones included (they are the history).
-pub async fn list_keys(
-    conn: &mut AsyncPgConnection,
-    filter: KeyFilter,
-) -> QueryResult<Vec<KeyInfo>> {
+pub async fn list_keys(conn: &mut PgConn, filter: KeyFilter) -> QueryResult<Vec<KeyInfo>> {
     let mut query = api_keys::table
         .select(key_columns!())
         .order((api_keys::created_at.asc(), api_keys::id.asc()))
@@ -133,7 +131,7 @@ pub async fn list_keys(
     rows.into_iter().map(key_info).collect()
 }
 
-pub async fn find_key(conn: &mut AsyncPgConnection, id: ApiKeyId) -> QueryResult<Option<KeyInfo>> {
+pub async fn find_key(conn: &mut PgConn, id: ApiKeyId) -> QueryResult<Option<KeyInfo>> {
     let row: Option<KeyRow> = api_keys::table
         .find(id.0)
         .select(key_columns!())
@@ -178,7 +176,7 @@ impl From<diesel::result::Error> for KeyLifeError {
 
 /// A new key for `owner`: a merchant's further key, or a support person's.
 pub async fn create_key(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     owner: KeyOwner,
     name: &str,
 ) -> Result<(KeyInfo, NewKey), KeyLifeError> {
@@ -195,10 +193,7 @@ pub async fn create_key(
 }
 
 /// Revokes `id` now. Every replica stops taking it within a second ([`super::sync`]).
-pub async fn revoke_key(
-    conn: &mut AsyncPgConnection,
-    id: ApiKeyId,
-) -> Result<KeyInfo, KeyLifeError> {
+pub async fn revoke_key(conn: &mut PgConn, id: ApiKeyId) -> Result<KeyInfo, KeyLifeError> {
     let revoked = diesel::update(api_keys::table)
         .filter(api_keys::id.eq(id.0))
         .filter(api_keys::revoked_at.is_null())
@@ -218,7 +213,7 @@ pub async fn revoke_key(
 /// from now (sooner, if it was expiring already): the old and the new key both work for the
 /// overlap, then only the new one. An overlap of zero ends the old key at once.
 pub async fn rotate_key(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     id: ApiKeyId,
     overlap: Duration,
 ) -> Result<(KeyInfo, KeyInfo, NewKey), KeyLifeError> {

@@ -11,12 +11,13 @@ pub use cache::{CallerCache, Recalled};
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use rand::RngCore;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::db::schema::{api_keys, merchants};
+use crate::db::PgConn;
 use crate::ids::{ApiKeyId, MerchantId};
 use crate::words::words;
 
@@ -150,7 +151,7 @@ pub fn secret_hash(secret: &str) -> SecretHash {
 }
 
 async fn insert_key(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     owner: KeyOwner,
     name: &str,
     rotated_from: Option<ApiKeyId>,
@@ -173,10 +174,7 @@ async fn insert_key(
 }
 
 /// Creates a merchant and its first API key, in one transaction.
-pub async fn create_merchant(
-    conn: &mut AsyncPgConnection,
-    name: &str,
-) -> QueryResult<(Merchant, NewKey)> {
+pub async fn create_merchant(conn: &mut PgConn, name: &str) -> QueryResult<(Merchant, NewKey)> {
     let name = name.to_string();
     conn.transaction(async move |conn| {
         let id = MerchantId::new();
@@ -200,7 +198,7 @@ pub async fn create_merchant(
 }
 
 pub async fn create_support_key(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     name: &str,
     role: SupportRole,
 ) -> QueryResult<NewKey> {
@@ -209,7 +207,7 @@ pub async fn create_support_key(
 
 /// A further API key for an existing merchant.
 pub async fn create_merchant_key(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     name: &str,
 ) -> QueryResult<NewKey> {
@@ -218,7 +216,7 @@ pub async fn create_merchant_key(
 
 /// The oldest merchant called `name`, if any.
 pub async fn oldest_merchant_named(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     name: &str,
 ) -> QueryResult<Option<MerchantId>> {
     merchants::table
@@ -243,10 +241,7 @@ pub struct LiveKey {
 
 /// The key a presented secret belongs to (by its hash), if it is live: neither revoked nor
 /// past its `expires_at`.
-pub async fn authenticate(
-    conn: &mut AsyncPgConnection,
-    hash: &SecretHash,
-) -> QueryResult<Option<LiveKey>> {
+pub async fn authenticate(conn: &mut PgConn, hash: &SecretHash) -> QueryResult<Option<LiveKey>> {
     type Row = (
         uuid::Uuid,
         String,
@@ -289,10 +284,7 @@ pub async fn authenticate(
     )
 }
 
-pub async fn find_merchant(
-    conn: &mut AsyncPgConnection,
-    id: MerchantId,
-) -> QueryResult<Option<Merchant>> {
+pub async fn find_merchant(conn: &mut PgConn, id: MerchantId) -> QueryResult<Option<Merchant>> {
     merchants::table
         .find(id.0)
         .select((merchants::id, merchants::name, merchants::created_at))
@@ -312,7 +304,7 @@ pub async fn find_merchant(
 
 /// Merchants in id (= creation) order, `limit` at most, after `starting_after` if given.
 pub async fn list_merchants(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     limit: i64,
     starting_after: Option<MerchantId>,
 ) -> QueryResult<Vec<Merchant>> {
@@ -335,7 +327,7 @@ pub async fn list_merchants(
         .collect())
 }
 
-pub async fn any_merchant_exists(conn: &mut AsyncPgConnection) -> QueryResult<bool> {
+pub async fn any_merchant_exists(conn: &mut PgConn) -> QueryResult<bool> {
     diesel::select(diesel::dsl::exists(merchants::table.select(merchants::id)))
         .load(conn)
         .await
@@ -343,7 +335,7 @@ pub async fn any_merchant_exists(conn: &mut AsyncPgConnection) -> QueryResult<bo
 }
 
 /// The name a key was given, for the log of what its holder did.
-pub async fn key_name(conn: &mut AsyncPgConnection, id: ApiKeyId) -> QueryResult<Option<String>> {
+pub async fn key_name(conn: &mut PgConn, id: ApiKeyId) -> QueryResult<Option<String>> {
     api_keys::table
         .find(id.0)
         .select(api_keys::name)

@@ -25,13 +25,14 @@ use std::time::{Duration, Instant};
 
 use diesel::sql_types::{BigInt, Bytea, Nullable};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use tokio::sync::watch;
 
 use super::{CallerCache, SecretHash};
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
 use crate::db::DbPool;
+use crate::db::PgConn;
 
 /// How long a change is evicted again by later looks, after the look that first saw it.
 pub const MARGIN: Duration = Duration::from_secs(2);
@@ -58,7 +59,7 @@ pub type Change = (SecretHash, i64);
 /// one statement, so from one snapshot: a change this look misses is one it could not see,
 /// above its xmin.
 pub async fn life_changes_since(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     from: Option<i64>,
 ) -> diesel::QueryResult<(i64, Vec<Change>)> {
     let rows: Vec<LookRow> = look_statement(from).load(conn).await?;

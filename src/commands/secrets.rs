@@ -31,7 +31,7 @@ pub(super) async fn seal_clear_endpoint_secrets(
     database: &Database,
     keys: &MasterKeys,
 ) -> Result<(), CommandError> {
-    let mut conn = crate::db::connect(database.url()).await?;
+    let mut conn = database.connect().await?;
     let sealed = sealed::seal_clear_secrets(&mut conn, keys).await?;
     if sealed > 0 {
         tracing::info!(
@@ -42,7 +42,7 @@ pub(super) async fn seal_clear_endpoint_secrets(
     }
     // Every write is checked already; only the proof about old rows waits for the owner, so
     // an owner that cannot connect from here is a warning too, not a refusal to start.
-    let validated = match crate::db::connect(database.migration_url()).await {
+    let validated = match crate::db::connect(database.migration_url()?).await {
         Ok(mut owner) => sealed::validate_sealed_checks(&mut owner)
             .await
             .map_err(|err| err.to_string()),
@@ -68,7 +68,7 @@ pub(super) async fn reencrypt_secrets(args: ReencryptArgs) -> Result<(), Command
     )?;
     let database = open_database(&args.database).await?;
     let result = async {
-        let mut conn = crate::db::connect(database.url()).await?;
+        let mut conn = database.connect().await?;
         Ok::<_, CommandError>(sealed::reseal_all(&mut conn, &keys).await?)
     }
     .await;

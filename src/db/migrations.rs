@@ -3,20 +3,20 @@
 
 use diesel::prelude::*;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
-use diesel_async::AsyncPgConnection;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 
 use super::advisory;
 use super::sql::Sql;
 use super::statement::Statement;
 use super::url::DatabaseUrl;
+use crate::db::PgConn;
 
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 
 /// An arbitrary constant that names "payorch schema changes" among advisory locks.
 const MIGRATION_LOCK_KEY: i64 = 0x7061_796f_7263_6801;
 
-type SyncConn = AsyncConnectionWrapper<AsyncPgConnection>;
+type SyncConn = AsyncConnectionWrapper<PgConn>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MigrationError {
@@ -78,9 +78,7 @@ fn take_the_migration_lock(conn: &mut SyncConn) -> Result<(), diesel::result::Er
 const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Whether every embedded migration has been applied (for readiness).
-pub async fn migrations_applied(
-    conn: &mut AsyncPgConnection,
-) -> Result<bool, diesel::result::Error> {
+pub async fn migrations_applied(conn: &mut PgConn) -> Result<bool, diesel::result::Error> {
     #[derive(QueryableByName)]
     struct Version {
         #[diesel(sql_type = diesel::sql_types::Text)]

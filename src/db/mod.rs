@@ -3,9 +3,11 @@
 
 pub mod advisory;
 pub mod cluster;
+pub mod conn;
 pub mod migrations;
 #[cfg(test)]
 mod one_way;
+pub mod partitions;
 pub mod pool;
 pub mod pool_metrics;
 pub mod primary;
@@ -22,10 +24,11 @@ pub mod url;
 
 use std::path::PathBuf;
 
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 pub use cluster::{ClusterError, ClusterOptions, PrivateCluster};
-pub use pool::{build_pool, DbConn, DbPool, PoolSettings};
+pub use conn::PgConn;
+pub use pool::{build_pool, DbConn, DbPool, PoolSettings, Pooler};
 pub use url::DatabaseUrl;
 
 /// The database payorch keeps its state in, inside the private cluster.
@@ -45,6 +48,13 @@ pub enum DatabaseError {
     Roles(#[source] diesel::result::Error),
     #[error("cluster thread: {0}")]
     Join(#[from] tokio::task::JoinError),
+    #[error(
+        "DATABASE_URL reaches PostgreSQL through a pooler in transaction mode \
+         (--db-pooler transaction), where a migration cannot keep the session its lock and DDL \
+         need: give --migration-database-url (PAYORCH_MIGRATION_DATABASE_URL), the table \
+         owner's URL to PostgreSQL itself, not to the pooler (docs/operations/pooler.md)"
+    )]
+    MigrationsThroughPooler,
 }
 
 /// Where the database is: either given, or a private cluster this process may own.
@@ -54,7 +64,12 @@ pub struct Database {
     url: String,
     /// The owner's, for migrations; the same as `url` when none was given apart.
     migration_url: String,
+    /// Whether `migration_url` was given apart from `url` (`--migration-database-url`).
+    migration_url_apart: bool,
     cluster: Option<PrivateCluster>,
+    /// What `url` reaches, and the statement timeout its connections set.
+    pooler: Pooler,
+    statement_timeout: std::time::Duration,
 }
 
 impl Database {
@@ -69,8 +84,11 @@ impl Database {
         if let Some(url) = database_url {
             return Ok(Database {
                 migration_url: url.clone(),
+                migration_url_apart: false,
                 url,
                 cluster: None,
+                pooler: Pooler::None,
+                statement_timeout: PoolSettings::default().statement_timeout,
             });
         }
         let options = ClusterOptions {
@@ -88,7 +106,10 @@ impl Database {
         Ok(Database {
             url: cluster.runtime_database_url(DATABASE_NAME),
             migration_url: cluster.database_url(DATABASE_NAME),
+            migration_url_apart: true,
             cluster: Some(cluster),
+            pooler: Pooler::None,
+            statement_timeout: PoolSettings::default().statement_timeout,
         })
     }
 
@@ -97,7 +118,16 @@ impl Database {
     pub fn with_migration_url(mut self, owner_url: Option<String>) -> Self {
         if let Some(owner_url) = owner_url {
             self.migration_url = owner_url;
+            self.migration_url_apart = true;
         }
+        self
+    }
+
+    /// `url` reaches PostgreSQL through `pooler` (`--db-pooler`); its connections set
+    /// `statement_timeout`.
+    pub fn with_pooler(mut self, pooler: Pooler, statement_timeout: std::time::Duration) -> Self {
+        self.pooler = pooler;
+        self.statement_timeout = statement_timeout;
         self
     }
 
@@ -106,9 +136,27 @@ impl Database {
         &self.url
     }
 
-    /// The URL migrations run under: the owner's.
-    pub fn migration_url(&self) -> &str {
-        &self.migration_url
+    /// The URL migrations run under: the owner's. Refused when it would go through a pooler
+    /// in transaction mode: the migrations' advisory lock is a session's, and a session is
+    /// what such a pooler does not keep (src/db/migrations.rs).
+    pub fn migration_url(&self) -> Result<&str, DatabaseError> {
+        if self.pooler == Pooler::Transaction && !self.migration_url_apart {
+            return Err(DatabaseError::MigrationsThroughPooler);
+        }
+        Ok(&self.migration_url)
+    }
+
+    /// A connection to the service's URL, sending its statements as the pooler in front of
+    /// it allows (src/db/conn.rs).
+    pub async fn connect(&self) -> Result<PgConn, DatabaseError> {
+        let url = DatabaseUrl::parse(&self.url).map_err(DatabaseError::Url)?;
+        Ok(url
+            .open(url.config(), self.pooler.statements(self.statement_timeout))
+            .await?)
+    }
+
+    pub fn pooler(&self) -> Pooler {
+        self.pooler
     }
 
     pub fn cluster(&self) -> Option<&PrivateCluster> {
@@ -161,18 +209,16 @@ pub async fn create_database_if_missing(
     }
 }
 
-/// A connection to `url` with the TLS its `sslmode` asks for (src/db/url.rs).
-pub async fn connect(url: &str) -> Result<AsyncPgConnection, DatabaseError> {
+/// A connection to `url` with the TLS its `sslmode` asks for (src/db/url.rs), straight to
+/// PostgreSQL (a pooler in transaction mode takes [`Database::connect`]).
+pub async fn connect(url: &str) -> Result<PgConn, DatabaseError> {
     Ok(DatabaseUrl::parse(url)
         .map_err(DatabaseError::Url)?
         .connect()
         .await?)
 }
 
-async fn database_exists(
-    conn: &mut AsyncPgConnection,
-    name: &str,
-) -> Result<bool, diesel::result::Error> {
+async fn database_exists(conn: &mut PgConn, name: &str) -> Result<bool, diesel::result::Error> {
     #[derive(diesel::QueryableByName)]
     struct Exists {
         #[diesel(sql_type = diesel::sql_types::Bool)]

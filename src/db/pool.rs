@@ -16,20 +16,21 @@ use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
 };
-use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
+use diesel_async::SimpleAsyncConnection;
 use futures_util::FutureExt;
 use prometheus::{Histogram, HistogramOpts, IntCounter};
 
+use super::conn::{PgConn, Statements};
 use super::primary::{Hosts, PrimaryWatch, POOL_APPLICATION_NAME};
 use super::url::DatabaseUrl;
 use crate::lasting::Lasting;
 
-pub type DbConn = Object<AsyncPgConnection>;
+pub type DbConn = Object<PgConn>;
 
 /// The pool of database connections; cheap to clone (all clones share one pool).
 #[derive(Clone)]
 pub struct DbPool {
-    pool: Pool<AsyncPgConnection>,
+    pool: Pool<PgConn>,
     pace: Arc<Pace>,
     acquire_timeout: Duration,
     waits: Waits,
@@ -181,6 +182,7 @@ pub struct PoolSettings {
     /// How long a request waits for a free connection before it is answered `503`.
     pub acquire_timeout: Duration,
     pub statement_timeout: Duration,
+    pub pooler: Pooler,
 }
 
 impl Default for PoolSettings {
@@ -189,6 +191,34 @@ impl Default for PoolSettings {
             max_size: 16,
             acquire_timeout: Duration::from_secs(2),
             statement_timeout: Duration::from_secs(10),
+            pooler: Pooler::None,
+        }
+    }
+}
+
+/// What stands between payorch and PostgreSQL (`--db-pooler`; docs/operations/pooler.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Pooler {
+    /// PostgreSQL itself, or a pooler that gives each client its own session or keeps its
+    /// prepared statements (session mode; PgBouncer 1.21 on with `max_prepared_statements`).
+    #[default]
+    None,
+    /// A pooler in transaction mode, which may run each transaction on another session:
+    /// unnamed statements, settings per transaction, and migrations refused through it.
+    Transaction,
+}
+
+impl Pooler {
+    /// How a new connection sends its statements.
+    pub fn statements(self, statement_timeout: Duration) -> Statements {
+        match self {
+            Pooler::None => Statements::prepared(),
+            Pooler::Transaction => Statements::Unnamed {
+                begin: format!(
+                    "BEGIN; SET LOCAL statement_timeout = {}",
+                    statement_timeout.as_millis()
+                ),
+            },
         }
     }
 }
@@ -198,7 +228,8 @@ impl Default for PoolSettings {
 /// the primary changed. Every connection has the TLS the URL's `sslmode` asks for
 /// (src/db/tls.rs). Needs a Tokio runtime.
 pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool, String> {
-    let statement_timeout_ms = settings.statement_timeout.as_millis();
+    let statement_timeout = settings.statement_timeout;
+    let statement_timeout_ms = statement_timeout.as_millis();
     let url = DatabaseUrl::parse(database_url)?;
     let watch = Hosts::of(&url)?.map(|hosts| {
         PrimaryWatch::start(
@@ -208,7 +239,8 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
     });
     let patience = settings.acquire_timeout;
     let recycle_watch = watch.clone();
-    let mut manager_config = ManagerConfig::<AsyncPgConnection>::default();
+    let pooler = settings.pooler;
+    let mut manager_config = ManagerConfig::<PgConn>::default();
     // No `SELECT 1` each time a connection is taken (the default, "Verified", cost four round
     // trips per checkout): a connection the server closed is seen as closed without asking,
     // and one that dies in the instant before use fails its request with a `503`, nothing
@@ -223,10 +255,23 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
         let watch = watch.clone();
         let lasting = lasting.clone();
         let open = async move {
+            let statements = pooler.statements(statement_timeout);
             let mut conn = match watch {
-                Some(watch) => watch.connect(patience).await?,
-                None => url.connect().await?,
+                Some(watch) => watch.connect(patience, statements).await?,
+                None => {
+                    // The name rides in the start-up message, which a pooler passes on to
+                    // whichever session serves the client (PgBouncer tracks it).
+                    let mut config = url.config().clone();
+                    config.application_name(POOL_APPLICATION_NAME);
+                    url.open(&config, statements).await?
+                }
             };
+            if pooler == Pooler::Transaction {
+                // Nothing set on a session outlives a transaction behind the pooler: the
+                // timeout is set by each transaction's `BEGIN` (src/db/conn.rs), and
+                // unnamed statements are planned at each run anyway.
+                return Ok(conn);
+            }
             // Every statement payorch prepares finds its rows by key (merchant, id, key,
             // provider id), where one plan fits every parameter. Left to choose, PostgreSQL
             // plans the first five runs of each afresh and may keep doing so when its cost
@@ -234,7 +279,7 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
             // is (docs/BENCHMARKS.md, "The checkout gap, second pass"). A statement whose best plan
             // depends on its parameters must be written as its own text instead.
             conn.batch_execute(&format!(
-                "SET application_name = '{POOL_APPLICATION_NAME}'; SET statement_timeout = {statement_timeout_ms}; \
+                "SET statement_timeout = {statement_timeout_ms}; \
                  SET plan_cache_mode = force_generic_plan"
             ))
             .await
@@ -290,6 +335,7 @@ mod tests {
             max_size: 1,
             acquire_timeout: Duration::from_millis(50),
             statement_timeout: Duration::from_secs(1),
+            pooler: Pooler::None,
         };
         let pool = build_pool(
             &format!("postgres://payorch@127.0.0.1:{port}/payorch"),

@@ -24,11 +24,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use diesel::ConnectionError;
-use diesel_async::AsyncPgConnection;
 use tokio::sync::watch;
 use tokio_postgres::config::{Host, TargetSessionAttrs};
 use tokio_postgres::{Client, Config};
 
+use super::conn::{PgConn, Statements};
 use super::url::DatabaseUrl;
 
 /// How often every host is asked.
@@ -137,15 +137,11 @@ impl Hosts {
     }
 
     /// A connection for the pool to host `i`.
-    async fn connect(&self, i: usize) -> Result<AsyncPgConnection, ConnectionError> {
-        let (client, connection) = self
-            .url
-            .connect_client(&self.config_for(i, POOL_APPLICATION_NAME))
+    async fn connect(&self, i: usize, statements: Statements) -> Result<PgConn, ConnectionError> {
+        self.url
+            .open(&self.config_for(i, POOL_APPLICATION_NAME), statements)
             .await
-            .map_err(|err| {
-                ConnectionError::BadConnection(format!("{}: {err}", self.describe(i)))
-            })?;
-        AsyncPgConnection::try_from_client_and_connection(client, connection).await
+            .map_err(|err| ConnectionError::BadConnection(format!("{}: {err}", self.describe(i))))
     }
 }
 
@@ -210,7 +206,11 @@ impl PrimaryWatch {
 
     /// A connection to the primary; an error at once while there is none, so the request is
     /// answered `503` rather than left waiting. Waits for the first round at most `patience`.
-    pub async fn connect(&self, patience: Duration) -> Result<AsyncPgConnection, ConnectionError> {
+    pub async fn connect(
+        &self,
+        patience: Duration,
+        statements: Statements,
+    ) -> Result<PgConn, ConnectionError> {
         let mut seen = self.seen.clone();
         let first = tokio::time::timeout(patience, async {
             seen.wait_for(Option::is_some)
@@ -220,7 +220,7 @@ impl PrimaryWatch {
         })
         .await;
         match first.ok().flatten().and_then(|s| s.primary) {
-            Some(i) => self.hosts.connect(i).await,
+            Some(i) => self.hosts.connect(i, statements).await,
             None => Err(ConnectionError::BadConnection(format!(
                 "no primary among {}: none accepts writes (a failover may be under way)",
                 (0..self.hosts.len())
@@ -311,7 +311,7 @@ async fn probe(hosts: &Hosts, i: usize, session: &mut Option<Client>) -> Probe {
             *session = Some(client);
         }
         let client = session.as_ref().expect("opened above");
-        let row = client.query_one(PROBE, &[]).await?;
+        let row = client.query_typed_one(PROBE, &[]).await?;
         Ok::<_, tokio_postgres::Error>(match row.get::<_, Option<i32>>(0) {
             None => Probe::Standby,
             Some(timeline) => Probe::Writable {
@@ -355,7 +355,7 @@ fn stalled_commits(limit: Duration) -> String {
 
 /// Runs one of the statements above; a failure is only logged, the next round tries again.
 async fn end_sessions(client: &Client, statement: &str) -> i32 {
-    match tokio::time::timeout(PROBE_TIMEOUT, client.query_one(statement, &[])).await {
+    match tokio::time::timeout(PROBE_TIMEOUT, client.query_typed_one(statement, &[])).await {
         Ok(Ok(row)) => row.get(0),
         Ok(Err(err)) => {
             tracing::warn!(error = %err, "could not end payorch sessions");

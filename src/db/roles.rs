@@ -6,10 +6,11 @@
 
 use diesel::sql_types::{Bool, Text};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
 
 use super::sql::Sql;
 use super::statement::Statement;
+use crate::db::PgConn;
 
 /// The group role migration 2026-11-27-000016_runtime_role grants the service's rights to.
 pub const RUNTIME_GROUP: &str = "payorch_runtime";
@@ -36,7 +37,7 @@ impl RoleReach {
 }
 
 /// The role of `conn`'s session, and whether it could bypass an invariant.
-pub async fn role_reach(conn: &mut AsyncPgConnection) -> Result<RoleReach, diesel::result::Error> {
+pub async fn role_reach(conn: &mut PgConn) -> Result<RoleReach, diesel::result::Error> {
     role_reach_statement()
         .load::<RoleReach>(conn)
         .await
@@ -60,7 +61,7 @@ fn role_reach_statement() -> Sql<'static> {
 /// unless it exists. Run by the cluster's superuser; trust authentication over the cluster's
 /// own socket means it needs no password (src/db/cluster.rs).
 pub async fn create_runtime_login(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     login: &str,
 ) -> Result<(), diesel::result::Error> {
     // DDL in a DO block, which takes no parameters: `login` is the cluster's own name for

@@ -11,10 +11,11 @@ use diesel::query_dsl::methods::{FilterDsl, LimitDsl};
 use diesel::sql_types::Uuid as SqlUuid;
 use diesel::{Expression, ExpressionMethods, OptionalExtension, QueryResult};
 use diesel_async::methods::LoadQuery;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use futures_util::FutureExt;
 use uuid::Uuid;
 
+use crate::db::PgConn;
 use crate::ids::MerchantId;
 
 /// A query narrowed to what `scope` may see.
@@ -40,7 +41,7 @@ impl<Q> InScope for Q {}
 /// for none. A plain function returning its future, so the future is `Send` for any caller
 /// (as an `async fn` generic over the query, it is not to the compiler's eye).
 pub fn find_in_scope<'c, Q, I, M, R>(
-    conn: &'c mut AsyncPgConnection,
+    conn: &'c mut PgConn,
     query: Q,
     id: dsl::Eq<I, Uuid>,
     merchant_id: M,
@@ -51,7 +52,7 @@ where
     M: ExpressionMethods + Expression<SqlType = SqlUuid>,
     Q: FilterDsl<dsl::Eq<I, Uuid>, Output = Q> + FilterDsl<dsl::Eq<M, Uuid>, Output = Q>,
     Q: LimitDsl,
-    <Q as LimitDsl>::Output: LoadQuery<'static, AsyncPgConnection, R> + Send + 'static,
+    <Q as LimitDsl>::Output: LoadQuery<'static, PgConn, R> + Send + 'static,
     R: Send + 'c,
 {
     let query = FilterDsl::filter(query, id).in_scope(merchant_id, scope);

@@ -6,19 +6,21 @@
 //! "Idempotency"), and nothing outside this file calls them.
 
 use diesel::QueryResult;
-use diesel_async::{AsyncConnection, AsyncPgConnection, TransactionManager};
+use diesel_async::{AsyncConnection, TransactionManager};
 
-type Tm = <AsyncPgConnection as AsyncConnection>::TransactionManager;
+use crate::db::PgConn;
 
-pub async fn begin_transaction(conn: &mut AsyncPgConnection) -> QueryResult<()> {
+type Tm = <PgConn as AsyncConnection>::TransactionManager;
+
+pub async fn begin_transaction(conn: &mut PgConn) -> QueryResult<()> {
     Tm::begin_transaction(conn).await
 }
 
-pub async fn commit(conn: &mut AsyncPgConnection) -> QueryResult<()> {
+pub async fn commit(conn: &mut PgConn) -> QueryResult<()> {
     Tm::commit_transaction(conn).await
 }
 
-pub async fn rollback(conn: &mut AsyncPgConnection) {
+pub async fn rollback(conn: &mut PgConn) {
     // A failed rollback leaves the connection marked broken; the pool then discards it.
     if let Err(err) = Tm::rollback_transaction(conn).await {
         tracing::warn!(error = %err, "rollback failed");
@@ -28,8 +30,8 @@ pub async fn rollback(conn: &mut AsyncPgConnection) {
 /// Finishes the transaction open on `conn` around `work`: committed if `work` succeeds,
 /// rolled back if it or the commit fails.
 pub async fn finish_transaction<T, E>(
-    conn: &mut AsyncPgConnection,
-    work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
+    conn: &mut PgConn,
+    work: impl AsyncFnOnce(&mut PgConn) -> Result<T, E>,
 ) -> Result<T, E>
 where
     E: From<diesel::result::Error>,
@@ -46,8 +48,8 @@ where
 
 /// Runs `work` in a transaction of its own.
 pub async fn in_transaction<T, E>(
-    conn: &mut AsyncPgConnection,
-    work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
+    conn: &mut PgConn,
+    work: impl AsyncFnOnce(&mut PgConn) -> Result<T, E>,
 ) -> Result<T, E>
 where
     E: From<diesel::result::Error>,

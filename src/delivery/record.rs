@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Integer, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use super::take::{micros, Taken};
@@ -18,6 +18,7 @@ use crate::db::schema::{delivery_attempts, webhook_endpoints};
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
 use crate::db::transaction::in_transaction;
+use crate::db::PgConn;
 use crate::events::schedule::{failing_too_long, Verdict};
 
 /// One attempt as it went.
@@ -54,7 +55,7 @@ struct Failing {
 
 /// Records `attempt` of `taken`, judged `verdict`.
 pub async fn record(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     taken: &Taken,
     attempt: &Attempt,
     verdict: Verdict,
@@ -68,7 +69,7 @@ pub async fn record(
 /// A failed attempt (`verdict` is not `Delivered`), in one transaction: see the module
 /// comment.
 async fn record_failed(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     taken: &Taken,
     attempt: &Attempt,
     verdict: Verdict,
@@ -214,7 +215,7 @@ WHERE event_id = {event} AND endpoint_id = {endpoint} AND state = 'pending'
 /// round trips: a delivery's bookkeeping costs about as much as a checkout's statements
 /// (docs/BENCHMARKS.md, "Merchant events (#30)").
 async fn record_delivered(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     taken: &Taken,
     attempt: &Attempt,
 ) -> diesel::QueryResult<Recorded> {

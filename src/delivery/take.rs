@@ -11,11 +11,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
+use crate::db::PgConn;
 use crate::events::endpoints::sealed::SealedSecret;
 use crate::events::EventRow;
 use crate::ids::{EndpointId, EventId, MerchantId};
@@ -86,7 +87,7 @@ pub(super) fn micros(d: Duration) -> i64 {
 
 /// Takes up to `batch` due deliveries for `lease`; cancels those whose endpoint is not live.
 pub async fn take_due(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     lease: Duration,
     batch: i64,
 ) -> diesel::QueryResult<Vec<Taken>> {

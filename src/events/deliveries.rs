@@ -3,12 +3,13 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::EventRequest;
 use crate::db::schema::{delivery_attempts, event_deliveries, merchant_events, webhook_endpoints};
+use crate::db::PgConn;
 use crate::ids::{EndpointId, EventId, MerchantId, OrderId};
 
 /// One event to one endpoint, as it stands.
@@ -90,10 +91,7 @@ pub struct DeliveryAttempt {
 
 /// The deliveries of the events `ids`, oldest first, each with its endpoint's URL (a deleted
 /// endpoint is kept, hidden, for this).
-pub async fn deliveries_of(
-    conn: &mut AsyncPgConnection,
-    ids: &[Uuid],
-) -> QueryResult<Vec<Delivery>> {
+pub async fn deliveries_of(conn: &mut PgConn, ids: &[Uuid]) -> QueryResult<Vec<Delivery>> {
     let rows: Vec<DeliveryRow> = event_deliveries::table
         .inner_join(
             webhook_endpoints::table.on(webhook_endpoints::merchant_id
@@ -109,10 +107,7 @@ pub async fn deliveries_of(
 }
 
 /// Every send of the deliveries of the events `ids`, in the order they were made.
-pub async fn attempts_of(
-    conn: &mut AsyncPgConnection,
-    ids: &[Uuid],
-) -> QueryResult<Vec<DeliveryAttempt>> {
+pub async fn attempts_of(conn: &mut PgConn, ids: &[Uuid]) -> QueryResult<Vec<DeliveryAttempt>> {
     type AttemptRow = (Uuid, Uuid, DateTime<Utc>, Option<i16>, i32, Option<String>);
     let rows: Vec<AttemptRow> = delivery_attempts::table
         .filter(delivery_attempts::event_id.eq_any(ids))
@@ -157,7 +152,7 @@ pub struct EventStory {
 /// Read without decoding the snapshots: a story is shown whole even beside an event this
 /// version cannot decode.
 pub async fn story_of_order(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: MerchantId,
     order: OrderId,
 ) -> QueryResult<Vec<EventStory>> {

@@ -3,10 +3,11 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use crate::db::schema::webhook_endpoints;
+use crate::db::PgConn;
 use crate::ids::{EndpointId, MerchantId};
 
 /// A disabled endpoint, not deleted: its merchant gets no more events there.
@@ -24,7 +25,7 @@ pub struct DisabledEndpoint {
 
 /// Up to `limit` disabled endpoints of every merchant, the latest disabled first.
 pub async fn disabled_endpoints(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     limit: i64,
 ) -> QueryResult<Vec<DisabledEndpoint>> {
     type Row = (

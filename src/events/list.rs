@@ -9,11 +9,12 @@
 use chrono::{DateTime, Utc};
 use diesel::dsl::{exists, not};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::{Event, EventRow, EventType, EventsError};
 use crate::db::schema::{event_deliveries, merchant_events};
 use crate::db::scope::{find_in_scope, InScope};
+use crate::db::PgConn;
 use crate::ids::{EventId, MerchantId};
 
 /// What `GET /v1/events` filters by; every filter given must hold.
@@ -36,7 +37,7 @@ pub struct EventFilter {
 /// The `seq` of event `id`, if `scope` (a merchant, or `None` for support) may see it: where
 /// a page after it starts.
 pub async fn seq_of(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     scope: Option<MerchantId>,
     id: EventId,
 ) -> QueryResult<Option<i64>> {
@@ -50,7 +51,7 @@ pub async fn seq_of(
 /// Up to `limit` events matching `filter`, newest first, written before the event of
 /// `before_seq` (the previous page's last).
 pub async fn list_events(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     filter: &EventFilter,
     before_seq: Option<i64>,
     limit: i64,

@@ -22,13 +22,14 @@ pub mod signing;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::db::schema::merchant_events;
 use crate::db::scope::find_in_scope;
+use crate::db::PgConn;
 use crate::ids::{EventId, MerchantId, OrderId};
 use crate::payments::snapshot::{self, Dispute, LateApproval, Order, PaymentAttempt, Refund};
 use crate::words::words;
@@ -231,7 +232,7 @@ impl Event {
 
 /// The event `id`, if `scope` (a merchant, or `None` for support) may see it.
 pub async fn find_event(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     scope: Option<MerchantId>,
     id: EventId,
 ) -> Result<Option<Event>, EventsError> {
@@ -245,7 +246,7 @@ pub async fn find_event(
 
 /// The events of one order (a payment's story), oldest first.
 pub async fn events_of_order(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: MerchantId,
     order: OrderId,
 ) -> Result<Vec<Event>, EventsError> {

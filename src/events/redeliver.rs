@@ -5,12 +5,13 @@
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Integer, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use super::deliveries::Delivery;
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
+use crate::db::PgConn;
 use crate::ids::{EndpointId, EventId};
 
 /// Makes the deliveries of `event` due now, in one statement; answers them as they stand.
@@ -22,10 +23,7 @@ use crate::ids::{EndpointId, EventId};
 /// the event. A delivery to a disabled or deleted endpoint stays as it is: support enables
 /// the endpoint first. Pressed twice, it makes the same deliveries due twice: the receiver
 /// deduplicates by `webhook-id` (docs/guides/events.md, "Deduplicating").
-pub async fn redeliver(
-    conn: &mut AsyncPgConnection,
-    event: EventId,
-) -> diesel::QueryResult<Vec<Delivery>> {
+pub async fn redeliver(conn: &mut PgConn, event: EventId) -> diesel::QueryResult<Vec<Delivery>> {
     // One statement, so the answer is what it did, whatever a delivery worker does next. Its
     // parts see the rows as they were before it (one snapshot): the inserted rows are only
     // in `made`, the updated ones only in `due`, and `kept` is the rest.

@@ -26,13 +26,14 @@
 
 use diesel::sql_types::{Bool, Int2, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::QueryResult;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use super::origin::RequestOrigin;
 use super::words::words;
 use super::{IdempotencyKey, KeyedRequest, Recorded};
 use crate::db::statement::{span, Param, Statement};
+use crate::db::PgConn;
 use crate::ids::MerchantId;
 use tracing::Instrument;
 
@@ -212,7 +213,7 @@ impl InFlightKey {
     /// Names this key's request to the event triggers for the rest of the caller's
     /// transaction: first thing in a transaction that changes the key's resource in one
     /// statement and completes the key in a later one ([`complete`](Self::complete)).
-    pub async fn name_request(&self, conn: &mut AsyncPgConnection) -> QueryResult<()> {
+    pub async fn name_request(&self, conn: &mut PgConn) -> QueryResult<()> {
         self.origin.name_request(conn).await
     }
 
@@ -220,11 +221,7 @@ impl InFlightKey {
     /// took the key by value and finishes its work by more than one statement (a webhook
     /// moved the attempt first; a send that never reached its provider). A transaction that
     /// may still roll back before it reaches this hands the key back by [`Unfinished::Back`].
-    pub async fn complete(
-        self,
-        conn: &mut AsyncPgConnection,
-        recorded: &Recorded,
-    ) -> QueryResult<()> {
+    pub async fn complete(self, conn: &mut PgConn, recorded: &Recorded) -> QueryResult<()> {
         complete_for_resource(conn, self.merchant_id, self.key.as_str(), recorded).await
     }
 }
@@ -377,7 +374,7 @@ fn settled_cte(
 /// finished the work (the reconciler, a webhook): in flight or completed-but-unresolved, it
 /// now replays `recorded`. Inside the caller's transaction.
 pub async fn complete_for_resource(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     key: &str,
     recorded: &Recorded,

@@ -16,10 +16,11 @@
 
 use diesel::sql_types::Text;
 use diesel::QueryResult;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::KeyedRequest;
 use crate::db::statement::{span, Param, Statement};
+use crate::db::PgConn;
 use tracing::Instrument;
 
 /// The setting the event triggers read (`events_emit` in the `…_merchant_events` migration).
@@ -48,7 +49,7 @@ impl RequestOrigin {
     }
 
     /// Names this request for the rest of the caller's transaction.
-    pub async fn name_request(&self, conn: &mut AsyncPgConnection) -> QueryResult<()> {
+    pub async fn name_request(&self, conn: &mut PgConn) -> QueryResult<()> {
         let mut q = Statement::new();
         let set = self.set_config(&mut q);
         q.push(format_args!("SELECT {set}"));

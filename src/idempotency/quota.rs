@@ -20,13 +20,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use diesel::sql_types::{Array, BigInt, Uuid as SqlUuid};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
 use crate::db::DbPool;
+use crate::db::PgConn;
 use crate::ids::MerchantId;
 
 const MINUTE_MS: u64 = 60_000;
@@ -112,7 +113,7 @@ impl NewKeyQuota {
     }
 
     /// Writes this replica's counts and reads the other replicas'.
-    pub async fn sync(&self, conn: &mut AsyncPgConnection) -> diesel::QueryResult<()> {
+    pub async fn sync(&self, conn: &mut PgConn) -> diesel::QueryResult<()> {
         let (minute, _) = now_minute();
         let mut merchants = Vec::new();
         let mut minutes = Vec::new();

@@ -15,12 +15,13 @@ use tokio::sync::watch;
 
 use diesel::prelude::*;
 use diesel::sql_types::BigInt;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::{IdempotencyMetrics, KeyState};
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
 use crate::db::DbPool;
+use crate::db::PgConn;
 
 #[derive(Debug, Clone)]
 pub struct ReaperSettings {
@@ -116,11 +117,7 @@ pub async fn reap_once(
 /// the response goes, the resource stays, and the key is kept until `horizon_ms` after its
 /// first use. The work is read from the resource itself, as the database's guard does, so a
 /// batch never fails on a key whose flag says otherwise. Returns how many were retired.
-pub async fn retire_expired(
-    conn: &mut AsyncPgConnection,
-    batch: i64,
-    horizon_ms: i64,
-) -> QueryResult<usize> {
+pub async fn retire_expired(conn: &mut PgConn, batch: i64, horizon_ms: i64) -> QueryResult<usize> {
     retire_statement(batch, horizon_ms).execute(conn).await
 }
 
@@ -152,7 +149,7 @@ WHERE k.merchant_id = due.merchant_id AND k.key = due.key",
 
 /// Deletes up to `batch` keys whose time is up: keys of orders and cancels past their TTL,
 /// and retired keys past their horizon. Returns how many went; their keys are free again.
-pub async fn delete_expired(conn: &mut AsyncPgConnection, batch: i64) -> QueryResult<usize> {
+pub async fn delete_expired(conn: &mut PgConn, batch: i64) -> QueryResult<usize> {
     delete_statement(batch).execute(conn).await
 }
 
@@ -175,7 +172,7 @@ WHERE k.merchant_id = gone.merchant_id AND k.key = gone.key",
 }
 
 /// The planner's estimate of the key table's size: cheap enough to read on every scrape.
-pub async fn estimated_key_count(conn: &mut AsyncPgConnection) -> QueryResult<i64> {
+pub async fn estimated_key_count(conn: &mut PgConn) -> QueryResult<i64> {
     #[derive(QueryableByName)]
     struct Estimate {
         #[diesel(sql_type = BigInt)]

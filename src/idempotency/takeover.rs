@@ -4,20 +4,18 @@
 use chrono::Utc;
 use diesel::prelude::*;
 use diesel::sql_types::{Text, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::{IdempotencySettings, KeyState, KeyedRequest, StoredKey};
 use crate::db::schema::idempotency_keys;
 use crate::db::statement::Statement;
+use crate::db::PgConn;
 
 /// Deletes the key if its time is up, so the next claim opens it afresh: a key of an order or
 /// a cancel past its TTL, or a retired key past its horizon. Never a key whose work is open,
 /// nor one of a payment or refund that is not retired yet (the reaper's
 /// [`retire_expired`](super::reaper::retire_expired) comes first; the database refuses it too).
-pub async fn free_expired(
-    conn: &mut AsyncPgConnection,
-    request: &KeyedRequest,
-) -> QueryResult<usize> {
+pub async fn free_expired(conn: &mut PgConn, request: &KeyedRequest) -> QueryResult<usize> {
     let mut q = Statement::new();
     let merchant = q.bind::<SqlUuid, _>(request.merchant_id.0);
     let key = q.bind::<Text, _>(request.key.as_str());
@@ -34,7 +32,7 @@ WHERE merchant_id = {merchant} AND key = {key} AND NOT unresolved AND expires_at
 
 /// Extends the lease of an in-flight key whose lease ran out, if nobody else did first.
 pub async fn take_over(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     settings: &IdempotencySettings,
     request: &KeyedRequest,
 ) -> QueryResult<Option<StoredKey>> {

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 
 use crate::bounded_map::BoundedMap;
 use crate::db::pool::PoolError;
 use crate::db::schema::{merchant_routing, merchants};
 use crate::db::DbPool;
+use crate::db::PgConn;
 use crate::ids::MerchantId;
 use crate::payments::attempts::retry::RetrySettings;
 use crate::payments::success_routing::Strategy;
@@ -86,10 +87,7 @@ pub fn route<'p>(
 }
 
 /// The merchant's stored routing, if it has one.
-pub async fn load(
-    conn: &mut AsyncPgConnection,
-    merchant: MerchantId,
-) -> QueryResult<Option<Routing>> {
+pub async fn load(conn: &mut PgConn, merchant: MerchantId) -> QueryResult<Option<Routing>> {
     type Retries = (bool, bool, i16);
     let row: Option<(Vec<String>, serde_json::Value, String, Retries)> = merchant_routing::table
         .filter(merchant_routing::merchant_id.eq(merchant.0))
@@ -136,7 +134,7 @@ pub async fn load(
 /// Replaces the merchant's routing for support key `actor`, and audits the change with the
 /// routing before and after, in one transaction: a change is never made unaudited.
 pub async fn change(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: MerchantId,
     routing: &Routing,
     actor: &Actor,
@@ -172,7 +170,7 @@ pub async fn change(
 
 /// Replaces the merchant's routing; `by` is who did it (a support key's name).
 async fn save(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: MerchantId,
     routing: &Routing,
     by: &str,

@@ -5,8 +5,6 @@
 
 use std::sync::Arc;
 
-use diesel_async::AsyncPgConnection;
-
 use super::attempts::final_attempts::FinalAttempts;
 use super::attempts::PaymentAttempt;
 use super::event_log::EventLog;
@@ -15,6 +13,7 @@ use super::reconciler::settings::ReconcilerSettings;
 use super::routing::RoutingCache;
 use super::success_scores::SuccessScores;
 use crate::db::DbPool;
+use crate::db::PgConn;
 use crate::idempotency::in_flight::complete_for_resource;
 use crate::idempotency::{KeyedRequest, Keys, Recorded, ResourceType};
 use crate::ids::PaymentId;
@@ -108,10 +107,7 @@ impl Payments {
 /// Completes the Idempotency-Key that made a now-final attempt, for whoever finished it
 /// (the reconciler, a webhook), so a late retry replays the final result and the key may
 /// expire.
-pub async fn settle_key(
-    conn: &mut AsyncPgConnection,
-    attempt: &PaymentAttempt,
-) -> diesel::QueryResult<()> {
+pub async fn settle_key(conn: &mut PgConn, attempt: &PaymentAttempt) -> diesel::QueryResult<()> {
     match &attempt.idempotency_key {
         Some(key) => {
             complete_for_resource(conn, attempt.merchant_id, key, &recorded(attempt)).await

@@ -15,7 +15,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Nullable, Text, Timestamptz};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use tokio::sync::watch;
 
 use super::success_gauges::ScoreGauges;
@@ -23,6 +23,7 @@ use super::success_routing::{choose, Outcome, Probes, Score, Scores, WINDOW};
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
 use crate::db::DbPool;
+use crate::db::PgConn;
 use crate::providers::decline::{DeclineCode, FailureClass};
 use crate::providers::registry::NamedProvider;
 
@@ -146,7 +147,7 @@ impl SuccessScores {
     }
 
     /// Reads the scores again, and sets the gauges to them.
-    pub async fn refresh(&self, conn: &mut AsyncPgConnection) -> diesel::QueryResult<()> {
+    pub async fn refresh(&self, conn: &mut PgConn) -> diesel::QueryResult<()> {
         let rows: Vec<ScoredRow> = scored_statement().load(conn).await?;
         let scores = scores_of(rows, Utc::now());
         self.gauges.publish(&scores);

@@ -1,4 +1,5 @@
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use diesel_async::{AsyncConnection, RunQueryDsl, SimpleAsyncConnection};
+use payorch::db::PgConn;
 use payorch::db::{ClusterOptions, PrivateCluster};
 
 use crate::helpers::temp_dir;
@@ -30,7 +31,7 @@ async fn private_cluster_starts_is_reused_and_stops_cleanly() {
     assert!(first.started_here());
     let pgdata = first.root().join("data");
     assert!(pgdata.join("PG_VERSION").exists());
-    let mut conn = AsyncPgConnection::establish(&first.database_url("postgres"))
+    let mut conn = PgConn::establish(&first.database_url("postgres"))
         .await
         .unwrap();
     conn.batch_execute(
@@ -49,7 +50,7 @@ async fn private_cluster_starts_is_reused_and_stops_cleanly() {
     // Second start: same folder, no initdb, the data is still there.
     let second = start(&options).await;
     assert_eq!(second.root(), root);
-    let mut conn = AsyncPgConnection::establish(&second.database_url("postgres"))
+    let mut conn = PgConn::establish(&second.database_url("postgres"))
         .await
         .unwrap();
     let rows = diesel::sql_query("SELECT x FROM survives_restart")

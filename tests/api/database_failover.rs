@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use diesel::sql_types::{BigInt, Text};
 use diesel::QueryableByName;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use diesel_async::{AsyncConnection, RunQueryDsl, SimpleAsyncConnection};
 use serde_json::Value;
 
 use payorch::db::cluster::CLUSTER_RUNTIME_USER;
+use payorch::db::PgConn;
 use payorch::db::{create_database_if_missing, ClusterOptions, PrivateCluster};
 
 use crate::helpers::{assert_problem, eventually, temp_dir, TestApp, TestDatabase};
@@ -43,9 +44,7 @@ async fn formation() -> (PrivateCluster, PrivateCluster) {
     payorch::db::migrations::run_migrations(&a.database_url("payorch"))
         .await
         .unwrap();
-    let mut conn = AsyncPgConnection::establish(&a.database_url("payorch"))
-        .await
-        .unwrap();
+    let mut conn = PgConn::establish(&a.database_url("payorch")).await.unwrap();
     // The app runs as the role that owns nothing, as in production: fencing an old primary
     // and ending stalled commits must work with that role's rights alone.
     payorch::db::roles::create_runtime_login(&mut conn, CLUSTER_RUNTIME_USER)
@@ -94,7 +93,7 @@ fn a_url_of(socket: &std::path::Path) -> String {
 }
 
 async fn sync_standbys(url: &str) -> i64 {
-    let Ok(mut conn) = AsyncPgConnection::establish(url).await else {
+    let Ok(mut conn) = PgConn::establish(url).await else {
         return -1;
     };
     diesel::sql_query(
@@ -107,7 +106,7 @@ async fn sync_standbys(url: &str) -> i64 {
 }
 
 async fn attempts_with_id(url: &str, id: &str) -> i64 {
-    let mut conn = AsyncPgConnection::establish(url).await.unwrap();
+    let mut conn = PgConn::establish(url).await.unwrap();
     // `pay_` and the uuid's 32 hex digits.
     let hex = id.trim_start_matches("pay_");
     diesel::sql_query(
@@ -186,7 +185,7 @@ async fn the_pool_follows_the_primary_through_a_failover_and_fences_the_old_one(
     // standby until the old primary rejoins as one.
     let b = blocking(move || b.promote().map(|_| b)).await.unwrap();
     let promoted = Instant::now();
-    let mut conn = AsyncPgConnection::establish(&b_url).await.unwrap();
+    let mut conn = PgConn::establish(&b_url).await.unwrap();
     for statement in [
         "ALTER SYSTEM SET synchronous_standby_names = ''",
         "SELECT pg_reload_conf()",

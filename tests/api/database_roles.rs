@@ -9,6 +9,7 @@ use tokio_postgres::error::SqlState;
 
 use payorch::db::roles::{role_reach, RUNTIME_GROUP};
 use payorch::db::DatabaseUrl;
+use payorch::db::PgConn;
 
 use crate::helpers::{assert_refused_by, TestApp, TestDatabase};
 use crate::payments::Route;
@@ -153,7 +154,7 @@ async fn readiness_says_whether_the_role_could_bypass_the_invariants() {
 /// given to this environment's roles (docs/PRODUCTION.md, section 2).
 #[tokio::test]
 async fn another_environments_runtime_login_gets_in_until_connect_is_revoked_from_public() {
-    use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+    use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 
     let db = TestDatabase::migrated().await;
     let mut admin = db.connect().await;
@@ -171,7 +172,7 @@ async fn another_environments_runtime_login_gets_in_until_connect_is_revoked_fro
         .replace(&format!("user={this_login}"), &format!("user={other}"));
     assert_ne!(other_url, db.runtime_url);
 
-    let mut intruder = AsyncPgConnection::establish(&other_url)
+    let mut intruder = PgConn::establish(&other_url)
         .await
         .expect("CONNECT is PUBLIC's by default");
     intruder
@@ -186,9 +187,9 @@ async fn another_environments_runtime_login_gets_in_until_connect_is_revoked_fro
     ] {
         admin.batch_execute(&statement).await.unwrap();
     }
-    let refused = AsyncPgConnection::establish(&other_url).await;
+    let refused = PgConn::establish(&other_url).await;
     assert!(refused.is_err(), "another environment's login is refused");
-    AsyncPgConnection::establish(&db.runtime_url)
+    PgConn::establish(&db.runtime_url)
         .await
         .expect("this environment's runtime login still connects");
     admin

@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Nullable, Text, Timestamptz, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use payorch::db::transaction::in_transaction;
+use payorch::db::PgConn;
 use payorch::delivery::take::take_due;
 use payorch::events::safe_url::UrlPolicy;
 use payorch::events::signing::{verify, Secret};
@@ -65,7 +66,7 @@ struct DeliveryRow {
     next_attempt_at: DateTime<Utc>,
 }
 
-async fn deliveries_to(conn: &mut AsyncPgConnection, endpoint: EndpointId) -> Vec<DeliveryRow> {
+async fn deliveries_to(conn: &mut PgConn, endpoint: EndpointId) -> Vec<DeliveryRow> {
     diesel::sql_query(
         "SELECT state::text AS state, attempts, next_attempt_at FROM event_deliveries \
          WHERE endpoint_id = $1 ORDER BY created_at",
@@ -86,7 +87,7 @@ struct AttemptRow {
     attempted_at: DateTime<Utc>,
 }
 
-async fn attempts_to(conn: &mut AsyncPgConnection, endpoint: EndpointId) -> Vec<AttemptRow> {
+async fn attempts_to(conn: &mut PgConn, endpoint: EndpointId) -> Vec<AttemptRow> {
     diesel::sql_query(
         "SELECT http_status, error, attempted_at FROM delivery_attempts \
          WHERE endpoint_id = $1 ORDER BY id",
@@ -107,7 +108,7 @@ struct EndpointRow {
     failing_since: Option<DateTime<Utc>>,
 }
 
-async fn endpoint_row(conn: &mut AsyncPgConnection, endpoint: EndpointId) -> EndpointRow {
+async fn endpoint_row(conn: &mut PgConn, endpoint: EndpointId) -> EndpointRow {
     diesel::sql_query(
         "SELECT status::text AS status, disabled_reason, failing_since FROM webhook_endpoints \
          WHERE id = $1",

@@ -6,10 +6,11 @@
 
 use std::time::Duration;
 
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use payorch::db::PgConn;
 use payorch::events::reaper::{reap_once, EventReaperSettings};
 use payorch::events::signing::Secret;
 use payorch::ids::{EndpointId, EventId, MerchantId};
@@ -17,7 +18,7 @@ use payorch::ids::{EndpointId, EventId, MerchantId};
 use crate::helpers::{assert_problem, eventually, sealed_secret, TestApp};
 use crate::payments::checkout_body;
 
-async fn run_sql(conn: &mut AsyncPgConnection, sql: &str) -> usize {
+async fn run_sql(conn: &mut PgConn, sql: &str) -> usize {
     diesel::sql_query(sql)
         .execute(conn)
         .await
@@ -63,12 +64,7 @@ async fn paid_checkout(app: &TestApp, secret: &str, key: &str) -> Value {
 }
 
 /// A webhook endpoint of `merchant`, made by SQL (the endpoints API is tested on its own).
-async fn endpoint(
-    conn: &mut AsyncPgConnection,
-    merchant: MerchantId,
-    events: &str,
-    status: &str,
-) -> Uuid {
+async fn endpoint(conn: &mut PgConn, merchant: MerchantId, events: &str, status: &str) -> Uuid {
     let id = Uuid::now_v7();
     let reason = if status == "disabled" {
         "'the endpoint answered 410 Gone'"
@@ -92,7 +88,7 @@ async fn endpoint(
 }
 
 /// A delivery of `event` to `endpoint` in `state`, due in a day (no worker takes it now).
-async fn delivery(conn: &mut AsyncPgConnection, event: &str, endpoint: Uuid, state: &str) {
+async fn delivery(conn: &mut PgConn, event: &str, endpoint: Uuid, state: &str) {
     run_sql(
         conn,
         &format!(

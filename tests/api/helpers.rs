@@ -5,13 +5,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use tokio::sync::OnceCell;
 
 use payorch::accounts::{self, SupportRole};
 use payorch::app::{AppSettings, Application};
 use payorch::db::cluster::CLUSTER_RUNTIME_USER;
 use payorch::db::migrations::run_migrations;
+use payorch::db::PgConn;
 use payorch::db::{ClusterOptions, PoolSettings, PrivateCluster};
 use payorch::delivery::settings::DeliverySettings;
 use payorch::events::endpoints::sealed::seal;
@@ -159,7 +160,7 @@ async fn start_server() -> TestServer {
             CLUSTER.set(cluster).expect("one test cluster");
             // SAFETY: registers a plain function to run at process exit.
             unsafe { libc::atexit(stop_test_cluster) };
-            let mut conn = AsyncPgConnection::establish(&url)
+            let mut conn = PgConn::establish(&url)
                 .await
                 .expect("connect to the test cluster");
             payorch::db::roles::create_runtime_login(&mut conn, CLUSTER_RUNTIME_USER)
@@ -171,7 +172,7 @@ async fn start_server() -> TestServer {
     let url_template = UrlTemplate::parse(&admin_url);
     let runtime_url_template = UrlTemplate::parse(&runtime_url);
     let template_db = format!("payorch_template_{}", std::process::id());
-    let mut conn = AsyncPgConnection::establish(&admin_url)
+    let mut conn = PgConn::establish(&admin_url)
         .await
         .expect("connect to the test database server");
     diesel::sql_query(format!(
@@ -228,7 +229,7 @@ impl TestDatabase {
             Some(t) => format!("CREATE DATABASE {name} TEMPLATE {t} STRATEGY FILE_COPY"),
             None => format!("CREATE DATABASE {name}"),
         };
-        let mut conn = AsyncPgConnection::establish(&server.admin_url)
+        let mut conn = PgConn::establish(&server.admin_url)
             .await
             .expect("connect to the test database server");
         diesel::sql_query(sql)
@@ -253,8 +254,8 @@ impl TestDatabase {
         }
     }
 
-    pub async fn connect(&self) -> AsyncPgConnection {
-        AsyncPgConnection::establish(&self.url)
+    pub async fn connect(&self) -> PgConn {
+        PgConn::establish(&self.url)
             .await
             .expect("connect to the test database")
     }
@@ -288,7 +289,7 @@ impl Drop for TestDatabase {
                 .build()
                 .ok()?;
             runtime.block_on(async {
-                let mut conn = AsyncPgConnection::establish(&admin_url).await.ok()?;
+                let mut conn = PgConn::establish(&admin_url).await.ok()?;
                 diesel::sql_query(sql).execute(&mut conn).await.ok()
             })
         });
@@ -304,6 +305,7 @@ pub fn test_settings() -> AppSettings {
             max_size: 8,
             acquire_timeout: Duration::from_secs(2),
             statement_timeout: Duration::from_secs(10),
+            ..PoolSettings::default()
         },
         idempotency: IdempotencySettings {
             // Longer than the test provider timeout, short enough for crash tests.
@@ -730,7 +732,7 @@ pub async fn assert_problem(
 
 /// Polls `check` every 100 ms until it returns true or `limit` passes.
 /// Runs hand-written `sql` and asserts the database refused it by `constraint`'s name.
-pub async fn assert_refused_by(conn: &mut AsyncPgConnection, sql: &str, constraint: &str) {
+pub async fn assert_refused_by(conn: &mut PgConn, sql: &str, constraint: &str) {
     match diesel_async::RunQueryDsl::execute(diesel::sql_query(sql), conn).await {
         Err(diesel::result::Error::DatabaseError(_, info)) => assert_eq!(
             info.constraint_name(),

@@ -3,9 +3,10 @@
 //! writes the row; a capture never takes more than was authorized, and a hold has at most
 //! one capture or void.
 
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use crate::helpers::{assert_refused_by, TestApp};
+use payorch::db::PgConn;
 
 const STATUSES: [&str; 6] = [
     "created",
@@ -50,7 +51,7 @@ fn set_status(status: &str) -> String {
 
 /// A new order of the test merchant and a manual-capture attempt for it, `created`, made by
 /// hand; its id.
-async fn hand_made_attempt(app: &TestApp, conn: &mut AsyncPgConnection) -> String {
+async fn hand_made_attempt(app: &TestApp, conn: &mut PgConn) -> String {
     let order = app.new_order().await;
     let id = uuid::Uuid::now_v7().to_string();
     diesel::sql_query(format!(
@@ -66,7 +67,7 @@ async fn hand_made_attempt(app: &TestApp, conn: &mut AsyncPgConnection) -> Strin
     id
 }
 
-async fn move_to(conn: &mut AsyncPgConnection, id: &str, status: &str) -> Result<usize, String> {
+async fn move_to(conn: &mut PgConn, id: &str, status: &str) -> Result<usize, String> {
     diesel::sql_query(format!(
         "UPDATE payment_attempts SET {} WHERE id = '{id}'",
         set_status(status)
@@ -77,7 +78,7 @@ async fn move_to(conn: &mut AsyncPgConnection, id: &str, status: &str) -> Result
 }
 
 /// An attempt brought to `status` along the table.
-async fn attempt_in(app: &TestApp, conn: &mut AsyncPgConnection, status: &str) -> String {
+async fn attempt_in(app: &TestApp, conn: &mut PgConn, status: &str) -> String {
     let id = hand_made_attempt(app, conn).await;
     if status != "created" {
         move_to(conn, &id, status)
@@ -87,7 +88,7 @@ async fn attempt_in(app: &TestApp, conn: &mut AsyncPgConnection, status: &str) -
     id
 }
 
-async fn order_status_of(conn: &mut AsyncPgConnection, attempt: &str) -> String {
+async fn order_status_of(conn: &mut PgConn, attempt: &str) -> String {
     #[derive(diesel::QueryableByName)]
     struct Row {
         #[diesel(sql_type = diesel::sql_types::Text)]

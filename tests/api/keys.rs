@@ -1159,7 +1159,7 @@ async fn every_audited_action_is_one_the_database_takes() {
 
 /// Makes the database refuse the `support_actions` rows for which `when` holds (an SQL
 /// condition on `NEW`), as an outage or a crash at that write would leave them unwritten.
-async fn refuse_audit_rows(conn: &mut diesel_async::AsyncPgConnection, when: &str) {
+async fn refuse_audit_rows(conn: &mut payorch::db::PgConn, when: &str) {
     for sql in [
         "CREATE OR REPLACE FUNCTION refuse_audit_row() RETURNS trigger LANGUAGE plpgsql AS \
          $$ BEGIN RAISE EXCEPTION 'the audit cannot be written'; END; $$"
@@ -1177,7 +1177,7 @@ async fn refuse_audit_rows(conn: &mut diesel_async::AsyncPgConnection, when: &st
     }
 }
 
-async fn allow_audit_rows(conn: &mut diesel_async::AsyncPgConnection) {
+async fn allow_audit_rows(conn: &mut payorch::db::PgConn) {
     diesel::sql_query("DROP TRIGGER refuse_audit_row ON support_actions")
         .execute(conn)
         .await
@@ -1346,8 +1346,7 @@ async fn migrate_before(url: &str, version: &'static str) {
 
     let url = url.to_owned();
     tokio::task::spawn_blocking(move || {
-        let mut conn =
-            AsyncConnectionWrapper::<diesel_async::AsyncPgConnection>::establish(&url).unwrap();
+        let mut conn = AsyncConnectionWrapper::<payorch::db::PgConn>::establish(&url).unwrap();
         loop {
             let pending = conn.pending_migrations(MIGRATIONS).unwrap();
             let next = <[_]>::first(&pending).expect("this migration is among them");

@@ -86,7 +86,7 @@ async fn an_owner_that_cannot_create_roles_is_told_the_sql_that_creates_the_runt
         .await
         .unwrap()
         .expect("start a private cluster");
-    let mut admin = diesel_async::AsyncPgConnection::establish(&cluster.database_url("postgres"))
+    let mut admin = payorch::db::PgConn::establish(&cluster.database_url("postgres"))
         .await
         .unwrap();
     for statement in [

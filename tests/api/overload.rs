@@ -40,9 +40,7 @@ async fn past_what_the_pool_can_serve_in_time_a_request_is_refused_at_once_and_n
     .await;
     // The test holds the keys table: the first checkout takes the pool's one connection and
     // waits on the lock with it.
-    let mut locker = diesel_async::AsyncPgConnection::establish(&app.db.url)
-        .await
-        .unwrap();
+    let mut locker = payorch::db::PgConn::establish(&app.db.url).await.unwrap();
     locker
         .batch_execute("BEGIN; LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE")
         .await

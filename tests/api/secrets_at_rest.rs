@@ -6,11 +6,12 @@
 use std::time::Duration;
 
 use diesel::sql_types::{Nullable, Text, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde_json::{json, Value};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
+use payorch::db::PgConn;
 use payorch::events::signing::{verify, Secret};
 use payorch::ids::EndpointId;
 use payorch::sealing::{MasterKeys, OpenError};
@@ -60,7 +61,7 @@ struct Stored {
     previous_secret: Option<String>,
 }
 
-async fn stored(conn: &mut AsyncPgConnection, endpoint: EndpointId) -> Stored {
+async fn stored(conn: &mut PgConn, endpoint: EndpointId) -> Stored {
     diesel::sql_query("SELECT secret, previous_secret FROM webhook_endpoints WHERE id = $1")
         .bind::<SqlUuid, _>(endpoint.0)
         .get_result(conn)

@@ -13,11 +13,12 @@ use std::fmt;
 
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Nullable, Text, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use crate::db::schema::webhook_endpoints;
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
+use crate::db::PgConn;
 
 use crate::events::signing::{Secret, SecretError};
 use crate::ids::EndpointId;
@@ -92,7 +93,7 @@ pub const SEALED_CHECKS: [&str; 2] = [
 /// Once every secret is sealed: has the database check its CHECKs against every row, so that
 /// they hold for the whole table from then on (`pg_constraint.convalidated`). Only the
 /// table's owner may; a CHECK already valid is left alone. How many it validated.
-pub async fn validate_sealed_checks(conn: &mut AsyncPgConnection) -> diesel::QueryResult<usize> {
+pub async fn validate_sealed_checks(conn: &mut PgConn) -> diesel::QueryResult<usize> {
     #[derive(QueryableByName)]
     struct Unvalidated {
         #[diesel(sql_type = Text)]
@@ -167,7 +168,7 @@ struct StoredSecrets {
 /// many endpoints it rewrote. Run at every start, before the server answers: the database
 /// refuses any write of such a row until it is sealed (the `…_secrets_at_rest_…` migration).
 pub async fn seal_clear_secrets(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     keys: &MasterKeys,
 ) -> Result<usize, ResealError> {
     reseal(conn, keys, None).await
@@ -177,10 +178,7 @@ pub async fn seal_clear_secrets(
 /// key) under the first; how many endpoints it rewrote. After it, the older keys can be
 /// dropped (docs/PRODUCTION.md, section 5). A secret that opens under none of `keys` stops it
 /// with an error naming the endpoint and the key it needs.
-pub async fn reseal_all(
-    conn: &mut AsyncPgConnection,
-    keys: &MasterKeys,
-) -> Result<usize, ResealError> {
+pub async fn reseal_all(conn: &mut PgConn, keys: &MasterKeys) -> Result<usize, ResealError> {
     reseal(conn, keys, Some(keys.sealing_id())).await
 }
 
@@ -188,7 +186,7 @@ pub async fn reseal_all(
 /// `current` either, a batch at a time. Each row is rewritten only if it still holds what
 /// was read: a rotation in between wins, and the row is read again in a later batch.
 async fn reseal(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     keys: &MasterKeys,
     current: Option<&str>,
 ) -> Result<usize, ResealError> {

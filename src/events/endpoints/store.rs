@@ -4,7 +4,7 @@
 
 use diesel::prelude::*;
 use diesel::sql_types::{Jsonb, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -13,6 +13,7 @@ use crate::db::schema::webhook_endpoints;
 use crate::db::scope::find_in_scope;
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
+use crate::db::PgConn;
 use crate::ids::{EndpointId, MerchantId};
 
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +26,7 @@ pub enum StoreError {
 
 /// The endpoint `id`, not deleted, if `scope` (a merchant, or `None` for support) may see it.
 pub async fn find_endpoint(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     scope: Option<MerchantId>,
     id: EndpointId,
 ) -> Result<Option<WebhookEndpoint>, StoreError> {
@@ -42,7 +43,7 @@ pub async fn find_endpoint(
 /// `merchant`'s endpoints that are not deleted, newest first: at most
 /// [`MAX_ENDPOINTS`](super::MAX_ENDPOINTS), so one page.
 pub async fn list_endpoints(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: MerchantId,
 ) -> Result<Vec<WebhookEndpoint>, StoreError> {
     let rows = webhook_endpoints::table
@@ -65,7 +66,7 @@ pub async fn list_endpoints(
 /// deliveries: the endpoint as deleted, or `None` when there was none to delete (unknown,
 /// another merchant's, or deleted already). Its status stays as it was.
 pub async fn delete_endpoint(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: MerchantId,
     id: EndpointId,
 ) -> Result<Option<WebhookEndpoint>, StoreError> {

@@ -5,9 +5,10 @@
 //! transaction.
 
 use actix_web::{web, HttpResponse};
-use diesel_async::{AsyncConnection, AsyncPgConnection};
+use diesel_async::AsyncConnection;
 
 use crate::accounts::Caller;
+use crate::db::PgConn;
 use crate::events::deliveries::Delivery;
 use crate::events::redeliver::redeliver;
 use crate::events::{find_event, Event};
@@ -52,7 +53,7 @@ pub async fn redeliver_event(
 /// the deliveries are made due and the audit says so, or neither is written. Here, where
 /// both are at hand: `events` imports nothing of payments but the snapshot an event keeps.
 async fn redeliver_audited(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     event: &Event,
     actor: &Actor,
 ) -> diesel::QueryResult<Vec<Delivery>> {

@@ -5,11 +5,12 @@
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Integer, Nullable, SmallInt, Text, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::{PaymentAttempt, Source};
 use crate::db::schema::provider_calls;
 use crate::db::statement::Statement;
+use crate::db::PgConn;
 use crate::ids::{MerchantId, PaymentId};
 use crate::providers::{ProviderCall, ProviderOutcome};
 use crate::words::words;
@@ -28,7 +29,7 @@ pub struct LoggedCall {
 }
 
 pub async fn provider_calls_of(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     attempt: &PaymentAttempt,
 ) -> QueryResult<Vec<LoggedCall>> {
     provider_calls::table
@@ -107,7 +108,7 @@ impl CallRecord {
 /// Logs the request's own create of `attempt` (its send, answered by `call`), inside the
 /// caller's transaction.
 pub async fn log_create(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     attempt: &PaymentAttempt,
     call: &ProviderCall,
 ) -> diesel::QueryResult<()> {
@@ -126,7 +127,7 @@ pub async fn log_create(
 /// Appends a provider call to the attempt's call log, inside the caller's transaction;
 /// `asked_by` (who pressed for it, for a support action) leads its detail.
 pub async fn log_call(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     attempt_id: PaymentId,
     kind: CallKind,

@@ -14,7 +14,6 @@
 //! could be a provider that already declined this card, or none though one is left.
 
 use chrono::{DateTime, Utc};
-use diesel_async::AsyncPgConnection;
 
 use super::chain;
 use super::failover::{fail_over, Ended, FailedOver};
@@ -22,6 +21,7 @@ use super::keyed::NewAttempt;
 use super::retry::{self, RetryReason, RetrySettings};
 use super::retry::{asked_for_three_d_secure, CardDeclines, Facts, NoRetry, Retry};
 use super::PaymentAttempt;
+use crate::db::PgConn;
 use crate::idempotency::InFlightKey;
 use crate::payments::service::Payments;
 use crate::providers::decline::DeclineCode;
@@ -43,7 +43,7 @@ pub enum Next {
 /// attempt is still unsent). A first attempt (no `retry_of`) is the whole chain; a retry's
 /// chain is read.
 pub async fn after_unreached(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     payments: &Payments,
     attempt: &PaymentAttempt,
     call: &ProviderCall,
@@ -84,7 +84,7 @@ pub async fn after_unreached(
 /// merchant's `settings` and the rules allow one. `route` is the payment's providers in
 /// order; `lease_end` the new attempt's lease (and the key's).
 pub async fn after_decline(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     payments: &Payments,
     attempt: &PaymentAttempt,
     call: &ProviderCall,

@@ -5,13 +5,14 @@
 use chrono::{DateTime, Duration, Utc};
 use diesel::sql_types::{BigInt, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use tracing::Instrument;
 
 use super::retry::{asked_for_three_d_secure, CardDeclines};
 use super::{attempts_of_order, PaymentAttempt};
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
+use crate::db::PgConn;
 
 /// What the request's attempts so far say: how many there are (the declined one included),
 /// whether any asked the payer for 3-D Secure, and the providers they used (the next attempt
@@ -27,10 +28,7 @@ pub struct SoFar {
 /// Idempotency-Key (failover and retries move the key onto each new attempt, and every
 /// attempt records the key that made it). `declined` (or an attempt whose provider was not
 /// reached) is counted as read before its call, the database's copy being older.
-pub async fn so_far(
-    conn: &mut AsyncPgConnection,
-    declined: &PaymentAttempt,
-) -> diesel::QueryResult<SoFar> {
+pub async fn so_far(conn: &mut PgConn, declined: &PaymentAttempt) -> diesel::QueryResult<SoFar> {
     let attempts = attempts_of_order(conn, declined.merchant_id, declined.order_id).await?;
     let chain = attempts
         .iter()
@@ -53,10 +51,7 @@ pub async fn so_far(
 
 /// Whether another attempt of `attempt`'s order retries it: then whoever made that retry holds
 /// the client's key, moved onto the retry in the transaction that made it.
-pub async fn retried(
-    conn: &mut AsyncPgConnection,
-    attempt: &PaymentAttempt,
-) -> diesel::QueryResult<bool> {
+pub async fn retried(conn: &mut PgConn, attempt: &PaymentAttempt) -> diesel::QueryResult<bool> {
     let attempts = attempts_of_order(conn, attempt.merchant_id, attempt.order_id).await?;
     Ok(attempts.iter().any(|a| a.retry_of == Some(attempt.id)))
 }
@@ -69,7 +64,7 @@ pub async fn retried(
 /// the request itself) never reached a network. One indexed count
 /// (`payment_attempts_card_declines`).
 pub async fn card_declines(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     declined: &PaymentAttempt,
     counts: bool,
 ) -> diesel::QueryResult<CardDeclines> {

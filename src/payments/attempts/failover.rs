@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::call_log::log_create;
 use super::keyed::fail_over::next_attempt;
@@ -16,6 +16,7 @@ use super::transition::{apply, Decision};
 use super::{PaymentAttempt, Source};
 use crate::db::schema::payment_attempts::dsl as a;
 use crate::db::transaction::in_transaction;
+use crate::db::PgConn;
 use crate::idempotency::in_flight::Unfinished;
 use crate::idempotency::InFlightKey;
 use crate::payments::metrics::PaymentMetrics;
@@ -70,7 +71,7 @@ pub enum FailedOver {
 /// that one.
 #[allow(clippy::too_many_arguments)]
 pub async fn fail_over(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     metrics: &PaymentMetrics,
     attempt: &PaymentAttempt,
     call: &ProviderCall,
@@ -103,7 +104,7 @@ pub async fn fail_over(
 /// while still unsent, see [`still_unsent`]) with its call logged. `None` if it was no longer
 /// unsent, or did not fail here (a webhook moved it first): then the caller rolls back.
 async fn fail_ended(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     metrics: &PaymentMetrics,
     attempt: &PaymentAttempt,
     call: &ProviderCall,
@@ -138,7 +139,7 @@ async fn fail_ended(
 /// meanwhile (see [`still_unsent`]): then nothing was written, and the caller must treat its
 /// answer as unknown.
 pub async fn fail_unreached(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     metrics: &PaymentMetrics,
     attempt: &PaymentAttempt,
     call: &ProviderCall,
@@ -166,10 +167,7 @@ pub async fn fail_unreached(
 /// *before* it sends (`attempts::before_resend`). So an unchanged `sending_until`, read under
 /// the lock, proves that the only send was ours, which never reached the provider; a moved
 /// one means another send may have charged, and the attempt must not fail.
-async fn still_unsent(
-    conn: &mut AsyncPgConnection,
-    attempt: &PaymentAttempt,
-) -> diesel::QueryResult<bool> {
+async fn still_unsent(conn: &mut PgConn, attempt: &PaymentAttempt) -> diesel::QueryResult<bool> {
     let unsent: Option<bool> = a::payment_attempts
         .find((attempt.merchant_id.0, attempt.id.0))
         .select(

@@ -25,12 +25,13 @@ pub use source::Source;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::db::schema::{attempt_transitions, payment_attempts};
 use crate::db::scope::find_in_scope;
+use crate::db::PgConn;
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::status::AttemptStatus;
 use crate::providers::decline::FailureClass;
@@ -211,7 +212,7 @@ pub fn provider_idempotency_key(id: PaymentId) -> String {
 
 /// The attempt, if `merchant` (or support, with `None`) may see it.
 pub async fn find_attempt(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: Option<MerchantId>,
     id: PaymentId,
 ) -> QueryResult<Option<PaymentAttempt>> {
@@ -228,7 +229,7 @@ pub async fn find_attempt(
 /// The row lock this takes orders every resend against a verdict of no record
 /// ([`quiet_before`]; docs/DESIGN.md, "No record, early").
 pub async fn before_resend(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     attempt: &PaymentAttempt,
     until: DateTime<Utc>,
 ) -> QueryResult<Option<PaymentAttempt>> {
@@ -256,7 +257,7 @@ pub async fn before_resend(
 /// may have been sent ended before `before` and no new one may start unless it moves
 /// `sending_until` first, which waits for this lock ([`before_resend`]).
 pub async fn quiet_before(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     attempt: &PaymentAttempt,
     before: DateTime<Utc>,
 ) -> QueryResult<bool> {
@@ -275,7 +276,7 @@ pub async fn quiet_before(
 
 /// An order's attempts, newest first.
 pub async fn attempts_of_order(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     order_id: OrderId,
 ) -> QueryResult<Vec<PaymentAttempt>> {
@@ -303,7 +304,7 @@ pub struct TimelineEntry {
 }
 
 pub async fn timeline(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     attempt: &PaymentAttempt,
 ) -> QueryResult<Vec<TimelineEntry>> {
     attempt_transitions::table

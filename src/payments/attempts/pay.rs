@@ -15,7 +15,6 @@
 //! (a resend with the same provider key), and the reconciler finishes it if nobody retries.
 
 use chrono::Utc;
-use diesel_async::AsyncPgConnection;
 
 use super::cascade::{after_decline, after_unreached, Next};
 use super::chain;
@@ -27,6 +26,7 @@ use super::transition::apply;
 use super::{before_resend, find_attempt, why_refused, CallKind, PaymentAttempt, Refusal, Source};
 use crate::db::pool::PoolError;
 use crate::db::transaction::in_transaction;
+use crate::db::PgConn;
 use crate::idempotency::{
     claim, IdempotencyError, InFlightKey, Keyed, KeyedRequest, RecoveryPoint,
 };
@@ -310,11 +310,7 @@ fn missing(what: &str) -> PayError {
 }
 
 /// A new order refused for its `merchant_reference`: name the order that has it.
-async fn reference_taken(
-    conn: &mut AsyncPgConnection,
-    keyed: &KeyedRequest,
-    new: &NewOrder,
-) -> PayError {
+async fn reference_taken(conn: &mut PgConn, keyed: &KeyedRequest, new: &NewOrder) -> PayError {
     let Some(reference) = new.merchant_reference.as_deref() else {
         return PayError::Inconsistent("a checkout without a reference was refused".into());
     };

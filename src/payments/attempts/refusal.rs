@@ -3,10 +3,11 @@
 
 use diesel::prelude::*;
 use diesel::result::DatabaseErrorKind;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use crate::db::schema::{orders, payment_attempts};
+use crate::db::PgConn;
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::status::{AttemptStatus, OrderStatus};
 
@@ -42,7 +43,7 @@ pub fn refuses_attempt(kind: &DatabaseErrorKind, constraint: Option<&str>) -> bo
 /// Why the order cannot take an attempt, as it stands now; `None` if it can after all (the
 /// attempt in the way has just failed), so the caller may try once more.
 pub async fn why_refused(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     order_id: OrderId,
 ) -> QueryResult<Option<Refusal>> {

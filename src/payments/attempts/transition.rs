@@ -2,10 +2,11 @@
 //! payment flow, the reconciler and webhooks; and the conditional update that applies it.
 
 use crate::db::statement::{span, Statement};
+use crate::db::PgConn;
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::OptionalExtension;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use tracing::Instrument;
 
 use super::{find_attempt, AttemptRow, PaymentAttempt, Source};
@@ -177,7 +178,7 @@ pub struct Applied {
 /// moved the attempt first, it is read again and the outcome judged against that.
 /// `next_check_at` is when to look again should it stay open.
 pub async fn apply(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     metrics: &PaymentMetrics,
     mut attempt: PaymentAttempt,
     outcome: &ProviderOutcome,
@@ -376,7 +377,7 @@ fn hold_check_at(
 /// The conditional update and its timeline row. `None` if the attempt was no longer in the
 /// status it was read with.
 async fn move_attempt(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     attempt: &PaymentAttempt,
     change: Change<'_>,
     source: Source,

@@ -15,7 +15,7 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use super::moves::{judge, Standing};
@@ -23,6 +23,7 @@ use super::{DisputeRow, DisputeStage, DisputeStatus};
 use crate::db::schema::{
     dispute_transitions as t, disputes as d, late_approvals as l, payment_attempts as a,
 };
+use crate::db::PgConn;
 use crate::ids::{DisputeId, PaymentId};
 use crate::providers::DisputeNotice;
 
@@ -80,7 +81,7 @@ const PAYMENT: PaymentColumns = (
 /// Applies `notice` from `provider`, told at `at` (the provider's event time), with `event`
 /// (its type) written on the dispute's timeline. Call inside the event's transaction.
 pub async fn apply_notice(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &str,
     notice: &DisputeNotice,
     event: &str,
@@ -240,7 +241,7 @@ pub async fn apply_notice(
 /// merchant reference), by that when the provider's id finds none (a payment whose answer
 /// payorch never read has no provider id yet).
 async fn payment_of(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &str,
     notice: &DisputeNotice,
 ) -> QueryResult<Option<Payment>> {
@@ -289,7 +290,7 @@ async fn payment_of(
 
 /// The payment a known dispute is of.
 async fn payment_by_id(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: Uuid,
     attempt_id: Uuid,
 ) -> QueryResult<Option<Payment>> {
@@ -304,7 +305,7 @@ async fn payment_by_id(
 /// The dispute as it stands, not locked: only to find its payment, whose row is locked
 /// before the dispute is read again ([`locked`]).
 async fn dispute_of(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &str,
     provider_dispute_id: &str,
 ) -> QueryResult<Option<DisputeRow>> {
@@ -321,7 +322,7 @@ async fn dispute_of(
 /// The payment's row, locked until the transaction ends: the lock the migration's
 /// `disputes_overlap_flag` and a refund's insert take, so taking it first serialises all
 /// news of the payment's disputes and its refunds in one order.
-async fn lock_payment(conn: &mut AsyncPgConnection, payment: &Payment) -> QueryResult<()> {
+async fn lock_payment(conn: &mut PgConn, payment: &Payment) -> QueryResult<()> {
     a::table
         .find((payment.merchant_id, payment.id))
         .select(a::id)
@@ -333,7 +334,7 @@ async fn lock_payment(conn: &mut AsyncPgConnection, payment: &Payment) -> QueryR
 
 /// The dispute, locked until the transaction ends.
 async fn locked(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &str,
     provider_dispute_id: &str,
 ) -> QueryResult<Option<DisputeRow>> {
@@ -351,7 +352,7 @@ async fn locked(
 /// A new dispute in the notice's status; `None` if another transaction made it first. The
 /// provider's payment id is the notice's, or the payment's when the notice names none.
 async fn create(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &str,
     notice: &DisputeNotice,
     payment: &Payment,
@@ -386,7 +387,7 @@ async fn create(
 
 /// One line of the dispute's timeline: what the provider's event moved.
 async fn transition(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     row: &DisputeRow,
     from: Option<DisputeStatus>,
     event: &str,

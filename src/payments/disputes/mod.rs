@@ -16,11 +16,12 @@ pub mod moves;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::db::schema::{dispute_transitions, disputes};
+use crate::db::PgConn;
 use crate::ids::{DisputeId, MerchantId, OrderId, PaymentId};
 pub use crate::providers::dispute::{DisputeReason, DisputeStage, DisputeStatus};
 
@@ -154,7 +155,7 @@ pub struct Page {
 /// The dispute `id` of `scope`'s merchant; `None`: of any merchant (a support key's read, by
 /// `disputes_id`).
 pub async fn find(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     scope: Option<MerchantId>,
     id: DisputeId,
 ) -> QueryResult<Option<DisputeView>> {
@@ -176,7 +177,7 @@ pub async fn find(
 /// itself: a dispute opened while someone pages sorts before every cursor, and a page never
 /// repeats or skips one.
 pub async fn list(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     scope: Option<MerchantId>,
     filter: &DisputeFilter,
     page: Page,
@@ -214,7 +215,7 @@ pub async fn list(
 /// The disputes of one payment, oldest first (a payment may be disputed again after an
 /// inquiry closed, or in part twice).
 pub async fn of_payment(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: MerchantId,
     payment: PaymentId,
 ) -> QueryResult<Vec<DisputeView>> {
@@ -230,7 +231,7 @@ pub async fn of_payment(
 
 /// A dispute's timeline, oldest first (the support story).
 pub async fn transitions_of(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: MerchantId,
     id: DisputeId,
 ) -> QueryResult<Vec<DisputeTransition>> {

@@ -16,12 +16,13 @@ pub mod record;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::db::pool::PoolError;
 use crate::db::schema::hold_operations;
+use crate::db::PgConn;
 use crate::idempotency::IdempotencyError;
 use crate::ids::{HoldOperationId, MerchantId, OrderId, PaymentId};
 use crate::payments::orders::FieldProblems;
@@ -178,7 +179,7 @@ pub enum HoldError {
 
 /// The operations of a payment, oldest first.
 pub async fn operations_of_payment(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     payment_id: PaymentId,
 ) -> QueryResult<Vec<HoldOperation>> {

@@ -7,7 +7,7 @@
 use chrono::Utc;
 use diesel::sql_types::Uuid as SqlUuid;
 use diesel::OptionalExtension;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::keyed::{HoldMade, StartHoldOperation};
 use super::record::{record, recorded};
@@ -17,6 +17,7 @@ use super::{
 };
 use crate::db::statement::Statement;
 use crate::db::DbPool;
+use crate::db::PgConn;
 use crate::idempotency::{claim, InFlightKey, Keyed, RecoveryPoint};
 use crate::ids::{MerchantId, PaymentId};
 use crate::payments::attempts::{find_attempt, CallKind, PaymentAttempt, Source};
@@ -105,7 +106,7 @@ pub async fn operate(ctx: &HoldContext<'_>) -> Result<Operated, HoldError> {
 
 /// Why the database refused an operation on `payment_id`, as the payment stands now.
 pub(crate) async fn why_refused(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     payment_id: PaymentId,
     kind: HoldKind,

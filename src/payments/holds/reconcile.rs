@@ -132,7 +132,7 @@ pub fn needs_void(payments: &Payments, payment: &PaymentAttempt) -> Option<&'sta
 
 /// Whether `payment` was ever asked to be voided for `why` (whatever came of it).
 pub async fn was_voided_for(
-    conn: &mut diesel_async::AsyncPgConnection,
+    conn: &mut crate::db::PgConn,
     payment: &PaymentAttempt,
     why: &str,
 ) -> diesel::QueryResult<bool> {

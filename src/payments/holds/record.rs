@@ -15,7 +15,7 @@
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text, Timestamptz, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use tracing::Instrument;
 
 use super::{HoldError, HoldKind, HoldOperation, HoldOperationRow};
@@ -23,6 +23,7 @@ use crate::db::schema::hold_operations;
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
 use crate::db::transaction::in_transaction;
+use crate::db::PgConn;
 use crate::idempotency::in_flight::{Settle, Settling};
 use crate::idempotency::{InFlightKey, Recorded, ResourceType};
 use crate::payments::answer::{finish, unmoved, AnswerKey, Answered, CallAbout};
@@ -101,7 +102,7 @@ fn settled_by_payment(kind: HoldKind, payment: AttemptStatus) -> Option<Verdict>
 /// resource. The operation is read again under its row lock and judged as it is now.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn record(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     metrics: &PaymentMetrics,
     operation: &HoldOperation,
     call: Option<&ProviderCall>,
@@ -232,7 +233,7 @@ fn statement<'f>(
 /// CAPTURE or CANCELLATION notification with success false): the operation is refused, its
 /// key completed, and the hold is as it was. `None` if no operation was under way.
 pub async fn refuse_live_operation(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     payment: &PaymentAttempt,
     code: &str,
     message: &str,

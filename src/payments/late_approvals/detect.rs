@@ -13,12 +13,13 @@
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{BigInt, Bool, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use super::{ApprovedAs, LateApproval, LateSource};
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
+use crate::db::PgConn;
 use crate::payments::PaymentAttempt;
 use crate::providers::WebhookEvent;
 use tracing::Instrument;
@@ -57,7 +58,7 @@ struct Written {
 
 /// Records the event as a conflict and its late approval, in one statement.
 pub async fn record_webhook(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     news: &WebhookNews<'_>,
 ) -> diesel::QueryResult<Detected> {
     let late_id = Uuid::now_v7();

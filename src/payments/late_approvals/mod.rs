@@ -15,11 +15,12 @@ pub mod undo;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::db::schema::late_approvals;
+use crate::db::PgConn;
 use crate::payments::status::AttemptStatus;
 use crate::payments::PaymentAttempt;
 use crate::providers::{CaptureMethod, ProviderOutcome};
@@ -152,7 +153,7 @@ impl Undo {
 
 /// The late approval of `attempt`, if any (its story).
 pub async fn of_attempt(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     attempt: &PaymentAttempt,
 ) -> QueryResult<Option<LateApproval>> {
     late_approvals::table
@@ -171,7 +172,7 @@ pub async fn of_attempt(
 /// (`undo_failed`, then `undoing`: a refusal, or an undo still asked) come before the undone
 /// ones, each newest first, so a run of newer undone ones cannot push them off the page.
 /// Late approvals are rare: sorting them all is cheap.
-pub async fn listed(conn: &mut AsyncPgConnection, limit: i64) -> QueryResult<Vec<LateApproval>> {
+pub async fn listed(conn: &mut PgConn, limit: i64) -> QueryResult<Vec<LateApproval>> {
     late_approvals::table
         .order((
             diesel::dsl::sql::<diesel::sql_types::Integer>(&format!(

@@ -11,12 +11,13 @@
 //! approval's void.
 
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use super::undo::{ended, finish, refund_instead, UndoError};
 use super::{of_attempt, ApprovedAs, LateApproval, LateStatus};
 use crate::db::schema::late_approvals;
+use crate::db::PgConn;
 use crate::ids::LateApprovalId;
 use crate::payments::attempts::{PaymentAttempt, Source};
 use crate::payments::service::Payments;
@@ -68,7 +69,7 @@ pub fn counted(payments: &Payments, told: &Told) {
 /// A refund event from `provider` about the refund of a late approval, if `notice` is one:
 /// judged and applied in the caller's transaction (the row locked while judged).
 pub async fn refund_told(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &str,
     notice: &RefundNotice,
 ) -> QueryResult<Option<Told>> {

@@ -8,10 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use diesel_async::AsyncPgConnection;
-
 use super::keyed::{CancelOrder, CreateOrder, OrderMade, UpdateOrder};
 use super::{find_order, order_with_reference, MetadataUpdate, Order, OrderError, OrderFields};
+use crate::db::PgConn;
 use crate::idempotency::{claim, Keyed, KeyedWork, RecordAs};
 use crate::ids::OrderId;
 use crate::payments::service::Context;
@@ -93,7 +92,7 @@ pub async fn run(ctx: &OrderContext<'_>) -> Result<OrderAnswer, OrderError> {
 async fn keyed<W: KeyedWork<Made = OrderMade>>(
     ctx: &OrderContext<'_>,
     work: &W,
-    declined: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<OrderError, OrderError>,
+    declined: impl AsyncFnOnce(&mut PgConn) -> Result<OrderError, OrderError>,
 ) -> Result<OrderAnswer, OrderError> {
     let order = |made: OrderMade| {
         made.order()

@@ -10,13 +10,14 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::db::pool::PoolError;
 use crate::db::schema::orders;
 use crate::db::scope::find_in_scope;
+use crate::db::PgConn;
 use crate::fields::text;
 pub use crate::fields::{FieldProblems, MAX_DESCRIPTION_LEN};
 use crate::idempotency::IdempotencyError;
@@ -331,7 +332,7 @@ pub enum OrderError {
 
 /// The order that holds `reference`, once an insert was refused for it.
 pub async fn order_with_reference(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     reference: &str,
 ) -> QueryResult<Option<OrderId>> {
@@ -349,7 +350,7 @@ pub async fn order_with_reference(
 
 /// The order, if `merchant` (or support, with `None`) may see it.
 pub async fn find_order(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: Option<MerchantId>,
     id: OrderId,
 ) -> QueryResult<Option<Order>> {

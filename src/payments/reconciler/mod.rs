@@ -298,7 +298,7 @@ pub async fn check(
 
 /// The next check of an attempt that waits for its notification, with no call made.
 async fn reschedule(
-    conn: &mut diesel_async::AsyncPgConnection,
+    conn: &mut crate::db::PgConn,
     attempt: &PaymentAttempt,
     next_check: chrono::DateTime<Utc>,
 ) -> Result<(), diesel::result::Error> {

@@ -31,12 +31,13 @@ pub mod refund;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::db::schema::{refund_transitions, refunds};
 use crate::db::scope::find_in_scope;
+use crate::db::PgConn;
 use crate::idempotency::IdempotencyError;
 use crate::ids::{MerchantId, OrderId, PaymentId, RefundId};
 use crate::payments::attempts::find_attempt;
@@ -157,10 +158,7 @@ pub struct Refunded {
 }
 
 /// The request the provider gets for `refund`, the same on every resend.
-async fn refund_request(
-    conn: &mut AsyncPgConnection,
-    refund: &Refund,
-) -> Result<RefundRequest, RefundError> {
+async fn refund_request(conn: &mut PgConn, refund: &Refund) -> Result<RefundRequest, RefundError> {
     let payment = find_attempt(conn, Some(refund.merchant_id), refund.payment_id)
         .await?
         .ok_or_else(|| RefundError::Inconsistent("a refund lost its payment".into()))?;
@@ -181,7 +179,7 @@ async fn refund_request(
 
 /// A refund by id; `scope` `None` is support's view across merchants.
 pub async fn find_refund(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     scope: Option<MerchantId>,
     id: RefundId,
 ) -> QueryResult<Option<Refund>> {
@@ -205,7 +203,7 @@ pub struct RefundTimelineEntry {
 
 /// Every move of a payment's refunds, in order.
 pub async fn refund_timeline(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     payment_id: PaymentId,
 ) -> QueryResult<Vec<RefundTimelineEntry>> {
@@ -225,7 +223,7 @@ pub async fn refund_timeline(
 
 /// A payment's refunds, oldest first.
 pub async fn refunds_of_payment(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     payment_id: PaymentId,
 ) -> QueryResult<Vec<Refund>> {

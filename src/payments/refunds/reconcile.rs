@@ -112,7 +112,7 @@ pub async fn check(
 
 /// The next check of a refund that waits for its notification, with no call made.
 async fn reschedule(
-    conn: &mut diesel_async::AsyncPgConnection,
+    conn: &mut crate::db::PgConn,
     refund: &Refund,
     next_check: chrono::DateTime<Utc>,
 ) -> diesel::QueryResult<()> {

@@ -5,13 +5,14 @@
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text, Timestamptz, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use tracing::Instrument;
 
 use super::{Refund, RefundError, RefundRow};
 use crate::db::schema::refunds;
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
+use crate::db::PgConn;
 use crate::idempotency::in_flight::{Settle, Settling};
 use crate::idempotency::{InFlightKey, Recorded, ResourceType};
 use crate::ids::RefundId;
@@ -64,7 +65,7 @@ pub(super) fn recorded(refund: &Refund) -> Recorded {
 /// refund moves at most twice). The triggers of the refunds migration refuse any move the
 /// state machine does not allow.
 pub(super) async fn record(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     refund: Refund,
     call: &ProviderCall,
     kind: CallKind,
@@ -218,7 +219,7 @@ pub enum NoticeEffect {
 /// id, else by the provider's), locked for the caller's open transaction, through the same
 /// decision as every other answer; completes the refund's key when it ends.
 pub async fn apply_notice(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &str,
     notice: &RefundNotice,
 ) -> QueryResult<NoticeEffect> {

@@ -5,13 +5,14 @@
 
 use chrono::Utc;
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::keyed::{CreateRefund, RefundMade};
 use super::record::{record, recorded};
 use super::{refund_request, Refund, RefundError, Refunded};
 use crate::db::schema::payment_attempts;
 use crate::db::DbPool;
+use crate::db::PgConn;
 use crate::idempotency::{claim, InFlightKey, Keyed, RecoveryPoint};
 use crate::ids::{MerchantId, PaymentId};
 use crate::payments::attempts::{find_attempt, CallKind, Source};
@@ -100,7 +101,7 @@ pub async fn refund(ctx: &RefundContext<'_>) -> Result<Refunded, RefundError> {
 
 /// Why the database refused a refund of `payment_id`, as the payment stands now.
 async fn why_refused(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     payment_id: PaymentId,
 ) -> Result<RefundError, RefundError> {

@@ -5,11 +5,12 @@
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use super::compare::{referenced, Attempt, Books, Dispute, Entry, Late, Refund};
 use crate::db::statement::Statement;
+use crate::db::PgConn;
 use crate::providers::settlement::EntryKind;
 
 #[derive(QueryableByName)]
@@ -115,7 +116,7 @@ struct Exists {
 /// Everything the stretch `[from, to)` of `provider` is compared with, and the entries
 /// `fresh` (read for the first time in this round, dated before it).
 pub async fn books(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &str,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
@@ -292,7 +293,7 @@ pub async fn books(
 /// `None` when payorch keeps no disputes (the `disputes` table is not there: migration
 /// `2026-11-27-000028_disputes` not run).
 async fn disputes(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &str,
     payments: &[String],
     from: DateTime<Utc>,

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use diesel_async::AsyncPgConnection;
 use tokio::sync::watch;
 
 use super::books;
@@ -21,6 +20,7 @@ use super::gauges::SettlementMetrics;
 use super::store::{self, Cursor};
 use super::SettlementSettings;
 use crate::db::DbPool;
+use crate::db::PgConn;
 use crate::payments::service::Payments;
 use crate::providers::registry::NamedProvider;
 use crate::providers::settlement::SettlementQuery;
@@ -52,7 +52,7 @@ pub struct Round {
 
 /// One round for `provider` at `now`.
 pub async fn round(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &NamedProvider,
     settings: &SettlementSettings,
     metrics: Option<&SettlementMetrics>,
@@ -132,7 +132,7 @@ pub async fn round(
 
 /// Compares `[from, to)` and the `fresh` entries, records what is new.
 async fn compare_stretch(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     name: &str,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
@@ -174,7 +174,7 @@ async fn compare_stretch(
 
 /// One round for every provider of `payments`, then the open findings' gauge.
 pub async fn all(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     payments: &Payments,
     settings: &SettlementSettings,
     metrics: Option<&SettlementMetrics>,

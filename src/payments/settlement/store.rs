@@ -5,11 +5,12 @@
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Array, BigInt, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use super::compare::Found;
 use crate::db::statement::Statement;
+use crate::db::PgConn;
 use crate::providers::settlement::SettlementEntry;
 
 /// How far a provider's record was read and compared.
@@ -23,10 +24,7 @@ pub struct Cursor {
     pub checked_through: DateTime<Utc>,
 }
 
-pub async fn cursor(
-    conn: &mut AsyncPgConnection,
-    provider: &str,
-) -> diesel::QueryResult<Option<Cursor>> {
+pub async fn cursor(conn: &mut PgConn, provider: &str) -> diesel::QueryResult<Option<Cursor>> {
     let mut q = Statement::new();
     let p = q.bind::<Text, _>(provider.to_owned());
     q.push(format_args!(
@@ -40,7 +38,7 @@ pub async fn cursor(
 /// Saves `cursor` unless another replica's round saved one further on: a cursor never moves
 /// back.
 pub async fn save_cursor(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &str,
     cursor: &Cursor,
 ) -> diesel::QueryResult<()> {
@@ -74,10 +72,7 @@ pub struct Kept {
 /// rounds of one provider on two replicas do not compare and move the cursor at once. A
 /// transaction's lock, released at its end, never a session's (a pooled connection in
 /// PgBouncer's transaction mode is not the same session from one statement to the next).
-pub async fn try_round_lock(
-    conn: &mut AsyncPgConnection,
-    provider: &str,
-) -> diesel::QueryResult<bool> {
+pub async fn try_round_lock(conn: &mut PgConn, provider: &str) -> diesel::QueryResult<bool> {
     #[derive(QueryableByName)]
     struct Taken {
         #[diesel(sql_type = diesel::sql_types::Bool)]
@@ -99,7 +94,7 @@ const ROUND_LOCK_CLASS: i32 = 44_030;
 /// Keeps `entries`; one already kept (a page or batch read again) is left as it is. The
 /// entries new to payorch.
 pub async fn keep_entries(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &str,
     entries: &[SettlementEntry],
 ) -> diesel::QueryResult<Vec<Kept>> {
@@ -165,11 +160,7 @@ pub async fn keep_entries(
 
 /// Records `found` unless an open finding of the same provider, kind and subject is there;
 /// whether it was new.
-pub async fn record(
-    conn: &mut AsyncPgConnection,
-    provider: &str,
-    found: &Found,
-) -> diesel::QueryResult<bool> {
+pub async fn record(conn: &mut PgConn, provider: &str, found: &Found) -> diesel::QueryResult<bool> {
     let mut q = Statement::new();
     let id = q.bind::<SqlUuid, _>(Uuid::now_v7());
     let p = q.bind::<Text, _>(provider.to_owned());
@@ -227,7 +218,7 @@ pub struct OpenFinding {
 /// The open findings, newest first, at most `limit`: of `merchant`'s payments and those of
 /// no merchant payorch knows (a charge it never made may be anyone's), or all of them.
 pub async fn open_findings(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: Option<Uuid>,
     limit: i64,
 ) -> diesel::QueryResult<Vec<OpenFinding>> {
@@ -266,7 +257,7 @@ pub struct CursorAge {
     pub seconds: f64,
 }
 
-pub async fn cursor_ages(conn: &mut AsyncPgConnection) -> diesel::QueryResult<Vec<CursorAge>> {
+pub async fn cursor_ages(conn: &mut PgConn) -> diesel::QueryResult<Vec<CursorAge>> {
     let mut q = Statement::new();
     q.push(
         "SELECT provider::text AS provider, \
@@ -276,7 +267,7 @@ pub async fn cursor_ages(conn: &mut AsyncPgConnection) -> diesel::QueryResult<Ve
 }
 
 /// The open findings by provider and kind, for the gauge.
-pub async fn open_counts(conn: &mut AsyncPgConnection) -> diesel::QueryResult<Vec<OpenCount>> {
+pub async fn open_counts(conn: &mut PgConn) -> diesel::QueryResult<Vec<OpenCount>> {
     let mut q = Statement::new();
     q.push(
         "SELECT provider::text AS provider, kind::text AS kind, count(*) AS open \

@@ -12,12 +12,13 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use serde::Serialize;
 use uuid::Uuid;
 
 use crate::accounts::SupportRole;
 use crate::db::schema::support_actions;
+use crate::db::PgConn;
 use crate::ids::{ApiKeyId, MerchantId, OrderId};
 use crate::words::words;
 
@@ -80,7 +81,7 @@ pub fn asked_outcome() -> serde_json::Value {
 
 /// Writes the one audit row of `done` by `actor`, a database write made in the caller's
 /// transaction on `conn` (a redelivery, a routing change): made and audited, or neither.
-pub async fn record(conn: &mut AsyncPgConnection, actor: &Actor, done: Done) -> QueryResult<()> {
+pub async fn record(conn: &mut PgConn, actor: &Actor, done: Done) -> QueryResult<()> {
     insert(conn, Uuid::now_v7(), actor, &done, None).await
 }
 
@@ -96,7 +97,7 @@ pub struct Asked {
 /// Writes the ask of a provider-driven action `done` by `actor` (its `after` is the ask's
 /// marker, whatever `done` says), before anything is done: if this fails, the action must not
 /// be taken.
-pub async fn ask(conn: &mut AsyncPgConnection, actor: &Actor, done: Done) -> QueryResult<Asked> {
+pub async fn ask(conn: &mut PgConn, actor: &Actor, done: Done) -> QueryResult<Asked> {
     let done = Done {
         after: Some(asked_outcome()),
         ..done
@@ -112,11 +113,7 @@ pub async fn ask(conn: &mut AsyncPgConnection, actor: &Actor, done: Done) -> Que
 
 /// Writes the outcome of `asked`: `after` is what the action answered (`{"error": code}` when
 /// it failed).
-pub async fn answer(
-    conn: &mut AsyncPgConnection,
-    asked: Asked,
-    after: serde_json::Value,
-) -> QueryResult<()> {
+pub async fn answer(conn: &mut PgConn, asked: Asked, after: serde_json::Value) -> QueryResult<()> {
     let done = Done {
         after: Some(after),
         ..asked.done
@@ -125,7 +122,7 @@ pub async fn answer(
 }
 
 async fn insert(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     id: Uuid,
     actor: &Actor,
     done: &Done,
@@ -210,7 +207,7 @@ impl Row {
 /// Every support action on the order's payments, refunds and events, oldest first, each ask
 /// with its outcome.
 pub async fn actions_of_order(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: MerchantId,
     order: OrderId,
 ) -> QueryResult<Vec<RecordedAction>> {

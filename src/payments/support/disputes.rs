@@ -8,13 +8,14 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text, Timestamptz, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use tokio::sync::watch;
 
 use crate::db::schema::disputes;
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
 use crate::db::DbPool;
+use crate::db::PgConn;
 use crate::ids::{DisputeId, MerchantId, PaymentId};
 pub use crate::payments::disputes::DisputeView;
 use crate::payments::disputes::{
@@ -62,7 +63,7 @@ pub struct DisputeStory {
 
 /// The disputes of one payment, oldest first, each with its moves and answers.
 pub async fn of_attempt(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant: MerchantId,
     payment: PaymentId,
 ) -> QueryResult<Vec<DisputeStory>> {
@@ -165,10 +166,7 @@ fn day(at: DateTime<Utc>) -> String {
 /// then those awaiting an answer nobody sent, due within [`DUE_WITHIN`] or overdue, nearest
 /// first. Disputes are a small share of payments: both read the table without an index of
 /// their own.
-pub async fn needing_a_human(
-    conn: &mut AsyncPgConnection,
-    limit: i64,
-) -> QueryResult<Vec<DisputeView>> {
+pub async fn needing_a_human(conn: &mut PgConn, limit: i64) -> QueryResult<Vec<DisputeView>> {
     let returned_twice: Vec<DisputeRow> = disputes::table
         .filter(disputes::overlap.gt(0))
         .filter(disputes::status.ne(DisputeStatus::Won.as_str()))
@@ -206,7 +204,7 @@ pub const ALERT_WITHIN: Duration = Duration::hours(72);
 pub const GAUGE_REFRESH: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Disputes awaiting an answer nobody sent whose `evidence_due_by` is within `within` or past.
-pub async fn count_due(conn: &mut AsyncPgConnection, within: Duration) -> QueryResult<i64> {
+pub async fn count_due(conn: &mut PgConn, within: Duration) -> QueryResult<i64> {
     disputes::table
         .filter(disputes::status.eq_any([
             DisputeStatus::NeedsResponse.as_str(),

@@ -12,7 +12,7 @@ pub mod stats;
 
 use chrono::{DateTime, Duration, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use crate::db::schema::{
@@ -21,6 +21,7 @@ use crate::db::schema::{
 };
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
+use crate::db::PgConn;
 use crate::ids::{MerchantId, OrderId, PaymentId};
 use crate::payments::attempts::keyed::record_answer::CONTRADICTION;
 use crate::payments::attempts::{
@@ -70,7 +71,7 @@ const ID_VERSUS_ROW: Duration = Duration::minutes(1);
 /// id from the previous page). A charge id is looked for among the attempts of every provider
 /// an attempt names, configured or not any more.
 pub async fn search(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     search: &Search,
     limit: i64,
     starting_after: Option<PaymentId>,
@@ -166,10 +167,7 @@ pub async fn search(
 /// The merchants a search is confined to, by `merchant_id` and by `merchant_name` (both must
 /// hold); `None` when it is not confined. A name is looked up in the merchants table, which
 /// is small, so the attempts are then searched by merchant id.
-async fn merchants_searched(
-    conn: &mut AsyncPgConnection,
-    search: &Search,
-) -> QueryResult<Option<Vec<Uuid>>> {
+async fn merchants_searched(conn: &mut PgConn, search: &Search) -> QueryResult<Option<Vec<Uuid>>> {
     let Some(name) = &search.merchant_name else {
         return Ok(search.merchant_id.map(|m| vec![m.0]));
     };
@@ -203,7 +201,7 @@ fn contains(part: &str) -> String {
 /// the `(provider, …)` index is read from one provider to the next instead of row by row.
 /// Not the configured providers: a charge made through a provider since removed from the
 /// configuration must still be found by its id.
-async fn providers_of_attempts(conn: &mut AsyncPgConnection) -> QueryResult<Vec<String>> {
+async fn providers_of_attempts(conn: &mut PgConn) -> QueryResult<Vec<String>> {
     #[derive(QueryableByName)]
     struct Provider {
         #[diesel(sql_type = diesel::sql_types::Text)]
@@ -284,7 +282,7 @@ pub struct Story {
 }
 
 /// The story of attempt `id`, whichever merchant it belongs to.
-pub async fn story(conn: &mut AsyncPgConnection, id: PaymentId) -> QueryResult<Option<Story>> {
+pub async fn story(conn: &mut PgConn, id: PaymentId) -> QueryResult<Option<Story>> {
     let Some(payment) = find_attempt(conn, None, id).await? else {
         return Ok(None);
     };
@@ -371,7 +369,7 @@ pub struct NeedsAHuman {
 }
 
 pub async fn needs_a_human(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     alert_after: std::time::Duration,
     limit: i64,
 ) -> QueryResult<NeedsAHuman> {

@@ -12,11 +12,12 @@
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use diesel::sql_types::{BigInt, Double, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::{QueryResult, QueryableByName};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::{id_floor, ID_VERSUS_ROW};
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
+use crate::db::PgConn;
 
 /// The buckets to count in: `count` of them, each `width` long, the first starting at
 /// `from`. The last holds "now" and is still filling.
@@ -84,10 +85,7 @@ struct Row {
 
 /// Every bucket of `buckets`, empty ones too, with the attempts made in it (by the database's
 /// `created_at`) counted by provider and current status, across every merchant.
-pub async fn payment_counts(
-    conn: &mut AsyncPgConnection,
-    buckets: Buckets,
-) -> QueryResult<Vec<Bucket>> {
+pub async fn payment_counts(conn: &mut PgConn, buckets: Buckets) -> QueryResult<Vec<Bucket>> {
     let rows: Vec<Row> = count_by_bucket(buckets).load(conn).await?;
     Ok(fill(buckets, rows))
 }

@@ -4,7 +4,7 @@
 use chrono::Utc;
 use diesel::prelude::*;
 use diesel::sql_types::{Bool, Jsonb, Nullable, Text, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::keyed::apply_to_attempt;
 use super::outcome::{EventOutcome, ReceiveError, Received};
@@ -12,6 +12,7 @@ use super::refund_event::event_outcome;
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
 use crate::db::DbPool;
+use crate::db::PgConn;
 use crate::ids::{LateApprovalId, PaymentId, ProviderWebhookId};
 use crate::payments::attempts::keyed::record_answer::is_contradiction;
 use crate::payments::attempts::transition::{decide, move_of, Decision};
@@ -345,7 +346,7 @@ fn remembered(payments: &Payments, provider: &str, event: &WebhookEvent) -> Opti
 }
 
 async fn look(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     provider: &str,
     event: &WebhookEvent,
 ) -> diesel::QueryResult<Seen> {

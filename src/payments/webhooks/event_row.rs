@@ -2,10 +2,11 @@
 //! transaction (refunds', disputes'): inserted first, then told what the event did.
 
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::outcome::EventOutcome;
 use crate::db::schema::provider_webhooks::dsl as w;
+use crate::db::PgConn;
 use crate::ids::ProviderWebhookId;
 use crate::providers::WebhookEvent;
 
@@ -13,7 +14,7 @@ use crate::providers::WebhookEvent;
 /// provider's event id is taken. Inserted before the effect is judged, so a second copy of the
 /// event waits on the unique `(provider, provider_event_id)` and finds it taken.
 pub(super) async fn insert_once(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     id: ProviderWebhookId,
     provider: &str,
     event: &WebhookEvent,
@@ -38,7 +39,7 @@ pub(super) async fn insert_once(
 
 /// What the event did, on its row, with the merchant and attempt it is about.
 pub(super) async fn record(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     id: ProviderWebhookId,
     outcome: EventOutcome,
     detail: &str,

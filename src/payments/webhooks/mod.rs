@@ -20,7 +20,7 @@ pub mod retention;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use self::attempt_event::record_once;
 use self::dispute_event::record_dispute_event;
@@ -28,6 +28,7 @@ pub use self::outcome::{EventOutcome, ReceiveError, Received};
 use self::refund_event::record_refund_event;
 use crate::db::schema::provider_webhooks;
 use crate::db::DbPool;
+use crate::db::PgConn;
 use crate::payments::attempts::PaymentAttempt;
 use crate::payments::service::Payments;
 use crate::providers::WebhookEvent;
@@ -112,7 +113,7 @@ pub struct RecordedEvent {
 
 /// The events recorded about `attempt`, in the order they arrived.
 pub async fn events_of(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     attempt: &PaymentAttempt,
 ) -> diesel::QueryResult<Vec<RecordedEvent>> {
     provider_webhooks::table

@@ -7,22 +7,20 @@
 
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Jsonb, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use crate::db::schema::provider_webhooks::dsl as w;
 use crate::db::sql::Sql;
 use crate::db::statement::Statement;
 use crate::db::transaction::in_transaction;
+use crate::db::PgConn;
 use crate::providers::kept;
 
 /// Rewrites up to `batch` stored payloads not yet kept, oldest first, through their
 /// provider's allowlist; how many. `FOR UPDATE SKIP LOCKED` lets replicas share the work, and
 /// each batch is one short transaction.
-pub async fn strip_old_payloads(
-    conn: &mut AsyncPgConnection,
-    batch: i64,
-) -> diesel::QueryResult<usize> {
+pub async fn strip_old_payloads(conn: &mut PgConn, batch: i64) -> diesel::QueryResult<usize> {
     in_transaction(conn, async |conn| {
         let stored: Vec<(Uuid, String, serde_json::Value)> = w::provider_webhooks
             // `NOT payload_kept`, the predicate of the partial index `provider_webhooks_unkept`

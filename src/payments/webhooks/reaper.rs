@@ -1,6 +1,6 @@
-//! The provider webhook reaper: a worker in every replica that deletes the providers'
-//! webhooks past their retention (`--provider-webhook-retention-days`; [`super::retention`])
-//! and rewrites the ones an older version stored whole through the allowlist of what is kept
+//! The provider webhook reaper: a worker in every replica that drops the months of the
+//! providers' webhooks past their retention (`--provider-webhook-retention-days`;
+//! [`super::retention`], `db::partitions`), makes the months ahead, and rewrites the ones an older version stored whole through the allowlist of what is kept
 //! ([`super::old_payloads`]), each a batch at a time. Here rather than at `serve`'s start: a
 //! big table does not hold the start back, and rows an older replica writes while an upgrade
 //! rolls are found on a later round. A worker of payments' own, beside the event reaper
@@ -9,12 +9,13 @@
 
 use std::time::Duration;
 
-use diesel_async::AsyncPgConnection;
 use tokio::sync::watch;
 
 use super::old_payloads::strip_old_payloads;
-use super::retention::delete_old_webhooks;
+use super::retention::drop_old_webhooks;
+use crate::db::partitions::Expired;
 use crate::db::DbPool;
+use crate::db::PgConn;
 
 #[derive(Debug, Clone)]
 pub struct WebhookReaperSettings {
@@ -23,7 +24,7 @@ pub struct WebhookReaperSettings {
     /// How long a provider's webhook is kept after its payment is final (or, about no
     /// payment, after it arrived).
     pub retention: Duration,
-    /// Rows deleted or rewritten per statement: each batch is one short transaction.
+    /// Rows rewritten per statement: each batch is one short transaction.
     pub batch: i64,
 }
 
@@ -47,10 +48,7 @@ pub async fn run(pool: DbPool, settings: WebhookReaperSettings, mut stop: watch:
             Err(err) => Err(err.to_string()),
         };
         match reaped {
-            Ok(0) => {}
-            Ok(deleted) => {
-                tracing::info!(deleted, "reaped provider webhooks past their retention")
-            }
+            Ok(_) => {}
             Err(err) => {
                 tracing::warn!(error = %err, "provider webhook reaper failed; retrying later")
             }
@@ -78,25 +76,19 @@ pub async fn run(pool: DbPool, settings: WebhookReaperSettings, mut stop: watch:
     }
 }
 
-/// Deletes every provider webhook past its retention, a batch at a time; how many went.
+/// Drops the months of provider webhooks past their retention, their payments final, after
+/// making the months ahead: one row per month past the retention, dropped or kept and why.
 pub async fn reap_provider_webhooks(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     settings: &WebhookReaperSettings,
-) -> diesel::QueryResult<usize> {
-    let mut deleted = 0;
-    loop {
-        let batch = delete_old_webhooks(conn, settings.batch, settings.retention).await?;
-        deleted += batch;
-        if (batch as i64) < settings.batch {
-            return Ok(deleted);
-        }
-    }
+) -> diesel::QueryResult<Vec<Expired>> {
+    drop_old_webhooks(conn, settings.retention).await
 }
 
 /// Rewrites every provider webhook stored whole into what is kept of it, a batch at a time;
 /// how many.
 pub async fn strip_stored_webhooks(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     settings: &WebhookReaperSettings,
 ) -> diesel::QueryResult<usize> {
     let mut rewritten = 0;

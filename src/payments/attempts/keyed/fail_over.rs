@@ -11,11 +11,12 @@
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{BigInt, Jsonb, Text, Uuid as SqlUuid};
 use diesel::QueryableByName;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::NewAttempt;
 use crate::db::sql::Sql;
 use crate::db::statement::{span, Statement};
+use crate::db::PgConn;
 use crate::idempotency::in_flight::Repointing;
 use crate::idempotency::InFlightKey;
 use crate::payments::attempts::{AttemptRow, PaymentAttempt};
@@ -25,7 +26,7 @@ use tracing::Instrument;
 /// it: the attempt and the key now in flight on it, or `Err` with the key handed back as it
 /// was if it was not as claimed (then the caller must roll back what it wrote).
 pub async fn next_attempt(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     failed: &PaymentAttempt,
     next: &NewAttempt<'_>,
     key: InFlightKey,

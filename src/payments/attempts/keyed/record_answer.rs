@@ -12,9 +12,10 @@
 use chrono::{DateTime, Utc};
 use diesel::sql_types::Uuid as SqlUuid;
 use diesel::OptionalExtension;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use crate::db::statement::{span, Statement};
+use crate::db::PgConn;
 use crate::idempotency::in_flight::{Settle, Settling};
 use crate::idempotency::InFlightKey;
 use crate::payments::attempts::call_log::{log_create, CallRecord};
@@ -39,7 +40,7 @@ pub enum Answered {
 /// Records `outcome` (what the call's answer means: its own, or for a first send that never
 /// reached the provider, `provider_unavailable`) on `attempt`, as read before the call.
 pub async fn record_answer(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     metrics: &PaymentMetrics,
     attempt: &PaymentAttempt,
     call: &ProviderCall,

@@ -13,14 +13,13 @@
 //! `pending` and its key in flight: a retry of the request, once the lease has passed, takes
 //! the key over and resends under the same provider key, never under a new one.
 
-use diesel_async::AsyncPgConnection;
-
 use super::evidence_json::{self, EvidenceInput};
 use super::resolve::{recorded, resolve, take_over};
 use super::{
     ActionMade, DisputeActionKind, DisputeActionRow, DisputeActionStatus, StartDisputeAction,
 };
 use crate::db::DbPool;
+use crate::db::PgConn;
 use crate::idempotency::{claim, InFlightKey, Keyed, RecoveryPoint};
 use crate::ids::{DisputeActionId, DisputeId, MerchantId};
 use crate::payments::disputes::{find, DisputeRow, DisputeStatus, DisputeView};
@@ -142,7 +141,7 @@ pub async fn act(ctx: &ActContext<'_>) -> Result<Acted, ActError> {
 
 /// Why the database refused an action on `dispute_id`, as the dispute stands now.
 pub async fn why_refused(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     dispute_id: DisputeId,
     kind: DisputeActionKind,

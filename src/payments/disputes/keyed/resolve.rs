@@ -6,13 +6,14 @@
 use chrono::Utc;
 use diesel::sql_types::{Integer, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel::QueryableByName;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use serde_json::Value;
 
 use super::evidence_json;
 use super::{ActError, ActionMade, DisputeActionKind, DisputeActionRow, DisputeActionStatus};
 use crate::db::statement::Statement;
 use crate::db::DbPool;
+use crate::db::PgConn;
 use crate::idempotency::in_flight::complete_for_resource;
 use crate::idempotency::{IdempotencySettings, Recorded, ResourceType};
 use crate::ids::{DisputeActionId, DisputeId, MerchantId};
@@ -84,7 +85,7 @@ struct JsonRow {
 
 /// The actions on a dispute, oldest first.
 pub async fn actions_of(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     merchant_id: MerchantId,
     dispute_id: DisputeId,
 ) -> Result<Vec<DisputeActionRow>, ActError> {
@@ -196,7 +197,7 @@ struct Sends {
 /// Counts one more send of the pending `action` (`by` 1), or uncounts one that never left
 /// (`by` -1): its sends after it, `None` when the action is no longer pending.
 async fn count_send(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     action: &DisputeActionRow,
     by: i32,
 ) -> Result<Option<i32>, ActError> {
@@ -255,7 +256,7 @@ async fn send(payments: &Payments, action: &DisputeActionRow) -> ProviderCall {
 /// leaves it alone rather than try a move from where the webhook took it) with its timeline
 /// row.
 async fn record(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     action: &DisputeActionRow,
     status: DisputeActionStatus,
     code: Option<String>,
@@ -325,7 +326,7 @@ FOR NO KEY UPDATE"
 
 /// `action` and its dispute as they are now.
 async fn current(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PgConn,
     action: &DisputeActionRow,
 ) -> Result<(DisputeActionRow, DisputeView), ActError> {
     let actions = actions_of(
