@@ -526,7 +526,7 @@ impl TestApp {
         Self::spawn_configured(db, TestConfig::default()).await
     }
 
-    async fn spawn_configured(db: TestDatabase, config: TestConfig) -> Self {
+    pub async fn spawn_configured(db: TestDatabase, config: TestConfig) -> Self {
         // Logs only on request: `RUST_LOG=info cargo test -- --nocapture`.
         if std::env::var_os("RUST_LOG").is_some() {
             payorch::telemetry::init(false, false);
