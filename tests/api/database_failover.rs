@@ -15,8 +15,9 @@ use payorch::db::cluster::CLUSTER_RUNTIME_USER;
 use payorch::db::PgConn;
 use payorch::db::{create_database_if_missing, ClusterOptions, PrivateCluster};
 
-use crate::helpers::{assert_problem, eventually, temp_dir, TestApp, TestDatabase};
+use crate::helpers::{assert_problem, eventually, temp_dir, TestApp, TestConfig, TestDatabase};
 use crate::payments::checkout_body;
+use crate::pooler::Bouncer;
 
 /// What the standby calls itself to the primary, and the primary waits for on every commit.
 const STANDBY: &str = "standby_b";
@@ -242,6 +243,77 @@ async fn the_pool_follows_the_primary_through_a_failover_and_fences_the_old_one(
     }
 
     drop(app);
+    blocking(move || {
+        let _ = a.stop();
+        let _ = b.stop();
+    })
+    .await;
+}
+
+/// With a pooler in transaction mode, the recommended formation (docs/operations/pooler.md,
+/// "Failover: a pooler beside each database host"): a PgBouncer in front of each host, and
+/// payorch's multi-host URL naming the poolers. The primary watch asks through each pooler
+/// which database is the primary, as it asks the databases directly without one, and the pool
+/// follows a promotion without a restart, writing only to the promoted host.
+#[tokio::test]
+async fn through_a_pooler_beside_each_host_the_pool_follows_a_promotion() {
+    let (a, b) = formation().await;
+    let runtime = |socket: &std::path::Path| {
+        format!(
+            "host='{}' user={CLUSTER_RUNTIME_USER} dbname=payorch",
+            socket.display()
+        )
+    };
+    let Some(before_a) = Bouncer::before(&runtime(&a.socket_dir())) else {
+        return;
+    };
+    let Some(before_b) = Bouncer::before(&runtime(&b.socket_dir())) else {
+        return;
+    };
+    let url = format!(
+        "host=127.0.0.1,127.0.0.1 port={},{} user={CLUSTER_RUNTIME_USER} dbname=payorch \
+         sslmode=disable target_session_attrs=read-write",
+        before_a.port, before_b.port
+    );
+    let b_url = b.database_url("payorch");
+    let mut config = TestConfig::default();
+    config.settings.pool.pooler = payorch::db::Pooler::Transaction;
+    let app = TestApp::spawn_configured(TestDatabase::external(&url), config).await;
+    let first = paid(&app, "through-the-poolers").await;
+
+    // The primary's machine is lost, its pooler left running; the standby is promoted and
+    // stops waiting for a standby of its own.
+    let a = blocking(move || a.kill().map(|_| a)).await.unwrap();
+    let b = blocking(move || b.promote().map(|_| b)).await.unwrap();
+    let mut conn = PgConn::establish(&b_url).await.unwrap();
+    for statement in [
+        "ALTER SYSTEM SET synchronous_standby_names = ''",
+        "SELECT pg_reload_conf()",
+    ] {
+        conn.batch_execute(statement).await.unwrap();
+    }
+    let moved = eventually(Duration::from_secs(10), || async {
+        checkout(&app, "after-the-promotion").await.status() == 201
+    })
+    .await;
+    assert!(
+        moved,
+        "payorch reaches the promoted host through its pooler"
+    );
+    let mut ids = vec![first];
+    for i in 0..5 {
+        ids.push(paid(&app, &format!("through-b-{i}")).await);
+    }
+    for id in &ids {
+        assert_eq!(
+            attempts_with_id(&b_url, id).await,
+            1,
+            "{id} on the new primary"
+        );
+    }
+
+    drop(app);
+    drop((before_a, before_b));
     blocking(move || {
         let _ = a.stop();
         let _ = b.stop();

@@ -29,11 +29,11 @@ use crate::helpers::{eventually, payorch_bin, temp_dir, TestDatabase};
 use crate::payments::checkout_body;
 use crate::serve::wait_ready;
 
-/// A PgBouncer of this test's own, in transaction mode, in front of one test database.
-struct Bouncer {
+/// A PgBouncer of a test's own, in transaction mode, in front of one database.
+pub struct Bouncer {
     child: std::process::Child,
     dir: PathBuf,
-    port: u16,
+    pub port: u16,
 }
 
 /// Where the machine's PgBouncer is: `None` skips the test, unless CI requires it.
@@ -55,14 +55,21 @@ fn pgbouncer_binary() -> Option<PathBuf> {
 impl Bouncer {
     /// PgBouncer 1.18 in transaction mode before `db`, with two server sessions only.
     fn start(db: &TestDatabase) -> Option<Bouncer> {
+        Self::before(&db.runtime_url)
+    }
+
+    /// PgBouncer before the server and database of the libpq URL `url` (key/value form), its
+    /// one user the URL's, with two server sessions only.
+    pub fn before(url: &str) -> Option<Bouncer> {
         let binary = pgbouncer_binary()?;
-        let config = tokio_postgres::Config::from_str(&db.runtime_url).expect("a libpq URL");
+        let config = tokio_postgres::Config::from_str(url).expect("a libpq URL");
         let host = match config.get_hosts().first().expect("a host") {
             Host::Tcp(name) => name.clone(),
             Host::Unix(path) => path.display().to_string(),
         };
         let port = config.get_ports().first().copied().unwrap_or(5432);
         let user = config.get_user().expect("a user");
+        let name = config.get_dbname().expect("a database");
         let password = config
             .get_password()
             .map(|p| format!(" password={}", String::from_utf8_lossy(p)))
@@ -78,7 +85,6 @@ impl Bouncer {
                  auth_type = trust\nauth_file = {dir}/users.txt\npool_mode = transaction\n\
                  default_pool_size = 2\nmax_client_conn = 500\nlogfile = {dir}/pgbouncer.log\n\
                  pidfile = {dir}/pgbouncer.pid\n",
-                name = db.name,
                 dir = dir.display(),
             ),
         )
