@@ -42,7 +42,9 @@ use futures_util::stream::BoxStream;
 use futures_util::{FutureExt, StreamExt, TryStreamExt};
 use tokio_postgres::error::{ErrorPosition, SqlState};
 use tokio_postgres::types::{FromSql, IsNull, Kind, ToSql, Type};
-use tokio_postgres::{Client, RowStream, Statement};
+use tokio_postgres::{Client, Config, RowStream, Statement};
+
+use super::url::DatabaseUrl;
 
 /// How a connection sends its statements.
 pub enum Statements {
@@ -101,15 +103,40 @@ impl PgConn {
         }
     }
 
+    /// A session as the URL says, its statements prepared once each (PostgreSQL itself,
+    /// never a transaction pooler: docs/operations/pooler.md).
+    pub async fn connect(url: &DatabaseUrl) -> ConnectionResult<Self> {
+        Self::open(url, url.config(), Statements::prepared()).await
+    }
+
+    /// A session with `config` (the URL's, changed by the caller), under the URL's TLS,
+    /// sending its statements as `statements` says.
+    pub async fn open(
+        url: &DatabaseUrl,
+        config: &Config,
+        statements: Statements,
+    ) -> ConnectionResult<Self> {
+        let (client, connection) = url
+            .connect_client(config)
+            .await
+            .map_err(|err| ConnectionError::BadConnection(err.to_string()))?;
+        Ok(PgConn::new(client, connection, statements))
+    }
+
     /// Whether this session sends unnamed statements (behind a transaction pooler).
     pub fn is_unnamed(&self) -> bool {
         matches!(self.statements, Statements::Unnamed { .. })
     }
 
-    /// The rows of `built`, streamed; a serialization failure marks the transaction for
-    /// rollback, as diesel's own connections do.
+    /// The rows of `built`, streamed.
     async fn rows(&mut self, built: Built) -> QueryResult<RowStream> {
         let result = self.send(built).await.map_err(database_error);
+        self.mark_failed_transaction(result)
+    }
+
+    /// A serialization failure marks the transaction for rollback, as diesel's own
+    /// connections do, whether it came before the first row or while reading them.
+    fn mark_failed_transaction<T>(&mut self, result: QueryResult<T>) -> QueryResult<T> {
         if let Err(Error::DatabaseError(DatabaseErrorKind::SerializationFailure, _)) = &result {
             AnsiTransactionManager::transaction_manager_status_mut(self)
                 .set_requires_rollback_maybe_up_to_top_level(true);
@@ -419,10 +446,18 @@ impl AsyncConnectionCore for PgConn {
         async move {
             let mut rows = Box::pin(self.rows(built?).await?);
             // Read to the end of the answer (its ReadyForQuery): `db::one` says why.
+            let mut failed = None;
             while let Some(row) = rows.next().await {
-                row.map_err(database_error)?;
+                if let Err(err) = row {
+                    failed = Some(database_error(err));
+                    break;
+                }
             }
-            Ok(rows.rows_affected().unwrap_or(0) as usize)
+            let result = match failed {
+                Some(err) => Err(err),
+                None => Ok(rows.rows_affected().unwrap_or(0) as usize),
+            };
+            self.mark_failed_transaction(result)
         }
         .boxed()
     }
@@ -432,10 +467,9 @@ impl AsyncConnection for PgConn {
     type TransactionManager = AnsiTransactionManager;
 
     async fn establish(database_url: &str) -> ConnectionResult<Self> {
-        super::url::DatabaseUrl::parse(database_url)
-            .map_err(ConnectionError::InvalidConnectionUrl)?
-            .connect()
-            .await
+        let url =
+            DatabaseUrl::parse(database_url).map_err(ConnectionError::InvalidConnectionUrl)?;
+        Self::connect(&url).await
     }
 
     fn transaction_state(&mut self) -> &mut AnsiTransactionManager {

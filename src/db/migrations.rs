@@ -38,7 +38,7 @@ pub enum MigrationError {
 /// section 2).
 pub async fn run_migrations(database_url: &str) -> Result<Vec<String>, MigrationError> {
     let url = DatabaseUrl::parse(database_url).map_err(MigrationError::Url)?;
-    let conn = url.connect().await?;
+    let conn = PgConn::connect(&url).await?;
     // The harness is synchronous; it drives the async connection from a blocking thread.
     tokio::task::spawn_blocking(move || {
         let mut conn = SyncConn::from(conn);

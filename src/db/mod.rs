@@ -150,9 +150,8 @@ impl Database {
     /// it allows (src/db/conn.rs).
     pub async fn connect(&self) -> Result<PgConn, DatabaseError> {
         let url = DatabaseUrl::parse(&self.url).map_err(DatabaseError::Url)?;
-        Ok(url
-            .open(url.config(), self.pooler.statements(self.statement_timeout))
-            .await?)
+        let statements = self.pooler.statements(self.statement_timeout);
+        Ok(PgConn::open(&url, url.config(), statements).await?)
     }
 
     pub fn pooler(&self) -> Pooler {
@@ -212,10 +211,8 @@ pub async fn create_database_if_missing(
 /// A connection to `url` with the TLS its `sslmode` asks for (src/db/url.rs), straight to
 /// PostgreSQL (a pooler in transaction mode takes [`Database::connect`]).
 pub async fn connect(url: &str) -> Result<PgConn, DatabaseError> {
-    Ok(DatabaseUrl::parse(url)
-        .map_err(DatabaseError::Url)?
-        .connect()
-        .await?)
+    let url = DatabaseUrl::parse(url).map_err(DatabaseError::Url)?;
+    Ok(PgConn::connect(&url).await?)
 }
 
 async fn database_exists(conn: &mut PgConn, name: &str) -> Result<bool, diesel::result::Error> {

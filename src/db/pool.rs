@@ -263,7 +263,7 @@ pub fn build_pool(database_url: &str, settings: &PoolSettings) -> Result<DbPool,
                     // whichever session serves the client (PgBouncer tracks it).
                     let mut config = url.config().clone();
                     config.application_name(POOL_APPLICATION_NAME);
-                    url.open(&config, statements).await?
+                    PgConn::open(&url, &config, statements).await?
                 }
             };
             if pooler == Pooler::Transaction {

@@ -138,10 +138,13 @@ impl Hosts {
 
     /// A connection for the pool to host `i`.
     async fn connect(&self, i: usize, statements: Statements) -> Result<PgConn, ConnectionError> {
-        self.url
-            .open(&self.config_for(i, POOL_APPLICATION_NAME), statements)
-            .await
-            .map_err(|err| ConnectionError::BadConnection(format!("{}: {err}", self.describe(i))))
+        PgConn::open(
+            &self.url,
+            &self.config_for(i, POOL_APPLICATION_NAME),
+            statements,
+        )
+        .await
+        .map_err(|err| ConnectionError::BadConnection(format!("{}: {err}", self.describe(i))))
     }
 }
 

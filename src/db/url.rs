@@ -6,11 +6,9 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use diesel::ConnectionError;
 use tokio_postgres::config::Host;
 use tokio_postgres::{Client, Config, Connection, Socket};
 
-use super::conn::{PgConn, Statements};
 use super::tls::{RustlsConnect, SslMode, TlsStream};
 
 /// The parameters taken out of the URL before tokio-postgres sees it.
@@ -50,26 +48,6 @@ impl DatabaseUrl {
 
     pub fn ssl_mode(&self) -> SslMode {
         self.tls.mode()
-    }
-
-    /// A diesel connection as the URL says, its statements prepared once each (PostgreSQL
-    /// itself, never a transaction pooler: src/db/conn.rs).
-    pub async fn connect(&self) -> Result<PgConn, ConnectionError> {
-        self.open(&self.config, Statements::prepared()).await
-    }
-
-    /// A diesel connection with `config` (the URL's, changed by the caller), under the URL's
-    /// TLS, sending its statements as `statements` says.
-    pub async fn open(
-        &self,
-        config: &Config,
-        statements: Statements,
-    ) -> Result<PgConn, ConnectionError> {
-        let (client, connection) = self
-            .connect_client(config)
-            .await
-            .map_err(|err| ConnectionError::BadConnection(err.to_string()))?;
-        Ok(PgConn::new(client, connection, statements))
     }
 
     /// A tokio-postgres session with `config`, under the URL's TLS. Over a Unix socket there

@@ -234,6 +234,19 @@ async fn serve_through_pgbouncer_in_transaction_mode_pays_refunds_reconciles_and
     .await;
     assert_eq!(status, 201);
 
+    // A route of the merchant's own: read by every checkout (a `text[]` of provider names).
+    let routed = reqwest::Client::new()
+        .put(format!(
+            "{}/v1/merchants/{}/routing",
+            creds.base_url, creds.merchant_id
+        ))
+        .bearer_auth(&creds.support_key)
+        .json(&json!({"providers": ["stripe", "adyen"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(routed.status(), 200);
+
     // Thirty paid at once, five whose answer the sandbox loses: pending until reconciled.
     let checkouts = (0..35).map(|n| {
         let method = if n < 30 {
@@ -286,8 +299,54 @@ async fn serve_through_pgbouncer_in_transaction_mode_pays_refunds_reconciles_and
             .await
         }
     });
+    let mut refund_ids = Vec::new();
     for (status, body) in join_all(refunds).await {
         assert_eq!(status, 201, "{body}");
+        refund_ids.push(body["id"].as_str().unwrap().to_owned());
+    }
+
+    // Every read a merchant and support make, through the pooler: each answers 200.
+    let order = replay["order"]["id"].as_str().unwrap();
+    let reads = [
+        (&creds.api_key, format!("/v1/payments/{}", paid[0])),
+        (&creds.api_key, format!("/v1/orders/{order}")),
+        (&creds.api_key, format!("/v1/refunds/{}", refund_ids[0])),
+        (&creds.api_key, "/v1/events".to_owned()),
+        (&creds.api_key, "/v1/disputes".to_owned()),
+        (&creds.api_key, "/v1/webhook_endpoints".to_owned()),
+        (
+            &creds.api_key,
+            format!("/v1/merchants/{}", creds.merchant_id),
+        ),
+        (
+            &creds.api_key,
+            format!("/v1/merchants/{}/routing", creds.merchant_id),
+        ),
+        (
+            &creds.support_key,
+            format!("/v1/support/payments/{}", paid[0]),
+        ),
+        (
+            &creds.support_key,
+            "/v1/support/payments?status=succeeded".to_owned(),
+        ),
+        (&creds.support_key, "/v1/support/payments/stats".to_owned()),
+        (&creds.support_key, "/v1/support/merchants".to_owned()),
+        (&creds.support_key, "/v1/support/routing/scores".to_owned()),
+    ];
+    for (secret, path) in reads {
+        let response = reqwest::Client::new()
+            .get(format!("{}{path}", creds.base_url))
+            .bearer_auth(secret)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            200,
+            "{path}: {}",
+            response.text().await.unwrap()
+        );
     }
 
     for id in &lost {
