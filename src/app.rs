@@ -23,6 +23,7 @@ use crate::delivery::metrics::DeliveryMetrics;
 use crate::delivery::send::Sender;
 use crate::delivery::settings::DeliverySettings;
 use crate::delivery::{self, Deliverer};
+use crate::db::partitions::PartitionGauges;
 use crate::events::reaper::{self as event_reaper, EventReaperSettings};
 use crate::http::connections::{BudgetedStream, ClientLimits, ConnectionBudget};
 use crate::http::limits::{LimitSettings, Limits};
@@ -156,6 +157,8 @@ impl Application {
         })?;
         let metrics = Arc::new(Metrics::new()?);
         metrics.register(Box::new(PoolGauges::new(pool.clone())?))?;
+        let partition_gauges = PartitionGauges::new()?;
+        partition_gauges.register(&metrics)?;
         let idempotency_metrics = Arc::new(IdempotencyMetrics::new()?);
         idempotency_metrics.register(&metrics)?;
         let payment_metrics = Arc::new(PaymentMetrics::new()?);
@@ -228,11 +231,13 @@ impl Application {
             tokio::spawn(event_reaper::run(
                 pool.clone(),
                 settings.event_reaper.clone(),
+                partition_gauges.clone(),
                 stop.clone(),
             )),
             tokio::spawn(webhook_reaper::run(
                 pool.clone(),
                 settings.webhook_reaper.clone(),
+                partition_gauges,
                 stop.clone(),
             )),
             tokio::spawn(delivery::run(deliverer, stop.clone())),

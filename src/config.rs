@@ -1101,7 +1101,6 @@ impl ServeArgs {
             event_reaper: EventReaperSettings {
                 interval: Duration::from_secs(self.idempotency.reaper_interval_secs.max(1)),
                 retention: Duration::from_secs(self.event_retention_days * 24 * 3600),
-                ..EventReaperSettings::default()
             },
             webhook_reaper: WebhookReaperSettings {
                 interval: Duration::from_secs(self.idempotency.reaper_interval_secs.max(1)),

@@ -160,11 +160,28 @@ CREATE TABLE attempt_transitions (
     source transition_source NOT NULL,
     detail text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT attempt_transitions_attempt_fkey FOREIGN KEY (merchant_id, attempt_id) REFERENCES payment_attempts(merchant_id, id),
-    CONSTRAINT attempt_transitions_pkey PRIMARY KEY (merchant_id, id)
-);
+    CONSTRAINT attempt_transitions_attempt_fkey FOREIGN KEY (merchant_id, attempt_id) REFERENCES payment_attempts(merchant_id, id)
+) PARTITION BY RANGE (created_at);
 
-CREATE INDEX attempt_transitions_attempt ON public.attempt_transitions USING btree (merchant_id, attempt_id, id);
+CREATE INDEX attempt_transitions_attempt ON ONLY public.attempt_transitions USING btree (merchant_id, attempt_id, id);
+
+CREATE UNIQUE INDEX attempt_transitions_key ON ONLY public.attempt_transitions USING btree (merchant_id, id, created_at);
+
+CREATE TABLE attempt_transitions_legacy (
+    merchant_id uuid NOT NULL,
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    attempt_id uuid NOT NULL,
+    from_status open_attempt_status,
+    to_status attempt_status NOT NULL,
+    source transition_source NOT NULL,
+    detail text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT attempt_transitions_attempt_fkey FOREIGN KEY (merchant_id, attempt_id) REFERENCES payment_attempts(merchant_id, id),
+    CONSTRAINT attempt_transitions_legacy_pkey PRIMARY KEY (merchant_id, id)
+)
+PARTITION OF attempt_transitions;
+
+CREATE INDEX attempt_transitions_legacy_attempt ON public.attempt_transitions_legacy USING btree (merchant_id, attempt_id, id);
 
 CREATE TABLE delivery_attempts (
     id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
@@ -173,12 +190,27 @@ CREATE TABLE delivery_attempts (
     attempted_at timestamp with time zone DEFAULT now() NOT NULL,
     http_status smallint,
     latency_ms milliseconds NOT NULL,
-    error text,
-    CONSTRAINT delivery_attempts_event_id_endpoint_id_fkey FOREIGN KEY (event_id, endpoint_id) REFERENCES event_deliveries(event_id, endpoint_id) ON DELETE CASCADE,
-    CONSTRAINT delivery_attempts_pkey PRIMARY KEY (id)
-);
+    error text
+) PARTITION BY RANGE (event_id);
 
-CREATE INDEX delivery_attempts_of_delivery ON public.delivery_attempts USING btree (event_id, endpoint_id);
+CREATE INDEX delivery_attempts_of_delivery ON ONLY public.delivery_attempts USING btree (event_id, endpoint_id);
+
+CREATE UNIQUE INDEX delivery_attempts_key ON ONLY public.delivery_attempts USING btree (event_id, id);
+
+CREATE TABLE delivery_attempts_legacy (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    event_id uuid NOT NULL,
+    endpoint_id uuid NOT NULL,
+    attempted_at timestamp with time zone DEFAULT now() NOT NULL,
+    http_status smallint,
+    latency_ms milliseconds NOT NULL,
+    error text,
+    CONSTRAINT delivery_attempts_event_id_endpoint_id_fkey FOREIGN KEY (event_id, endpoint_id) REFERENCES event_deliveries_legacy(event_id, endpoint_id) ON DELETE CASCADE,
+    CONSTRAINT delivery_attempts_legacy_pkey PRIMARY KEY (id)
+)
+PARTITION OF delivery_attempts;
+
+CREATE INDEX delivery_attempts_legacy_of_delivery ON public.delivery_attempts_legacy USING btree (event_id, endpoint_id);
 
 CREATE TABLE dispute_actions (
     merchant_id uuid NOT NULL,
@@ -288,14 +320,40 @@ CREATE TABLE event_deliveries (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT event_deliveries_attempts_check CHECK ((attempts >= 0)),
-    CONSTRAINT event_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES merchant_events(id) ON DELETE CASCADE,
     CONSTRAINT event_deliveries_merchant_id_endpoint_id_fkey FOREIGN KEY (merchant_id, endpoint_id) REFERENCES webhook_endpoints(merchant_id, id),
     CONSTRAINT event_deliveries_pkey PRIMARY KEY (event_id, endpoint_id)
+) PARTITION BY RANGE (event_id);
+
+CREATE INDEX event_deliveries_due ON ONLY public.event_deliveries USING btree (next_attempt_at) WHERE ((state)::text = 'pending'::text);
+
+CREATE INDEX event_deliveries_of_endpoint ON ONLY public.event_deliveries USING btree (merchant_id, endpoint_id) WHERE ((state)::text = 'pending'::text);
+
+CREATE TABLE event_deliveries_legacy (
+    event_id uuid NOT NULL,
+    endpoint_id uuid NOT NULL,
+    merchant_id uuid NOT NULL,
+    state delivery_state DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT event_deliveries_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT event_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES merchant_events_legacy(id) ON DELETE CASCADE,
+    CONSTRAINT event_deliveries_legacy_pkey PRIMARY KEY (event_id, endpoint_id),
+    CONSTRAINT event_deliveries_merchant_id_endpoint_id_fkey FOREIGN KEY (merchant_id, endpoint_id) REFERENCES webhook_endpoints(merchant_id, id)
+)
+PARTITION OF event_deliveries;
+
+CREATE INDEX event_deliveries_legacy_due ON public.event_deliveries_legacy USING btree (next_attempt_at) WHERE ((state)::text = 'pending'::text);
+
+CREATE INDEX event_deliveries_legacy_of_endpoint ON public.event_deliveries_legacy USING btree (merchant_id, endpoint_id) WHERE ((state)::text = 'pending'::text);
+
+CREATE TABLE history_tables (
+    name text NOT NULL,
+    key_kind text NOT NULL,
+    legacy_until timestamp with time zone NOT NULL,
+    CONSTRAINT history_tables_pkey PRIMARY KEY (name)
 );
-
-CREATE INDEX event_deliveries_due ON public.event_deliveries USING btree (next_attempt_at) WHERE ((state)::text = 'pending'::text);
-
-CREATE INDEX event_deliveries_of_endpoint ON public.event_deliveries USING btree (merchant_id, endpoint_id) WHERE ((state)::text = 'pending'::text);
 
 CREATE TABLE hold_operations (
     merchant_id uuid NOT NULL,
@@ -430,21 +488,50 @@ CREATE TABLE merchant_events (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT merchant_events_merchant_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
     CONSTRAINT merchant_events_pkey PRIMARY KEY (id)
-);
+) PARTITION BY RANGE (id);
 
-CREATE INDEX merchant_events_age ON public.merchant_events USING btree (created_at);
+CREATE INDEX merchant_events_age ON ONLY public.merchant_events USING btree (created_at);
 
-CREATE INDEX merchant_events_of_merchant ON public.merchant_events USING btree (merchant_id, seq);
+CREATE INDEX merchant_events_of_merchant ON ONLY public.merchant_events USING btree (merchant_id, seq);
 
-CREATE INDEX merchant_events_of_order ON public.merchant_events USING btree (merchant_id, order_id);
+CREATE INDEX merchant_events_of_order ON ONLY public.merchant_events USING btree (merchant_id, order_id);
 
-CREATE UNIQUE INDEX merchant_events_once ON public.merchant_events USING btree (merchant_id, resource_id, type);
+CREATE INDEX merchant_events_once ON ONLY public.merchant_events USING btree (merchant_id, resource_id, type);
 
-CREATE UNIQUE INDEX merchant_events_seq ON public.merchant_events USING btree (seq);
+CREATE INDEX merchant_events_seq ON ONLY public.merchant_events USING btree (seq);
+
+CREATE TRIGGER merchant_events_once BEFORE INSERT ON merchant_events FOR EACH ROW EXECUTE FUNCTION merchant_events_once();
+
+CREATE TABLE merchant_events_legacy (
+    id uuid DEFAULT uuid_v7() NOT NULL,
+    seq bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    merchant_id uuid NOT NULL,
+    type event_type NOT NULL,
+    resource_id uuid NOT NULL,
+    order_id uuid NOT NULL,
+    snapshot jsonb NOT NULL,
+    request jsonb,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT merchant_events_legacy_pkey PRIMARY KEY (id),
+    CONSTRAINT merchant_events_merchant_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id)
+)
+PARTITION OF merchant_events;
+
+CREATE INDEX merchant_events_legacy_age ON public.merchant_events_legacy USING btree (created_at);
+
+CREATE INDEX merchant_events_legacy_of_merchant ON public.merchant_events_legacy USING btree (merchant_id, seq);
+
+CREATE INDEX merchant_events_legacy_of_order ON public.merchant_events_legacy USING btree (merchant_id, order_id);
+
+CREATE UNIQUE INDEX merchant_events_legacy_once ON public.merchant_events_legacy USING btree (merchant_id, resource_id, type);
+
+CREATE UNIQUE INDEX merchant_events_legacy_seq ON public.merchant_events_legacy USING btree (seq);
+
+CREATE TRIGGER merchant_events_once BEFORE INSERT ON merchant_events_legacy FOR EACH ROW EXECUTE FUNCTION merchant_events_once();
 
 CREATE TABLE merchant_routing (
     merchant_id uuid NOT NULL,
-    providers provider_name[] NOT NULL,
+    providers text[] NOT NULL,
     currencies jsonb DEFAULT '{}'::jsonb NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_by text NOT NULL,
@@ -456,7 +543,7 @@ CREATE TABLE merchant_routing (
     CONSTRAINT merchant_routing_max_attempts CHECK (((max_attempts >= 1) AND (max_attempts <= 4))),
     CONSTRAINT merchant_routing_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
     CONSTRAINT merchant_routing_pkey PRIMARY KEY (merchant_id),
-    CONSTRAINT merchant_routing_providers CHECK ((((cardinality(providers) >= 1) AND (cardinality(providers) <= 16)) AND (array_position(providers, (NULL::text)::provider_name) IS NULL))),
+    CONSTRAINT merchant_routing_providers CHECK ((((cardinality(providers) >= 1) AND (cardinality(providers) <= 16)) AND (array_position(providers, NULL::text) IS NULL) AND ((providers)::provider_name[] IS NOT NULL))),
     CONSTRAINT merchant_routing_strategy_known CHECK ((strategy = ANY (ARRAY['ordered'::text, 'success_rate'::text])))
 );
 
@@ -614,24 +701,88 @@ CREATE TABLE provider_webhooks (
     merchant_id uuid,
     attempt_id uuid,
     payload jsonb NOT NULL,
-    provider_created_at timestamp with time zone,
+    provider_created_at timestamp with time zone NOT NULL,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
     deliveries delivery_count DEFAULT 1 NOT NULL,
     payload_kept boolean DEFAULT false NOT NULL,
     CONSTRAINT provider_webhooks_attempt_fk FOREIGN KEY (merchant_id, attempt_id) REFERENCES payment_attempts(merchant_id, id),
     CONSTRAINT provider_webhooks_attempt_known CHECK ((((outcome)::text = ANY (ARRAY['unknown_attempt'::text, 'ignored'::text])) OR (attempt_id IS NOT NULL))),
-    CONSTRAINT provider_webhooks_pkey PRIMARY KEY (id),
-    CONSTRAINT provider_webhooks_provider_event_key UNIQUE (provider, provider_event_id),
     CONSTRAINT provider_webhooks_unknown_has_no_attempt CHECK ((((outcome)::text <> 'unknown_attempt'::text) OR (attempt_id IS NULL)))
-);
+) PARTITION BY RANGE (provider_created_at);
 
-CREATE INDEX provider_webhooks_age ON public.provider_webhooks USING btree (received_at);
+CREATE INDEX provider_webhooks_age ON ONLY public.provider_webhooks USING btree (received_at);
 
-CREATE INDEX provider_webhooks_attempt ON public.provider_webhooks USING btree (merchant_id, attempt_id, received_at) WHERE (attempt_id IS NOT NULL);
+CREATE INDEX provider_webhooks_attempt ON ONLY public.provider_webhooks USING btree (merchant_id, attempt_id, received_at) WHERE (attempt_id IS NOT NULL);
 
-CREATE INDEX provider_webhooks_conflicts ON public.provider_webhooks USING btree (received_at) WHERE ((outcome)::text = 'conflict'::text);
+CREATE INDEX provider_webhooks_conflicts ON ONLY public.provider_webhooks USING btree (received_at) WHERE ((outcome)::text = 'conflict'::text);
 
-CREATE INDEX provider_webhooks_unkept ON public.provider_webhooks USING btree (received_at) WHERE (NOT payload_kept);
+CREATE INDEX provider_webhooks_unkept ON ONLY public.provider_webhooks USING btree (received_at) WHERE (NOT payload_kept);
+
+CREATE UNIQUE INDEX provider_webhooks_event_key ON ONLY public.provider_webhooks USING btree (provider, provider_event_id, provider_created_at);
+
+CREATE UNIQUE INDEX provider_webhooks_key ON ONLY public.provider_webhooks USING btree (id, provider_created_at);
+
+CREATE TABLE provider_webhooks_legacy (
+    id uuid NOT NULL,
+    provider text NOT NULL,
+    provider_event_id short_text NOT NULL,
+    event_type text NOT NULL,
+    outcome webhook_outcome NOT NULL,
+    detail text,
+    merchant_id uuid,
+    attempt_id uuid,
+    payload jsonb NOT NULL,
+    provider_created_at timestamp with time zone NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    deliveries delivery_count DEFAULT 1 NOT NULL,
+    payload_kept boolean DEFAULT false NOT NULL,
+    CONSTRAINT provider_webhooks_attempt_fk FOREIGN KEY (merchant_id, attempt_id) REFERENCES payment_attempts(merchant_id, id),
+    CONSTRAINT provider_webhooks_attempt_known CHECK ((((outcome)::text = ANY (ARRAY['unknown_attempt'::text, 'ignored'::text])) OR (attempt_id IS NOT NULL))),
+    CONSTRAINT provider_webhooks_legacy_pkey PRIMARY KEY (id),
+    CONSTRAINT provider_webhooks_legacy_provider_event_key UNIQUE (provider, provider_event_id),
+    CONSTRAINT provider_webhooks_unknown_has_no_attempt CHECK ((((outcome)::text <> 'unknown_attempt'::text) OR (attempt_id IS NULL)))
+)
+PARTITION OF provider_webhooks;
+
+CREATE INDEX provider_webhooks_legacy_age ON public.provider_webhooks_legacy USING btree (received_at);
+
+CREATE INDEX provider_webhooks_legacy_attempt ON public.provider_webhooks_legacy USING btree (merchant_id, attempt_id, received_at) WHERE (attempt_id IS NOT NULL);
+
+CREATE INDEX provider_webhooks_legacy_conflicts ON public.provider_webhooks_legacy USING btree (received_at) WHERE ((outcome)::text = 'conflict'::text);
+
+CREATE INDEX provider_webhooks_legacy_unkept ON public.provider_webhooks_legacy USING btree (received_at) WHERE (NOT payload_kept);
+
+CREATE UNIQUE INDEX provider_webhooks_legacy_event_key ON public.provider_webhooks_legacy USING btree (provider, provider_event_id, provider_created_at);
+
+CREATE TABLE provider_webhooks_outside (
+    id uuid NOT NULL,
+    provider text NOT NULL,
+    provider_event_id short_text NOT NULL,
+    event_type text NOT NULL,
+    outcome webhook_outcome NOT NULL,
+    detail text,
+    merchant_id uuid,
+    attempt_id uuid,
+    payload jsonb NOT NULL,
+    provider_created_at timestamp with time zone NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    deliveries delivery_count DEFAULT 1 NOT NULL,
+    payload_kept boolean DEFAULT false NOT NULL,
+    CONSTRAINT provider_webhooks_attempt_fk FOREIGN KEY (merchant_id, attempt_id) REFERENCES payment_attempts(merchant_id, id),
+    CONSTRAINT provider_webhooks_attempt_known CHECK ((((outcome)::text = ANY (ARRAY['unknown_attempt'::text, 'ignored'::text])) OR (attempt_id IS NOT NULL))),
+    CONSTRAINT provider_webhooks_unknown_has_no_attempt CHECK ((((outcome)::text <> 'unknown_attempt'::text) OR (attempt_id IS NULL)))
+)
+PARTITION OF provider_webhooks;
+
+CREATE INDEX provider_webhooks_outside_merchant_id_attempt_id_received_a_idx ON public.provider_webhooks_outside USING btree (merchant_id, attempt_id, received_at) WHERE (attempt_id IS NOT NULL);
+
+CREATE INDEX provider_webhooks_outside_received_at_idx ON public.provider_webhooks_outside USING btree (received_at);
+
+CREATE INDEX provider_webhooks_outside_received_at_idx1 ON public.provider_webhooks_outside USING btree (received_at) WHERE ((outcome)::text = 'conflict'::text);
+
+CREATE INDEX provider_webhooks_outside_received_at_idx2 ON public.provider_webhooks_outside USING btree (received_at) WHERE (NOT payload_kept);
+
+CREATE UNIQUE INDEX provider_webhooks_outside_provider_provider_event_id_provid_idx ON public.provider_webhooks_outside USING btree (provider, provider_event_id, provider_created_at);
 
 CREATE TABLE refund_transitions (
     merchant_id uuid NOT NULL,
@@ -642,11 +793,28 @@ CREATE TABLE refund_transitions (
     source transition_source NOT NULL,
     detail text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT refund_transitions_pkey PRIMARY KEY (merchant_id, id),
     CONSTRAINT refund_transitions_refund_fkey FOREIGN KEY (merchant_id, refund_id) REFERENCES refunds(merchant_id, id)
-);
+) PARTITION BY RANGE (created_at);
 
-CREATE INDEX refund_transitions_refund ON public.refund_transitions USING btree (merchant_id, refund_id, id);
+CREATE INDEX refund_transitions_refund ON ONLY public.refund_transitions USING btree (merchant_id, refund_id, id);
+
+CREATE UNIQUE INDEX refund_transitions_key ON ONLY public.refund_transitions USING btree (merchant_id, id, created_at);
+
+CREATE TABLE refund_transitions_legacy (
+    merchant_id uuid NOT NULL,
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    refund_id uuid NOT NULL,
+    from_status open_refund_status,
+    to_status refund_status NOT NULL,
+    source transition_source NOT NULL,
+    detail text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT refund_transitions_legacy_pkey PRIMARY KEY (merchant_id, id),
+    CONSTRAINT refund_transitions_refund_fkey FOREIGN KEY (merchant_id, refund_id) REFERENCES refunds(merchant_id, id)
+)
+PARTITION OF refund_transitions;
+
+CREATE INDEX refund_transitions_legacy_refund ON public.refund_transitions_legacy USING btree (merchant_id, refund_id, id);
 
 CREATE TABLE refunds (
     merchant_id uuid NOT NULL,
@@ -1179,6 +1347,190 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION public.history_create_ahead(table_name text, months integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'public', 'pg_temp'
+ SET lock_timeout TO '2s'
+AS $function$
+DECLARE
+    t record;
+    first timestamptz := date_trunc('month', now(), 'UTC');
+    m timestamptz;
+    part text;
+    made integer := 0;
+BEGIN
+    -- 0x68697374 ("hist"): the keeper's class of advisory locks.
+    PERFORM pg_advisory_xact_lock(1751741300, 0);
+    SELECT name, key_kind, legacy_until INTO t FROM history_tables WHERE name = table_name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no history table %', table_name;
+    END IF;
+    BEGIN
+        -- From last month (a provider may date a webhook a moment before it arrives), or
+        -- the legacy partition's end if later: a month past is made again only when missing
+        -- at its end (000032 run late, a keeper stopped), never one long dropped.
+        FOR m IN SELECT generate_series(greatest(t.legacy_until, first - interval '1 month'),
+                     first + make_interval(months => least(greatest(months, 0), 24)),
+                     interval '1 month') LOOP
+            CONTINUE WHEN m < t.legacy_until;
+            part := t.name || '_' || to_char(m AT TIME ZONE 'UTC', 'YYYY_MM');
+            CONTINUE WHEN to_regclass(format('public.%I', part)) IS NOT NULL;
+            IF t.key_kind = 'event_id' THEN
+                EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)',
+                    part, t.name, history_uuid_at(m), history_uuid_at(m + interval '1 month'));
+            ELSIF t.name = 'provider_webhooks' THEN
+                -- Made beside the table, given the rows the DEFAULT partition holds of its
+                -- month, then attached: the attach finds none of them left there.
+                EXECUTE format('CREATE TABLE %I (LIKE provider_webhooks INCLUDING DEFAULTS
+                    INCLUDING CONSTRAINTS)', part);
+                EXECUTE format('WITH moved AS (DELETE FROM provider_webhooks_outside
+                    WHERE provider_created_at >= %L AND provider_created_at < %L RETURNING *)
+                    INSERT INTO %I SELECT * FROM moved', m, m + interval '1 month', part);
+                EXECUTE format('ALTER TABLE provider_webhooks ATTACH PARTITION %I
+                    FOR VALUES FROM (%L) TO (%L)', part, m, m + interval '1 month');
+            ELSE
+                EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)',
+                    part, t.name, m, m + interval '1 month');
+            END IF;
+            IF t.name = 'event_deliveries' THEN
+                EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I FOREIGN KEY (event_id)
+                    REFERENCES %I (id) ON DELETE CASCADE', part, part || '_event_fkey',
+                    'merchant_events_' || to_char(m AT TIME ZONE 'UTC', 'YYYY_MM'));
+            ELSIF t.name = 'delivery_attempts' THEN
+                EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I FOREIGN KEY (event_id, endpoint_id)
+                    REFERENCES %I (event_id, endpoint_id) ON DELETE CASCADE', part,
+                    part || '_delivery_fkey',
+                    'event_deliveries_' || to_char(m AT TIME ZONE 'UTC', 'YYYY_MM'));
+            END IF;
+            made := made + 1;
+        END LOOP;
+    END;
+    RETURN made;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.history_drop_expired(family text, keep interval)
+ RETURNS TABLE(partition_name text, dropped boolean, reason text)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'public', 'pg_temp'
+ SET lock_timeout TO '2s'
+AS $function$
+DECLARE
+    cutoff timestamptz := now() - keep;
+    p record;
+    suffix text;
+    open boolean;
+BEGIN
+    IF family NOT IN ('events', 'provider_webhooks') THEN
+        RAISE EXCEPTION 'no history family %', family;
+    END IF;
+    PERFORM pg_advisory_xact_lock(1751741300, 0);
+    FOR p IN SELECT * FROM history_partitions() h
+             WHERE h.table_name = CASE family WHEN 'events' THEN 'merchant_events'
+                                              ELSE 'provider_webhooks' END
+               AND h.until_at <= cutoff AND h.until_at <= date_trunc('month', now(), 'UTC')
+             ORDER BY h.until_at LOOP
+        suffix := substr(p.partition_name, length(p.table_name) + 1);
+        IF family = 'events' THEN
+            -- An event is about an order's payment, refund or the order itself: its
+            -- payments (the order's attempts), their refunds and hold operations.
+            EXECUTE format($q$SELECT EXISTS (
+                SELECT 1 FROM %I e JOIN payment_attempts a
+                    ON a.merchant_id = e.merchant_id AND a.order_id = e.order_id
+                WHERE a.finished_at IS NULL OR a.finished_at >= $1
+                   OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
+                              AND r.payment_id = a.id
+                              AND (r.finished_at IS NULL OR r.finished_at >= $1))
+                   OR EXISTS (SELECT 1 FROM hold_operations o WHERE o.merchant_id = a.merchant_id
+                              AND o.payment_id = a.id
+                              AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
+                p.partition_name) INTO open USING cutoff;
+        ELSE
+            EXECUTE format($q$SELECT EXISTS (
+                SELECT 1 FROM %I w JOIN payment_attempts a
+                    ON a.merchant_id = w.merchant_id AND a.id = w.attempt_id
+                WHERE a.finished_at IS NULL OR a.finished_at >= $1
+                   OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
+                              AND r.payment_id = a.id
+                              AND (r.finished_at IS NULL OR r.finished_at >= $1))
+                   OR EXISTS (SELECT 1 FROM hold_operations o WHERE o.merchant_id = a.merchant_id
+                              AND o.payment_id = a.id
+                              AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
+                p.partition_name) INTO open USING cutoff;
+        END IF;
+        IF open THEN
+            partition_name := p.partition_name; dropped := false; reason := 'open payment';
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        BEGIN
+            IF family = 'events' THEN
+                -- The three parents in the order their writers take them (an event, then its
+                -- deliveries, then their attempts), so that a writer and this drop cannot
+                -- deadlock; then the referencing months first: their foreign keys name this
+                -- one's events.
+                LOCK TABLE merchant_events, event_deliveries, delivery_attempts
+                    IN ACCESS EXCLUSIVE MODE;
+                EXECUTE format('DROP TABLE %I', 'delivery_attempts' || suffix);
+                EXECUTE format('DROP TABLE %I', 'event_deliveries' || suffix);
+            END IF;
+            EXECUTE format('DROP TABLE %I', p.partition_name);
+            partition_name := p.partition_name; dropped := true; reason := NULL;
+        EXCEPTION WHEN lock_not_available THEN
+            partition_name := p.partition_name; dropped := false; reason := 'busy';
+        END;
+        RETURN NEXT;
+    END LOOP;
+    IF family = 'provider_webhooks' THEN
+        -- The webhooks dated outside the months, by the row: past `keep` since they came,
+        -- their payment final as long (or about no payment of ours).
+        DELETE FROM provider_webhooks_outside w
+        WHERE w.received_at < cutoff
+          AND (w.attempt_id IS NULL OR (
+              EXISTS (SELECT 1 FROM payment_attempts a
+                      WHERE a.merchant_id = w.merchant_id AND a.id = w.attempt_id
+                        AND a.finished_at < cutoff)
+              AND NOT EXISTS (SELECT 1 FROM refunds r
+                      WHERE r.merchant_id = w.merchant_id AND r.payment_id = w.attempt_id
+                        AND (r.finished_at IS NULL OR r.finished_at >= cutoff))
+              AND NOT EXISTS (SELECT 1 FROM hold_operations o
+                      WHERE o.merchant_id = w.merchant_id AND o.payment_id = w.attempt_id
+                        AND (o.finished_at IS NULL OR o.finished_at >= cutoff))));
+    END IF;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.history_partitions()
+ RETURNS TABLE(table_name text, partition_name text, from_at timestamp with time zone, until_at timestamp with time zone)
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT h.name, c.relname::text,
+           CASE WHEN c.relname = h.name || '_legacy' THEN NULL
+                ELSE to_date(right(c.relname, 7), 'YYYY_MM')::timestamp AT TIME ZONE 'UTC' END,
+           CASE WHEN c.relname = h.name || '_legacy' THEN h.legacy_until
+                ELSE (to_date(right(c.relname, 7), 'YYYY_MM')::timestamp AT TIME ZONE 'UTC')
+                     + interval '1 month' END
+    FROM history_tables h
+    JOIN pg_class p ON p.relname = h.name AND p.relnamespace = 'public'::regnamespace
+    JOIN pg_inherits i ON i.inhparent = p.oid
+    JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE pg_get_expr(c.relpartbound, c.oid) <> 'DEFAULT'
+    ORDER BY h.name, 4
+$function$;
+
+CREATE OR REPLACE FUNCTION public.history_uuid_at(at timestamp with time zone)
+ RETURNS uuid
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+    SELECT (lpad(to_hex((extract(epoch FROM at) * 1000)::bigint), 12, '0')
+            || '00000000000000000000')::uuid
+$function$;
+
 CREATE OR REPLACE FUNCTION public.hold_operations_check_hold()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -1379,6 +1731,27 @@ BEGIN
     END IF;
     RETURN NEW;
 END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.merchant_events_once()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    -- 0x6f6e6365 ("once"): the class of these advisory locks (two-int form, apart from the
+    -- bigint keys of the migration lock and the others).
+    PERFORM pg_advisory_xact_lock(1869508453,
+        hashtext(NEW.merchant_id::text || '/' || NEW.resource_id::text || '/' || NEW.type));
+    IF EXISTS (SELECT 1 FROM merchant_events e WHERE e.merchant_id = NEW.merchant_id
+               AND e.resource_id = NEW.resource_id AND e.type = NEW.type) THEN
+        RAISE EXCEPTION 'duplicate key value violates unique constraint "merchant_events_once"'
+            USING ERRCODE = 'unique_violation', CONSTRAINT = 'merchant_events_once',
+                  TABLE = 'merchant_events',
+                  DETAIL = format('Key (merchant_id, resource_id, type)=(%s, %s, %s) already exists.',
+                                  NEW.merchant_id, NEW.resource_id, NEW.type);
+    END IF;
+    RETURN NEW;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.orders_checkout_demo_is_fixed()

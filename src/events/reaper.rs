@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::db::partitions::{self, Expired, Family};
+use crate::db::partitions::{self, Expired, Family, PartitionGauges};
 use crate::db::DbPool;
 use crate::db::PgConn;
 
@@ -36,13 +36,19 @@ impl Default for EventReaperSettings {
     }
 }
 
-/// Runs until `stop` turns true.
-pub async fn run(pool: DbPool, settings: EventReaperSettings, mut stop: watch::Receiver<bool>) {
+/// Runs until `stop` turns true; each round ends setting the partitions' `gauges`.
+pub async fn run(
+    pool: DbPool,
+    settings: EventReaperSettings,
+    gauges: PartitionGauges,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         let reaped = match pool.get().await {
-            Ok(mut conn) => reap_once(&mut conn, &settings)
-                .await
-                .map_err(|e| e.to_string()),
+            Ok(mut conn) => match reap_once(&mut conn, &settings).await {
+                Ok(_) => gauges.observe(&mut conn).await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
             Err(err) => Err(err.to_string()),
         };
         if let Err(err) = reaped {

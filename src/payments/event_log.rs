@@ -165,7 +165,7 @@ fn insert_statement(rows: &[&EventRow]) -> Sql<'static> {
 SELECT *, true FROM unnest({ids}::uuid[], {providers}::text[], {event_ids}::text[],
     {types}::text[], {outcomes}::text[], {details}::text[], {merchants}::uuid[],
     {attempts}::uuid[], {payloads}::jsonb[], {created}::timestamptz[])
-ON CONFLICT (provider, provider_event_id) DO NOTHING
+ON CONFLICT (provider, provider_event_id, provider_created_at) DO NOTHING
 RETURNING id"
     ));
     q.finish()

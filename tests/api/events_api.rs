@@ -4,18 +4,16 @@
 //! sends are written by SQL with states a delivery worker leaves alone (final, or due far
 //! ahead), so what each test reads is what it wrote.
 
-use std::time::Duration;
 
 use diesel_async::RunQueryDsl;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use payorch::db::PgConn;
-use payorch::events::reaper::{reap_once, EventReaperSettings};
 use payorch::events::signing::Secret;
 use payorch::ids::{EndpointId, EventId, MerchantId};
 
-use crate::helpers::{assert_problem, eventually, sealed_secret, TestApp};
+use crate::helpers::{assert_problem, sealed_secret, TestApp};
 use crate::payments::checkout_body;
 
 async fn run_sql(conn: &mut PgConn, sql: &str) -> usize {
@@ -359,77 +357,6 @@ async fn bad_parameters_are_each_named() {
         let detail = problem["detail"].as_str().unwrap();
         assert!(detail.contains(named), "{query}: {detail}");
     }
-}
-
-#[tokio::test]
-async fn events_past_the_retention_are_reaped_with_their_deliveries_and_younger_ones_kept() {
-    let app = TestApp::spawn_with(|settings| {
-        settings.event_reaper.interval = Duration::from_millis(100);
-    })
-    .await;
-    paid_checkout(&app, &app.merchant_key, "reap").await;
-    let events = all_event_ids(&app, None).await;
-    let (young, old) = (&events[0], &events[1]);
-    let mut conn = app.db.connect().await;
-    let hook = endpoint(&mut conn, app.merchant_id, "'*'", "enabled").await;
-    for event in [young, old] {
-        delivery(&mut conn, event, hook, "failed").await;
-        run_sql(
-            &mut conn,
-            &format!(
-                "INSERT INTO delivery_attempts (event_id, endpoint_id, http_status, latency_ms, \
-                     error) VALUES ('{}', '{hook}', 500, 12, 'the endpoint answered 500')",
-                uuid_of(event)
-            ),
-        )
-        .await;
-    }
-    // One day past the default 30 days, the other one day short of it.
-    for (event, age) in [(old, 31), (young, 29)] {
-        run_sql(
-            &mut conn,
-            &format!(
-                "UPDATE merchant_events SET created_at = now() - interval '{age} days' WHERE id = '{}'",
-                uuid_of(event)
-            ),
-        )
-        .await;
-    }
-    let gone = eventually(Duration::from_secs(30), || async {
-        all_event_ids(&app, None).await == [young.as_str()]
-    })
-    .await;
-    assert!(
-        gone,
-        "the old event is reaped: {:?}",
-        all_event_ids(&app, None).await
-    );
-    assert_eq!(app.db.count("event_deliveries").await, 1);
-    assert_eq!(app.db.count("delivery_attempts").await, 1);
-    let response = app
-        .get_as(&app.merchant_key, &format!("/v1/events/{old}"))
-        .await;
-    assert_problem(response, 404, "not_found").await;
-
-    // In batches of one: every event older than a shorter retention goes, none left over
-    // (20 days old: the app's own reaper, keeping 30 days, leaves them to this one).
-    for n in 0..2 {
-        paid_checkout(&app, &app.merchant_key, &format!("reap-{n}")).await;
-    }
-    run_sql(
-        &mut conn,
-        "UPDATE merchant_events SET created_at = now() - interval '20 days'",
-    )
-    .await;
-    let settings = EventReaperSettings {
-        batch: 1,
-        retention: Duration::from_secs(10 * 24 * 3600),
-        ..EventReaperSettings::default()
-    };
-    assert_eq!(reap_once(&mut conn, &settings).await.unwrap(), 5);
-    assert_eq!(app.db.count("merchant_events").await, 0);
-    assert_eq!(app.db.count("event_deliveries").await, 0);
-    assert_eq!(app.db.count("delivery_attempts").await, 0);
 }
 
 #[tokio::test]

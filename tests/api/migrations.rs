@@ -171,9 +171,14 @@ async fn the_renamed_tables_still_answer_to_their_old_names_during_a_rolling_dep
     let db = TestDatabase::empty().await;
     run_migrations(&db.url).await.unwrap();
     let mut conn = db.connect().await;
-    let insert = "INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, payload) \
-                  VALUES (gen_random_uuid(), 'stripe', 'evt_old_release', 'charge.succeeded', 'ignored', '{}') \
-                  ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING id";
+    // Since the webhooks are partitioned by the provider's time of the event, their unique key
+    // holds that time (migration 2026-11-28-000032; docs/DESIGN.md, "History partitioned by
+    // time"): a statement's ON CONFLICT names it, through the old name as through the new.
+    let insert = "INSERT INTO webhook_events (id, provider, provider_event_id, event_type, outcome, payload, \
+                      provider_created_at) \
+                  VALUES (gen_random_uuid(), 'stripe', 'evt_old_release', 'charge.succeeded', 'ignored', '{}', \
+                      '2026-11-27T00:00:00Z') \
+                  ON CONFLICT (provider, provider_event_id, provider_created_at) DO NOTHING RETURNING id";
     diesel::sql_query(insert).execute(&mut conn).await.unwrap();
     assert_eq!(
         diesel::sql_query(insert).execute(&mut conn).await.unwrap(),

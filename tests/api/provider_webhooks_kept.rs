@@ -10,7 +10,7 @@ use diesel_async::RunQueryDsl;
 use serde_json::{json, Value};
 
 use payorch::payments::webhooks::reaper::{
-    reap_provider_webhooks, strip_stored_webhooks, WebhookReaperSettings,
+    strip_stored_webhooks, WebhookReaperSettings,
 };
 
 use crate::helpers::TestApp;
@@ -211,82 +211,12 @@ async fn an_adyen_authorisation_is_stored_without_its_card_fields_and_still_appl
     assert_eq!(kept["additionalData"]["refusalReasonRaw"], "AUTHORISED");
 }
 
-/// The provider event ids of the stored webhooks, sorted.
-async fn recorded(app: &TestApp) -> Vec<String> {
-    let mut ids: Vec<String> = app
-        .event_outcomes()
-        .await
-        .into_iter()
-        .map(|(id, _)| id)
-        .collect();
-    ids.sort();
-    ids
-}
-
 fn retention(retention: Duration) -> WebhookReaperSettings {
     WebhookReaperSettings {
         retention,
         batch: 2,
         ..WebhookReaperSettings::default()
     }
-}
-
-#[tokio::test]
-async fn a_webhook_is_reaped_a_retention_after_its_payment_is_final_and_a_late_copy_changes_nothing(
-) {
-    let app = quiet_app().await;
-    let finished = app.pending_attempt("reaped-final").await;
-    let open = app.pending_attempt("reaped-open").await;
-    let finished_id = finished["id"].as_str().unwrap();
-    let succeeded = event("succeeded", "evt_final", &finished);
-    assert_eq!(app.deliver_signed(&succeeded).await["outcome"], "applied");
-    let told = app
-        .deliver_signed(&event("processing", "evt_open", &open))
-        .await;
-    assert_eq!(told["outcome"], "applied");
-    let mut stranger = finished.clone();
-    stranger["id"] = format!("pay_{}", uuid::Uuid::now_v7().simple()).into();
-    stranger["provider_payment_id"] = "pi_not_ours".into();
-    let unknown = app
-        .deliver_signed(&event("succeeded", "evt_unknown", &stranger))
-        .await;
-    assert_eq!(unknown["outcome"], "unknown_attempt");
-    assert_eq!(app.count("provider_webhooks").await, 3);
-
-    let mut conn = app.db.connect().await;
-    let a_day = retention(Duration::from_secs(24 * 3600));
-    // Nothing is older than the retention yet.
-    assert_eq!(reap_provider_webhooks(&mut conn, &a_day).await.unwrap(), 0);
-
-    // Received 40 days ago: the one about no payment goes; the others stay, one's payment
-    // open, the other's final only now.
-    diesel::sql_query(
-        "UPDATE provider_webhooks SET received_at = received_at - interval '40 days'",
-    )
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    assert_eq!(reap_provider_webhooks(&mut conn, &a_day).await.unwrap(), 1);
-    assert_eq!(recorded(&app).await, ["evt_final", "evt_open"]);
-
-    // A retention after the payment is final, its webhook goes; the open payment's stays.
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let moments = retention(Duration::from_millis(10));
-    assert_eq!(
-        reap_provider_webhooks(&mut conn, &moments).await.unwrap(),
-        1
-    );
-    assert_eq!(recorded(&app).await, ["evt_open"]);
-
-    // A late copy of the reaped webhook: acknowledged, and nothing about the payment moves.
-    let events_before = app.count("merchant_events").await;
-    let payment_before = app.payment(finished_id).await;
-    let charges_before = app.charges_for(finished_id);
-    let late = app.deliver_signed(&succeeded).await;
-    assert_ne!(late["outcome"], "conflict", "{late}");
-    assert_eq!(app.payment(finished_id).await, payment_before);
-    assert_eq!(app.count("merchant_events").await, events_before);
-    assert_eq!(app.charges_for(finished_id), charges_before);
 }
 
 #[tokio::test]

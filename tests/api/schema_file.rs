@@ -25,6 +25,11 @@ struct Definition {
 
 /// Every object of the `public` schema, as the catalog prints it, in a fixed order: section,
 /// then name (a table's own indexes and triggers after it), then text.
+///
+/// The history's monthly partitions (`<table>_YYYY_MM`; docs/DESIGN.md, "History partitioned
+/// by time") are left out, their indexes and triggers with them: which months exist depends
+/// on the day the migrations ran, as does the legacy partitions' bound (the first instant of
+/// the month after next, then): a legacy partition is named with its parent, its bound left out.
 const CATALOG: &str = r#"
 WITH
 domains AS (
@@ -48,20 +53,24 @@ tables AS (
              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)
          || coalesce((SELECT string_agg(E',\n    CONSTRAINT ' || k.conname || ' ' || pg_get_constraintdef(k.oid), '' ORDER BY k.conname)
                       FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype <> 'n'), '')
-         || E'\n);'
+         || E'\n)' || CASE WHEN c.relkind = 'p' THEN ' PARTITION BY ' || pg_get_partkeydef(c.oid) ELSE '' END
+         || coalesce((SELECT E'\nPARTITION OF ' || p.relname
+                      FROM pg_inherits h JOIN pg_class p ON p.oid = h.inhparent
+                      WHERE c.relispartition AND h.inhrelid = c.oid), '') || ';'
   FROM pg_class c WHERE c.relkind IN ('r', 'p') AND c.relnamespace = 'public'::regnamespace
-    AND c.relname <> '__diesel_schema_migrations'
+    AND c.relname <> '__diesel_schema_migrations' AND NOT (c.relispartition AND c.relname ~ '_[0-9]{4}_[0-9]{2}$')
 ),
 indexes AS (
   SELECT 2, c.relname::text, 1, pg_get_indexdef(i.indexrelid) || ';'
   FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
   WHERE c.relnamespace = 'public'::regnamespace AND c.relname <> '__diesel_schema_migrations'
+    AND NOT (c.relispartition AND c.relname ~ '_[0-9]{4}_[0-9]{2}$')
     AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid AND k.conrelid = c.oid)
 ),
 triggers AS (
   SELECT 2, c.relname::text, 2, pg_get_triggerdef(t.oid, true) || ';'
   FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-  WHERE NOT t.tgisinternal AND c.relnamespace = 'public'::regnamespace
+  WHERE NOT t.tgisinternal AND c.relnamespace = 'public'::regnamespace AND NOT (c.relispartition AND c.relname ~ '_[0-9]{4}_[0-9]{2}$')
 ),
 views AS (
   SELECT 3, c.relname::text, 0, 'CREATE VIEW ' || c.relname || E' AS\n' || pg_get_viewdef(c.oid, true)

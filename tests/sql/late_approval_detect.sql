@@ -3,7 +3,8 @@ WITH recorded AS (
         merchant_id, attempt_id, payload, provider_created_at, payload_kept)
     VALUES ($1, $2, $3, $4, 'conflict', $5, $6,
         $7, $8, $9, true)
-    ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING merchant_id, attempt_id),
+    ON CONFLICT (provider, provider_event_id, provider_created_at) DO NOTHING
+    RETURNING merchant_id, attempt_id),
 made AS (
     INSERT INTO late_approvals (merchant_id, id, attempt_id, order_id, provider,
         provider_payment_id, amount, currency, approved_as, source, next_check_at)

@@ -24,5 +24,5 @@ recorded AS (
     SELECT $21, $22, $23, $24, 'applied', $25, merchant_id, id,
         $26, $27, true
     FROM moved
-    ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING 1)
+    ON CONFLICT (provider, provider_event_id, provider_created_at) DO NOTHING RETURNING 1)
 SELECT EXISTS (SELECT 1 FROM recorded) AS recorded FROM moved

@@ -112,7 +112,8 @@ fn statement<'f>(news: &'f WebhookNews<'f>, late_id: Uuid) -> Sql<'f> {
         merchant_id, attempt_id, payload, provider_created_at, payload_kept)
     VALUES ({id}, {provider}, {event_key}, {event_type}, 'conflict', {detail}, {merchant},
         {attempt_id}, {payload}, {created}, true)
-    ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING merchant_id, attempt_id),
+    ON CONFLICT (provider, provider_event_id, provider_created_at) DO NOTHING
+    RETURNING merchant_id, attempt_id),
 made AS (
     INSERT INTO late_approvals (merchant_id, id, attempt_id, order_id, provider,
         provider_payment_id, amount, currency, approved_as, source, next_check_at)

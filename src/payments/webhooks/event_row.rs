@@ -30,7 +30,7 @@ pub(super) async fn insert_once(
             w::provider_created_at.eq(event.created),
             w::payload_kept.eq(true),
         ))
-        .on_conflict((w::provider, w::provider_event_id))
+        .on_conflict((w::provider, w::provider_event_id, w::provider_created_at))
         .do_nothing()
         .execute(conn)
         .await?;

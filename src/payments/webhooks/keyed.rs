@@ -64,7 +64,7 @@ recorded AS (
     SELECT {id}, {provider}, {event_key}, {event_type}, {applied}, {detail}, merchant_id, id,
         {payload}, {created}, true
     FROM moved
-    ON CONFLICT (provider, provider_event_id) DO NOTHING RETURNING 1)
+    ON CONFLICT (provider, provider_event_id, provider_created_at) DO NOTHING RETURNING 1)
 SELECT EXISTS (SELECT 1 FROM recorded) AS recorded FROM moved",
         applied = EventOutcome::Applied.sql(),
     ));

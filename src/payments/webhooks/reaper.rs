@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use super::old_payloads::strip_old_payloads;
 use super::retention::drop_old_webhooks;
-use crate::db::partitions::Expired;
+use crate::db::partitions::{Expired, PartitionGauges};
 use crate::db::DbPool;
 use crate::db::PgConn;
 
@@ -38,13 +38,19 @@ impl Default for WebhookReaperSettings {
     }
 }
 
-/// Runs until `stop` turns true.
-pub async fn run(pool: DbPool, settings: WebhookReaperSettings, mut stop: watch::Receiver<bool>) {
+/// Runs until `stop` turns true; each round ends setting the partitions' `gauges`.
+pub async fn run(
+    pool: DbPool,
+    settings: WebhookReaperSettings,
+    gauges: PartitionGauges,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         let reaped = match pool.get().await {
-            Ok(mut conn) => reap_provider_webhooks(&mut conn, &settings)
-                .await
-                .map_err(|e| e.to_string()),
+            Ok(mut conn) => match reap_provider_webhooks(&mut conn, &settings).await {
+                Ok(_) => gauges.observe(&mut conn).await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
             Err(err) => Err(err.to_string()),
         };
         match reaped {

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS provider_webhooks_event_key;
