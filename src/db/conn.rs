@@ -123,11 +123,6 @@ impl PgConn {
         Ok(PgConn::new(client, connection, statements))
     }
 
-    /// Whether this session sends unnamed statements (behind a transaction pooler).
-    pub fn is_unnamed(&self) -> bool {
-        matches!(self.statements, Statements::Unnamed { .. })
-    }
-
     /// The rows of `built`, streamed.
     async fn rows(&mut self, built: Built) -> QueryResult<RowStream> {
         let result = self.send(built).await.map_err(database_error);

@@ -1,10 +1,10 @@
 //! Hand-written SQL that each connection prepares **once**.
 //!
-//! diesel's `sql_query` marks itself unsafe to cache, so every run of it is a Parse and
-//! Describe round trip, a plan from scratch, and then the execution: two round trips and
-//! the planning for each request. [`Sql`] is the same hand-written SQL with `$n` parameters,
-//! but safe to cache: diesel-async keeps it prepared per connection, keyed by its text and
-//! parameter types, and each later run is one round trip. It is made by a
+//! diesel's `sql_query` marks itself unsafe to cache, so every run of it is an unnamed
+//! statement, planned from scratch for each request. [`Sql`] is the same hand-written SQL with
+//! `$n` parameters, but safe to cache: the connection keeps it prepared, keyed by its text and
+//! parameter types, and each later run is one round trip without planning (src/db/conn.rs;
+//! behind a pooler in transaction mode every statement is unnamed, docs/operations/pooler.md). It is made by a
 //! [`Statement`](super::statement::Statement), the one way to write SQL by hand
 //! (docs/DESIGN.md, "Writing SQL").
 //!

@@ -493,3 +493,36 @@ async fn no_column_of_the_schema_has_a_type_an_unnamed_answer_would_look_up() {
     .collect();
     assert!(unknown.is_empty(), "{unknown:?}");
 }
+
+/// Directly on PostgreSQL each statement is prepared once per connection and then run by
+/// name; behind a transaction pooler none is ever prepared, however often it runs
+/// (src/db/conn.rs). Read from the session's own `pg_prepared_statements`: needs no PgBouncer.
+#[tokio::test]
+async fn directly_a_statement_is_prepared_once_behind_the_pooler_never() {
+    use diesel::QueryDsl;
+    use payorch::db::schema::merchants;
+    use payorch::db::{DatabaseUrl, PgConn};
+
+    #[derive(diesel::QueryableByName)]
+    struct Prepared {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let db = TestDatabase::migrated().await;
+    let url = DatabaseUrl::parse(&db.url).unwrap();
+    let timeout = Duration::from_secs(5);
+    for (pooler, expected) in [(Pooler::None, 1), (Pooler::Transaction, 0)] {
+        let mut conn = PgConn::open(&url, url.config(), pooler.statements(timeout))
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            let merchants: Vec<i64> = merchants::table.count().load(&mut conn).await.unwrap();
+            assert_eq!(merchants, [0]);
+        }
+        let prepared = diesel::sql_query("SELECT count(*) AS n FROM pg_prepared_statements")
+            .load::<Prepared>(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(prepared[0].n, expected, "{pooler:?}");
+    }
+}
