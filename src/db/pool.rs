@@ -1,7 +1,9 @@
-//! The connection pool: diesel-async connections in a deadpool, each set up with our
-//! `application_name` and `statement_timeout` so a stuck query cannot hold a request for ever,
-//! and with generic plans for prepared statements. It keeps what requests lately waited for a
-//! connection, so that admission control can tell how long a newcomer would wait
+//! The connection pool: payorch's own connections (src/db/conn.rs) in a deadpool, each set
+//! up with our `application_name` and `statement_timeout` so a stuck query cannot hold a
+//! request for ever, and, directly on PostgreSQL, with generic plans for its prepared
+//! statements (behind a pooler in transaction mode, `Pooler::Transaction`, the timeout is set
+//! by each transaction instead: docs/operations/pooler.md). It keeps what requests lately
+//! waited for a connection, so that admission control can tell how long a newcomer would wait
 //! (src/http/admission.rs), and counts every wait for the metrics (`db::pool_metrics`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
