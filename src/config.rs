@@ -482,15 +482,17 @@ pub struct ServeArgs {
     )]
     pub drain_secs: u64,
     /// How many days a provider's webhook is kept after its payment (and each of its refunds
-    /// and captures) is final, or after it arrived if it names no payment; then it is deleted
-    /// (docs/guides/provider-webhooks.md, "Webhooks"). At least the providers' redelivery
-    /// window: Adyen retries for up to 30 days, Stripe for 3. At most 36,500.
+    /// and captures) is final, or after it arrived if it names no payment, at least; its month
+    /// is then dropped whole, so a month more at most (docs/guides/provider-webhooks.md,
+    /// "Webhooks"). At least the providers' redelivery window: Adyen retries for up to 30
+    /// days, Stripe for 3. At most 36,500.
     #[arg(help_heading = "Retention", long, env = "PAYORCH_PROVIDER_WEBHOOK_RETENTION_DAYS", default_value_t = 35,
           value_parser = clap::value_parser!(u64).range(1..=36_500))]
     pub provider_webhook_retention_days: u64,
-    /// How many days merchant events are kept (1 to 36,500); older ones are deleted with their
-    /// deliveries, every `--reaper-interval-secs` (docs/guides/events.md, "Events and webhook
-    /// endpoints").
+    /// How many days merchant events are kept, at least (1 to 36,500); a month of older ones
+    /// is dropped whole with its deliveries once its payments are final, so an event is kept
+    /// a month more at most, checked every `--reaper-interval-secs` (docs/guides/events.md,
+    /// "Events and webhook endpoints").
     #[arg(help_heading = "Retention", long, env = "PAYORCH_EVENT_RETENTION_DAYS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=36_500))]
     pub event_retention_days: u64,
