@@ -464,8 +464,8 @@ class Bench:
         # start count as "during" it when it is shorter.
         during = stream.latencies(began_epoch, max(ended_epoch, began_epoch + self.args.tail_secs))
         baseline = stream.latencies(0, began_epoch)
-        return dict(label=label, output=output, seconds=took, wal=max(0, wal), size_before=size_before, size_after=size_after,
-                    size_vacuumed=size_vacuumed, baseline=baseline, during=during)
+        return dict(label=label, output=output, seconds=took, wal=max(0, wal), size_before=size_before,
+                    size_after=size_after, size_vacuumed=size_vacuumed, baseline=baseline, during=during)
 
 
 class InsertStream:
@@ -495,8 +495,8 @@ class InsertStream:
             run += 1
             result = subprocess.run(
                 [str(self.bench.pgbench), "-n", "-c", "1", "-j", "1", "-R", str(self.bench.args.insert_rate),
-                 "-T", str(self.bench.args.chunk_secs), "-f", "emit.sql", "-l", "--failures-detailed", "--log-prefix", f"run{run}",
-                 self.bench.cluster.url()],
+                 "-T", str(self.bench.args.chunk_secs), "-f", "emit.sql", "-l", "--failures-detailed",
+                 "--log-prefix", f"run{run}", self.bench.cluster.url()],
                 cwd=self.folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
             # pgbench counts a deadlock's victim as a failed transaction, logs it and goes on
             # (its exit status then is not 0): the table shows them. Anything else stops it.
