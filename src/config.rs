@@ -971,8 +971,8 @@ pub struct IdempotencyArgs {
     )]
     pub quota_sync_ms: u64,
     /// How often each replica's reapers look for idempotency keys past their time (retired
-    /// or deleted), and for merchant events and provider webhooks past their retention
-    /// (deleted), a batch at a time.
+    /// or deleted, a batch at a time), and keep the monthly partitions of merchant events and
+    /// provider webhooks (the months ahead made, a month past its retention dropped).
     #[arg(
         help_heading = "Idempotency keys",
         long,
