@@ -588,3 +588,43 @@ async fn a_database_with_rows_migrates_and_the_api_answers_the_same_about_them()
     drop(after);
     drop(db);
 }
+
+#[tokio::test]
+async fn rows_dated_next_month_land_in_next_months_partitions() {
+    let db = partitioned_months_ago(1).await;
+    let mut owner = db.connect().await;
+    let next = month(&mut owner, 1).await;
+    run_sql(
+        &mut owner,
+        "INSERT INTO merchants (id, name) VALUES ('00000000-0000-4000-8000-000000000001', 'm')",
+    )
+    .await;
+    run_sql(
+        &mut owner,
+        &format!(
+            "INSERT INTO merchant_events (id, merchant_id, type, resource_id, order_id, snapshot) \
+             VALUES ({}, '00000000-0000-4000-8000-000000000001', 'order.paid', \
+             gen_random_uuid(), gen_random_uuid(), '{{}}')",
+            moved_back(&uuid::Uuid::now_v7().to_string(), -1)
+        ),
+    )
+    .await;
+    run_sql(
+        &mut owner,
+        "INSERT INTO provider_webhooks (id, provider, provider_event_id, event_type, outcome, \
+         payload, provider_created_at) VALUES (gen_random_uuid(), 'adyen', 'evt_next', \
+         'AUTHORISATION', 'ignored', '{}', date_trunc('month', now(), 'UTC') \
+         + interval '1 month' + interval '1 hour')",
+    )
+    .await;
+    let homes = text(
+        &mut owner,
+        "SELECT (SELECT tableoid::regclass::text FROM merchant_events) || ' ' || \
+         (SELECT tableoid::regclass::text FROM provider_webhooks) AS value",
+    )
+    .await;
+    assert_eq!(
+        homes,
+        format!("merchant_events_{next} provider_webhooks_{next}")
+    );
+}
