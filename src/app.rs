@@ -17,13 +17,13 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::accounts::{self, CallerCache};
+use crate::db::partitions::PartitionGauges;
 use crate::db::pool_metrics::PoolGauges;
 use crate::db::{build_pool, DbPool, PoolSettings};
 use crate::delivery::metrics::DeliveryMetrics;
 use crate::delivery::send::Sender;
 use crate::delivery::settings::DeliverySettings;
 use crate::delivery::{self, Deliverer};
-use crate::db::partitions::PartitionGauges;
 use crate::events::reaper::{self as event_reaper, EventReaperSettings};
 use crate::http::connections::{BudgetedStream, ClientLimits, ConnectionBudget};
 use crate::http::limits::{LimitSettings, Limits};

@@ -125,6 +125,9 @@ async fn serve_on(args: &ServeArgs, database: &Database) -> Result<(), CommandEr
     let applied = run_migrations(database.migration_url()?).await?;
     tracing::info!(applied = applied.len(), "database migrated");
     warn_if_the_role_can_bypass_invariants(database).await?;
+    if database.pooler() == Pooler::Transaction {
+        check_the_pooled_sessions(database).await?;
+    }
     // Before the server answers: a real deployment without a master key stops here.
     let master_keys = secrets::master_keys_of_serve(args)?;
     secrets::seal_clear_endpoint_secrets(database, &master_keys).await?;
@@ -238,6 +241,32 @@ async fn warn_if_the_role_can_bypass_invariants(database: &Database) -> Result<(
              the payment invariants: run it as a member of `{}` that owns nothing, and give \
              the owner's URL to --migration-database-url (docs/PRODUCTION.md, section 2)",
             roles::RUNTIME_GROUP
+        );
+    }
+    Ok(())
+}
+
+/// Behind a pooler in transaction mode, a statement outside a transaction runs under the
+/// session's own settings, which payorch cannot set there (docs/operations/pooler.md): a time
+/// zone other than UTC would move payorch's days and months, so `serve` refuses it; no
+/// statement timeout is a warning.
+async fn check_the_pooled_sessions(database: &Database) -> Result<(), CommandError> {
+    let mut conn = database.connect().await?;
+    let defaults = crate::db::session_defaults(&mut conn).await?;
+    if defaults.time_zone != "UTC" && defaults.time_zone != "Etc/UTC" {
+        return Err(CommandError(format!(
+            "behind the pooler (--db-pooler transaction) payorch's sessions run in the server's \
+             time zone, `{}`, and payorch reckons in UTC: set the runtime role's, as the owner \
+             `ALTER ROLE <role> SET timezone = 'UTC'`, or the server's (docs/operations/pooler.md)",
+            defaults.time_zone
+        )));
+    }
+    if defaults.statement_timeout == "0" {
+        tracing::warn!(
+            "behind the pooler (--db-pooler transaction) a statement outside a transaction runs \
+             under the server's statement_timeout, which is none: set the runtime role's \
+             (ALTER ROLE <role> SET statement_timeout = '10s') or PgBouncer's query_timeout \
+             (docs/operations/pooler.md)"
         );
     }
     Ok(())

@@ -91,7 +91,7 @@ impl PgConn {
     {
         tokio::spawn(async move {
             if let Err(err) = connection.await {
-                tracing::debug!(error = %err, "database session ended");
+                tracing::info!(error = %err, "database session ended");
             }
         });
         PgConn {
@@ -120,7 +120,16 @@ impl PgConn {
             .connect_client(config)
             .await
             .map_err(|err| ConnectionError::BadConnection(err.to_string()))?;
-        Ok(PgConn::new(client, connection, statements))
+        let mut conn = PgConn::new(client, connection, statements);
+        // payorch's SQL reckons days and months in UTC, whatever the server's own zone. Behind
+        // a transaction pooler a session setting would not last: there each transaction sets
+        // it (`Pooler::statements`), and `serve` refuses a server whose own zone is not UTC.
+        if let Statements::Prepared(_) = conn.statements {
+            conn.batch_execute("SET TIME ZONE 'UTC'")
+                .await
+                .map_err(ConnectionError::CouldntSetupConfiguration)?;
+        }
+        Ok(conn)
     }
 
     /// The rows of `built`, streamed.
@@ -130,7 +139,7 @@ impl PgConn {
     }
 
     /// A serialization failure marks the transaction for rollback, as diesel's own
-    /// connections do, whether it came before the first row or while reading them.
+    /// connections do (for a load, one met before the first row; an execute reads them all).
     fn mark_failed_transaction<T>(&mut self, result: QueryResult<T>) -> QueryResult<T> {
         if let Err(Error::DatabaseError(DatabaseErrorKind::SerializationFailure, _)) = &result {
             AnsiTransactionManager::transaction_manager_status_mut(self)
@@ -335,8 +344,8 @@ impl<'a> FromSql<'a> for Raw<'a> {
 }
 
 /// A tokio-postgres error as diesel's: a server's error with its kind (what payorch's code
-/// matches: unique and check violations, serialization failures, read-only standbys) and its
-/// constraint; anything else, a session that could not send.
+/// matches: unique and check violations, serialization failures, read-only standbys, a closed
+/// session) and its constraint; anything else, a session that could not send.
 pub fn database_error(err: tokio_postgres::Error) -> Error {
     let Some(db) = err.as_db_error().cloned() else {
         return Error::DatabaseError(
@@ -344,7 +353,15 @@ pub fn database_error(err: tokio_postgres::Error) -> Error {
             Box::new(err.to_string()),
         );
     };
-    let kind = match *db.code() {
+    let code = db.code();
+    let kind = match *code {
+        // The session is gone or going: a server shutting down or crashed, a pooler that lost
+        // its server (PgBouncer reports its own failures as 08P01). The request is answered
+        // `503`, and its client retries under the same key.
+        _ if code.code().starts_with("08") => DatabaseErrorKind::ClosedConnection,
+        SqlState::ADMIN_SHUTDOWN | SqlState::CRASH_SHUTDOWN | SqlState::CANNOT_CONNECT_NOW => {
+            DatabaseErrorKind::ClosedConnection
+        }
         SqlState::UNIQUE_VIOLATION => DatabaseErrorKind::UniqueViolation,
         SqlState::FOREIGN_KEY_VIOLATION => DatabaseErrorKind::ForeignKeyViolation,
         SqlState::RESTRICT_VIOLATION => DatabaseErrorKind::RestrictViolation,

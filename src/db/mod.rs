@@ -228,6 +228,34 @@ async fn database_exists(conn: &mut PgConn, name: &str) -> Result<bool, diesel::
         .map(|row| row.exists)
 }
 
+/// What a statement outside a transaction runs under behind a pooler in transaction mode,
+/// where payorch can set nothing on a session: the server's (or the role's, or the
+/// database's) own time zone and statement timeout.
+#[derive(Debug, diesel::QueryableByName)]
+pub struct SessionDefaults {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub time_zone: String,
+    /// As `SHOW` says it: `0` for none.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub statement_timeout: String,
+}
+
+/// The time zone and statement timeout a session starts with (src/commands.rs checks them
+/// behind a transaction pooler: docs/operations/pooler.md).
+pub async fn session_defaults(conn: &mut PgConn) -> diesel::QueryResult<SessionDefaults> {
+    session_defaults_statement().load(conn).await.and_then(one)
+}
+
+/// [`session_defaults`]'s statement (whole text: `tests/sql/session_defaults.sql`).
+fn session_defaults_statement() -> sql::Sql<'static> {
+    let mut q = statement::Statement::new();
+    q.push(format_args!(
+        "SELECT current_setting('TimeZone') AS time_zone, \
+         current_setting('statement_timeout') AS statement_timeout"
+    ));
+    q.finish()
+}
+
 /// [`database_exists`]'s statement (whole text: `tests/sql/database_exists.sql`).
 fn database_exists_statement(name: &str) -> sql::Sql<'_> {
     let mut q = statement::Statement::new();
@@ -246,5 +274,6 @@ mod tests {
     #[test]
     fn the_catalog_statement_reads_as_its_snapshot() {
         assert_sql_snapshot("database_exists", &database_exists_statement("payorch"));
+        assert_sql_snapshot("session_defaults", &session_defaults_statement());
     }
 }

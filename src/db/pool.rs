@@ -217,7 +217,7 @@ impl Pooler {
             Pooler::None => Statements::prepared(),
             Pooler::Transaction => Statements::Unnamed {
                 begin: format!(
-                    "BEGIN; SET LOCAL statement_timeout = {}",
+                    "BEGIN; SET LOCAL statement_timeout = {}; SET LOCAL TIME ZONE 'UTC'",
                     statement_timeout.as_millis()
                 ),
             },

@@ -281,9 +281,21 @@ async fn through_a_pooler_beside_each_host_the_pool_follows_a_promotion() {
     let app = TestApp::spawn_configured(TestDatabase::external(&url), config).await;
     let first = paid(&app, "through-the-poolers").await;
 
-    // The primary's machine is lost, its pooler left running; the standby is promoted and
-    // stops waiting for a standby of its own.
+    // The primary's machine is lost, its pooler left running. Until the standby is promoted
+    // there is no primary: 503, at once or after PgBouncer's `query_wait_timeout` (3 s here)
+    // for a request that took a connection before the watch saw the loss, never a hang.
     let a = blocking(move || a.kill().map(|_| a)).await.unwrap();
+    let asked = Instant::now();
+    let response = app
+        .get_as(&app.merchant_key, &format!("/v1/payments/{first}"))
+        .await;
+    assert_eq!(response.status(), 503);
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+    // Promoted, it stops waiting for a standby of its own.
     let b = blocking(move || b.promote().map(|_| b)).await.unwrap();
     let mut conn = PgConn::establish(&b_url).await.unwrap();
     for statement in [
@@ -304,11 +316,28 @@ async fn through_a_pooler_beside_each_host_the_pool_follows_a_promotion() {
     for i in 0..5 {
         ids.push(paid(&app, &format!("through-b-{i}")).await);
     }
+
+    // The old primary comes back writable behind its pooler, first in the URL, on the older
+    // timeline: payorch keeps writing to the promoted one.
+    let a_url = a.database_url("payorch");
+    let mut a = a;
+    let a = blocking(move || a.restart().map(|_| a)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for i in 0..3 {
+        ids.push(paid(&app, &format!("with-the-old-primary-back-{i}")).await);
+    }
     for id in &ids {
         assert_eq!(
             attempts_with_id(&b_url, id).await,
             1,
             "{id} on the new primary"
+        );
+    }
+    for id in &ids[1..] {
+        assert_eq!(
+            attempts_with_id(&a_url, id).await,
+            0,
+            "{id} not on the old one"
         );
     }
 
