@@ -35,7 +35,8 @@ CREATE TABLE history_tables (
 );
 
 INSERT INTO history_tables (name, key_kind, legacy_until)
-SELECT t.name, t.kind, date_trunc('month', now(), 'UTC') + interval '2 months'
+SELECT t.name, t.kind,
+       (date_trunc('month', now() AT TIME ZONE 'UTC') + interval '2 months') AT TIME ZONE 'UTC'
 FROM (VALUES ('merchant_events', 'event_id'), ('event_deliveries', 'event_id'),
              ('delivery_attempts', 'event_id'), ('provider_webhooks', 'time'),
              ('attempt_transitions', 'time'), ('refund_transitions', 'time')) AS t (name, kind);

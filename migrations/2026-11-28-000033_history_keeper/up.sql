@@ -13,7 +13,7 @@ SET LOCAL lock_timeout = '5s';
 -- not the DEFAULT partition of the webhooks dated outside the months (000032).
 CREATE FUNCTION history_partitions()
 RETURNS TABLE (table_name text, partition_name text, from_at timestamptz, until_at timestamptz)
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SET TimeZone = 'UTC' AS $$
     SELECT h.name, c.relname::text,
            CASE WHEN c.relname = h.name || '_legacy' THEN NULL
                 ELSE to_date(right(c.relname, 7), 'YYYY_MM')::timestamp AT TIME ZONE 'UTC' END,
@@ -38,7 +38,9 @@ $$;
 -- month of events, a month of delivery attempts that month of deliveries, as the legacy
 -- partitions do.
 CREATE FUNCTION history_create_ahead(table_name text, months integer) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET lock_timeout = '2s' AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET lock_timeout = '2s'
+    -- Months are reckoned in UTC whatever the caller's session says.
+    SET TimeZone = 'UTC' AS $$
 DECLARE
     t record;
     first timestamptz := date_trunc('month', now(), 'UTC');
@@ -105,7 +107,9 @@ $$;
 -- the next round tries again). Never the newest month, whatever `keep`.
 CREATE FUNCTION history_drop_expired(family text, keep interval)
 RETURNS TABLE (partition_name text, dropped boolean, reason text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET lock_timeout = '2s' AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET lock_timeout = '2s'
+    -- Months are reckoned in UTC whatever the caller's session says.
+    SET TimeZone = 'UTC' AS $$
 DECLARE
     cutoff timestamptz := now() - keep;
     p record;

@@ -1353,6 +1353,7 @@ CREATE OR REPLACE FUNCTION public.history_create_ahead(table_name text, months i
  SECURITY DEFINER
  SET search_path TO 'public', 'pg_temp'
  SET lock_timeout TO '2s'
+ SET "TimeZone" TO 'UTC'
 AS $function$
 DECLARE
     t record;
@@ -1417,6 +1418,7 @@ CREATE OR REPLACE FUNCTION public.history_drop_expired(family text, keep interva
  SECURITY DEFINER
  SET search_path TO 'public', 'pg_temp'
  SET lock_timeout TO '2s'
+ SET "TimeZone" TO 'UTC'
 AS $function$
 DECLARE
     cutoff timestamptz := now() - keep;
@@ -1507,6 +1509,7 @@ CREATE OR REPLACE FUNCTION public.history_partitions()
  RETURNS TABLE(table_name text, partition_name text, from_at timestamp with time zone, until_at timestamp with time zone)
  LANGUAGE sql
  STABLE
+ SET "TimeZone" TO 'UTC'
 AS $function$
     SELECT h.name, c.relname::text,
            CASE WHEN c.relname = h.name || '_legacy' THEN NULL
