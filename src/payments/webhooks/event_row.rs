@@ -12,9 +12,8 @@ use crate::providers::WebhookEvent;
 
 /// Inserts `event`'s row as `id`, `ignored` until [`record`] says otherwise; `false` when the
 /// provider's event id is taken. Inserted before the effect is judged, so a second copy of the
-/// event waits on the unique `(provider, provider_event_id, provider_created_at)` — the
-/// provider's time of the event is the same on every copy, and the table's partition key
-/// (docs/DESIGN.md, "History partitioned by time") — and finds it taken.
+/// event waits on the first and finds it taken, in any month, whatever time it carries (the
+/// trigger `provider_webhooks_once`; docs/DESIGN.md, "History partitioned by time").
 pub(super) async fn insert_once(
     conn: &mut PgConn,
     id: ProviderWebhookId,

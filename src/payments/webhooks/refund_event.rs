@@ -14,7 +14,7 @@ use crate::payments::service::Payments;
 use crate::providers::{RefundNotice, WebhookEvent};
 
 /// A refund event: its row and its effect in one transaction. The row is inserted first,
-/// so a second copy waits on the unique `(provider, provider_event_id)` and finds it taken;
+/// so a second copy waits on the first (the trigger `provider_webhooks_once`) and finds it taken;
 /// the refund is locked while it is judged (docs/DESIGN.md, "Refunds").
 pub(super) async fn record_refund_event(
     pool: &DbPool,
