@@ -291,11 +291,11 @@ pub struct DatabaseArgs {
         default_value_t = 10_000
     )]
     pub db_statement_timeout_ms: u64,
-    /// What `DATABASE_URL` reaches: PostgreSQL itself (`none`, also right for a pooler in
-    /// session mode or PgBouncer 1.21 on with `max_prepared_statements`), or a pooler in
-    /// transaction mode (`transaction`): then payorch sends unnamed statements only, sets
-    /// its statement timeout in each transaction, and migrates only through
-    /// `--migration-database-url`, straight to PostgreSQL (docs/operations/pooler.md).
+    /// What `DATABASE_URL` reaches: PostgreSQL itself or a pooler in session mode (`none`),
+    /// or a pooler in transaction mode, PgBouncer's of any version (`transaction`): then
+    /// payorch sends unnamed statements only, sets its statement timeout and time zone in each
+    /// transaction, and migrates only through `--migration-database-url`, straight to
+    /// PostgreSQL (docs/operations/pooler.md).
     #[arg(
         help_heading = "Database",
         long,

@@ -201,8 +201,8 @@ impl Default for PoolSettings {
 /// What stands between payorch and PostgreSQL (`--db-pooler`; docs/operations/pooler.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Pooler {
-    /// PostgreSQL itself, or a pooler that gives each client its own session or keeps its
-    /// prepared statements (session mode; PgBouncer 1.21 on with `max_prepared_statements`).
+    /// PostgreSQL itself, or a pooler in session mode, which gives each client a session of
+    /// its own.
     #[default]
     None,
     /// A pooler in transaction mode, which may run each transaction on another session:
