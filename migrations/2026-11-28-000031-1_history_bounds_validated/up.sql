@@ -7,8 +7,15 @@
 
 -- The webhooks an early version stored without their provider's time take their arrival's:
 -- the nearest time payorch has, and the partition 000032 gives them is the legacy one either
--- way. Only rows of that early version; one statement, row locks only.
-UPDATE provider_webhooks SET provider_created_at = received_at WHERE provider_created_at IS NULL;
+-- way. So do the ones a provider dated at or past the bound (a clock ahead, a test's fixture
+-- dated years on), which the legacy partition could not hold and would fail the CHECK with:
+-- their own time stays in their payload, and the dedup of a later copy does not depend on it
+-- (it is by provider and event id across every partition: migration 000037). Rare rows;
+-- one statement, row locks only.
+UPDATE provider_webhooks SET provider_created_at = received_at
+WHERE provider_created_at IS NULL
+   OR provider_created_at >= (SELECT legacy_until FROM history_tables
+                              WHERE name = 'provider_webhooks');
 
 ALTER TABLE merchant_events VALIDATE CONSTRAINT merchant_events_legacy_bound;
 ALTER TABLE event_deliveries VALIDATE CONSTRAINT event_deliveries_legacy_bound;

@@ -33,6 +33,10 @@ CREATE TABLE history_tables (
     key_kind     text        NOT NULL,
     legacy_until timestamptz NOT NULL
 );
+-- The keeper's functions run as the owner and trust what this table says (which tables,
+-- their bounds): the runtime role may read it, as every table (000016's default
+-- privileges), but not change it.
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON history_tables FROM payorch_runtime;
 
 INSERT INTO history_tables (name, key_kind, legacy_until)
 SELECT t.name, t.kind,
@@ -58,8 +62,8 @@ BEGIN
     -- Adyen's `eventDate`), the same on every redelivery: every writer sets it, but the
     -- column was nullable, so the CHECK proves it is set too (000031-1 fills the old gaps).
     EXECUTE format('ALTER TABLE provider_webhooks ADD CONSTRAINT provider_webhooks_legacy_bound
-        CHECK (provider_created_at IS NOT NULL AND provider_created_at < %L::timestamptz) NOT VALID',
-        until);
+        CHECK (provider_created_at IS NOT NULL AND provider_created_at < %L::timestamptz)
+        NOT VALID', until);
     EXECUTE format('ALTER TABLE attempt_transitions ADD CONSTRAINT attempt_transitions_legacy_bound
         CHECK (created_at < %L::timestamptz) NOT VALID', until);
     EXECUTE format('ALTER TABLE refund_transitions ADD CONSTRAINT refund_transitions_legacy_bound

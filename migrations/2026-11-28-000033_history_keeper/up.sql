@@ -29,9 +29,11 @@ LANGUAGE sql STABLE SET TimeZone = 'UTC' AS $$
 $$;
 
 -- Creates the partitions of `table_name` for last month, this month and the `months` after
--- it (at most 24) that do not exist yet; how many it made. Idempotent, and safe with every replica calling it at once: they take
--- turns on a transaction-scoped advisory lock (never a session lock: payorch may sit behind
--- a pooler in transaction mode), and each looks before it creates. One table per call, so
+-- it (at most 24) that do not exist yet; how many it made. Idempotent, and safe with every
+-- replica calling it at once: one at a time holds a transaction-scoped advisory lock (never
+-- a session lock: payorch may sit behind a pooler in transaction mode) and the others make
+-- nothing this round (0) rather than wait for it — the lock_timeout would cancel the wait
+-- and fail their round; each looks before it creates. One table per call, so
 -- one transaction never holds two tables' locks (a payment's statement writes several of
 -- them, in an order of its own); the keeper calls it for each table, the events before
 -- their deliveries before the deliveries' attempts: a month of deliveries references that
@@ -48,8 +50,11 @@ DECLARE
     part text;
     made integer := 0;
 BEGIN
-    -- 0x68697374 ("hist"): the keeper's class of advisory locks.
-    PERFORM pg_advisory_xact_lock(1751741300, 0);
+    -- 0x68697374 ("hist"): the keeper's class of advisory locks. Taken by another replica's
+    -- keeper: it is making or dropping months now, and the next round looks again.
+    IF NOT pg_try_advisory_xact_lock(1751741300, 0) THEN
+        RETURN 0;
+    END IF;
     SELECT name, key_kind, legacy_until INTO t FROM history_tables WHERE name = table_name;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no history table %', table_name;
@@ -98,16 +103,27 @@ BEGIN
 END
 $$;
 
--- Drops the partitions of `family` ('events': a month of merchant events with its
+-- Drops at most one month of `family` ('events': a month of merchant events with its
 -- deliveries and their attempts; 'provider_webhooks') whose every row is older than `keep`
 -- and whose payments have all been final for longer than `keep` — the rule the row-by-row
--- reapers applied before (src/payments/webhooks/retention.rs). One row per partition past
--- `keep`: dropped, or kept and why ('open payment': a payment of its rows is not final, or
--- not for long enough; 'busy': a transaction held the table longer than the lock_timeout —
--- the next round tries again). Never the newest month, whatever `keep`.
+-- reapers applied before (src/payments/webhooks/retention.rs). One row per month past `keep`
+-- it looked at, oldest first: kept and why ('open payment': a payment of its rows is not
+-- final, or not for long enough; 'busy': a transaction held a table past the lock_timeout,
+-- or the lock would have deadlocked — the next round tries again), up to the one it dropped.
+-- The keeper (`db::partitions::drop_expired`) calls it again while it drops one: each drop
+-- is its own transaction, so its locks are let go before the next month is looked at. No
+-- rows when another replica's keeper is at it. Never last month nor this month, whatever
+-- `keep`: `history_create_ahead` makes both, and would make a dropped last month again.
+--
+-- The locks. The open-payment check of a month runs before any lock of the drop is asked
+-- for. A drop takes ACCESS EXCLUSIVE on the parents, and every write of the table queues
+-- behind that request while it waits, so it waits 100 ms at most (the lock_timeout), then
+-- gives up as 'busy'. Writers and readers take these tables in orders of their own (the
+-- delivery worker reads the deliveries before their events), so a drop can deadlock with
+-- one: PostgreSQL cancels one side, and when it is the drop, that is 'busy' too.
 CREATE FUNCTION history_drop_expired(family text, keep interval)
 RETURNS TABLE (partition_name text, dropped boolean, reason text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET lock_timeout = '2s'
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET lock_timeout = '100ms'
     -- Months are reckoned in UTC whatever the caller's session says.
     SET TimeZone = 'UTC' AS $$
 DECLARE
@@ -119,78 +135,94 @@ BEGIN
     IF family NOT IN ('events', 'provider_webhooks') THEN
         RAISE EXCEPTION 'no history family %', family;
     END IF;
-    PERFORM pg_advisory_xact_lock(1751741300, 0);
+    -- Taken by another replica's keeper (the same lock as history_create_ahead's): it is
+    -- at work now, and this one has nothing to do this round.
+    IF NOT pg_try_advisory_xact_lock(1751741300, 0) THEN
+        RETURN;
+    END IF;
     FOR p IN SELECT * FROM history_partitions() h
              WHERE h.table_name = CASE family WHEN 'events' THEN 'merchant_events'
                                               ELSE 'provider_webhooks' END
-               AND h.until_at <= cutoff AND h.until_at <= date_trunc('month', now(), 'UTC')
+               AND h.until_at <= cutoff AND h.until_at < date_trunc('month', now(), 'UTC')
              ORDER BY h.until_at LOOP
         suffix := substr(p.partition_name, length(p.table_name) + 1);
-        IF family = 'events' THEN
-            -- An event is about an order's payment, refund or the order itself: its
-            -- payments (the order's attempts), their refunds and hold operations.
-            EXECUTE format($q$SELECT EXISTS (
-                SELECT 1 FROM %I e JOIN payment_attempts a
-                    ON a.merchant_id = e.merchant_id AND a.order_id = e.order_id
-                WHERE a.finished_at IS NULL OR a.finished_at >= $1
-                   OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
-                              AND r.payment_id = a.id
-                              AND (r.finished_at IS NULL OR r.finished_at >= $1))
-                   OR EXISTS (SELECT 1 FROM hold_operations o WHERE o.merchant_id = a.merchant_id
-                              AND o.payment_id = a.id
-                              AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
-                p.partition_name) INTO open USING cutoff;
-        ELSE
-            EXECUTE format($q$SELECT EXISTS (
-                SELECT 1 FROM %I w JOIN payment_attempts a
-                    ON a.merchant_id = w.merchant_id AND a.id = w.attempt_id
-                WHERE a.finished_at IS NULL OR a.finished_at >= $1
-                   OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
-                              AND r.payment_id = a.id
-                              AND (r.finished_at IS NULL OR r.finished_at >= $1))
-                   OR EXISTS (SELECT 1 FROM hold_operations o WHERE o.merchant_id = a.merchant_id
-                              AND o.payment_id = a.id
-                              AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
-                p.partition_name) INTO open USING cutoff;
-        END IF;
-        IF open THEN
-            partition_name := p.partition_name; dropped := false; reason := 'open payment';
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
+        partition_name := p.partition_name;
         BEGIN
             IF family = 'events' THEN
-                -- The three parents in the order their writers take them (an event, then its
-                -- deliveries, then their attempts), so that a writer and this drop cannot
-                -- deadlock; then the referencing months first: their foreign keys name this
-                -- one's events.
-                LOCK TABLE merchant_events, event_deliveries, delivery_attempts
-                    IN ACCESS EXCLUSIVE MODE;
-                EXECUTE format('DROP TABLE %I', 'delivery_attempts' || suffix);
-                EXECUTE format('DROP TABLE %I', 'event_deliveries' || suffix);
+                -- An event is about an order's payment, refund or the order itself: its
+                -- payments (the order's attempts), their refunds and hold operations.
+                EXECUTE format($q$SELECT EXISTS (
+                    SELECT 1 FROM %I e JOIN payment_attempts a
+                        ON a.merchant_id = e.merchant_id AND a.order_id = e.order_id
+                    WHERE a.finished_at IS NULL OR a.finished_at >= $1
+                       OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
+                                  AND r.payment_id = a.id
+                                  AND (r.finished_at IS NULL OR r.finished_at >= $1))
+                       OR EXISTS (SELECT 1 FROM hold_operations o
+                                  WHERE o.merchant_id = a.merchant_id AND o.payment_id = a.id
+                                  AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
+                    p.partition_name) INTO open USING cutoff;
+            ELSE
+                EXECUTE format($q$SELECT EXISTS (
+                    SELECT 1 FROM %I w JOIN payment_attempts a
+                        ON a.merchant_id = w.merchant_id AND a.id = w.attempt_id
+                    WHERE a.finished_at IS NULL OR a.finished_at >= $1
+                       OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
+                                  AND r.payment_id = a.id
+                                  AND (r.finished_at IS NULL OR r.finished_at >= $1))
+                       OR EXISTS (SELECT 1 FROM hold_operations o
+                                  WHERE o.merchant_id = a.merchant_id AND o.payment_id = a.id
+                                  AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
+                    p.partition_name) INTO open USING cutoff;
             END IF;
-            EXECUTE format('DROP TABLE %I', p.partition_name);
-            partition_name := p.partition_name; dropped := true; reason := NULL;
-        EXCEPTION WHEN lock_not_available THEN
-            partition_name := p.partition_name; dropped := false; reason := 'busy';
+            IF NOT open THEN
+                IF family = 'events' THEN
+                    -- The three parents in the order their writers insert (an event, then
+                    -- its deliveries, then their attempts); then the referencing months
+                    -- first: their foreign keys name this one's events.
+                    LOCK TABLE merchant_events, event_deliveries, delivery_attempts
+                        IN ACCESS EXCLUSIVE MODE;
+                    EXECUTE format('DROP TABLE %I', 'delivery_attempts' || suffix);
+                    EXECUTE format('DROP TABLE %I', 'event_deliveries' || suffix);
+                END IF;
+                EXECUTE format('DROP TABLE %I', p.partition_name);
+            END IF;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            dropped := false; reason := 'busy';
+            RETURN NEXT;
+            -- Its tables are held: a later month would wait on the same ones.
+            EXIT;
         END;
-        RETURN NEXT;
+        IF open THEN
+            dropped := false; reason := 'open payment';
+            RETURN NEXT;
+        ELSE
+            dropped := true; reason := NULL;
+            RETURN NEXT;
+            -- One month a transaction: the keeper calls again for the next.
+            RETURN;
+        END IF;
     END LOOP;
     IF family = 'provider_webhooks' THEN
         -- The webhooks dated outside the months, by the row: past `keep` since they came,
-        -- their payment final as long (or about no payment of ours).
-        DELETE FROM provider_webhooks_outside w
-        WHERE w.received_at < cutoff
-          AND (w.attempt_id IS NULL OR (
-              EXISTS (SELECT 1 FROM payment_attempts a
-                      WHERE a.merchant_id = w.merchant_id AND a.id = w.attempt_id
-                        AND a.finished_at < cutoff)
-              AND NOT EXISTS (SELECT 1 FROM refunds r
-                      WHERE r.merchant_id = w.merchant_id AND r.payment_id = w.attempt_id
-                        AND (r.finished_at IS NULL OR r.finished_at >= cutoff))
-              AND NOT EXISTS (SELECT 1 FROM hold_operations o
-                      WHERE o.merchant_id = w.merchant_id AND o.payment_id = w.attempt_id
-                        AND (o.finished_at IS NULL OR o.finished_at >= cutoff))));
+        -- their payment final as long (or about no payment of ours). Rows held by another
+        -- transaction wait for the next round.
+        BEGIN
+            DELETE FROM provider_webhooks_outside w
+            WHERE w.received_at < cutoff
+              AND (w.attempt_id IS NULL OR (
+                  EXISTS (SELECT 1 FROM payment_attempts a
+                          WHERE a.merchant_id = w.merchant_id AND a.id = w.attempt_id
+                            AND a.finished_at < cutoff)
+                  AND NOT EXISTS (SELECT 1 FROM refunds r
+                          WHERE r.merchant_id = w.merchant_id AND r.payment_id = w.attempt_id
+                            AND (r.finished_at IS NULL OR r.finished_at >= cutoff))
+                  AND NOT EXISTS (SELECT 1 FROM hold_operations o
+                          WHERE o.merchant_id = w.merchant_id AND o.payment_id = w.attempt_id
+                            AND (o.finished_at IS NULL OR o.finished_at >= cutoff))));
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            NULL;
+        END;
     END IF;
 END
 $$;

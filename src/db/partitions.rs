@@ -52,7 +52,8 @@ pub struct Expired {
     #[diesel(sql_type = Bool)]
     pub dropped: bool,
     /// Why it was kept: `open payment` (a payment of its rows is not final, or not for as
-    /// long as the retention) or `busy` (its table was held past the lock timeout).
+    /// long as the retention) or `busy` (its tables were held past the lock timeout, or the
+    /// lock would have deadlocked).
     #[diesel(sql_type = Nullable<Text>)]
     pub reason: Option<String>,
 }
@@ -88,9 +89,10 @@ pub const TABLES: [&str; 6] = [
     "refund_transitions",
 ];
 
-/// Creates the partitions of this month and of the [`MONTHS_AHEAD`] after it that are
-/// missing, on every history table; how many it made (0 once they exist). One statement, so
-/// one transaction, per table: none holds two tables' locks at once.
+/// Creates the partitions of last month, this month and the [`MONTHS_AHEAD`] after it that
+/// are missing, on every history table; how many it made (0 once they exist, or while another
+/// replica's keeper is at work: the next round looks again). One statement, so one
+/// transaction, per table: none holds two tables' locks at once.
 pub async fn create_ahead(conn: &mut PgConn) -> diesel::QueryResult<i32> {
     let mut made = 0;
     for table in TABLES {
@@ -112,14 +114,31 @@ fn create_ahead_statement(table: &'static str, months: i32) -> Sql<'static> {
     q.finish()
 }
 
+/// How many months one round drops at most: the legacy partition and a year of months, more
+/// than a keeper that stopped for a while leaves behind; the next round drops the rest.
+const DROPS_A_ROUND: usize = 13;
+
 /// Drops the partitions of `family` past `keep` whose payments have all been final for as
-/// long; one row per partition past `keep`, dropped or kept.
+/// long; one row per partition past `keep`, dropped or kept. The database function drops one
+/// month a call, each call its own transaction, so no drop's locks are held while the next
+/// month is looked at (docs/DESIGN.md, "History partitioned by time"): this calls it again
+/// while it drops one. No rows when another replica's keeper is at work.
 pub async fn drop_expired(
     conn: &mut PgConn,
     family: Family,
     keep: Duration,
 ) -> diesel::QueryResult<Vec<Expired>> {
-    drop_expired_statement(family, keep).load(conn).await
+    let mut expired = Vec::new();
+    for _ in 0..DROPS_A_ROUND {
+        let rows: Vec<Expired> = drop_expired_statement(family, keep).load(conn).await?;
+        if !rows.iter().any(|p| p.dropped) {
+            // The months kept, as the last call found them: each call looks at them again.
+            expired.extend(rows);
+            return Ok(expired);
+        }
+        expired.extend(rows.into_iter().filter(|p| p.dropped));
+    }
+    Ok(expired)
 }
 
 fn drop_expired_statement(family: Family, keep: Duration) -> Sql<'static> {
@@ -155,7 +174,10 @@ pub async fn keep(
     let expired = drop_expired(conn, family, retention).await?;
     for p in &expired {
         if p.dropped {
-            tracing::info!(partition = %p.partition_name, "history partition past its retention dropped");
+            tracing::info!(
+                partition = %p.partition_name,
+                "history partition past its retention dropped"
+            );
         } else {
             tracing::warn!(
                 partition = %p.partition_name,

@@ -722,6 +722,8 @@ CREATE UNIQUE INDEX provider_webhooks_event_key ON ONLY public.provider_webhooks
 
 CREATE UNIQUE INDEX provider_webhooks_key ON ONLY public.provider_webhooks USING btree (id, provider_created_at);
 
+CREATE TRIGGER provider_webhooks_once BEFORE INSERT ON provider_webhooks FOR EACH ROW EXECUTE FUNCTION provider_webhooks_once();
+
 CREATE TABLE provider_webhooks_legacy (
     id uuid NOT NULL,
     provider text NOT NULL,
@@ -754,6 +756,8 @@ CREATE INDEX provider_webhooks_legacy_unkept ON public.provider_webhooks_legacy 
 
 CREATE UNIQUE INDEX provider_webhooks_legacy_event_key ON public.provider_webhooks_legacy USING btree (provider, provider_event_id, provider_created_at);
 
+CREATE TRIGGER provider_webhooks_once BEFORE INSERT ON provider_webhooks_legacy FOR EACH ROW EXECUTE FUNCTION provider_webhooks_once();
+
 CREATE TABLE provider_webhooks_outside (
     id uuid NOT NULL,
     provider text NOT NULL,
@@ -783,6 +787,8 @@ CREATE INDEX provider_webhooks_outside_received_at_idx1 ON public.provider_webho
 CREATE INDEX provider_webhooks_outside_received_at_idx2 ON public.provider_webhooks_outside USING btree (received_at) WHERE (NOT payload_kept);
 
 CREATE UNIQUE INDEX provider_webhooks_outside_provider_provider_event_id_provid_idx ON public.provider_webhooks_outside USING btree (provider, provider_event_id, provider_created_at);
+
+CREATE TRIGGER provider_webhooks_once BEFORE INSERT ON provider_webhooks_outside FOR EACH ROW EXECUTE FUNCTION provider_webhooks_once();
 
 CREATE TABLE refund_transitions (
     merchant_id uuid NOT NULL,
@@ -1362,8 +1368,11 @@ DECLARE
     part text;
     made integer := 0;
 BEGIN
-    -- 0x68697374 ("hist"): the keeper's class of advisory locks.
-    PERFORM pg_advisory_xact_lock(1751741300, 0);
+    -- 0x68697374 ("hist"): the keeper's class of advisory locks. Taken by another replica's
+    -- keeper: it is making or dropping months now, and the next round looks again.
+    IF NOT pg_try_advisory_xact_lock(1751741300, 0) THEN
+        RETURN 0;
+    END IF;
     SELECT name, key_kind, legacy_until INTO t FROM history_tables WHERE name = table_name;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no history table %', table_name;
@@ -1417,7 +1426,7 @@ CREATE OR REPLACE FUNCTION public.history_drop_expired(family text, keep interva
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'public', 'pg_temp'
- SET lock_timeout TO '2s'
+ SET lock_timeout TO '100ms'
  SET "TimeZone" TO 'UTC'
 AS $function$
 DECLARE
@@ -1429,78 +1438,94 @@ BEGIN
     IF family NOT IN ('events', 'provider_webhooks') THEN
         RAISE EXCEPTION 'no history family %', family;
     END IF;
-    PERFORM pg_advisory_xact_lock(1751741300, 0);
+    -- Taken by another replica's keeper (the same lock as history_create_ahead's): it is
+    -- at work now, and this one has nothing to do this round.
+    IF NOT pg_try_advisory_xact_lock(1751741300, 0) THEN
+        RETURN;
+    END IF;
     FOR p IN SELECT * FROM history_partitions() h
              WHERE h.table_name = CASE family WHEN 'events' THEN 'merchant_events'
                                               ELSE 'provider_webhooks' END
-               AND h.until_at <= cutoff AND h.until_at <= date_trunc('month', now(), 'UTC')
+               AND h.until_at <= cutoff AND h.until_at < date_trunc('month', now(), 'UTC')
              ORDER BY h.until_at LOOP
         suffix := substr(p.partition_name, length(p.table_name) + 1);
-        IF family = 'events' THEN
-            -- An event is about an order's payment, refund or the order itself: its
-            -- payments (the order's attempts), their refunds and hold operations.
-            EXECUTE format($q$SELECT EXISTS (
-                SELECT 1 FROM %I e JOIN payment_attempts a
-                    ON a.merchant_id = e.merchant_id AND a.order_id = e.order_id
-                WHERE a.finished_at IS NULL OR a.finished_at >= $1
-                   OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
-                              AND r.payment_id = a.id
-                              AND (r.finished_at IS NULL OR r.finished_at >= $1))
-                   OR EXISTS (SELECT 1 FROM hold_operations o WHERE o.merchant_id = a.merchant_id
-                              AND o.payment_id = a.id
-                              AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
-                p.partition_name) INTO open USING cutoff;
-        ELSE
-            EXECUTE format($q$SELECT EXISTS (
-                SELECT 1 FROM %I w JOIN payment_attempts a
-                    ON a.merchant_id = w.merchant_id AND a.id = w.attempt_id
-                WHERE a.finished_at IS NULL OR a.finished_at >= $1
-                   OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
-                              AND r.payment_id = a.id
-                              AND (r.finished_at IS NULL OR r.finished_at >= $1))
-                   OR EXISTS (SELECT 1 FROM hold_operations o WHERE o.merchant_id = a.merchant_id
-                              AND o.payment_id = a.id
-                              AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
-                p.partition_name) INTO open USING cutoff;
-        END IF;
-        IF open THEN
-            partition_name := p.partition_name; dropped := false; reason := 'open payment';
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
+        partition_name := p.partition_name;
         BEGIN
             IF family = 'events' THEN
-                -- The three parents in the order their writers take them (an event, then its
-                -- deliveries, then their attempts), so that a writer and this drop cannot
-                -- deadlock; then the referencing months first: their foreign keys name this
-                -- one's events.
-                LOCK TABLE merchant_events, event_deliveries, delivery_attempts
-                    IN ACCESS EXCLUSIVE MODE;
-                EXECUTE format('DROP TABLE %I', 'delivery_attempts' || suffix);
-                EXECUTE format('DROP TABLE %I', 'event_deliveries' || suffix);
+                -- An event is about an order's payment, refund or the order itself: its
+                -- payments (the order's attempts), their refunds and hold operations.
+                EXECUTE format($q$SELECT EXISTS (
+                    SELECT 1 FROM %I e JOIN payment_attempts a
+                        ON a.merchant_id = e.merchant_id AND a.order_id = e.order_id
+                    WHERE a.finished_at IS NULL OR a.finished_at >= $1
+                       OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
+                                  AND r.payment_id = a.id
+                                  AND (r.finished_at IS NULL OR r.finished_at >= $1))
+                       OR EXISTS (SELECT 1 FROM hold_operations o
+                                  WHERE o.merchant_id = a.merchant_id AND o.payment_id = a.id
+                                  AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
+                    p.partition_name) INTO open USING cutoff;
+            ELSE
+                EXECUTE format($q$SELECT EXISTS (
+                    SELECT 1 FROM %I w JOIN payment_attempts a
+                        ON a.merchant_id = w.merchant_id AND a.id = w.attempt_id
+                    WHERE a.finished_at IS NULL OR a.finished_at >= $1
+                       OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
+                                  AND r.payment_id = a.id
+                                  AND (r.finished_at IS NULL OR r.finished_at >= $1))
+                       OR EXISTS (SELECT 1 FROM hold_operations o
+                                  WHERE o.merchant_id = a.merchant_id AND o.payment_id = a.id
+                                  AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
+                    p.partition_name) INTO open USING cutoff;
             END IF;
-            EXECUTE format('DROP TABLE %I', p.partition_name);
-            partition_name := p.partition_name; dropped := true; reason := NULL;
-        EXCEPTION WHEN lock_not_available THEN
-            partition_name := p.partition_name; dropped := false; reason := 'busy';
+            IF NOT open THEN
+                IF family = 'events' THEN
+                    -- The three parents in the order their writers insert (an event, then
+                    -- its deliveries, then their attempts); then the referencing months
+                    -- first: their foreign keys name this one's events.
+                    LOCK TABLE merchant_events, event_deliveries, delivery_attempts
+                        IN ACCESS EXCLUSIVE MODE;
+                    EXECUTE format('DROP TABLE %I', 'delivery_attempts' || suffix);
+                    EXECUTE format('DROP TABLE %I', 'event_deliveries' || suffix);
+                END IF;
+                EXECUTE format('DROP TABLE %I', p.partition_name);
+            END IF;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            dropped := false; reason := 'busy';
+            RETURN NEXT;
+            -- Its tables are held: a later month would wait on the same ones.
+            EXIT;
         END;
-        RETURN NEXT;
+        IF open THEN
+            dropped := false; reason := 'open payment';
+            RETURN NEXT;
+        ELSE
+            dropped := true; reason := NULL;
+            RETURN NEXT;
+            -- One month a transaction: the keeper calls again for the next.
+            RETURN;
+        END IF;
     END LOOP;
     IF family = 'provider_webhooks' THEN
         -- The webhooks dated outside the months, by the row: past `keep` since they came,
-        -- their payment final as long (or about no payment of ours).
-        DELETE FROM provider_webhooks_outside w
-        WHERE w.received_at < cutoff
-          AND (w.attempt_id IS NULL OR (
-              EXISTS (SELECT 1 FROM payment_attempts a
-                      WHERE a.merchant_id = w.merchant_id AND a.id = w.attempt_id
-                        AND a.finished_at < cutoff)
-              AND NOT EXISTS (SELECT 1 FROM refunds r
-                      WHERE r.merchant_id = w.merchant_id AND r.payment_id = w.attempt_id
-                        AND (r.finished_at IS NULL OR r.finished_at >= cutoff))
-              AND NOT EXISTS (SELECT 1 FROM hold_operations o
-                      WHERE o.merchant_id = w.merchant_id AND o.payment_id = w.attempt_id
-                        AND (o.finished_at IS NULL OR o.finished_at >= cutoff))));
+        -- their payment final as long (or about no payment of ours). Rows held by another
+        -- transaction wait for the next round.
+        BEGIN
+            DELETE FROM provider_webhooks_outside w
+            WHERE w.received_at < cutoff
+              AND (w.attempt_id IS NULL OR (
+                  EXISTS (SELECT 1 FROM payment_attempts a
+                          WHERE a.merchant_id = w.merchant_id AND a.id = w.attempt_id
+                            AND a.finished_at < cutoff)
+                  AND NOT EXISTS (SELECT 1 FROM refunds r
+                          WHERE r.merchant_id = w.merchant_id AND r.payment_id = w.attempt_id
+                            AND (r.finished_at IS NULL OR r.finished_at >= cutoff))
+                  AND NOT EXISTS (SELECT 1 FROM hold_operations o
+                          WHERE o.merchant_id = w.merchant_id AND o.payment_id = w.attempt_id
+                            AND (o.finished_at IS NULL OR o.finished_at >= cutoff))));
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            NULL;
+        END;
     END IF;
 END
 $function$;
@@ -1980,6 +2005,23 @@ BEGIN
     END IF;
     RETURN NULL;
 END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.provider_webhooks_once()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    -- 0x77686b73 ("whks"): the class of these advisory locks (two-int form, apart from the
+    -- bigint keys of the migration lock and the others, and the events' "once").
+    PERFORM pg_advisory_xact_lock(2003332979,
+        hashtext(NEW.provider || '/' || NEW.provider_event_id));
+    IF EXISTS (SELECT 1 FROM provider_webhooks w WHERE w.provider = NEW.provider
+               AND w.provider_event_id = NEW.provider_event_id AND w.id <> NEW.id) THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.refunds_emit_event()

@@ -92,6 +92,13 @@ async fn the_runtime_role_cannot_disable_drop_or_skip_a_trigger_nor_alter_a_tabl
         "SET session_replication_role = replica",
         "CREATE TABLE shadow_attempts (id uuid)",
         "INSERT INTO __diesel_schema_migrations (version) VALUES ('99999999999999')",
+        // The partition keeper's owner functions trust this table (docs/DESIGN.md, "History
+        // partitioned by time"): which tables, where their legacy partitions end.
+        "INSERT INTO history_tables (name, key_kind, legacy_until) \
+         VALUES ('payment_attempts', 'time', now())",
+        "UPDATE history_tables SET legacy_until = now() + interval '10 years'",
+        "DELETE FROM history_tables",
+        "TRUNCATE history_tables",
     ] {
         assert_not_permitted(&client, sql).await;
     }
