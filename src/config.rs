@@ -481,11 +481,12 @@ pub struct ServeArgs {
         default_value_t = 20
     )]
     pub drain_secs: u64,
-    /// How many days a provider's webhook is kept after its payment (and each of its refunds
-    /// and captures) is final, or after it arrived if it names no payment, at least; its month
-    /// is then dropped whole, so a month more at most (docs/guides/provider-webhooks.md,
-    /// "Webhooks"). At least the providers' redelivery window: Adyen retries for up to 30
-    /// days, Stripe for 3. At most 36,500.
+    /// How many days a provider's webhook is kept, at least: a month of webhooks (by the
+    /// provider's own time of the event) is dropped whole once that many days have passed since
+    /// the month ended and every payment of its webhooks (with each of its refunds and
+    /// captures) has been final that long, so a month more at most
+    /// (docs/guides/provider-webhooks.md, "Webhooks"). At least the providers' redelivery
+    /// window: Adyen retries for up to 30 days, Stripe for 3. At most 36,500.
     #[arg(help_heading = "Retention", long, env = "PAYORCH_PROVIDER_WEBHOOK_RETENTION_DAYS", default_value_t = 35,
           value_parser = clap::value_parser!(u64).range(1..=36_500))]
     pub provider_webhook_retention_days: u64,

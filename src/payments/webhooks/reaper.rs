@@ -1,6 +1,7 @@
 //! The provider webhook reaper: a worker in every replica that drops the months of the
 //! providers' webhooks past their retention (`--provider-webhook-retention-days`;
-//! [`super::retention`], `db::partitions`), makes the months ahead, and rewrites the ones an older version stored whole through the allowlist of what is kept
+//! [`super::retention`], `db::partitions`), makes the months ahead, and rewrites the ones an
+//! older version stored whole through the allowlist of what is kept
 //! ([`super::old_payloads`]), each a batch at a time. Here rather than at `serve`'s start: a
 //! big table does not hold the start back, and rows an older replica writes while an upgrade
 //! rolls are found on a later round. A worker of payments' own, beside the event reaper
@@ -72,7 +73,10 @@ pub async fn run(
                 "provider webhooks stored whole by an older version rewritten without card data"
             ),
             Err(err) => {
-                tracing::warn!(error = %err, "rewriting old provider webhooks failed; retrying later")
+                tracing::warn!(
+                    error = %err,
+                    "rewriting old provider webhooks failed; retrying later"
+                )
             }
         }
         tokio::select! {

@@ -10,8 +10,9 @@
 //!
 //! The default outlasts the providers' redeliveries (Adyen retries for up to 30 days, Stripe
 //! for 3), and a copy that comes after its month is gone is harmless all the same: dated
-//! before every partition, it cannot be recorded and is answered `500`, which changes
-//! nothing about its payment; the provider's retries end with its redelivery window.
+//! before every partition, it lands in the DEFAULT partition `provider_webhooks_outside`
+//! (kept by the row, from its arrival), and judged again against a payment that is final,
+//! it changes nothing.
 
 use std::time::Duration;
 
