@@ -1,12 +1,12 @@
-//! How long a provider's webhook is kept (docs/guides/provider-webhooks.md, "Webhooks"; docs/PRODUCTION.md, section 6):
-//! `--provider-webhook-retention-days` (35 by default) after everything it could be about is
-//! final — its payment, each of the payment's refunds and hold operations — and after it
-//! arrived; a webhook about no payment payorch knows, that long after it arrived. The table
-//! is partitioned by month of the provider's own time of the event (docs/DESIGN.md, "History
-//! partitioned by time"), and a month goes whole, dropped by the provider webhook reaper
-//! (`reaper`, through `db::partitions`) once the retention has passed its end and every
-//! payment its webhooks are about has been final that long: a webhook is kept at least the
-//! retention, and a month more at most.
+//! How long a provider's webhook is kept (docs/guides/provider-webhooks.md, "Webhooks";
+//! docs/PRODUCTION.md, section 6): `--provider-webhook-retention-days` (35 by default) past the
+//! end of the month of the provider's own time of the event, and after everything it could be
+//! about is final — its payment, each of the payment's refunds and hold operations. The table
+//! is partitioned by that month (docs/DESIGN.md, "History partitioned by time"), and a month
+//! goes whole, dropped by the provider webhook reaper (`reaper`, through `db::partitions`) once
+//! the retention has passed its end and every payment its webhooks are about has been final
+//! that long: a webhook is kept at least the retention from its provider's time, and a month
+//! more at most.
 //!
 //! The default outlasts the providers' redeliveries (Adyen retries for up to 30 days, Stripe
 //! for 3), and a copy that comes after its month is gone is harmless all the same: dated
