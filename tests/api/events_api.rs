@@ -4,7 +4,6 @@
 //! sends are written by SQL with states a delivery worker leaves alone (final, or due far
 //! ahead), so what each test reads is what it wrote.
 
-
 use diesel_async::RunQueryDsl;
 use serde_json::{json, Value};
 use uuid::Uuid;

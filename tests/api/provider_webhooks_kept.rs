@@ -9,9 +9,7 @@ use diesel::sql_types::Text;
 use diesel_async::RunQueryDsl;
 use serde_json::{json, Value};
 
-use payorch::payments::webhooks::reaper::{
-    strip_stored_webhooks, WebhookReaperSettings,
-};
+use payorch::payments::webhooks::reaper::{strip_stored_webhooks, WebhookReaperSettings};
 
 use crate::helpers::TestApp;
 use crate::payments::Route;
