@@ -416,20 +416,26 @@ async fn serve_through_a_transaction_pooler_refuses_sessions_outside_utc() {
         return;
     };
     runtime_role_sets(&db, "timezone", "Europe/Berlin").await;
-    let data_dir = temp_dir("pooler-zone");
+    let logged = refused_start(&bouncer.url(&db), Some(&db.url)).await;
+    assert!(
+        logged.contains("Europe/Berlin") && logged.contains("SET timezone = 'UTC'"),
+        "{logged}"
+    );
+}
+
+/// What `serve` through the pooler logged as it refused to start.
+async fn refused_start(pooled_url: &str, owner_url: Option<&str>) -> String {
+    let data_dir = temp_dir("pooler-refused");
     let log = data_dir.join("serve.log");
-    let mut serve = serve_through(&bouncer.url(&db), Some(&db.url), &data_dir, &log);
+    let mut serve = serve_through(pooled_url, owner_url, &data_dir, &log);
     let exit = tokio::time::timeout(Duration::from_secs(30), serve.wait())
         .await
         .expect("serve stops at once")
         .unwrap();
     assert!(!exit.success());
     let logged = std::fs::read_to_string(&log).unwrap();
-    assert!(
-        logged.contains("Europe/Berlin") && logged.contains("SET timezone = 'UTC'"),
-        "{logged}"
-    );
     let _ = std::fs::remove_dir_all(&data_dir);
+    logged
 }
 
 /// Through a transaction pooler a migration would lose its session, its lock and its DDL
@@ -441,20 +447,11 @@ async fn serve_through_a_transaction_pooler_will_not_migrate_through_it() {
     let Some(bouncer) = Bouncer::start(&db) else {
         return;
     };
-    let data_dir = temp_dir("pooler-refused");
-    let log = data_dir.join("serve.log");
-    let mut serve = serve_through(&bouncer.url(&db), None, &data_dir, &log);
-    let exit = tokio::time::timeout(Duration::from_secs(30), serve.wait())
-        .await
-        .expect("serve stops at once")
-        .unwrap();
-    assert!(!exit.success());
-    let logged = std::fs::read_to_string(&log).unwrap();
+    let logged = refused_start(&bouncer.url(&db), None).await;
     assert!(
         logged.contains("--migration-database-url") && logged.contains("transaction mode"),
         "{logged}"
     );
-    let _ = std::fs::remove_dir_all(&data_dir);
 }
 
 /// Nothing set on a session outlives a transaction behind the pooler: each transaction of the
