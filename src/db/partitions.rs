@@ -41,6 +41,22 @@ impl Family {
             Family::ProviderWebhooks => "provider_webhooks",
         }
     }
+
+    /// The history tables this family's keeper makes the months of and reports on: the
+    /// events' reaper also keeps the timelines, which have no retention. Between the two
+    /// reapers, each table once a round.
+    pub fn tables(self) -> &'static [&'static str] {
+        match self {
+            Family::Events => &[
+                "merchant_events",
+                "event_deliveries",
+                "delivery_attempts",
+                "attempt_transitions",
+                "refund_transitions",
+            ],
+            Family::ProviderWebhooks => &["provider_webhooks"],
+        }
+    }
 }
 
 /// A partition past its retention, as the keeper found it.
@@ -90,12 +106,13 @@ pub const TABLES: [&str; 6] = [
 ];
 
 /// Creates the partitions of last month, this month and the [`MONTHS_AHEAD`] after it that
-/// are missing, on every history table; how many it made (0 once they exist, or while another
-/// replica's keeper is at work: the next round looks again). One statement, so one
-/// transaction, per table: none holds two tables' locks at once.
-pub async fn create_ahead(conn: &mut PgConn) -> diesel::QueryResult<i32> {
+/// are missing, on each of `tables` (in [`TABLES`]' order: events before their deliveries);
+/// how many it made (0 once they exist, or while another replica's keeper is at work: the
+/// next round looks again). One statement, so one transaction, per table: none holds two
+/// tables' locks at once.
+pub async fn create_ahead(conn: &mut PgConn, tables: &[&'static str]) -> diesel::QueryResult<i32> {
     let mut made = 0;
-    for table in TABLES {
+    for &table in tables {
         let rows: Vec<Made> = create_ahead_statement(table, MONTHS_AHEAD)
             .load(conn)
             .await?;
@@ -167,7 +184,7 @@ pub async fn keep(
     family: Family,
     retention: Duration,
 ) -> diesel::QueryResult<Vec<Expired>> {
-    let made = create_ahead(conn).await?;
+    let made = create_ahead(conn, family.tables()).await?;
     if made > 0 {
         tracing::info!(made, "history partitions created ahead");
     }
@@ -237,11 +254,11 @@ impl PartitionGauges {
         registry.register(Box::new(self.until.clone()))
     }
 
-    /// Reads the partitions and sets every table's gauges.
-    pub async fn observe(&self, conn: &mut PgConn) -> diesel::QueryResult<()> {
+    /// Reads the partitions and sets the gauges of `family`'s tables.
+    pub async fn observe(&self, conn: &mut PgConn, family: Family) -> diesel::QueryResult<()> {
         let partitions = list(conn).await?;
         let now = Utc::now();
-        for table in TABLES {
+        for &table in family.tables() {
             let mine: Vec<&Partition> = partitions
                 .iter()
                 .filter(|p| p.table_name == table)
@@ -267,6 +284,19 @@ impl PartitionGauges {
 mod tests {
     use super::*;
     use crate::db::snapshot::assert_sql_snapshot;
+
+    /// Each history table is kept by exactly one reaper: made ahead, and in the gauges.
+    #[test]
+    fn every_history_table_belongs_to_one_family() {
+        let mut kept: Vec<&str> = [Family::Events, Family::ProviderWebhooks]
+            .iter()
+            .flat_map(|f| f.tables().iter().copied())
+            .collect();
+        kept.sort_unstable();
+        let mut all = TABLES.to_vec();
+        all.sort_unstable();
+        assert_eq!(kept, all);
+    }
 
     #[test]
     fn the_keeper_statements_read_as_their_snapshots() {

@@ -46,7 +46,10 @@ pub async fn run(
     loop {
         let reaped = match pool.get().await {
             Ok(mut conn) => match reap_once(&mut conn, &settings).await {
-                Ok(_) => gauges.observe(&mut conn).await.map_err(|e| e.to_string()),
+                Ok(_) => gauges
+                    .observe(&mut conn, Family::Events)
+                    .await
+                    .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             },
             Err(err) => Err(err.to_string()),

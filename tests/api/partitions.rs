@@ -205,7 +205,12 @@ async fn the_keeper_makes_the_months_ahead_once_as_the_runtime_role_and_a_row_la
     let db = TestDatabase::migrated().await;
     let mut runtime = connect(&db.runtime_url).await;
     // The migration made them; a keeper round finds nothing to make.
-    assert_eq!(partitions::create_ahead(&mut runtime).await.unwrap(), 0);
+    assert_eq!(
+        partitions::create_ahead(&mut runtime, &partitions::TABLES)
+            .await
+            .unwrap(),
+        0
+    );
     let listed = partitions::list(&mut runtime).await.unwrap();
     let last = month(&mut runtime, partitions::MONTHS_AHEAD).await;
     for table in [
@@ -243,8 +248,8 @@ async fn the_keeper_makes_the_months_ahead_once_as_the_runtime_role_and_a_row_la
     .await;
     let mut other = connect(&db.runtime_url).await;
     let (a, b) = tokio::join!(
-        partitions::create_ahead(&mut runtime),
-        partitions::create_ahead(&mut other)
+        partitions::create_ahead(&mut runtime, &partitions::TABLES),
+        partitions::create_ahead(&mut other, &partitions::TABLES)
     );
     assert_eq!(a.unwrap() + b.unwrap(), 4);
     for table in [
@@ -386,7 +391,12 @@ async fn a_month_past_the_retention_goes_with_its_deliveries_when_its_payments_a
         .unwrap();
     assert!(again.iter().all(|p| !p.dropped), "{again:?}");
     assert!(exists(&mut owner, &format!("merchant_events_{one_ago}")).await);
-    assert_eq!(partitions::create_ahead(&mut runtime).await.unwrap(), 0);
+    assert_eq!(
+        partitions::create_ahead(&mut runtime, &partitions::TABLES)
+            .await
+            .unwrap(),
+        0
+    );
 
     // The API lists what is left: the open payment's events, none of the dropped month's.
     let listed: Value = app
@@ -724,7 +734,12 @@ async fn a_keeper_finds_another_replicas_at_work_and_waits_for_the_next_round() 
     // for its transaction's): no error, nothing made nor dropped, however long it holds it.
     run_sql(&mut owner, "SELECT pg_advisory_lock(1751741300, 0)").await;
     let started = std::time::Instant::now();
-    assert_eq!(partitions::create_ahead(&mut runtime).await.unwrap(), 0);
+    assert_eq!(
+        partitions::create_ahead(&mut runtime, &partitions::TABLES)
+            .await
+            .unwrap(),
+        0
+    );
     let expired = partitions::drop_expired(&mut runtime, Family::Events, Duration::from_millis(1))
         .await
         .unwrap();

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use super::old_payloads::strip_old_payloads;
 use super::retention::drop_old_webhooks;
-use crate::db::partitions::{Expired, PartitionGauges};
+use crate::db::partitions::{Expired, Family, PartitionGauges};
 use crate::db::DbPool;
 use crate::db::PgConn;
 
@@ -49,7 +49,10 @@ pub async fn run(
     loop {
         let reaped = match pool.get().await {
             Ok(mut conn) => match reap_provider_webhooks(&mut conn, &settings).await {
-                Ok(_) => gauges.observe(&mut conn).await.map_err(|e| e.to_string()),
+                Ok(_) => gauges
+                    .observe(&mut conn, Family::ProviderWebhooks)
+                    .await
+                    .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             },
             Err(err) => Err(err.to_string()),
