@@ -27,7 +27,7 @@ use payorch::db::{build_pool, PoolSettings, Pooler};
 
 use crate::helpers::{eventually, payorch_bin, temp_dir, TestDatabase};
 use crate::payments::checkout_body;
-use crate::serve::wait_ready;
+use crate::serve::{terminate, wait_ready};
 
 /// A PgBouncer of a test's own, in transaction mode, in front of one database.
 pub struct Bouncer {
@@ -373,15 +373,7 @@ async fn serve_through_pgbouncer_in_transaction_mode_pays_refunds_reconciles_and
     // A few rounds of the quota sync and the reapers more.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    let pid = serve.id().unwrap() as i32;
-    // SAFETY: sends SIGTERM to our own child.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
-    let mut serve = serve;
-    let exit = tokio::time::timeout(Duration::from_secs(30), serve.wait())
-        .await
-        .expect("serve stops on SIGTERM")
-        .unwrap();
-    assert!(exit.success(), "{exit}");
+    terminate(serve).await;
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(
         logged.trim().is_empty(),

@@ -54,7 +54,7 @@ async fn status_as(creds: &Credentials, secret: &str, path: &str) -> u16 {
         .as_u16()
 }
 
-async fn terminate(mut child: tokio::process::Child) {
+pub async fn terminate(mut child: tokio::process::Child) {
     let pid = child.id().expect("a running child") as i32;
     // SAFETY: sends SIGTERM to our own child.
     unsafe { libc::kill(pid, libc::SIGTERM) };
