@@ -1451,33 +1451,22 @@ BEGIN
         suffix := substr(p.partition_name, length(p.table_name) + 1);
         partition_name := p.partition_name;
         BEGIN
-            IF family = 'events' THEN
-                -- An event is about an order's payment, refund or the order itself: its
-                -- payments (the order's attempts), their refunds and hold operations.
-                EXECUTE format($q$SELECT EXISTS (
-                    SELECT 1 FROM %I e JOIN payment_attempts a
-                        ON a.merchant_id = e.merchant_id AND a.order_id = e.order_id
-                    WHERE a.finished_at IS NULL OR a.finished_at >= $1
-                       OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
-                                  AND r.payment_id = a.id
-                                  AND (r.finished_at IS NULL OR r.finished_at >= $1))
-                       OR EXISTS (SELECT 1 FROM hold_operations o
-                                  WHERE o.merchant_id = a.merchant_id AND o.payment_id = a.id
-                                  AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
-                    p.partition_name) INTO open USING cutoff;
-            ELSE
-                EXECUTE format($q$SELECT EXISTS (
-                    SELECT 1 FROM %I w JOIN payment_attempts a
-                        ON a.merchant_id = w.merchant_id AND a.id = w.attempt_id
-                    WHERE a.finished_at IS NULL OR a.finished_at >= $1
-                       OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
-                                  AND r.payment_id = a.id
-                                  AND (r.finished_at IS NULL OR r.finished_at >= $1))
-                       OR EXISTS (SELECT 1 FROM hold_operations o
-                                  WHERE o.merchant_id = a.merchant_id AND o.payment_id = a.id
-                                  AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
-                    p.partition_name) INTO open USING cutoff;
-            END IF;
+            -- The payments the month's rows are about: an event is about an order's payment,
+            -- refund or the order itself (the order's attempts); a webhook about its attempt.
+            -- Open, or final for less than the retention, with their refunds and holds.
+            EXECUTE format($q$SELECT EXISTS (
+                SELECT 1 FROM %I x JOIN payment_attempts a ON a.merchant_id = x.merchant_id
+                    AND %s
+                WHERE a.finished_at IS NULL OR a.finished_at >= $1
+                   OR EXISTS (SELECT 1 FROM refunds r WHERE r.merchant_id = a.merchant_id
+                              AND r.payment_id = a.id
+                              AND (r.finished_at IS NULL OR r.finished_at >= $1))
+                   OR EXISTS (SELECT 1 FROM hold_operations o
+                              WHERE o.merchant_id = a.merchant_id AND o.payment_id = a.id
+                              AND (o.finished_at IS NULL OR o.finished_at >= $1)))$q$,
+                p.partition_name,
+                CASE family WHEN 'events' THEN 'a.order_id = x.order_id'
+                            ELSE 'a.id = x.attempt_id' END) INTO open USING cutoff;
             IF NOT open THEN
                 IF family = 'events' THEN
                     -- The three parents in the order their writers insert (an event, then
